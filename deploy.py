@@ -1,0 +1,19 @@
+"""gpuinfra deploy: `pyinfra inventory/<site>.py deploy.py`.
+
+The table of contents of a deploy. The site's spec is validated first (config.py stops the run
+before any connection; this check covers API use); then each role runs on the hosts whose
+groups ask for it. Every role is also usable alone:
+`pyinfra inventory/<site>.py roles/<role>/deploy.py`.
+"""
+
+from pyinfra import host, inventory
+
+from gpuinfra_cli.gate import require_valid
+
+spec = require_valid(inventory)
+node = spec.node(host.name)
+
+# Roles join here as they land, in dependency order:
+#   common (hostnames, time sync, apt mirrors, sysctls)       -> every host
+#   nvidia_driver, fabric_manager, container_toolkit          -> hosts with gpu_model
+#   munge, slurm (slurmctld on head, slurmd on workers)       -> when "slurm" in schedulers

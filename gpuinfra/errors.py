@@ -1,0 +1,19 @@
+"""Exceptions raised by the library. Each carries a message meant for a human operator."""
+
+
+class GpuinfraError(Exception):
+    """Base class for every error the library raises on purpose."""
+
+
+class ParseError(GpuinfraError):
+    """Tool output that cannot be read without guessing.
+
+    ``source`` names the command whose output was being parsed (e.g. ``nvidia-smi topo -m``);
+    ``line`` is the 1-based line number where the problem was found, when known.
+    """
+
+    def __init__(self, source: str, message: str, line: int | None = None):
+        self.source = source
+        self.line = line
+        where = f" (line {line})" if line is not None else ""
+        super().__init__(f"{source}: {message}{where}")

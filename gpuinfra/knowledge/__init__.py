@@ -1,0 +1,1 @@
+"""Knowledge tables: GPU models, MIG profiles, topology profiles, driver branches."""

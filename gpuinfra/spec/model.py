@@ -1,0 +1,150 @@
+"""The cluster spec: a typed model of what the roles need, built from pyinfra host data.
+
+Where each value lives (pyinfra's own places, see README "Describing a site"):
+- ``inventory/<site>.py``: hosts, their groups (``head``, ``workers``, ``hypervisors``) and
+  per-host data (``gpu_model``, ``gpu_count``, ``gpu_topology``, ``gpu_sharing``, ``rdma_nics``);
+- ``group_data/all.py``: cluster-wide values (``cluster_name``, ``schedulers``,
+  ``driver_branch``, ``mig_strategy``, ``reboot_policy``, ``apt_mirror``, ``apt_proxy``,
+  ``nvidia_repo_mirror``, ``offline``, ``slurm_partitions``);
+- ``group_data/<group>.py``: values shared by a group (e.g. every worker's GPU model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuinfra.knowledge.gpus import GpuModel
+from gpuinfra.knowledge.topology import TopologyProfile
+
+HEAD_GROUP = "head"
+WORKER_GROUP = "workers"
+HYPERVISOR_GROUP = "hypervisors"
+ROLE_GROUPS = (HEAD_GROUP, WORKER_GROUP, HYPERVISOR_GROUP)
+
+SCHEDULERS = ("slurm", "kubernetes")
+MIG_STRATEGIES = ("single", "mixed")
+REBOOT_POLICIES = ("never", "if-needed")
+SHARING_MODES = ("none", "mig", "mps", "time-slicing")
+LINK_LAYERS = ("infiniband", "ethernet")
+
+# Host-level keys of the spec, with their defaults (None: no default, absent means "not set").
+HOST_KEYS: dict[str, Any] = {
+    "gpu_model": None,
+    "gpu_count": None,
+    "gpu_topology": None,
+    "gpu_sharing": None,
+    "rdma_nics": None,
+}
+
+# Cluster-wide keys: must agree on every host (set them once, in group_data/all.py).
+CLUSTER_KEYS: dict[str, Any] = {
+    "cluster_name": "gpucluster",
+    "schedulers": ["slurm"],
+    "driver_branch": "535",
+    "mig_strategy": "single",
+    "reboot_policy": "never",
+    "apt_mirror": None,
+    "apt_proxy": None,
+    "nvidia_repo_mirror": None,
+    "offline": False,
+    "slurm_partitions": None,
+}
+
+SPEC_KEYS = (*HOST_KEYS, *CLUSTER_KEYS)
+
+
+@dataclass(frozen=True)
+class HostInput:
+    """What a caller hands the validator for one host: its name, groups and merged data."""
+
+    name: str
+    groups: tuple[str, ...]
+    data: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class GpuSharing:
+    """How a node's GPUs are shared. ``mig_layout`` holds one {profile: count} per GPU."""
+
+    mode: str = "none"
+    mig_layout: tuple[Mapping[str, int], ...] = ()
+    mps_clients: int | None = None
+    mps_thread_percentage: int | None = None
+    mps_pinned_mem_limit: str | None = None
+    replicas: int | None = None
+
+
+@dataclass(frozen=True)
+class RdmaNic:
+    name: str
+    pci: str | None = None
+    ats: bool = True
+    link_layer: str = "infiniband"
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    model: GpuModel
+    count: int
+    topology: TopologyProfile
+
+    @property
+    def needs_fabric_manager(self) -> bool:
+        return self.topology.requires_fabric_manager
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    groups: tuple[str, ...]
+    gpus: GpuSpec | None = None
+    sharing: GpuSharing = field(default_factory=GpuSharing)
+    rdma_nics: tuple[RdmaNic, ...] = ()
+
+    @property
+    def is_head(self) -> bool:
+        return HEAD_GROUP in self.groups
+
+    @property
+    def is_worker(self) -> bool:
+        return WORKER_GROUP in self.groups
+
+    @property
+    def short_name(self) -> str:
+        return self.name.split(".")[0]
+
+
+@dataclass(frozen=True)
+class Partition:
+    name: str
+    nodes: tuple[str, ...]
+    default: bool = False
+    gpu: bool = False
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    name: str
+    schedulers: tuple[str, ...]
+    driver_branch: str
+    mig_strategy: str
+    reboot_policy: str
+    apt_mirror: Mapping[str, str]
+    apt_proxy: str | None
+    nvidia_repo_mirror: str | None
+    offline: bool
+    nodes: tuple[NodeSpec, ...]
+    partitions: tuple[Partition, ...] = ()
+
+    def node(self, name: str) -> NodeSpec:
+        return next(n for n in self.nodes if n.name == name)
+
+    @property
+    def head(self) -> tuple[NodeSpec, ...]:
+        return tuple(n for n in self.nodes if n.is_head)
+
+    @property
+    def gpu_nodes(self) -> tuple[NodeSpec, ...]:
+        return tuple(n for n in self.nodes if n.gpus is not None)

@@ -1,0 +1,661 @@
+"""Validate pyinfra host data against the cluster spec, collecting every problem at once.
+
+``build_cluster(hosts)`` returns a :class:`ClusterSpec` or raises :class:`SpecInvalid` holding
+one :class:`SpecError` per problem: host, field, bad value, what is allowed and how to fix it.
+Nothing here raises anything else on bad data: wrong types are problems, not crashes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from difflib import get_close_matches
+from typing import Any
+from urllib.parse import urlsplit
+
+from gpuinfra.errors import GpuinfraError
+from gpuinfra.knowledge import drivers
+from gpuinfra.knowledge.gpus import GPU_MODELS, GpuModel, gpu_model, suggest_models
+from gpuinfra.knowledge.topology import PROFILES, gpu_count_problem
+from gpuinfra.spec.model import (
+    CLUSTER_KEYS,
+    HEAD_GROUP,
+    HOST_KEYS,
+    LINK_LAYERS,
+    MIG_STRATEGIES,
+    REBOOT_POLICIES,
+    SCHEDULERS,
+    SHARING_MODES,
+    SPEC_KEYS,
+    ClusterSpec,
+    GpuSharing,
+    GpuSpec,
+    HostInput,
+    NodeSpec,
+    Partition,
+    RdmaNic,
+)
+
+CLUSTER = "cluster"  # the "host" of errors about cluster-wide values
+_WHERE_HOST = "in the host's data in inventory/<site>.py (or group_data/<group>.py)"
+_WHERE_ALL = "once for the site, in group_data/<site>.py (or group_data/all.py)"
+
+MPS_MIN_CLIENTS, MPS_MAX_CLIENTS = 2, 48  # Volta+ MPS: 48 clients per device [mps-doc]
+_CLUSTER_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+_HOST_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9-]+)*$")
+_NIC_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+_PCI_BDF = re.compile(r"^([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+_PARTITION = re.compile(r"^[A-Za-z0-9_-]+$")
+_MEM_LIMIT = re.compile(r"^\d+[KMGT]?B?$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class SpecError:
+    host: str
+    field: str
+    value: Any
+    problem: str
+    allowed: str
+    fix: str
+
+    def __str__(self) -> str:
+        return (
+            f"{self.host}: {self.field} = {self.value!r}: {self.problem}. "
+            f"Allowed: {self.allowed}. Fix: {self.fix}"
+        )
+
+
+class SpecInvalid(GpuinfraError):
+    """The spec has problems; ``errors`` lists every one of them."""
+
+    def __init__(self, errors: Sequence[SpecError]):
+        self.errors = list(errors)
+        lines = "\n".join(f"  - {e}" for e in self.errors)
+        super().__init__(f"the cluster spec has {len(self.errors)} problem(s):\n{lines}")
+
+
+class _Collector:
+    def __init__(self) -> None:
+        self.errors: list[SpecError] = []
+
+    def add(self, host: str, field: str, value: Any, problem: str, allowed: str, fix: str) -> None:
+        self.errors.append(SpecError(host, field, value, problem, allowed, fix))
+
+
+def validate(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = ()) -> list[SpecError]:
+    """Every problem of the spec made of ``hosts`` (empty when it is valid)."""
+    try:
+        build_cluster(hosts, duplicate_names)
+    except SpecInvalid as exc:
+        return exc.errors
+    return []
+
+
+def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = ()) -> ClusterSpec:
+    """The typed cluster spec for ``hosts``; raises :class:`SpecInvalid` listing all problems.
+
+    ``duplicate_names`` are host names the inventory lists more than once (the loader sees the
+    raw inventory; pyinfra itself would silently merge them).
+    """
+    errs = _Collector()
+    for name in duplicate_names:
+        errs.add(name, "inventory", name, "this host name is listed more than once",
+                 "each host once per group", "remove the duplicate entry (or rename one host)")
+    if not hosts:
+        errs.add(CLUSTER, "inventory", [], "the inventory has no hosts",
+                 "at least one host in the 'head' group", "add hosts to inventory/<site>.py")
+        raise SpecInvalid(errs.errors)
+    for host in hosts:
+        _check_unknown_keys(host, errs)
+        _check_host_name(host, errs)
+    cluster = _cluster_values(hosts, errs)
+    nodes = tuple(_node(host, cluster, errs) for host in hosts)
+    _check_short_names(nodes, errs)
+    _check_heads(nodes, cluster["schedulers"], errs)
+    partitions = _partitions(cluster, nodes, errs)
+    if errs.errors:
+        raise SpecInvalid(errs.errors)
+    return ClusterSpec(
+        name=cluster["cluster_name"],
+        schedulers=tuple(cluster["schedulers"]),
+        driver_branch=cluster["driver_branch"],
+        mig_strategy=cluster["mig_strategy"],
+        reboot_policy=cluster["reboot_policy"],
+        apt_mirror=cluster["apt_mirror"],
+        apt_proxy=cluster["apt_proxy"],
+        nvidia_repo_mirror=cluster["nvidia_repo_mirror"],
+        offline=cluster["offline"],
+        nodes=nodes,
+        partitions=partitions,
+    )
+
+
+# ---------------------------------------------------------------------------- keys and names
+
+def _check_unknown_keys(host: HostInput, errs: _Collector) -> None:
+    """A key that is almost a spec key is a typo that would silently fall back to a default."""
+    for key in host.data:
+        if key in SPEC_KEYS or not isinstance(key, str):
+            continue
+        close = get_close_matches(key, SPEC_KEYS, n=1, cutoff=0.8)
+        if close:
+            errs.add(host.name, key, host.data[key], f"unknown key (did you mean {close[0]!r}?)",
+                     ", ".join(SPEC_KEYS), f"rename {key!r} to {close[0]!r}")
+
+
+def _check_host_name(host: HostInput, errs: _Collector) -> None:
+    if not _HOST_NAME.match(host.name):
+        errs.add(host.name, "host name", host.name, "not a valid host name",
+                 "letters, digits and '-', dot-separated (RFC 1123)",
+                 "rename the host in the inventory; put its address in ssh_hostname")
+
+
+def _check_short_names(nodes: Sequence[NodeSpec], errs: _Collector) -> None:
+    counts = Counter(n.short_name for n in nodes)
+    for short, count in counts.items():
+        if count > 1:
+            names = sorted(n.name for n in nodes if n.short_name == short)
+            errs.add(names[0], "host name", names, f"{count} hosts share the short name {short!r}",
+                     "unique short host names (Slurm and /etc/hosts use them)",
+                     "rename one of the hosts")
+
+
+# ---------------------------------------------------------------------------- cluster-wide
+
+def _cluster_values(hosts: Sequence[HostInput], errs: _Collector) -> dict[str, Any]:
+    raw: dict[str, Any] = {}
+    for key, default in CLUSTER_KEYS.items():
+        values = {h.name: h.data.get(key, default) for h in hosts}
+        distinct = {repr(v) for v in values.values()}
+        if len(distinct) > 1:
+            errs.add(CLUSTER, key, values, "differs between hosts", "one value for the cluster",
+                     f"set {key} {_WHERE_ALL} and remove the per-host overrides")
+        raw[key] = next(iter(values.values()))
+    return {
+        "cluster_name": _cluster_name(raw["cluster_name"], errs),
+        "schedulers": _schedulers(raw["schedulers"], errs),
+        "driver_branch": _driver_branch(raw["driver_branch"], errs),
+        "mig_strategy": _choice(CLUSTER, "mig_strategy", raw["mig_strategy"], MIG_STRATEGIES,
+                                errs, _WHERE_ALL),
+        "reboot_policy": _choice(CLUSTER, "reboot_policy", raw["reboot_policy"], REBOOT_POLICIES,
+                                 errs, _WHERE_ALL),
+        "apt_mirror": _apt_mirror(raw["apt_mirror"], errs),
+        "apt_proxy": _url(CLUSTER, "apt_proxy", raw["apt_proxy"], errs, proxy=True),
+        "nvidia_repo_mirror": _url(CLUSTER, "nvidia_repo_mirror", raw["nvidia_repo_mirror"], errs),
+        "offline": _offline(raw, hosts, errs),
+        "slurm_partitions": raw["slurm_partitions"],
+    }
+
+
+def _cluster_name(value: Any, errs: _Collector) -> str:
+    if not isinstance(value, str) or not _CLUSTER_NAME.match(value):
+        errs.add(CLUSTER, "cluster_name", value, "not a valid cluster name",
+                 "lower-case letter first, then lower-case letters, digits, '-' or '_' (max 40)",
+                 f"set cluster_name {_WHERE_ALL}, e.g. cluster_name = 'gpu1'")
+        return "invalid"
+    return value
+
+
+def _schedulers(value: Any, errs: _Collector) -> list[str]:
+    if isinstance(value, str):
+        errs.add(CLUSTER, "schedulers", value, "must be a list, not a string",
+                 f"a list drawn from {list(SCHEDULERS)}", f"write schedulers = [{value!r}]")
+        return []
+    if not isinstance(value, (list, tuple)):
+        errs.add(CLUSTER, "schedulers", value, "must be a list", f"a list drawn from "
+                 f"{list(SCHEDULERS)}", f"set schedulers {_WHERE_ALL}, e.g. ['slurm']")
+        return []
+    good = []
+    for item in value:
+        if item in SCHEDULERS:
+            good.append(item)
+        else:
+            errs.add(CLUSTER, "schedulers", item, "unknown scheduler", ", ".join(SCHEDULERS),
+                     f"use one of {list(SCHEDULERS)} in schedulers {_WHERE_ALL}")
+    if len(set(good)) != len(good):
+        errs.add(CLUSTER, "schedulers", value, "lists a scheduler twice", "each scheduler once",
+                 "remove the duplicate")
+    return list(dict.fromkeys(good))
+
+
+def _driver_branch(value: Any, errs: _Collector) -> str:
+    branch = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+    supported = drivers.supported_branches()
+    if branch is None or branch not in drivers.KNOWN_BRANCHES:
+        errs.add(CLUSTER, "driver_branch", value, "unknown NVIDIA driver branch",
+                 f"known branches {', '.join(drivers.KNOWN_BRANCHES)}; the roles install "
+                 f"{', '.join(supported)}", f"set driver_branch = '{supported[0]}' {_WHERE_ALL}")
+        return supported[0]
+    if branch not in supported:
+        errs.add(CLUSTER, "driver_branch", value,
+                 "a real branch, but the roles cannot install it on "
+                 f"{', '.join(drivers.SUPPORTED_OS)} yet",
+                 ", ".join(supported), f"set driver_branch = '{supported[0]}' {_WHERE_ALL}")
+    return branch
+
+
+def _choice(host: str, field: str, value: Any, allowed: Sequence[str], errs: _Collector,
+            where: str) -> str:
+    if value not in allowed:
+        errs.add(host, field, value, f"unknown {field.replace('_', ' ')}", ", ".join(allowed),
+                 f"set {field} to one of {list(allowed)} {where}")
+        return allowed[0]
+    return value
+
+
+def _url(host: str, field: str, value: Any, errs: _Collector, proxy: bool = False) -> str | None:
+    if value is None:
+        return None
+    example = "http://proxy.example:3128" if proxy else "http://mirror.example/debian"
+    if not isinstance(value, str) or not _is_http_url(value, need_port=proxy):
+        need = "http(s)://host:port" if proxy else "an http(s):// URL with a host"
+        errs.add(host, field, value, "malformed URL", need,
+                 f"set {field} {_WHERE_ALL}, e.g. {example!r}, or None to disable")
+        return None
+    return value
+
+
+def _is_http_url(value: str, need_port: bool) -> bool:
+    if any(ch.isspace() for ch in value):
+        return False
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError:
+        return False
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return False
+    return port is not None or not need_port
+
+
+def _apt_mirror(value: Any, errs: _Collector) -> dict[str, str]:
+    """One URL for the site's distribution, or {distribution: URL} for mixed sites."""
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        url = _url(CLUSTER, "apt_mirror", value, errs)
+        return {"default": url} if url else {}
+    if isinstance(value, Mapping):
+        out = {}
+        for distro, url in value.items():
+            if distro not in ("debian", "ubuntu", "default"):
+                errs.add(CLUSTER, f"apt_mirror[{distro!r}]", url, "unknown distribution",
+                         "debian, ubuntu, default", "key the mirrors by 'debian' or 'ubuntu'")
+                continue
+            good = _url(CLUSTER, f"apt_mirror[{distro!r}]", url, errs)
+            if good:
+                out[distro] = good
+        return out
+    errs.add(CLUSTER, "apt_mirror", value, "must be a URL or a mapping of URLs",
+             "'http://mirror/debian' or {'debian': URL, 'ubuntu': URL}", f"fix it {_WHERE_ALL}")
+    return {}
+
+
+def _offline(raw: Mapping[str, Any], hosts: Sequence[HostInput], errs: _Collector) -> bool:
+    value = raw["offline"]
+    if not isinstance(value, bool):
+        errs.add(CLUSTER, "offline", value, "must be True or False", "True, False",
+                 f"set offline = True {_WHERE_ALL} for sites without internet access")
+        return False
+    if not value:
+        return False
+    if not raw["apt_mirror"]:
+        errs.add(CLUSTER, "apt_mirror", None, "an offline site needs a local apt mirror",
+                 "an http(s):// URL", f"set apt_mirror {_WHERE_ALL}, or offline = False")
+    has_gpus = any(h.data.get("gpu_model") for h in hosts)
+    if has_gpus and not raw["nvidia_repo_mirror"]:
+        errs.add(CLUSTER, "nvidia_repo_mirror", None,
+                 "an offline site with GPUs needs a mirror of NVIDIA's container-toolkit repo",
+                 "an http(s):// URL", f"set nvidia_repo_mirror {_WHERE_ALL}, or offline = False")
+    return True
+
+
+# ---------------------------------------------------------------------------- per node
+
+def _node(host: HostInput, cluster: Mapping[str, Any], errs: _Collector) -> NodeSpec:
+    gpus = _gpus(host, errs)
+    return NodeSpec(
+        name=host.name,
+        groups=tuple(host.groups),
+        gpus=gpus,
+        sharing=_sharing(host, gpus, cluster["mig_strategy"], errs),
+        rdma_nics=_rdma_nics(host, errs),
+    )
+
+
+def _int(host: str, field: str, value: Any, errs: _Collector, minimum: int, maximum: int,
+         fix: str) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        hint = f" (write {value} without quotes)" if isinstance(value, str) and value.isdigit() \
+            else ""
+        errs.add(host, field, value, f"must be an integer{hint}", f"{minimum}..{maximum}", fix)
+        return None
+    if not minimum <= value <= maximum:
+        errs.add(host, field, value, "out of range", f"an integer from {minimum} to {maximum}", fix)
+        return None
+    return value
+
+
+def _gpus(host: HostInput, errs: _Collector) -> GpuSpec | None:
+    name, count, topo = (host.data.get(k) for k in ("gpu_model", "gpu_count", "gpu_topology"))
+    if name is None:
+        for key in ("gpu_count", "gpu_topology", "gpu_sharing"):
+            if host.data.get(key) is not None:
+                errs.add(host.name, key, host.data[key], "set on a host without gpu_model",
+                         "only on hosts with GPUs", f"set gpu_model {_WHERE_HOST}, or remove {key}")
+        return None
+    model = _model(host.name, name, errs)
+    if count is None:
+        errs.add(host.name, "gpu_count", None, "required when gpu_model is set",
+                 "an integer from 1 to 16", f"set gpu_count {_WHERE_HOST}")
+        return None
+    count = _int(host.name, "gpu_count", count, errs, 1, 16,
+                 f"set gpu_count to the number of GPUs in the host {_WHERE_HOST}")
+    profile_name = topo if topo is not None else _default_topology(model)
+    if model is None:
+        return None
+    if profile_name is None:
+        errs.add(host.name, "gpu_topology", None,
+                 f"required: {model.key} can use NVLink, so say how its GPUs are joined",
+                 ", ".join(PROFILES), f"set gpu_topology {_WHERE_HOST} (pcie-only if no bridges)")
+        return None
+    if not isinstance(profile_name, str) or profile_name not in PROFILES:
+        close = get_close_matches(str(profile_name), list(PROFILES), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        errs.add(host.name, "gpu_topology", profile_name, f"unknown topology profile{hint}",
+                 ", ".join(PROFILES), f"set gpu_topology {_WHERE_HOST}")
+        return None
+    profile = PROFILES[profile_name]
+    if count is None:
+        return None
+    problem = gpu_count_problem(profile, model, count)
+    if problem:
+        errs.add(host.name, "gpu_count/gpu_topology", {"gpu_count": count,
+                 "gpu_topology": profile_name}, f"the profile cannot hold them: {problem}",
+                 _profiles_for(model, count), "fix gpu_count, or pick the profile that matches "
+                 "the hardware (see README, 'Topology profiles')")
+        return None
+    return GpuSpec(model=model, count=count, topology=profile)
+
+
+def _model(host: str, name: Any, errs: _Collector) -> GpuModel | None:
+    model = gpu_model(name) if isinstance(name, str) else None
+    if model is None:
+        close = suggest_models(name) if isinstance(name, str) else []
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        errs.add(host, "gpu_model", name, f"unknown GPU model{hint}", ", ".join(GPU_MODELS),
+                 f"set gpu_model {_WHERE_HOST} to one of the known models")
+    return model
+
+
+def _default_topology(model: GpuModel | None) -> str | None:
+    if model is not None and not model.has_nvlink:
+        return "pcie-only"
+    return None
+
+
+def _profiles_for(model: GpuModel, count: int) -> str:
+    fits = [p.name for p in PROFILES.values() if gpu_count_problem(p, model, count) is None]
+    return f"for {count} x {model.key}: {', '.join(fits) or 'none'}"
+
+
+# ---------------------------------------------------------------------------- GPU sharing
+
+_SHARING_KEYS = {
+    "mig": ("mode", "mig_layout"),
+    "mps": ("mode", "clients", "thread_percentage", "pinned_mem_limit"),
+    "time-slicing": ("mode", "replicas"),
+    "none": ("mode",),
+}
+
+
+def _sharing(host: HostInput, gpus: GpuSpec | None, strategy: str,
+             errs: _Collector) -> GpuSharing:
+    raw = host.data.get("gpu_sharing")
+    if raw is None:
+        return GpuSharing()
+    if not isinstance(raw, Mapping):
+        errs.add(host.name, "gpu_sharing", raw, "must be a dict", "{'mode': 'mig'|'mps'|"
+                 "'time-slicing'|'none', ...}", f"fix gpu_sharing {_WHERE_HOST}")
+        return GpuSharing()
+    mode = _choice(host.name, "gpu_sharing['mode']", raw.get("mode"), SHARING_MODES, errs,
+                   _WHERE_HOST)
+    for key in raw:
+        if key not in _SHARING_KEYS[mode]:
+            errs.add(host.name, f"gpu_sharing[{key!r}]", raw[key],
+                     f"not a setting of mode {mode!r}", ", ".join(_SHARING_KEYS[mode]),
+                     f"remove {key!r} from gpu_sharing (one sharing mode per node)")
+    if gpus is None:
+        return GpuSharing(mode=mode)
+    if mode == "mig":
+        return GpuSharing(mode=mode, mig_layout=_mig_layout(host.name, raw.get("mig_layout"),
+                                                           gpus, strategy, errs))
+    if mode == "mps":
+        return _mps(host.name, raw, gpus.model, errs)
+    if mode == "time-slicing":
+        # The device plugin rejects fewer than 2 replicas: 1 would be no sharing at all.
+        replicas = _int(host.name, "gpu_sharing['replicas']", raw.get("replicas"), errs, 2, 128,
+                        "set replicas to how many workloads share each GPU (>= 2), or mode 'none'")
+        return GpuSharing(mode=mode, replicas=replicas)
+    return GpuSharing()
+
+
+def _mps(host: str, raw: Mapping[str, Any], model: GpuModel, errs: _Collector) -> GpuSharing:
+    clients = _int(host, "gpu_sharing['clients']", raw.get("clients"), errs, MPS_MIN_CLIENTS,
+                   MPS_MAX_CLIENTS, "MPS serves at most 48 client contexts per GPU (Volta and "
+                   "newer): set clients between 2 and 48")
+    pct = raw.get("thread_percentage")
+    if pct is not None:
+        pct = _int(host, "gpu_sharing['thread_percentage']", pct, errs, 1, 100,
+                   "set thread_percentage (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE) between 1 and 100")
+    limit = raw.get("pinned_mem_limit")
+    if limit is not None and not (isinstance(limit, str) and _MEM_LIMIT.match(limit)):
+        errs.add(host, "gpu_sharing['pinned_mem_limit']", limit, "malformed memory size",
+                 "a size such as '8G' or '512M'", "write the per-client device memory limit")
+        limit = None
+    if not model.mps:
+        errs.add(host, "gpu_sharing['mode']", "mps", f"{model.key} does not support MPS",
+                 "mig, time-slicing or none", "pick another sharing mode")
+    return GpuSharing(mode="mps", mps_clients=clients, mps_thread_percentage=pct,
+                      mps_pinned_mem_limit=limit)
+
+
+def _mig_layout(host: str, raw: Any, gpus: GpuSpec, strategy: str,
+                errs: _Collector) -> tuple[Mapping[str, int], ...]:
+    field = "gpu_sharing['mig_layout']"
+    model = gpus.model
+    if not model.mig_capable:
+        errs.add(host, "gpu_sharing['mode']", "mig", f"{model.key} does not support MIG",
+                 "MIG GPUs: " + ", ".join(k for k, m in GPU_MODELS.items() if m.mig_capable),
+                 "use mode 'mps' or 'time-slicing' on this model")
+        return ()
+    if isinstance(raw, Mapping):
+        layout = [raw] * gpus.count
+    elif isinstance(raw, (list, tuple)) and all(isinstance(g, Mapping) for g in raw):
+        layout = list(raw)
+        if len(layout) != gpus.count:
+            errs.add(host, field, raw, f"lists {len(layout)} GPUs but gpu_count is {gpus.count}",
+                     "one {profile: count} per GPU, or one dict for every GPU",
+                     "give one layout per GPU ({} for a GPU without MIG)")
+            return ()
+    else:
+        errs.add(host, field, raw, "missing or malformed", "{'3g.40gb': 2} (every GPU) or a list "
+                 "of such dicts (one per GPU)", f"set gpu_sharing['mig_layout'] {_WHERE_HOST}")
+        return ()
+    if isinstance(raw, Mapping):  # one layout for every GPU: report its problems once
+        _check_gpu_layout(host, field, raw, model, errs)
+    else:
+        for index, gpu_layout in enumerate(layout):
+            _check_gpu_layout(host, f"{field} GPU{index}", gpu_layout, model, errs)
+    kinds = {p for g in layout for p in g} | ({"<MIG disabled>"} if any(not g for g in layout)
+                                             else set())
+    if strategy == "single" and len(kinds) > 1:
+        errs.add(host, field, raw, "mixed MIG layout under mig_strategy 'single' (the device "
+                 "plugin would advertise MIG-INVALID)", "one profile on every GPU of the node",
+                 "one profile on every GPU, or mig_strategy = 'mixed' in group_data/<site>.py")
+    return tuple(dict(g) for g in layout)
+
+
+def _check_gpu_layout(host: str, field: str, layout: Mapping[str, Any], model: GpuModel,
+                      errs: _Collector) -> None:
+    compute = memory = media = 0
+    for profile_name, count in layout.items():
+        profile = model.mig_profiles.get(profile_name)
+        if profile is None:
+            errs.add(host, field, profile_name, f"{model.key} has no MIG profile {profile_name!r}",
+                     ", ".join(model.mig_profiles), "use a profile of this GPU model "
+                     "(names differ between 40/80/94/141 GB parts)")
+            continue
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            errs.add(host, field, {profile_name: count}, "instance count must be a positive "
+                     "integer", f"1..{profile.max_instances}", "write e.g. {'1g.10gb': 7}")
+            continue
+        if count > profile.max_instances:
+            errs.add(host, field, {profile_name: count}, f"{profile_name} fits at most "
+                     f"{profile.max_instances} time(s) on one {model.key}",
+                     f"1..{profile.max_instances}", "lower the count")
+        compute += profile.compute_slices * count
+        memory += profile.memory_slices * count
+        media += count if profile.media_extensions else 0
+    max_compute, max_memory = model.mig_slices
+    if compute > max_compute or memory > max_memory:
+        errs.add(host, field, dict(layout), f"needs {compute}/{max_compute} compute and "
+                 f"{memory}/{max_memory} memory slices", "a layout within one GPU",
+                 "remove instances until the layout fits one GPU")
+    if media > 1:
+        errs.add(host, field, dict(layout), "more than one '+me' instance (media extensions "
+                 "belong to one instance per GPU)", "at most one +me profile per GPU",
+                 "keep a single +me instance")
+
+
+# ---------------------------------------------------------------------------- NICs
+
+def _rdma_nics(host: HostInput, errs: _Collector) -> tuple[RdmaNic, ...]:
+    raw = host.data.get("rdma_nics")
+    if raw is None:
+        return ()
+    if not isinstance(raw, (list, tuple)):
+        errs.add(host.name, "rdma_nics", raw, "must be a list", "[{'name': 'mlx5_0', 'pci': "
+                 "'0000:17:00.0', 'ats': True}]", f"fix rdma_nics {_WHERE_HOST}")
+        return ()
+    nics = [n for n in (_nic(host.name, i, item, errs) for i, item in enumerate(raw)) if n]
+    for name, count in Counter(n.name for n in nics).items():
+        if count > 1:
+            errs.add(host.name, "rdma_nics", name, "NIC listed twice", "each NIC once",
+                     "remove the duplicate")
+    return tuple(nics)
+
+
+def _nic(host: str, index: int, item: Any, errs: _Collector) -> RdmaNic | None:
+    field = f"rdma_nics[{index}]"
+    if isinstance(item, str):
+        item = {"name": item}
+    if not isinstance(item, Mapping):
+        errs.add(host, field, item, "must be a NIC name or a dict", "'mlx5_0' or {'name': "
+                 "'mlx5_0', 'pci': ..., 'ats': ..., 'link_layer': ...}", "fix the entry")
+        return None
+    name, pci = item.get("name"), item.get("pci")
+    ats, layer = item.get("ats", True), item.get("link_layer", "infiniband")
+    ok = True
+    if not isinstance(name, str) or not _NIC_NAME.match(name):
+        errs.add(host, f"{field}['name']", name, "missing or malformed RDMA device name",
+                 "an ibv device name such as 'mlx5_0'", "set the name `ibv_devices` shows")
+        ok = False
+    if pci is not None and not (isinstance(pci, str) and _PCI_BDF.match(pci)):
+        errs.add(host, f"{field}['pci']", pci, "malformed PCI address",
+                 "DDDD:BB:SS.F or BB:SS.F, as `lspci -D` prints", "copy the address from lspci")
+        ok = False
+    if not isinstance(ats, bool):
+        errs.add(host, f"{field}['ats']", ats, "must be True or False", "True, False",
+                 "write ats=True to enable ATS in firmware")
+        ok = False
+    if layer not in LINK_LAYERS:
+        errs.add(host, f"{field}['link_layer']", layer, "unknown link layer",
+                 ", ".join(LINK_LAYERS), "set link_layer as `ibv_devinfo` reports it")
+        ok = False
+    extra = set(item) - {"name", "pci", "ats", "link_layer"}
+    for key in sorted(extra):
+        errs.add(host, f"{field}[{key!r}]", item[key], "unknown NIC setting",
+                 "name, pci, ats, link_layer", f"remove {key!r}")
+        ok = False
+    return RdmaNic(name, pci, ats, layer) if ok else None
+
+
+# ---------------------------------------------------------------------------- roles, partitions
+
+def _check_heads(nodes: Sequence[NodeSpec], schedulers: Sequence[str], errs: _Collector) -> None:
+    heads = [n.name for n in nodes if n.is_head]
+    if "slurm" in schedulers and len(heads) != 1:
+        problem = "no Slurm controller" if not heads else f"{len(heads)} Slurm controllers"
+        errs.add(CLUSTER, f"group '{HEAD_GROUP}'", heads, problem,
+                 "exactly one host in the 'head' group (it runs slurmctld)",
+                 "list exactly one host in head = [...] in inventory/<site>.py")
+    if "kubernetes" in schedulers and not heads:
+        errs.add(CLUSTER, f"group '{HEAD_GROUP}'", heads, "no Kubernetes control plane",
+                 "at least one host in the 'head' group", "add a host to head = [...]")
+
+
+def _partitions(cluster: Mapping[str, Any], nodes: Sequence[NodeSpec],
+                errs: _Collector) -> tuple[Partition, ...]:
+    raw = cluster["slurm_partitions"]
+    if "slurm" not in cluster["schedulers"]:
+        return ()
+    if raw is None:
+        workers = tuple(n.name for n in nodes if n.is_worker)
+        has_gpu = bool(workers) and all(n.gpus for n in nodes if n.is_worker)
+        return (Partition("gpu" if has_gpu else "batch", workers, True, has_gpu),) if workers \
+            else ()
+    if not isinstance(raw, (list, tuple)):
+        errs.add(CLUSTER, "slurm_partitions", raw, "must be a list of dicts",
+                 "[{'name': 'gpu', 'nodes': [...], 'default': True, 'gpu': True}]",
+                 f"fix slurm_partitions {_WHERE_ALL}")
+        return ()
+    by_name = {n.name: n for n in nodes}
+    parts = [p for p in (_partition(i, item, by_name, errs) for i, item in enumerate(raw)) if p]
+    for name, count in Counter(p.name for p in parts).items():
+        if count > 1:
+            errs.add(CLUSTER, "slurm_partitions", name, "partition defined twice",
+                     "unique partition names", "merge or rename the partitions")
+    defaults = [p.name for p in parts if p.default]
+    if len(defaults) > 1:
+        errs.add(CLUSTER, "slurm_partitions", defaults, "more than one default partition",
+                 "at most one partition with 'default': True", "keep one default")
+    return tuple(parts)
+
+
+def _partition(index: int, item: Any, nodes: Mapping[str, NodeSpec],
+               errs: _Collector) -> Partition | None:
+    field = f"slurm_partitions[{index}]"
+    if not isinstance(item, Mapping):
+        errs.add(CLUSTER, field, item, "must be a dict", "{'name': ..., 'nodes': [...]}",
+                 "fix the entry")
+        return None
+    name, members = item.get("name"), item.get("nodes")
+    if not isinstance(name, str) or not _PARTITION.match(name):
+        errs.add(CLUSTER, f"{field}['name']", name, "missing or malformed partition name",
+                 "letters, digits, '-' and '_'", "name the partition")
+        return None
+    if not isinstance(members, (list, tuple)) or not members:
+        errs.add(CLUSTER, f"{field}['nodes']", members, f"partition {name!r} has no node list",
+                 "a non-empty list of inventory host names", "list its hosts")
+        return None
+    ok = True
+    gpu = item.get("gpu", False)
+    for member in members:
+        node = nodes.get(member)
+        if node is None:
+            errs.add(CLUSTER, f"{field}['nodes']", member, f"partition {name!r} names a host "
+                     "that is not in the inventory", ", ".join(nodes), "fix the host name")
+            ok = False
+        elif gpu and node.gpus is None:
+            errs.add(member, f"{field}['nodes']", member, f"GPU partition {name!r} names a host "
+                     "without GPUs", "hosts with gpu_model set", f"remove {member} from "
+                     f"{name!r}, or set 'gpu': False on the partition")
+            ok = False
+    return Partition(name, tuple(members), bool(item.get("default", False)), bool(gpu)) \
+        if ok else None
+
+
+__all__ = ["SpecError", "SpecInvalid", "build_cluster", "validate", "HOST_KEYS"]

@@ -1,0 +1,145 @@
+"""Subcommands `validate`, `parse` and `check`: read files, call the library, print results."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from gpuinfra.errors import GpuinfraError
+from gpuinfra.knowledge.gpus import GPU_MODELS, gpu_model
+from gpuinfra.knowledge.topology import PROFILES
+from gpuinfra.parsers import PARSERS, parser_for
+from gpuinfra.spec import validate
+
+EXIT_OK, EXIT_FAIL, EXIT_UNUSABLE = 0, 1, 2
+
+
+def _read(path: str) -> str:
+    return Path(path).read_text(encoding="utf-8", errors="strict")
+
+
+# ---------------------------------------------------------------------------- validate
+
+def add_validate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("validate", help="check a site's spec before any host is touched",
+                       description="Validate inventory/<site>.py with its group_data/ "
+                       "(run from the project root, as pyinfra does). Exit 0 valid, 1 invalid.")
+    p.add_argument("inventory", help="the pyinfra inventory file, e.g. inventory/lab.py")
+    p.set_defaults(func=run_validate)
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    from gpuinfra_cli.inventory import load_hosts
+
+    hosts, duplicates = load_hosts(args.inventory)
+    errors = validate(hosts, duplicates)
+    if errors:
+        print(f"{args.inventory}: {len(errors)} problem(s); nothing was deployed.",
+              file=sys.stderr)
+        for err in errors:
+            print(f"\n  [{err.host}] {err.field} = {err.value!r}\n"
+                  f"    problem: {err.problem}\n    allowed: {err.allowed}\n    fix:     {err.fix}",
+                  file=sys.stderr)
+        return EXIT_FAIL
+    gpu_hosts = sum(1 for h in hosts if h.data.get("gpu_model"))
+    print(f"{args.inventory}: valid ({len(hosts)} hosts, {gpu_hosts} with GPUs)")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------- parse
+
+def add_parse(sub: argparse._SubParsersAction) -> None:
+    kinds = "\n".join(f"  {k:10} {cmd}" for k, (_, _, cmd) in PARSERS.items())
+    p = sub.add_parser("parse", help="print a captured tool output as JSON",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description=f"Parse a captured output and print JSON.\n\nKINDs:\n{kinds}")
+    p.add_argument("kind", choices=list(PARSERS), metavar="KIND")
+    p.add_argument("file", help="the captured output ('-' for standard input)")
+    p.add_argument("--mode", choices=list("rwnap"),
+                   help="for p2p: which capability the capture shows (topo -p2p r|w|n|a|p)")
+    p.set_defaults(func=run_parse)
+
+
+def run_parse(args: argparse.Namespace) -> int:
+    text = sys.stdin.read() if args.file == "-" else _read(args.file)
+    parse = parser_for(args.kind)
+    result = parse(text, mode=args.mode) if args.kind == "p2p" else parse(text)
+    print(json.dumps(result.to_json(), indent=2))
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------- check
+
+def add_check(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("check", help="verdicts on captured outputs against a topology profile",
+                       description="Compare captured nvidia-smi outputs with what the topology "
+                       "profile expects. Exit 0 all pass, 1 any failure, 2 unusable input.")
+    p.add_argument("--profile", required=True, help=f"one of: {', '.join(PROFILES)}")
+    p.add_argument("--gpus", required=True, type=int, help="GPUs the node must have")
+    p.add_argument("--model", help=f"GPU model (sets link counts and speeds): "
+                   f"{', '.join(GPU_MODELS)}")
+    p.add_argument("--min-links", type=int, help="minimum NVLinks per required pair (overrides "
+                   "the model's)")
+    p.add_argument("--topo", help="output of `nvidia-smi topo -m`")
+    p.add_argument("--p2p", action="append", default=[], metavar="[MODE:]FILE",
+                   help="output of `nvidia-smi topo -p2p MODE` (repeatable; e.g. r:p2p-r.txt)")
+    p.add_argument("--nvlink", help="output of `nvidia-smi nvlink --status`")
+    p.add_argument("--json", action="store_true", help="print findings as JSON")
+    p.set_defaults(func=run_check)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from gpuinfra.parsers.nvlink import parse_nvlink
+    from gpuinfra.parsers.p2p import parse_p2p
+    from gpuinfra.parsers.topo import parse_topo
+    from gpuinfra.verdicts import check_system
+
+    if args.profile not in PROFILES:
+        raise GpuinfraError(f"unknown profile {args.profile!r}; choose one of "
+                            f"{', '.join(PROFILES)}")
+    if args.model and gpu_model(args.model) is None:
+        raise GpuinfraError(f"unknown GPU model {args.model!r}; choose one of "
+                            f"{', '.join(GPU_MODELS)}")
+    if args.gpus < 1 or (args.min_links is not None and args.min_links < 1):
+        raise GpuinfraError("--gpus and --min-links must be positive integers")
+    if not (args.topo or args.p2p or args.nvlink):
+        raise GpuinfraError("nothing to check: give at least one of --topo, --p2p, --nvlink")
+    topo = parse_topo(_read(args.topo)) if args.topo else None
+    p2p = [parse_p2p(_read(f), mode=m) for m, f in map(_split_mode, args.p2p)]
+    nvlink = parse_nvlink(_read(args.nvlink)) if args.nvlink else None
+    model = gpu_model(args.model).key if args.model else None
+    findings = check_system(args.profile, args.gpus, model, args.min_links, topo=topo, p2p=p2p,
+                            nvlink=nvlink)
+    failed = [f for f in findings if f.severity == "fail"]
+    if args.json:
+        print(json.dumps([f.to_json() for f in findings], indent=2))
+    else:
+        print(render_findings(findings))
+    return EXIT_FAIL if failed else EXIT_OK
+
+
+def _split_mode(spec: str) -> tuple[str | None, str]:
+    if len(spec) > 2 and spec[1] == ":" and spec[0] in "rwnap":
+        return spec[0], spec[2:]
+    return None, spec
+
+
+def render_findings(findings: list[Any]) -> str:
+    """A readable table: one line per check, cause and fix under every failure."""
+    rows = [("RESULT", "CHECK", "SUBJECT", "EXPECTED", "OBSERVED")]
+    marks = {"ok": "ok", "fail": "FAIL", "warn": "warn"}
+    rows += [(marks.get(f.severity, f.severity), f.check, f.subject, f.expected, f.observed)
+             for f in findings]
+    widths = [max(len(str(r[i])) for r in rows) for i in range(5)]
+    lines = []
+    for row, finding in zip(rows, [None, *findings], strict=True):
+        lines.append("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        if finding is not None and finding.severity != "ok":
+            lines.append(f"      cause: {finding.cause}")
+            lines.append(f"      fix:   {finding.fix}")
+    failed = sum(1 for f in findings if f.severity == "fail")
+    lines.append(f"\n{len(findings)} checks, {failed} failed")
+    return "\n".join(lines)

@@ -1,0 +1,13 @@
+"""Site-wide values of the example site (inventory/example.py): an offline site with mirrors."""
+
+cluster_name = "example"
+schedulers = ["slurm"]
+offline = True
+apt_mirror = {"debian": "http://mirror.example.internal/debian",
+              "ubuntu": "http://mirror.example.internal/ubuntu"}
+apt_proxy = "http://proxy.example.internal:3128"
+nvidia_repo_mirror = "http://mirror.example.internal/libnvidia-container"
+slurm_partitions = [
+    {"name": "hgx", "nodes": ["hgx01", "hgx02"], "default": True, "gpu": True},
+    {"name": "pcie", "nodes": ["pcie01"], "gpu": True},
+]

@@ -1,0 +1,24 @@
+"""An example site: one head node, two HGX H100 nodes and one PCIe node with bridged pairs.
+
+Copy it to inventory/<site>.py, put the site-wide values in group_data/<site>.py, and run
+`gpuinfra validate inventory/<site>.py`, then `pyinfra inventory/<site>.py deploy.py`.
+"""
+
+_HGX_H100 = {
+    "gpu_model": "H100-SXM5-80GB",
+    "gpu_count": 8,
+    "gpu_topology": "nvswitch-all-to-all",
+    "rdma_nics": [{"name": f"mlx5_{i}", "ats": True, "link_layer": "infiniband"}
+                  for i in range(8)],
+}
+
+head = [("head01", {"ssh_hostname": "10.0.0.10"})]
+
+workers = [
+    ("hgx01", {"ssh_hostname": "10.0.0.21", **_HGX_H100}),
+    ("hgx02", {"ssh_hostname": "10.0.0.22", **_HGX_H100,
+               "gpu_sharing": {"mode": "mig", "mig_layout": {"3g.40gb": 2}}}),
+    ("pcie01", {"ssh_hostname": "10.0.0.31", "gpu_model": "H100-PCIE-80GB", "gpu_count": 4,
+                "gpu_topology": "bridged-pairs",
+                "gpu_sharing": {"mode": "mps", "clients": 16, "thread_percentage": 50}}),
+]
