@@ -1,0 +1,105 @@
+"""`gpuinfra validate` and the pyinfra spec gate, run as a user runs them (subprocesses)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+BIN = Path(sys.executable).parent
+GOOD_WORKER = ('{"gpu_model": "H100-SXM5-80GB", "gpu_count": 8, '
+               '"gpu_topology": "nvswitch-all-to-all"}')
+
+
+def run(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def site(tmp_path: Path, body: str, name: str = "site") -> Path:
+    """A throw-away project: inventory/<name>.py, plus the repo's config.py and deploy.py."""
+    (tmp_path / "inventory").mkdir(exist_ok=True)
+    (tmp_path / "group_data").mkdir(exist_ok=True)
+    for f in ("config.py", "deploy.py"):
+        (tmp_path / f).write_text((REPO / f).read_text())
+    inv = tmp_path / "inventory" / f"{name}.py"
+    inv.write_text(body)
+    return inv
+
+
+def test_example_and_lab_inventories_are_valid():
+    for inv in ("inventory/example.py", "inventory/lab.py"):
+        if not (REPO / inv).exists():
+            continue
+        out = run(str(BIN / "gpuinfra"), "validate", inv)
+        assert out.returncode == 0, out.stderr
+        assert "valid" in out.stdout
+
+
+def test_invalid_site_exits_1_listing_every_problem(tmp_path):
+    inv = site(tmp_path, 'head = ["h1", "h2"]\n'
+               f'workers = [("w1", {{**{GOOD_WORKER}, "gpu_count": 3}})]\n')
+    (tmp_path / "group_data" / "site.py").write_text('driver_branch = "999"\n')
+    out = run(str(BIN / "gpuinfra"), "validate", str(inv), cwd=tmp_path)
+    assert out.returncode == 1
+    for words in ("2 Slurm controllers", "[w1] gpu_count/gpu_topology", "driver_branch",
+                  "fix:"):
+        assert words in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_duplicate_host_in_inventory_file(tmp_path):
+    inv = site(tmp_path, f'head = ["h1"]\nworkers = [("w1", {GOOD_WORKER}), ("w1", {{}})]\n')
+    out = run(str(BIN / "gpuinfra"), "validate", str(inv), cwd=tmp_path)
+    assert out.returncode == 1 and "listed more than once" in out.stderr
+
+
+@pytest.mark.parametrize(("body", "words"), [
+    ("head = [\n", "syntax error"),
+    ("import nonexistent_module_xyz\n", "ModuleNotFoundError"),
+    ("raise RuntimeError('boom')\n", "boom"),
+])
+def test_broken_inventory_file_is_a_message_not_a_traceback(tmp_path, body, words):
+    inv = site(tmp_path, body)
+    out = run(str(BIN / "gpuinfra"), "validate", str(inv), cwd=tmp_path)
+    assert out.returncode == 2
+    assert words in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["validate", "inventory/does-not-exist.py"],
+    ["validate", "README.md"],
+    ["validate"],
+    ["frobnicate"],
+    ["check", "--profile", "pcie-only"],
+    ["check", "--profile", "pcie-only", "--gpus", "two"],
+])
+def test_bad_cli_arguments_exit_2_without_traceback(args):
+    out = run(str(BIN / "gpuinfra"), *args)
+    assert out.returncode == 2, out
+    assert "Traceback" not in out.stderr and out.stderr.strip()
+
+
+def test_pyinfra_run_stops_before_connecting(tmp_path):
+    """The gate in config.py: an invalid site stops pyinfra before it loads or connects.
+
+    The hosts point at a closed loopback port, so even a gate that failed would contact
+    nothing outside this machine; the output proves no connection was attempted.
+    """
+    inv = site(tmp_path, 'head = [("h1", {"ssh_hostname": "127.0.0.1", "ssh_port": 9}), '
+               '("h2", {"ssh_hostname": "127.0.0.1", "ssh_port": 9})]\n')
+    out = run(str(BIN / "pyinfra"), "-y", str(inv), "deploy.py", cwd=tmp_path)
+    assert out.returncode == 1
+    assert "2 Slurm controllers" in out.stderr and "no host was touched" in out.stderr
+    assert "Connecting to hosts" not in out.stdout + out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_pyinfra_data_override_is_validated(tmp_path):
+    inv = site(tmp_path, f'head = ["h1"]\nworkers = [("w1", {GOOD_WORKER})]\n')
+    out = run(str(BIN / "pyinfra"), "-y", str(inv), "deploy.py", "--data", "gpu_count=5",
+              cwd=tmp_path)
+    assert out.returncode == 1 and "hold 8 GPUs, not 5" in out.stderr
