@@ -49,6 +49,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GpuinfraError as exc:
         print(f"gpuinfra: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into `head`: not an error of the input
+        sys.stderr.close()
+        return 0
     except (OSError, UnicodeDecodeError) as exc:
         print(f"gpuinfra: cannot read input: {exc}", file=sys.stderr)
         return 2

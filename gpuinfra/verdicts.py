@@ -1,0 +1,361 @@
+"""Verdicts: compare parsed `nvidia-smi` outputs with what a topology profile expects.
+
+Each check yields a :class:`Finding` that names what was expected, what was seen and, when it
+fails, the likely cause and the fix (the field's troubleshooting table). Expectations come from
+the profile and GPU model (gpuinfra.knowledge), never from fixed numbers: H100 PCIe cards on
+bridges use 12 of their 18 link slots by design. The GPU count is checked first; when it is
+wrong the pair and link checks are skipped, because a missing GPU makes them all mislead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from gpuinfra.errors import GpuinfraError
+from gpuinfra.knowledge.gpus import GpuModel, gpu_model, model_for_smi_name, suggest_models
+from gpuinfra.knowledge.topology import (
+    PROFILES,
+    PairExpectation,
+    TopologyProfile,
+    expected_active_links,
+    gpu_count_problem,
+    nvlink_pairs,
+)
+from gpuinfra.parsers.nvlink import NvlinkGpu, NvlinkStatus
+from gpuinfra.parsers.p2p import P2P_CODES, P2PMatrix
+from gpuinfra.parsers.topo import TopoMatrix
+
+SEVERITIES = ("ok", "warn", "fail")
+SPEED_TOLERANCE = 0.01  # a link may read up to 1 % below the generation's rate
+
+MISSING_GPU_CAUSE = "a GPU is missing from the bus, or passthrough/VM configuration hides it"
+MISSING_GPU_FIX = (
+    "check `lspci -nn | grep -i nvidia`, `dmesg | grep -i -e NVRM -e Xid`; on a VM check the "
+    "hostdev/vfio passthrough config; reseat or replace the GPU"
+)
+EXTRA_GPU_CAUSE = "the node shows more GPUs than the spec declares (wrong spec, or wrong node)"
+EXTRA_GPU_FIX = "correct the GPU count in the cluster spec, or check this is the intended node"
+BRIDGE_CAUSE = (
+    "NVLink bridge not detected or not seated "
+    "(or NVSwitch/Fabric Manager not up on NVSwitch systems)"
+)
+BRIDGE_FIX = (
+    "power off, reseat the NVLink bridge(s) so each covers its GPU pair (all bridge slots of the "
+    "pair); on NVSwitch systems check `systemctl status nvidia-fabricmanager`"
+)
+LINKS_DOWN_CAUSE = "links down: some NVLink lanes are inactive"
+LINKS_DOWN_FIX = (
+    "`nvidia-smi nvlink --status` to see which links, reseat the bridge / GPU, "
+    "check Fabric Manager (`systemctl status nvidia-fabricmanager`) on NVSwitch systems"
+)
+SLOW_LINK_CAUSE = "link trained at reduced speed"
+SLOW_LINK_FIX = (
+    "check `nvidia-smi nvlink -e` for CRC/replay errors, reseat the bridge or GPU, "
+    "and replace it if the link stays slow"
+)
+P2P_CAUSES: dict[str, str] = {
+    "CNS": "the chipset/platform does not support P2P on this path "
+           "(BIOS settings, ACS/IOMMU redirecting peer traffic, or the PCIe switch)",
+    "GNS": "the GPU SKU does not allow P2P",
+    "TNS": "the topology path between these GPUs does not allow P2P",
+    "NS": "P2P not supported: driver mismatch, BIOS/ACS settings, or a GPU that does not "
+          "allow P2P",
+    "DR": "P2P disabled by a registry key / driver option",
+    "U": "P2P status unknown: the driver could not determine it",
+}
+P2P_FIX = (
+    "check the driver version is the same for every GPU (`cat /proc/driver/nvidia/version`), "
+    "BIOS ACS/IOMMU settings (`lspci -vvv | grep ACSCtl` should show SrcValid- on the bridges "
+    "between the GPUs), and that the NVLink bridge is seated"
+)
+SPEC_FIX = "correct the topology profile, GPU model or GPU count in the cluster spec"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """The outcome of one check on one subject (``node``, ``GPU0-GPU1``, ``GPU2 link 5``).
+
+    severity: "ok", "warn" or "fail"; cause and fix are empty when there is nothing to fix.
+    """
+
+    check: str
+    subject: str
+    expected: str
+    observed: str
+    severity: str
+    cause: str = ""
+    fix: str = ""
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"severity must be one of {SEVERITIES}, not {self.severity!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data with every field."""
+        return asdict(self)
+
+    @property
+    def failed(self) -> bool:
+        """True for severity "fail"."""
+        return self.severity == "fail"
+
+
+def failures(findings: Sequence[Finding]) -> list[Finding]:
+    """The findings with severity "fail"."""
+    return [f for f in findings if f.failed]
+
+
+@dataclass(frozen=True)
+class _Expectation:
+    """What the checks compare against, resolved from the arguments."""
+
+    profile: TopologyProfile
+    gpu_count: int
+    model: GpuModel | None
+    pairs: list[PairExpectation]
+    active_links: int
+
+
+def check_system(
+    profile: str,
+    gpu_count: int,
+    model_key: str | None = None,
+    min_links: int | None = None,
+    topo: TopoMatrix | None = None,
+    p2p: Sequence[P2PMatrix] = (),
+    nvlink: NvlinkStatus | None = None,
+) -> list[Finding]:
+    """Check captured outputs against ``profile`` for ``gpu_count`` GPUs.
+
+    model_key names the GPU model (inferred from the nvlink GPU names when None); min_links
+    overrides the per-pair NVLink minimum. Returns one Finding per check, passes included, in
+    order: gpu-count, gpu-model, profile, then (if the count is right) nvlink-topology per
+    pair, p2p-<mode> per pair and matrix, nvlink-links per GPU. Raises GpuinfraError for an
+    unknown profile or model.
+    """
+    prof = _profile(profile)
+    model = _model(model_key, nvlink)
+    findings = [_check_count(gpu_count, topo, p2p, nvlink)]
+    findings += _check_model(model_key, model, nvlink)
+    findings.append(_check_profile(prof, model, gpu_count))
+    if not prof.needs_nvswitch and not prof.needs_direct_mesh and not prof.needs_bridge:
+        return findings
+    if findings[0].severity == "fail":
+        findings.append(_skipped_pairs())
+        return findings
+    expect = _expectation(prof, gpu_count, model, min_links)
+    if topo is not None:
+        findings += [_check_topo_pair(topo, pair) for pair in expect.pairs]
+    for matrix in p2p:
+        findings += [_check_p2p_pair(matrix, pair) for pair in expect.pairs]
+    if nvlink is not None:
+        findings += _check_nvlink(nvlink, expect)
+    return findings
+
+
+def _profile(name: str) -> TopologyProfile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise GpuinfraError(f"unknown topology profile {name!r} "
+                            f"(known: {', '.join(PROFILES)})") from None
+
+
+def _model(model_key: str | None, nvlink: NvlinkStatus | None) -> GpuModel | None:
+    """The named model, else the one every nvlink GPU name maps to, else None."""
+    if model_key is not None:
+        model = gpu_model(model_key)
+        if model is None:
+            hint = ", ".join(suggest_models(model_key)) or "none close"
+            raise GpuinfraError(f"unknown GPU model {model_key!r} (did you mean: {hint})")
+        return model
+    return _model_from_names(nvlink)
+
+
+def _model_from_names(nvlink: NvlinkStatus | None) -> GpuModel | None:
+    """The single model the nvlink output's GPU names map to, or None."""
+    if nvlink is None:
+        return None
+    models = [model_for_smi_name(name) for name in nvlink.names]
+    keys = {model.key if model else None for model in models}
+    return models[0] if len(keys) == 1 and models else None
+
+
+def _expectation(
+    prof: TopologyProfile, gpu_count: int, model: GpuModel | None, min_links: int | None
+) -> _Expectation:
+    """Pairs and per-GPU active links the checks require, with min_links applied."""
+    if model is not None:
+        pairs = nvlink_pairs(prof, model, gpu_count)
+        active = expected_active_links(prof, model)
+    else:
+        stand_in = GpuModel(key="unknown", smi_names=(), pci_ids=(), memory_gb=0,
+                            form_factor="", nvlink_gen=1, nvlink_links=max(1, gpu_count - 1),
+                            bridge_links=1)
+        pairs = nvlink_pairs(prof, stand_in, gpu_count)
+        active = 1
+    if min_links is not None or model is None:
+        links = min_links if min_links is not None else 1
+        pairs = [PairExpectation(p.a, p.b, links) for p in pairs]
+        peers = gpu_count - 1 if prof.needs_direct_mesh else 1
+        active = links * peers
+    return _Expectation(prof, gpu_count, model, pairs, max(1, active))
+
+
+def _check_count(
+    gpu_count: int,
+    topo: TopoMatrix | None,
+    p2p: Sequence[P2PMatrix],
+    nvlink: NvlinkStatus | None,
+) -> Finding:
+    """gpu-count: every complete view of the node lists exactly ``gpu_count`` GPUs."""
+    seen = _gpu_counts(gpu_count, topo, p2p, nvlink)
+    expected = f"{gpu_count} GPUs"
+    if not seen:
+        return Finding("gpu-count", "node", expected, "no topo/p2p/nvlink output to count",
+                       "warn", "nothing was captured", "capture `nvidia-smi topo -m`")
+    observed = "; ".join(f"{source}: {count}" for source, count in seen)
+    counts = [count for _, count in seen]
+    if min(counts) < gpu_count:
+        return Finding("gpu-count", "node", expected, observed, "fail",
+                       MISSING_GPU_CAUSE, MISSING_GPU_FIX)
+    if max(counts) > gpu_count:
+        return Finding("gpu-count", "node", expected, observed, "fail",
+                       EXTRA_GPU_CAUSE, EXTRA_GPU_FIX)
+    return Finding("gpu-count", "node", expected, observed, "ok")
+
+
+def _gpu_counts(
+    gpu_count: int,
+    topo: TopoMatrix | None,
+    p2p: Sequence[P2PMatrix],
+    nvlink: NvlinkStatus | None,
+) -> list[tuple[str, int]]:
+    """(source, GPUs it lists) for each output that shows the whole node.
+
+    nvlink output is left out when empty (GPUs without NVLink print nothing) or when it shows
+    one GPU of several (`nvlink -s -i N`); a GPU index past the expected count still counts.
+    """
+    seen: list[tuple[str, int]] = []
+    if topo is not None:
+        seen.append(("topo -m", len(topo.gpus)))
+    for matrix in p2p:
+        seen.append((f"topo -p2p {matrix.mode or '?'}", len(matrix.gpus)))
+    if nvlink is not None and nvlink.gpus:
+        highest = max(gpu.index for gpu in nvlink.gpus.values())
+        if len(nvlink.gpus) > 1 or gpu_count == 1:
+            seen.append(("nvlink --status", len(nvlink.gpus)))
+        elif highest >= gpu_count:
+            seen.append((f"nvlink --status (shows GPU{highest})", highest + 1))
+    return seen
+
+
+def _check_model(
+    model_key: str | None, model: GpuModel | None, nvlink: NvlinkStatus | None
+) -> list[Finding]:
+    """gpu-model: the nvlink GPU names match the spec's model (no finding when unknown)."""
+    if model_key is None or model is None or nvlink is None or not nvlink.gpus:
+        return []
+    found = _model_from_names(nvlink)
+    names = ", ".join(sorted(set(nvlink.names)))
+    if found is None or found.key == model.key:
+        severity = "ok" if found is not None else "warn"
+        cause = "" if found is not None else "GPU name not in the knowledge table"
+        return [Finding("gpu-model", "node", model.key, names, severity, cause)]
+    return [Finding("gpu-model", "node", model.key, f"{names} ({found.key})", "fail",
+                    "the node has different GPUs than the spec declares", SPEC_FIX)]
+
+
+def _check_profile(prof: TopologyProfile, model: GpuModel | None, gpu_count: int) -> Finding:
+    """profile: ``gpu_count`` GPUs of ``model`` can form the profile at all."""
+    expected = f"{gpu_count}x {model.key if model else 'any model'} as {prof.name}"
+    problem = gpu_count_problem(prof, model, gpu_count)
+    if problem is None:
+        return Finding("profile", "node", expected, "consistent", "ok")
+    return Finding("profile", "node", expected, problem, "fail",
+                   f"the spec cannot be right: {problem}", SPEC_FIX)
+
+
+def _skipped_pairs() -> Finding:
+    return Finding("pair-checks", "node", "NVLink, P2P and link checks", "skipped", "warn",
+                   "the GPU count is wrong, so pair and link checks would mislead",
+                   "fix the gpu-count finding first, then re-run the checks")
+
+
+def _check_topo_pair(topo: TopoMatrix, pair: PairExpectation) -> Finding:
+    """nvlink-topology: the pair's `topo -m` cell is NV# with at least the minimum links."""
+    cell = topo.link(pair.a, pair.b) or "missing"
+    expected = f"NV>={pair.min_links}"
+    count = topo.nvlink_count(pair.a, pair.b)
+    if count == 0:
+        return Finding("nvlink-topology", pair.subject, expected, cell, "fail",
+                       BRIDGE_CAUSE, BRIDGE_FIX)
+    if count < pair.min_links:
+        return Finding("nvlink-topology", pair.subject, expected, cell, "fail",
+                       LINKS_DOWN_CAUSE, LINKS_DOWN_FIX)
+    return Finding("nvlink-topology", pair.subject, expected, cell, "ok")
+
+
+def _check_p2p_pair(matrix: P2PMatrix, pair: PairExpectation) -> Finding:
+    """p2p-<mode>: the pair is OK in both directions."""
+    check = f"p2p-{matrix.mode}" if matrix.mode else "p2p"
+    there = matrix.code(pair.a, pair.b) or "missing"
+    back = matrix.code(pair.b, pair.a) or "missing"
+    observed = there if there == back else f"GPU{pair.a}->GPU{pair.b} {there}, back {back}"
+    bad = next((code for code in (there, back) if code != "OK"), None)
+    if bad is None:
+        return Finding(check, pair.subject, "OK", observed, "ok")
+    meaning = P2P_CODES.get(bad, "no status in the matrix")
+    cause = f"{bad} ({meaning}): {P2P_CAUSES.get(bad, 'the pair is absent from the matrix')}"
+    return Finding(check, pair.subject, "OK", observed, "fail", cause, P2P_FIX)
+
+
+def _check_nvlink(nvlink: NvlinkStatus, expect: _Expectation) -> list[Finding]:
+    """nvlink-links for every GPU the output lists (a node finding when it lists none)."""
+    if not nvlink.gpus:
+        return [Finding("nvlink-links", "node", _links_expected(expect),
+                        "`nvidia-smi nvlink --status` printed nothing (no NVLink seen)", "fail",
+                        BRIDGE_CAUSE, BRIDGE_FIX)]
+    findings: list[Finding] = []
+    for key, gpu in nvlink.gpus.items():
+        findings += _check_gpu_links(key, gpu, expect)
+    return findings
+
+
+def _links_expected(expect: _Expectation) -> str:
+    speed = f" at {expect.model.link_gbps:g} GB/s" if expect.model else ""
+    return f">={expect.active_links} active links{speed}"
+
+
+def _check_gpu_links(key: str, gpu: NvlinkGpu, expect: _Expectation) -> list[Finding]:
+    """One GPU: enough active links, and (model known) each at the generation's rate."""
+    expected = _links_expected(expect)
+    if gpu.all_inactive or not gpu.active_links:
+        return [Finding("nvlink-links", key, expected, "all links inactive", "fail",
+                        BRIDGE_CAUSE, BRIDGE_FIX)]
+    active, inactive = gpu.active_links, gpu.inactive_links
+    observed = f"{len(active)} active"
+    if inactive:
+        observed += f", {len(inactive)} inactive (links {','.join(map(str, inactive))})"
+    findings = _slow_links(key, gpu, expect.model)
+    if len(active) < expect.active_links:
+        findings.insert(0, Finding("nvlink-links", key, expected, observed, "fail",
+                                   LINKS_DOWN_CAUSE, LINKS_DOWN_FIX))
+    elif not findings:
+        findings.append(Finding("nvlink-links", key, expected, observed, "ok"))
+    return findings
+
+
+def _slow_links(key: str, gpu: NvlinkGpu, model: GpuModel | None) -> list[Finding]:
+    """A failure per active link below the model's per-link rate (none when model unknown)."""
+    if model is None or not model.link_gbps:
+        return []
+    floor = model.link_gbps * (1 - SPEED_TOLERANCE)
+    return [
+        Finding("nvlink-links", f"{key} link {number}", f"{model.link_gbps:g} GB/s",
+                f"{link.gbps:g} GB/s", "fail", SLOW_LINK_CAUSE, SLOW_LINK_FIX)
+        for number, link in sorted(gpu.links.items())
+        if link.active and link.gbps is not None and link.gbps < floor
+    ]

@@ -1,0 +1,144 @@
+"""`gpuinfra parse` and `gpuinfra check` on the real captures, as users call them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpuinfra.parsers import PARSERS
+from gpuinfra_cli.main import main
+from tests.conftest import REAL
+
+TOPO, P2P, NVL = (REAL / "nvidia-smi-topo-m", REAL / "nvidia-smi-topo-p2p",
+                  REAL / "nvidia-smi-nvlink")
+
+# kind -> fixture folders holding outputs of that command (status-only for nvlink)
+PARSE_FOLDERS = {
+    "topo": ["nvidia-smi-topo-m"], "p2p": ["nvidia-smi-topo-p2p"], "gpus": ["nvidia-smi-L",
+    "nvidia-smi-query-gpu"], "mig": ["nvidia-smi-mig-lgip"], "lspci": ["lspci"],
+    "mlxconfig": ["mlxconfig"], "ibstat": ["ibstat"], "ibv": ["ibv_devinfo"],
+}
+NOT_STATUS = ("capabilities", "-R-remote")
+
+
+def _cases():
+    for kind, folders in PARSE_FOLDERS.items():
+        for folder in folders:
+            for path in sorted((REAL / folder).iterdir()):
+                yield pytest.param(kind, path, id=f"{kind}:{path.name}")
+    for path in sorted(NVL.iterdir()):
+        if not any(word in path.name for word in NOT_STATUS):
+            yield pytest.param("nvlink", path, id=f"nvlink:{path.name}")
+
+
+@pytest.mark.parametrize(("kind", "path"), list(_cases()))
+def test_parse_prints_json_for_every_capture(kind, path, capsys):
+    assert main(["parse", kind, str(path)]) == 0
+    json.loads(capsys.readouterr().out)
+
+
+def test_every_kind_is_covered():
+    assert set(PARSE_FOLDERS) | {"nvlink"} == set(PARSERS)
+
+
+def test_topo_json_shape(capsys):
+    main(["parse", "topo", str(TOPO / "8x-a100-sxm4-80gb-nv12-4nic-sys-distserve-issue3.txt")])
+    out = json.loads(capsys.readouterr().out)
+    assert out["nics"] == ["NIC0", "NIC1", "NIC2", "NIC3"]
+    assert out["nic_devices"]["NIC2"] == "mlx5_2"
+    assert out["links"]["GPU0"]["GPU7"] == "NV12" and out["links"]["GPU0"]["NIC0"] == "SYS"
+    assert out["cpu_affinity"]["GPU4"] == "64-127,192-254" and out["numa_affinity"]["GPU4"] == "1"
+
+
+def test_p2p_json_keeps_mode(capsys):
+    main(["parse", "p2p", "--mode", "r", str(P2P / "8x-h100-80gb-hbm3-p2p-r-all-OK.txt")])
+    out = json.loads(capsys.readouterr().out)
+    assert out["mode"] == "r" and out["status"]["GPU3"]["GPU5"] == "OK"
+
+
+GOOD = [
+    (["--profile", "nvswitch-all-to-all", "--gpus", "8", "--model", "H100-SXM5-80GB",
+      "--topo", TOPO / "8x-h100-sxm-nv18-no-nics-spaces.txt",
+      "--p2p", f"r:{P2P / '8x-h100-80gb-hbm3-p2p-r-all-OK.txt'}",
+      "--nvlink", NVL / "h100-sxm-gpu0-nvlink-status-i0-18-links-26.562.txt"]),
+    (["--profile", "nvswitch-all-to-all", "--gpus", "8", "--model", "A100-SXM4-80GB",
+      "--topo", TOPO / "8x-a100-sxm4-80gb-nv12-4nic-sys-distserve-issue3.txt",
+      "--nvlink", NVL / "azure-nd-a100-v4-8x-a100-sxm4-80gb-nvlink-status-12-links-25GBs.txt"]),
+    (["--profile", "bridged-pairs", "--gpus", "2", "--model", "H100-PCIE-80GB",
+      "--topo", TOPO / "hpe-dl380a-gen11-2x-h100-pcie-nvlink-bridge-nv12.txt",
+      "--nvlink", NVL / "hpe-dl380a-2x-h100-pcie-nvlink-s-12-of-18-active.txt"]),
+    (["--profile", "bridged-pairs", "--gpus", "4", "--model", "A100-PCIE-80GB", "--topo",
+      TOPO / "4x-a100-80gb-pcie-2-nvlink-bridged-pairs-nv12-4numa-UNRESOLVED-SOURCE.txt"]),
+    (["--profile", "direct-all-to-all", "--gpus", "4", "--model", "A100-SXM4-40GB",
+      "--topo", TOPO / "alcf-polaris-4x-a100-sxm4-nv4-2x-mlx5-header-damaged.txt"]),
+    (["--profile", "pcie-only", "--gpus", "8",
+      "--topo", TOPO / "8x-rtx4090-pcie-only-phb-node-sys-xeon8352v-drv570.txt"]),
+]
+
+BAD = [
+    ("all-SYS", ["--profile", "bridged-pairs", "--gpus", "8",
+                 "--topo", TOPO / "8x-pcie-gpu-all-sys-2-numa-no-nics.txt"],
+     "nvlink-topology", "bridge not detected or not seated"),
+    ("pcie-only-4090", ["--profile", "nvswitch-all-to-all", "--gpus", "8", "--topo",
+                        TOPO / "8x-rtx4090-pcie-only-phb-node-sys-xeon8352v-drv570.txt"],
+     "nvlink-topology", "bridge not detected or not seated"),
+    ("inactive-links", ["--profile", "bridged-pairs", "--gpus", "2", "--model", "A100-PCIE-40GB",
+                        "--nvlink", NVL / "hpe-dl380-gen11-2x-a100-pcie-no-bridge-nvlink-s-all"
+                        "-inactive.txt"],
+     "nvlink-links", "inactive"),
+    ("NS-p2p", ["--profile", "bridged-pairs", "--gpus", "2", "--p2p",
+                f"p:{P2P / 'autodl-2x-rtx2080ti-p2p-p-NS.txt'}"], "p2p-p", "NS"),
+    ("NS-p2p-read", ["--profile", "bridged-pairs", "--gpus", "2", "--p2p", "r:" + str(
+        P2P / "rtx3060-plus-p100-pcie-phb-p2p-r-NS-legend-omitted-UNRESOLVED-SOURCE.txt")],
+     "p2p-r", "driver mismatch"),
+    ("missing-gpus", ["--profile", "nvswitch-all-to-all", "--gpus", "8",
+                      "--topo", TOPO / "alcf-polaris-4x-a100-sxm4-nv4-2x-mlx5-header-damaged.txt"],
+     "gpu-count", "passthrough"),
+]
+
+
+def _argv(args):
+    return ["check", *map(str, args), "--json"]
+
+
+@pytest.mark.parametrize("args", GOOD, ids=lambda a: a[1] + ":" + a[3])
+def test_good_systems_pass(args, capsys):
+    code = main(_argv(args))
+    findings = json.loads(capsys.readouterr().out)
+    assert code == 0, [f for f in findings if f["severity"] == "fail"]
+    assert findings and all(f["severity"] != "fail" for f in findings)
+
+
+@pytest.mark.parametrize(("args", "check", "words"), [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_broken_systems_fail_with_cause(args, check, words, capsys):
+    assert main(_argv(args)) == 1
+    failed = [f for f in json.loads(capsys.readouterr().out) if f["severity"] == "fail"]
+    assert any(f["check"] == check and words in f["cause"] + f["observed"] for f in failed), failed
+    assert all(f["fix"] for f in failed)
+
+
+def test_cns_capture_fails_naming_the_chipset(tmp_path, capsys):
+    # No public capture shows CNS; this matrix is the real format with the code swapped in.
+    cns = tmp_path / "p2p-cns.txt"
+    cns.write_text("        GPU0    GPU1\n GPU0   X       CNS\n GPU1   CNS     X\n")
+    assert main(_argv(["--profile", "bridged-pairs", "--gpus", "2", "--p2p", f"r:{cns}"])) == 1
+    failed = [f for f in json.loads(capsys.readouterr().out) if f["severity"] == "fail"]
+    assert any("chipset" in f["cause"].lower() for f in failed)
+
+
+@pytest.mark.parametrize("argv", [
+    ["check", "--profile", "nope", "--gpus", "2", "--topo", str(TOPO / "8x-pcie-gpu-all-sys-2-"
+                                                                   "numa-no-nics.txt")],
+    ["check", "--profile", "pcie-only", "--gpus", "2"],
+    ["check", "--profile", "pcie-only", "--gpus", "2", "--model", "H900", "--topo", "x"],
+    ["check", "--profile", "pcie-only", "--gpus", "2", "--topo", "/nonexistent/topo.txt"],
+    ["check", "--profile", "pcie-only", "--gpus", "2",
+     "--topo", str(NVL / "hpe-dl380a-2x-h100-pcie-nvlink-s-12-of-18-active.txt")],
+    ["parse", "nvlink", str(NVL / "h100-sxm-gpu0-nvlink-capabilities-c-i0-18-links.txt")],
+    ["parse", "topo", str(REAL / "INDEX.md")],
+])
+def test_unusable_input_exits_2_with_message(argv, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gpuinfra: ") and "Traceback" not in err
