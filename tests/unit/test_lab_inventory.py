@@ -1,0 +1,250 @@
+"""The lab without podman: host plans, inventory/lab.py, hardware profiles, nvidia-smi stand-in."""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuinfra_cli import lab
+from tests.conftest import REAL, REPO
+from tests.lab import profiles
+
+HARDWARE = REPO / "tests" / "lab" / "hardware"
+STAND_IN = REPO / "tests" / "lab" / "nvidia-smi"
+ALL_PROFILES = sorted(profiles.BUILDERS)
+
+
+def load_inventory(tmp_path: Path, hosts_json: dict | None) -> dict[str, list]:
+    """Run a copy of inventory/lab.py beside a .lab/hosts.json of our own (or none)."""
+    (tmp_path / "inventory").mkdir()
+    shutil.copy(REPO / "inventory" / "lab.py", tmp_path / "inventory" / "lab.py")
+    if hosts_json is not None:
+        (tmp_path / ".lab").mkdir()
+        (tmp_path / ".lab" / "hosts.json").write_text(json.dumps(hosts_json))
+    namespace = runpy.run_path(str(tmp_path / "inventory" / "lab.py"))
+    return {k: v for k, v in namespace.items() if isinstance(v, list) and not k.startswith("_")}
+
+
+def written_hosts(plan: list[lab.HostPlan]) -> dict:
+    """hosts.json as `lab up` writes it for ``plan``."""
+    hosts = [
+        {"name": h.name, "address": f"10.89.0.{i + 2}", "groups": list(h.groups),
+         "profile": h.profile}
+        for i, h in enumerate(plan)
+    ]  # fmt: skip
+    return lab.hosts_document(hosts, Path("/lab/ssh/id_ed25519"), "localhost/gpuinfra-lab:x")
+
+
+def smi(profile: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "GPUINFRA_LAB_HARDWARE": str(HARDWARE / profile)}
+    return subprocess.run([sys.executable, str(STAND_IN), *args], capture_output=True, env=env)
+
+
+# --- plans --------------------------------------------------------------------------------------
+
+
+def test_default_plan_is_head_and_two_workers() -> None:
+    plan = lab.plan_hosts()
+    assert [(h.name, h.groups, h.profile) for h in plan] == [
+        ("lab-head", ("head",), None),
+        ("lab-worker1", ("workers",), "8x-h100-sxm-nvswitch"),
+        ("lab-worker2", ("workers",), "2x-h100-pcie-bridged"),
+    ]
+
+
+def test_broken_worker_comes_after_the_healthy_ones() -> None:
+    plan = lab.plan_hosts(workers=3, broken=True)
+    assert [h.name for h in plan][-2:] == ["lab-worker3", "lab-worker4"]
+    assert plan[3].profile == "8x-h100-sxm-nvswitch"  # profiles cycle
+    assert plan[4].profile == lab.BROKEN_PROFILE
+
+
+def test_image_tag_follows_the_recipe() -> None:
+    assert lab.recipe_tag(b"a") == lab.recipe_tag(b"a")
+    assert lab.recipe_tag(b"a") != lab.recipe_tag(b"b")
+    assert lab.recipe_tag(b"a").startswith("localhost/gpuinfra-lab:")
+
+
+def test_fixed_addresses_per_host() -> None:
+    assert lab.host_address("10.89.0.0/24", "lab-head") == "10.89.0.10"
+    assert lab.host_address("10.89.0.0/24", "lab-worker3") == "10.89.0.13"
+    assert lab.host_address("10.89.1.0/24", f"lab-worker{lab.MAX_WORKERS + 1}") == "10.89.1.27"
+
+
+def test_ssh_config_names_every_host() -> None:
+    hosts = written_hosts(lab.plan_hosts())["hosts"]
+    text = lab.ssh_config_text(hosts, Path("/k"))
+    assert "Host lab-worker2\n    HostName 10.89.0.4\n" in text
+    assert "IdentityFile /k" in text and "UserKnownHostsFile /dev/null" in text
+
+
+# --- inventory/lab.py ---------------------------------------------------------------------------
+
+
+def test_inventory_without_a_lab_lists_the_default_specs(tmp_path: Path) -> None:
+    groups = load_inventory(tmp_path, None)
+    assert set(groups) == {"head", "workers"}
+    assert groups["head"] == [("lab-head", {})]
+    assert groups["workers"] == [
+        ("lab-worker1", {"gpu_model": "H100-SXM5-80GB", "gpu_count": 8,
+                         "gpu_topology": "nvswitch-all-to-all"}),
+        ("lab-worker2", {"gpu_model": "H100-PCIE-80GB", "gpu_count": 2,
+                         "gpu_topology": "bridged-pairs"}),
+    ]  # fmt: skip
+
+
+def test_inventory_reads_the_running_lab(tmp_path: Path) -> None:
+    groups = load_inventory(tmp_path, written_hosts(lab.plan_hosts(broken=True)))
+    names = [n for n, _ in groups["workers"]]
+    assert names == ["lab-worker1", "lab-worker2", "lab-worker3"]
+    name, data = groups["workers"][2]
+    assert data["gpu_model"] == "A100-PCIE-40GB" and data["gpu_topology"] == "bridged-pairs"
+    assert data["ssh_hostname"] == "10.89.0.5" and data["ssh_user"] == "root"
+    assert data["ssh_key"] == "/lab/ssh/id_ed25519"
+    assert data["ssh_known_hosts_file"] == "/dev/null"
+    assert data["ssh_strict_host_key_checking"] == "no"
+    assert groups["head"][0][1]["ssh_hostname"] == "10.89.0.2"
+
+
+def test_inventory_omits_hosts_the_lab_does_not_run(tmp_path: Path) -> None:
+    groups = load_inventory(tmp_path, written_hosts(lab.plan_hosts(workers=1)))
+    assert [n for n, _ in groups["workers"]] == ["lab-worker1"]
+
+
+def test_every_lab_profile_has_a_spec_and_a_folder(tmp_path: Path) -> None:
+    namespace = runpy.run_path(str(REPO / "inventory" / "lab.py"))
+    specs = namespace["_PROFILE_SPECS"]
+    assert set(specs) == {*lab.WORKER_PROFILES, lab.BROKEN_PROFILE} == set(ALL_PROFILES)
+    for name in ALL_PROFILES:
+        manifest = json.loads((HARDWARE / name / "manifest.json").read_text())
+        assert manifest["gpu_count"] == specs[name]["gpu_count"]
+        assert manifest["gpu_model"] == specs[name]["gpu_model"]
+
+
+# --- hardware profiles --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ALL_PROFILES)
+def test_committed_profile_matches_its_builder(name: str) -> None:
+    built = profiles.build(name)
+    committed = {p.name: p.read_text() for p in (HARDWARE / name).iterdir()}
+    assert committed == built, "run: .venv/bin/python -m tests.lab.profiles"
+
+
+@pytest.mark.parametrize("name", ALL_PROFILES)
+def test_copied_files_are_byte_identical_to_the_captures(name: str) -> None:
+    sources = json.loads((HARDWARE / name / "manifest.json").read_text())["sources"]
+    copies = {f: s.split()[2] for f, s in sources.items() if s.startswith("copy of ")}
+    assert copies
+    for filename, capture in copies.items():
+        assert (HARDWARE / name / filename).read_bytes() == (REPO / capture).read_bytes()
+
+
+@pytest.mark.parametrize("name", ALL_PROFILES)
+def test_device_nodes(name: str) -> None:
+    manifest = json.loads((HARDWARE / name / "manifest.json").read_text())
+    nodes = {n["path"]: (n["major"], n["minor"]) for n in manifest["device_nodes"]}
+    count = manifest["gpu_count"]
+    assert {nodes[f"/dev/nvidia{i}"] for i in range(count)} == {(195, i) for i in range(count)}
+    assert nodes["/dev/nvidiactl"] == (195, 255)
+    assert nodes["/dev/nvidia-uvm"] == (511, 0)
+    assert len(nodes) == count + 3
+
+
+def test_p2p_layout_reproduces_a_capture() -> None:
+    capture = (REAL / "nvidia-smi-topo-p2p" / "8x-h100-80gb-hbm3-p2p-r-all-OK.txt").read_text()
+    assert profiles.p2p_matrix(profiles.uniform_p2p_cells(8, "OK"), capture) == capture
+
+
+def test_8x_h100_nvlink_covers_every_gpu_with_its_uuid() -> None:
+    text = (HARDWARE / "8x-h100-sxm-nvswitch" / "nvlink-s.txt").read_text()
+    gpus = json.loads((HARDWARE / "8x-h100-sxm-nvswitch" / "gpus.json").read_text())
+    assert profiles.parse_gpu_lines(text) == [(g["name"], g["uuid"]) for g in gpus]
+    assert text.count("26.562 GB/s") == 8 * 18
+
+
+# --- the nvidia-smi stand-in --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ALL_PROFILES)
+def test_stand_in_replays_every_capture_byte_for_byte(name: str) -> None:
+    replay = json.loads((HARDWARE / name / "manifest.json").read_text())["replay"]
+    for command, filename in replay.items():
+        out = smi(name, *command.split())
+        assert out.returncode == 0, command
+        assert out.stdout == (HARDWARE / name / filename).read_bytes(), command
+
+
+def test_stand_in_accepts_the_long_spellings() -> None:
+    topo = (HARDWARE / "8x-h100-sxm-nvswitch" / "topo-m.txt").read_bytes()
+    assert smi("8x-h100-sxm-nvswitch", "topo", "--matrix").stdout == topo
+    listing = smi("8x-h100-sxm-nvswitch", "--list-gpus").stdout
+    assert listing == smi("8x-h100-sxm-nvswitch", "-L").stdout
+
+
+def test_stand_in_query_gpu_reproduces_the_a100_capture() -> None:
+    capture = "hpe-dl380-gen11-2x-a100-pcie-40gb-name-busid-vbios-temp-util-mem-clocks.txt"
+    fields = (
+        "gpu_name gpu_bus_id vbios_version temperature.gpu utilization.gpu memory.total "
+        "memory.free memory.used clocks.applications.graphics clocks.applications.memory"
+    )
+    out = smi("2x-a100-pcie-bridge-missing", "--query-gpu", *fields.split(), "--format", "csv")
+    assert out.stdout == (REAL / "nvidia-smi-query-gpu" / capture).read_bytes()
+
+
+def test_stand_in_query_gpu_formats() -> None:
+    out = smi("8x-h100-sxm-nvswitch", "-i", "7", "--query-gpu=index,memory.total,count",
+              "--format=csv,noheader,nounits")  # fmt: skip
+    assert out.stdout == b"7, 81559, 8\n"
+    out = smi("2x-h100-pcie-bridged", "--query-gpu=name,pci.bus_id,driver_version",
+              "--format=csv")  # fmt: skip
+    assert out.stdout.decode().splitlines() == [
+        "name, pci.bus_id, driver_version",
+        "NVIDIA H100 PCIe, 00000000:C2:00.0, 555.42.02",
+        "NVIDIA H100 PCIe, 00000000:D5:00.0, 555.42.02",
+    ]
+
+
+def test_stand_in_nvlink_for_one_gpu() -> None:
+    out = smi("2x-h100-pcie-bridged", "nvlink", "-s", "-i", "1").stdout.decode()
+    assert out.startswith("GPU 1: NVIDIA H100 PCIe (UUID: GPU-9b1446e2")
+    assert out.count("Link ") == 18
+
+
+@pytest.mark.parametrize(
+    "args",
+    [(), ("--bogus",), ("topo", "-p2p", "x"), ("topo", "-p2p", "n"), ("-q", "-d", "CLOCK"),
+     ("--query-gpu=name",), ("--query-gpu=compute_cap", "--format=csv"),
+     ("nvlink", "-s", "-i", "9")],
+)  # fmt: skip
+def test_stand_in_fails_like_the_real_tool(args: tuple[str, ...]) -> None:
+    out = smi("8x-h100-sxm-nvswitch", *args)
+    assert out.returncode == 6
+    assert out.stdout == b""
+    assert out.stderr.startswith(b"nvidia-smi (gpuinfra lab replay): ")
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+
+def test_lab_parser() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    lab.add_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["lab", "up", "--workers", "3", "--broken"])
+    assert (args.workers, args.broken, args.func) == (3, True, lab.cmd_up)
+    assert parser.parse_args(["lab", "down"]).func == lab.cmd_down
+    assert parser.parse_args(["lab", "status"]).func == lab.cmd_status
+
+
+def test_bad_worker_count_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert lab.main(["up", "--workers", "-1"]) == 1
+    assert capsys.readouterr().err == "gpuinfra lab: --workers must be between 0 and 16\n"
