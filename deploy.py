@@ -17,3 +17,7 @@ node = spec.node(host.name)
 #   common (hostnames, time sync, apt mirrors, sysctls)       -> every host
 #   nvidia_driver, fabric_manager, container_toolkit          -> hosts with gpu_model
 #   munge, slurm (slurmctld on head, slurmd on workers)       -> when "slurm" in schedulers
+
+from roles.common import common  # noqa: E402  (roles import pyinfra's host context)
+
+common()

@@ -1,0 +1,32 @@
+"""Distributions the roles support, keyed as ``<ID>-<VERSION_ID>`` from /etc/os-release."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gpuinfra.errors import GpuinfraError
+from gpuinfra.knowledge.drivers import SUPPORTED_OS
+
+
+class UnsupportedOS(GpuinfraError):
+    """The host runs a distribution the roles have no table for."""
+
+
+def distro_key(distribution: Mapping[str, Any]) -> str:
+    """``debian-12``, ``ubuntu-22.04``... from pyinfra's LinuxDistribution fact.
+
+    Raises :class:`UnsupportedOS` naming the supported releases for anything else.
+    """
+    meta = distribution.get("release_meta") or {}
+    key = f"{meta.get('ID', '')}-{meta.get('VERSION_ID', '')}".lower()
+    if key not in SUPPORTED_OS:
+        name = distribution.get("name") or meta.get("PRETTY_NAME") or "unknown"
+        raise UnsupportedOS(f"{name} ({key}) is not supported; the roles support "
+                            f"{', '.join(SUPPORTED_OS)}")
+    return key
+
+
+def hosts_block(entries: list[tuple[str, str]]) -> str:
+    """Lines for /etc/hosts: ``address name`` per node, sorted by name, one per node."""
+    return "\n".join(f"{address} {name}" for name, address in sorted(entries))

@@ -1,0 +1,1 @@
+"""Roles: one folder each, with defaults.py (its data keys), README.md and the @deploy."""

@@ -1,0 +1,90 @@
+"""The `common` role: what every node of the cluster needs before anything GPU-specific.
+
+Hostname, /etc/hosts entries for every node, apt proxy, base packages, time sync (chrony),
+network sysctls and an admin group. Its data keys and defaults are in defaults.py.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from io import StringIO
+from typing import Any
+
+from pyinfra import host, inventory
+from pyinfra.api import deploy
+from pyinfra.facts.server import LinuxDistribution
+from pyinfra.operations import apt, files, server, systemd
+
+from gpuinfra.platforms import distro_key, hosts_block
+from roles.common.defaults import DEFAULTS
+from roles.data import role_data
+
+PROXY_FILE = "/etc/apt/apt.conf.d/95gpuinfra-proxy"
+CHRONY_SOURCES = "/etc/chrony/sources.d/gpuinfra.sources"
+
+# Per-distribution values: the task list below has no distro conditionals.
+DISTRO = {
+    "debian-12": {"chrony_service": "chrony"},
+    "ubuntu-22.04": {"chrony_service": "chrony"},
+    "ubuntu-24.04": {"chrony_service": "chrony"},
+}
+
+
+def _address(data: Any) -> str | None:
+    """The node's address for /etc/hosts: node_address, or ssh_hostname when it is an IP."""
+    for key in ("node_address", "ssh_hostname"):
+        value = data.get(key)
+        if value:
+            try:
+                return str(ipaddress.ip_address(value))
+            except ValueError:
+                continue
+    return None
+
+
+def _cluster_hosts() -> list[tuple[str, str]]:
+    entries = []
+    for node in inventory:
+        address = _address(node.data)
+        if address:
+            entries.append((node.name.split(".")[0], address))
+    return entries
+
+
+@deploy("common")
+def common() -> None:
+    data = role_data(host, DEFAULTS)
+    apt_proxy = host.data.get("apt_proxy")
+    distro = DISTRO[distro_key(host.get_fact(LinuxDistribution))]
+
+    server.hostname(name="Set the hostname", hostname=host.name.split(".")[0])
+    entries = _cluster_hosts()
+    if data["common_manage_hosts"] and entries:
+        files.block(name="List every cluster node in /etc/hosts", path="/etc/hosts",
+                    content=hosts_block(entries), marker="# {mark} gpuinfra cluster nodes")
+
+    if apt_proxy:
+        files.put(name="Send apt through the site's proxy", dest=PROXY_FILE, mode="644",
+                  src=StringIO(f'Acquire::http::Proxy "{apt_proxy}";\n'
+                               f'Acquire::https::Proxy "{apt_proxy}";\n'))
+    else:
+        files.file(name="No apt proxy configured", path=PROXY_FILE, present=False)
+
+    apt.packages(name="Install base packages", packages=data["common_packages"],
+                 no_recommends=True, update=True, cache_time=86400)
+
+    sources = "".join(f"server {s} iburst\n" for s in data["common_ntp_servers"])
+    chrony_conf = files.put(name="Point chrony at the site's NTP servers", dest=CHRONY_SOURCES,
+                            src=StringIO(sources), mode="644") if sources else \
+        files.file(name="Keep chrony on the distribution's servers", path=CHRONY_SOURCES,
+                   present=False)
+    systemd.service(name="Run chrony", service=distro["chrony_service"], running=True,
+                    enabled=True)
+    systemd.service(name="Reload chrony sources", service=distro["chrony_service"],
+                    reloaded=True, _if=chrony_conf.did_change)
+
+    for key, value in data["common_sysctls"].items():
+        server.sysctl(name=f"Set {key}", key=key, value=value, persist=True,
+                      persist_file="/etc/sysctl.d/90-gpuinfra.conf")
+
+    server.group(name="Create the admin group", group=data["common_admin_group"], system=True)

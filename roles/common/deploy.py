@@ -1,0 +1,3 @@
+from roles.common import common
+
+common()

@@ -1,0 +1,80 @@
+"""Plan tests of the `common` role on recorded facts: Debian 12, Ubuntu 22.04 and 24.04."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuinfra.platforms import UnsupportedOS
+from roles.common import CHRONY_SOURCES, PROXY_FILE, common
+from roles.common.defaults import DEFAULTS
+from tests.plan.harness import MissingFact, load_facts, plan
+
+DISTROS = ["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
+NODE = {"ssh_hostname": "10.0.0.5"}
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_fresh_host_gets_the_whole_base(distro):
+    result = plan(common, load_facts("base-fresh", distro), NODE)
+    assert result.op("Set the hostname").commands[0] == "hostnamectl set-hostname node1"
+    assert "10.0.0.5 node1" in result.op("List every cluster node").commands[0]
+    install = result.op("Install base packages").commands
+    assert install[0] == "apt-get update"
+    assert install[-1].endswith("install --no-install-recommends " +
+                                " ".join(_missing(distro)))
+    assert result.op("Run chrony").commands == ("systemctl start chrony.service",
+                                                "systemctl enable chrony.service")
+    for key, value in DEFAULTS["common_sysctls"].items():
+        assert f"sysctl {key}={value}" in result.op(f"Set {key}").commands
+    assert result.op("Create the admin group").commands == ("groupadd -r gpuadmin",)
+    assert result.op("No apt proxy").commands == ()
+    assert result.op("Reload chrony sources").commands == ()  # no NTP change: no reload
+
+
+def _missing(distro: str) -> list[str]:
+    installed = load_facts(distro)["deb.DebPackages"]
+    return [p for p in DEFAULTS["common_packages"] if p not in installed]
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_converged_host_plans_no_command(distro):
+    result = plan(common, load_facts("base-fresh", distro, "common-converged"), NODE)
+    assert result.commands == [], result.changing
+
+
+def test_converged_check_can_fail():
+    """The converged fixture minus one package must plan exactly that install."""
+    facts = load_facts("base-fresh", "debian-12", "common-converged")
+    del facts["deb.DebPackages"]["chrony"]
+    result = plan(common, facts, NODE)
+    assert [op.name for op in result.changing] == ["common | Install base packages"]
+    assert result.commands[-1].endswith("install --no-install-recommends chrony")
+
+
+def test_site_proxy_and_ntp_servers_are_configured_and_chrony_reloaded():
+    data = {**NODE, "apt_proxy": "http://proxy.example:3128",
+            "common_ntp_servers": ["ntp1.example", "ntp2.example"]}
+    result = plan(common, load_facts("base-fresh", "debian-12", "common-converged"), data)
+    changed = {op.name.split(" | ")[1] for op in result.changing}
+    assert changed == {"Send apt through the site's proxy",
+                       "Point chrony at the site's NTP servers", "Reload chrony sources"}
+    assert any(PROXY_FILE in c for c in result.op("proxy").commands)
+    assert any(CHRONY_SOURCES in c for c in result.op("NTP servers").commands)
+    assert result.op("Reload chrony sources").commands == ("systemctl reload chrony.service",)
+
+
+def test_host_without_known_address_gets_no_hosts_block():
+    result = plan(common, load_facts("base-fresh", "debian-12"), {"ssh_hostname": "node1.dc"})
+    assert not [op for op in result.ops if "/etc/hosts" in op.name]
+
+
+def test_unsupported_os_is_named_with_the_supported_ones():
+    with pytest.raises(UnsupportedOS, match="debian-12, ubuntu-22.04, ubuntu-24.04"):
+        plan(common, load_facts("base-fresh", "centos-9"), NODE)
+
+
+def test_fixture_missing_a_fact_fails_loudly():
+    facts = load_facts("base-fresh", "debian-12")
+    del facts["server.Groups"]
+    with pytest.raises(MissingFact, match="server.Groups"):
+        plan(common, facts, NODE)
