@@ -2,9 +2,12 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# molecule runs ansible-config by name: .venv/bin must be on PATH; no ansible state in $HOME.
+MOLECULE := PATH="$(CURDIR)/$(BIN):$$PATH" ANSIBLE_HOME=/tmp/gpuinfra-molecule/ansible-home \
+  $(BIN)/molecule
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: test unit lint demo validate clean
+.PHONY: test molecule unit plan lint demo validate deploy verify lab-up lab-down lab-status clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -15,10 +18,19 @@ $(STAMP): pyproject.toml
 
 # Lint, then every test. pytest's exit 5 ("no tests collected") is a failure here: a suite
 # that collects nothing has proven nothing.
+# Lint, unit and plan tests, then the lab scenarios (deploy, idempotence, verify; and the
+# broken-NVLink lab, which must fail verification on its broken worker only).
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/pytest -q -p no:cacheprovider; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
+	$(MAKE) molecule
+
+# Each scenario starts by removing any lab (molecule's own state cannot see one started by
+# hand) and ends by removing its own: `make test` leaves no lab behind.
+molecule: $(STAMP)
+	$(MOLECULE) test -s default
+	$(MOLECULE) test -s broken-nvlink
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
@@ -29,12 +41,36 @@ lint: $(STAMP)
 validate: $(STAMP)
 	$(BIN)/gpuinfra validate inventory/lab.py
 
-# Until the lab lands (issue 3) the demo validates the lab spec and checks captured hardware.
+plan: $(STAMP)
+	$(BIN)/pytest -q tests/plan
+
+# The main job on the local lab: validate the spec, start the lab, deploy, deploy again
+# (must change nothing), verify, report. The lab stays up afterwards.
 demo: $(STAMP)
 	$(BIN)/gpuinfra validate inventory/lab.py
-	$(BIN)/gpuinfra check --profile nvswitch-all-to-all --gpus 8 --model H100-SXM5-80GB \
-	  --topo tests/fixtures/real/nvidia-smi-topo-m/8x-h100-sxm-nv18-no-nics-spaces.txt \
-	  --p2p tests/fixtures/real/nvidia-smi-topo-p2p/8x-h100-80gb-hbm3-p2p-r-all-OK.txt
+	$(BIN)/gpuinfra lab up
+	$(BIN)/pyinfra -y inventory/lab.py deploy.py
+	$(BIN)/python -m gpuinfra_cli.idempotence inventory/lab.py
+	$(BIN)/gpuinfra report --inventory inventory/lab.py
+	@echo
+	@echo "The lab is still up. Look inside: ssh -F .lab/ssh_config lab-worker1"
+	@echo "                     or: $(BIN)/gpuinfra lab status"
+	@echo "Tear it down:          make lab-down"
+
+deploy: $(STAMP)
+	$(BIN)/pyinfra -y inventory/lab.py deploy.py
+
+verify: $(STAMP)
+	$(BIN)/pytest -q -p no:cacheprovider tests/verify --inventory inventory/lab.py -n 4
+
+lab-up: $(STAMP)
+	$(BIN)/gpuinfra lab up
+
+lab-down: $(STAMP)
+	$(BIN)/gpuinfra lab down
+
+lab-status: $(STAMP)
+	$(BIN)/gpuinfra lab status
 
 clean:
 	rm -rf $(VENV) *.egg-info

@@ -4,6 +4,7 @@
     gpuinfra parse KIND FILE                   JSON of a captured tool output
     gpuinfra check --profile P --gpus N ...    verdicts on captured outputs
     gpuinfra lab up|down|status                the local podman lab
+    gpuinfra report --inventory I [--junit F]  per-node report of the verify suite
 
 Bad input never produces a traceback: every expected error is caught here and printed as one
 clear message, with exit code 2 (unusable input) or 1 (a finding / an invalid spec).
@@ -33,12 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_validate(sub)
     commands.add_parse(sub)
     commands.add_check(sub)
-    try:
-        from gpuinfra_cli import lab
-    except ImportError:  # the lab module arrives with issue 3
-        lab = None
-    if lab is not None:
-        lab.add_parser(sub)
+    from gpuinfra_cli import lab, report
+
+    lab.add_parser(sub)
+    report.add_parser(sub)
     return parser
 
 

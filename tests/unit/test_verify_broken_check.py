@@ -1,0 +1,66 @@
+"""molecule/broken-nvlink/check_junit.py: the scenario passes only on the expected diagnosis."""
+
+from __future__ import annotations
+
+import importlib.util
+from types import ModuleType
+
+from gpuinfra_cli.report import Case
+from tests.conftest import REPO
+
+
+def _check() -> ModuleType:
+    path = REPO / "molecule" / "broken-nvlink" / "check_junit.py"
+    spec = importlib.util.spec_from_file_location("check_junit", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+check = _check()
+BROKEN = "lab-worker3"
+
+
+def _diagnosed() -> list[Case]:
+    return [
+        Case("lab-head", "test_common", "test_chrony", "passed"),
+        Case("lab-worker2", "test_gpu", "test_p2p", "passed"),
+        Case(BROKEN, "test_common", "test_chrony", "passed"),
+        Case(BROKEN, "test_gpu", "test_gpu_count", "passed"),
+        Case(BROKEN, "test_gpu", "test_nvlink_topology", "failed",
+             "nvlink-topology GPU0-GPU1: ... cause: NVLink bridge not detected"),
+        Case(BROKEN, "test_gpu", "test_p2p", "failed", "p2p-r GPU0-GPU1: observed NS"),
+        Case(BROKEN, "test_gpu", "test_nvlink_links", "failed", "all links inactive"),
+    ]
+
+
+def test_the_expected_diagnosis_passes() -> None:
+    assert check.problems(_diagnosed(), BROKEN) == []
+
+
+def test_a_healthy_broken_worker_fails_the_scenario() -> None:
+    cases = [c for c in _diagnosed() if c.node != BROKEN or c.outcome == "passed"]
+    cases.append(Case(BROKEN, "test_gpu", "test_p2p", "passed"))
+    assert check.problems(cases, BROKEN) == [
+        "test_nvlink_topology[lab-worker3] did not run",
+        "test_p2p[lab-worker3] passed, expected it to fail",
+    ]
+
+
+def test_wrong_cause_or_other_failures_fail_the_scenario() -> None:
+    cases = _diagnosed()
+    cases[4] = Case(BROKEN, "test_gpu", "test_nvlink_topology", "failed", "links down")
+    cases.append(Case("lab-head", "test_common", "test_hostname", "failed", "wrong name"))
+    cases.append(Case(BROKEN, "test_common", "test_sysctls", "failed", "sysctls differ"))
+    found = check.problems(cases, BROKEN)
+    assert len(found) == 3
+    assert "without naming 'bridge'" in found[0]
+    assert "healthy host" in found[1] and "unexpectedly" in found[2]
+
+
+def test_no_broken_worker_fails_the_scenario() -> None:
+    cases = [c for c in _diagnosed() if c.node != BROKEN]
+    assert check.problems(cases, BROKEN) == [
+        "no results for lab-worker3: was the lab started with --broken?",
+    ]

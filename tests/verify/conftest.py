@@ -1,0 +1,151 @@
+"""The verify suite's harness: any inventory of the project becomes testinfra hosts.
+
+    .venv/bin/pytest tests/verify --inventory inventory/<site>.py [-n 4]
+
+The inventory is read with the deploy's own loader (gpuinfra_cli.inventory.load_hosts, in a
+child process: see inventory_json.py) and turned into the typed cluster spec
+(gpuinfra.spec.build_cluster): the expectations. Each test
+runs once per host (test id ``test_x[HOST]``); a module may set ``VERIFY_NODES = "gpu"`` to
+run only on hosts whose spec lists GPUs. Hosts are reached with testinfra's paramiko backend
+(one connection per host and process) through an ssh_config written from the pyinfra data
+(ssh_hostname, ssh_user, ssh_port, ssh_key, ssh_strict_host_key_checking). Under pytest-xdist
+every test of one host runs on the same worker (scheduler below), so each host is probed once.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import testinfra
+from testinfra.host import Host
+
+from gpuinfra.spec import NodeSpec, SpecInvalid
+from gpuinfra_cli.gate import format_errors
+from tests.verify.expect import Site, host_of, site_from_json
+
+_SITE = pytest.StashKey[Site]()
+_SITE_JSON_KEY = pytest.StashKey[str]()
+_SITE_JSON = "gpuinfra_verify_site"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--inventory", metavar="FILE",
+                     help="pyinfra inventory to verify (inventory/<site>.py)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    path = config.getoption("inventory", default=None)
+    if not path:
+        if _named(config):
+            raise pytest.UsageError("tests/verify needs --inventory inventory/<site>.py")
+        return  # collected as part of a wider run (`pytest tests`): its tests skip
+    worker_input = getattr(config, "workerinput", {})
+    text = worker_input.get(_SITE_JSON) or _inventory_json(path, config.rootpath)
+    config.stash[_SITE_JSON_KEY] = text
+    try:
+        config.stash[_SITE] = site_from_json(path, text)
+    except SpecInvalid as exc:
+        raise pytest.UsageError(format_errors(exc.errors)) from None
+
+
+def _named(config: pytest.Config) -> bool:
+    """True when the command line names this folder or a file in it."""
+    here = Path(__file__).resolve().parent
+    return any((config.invocation_params.dir / arg.split("::")[0]).resolve().is_relative_to(here)
+               for arg in config.args)
+
+
+def _inventory_json(path: str, root: Path) -> str:
+    """The inventory as JSON, read in a child process (see tests/verify/inventory_json.py)."""
+    run = subprocess.run(
+        [sys.executable, "-m", "tests.verify.inventory_json", str(Path(path).resolve())],
+        cwd=root, capture_output=True, text=True, check=False,
+    )
+    if run.returncode != 0:
+        last = (run.stderr.strip().splitlines() or [f"{path}: cannot be loaded"])[-1]
+        raise pytest.UsageError(last)
+    return run.stdout
+
+
+def pytest_configure_node(node: Any) -> None:
+    """xdist: hand the workers the inventory the controller already read."""
+    if _SITE_JSON_KEY in node.config.stash:
+        node.workerinput[_SITE_JSON] = node.config.stash[_SITE_JSON_KEY]
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    site = config.stash.get(_SITE, None)
+    return f"inventory: {site.inventory} ({len(site.spec.nodes)} hosts)" if site else None
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "node_name" not in metafunc.fixturenames:
+        return
+    site = metafunc.config.stash.get(_SITE, None)
+    if site is None:
+        skip = pytest.mark.skip(reason="run as: pytest tests/verify --inventory FILE")
+        metafunc.parametrize("node_name", [pytest.param("", marks=skip)], ids=["no-inventory"])
+        return
+    nodes = site.spec.nodes
+    if getattr(metafunc.module, "VERIFY_NODES", "all") == "gpu":
+        nodes = tuple(n for n in nodes if n.gpus is not None)
+    names = [n.name for n in nodes]
+    metafunc.parametrize("node_name", names, ids=names, scope="module")
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under `-n N` (xdist's default `load` mode) send all tests of a host to one worker."""
+    if config.getvalue("dist") != "load":
+        return None  # another --dist mode (loadscope, loadgroup, ...) wins
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByHost(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return host_of(nodeid) or nodeid
+
+    return ByHost(config, log)
+
+
+@pytest.fixture(scope="session")
+def site(pytestconfig: pytest.Config) -> Site:
+    return pytestconfig.stash[_SITE]
+
+
+@pytest.fixture(scope="module")
+def node(site: Site, node_name: str) -> NodeSpec:
+    """The host's spec (groups, GPUs)."""
+    return site.spec.node(node_name)
+
+
+@pytest.fixture(scope="module")
+def node_data(site: Site, node_name: str) -> Mapping[str, Any]:
+    """The host's merged pyinfra data (inventory, group_data)."""
+    return site.data[node_name]
+
+
+@pytest.fixture(scope="session")
+def ssh_config(site: Site, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("verify") / "ssh_config"
+    path.write_text("\n".join(site.target(name).ssh_config() for name in site.data))
+    return path
+
+
+@pytest.fixture(scope="module")
+def host(node_name: str, ssh_config: Path) -> Host:
+    """The testinfra host (paramiko backend; testinfra caches one per host and process)."""
+    return testinfra.get_host(f"paramiko://{node_name}", ssh_config=str(ssh_config))
+
+
+@pytest.fixture
+def note(request: pytest.FixtureRequest) -> Callable[[str, object], None]:
+    """Record a value in the test's junit XML properties (read by `gpuinfra report`)."""
+
+    def add(name: str, value: object) -> None:
+        request.node.user_properties.append((name, value))
+
+    return add

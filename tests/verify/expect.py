@@ -1,0 +1,199 @@
+"""Pure helpers of the verify suite: what a host must show, and how a failure reads.
+
+Nothing here connects to a host or imports testinfra, so tests/unit/test_verify_expect.py can
+check it without a lab.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpuinfra.spec import ClusterSpec, HostInput, build_cluster
+from gpuinfra.verdicts import Finding
+from roles.common.defaults import DEFAULTS as COMMON_DEFAULTS
+
+# One test per check family; the checks (Finding.check) each family covers.
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "gpu-count": ("gpu-count", "gpu-model", "profile"),
+    "nvlink-topology": ("nvlink-topology",),
+    "p2p": ("p2p-r", "p2p-w"),
+    "nvlink-links": ("nvlink-links",),
+}
+
+# What each nvidia-smi probe runs; p2p letters become the matrix mode.
+PROBES: dict[str, str] = {
+    "topo": "nvidia-smi topo -m",
+    "p2p-r": "nvidia-smi topo -p2p r",
+    "p2p-w": "nvidia-smi topo -p2p w",
+    "nvlink": "nvidia-smi nvlink --status",
+}
+
+# nvidia-smi exit codes (its man page, RETURN VALUE), said the way an operator acts on them.
+SMI_EXIT_CODES: dict[int, str] = {
+    2: "an argument or flag is invalid for this nvidia-smi",
+    3: "the operation is not supported on this GPU",
+    4: "insufficient permissions",
+    6: "the query was unsuccessful",
+    8: "external power cables are not attached",
+    9: "the NVIDIA driver is not loaded (nvidia-smi cannot talk to it)",
+    10: "the kernel detected an interrupt issue with a GPU",
+    12: "the NVML shared library could not be found or loaded (driver not installed?)",
+    13: "the local NVML version does not implement this function",
+    14: "infoROM is corrupted",
+    15: "a GPU has fallen off the bus or become inaccessible",
+}
+_HOST_ID = re.compile(r"\[([^\]\[]+)\](?:@[^\[\]]*)?$")
+NO_SMI = "nvidia-smi not found on the host: the NVIDIA driver is not installed"
+
+
+@dataclass(frozen=True)
+class SshTarget:
+    """How to reach one inventory host, from its pyinfra data."""
+
+    name: str
+    address: str
+    user: str | None
+    port: int | None
+    key: str | None
+    strict_host_key: bool
+
+    def ssh_config(self) -> str:
+        """A `Host` block for an ssh_config file (testinfra's paramiko backend reads it)."""
+        lines = [f"Host {self.name}", f"    HostName {self.address}"]
+        if self.user:
+            lines.append(f"    User {self.user}")
+        if self.port:
+            lines.append(f"    Port {self.port}")
+        if self.key:
+            lines += [f"    IdentityFile {self.key}", "    IdentitiesOnly yes"]
+        if not self.strict_host_key:
+            lines += ["    StrictHostKeyChecking no", "    UserKnownHostsFile /dev/null"]
+        return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class Site:
+    """The inventory under test: the cluster spec and each host's merged pyinfra data."""
+
+    inventory: str
+    spec: ClusterSpec
+    data: Mapping[str, Mapping[str, Any]]
+
+    def target(self, name: str) -> SshTarget:
+        return ssh_target(name, self.data[name])
+
+
+def site_from_json(inventory: str, text: str) -> Site:
+    """The :class:`Site` from `python -m tests.verify.inventory_json` output.
+
+    Raises gpuinfra.spec.SpecInvalid when the spec is invalid.
+    """
+    raw = json.loads(text)
+    hosts = [HostInput(h["name"], tuple(h["groups"]), h["data"]) for h in raw["hosts"]]
+    spec = build_cluster(hosts, raw["duplicates"])
+    return Site(inventory, spec, {h.name: h.data for h in hosts})
+
+
+def ssh_target(name: str, data: Mapping[str, Any]) -> SshTarget:
+    """pyinfra's ssh_* data keys (ssh_hostname, ssh_user, ssh_port, ssh_key,
+    ssh_strict_host_key_checking) as an :class:`SshTarget`; the address defaults to the name."""
+    strict = data.get("ssh_strict_host_key_checking", "accept-new")
+    port = data.get("ssh_port")
+    return SshTarget(
+        name=name,
+        address=str(data.get("ssh_hostname") or name),
+        user=data.get("ssh_user"),
+        port=int(port) if port else None,
+        key=data.get("ssh_key"),
+        strict_host_key=str(strict).lower() not in ("no", "off", "false"),
+    )
+
+
+def common_expected(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The common role's values for a host: its data over roles/common/defaults.py."""
+    return {key: data.get(key, default) for key, default in COMMON_DEFAULTS.items()}
+
+
+def node_address(data: Mapping[str, Any]) -> str | None:
+    """The address the common role lists in /etc/hosts: node_address, or an IP ssh_hostname."""
+    for key in ("node_address", "ssh_hostname"):
+        value = data.get(key)
+        if value:
+            try:
+                return str(ipaddress.ip_address(value))
+            except ValueError:
+                continue
+    return None
+
+
+def etc_hosts(text: str) -> dict[str, set[str]]:
+    """/etc/hosts as name -> addresses (comments and blank lines ignored)."""
+    names: dict[str, set[str]] = {}
+    for line in text.splitlines():
+        fields = line.split("#", 1)[0].split()
+        for name in fields[1:]:
+            names.setdefault(name, set()).add(fields[0])
+    return names
+
+
+def missing_hosts_entries(expected: Mapping[str, str], text: str) -> list[str]:
+    """``name -> address`` entries of ``expected`` that /etc/hosts ``text`` lacks."""
+    seen = etc_hosts(text)
+    return [f"{address} {name}" for name, address in sorted(expected.items())
+            if address not in seen.get(name, set())]
+
+
+def sysctl_mismatches(expected: Mapping[str, Any], observed: Mapping[str, str]) -> list[str]:
+    """``key: expected X, observed Y`` for each sysctl whose `sysctl -n` value differs.
+
+    Values compare word by word, so ``4096 87380 6291456`` matches tabs or spaces.
+    """
+    return [
+        f"{key}: expected {value}, observed {observed.get(key) or 'nothing'}"
+        for key, value in expected.items()
+        if str(observed.get(key, "")).split() != str(value).split()
+    ]
+
+
+def smi_failure(command: str, rc: int, output: str) -> str:
+    """Why a nvidia-smi probe failed, for a test failure message."""
+    if rc == 127:
+        return NO_SMI
+    meaning = SMI_EXIT_CODES.get(rc, "unknown exit code")
+    first = next((line.strip() for line in output.splitlines() if line.strip()), "no output")
+    return f"`{command}` exited {rc}: {meaning}\n  nvidia-smi said: {first}"
+
+
+def family(findings: Sequence[Finding], name: str) -> list[Finding]:
+    """The findings of one check family (see :data:`FAMILIES`)."""
+    return [f for f in findings if f.check in FAMILIES[name]]
+
+
+def format_finding(finding: Finding) -> str:
+    """``check subject: expected X, observed Y`` then its cause and fix, indented."""
+    text = f"{finding.check} {finding.subject}: expected {finding.expected}, " \
+           f"observed {finding.observed}"
+    if finding.cause:
+        text += f"\n  cause: {finding.cause}"
+    if finding.fix:
+        text += f"\n  fix: {finding.fix}"
+    return text
+
+
+def format_failures(node: str, findings: Sequence[Finding]) -> str:
+    """Every failed finding of ``findings`` for an assert message ('' when none failed)."""
+    failed = [f for f in findings if f.failed]
+    if not failed:
+        return ""
+    return f"{node}: {len(failed)} failed check(s)\n" + "\n".join(map(format_finding, failed))
+
+
+def host_of(test_id: str) -> str | None:
+    """The host a test ran on, from its id: ``test_p2p[lab-worker3]`` -> ``lab-worker3``."""
+    match = _HOST_ID.search(test_id)
+    return match.group(1) if match else None

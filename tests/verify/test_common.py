@@ -1,0 +1,68 @@
+"""The base role (roles/common) on every host: what `deploy.py` promises each node."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from testinfra.host import Host
+
+from gpuinfra.spec import NodeSpec
+from tests.verify.expect import (
+    Site,
+    common_expected,
+    missing_hosts_entries,
+    node_address,
+    sysctl_mismatches,
+)
+
+Note = Callable[[str, object], None]
+
+
+def _service_state(host: Host, name: str) -> str:
+    service = host.service(name)
+    running = "running" if service.is_running else "not running"
+    return f"{running}, {'enabled' if service.is_enabled else 'disabled'}"
+
+
+def test_hostname(host: Host, node: NodeSpec) -> None:
+    assert host.check_output("hostname") == node.short_name
+
+
+def test_etc_hosts_lists_cluster(host: Host, site: Site, node_data: Mapping[str, Any]) -> None:
+    if not common_expected(node_data)["common_manage_hosts"]:
+        return  # the site manages names with DNS (common_manage_hosts = False)
+    expected = {name.split(".")[0]: address for name, data in site.data.items()
+                if (address := node_address(data))}
+    missing = missing_hosts_entries(expected, host.file("/etc/hosts").content_string)
+    assert not missing, "/etc/hosts lacks: " + ", ".join(missing)
+
+
+def test_chrony(host: Host, note: Note) -> None:
+    state = _service_state(host, "chrony")
+    note("chrony", state)
+    assert state == "running, enabled"
+
+
+def test_sshd(host: Host, note: Note) -> None:
+    state = _service_state(host, "ssh")
+    note("sshd", state)
+    assert state.startswith("running")
+
+
+def test_sysctls(host: Host, node_data: Mapping[str, Any]) -> None:
+    expected = common_expected(node_data)["common_sysctls"]
+    observed = {key: host.run(f"sysctl -n {key}").stdout.strip() for key in expected}
+    mismatches = sysctl_mismatches(expected, observed)
+    assert not mismatches, "sysctls differ:\n  " + "\n  ".join(mismatches)
+
+
+def test_admin_group(host: Host, node_data: Mapping[str, Any]) -> None:
+    group = common_expected(node_data)["common_admin_group"]
+    assert host.group(group).exists, f"group {group} does not exist"
+
+
+def test_base_packages(host: Host, node_data: Mapping[str, Any]) -> None:
+    packages = common_expected(node_data)["common_packages"]
+    missing = [name for name in packages if not host.package(name).is_installed]
+    assert not missing, "base packages not installed: " + ", ".join(missing)
