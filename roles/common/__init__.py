@@ -12,9 +12,11 @@ from typing import Any
 
 from pyinfra import host, inventory
 from pyinfra.api import deploy
+from pyinfra.facts.files import FileContents
 from pyinfra.facts.server import LinuxDistribution
 from pyinfra.operations import apt, files, server, systemd
 
+from gpuinfra.aptmirror import mirror_for, point_at_mirror
 from gpuinfra.platforms import distro_key, hosts_block
 from roles.common.defaults import DEFAULTS
 from roles.data import role_data
@@ -24,9 +26,14 @@ CHRONY_SOURCES = "/etc/chrony/sources.d/gpuinfra.sources"
 
 # Per-distribution values: the task list below has no distro conditionals.
 DISTRO = {
-    "debian-12": {"chrony_service": "chrony"},
-    "ubuntu-22.04": {"chrony_service": "chrony"},
-    "ubuntu-24.04": {"chrony_service": "chrony"},
+    "debian-12": {"family": "debian", "chrony_service": "chrony",
+                  "apt_sources": ["/etc/apt/sources.list",
+                                  "/etc/apt/sources.list.d/debian.sources"]},
+    "ubuntu-22.04": {"family": "ubuntu", "chrony_service": "chrony",
+                     "apt_sources": ["/etc/apt/sources.list"]},
+    "ubuntu-24.04": {"family": "ubuntu", "chrony_service": "chrony",
+                     "apt_sources": ["/etc/apt/sources.list",
+                                     "/etc/apt/sources.list.d/ubuntu.sources"]},
 }
 
 
@@ -40,6 +47,33 @@ def _address(data: Any) -> str | None:
             except ValueError:
                 continue
     return None
+
+
+def _site_mirrors(value: Any) -> dict[str, str]:
+    if isinstance(value, str):
+        return {"default": value}
+    return dict(value or {})
+
+
+def _apt_mirror(distro: dict[str, Any]) -> list[Any]:
+    """Point the distribution's sources at the site mirror; the original text is kept beside."""
+    mirror = mirror_for(_site_mirrors(host.data.get("apt_mirror")), distro["family"])
+    if not mirror:
+        return []
+    changes = []
+    for path in distro["apt_sources"]:
+        lines = host.get_fact(FileContents, path=path)
+        if lines is None:
+            continue
+        text = "\n".join(lines) + "\n"
+        mirrored = point_at_mirror(text, distro["family"], mirror)
+        if mirrored == text:
+            continue
+        files.put(name=f"Keep the original {path}", dest=f"{path}.gpuinfra-orig",
+                  src=StringIO(text), mode="644")
+        changes.append(files.put(name=f"Point {path} at the site's apt mirror", dest=path,
+                                 src=StringIO(mirrored), mode="644"))
+    return changes
 
 
 def _cluster_hosts() -> list[tuple[str, str]]:
@@ -70,6 +104,8 @@ def common() -> None:
     else:
         files.file(name="No apt proxy configured", path=PROXY_FILE, present=False)
 
+    for change in _apt_mirror(distro):
+        apt.update(name="Refresh apt lists from the mirror", _if=change.did_change)
     apt.packages(name="Install base packages", packages=data["common_packages"],
                  no_recommends=True, update=True, cache_time=86400)
 

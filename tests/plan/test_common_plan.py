@@ -78,3 +78,32 @@ def test_fixture_missing_a_fact_fails_loudly():
     del facts["server.Groups"]
     with pytest.raises(MissingFact, match="server.Groups"):
         plan(common, facts, NODE)
+
+
+MIRRORS = {"debian": "http://mirror.site/debian", "ubuntu": "http://mirror.site/ubuntu"}
+SOURCES = {"debian-12": "/etc/apt/sources.list.d/debian.sources",
+           "ubuntu-22.04": "/etc/apt/sources.list", "ubuntu-24.04":
+           "/etc/apt/sources.list.d/ubuntu.sources"}
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_offline_site_points_apt_at_its_mirror(distro):
+    result = plan(common, load_facts("base-fresh", distro, "common-converged"),
+                  {**NODE, "apt_mirror": MIRRORS})
+    path = SOURCES[distro]
+    keep = result.op(f"Keep the original {path}").commands
+    point = result.op(f"Point {path} at the site's apt mirror").commands
+    assert any(f"{path}.gpuinfra-orig" in c for c in keep)
+    assert any(path in c for c in point)
+    assert result.op("Refresh apt lists").commands == ("apt-get update",)
+    # Ubuntu 24.04's sources.list holds only a comment: nothing to point, nothing written.
+    assert not [op for op in result.ops if op.name.endswith("/etc/apt/sources.list")
+                and distro == "ubuntu-24.04"]
+
+
+def test_sources_already_on_the_mirror_plan_nothing():
+    facts = load_facts("base-fresh", "debian-12", "common-converged")
+    facts["files.FileContents"] = {"path=/etc/apt/sources.list": [
+        "deb http://mirror.site/debian bookworm main"], "*": None}
+    result = plan(common, facts, {**NODE, "apt_mirror": "http://mirror.site/debian"})
+    assert result.commands == []
