@@ -1,0 +1,94 @@
+"""Small system listings the GPU roles read: loaded modules, groups, device nodes, apt holds.
+
+- ``/proc/modules``: ``name size instances deps state offset`` per line, e.g.
+  ``nvidia_uvm 1527808 0 - Live 0x0000000000000000 (POE)``; ``deps`` is ``-`` or
+  ``a,b,`` (trailing comma).
+- ``getent group``: ``name:x:gid:members``.
+- device nodes, as printed by ``find /dev -maxdepth 1 -name 'nvidia*' -type c
+  -printf '%p %G %g %m\\n'``: path, numeric gid, group name, octal mode.
+- ``apt-mark showhold``: one package name per line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuinfra.errors import ParseError
+from gpuinfra.parsers._text import clean_lines
+
+DEVICE_NODES_COMMAND = (
+    "find /dev -maxdepth 1 -name 'nvidia*' -type c -printf '%p %G %g %m\\n'"
+)
+
+
+@dataclass
+class KernelModule:
+    name: str
+    size: int
+    instances: int
+    used_by: list[str] = field(default_factory=list)
+    state: str = "Live"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"size": self.size, "instances": self.instances, "used_by": list(self.used_by),
+                "state": self.state}
+
+
+@dataclass
+class LoadedModules:
+    """Modules by name, in /proc/modules order."""
+
+    modules: dict[str, KernelModule] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"modules": {name: {"size", "instances", "used_by": [...], "state"}}}``."""
+        return {"modules": {name: m.to_json() for name, m in self.modules.items()}}
+
+
+def parse_proc_modules(text: str) -> LoadedModules:
+    """Read /proc/modules; raises ParseError for a line that is not a module entry."""
+    result = LoadedModules()
+    for no, line in enumerate(clean_lines(text), 1):
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) < 5 or not parts[1].isdigit() or not parts[2].isdigit():
+            raise ParseError("/proc/modules", f"not a module line: {line[:60]!r}", line=no)
+        deps = [] if parts[3] == "-" else [d for d in parts[3].split(",") if d]
+        result.modules[parts[0]] = KernelModule(parts[0], int(parts[1]), int(parts[2]), deps,
+                                                parts[4])
+    return result
+
+
+def parse_group_ids(text: str) -> dict[str, int]:
+    """``{group name: gid}`` from ``getent group`` (or /etc/group) text."""
+    groups: dict[str, int] = {}
+    for no, line in enumerate(clean_lines(text), 1):
+        if not line.strip():
+            continue
+        parts = line.split(":")
+        if len(parts) < 3 or not parts[2].isdigit():
+            raise ParseError("getent group", f"not a group line: {line[:60]!r}", line=no)
+        groups[parts[0]] = int(parts[2])
+    return groups
+
+
+def parse_device_nodes(text: str) -> dict[str, dict[str, Any]]:
+    """``{path: {"gid": int, "group": name, "mode": "0666"}}`` from :data:`DEVICE_NODES_COMMAND`."""
+    nodes: dict[str, dict[str, Any]] = {}
+    for no, line in enumerate(clean_lines(text), 1):
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != 4 or not parts[1].isdigit() or not parts[3].isdigit():
+            raise ParseError("find /dev -name 'nvidia*'", f"not 'path gid group mode': "
+                             f"{line[:60]!r}", line=no)
+        nodes[parts[0]] = {"gid": int(parts[1]), "group": parts[2],
+                           "mode": parts[3].rjust(4, "0")}
+    return nodes
+
+
+def parse_held_packages(text: str) -> list[str]:
+    """Package names from ``apt-mark showhold``, sorted (``name:arch`` keeps its arch)."""
+    return sorted({line.strip() for line in clean_lines(text) if line.strip()})

@@ -1,0 +1,30 @@
+"""The "reboot required" marker the GPU roles leave on a host, and how to read it back.
+
+When a change only takes effect after a reboot (first driver install or upgrade, nouveau
+blacklisted, driver options changed), the role appends one line per reason to
+:data:`REBOOT_MARKER`. It lives under /run (a tmpfs), so the reboot that applies the change
+also clears it: a marker present means "changed since the last boot". The verification suite
+reads it to report "reboot pending" instead of a misleading driver failure.
+
+Line format: ``<reason>`` (free text, one per line); duplicates are ignored when reading.
+"""
+
+from __future__ import annotations
+
+REBOOT_MARKER = "/run/gpuinfra/reboot-required"
+
+# Reasons, as the roles write them (the verification suite may match on them).
+DRIVER_CHANGED = "NVIDIA driver packages installed or changed"
+NOUVEAU_BLACKLISTED = "nouveau blacklisted (initramfs rebuilt)"
+DEVICE_OPTIONS_CHANGED = "NVIDIA device file options changed"
+
+
+def reboot_reasons(text: str | None) -> list[str]:
+    """The reasons recorded in the marker's ``text`` (None or empty: no reboot pending)."""
+    if not text:
+        return []
+    seen: dict[str, None] = {}
+    for line in text.splitlines():
+        if line.strip():
+            seen.setdefault(line.strip(), None)
+    return list(seen)

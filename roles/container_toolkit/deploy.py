@@ -1,0 +1,3 @@
+from roles.container_toolkit import container_toolkit
+
+container_toolkit()

@@ -1,0 +1,3 @@
+from roles.fabric_manager import fabric_manager
+
+fabric_manager()

@@ -1,0 +1,217 @@
+"""pyinfra facts about GPU hosts, read through the gpuinfra parsers.
+
+Hardware facts (for roles such as Slurm's gres.conf or VFIO binding, and for the deploy's own
+decisions) return the parser's plain data (``to_json()``), and ``{}`` when the tool is absent
+(``requires_command``) or fails: no driver loaded, no GPU ("No devices were found"), a lab
+stand-in refusing a query. Only the output of a *successful* command is parsed; output the
+parser cannot read fails the host with the parser's message (FactProcessError), since acting on
+a half-read topology would be worse.
+
+Every command runs as ``out=$(CMD 2>/dev/null) && printf '%s\\n' "$out"; true``: a failing tool
+prints nothing and the fact command itself always succeeds.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from typing import Any
+
+from pyinfra.api import FactBase
+from pyinfra.api.exceptions import FactProcessError
+
+from gpuinfra.errors import ParseError
+from gpuinfra.parsers.gpus import parse_gpus
+from gpuinfra.parsers.lspci import parse_lspci
+from gpuinfra.parsers.nvlink import parse_nvlink
+from gpuinfra.parsers.p2p import normalize_mode, parse_p2p
+from gpuinfra.parsers.system import (
+    DEVICE_NODES_COMMAND,
+    parse_device_nodes,
+    parse_group_ids,
+    parse_held_packages,
+    parse_proc_modules,
+)
+from gpuinfra.parsers.topo import parse_topo
+from gpuinfra.runtimes import CONFIG_PATHS, check_runtime
+
+GPU_FIELDS = ["index", "name", "uuid", "pci.bus_id", "driver_version", "persistence_mode",
+              "memory.total"]
+
+
+def quiet(command: str) -> str:
+    """``command``'s stdout when it succeeds, nothing when it fails; always exits 0."""
+    return f'out=$({command} 2>/dev/null) && printf \'%s\\n\' "$out"; true'
+
+
+def _parsed(parse: Callable[..., Any], output: list[str], **kwargs: Any) -> dict[str, Any]:
+    try:
+        return parse("\n".join(output), **kwargs).to_json()
+    except ParseError as exc:
+        raise FactProcessError(str(exc)) from exc
+
+
+class NvidiaGpus(FactBase):
+    """GPUs from ``nvidia-smi --query-gpu`` (:data:`GPU_FIELDS`), ``{}`` without a driver.
+
+    ``{"gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-...",
+    "model": "H100-SXM5-80GB", "mig_devices": [], "pci.bus_id": "00000000:19:00.0",
+    "driver_version": "535.161.08", "persistence_mode": "Enabled", "memory.total": 81559}]}``
+    """
+
+    default = dict
+
+    def requires_command(self) -> str:
+        return "nvidia-smi"
+
+    def command(self) -> str:
+        return quiet(f"nvidia-smi --query-gpu={','.join(GPU_FIELDS)} "
+                     "--format=csv,noheader,nounits")
+
+    def process(self, output: list[str]) -> dict[str, Any]:
+        return _parsed(parse_gpus, output, fields=GPU_FIELDS)
+
+
+class NvidiaTopology(FactBase):
+    """``nvidia-smi topo -m``: ``{"gpus", "nics", "nic_devices", "links", "cpu_affinity",
+    "numa_affinity"}``; ``links["GPU0"]["GPU1"] == "NV18"``. ``{}`` without a driver."""
+
+    default = dict
+
+    def requires_command(self) -> str:
+        return "nvidia-smi"
+
+    def command(self) -> str:
+        return quiet("nvidia-smi topo -m")
+
+    def process(self, output: list[str]) -> dict[str, Any]:
+        return _parsed(parse_topo, output)
+
+
+class NvidiaP2P(FactBase):
+    """``nvidia-smi topo -p2p <mode>`` (r, w, n, a, p): ``{"mode", "gpus", "status"}``,
+    ``status["GPU0"]["GPU1"] == "OK"``. ``{}`` without a driver."""
+
+    default = dict
+
+    def requires_command(self, mode: str) -> str:
+        return "nvidia-smi"
+
+    def command(self, mode: str) -> str:
+        self.mode = normalize_mode(mode)
+        return quiet(f"nvidia-smi topo -p2p {self.mode}")
+
+    def process(self, output: list[str]) -> dict[str, Any]:
+        return _parsed(parse_p2p, output, mode=self.mode)
+
+
+class NvidiaNvlink(FactBase):
+    """``nvidia-smi nvlink --status``: ``{"GPU0": {"name", "uuid", "links": {"0": {"active",
+    "gbps"}}, "all_inactive"}}``. ``{}`` without a driver or without NVLink."""
+
+    default = dict
+
+    def requires_command(self) -> str:
+        return "nvidia-smi"
+
+    def command(self) -> str:
+        return quiet("nvidia-smi nvlink --status")
+
+    def process(self, output: list[str]) -> dict[str, Any]:
+        return _parsed(parse_nvlink, output)
+
+
+class PciDevices(FactBase):
+    """``lspci -Dnnk``: ``{"devices": [{"address", "class_code", "vendor_id", "device_id",
+    "driver", "modules", ...}]}``. ``{}`` without pciutils."""
+
+    default = dict
+
+    def requires_command(self) -> str:
+        return "lspci"
+
+    def command(self) -> str:
+        return quiet("lspci -Dnnk")
+
+    def process(self, output: list[str]) -> dict[str, Any]:
+        return _parsed(parse_lspci, output)
+
+
+class LoadedModules(FactBase):
+    """/proc/modules: ``{"modules": {"nvidia": {"size", "instances", "used_by", "state"}}}``.
+
+    ``{}`` where /proc/modules is absent (a kernel without module support)."""
+
+    default = dict
+
+    def command(self) -> str:
+        return quiet("cat /proc/modules")
+
+    def process(self, output: list[str]) -> dict[str, Any]:
+        return _parsed(parse_proc_modules, output)
+
+
+# ---------------------------------------------------------------- facts the GPU roles use
+
+class HeldPackages(FactBase):
+    """Packages on hold (``apt-mark showhold``): a sorted list of names."""
+
+    default = list
+
+    def requires_command(self) -> str:
+        return "apt-mark"
+
+    def command(self) -> str:
+        return quiet("apt-mark showhold")
+
+    def process(self, output: list[str]) -> list[str]:
+        return parse_held_packages("\n".join(output))
+
+
+class GroupIds(FactBase):
+    """Every group with its numeric gid (``getent group``): ``{"video": 44, ...}``."""
+
+    default = dict
+
+    def command(self) -> str:
+        return quiet("getent group")
+
+    def process(self, output: list[str]) -> dict[str, int]:
+        try:
+            return parse_group_ids("\n".join(output))
+        except ParseError as exc:
+            raise FactProcessError(str(exc)) from exc
+
+
+class NvidiaDeviceNodes(FactBase):
+    """/dev/nvidia* character devices as they are now:
+    ``{"/dev/nvidia0": {"gid": 0, "group": "root", "mode": "0666"}}`` (``{}``: none)."""
+
+    default = dict
+
+    def command(self) -> str:
+        return quiet(DEVICE_NODES_COMMAND)
+
+    def process(self, output: list[str]) -> dict[str, Any]:
+        try:
+            return parse_device_nodes("\n".join(output))
+        except ParseError as exc:
+            raise FactProcessError(str(exc)) from exc
+
+
+class ContainerRuntimeConfig(FactBase):
+    """The configuration text of a container runtime (``containerd`` or ``docker``): its main
+    file and drop-ins concatenated, ``""`` where there is none. Judged by
+    :func:`gpuinfra.runtimes.has_nvidia_runtime`."""
+
+    default = str
+
+    def command(self, runtime: str) -> str:
+        paths = CONFIG_PATHS[check_runtime(runtime)]
+        # Globs stay unquoted so the shell expands them; fixed paths are quoted. Each file is
+        # read on its own: a missing drop-in must not hide the main file.
+        words = " ".join(p if "*" in p else shlex.quote(p) for p in paths)
+        return f'for f in {words}; do [ -f "$f" ] && cat "$f"; done; true'
+
+    def process(self, output: list[str]) -> str:
+        return "\n".join(output) + "\n"

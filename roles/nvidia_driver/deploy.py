@@ -1,0 +1,3 @@
+from roles.nvidia_driver import nvidia_driver
+
+nvidia_driver()

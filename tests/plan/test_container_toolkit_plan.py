@@ -1,0 +1,90 @@
+"""Plan tests of the `container_toolkit` role. NVIDIA's repository is unreachable from the lab:
+these plan tests are the role's coverage until it runs on a real site."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuinfra.render import TOOLKIT_KEYRING
+from roles.container_toolkit import CDI_SPEC, container_toolkit
+from tests.plan.harness import plan
+from tests.plan.test_nvidia_driver_plan import DISTROS, converged, fresh, uploads
+
+ON = {"ssh_hostname": "10.0.0.5", "container_toolkit_enabled": True}
+PACKAGES = ("nvidia-container-toolkit=1.17.8-1 nvidia-container-toolkit-base=1.17.8-1 "
+            "libnvidia-container-tools=1.17.8-1 libnvidia-container1=1.17.8-1")
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_off_by_default(distro):
+    assert plan(container_toolkit, fresh(distro), {"ssh_hostname": "10.0.0.5"}).ops == ()
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_fresh_host_gets_repository_toolkit_and_runtime(distro):
+    result = plan(container_toolkit, fresh(distro), ON)
+    assert result.op("signing key").commands == (
+        "curl -fsSL https://nvidia.github.io/libnvidia-container/gpgkey | "
+        f"gpg --batch --yes --dearmor -o {TOOLKIT_KEYRING}",)
+    assert uploads(result.op("List the container toolkit repository"))
+    assert result.op("Refresh apt after adding").commands == ("apt-get update",)
+    assert result.op("Install the NVIDIA Container Toolkit").commands[-1].endswith(PACKAGES)
+    assert result.op("Hold the NVIDIA Container Toolkit").commands == (
+        "apt-mark hold nvidia-container-toolkit nvidia-container-toolkit-base "
+        "libnvidia-container-tools libnvidia-container1",)
+    assert result.op("Add the nvidia runtime to containerd").commands == (
+        "nvidia-ctk runtime configure --runtime=containerd",)
+    assert result.op("Restart containerd").commands == ()  # not running on this host
+    # No driver loaded yet: no CDI spec can be generated (the role warns instead).
+    assert not [op for op in result.ops if "CDI" in op.name]
+
+
+def test_offline_mirror_replaces_nvidias_url():
+    data = {**ON, "nvidia_repo_mirror": "http://mirror.example.internal/libnvidia-container"}
+    result = plan(container_toolkit, fresh("debian-12"), data)
+    assert result.op("signing key").commands[0].startswith(
+        "curl -fsSL http://mirror.example.internal/libnvidia-container/gpgkey |")
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_converged_host_plans_no_command(distro):
+    result = plan(container_toolkit, converged(distro), ON)
+    assert result.commands == [], result.changing
+
+
+def test_converged_check_can_fail_when_the_runtime_lost_its_entry():
+    """E.g. a Kubespray re-run rewrote config.toml without the nvidia runtime."""
+    facts = converged("ubuntu-22.04")
+    facts["roles.facts.ContainerRuntimeConfig"]["runtime=containerd"] = "version = 2\n"
+    result = plan(container_toolkit, facts, ON)
+    assert [op.commands for op in result.changing] == [
+        ("nvidia-ctk runtime configure --runtime=containerd",),
+        ("systemctl restart containerd.service",)]
+
+
+def test_docker_as_default_runtime():
+    data = {**ON, "container_toolkit_runtimes": ["docker"], "container_toolkit_set_default": True}
+    facts = converged("debian-12")
+    facts["roles.facts.ContainerRuntimeConfig"]["runtime=docker"] = '{"log-driver": "local"}'
+    result = plan(container_toolkit, facts, data)
+    assert result.op("Add the nvidia runtime to docker").commands == (
+        "nvidia-ctk runtime configure --runtime=docker --set-as-default",)
+
+
+def test_cdi_spec_regenerated_for_a_new_driver():
+    facts = converged("debian-12")
+    facts["files.FileContents"][f"path={CDI_SPEC}"] = [
+        "  - hostPath: /usr/lib/x86_64-linux-gnu/libcuda.so.535.216.03"]
+    result = plan(container_toolkit, facts, ON)
+    assert [op.commands for op in result.changing] == [
+        (f"nvidia-ctk cdi generate --output={CDI_SPEC}",)]
+
+
+def test_cdi_spec_waits_for_a_pending_reboot(caplog):
+    facts = converged("debian-12")
+    facts["files.FileContents"][f"path={CDI_SPEC}"] = None
+    facts["files.File"]["path=/run/gpuinfra/reboot-required"] = {"mode": 644, "size": 1,
+                                                                 "user": "root", "group": "root"}
+    result = plan(container_toolkit, facts, ON)
+    assert result.commands == []
+    assert f"{CDI_SPEC} is missing" in caplog.text
