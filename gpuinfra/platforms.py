@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,3 +31,18 @@ def distro_key(distribution: Mapping[str, Any]) -> str:
 def hosts_block(entries: list[tuple[str, str]]) -> str:
     """Lines for /etc/hosts: ``address name`` per node, sorted by name, one per node."""
     return "\n".join(f"{address} {name}" for name, address in sorted(entries))
+
+
+def node_address(data: Mapping[str, Any]) -> str | None:
+    """A node's address for /etc/hosts: ``node_address``, or ``ssh_hostname`` when it is an IP.
+
+    ``data`` is a host's data (anything with ``.get``); None when neither names an IP.
+    """
+    for key in ("node_address", "ssh_hostname"):
+        value = data.get(key)
+        if value:
+            try:
+                return str(ipaddress.ip_address(value))
+            except ValueError:
+                continue
+    return None

@@ -6,7 +6,6 @@ network sysctls and an admin group. Its data keys and defaults are in defaults.p
 
 from __future__ import annotations
 
-import ipaddress
 from io import StringIO
 from typing import Any
 
@@ -17,7 +16,7 @@ from pyinfra.facts.server import LinuxDistribution
 from pyinfra.operations import apt, files, server, systemd
 
 from gpuinfra.aptmirror import mirror_for, point_at_mirror
-from gpuinfra.platforms import distro_key, hosts_block
+from gpuinfra.platforms import distro_key, hosts_block, node_address
 from roles.common.defaults import DEFAULTS
 from roles.data import role_data
 
@@ -35,18 +34,6 @@ DISTRO = {
                      "apt_sources": ["/etc/apt/sources.list",
                                      "/etc/apt/sources.list.d/ubuntu.sources"]},
 }
-
-
-def _address(data: Any) -> str | None:
-    """The node's address for /etc/hosts: node_address, or ssh_hostname when it is an IP."""
-    for key in ("node_address", "ssh_hostname"):
-        value = data.get(key)
-        if value:
-            try:
-                return str(ipaddress.ip_address(value))
-            except ValueError:
-                continue
-    return None
 
 
 def _site_mirrors(value: Any) -> dict[str, str]:
@@ -79,7 +66,7 @@ def _apt_mirror(distro: dict[str, Any]) -> list[Any]:
 def _cluster_hosts() -> list[tuple[str, str]]:
     entries = []
     for node in inventory:
-        address = _address(node.data)
+        address = node_address(node.data)
         if address:
             entries.append((node.name.split(".")[0], address))
     return entries

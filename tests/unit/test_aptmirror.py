@@ -50,3 +50,4 @@ def test_mirror_choice():
     assert mirror_for({"debian": "http://a", "default": "http://b"}, "debian") == "http://a"
     assert mirror_for({"default": "http://b"}, "ubuntu") == "http://b"
     assert mirror_for({}, "debian") is None
+
