@@ -7,7 +7,8 @@ MOLECULE := PATH="$(CURDIR)/$(BIN):$$PATH" ANSIBLE_HOME=/tmp/gpuinfra-molecule/a
   $(BIN)/molecule
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: test molecule unit plan lint demo validate deploy verify lab-up lab-down lab-status clean
+.PHONY: test molecule unit plan lint demo validate deploy verify lab-up lab-down lab-reboot \
+  lab-status clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -44,12 +45,14 @@ validate: $(STAMP)
 plan: $(STAMP)
 	$(BIN)/pytest -q tests/plan
 
-# The main job on the local lab: validate the spec, start the lab, deploy, deploy again
-# (must change nothing), verify, report. The lab stays up afterwards.
+# The main job on the local lab: validate the spec, start the lab, deploy, reboot the lab
+# (the first driver install records "reboot needed"; a reboot applies it), deploy again (must
+# change nothing), verify, report. The lab stays up afterwards.
 demo: $(STAMP)
 	$(BIN)/gpuinfra validate inventory/lab.py
 	$(BIN)/gpuinfra lab up
 	$(BIN)/pyinfra -y inventory/lab.py deploy.py
+	$(BIN)/gpuinfra lab reboot
 	$(BIN)/python -m gpuinfra_cli.idempotence inventory/lab.py
 	$(BIN)/gpuinfra report --inventory inventory/lab.py
 	@echo
@@ -68,6 +71,9 @@ lab-up: $(STAMP)
 
 lab-down: $(STAMP)
 	$(BIN)/gpuinfra lab down
+
+lab-reboot: $(STAMP)
+	$(BIN)/gpuinfra lab reboot
 
 lab-status: $(STAMP)
 	$(BIN)/gpuinfra lab status

@@ -18,6 +18,15 @@ node = spec.node(host.name)
 #   nvidia_driver, fabric_manager, container_toolkit          -> hosts with gpu_model
 #   munge, slurm (slurmctld on head, slurmd on workers)       -> when "slurm" in schedulers
 
-from roles.common import common  # noqa: E402  (roles import pyinfra's host context)
+# Roles import pyinfra's host context: imported after the spec gate.
+from roles.common import common  # noqa: E402
+from roles.container_toolkit import container_toolkit  # noqa: E402
+from roles.fabric_manager import fabric_manager  # noqa: E402
+from roles.nvidia_driver import nvidia_driver  # noqa: E402
 
 common()
+
+if node.gpus is not None:
+    nvidia_driver()
+    fabric_manager()  # NVSwitch profiles only (and fabric_manager_enabled)
+    container_toolkit()  # only with container_toolkit_enabled

@@ -1,10 +1,11 @@
-"""`gpuinfra lab up|down|status`: a real multi-node cluster of Debian 12 containers on one machine.
+"""`gpuinfra lab up|down|reboot|status`: a real multi-node cluster of Debian 12 containers.
 
 `up` builds (or reuses) a Debian 12 image with debootstrap, starts one head and N GPU workers as
 systemd containers on their own podman network, authorizes the lab's SSH key for root, gives
 every worker replayed GPU hardware (device nodes and an `nvidia-smi` stand-in, from
 tests/lab/hardware/), and writes .lab/hosts.json, which inventory/lab.py reads. The deploy then
-reaches the lab over SSH exactly as it reaches real hosts.
+reaches the lab over SSH exactly as it reaches real hosts. `reboot` restarts every host
+(`podman restart`: fresh /run and /dev), as an operator reboots after a first driver install.
 
 Everything generated lives under .lab/ (gitignored). Every podman call uses .lab/containers.conf
 through CONTAINERS_CONF (runc, no default ulimits: see shared/docs/lab-notes.md); nothing under
@@ -585,6 +586,43 @@ def lab_down(paths: Paths) -> list[str]:
     return names + [f"network {n}" for n in nets]
 
 
+def lab_reboot(paths: Paths) -> list[dict]:
+    """Reboot every running lab host the way a container reboots: `podman restart`.
+
+    A restart boots systemd afresh with a new /run (so the reboot marker
+    /run/gpuinfra/reboot-required is gone, as after a real reboot) and a new /dev, whose
+    NVIDIA nodes gpuinfra-lab-devices.service recreates from the driver options. Addresses are
+    fixed, so hosts.json and ssh_config stay valid. Returns the hosts (name, address, systemd).
+    """
+    podman = Podman(paths)
+    found = podman.lab_containers()
+    names = sorted((n for n, info in found.items() if info["state"] == "running"), key=_order)
+    if not names:
+        raise LabError("no running lab to reboot (run `gpuinfra lab up`)")
+    podman.run("restart", "-t", "5", *names)
+    hosts = []
+    for name in names:
+        state = wait_booted(podman, name)
+        address = podman.address(name)
+        wait_ssh(name, address)
+        hosts.append({"name": name, "address": address, "systemd": state})
+    return hosts
+
+
+def cmd_reboot(args: argparse.Namespace) -> int:
+    start = time.monotonic()
+    try:
+        paths = _root_paths()
+        with locked(paths):
+            hosts = lab_reboot(paths)
+    except LabError as exc:
+        return fail(str(exc))
+    for h in hosts:
+        say(f"{h['name']}: rebooted, systemd {h['systemd']}, ssh ok on {h['address']}")
+    say(f"lab reboot: {len(hosts)} hosts in {time.monotonic() - start:.1f} s")
+    return 0
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     try:
         paths = _root_paths()
@@ -649,10 +687,10 @@ def fail(message: str) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    """Add `lab up|down|status` to the gpuinfra command line."""
+    """Add `lab up|down|reboot|status` to the gpuinfra command line."""
     lab = sub.add_parser(
         "lab",
-        help="the local podman lab cluster: up, down, status",
+        help="the local podman lab cluster: up, down, reboot, status",
         description=__doc__.split("\n\n")[0],
     )
     verbs = lab.add_subparsers(dest="lab_command", required=True, parser_class=type(lab))
@@ -666,6 +704,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     up.set_defaults(func=cmd_up)
     down = verbs.add_parser("down", help="remove every lab container and network")
     down.set_defaults(func=cmd_down)
+    reboot = verbs.add_parser(
+        "reboot", help="reboot every lab host (podman restart: fresh /run and /dev)"
+    )
+    reboot.set_defaults(func=cmd_reboot)
     status = verbs.add_parser("status", help="each host, its address, state and hardware")
     status.set_defaults(func=cmd_status)
 

@@ -3,7 +3,7 @@
     gpuinfra validate inventory/<site>.py      exit 0 valid, 1 invalid, 2 unusable input
     gpuinfra parse KIND FILE                   JSON of a captured tool output
     gpuinfra check --profile P --gpus N ...    verdicts on captured outputs
-    gpuinfra lab up|down|status                the local podman lab
+    gpuinfra lab up|down|reboot|status         the local podman lab
     gpuinfra report --inventory I [--junit F]  per-node report of the verify suite
 
 Bad input never produces a traceback: every expected error is caught here and printed as one

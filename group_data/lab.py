@@ -2,3 +2,13 @@
 
 cluster_name = "lab"
 schedulers = ["slurm"]
+
+# GPU roles in the lab (Debian 12 containers, no GPU, only Debian's archive reachable):
+# containers have no kernel of Debian's to build DKMS modules for, so no headers metapackage;
+# the driver packages themselves install for real from non-free (roles/nvidia_driver/README.md).
+nvidia_driver_kernel_headers = False
+# NVIDIA's CUDA repository (Debian's only source of Fabric Manager) is unreachable from the lab:
+# the role warns on the NVSwitch worker instead (roles/fabric_manager/README.md).
+fabric_manager_enabled = False
+# NVIDIA's container-toolkit repository is unreachable too: the role stays off (its default).
+container_toolkit_enabled = False

@@ -33,6 +33,21 @@ NVIDIA_MAJOR = 195
 NVIDIACTL_MINOR = 255
 UVM_MAJOR = 511
 
+# The lab site deploys the 535 branch (driver_branch) and turns persistence mode on, so every
+# replayed GPU answers --query-gpu like a converged 535 host. The two HPE hosts were captured on
+# driver 555.42.02 with persistence mode off: their gpus.json rows take these two values
+# instead (SUBSTITUTED, said in their manifest). The driver version is the one of the only
+# 535 capture in tests/fixtures/real (the 8x H100 `-q` capture, worker 1's profile); their
+# copied `-q -d` captures keep the 555.42.02 they were taken with.
+LAB_DRIVER_VERSION = "535.161.08"
+LAB_PERSISTENCE_MODE = "Enabled"
+SUBSTITUTED_FIELDS = (
+    "; SUBSTITUTED for the lab's converged 535 site: driver_version "
+    f"{LAB_DRIVER_VERSION} (the 535 driver of the 8x H100 `-q` capture; this host was captured "
+    f"on 555.42.02) and persistence_mode {LAB_PERSISTENCE_MODE} (what the nvidia_driver role "
+    "sets; the capture's host ran with it off)"
+)
+
 P2P_CELL = 8  # column width of `nvidia-smi topo -p2p` matrices (tabs expanded to spaces)
 
 # HPE's page with the plain `nvidia-smi` summaries of the two HPE hosts below: the source of
@@ -272,8 +287,8 @@ def h100_pcie_bridged() -> Profile:
             "name": name,
             "uuid": uuid,
             "pci.bus_id": bus_ids[i],
-            "driver_version": "555.42.02",
-            "persistence_mode": "Disabled",
+            "driver_version": LAB_DRIVER_VERSION,
+            "persistence_mode": LAB_PERSISTENCE_MODE,
             "pstate": "P0",
             "memory.total": "81559 MiB",
             "power.limit": "350.00 W",
@@ -307,6 +322,7 @@ def h100_pcie_bridged() -> Profile:
         f"tests/fixtures/real/{remote} (GPU 0's links lead to GPU 1 and back); driver_version "
         "from tests/fixtures/real/INDEX.md (same host); persistence_mode, pstate, memory.total "
         f"and power.limit from the plain `nvidia-smi` output on {HPE_H100_PAGE}"
+        + SUBSTITUTED_FIELDS
     )
     return p
 
@@ -326,10 +342,10 @@ def a100_pcie_bridge_missing() -> Profile:
     gpus = []
     for i, row in enumerate(parse_query_csv(read_real_text(query))):
         gpu = {"index": str(i), "uuid": uuids[i], **row}
-        gpu["driver_version"] = ecc_header["Driver Version"]
+        gpu["driver_version"] = LAB_DRIVER_VERSION  # capture: ecc_header["Driver Version"]
         gpu["ecc.mode.current"] = ecc_gpus[i]["ECC Mode/Current"]
         gpu["pstate"] = perf_gpus[i]["Performance State"]
-        gpu["persistence_mode"] = "Disabled"
+        gpu["persistence_mode"] = LAB_PERSISTENCE_MODE
         gpu["power.limit"] = "250.00 W"
         gpus.append(gpu)
     p = Profile(
@@ -369,6 +385,7 @@ def a100_pcie_bridge_missing() -> Profile:
         f"tests/fixtures/real/{listing}; driver_version and ecc.mode.current from "
         f"tests/fixtures/real/{ecc}; pstate from tests/fixtures/real/{perf}; persistence_mode "
         f"and power.limit from the plain `nvidia-smi` output on {HPE_A100_PAGE}"
+        + SUBSTITUTED_FIELDS
     )
     return p
 

@@ -207,8 +207,8 @@ def test_stand_in_query_gpu_formats() -> None:
               "--format=csv")  # fmt: skip
     assert out.stdout.decode().splitlines() == [
         "name, pci.bus_id, driver_version",
-        "NVIDIA H100 PCIe, 00000000:C2:00.0, 555.42.02",
-        "NVIDIA H100 PCIe, 00000000:D5:00.0, 555.42.02",
+        "NVIDIA H100 PCIe, 00000000:C2:00.0, 535.161.08",
+        "NVIDIA H100 PCIe, 00000000:D5:00.0, 535.161.08",
     ]
 
 

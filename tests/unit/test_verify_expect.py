@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from gpuinfra.platforms import node_address
 from gpuinfra.spec import SpecInvalid
 from gpuinfra.verdicts import Finding
 from tests.verify.expect import (
@@ -16,7 +17,6 @@ from tests.verify.expect import (
     format_finding,
     host_of,
     missing_hosts_entries,
-    node_address,
     site_from_json,
     smi_failure,
     ssh_target,

@@ -6,7 +6,6 @@ check it without a lab.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -114,21 +113,10 @@ def ssh_target(name: str, data: Mapping[str, Any]) -> SshTarget:
     )
 
 
+
 def common_expected(data: Mapping[str, Any]) -> dict[str, Any]:
     """The common role's values for a host: its data over roles/common/defaults.py."""
     return {key: data.get(key, default) for key, default in COMMON_DEFAULTS.items()}
-
-
-def node_address(data: Mapping[str, Any]) -> str | None:
-    """The address the common role lists in /etc/hosts: node_address, or an IP ssh_hostname."""
-    for key in ("node_address", "ssh_hostname"):
-        value = data.get(key)
-        if value:
-            try:
-                return str(ipaddress.ip_address(value))
-            except ValueError:
-                continue
-    return None
 
 
 def etc_hosts(text: str) -> dict[str, set[str]]:
@@ -197,3 +185,59 @@ def host_of(test_id: str) -> str | None:
     """The host a test ran on, from its id: ``test_p2p[lab-worker3]`` -> ``lab-worker3``."""
     match = _HOST_ID.search(test_id)
     return match.group(1) if match else None
+
+
+# --- the driver suite (test_driver.py) -----------------------------------------------------
+
+
+def role_expected(data: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """A role's values for a host: its data over the role's defaults.py."""
+    return {key: data.get(key, default) for key, default in defaults.items()}
+
+
+def problem(node: str, what: str, cause: str, fix: str) -> str:
+    """A failure message in the suite's form: what was seen, then its cause and fix."""
+    return f"{node}: {what}\n  cause: {cause}\n  fix: {fix}"
+
+
+def reboot_pending_message(node: str, reasons: Sequence[str]) -> str:
+    """Why a host with the reboot marker is not judged on its driver yet."""
+    return problem(
+        node, f"reboot pending: {'; '.join(reasons)}",
+        "the deploy changed something that takes effect only at boot (the driver is not "
+        "loaded, or runs with the old settings, until then)",
+        "reboot the host (or deploy with reboot_policy = 'if-needed'), then verify again",
+    )
+
+
+def driver_version_problems(versions: Sequence[str], branch: str) -> list[str]:
+    """``GPUn: driver X, not on branch B`` for each GPU whose driver is not of ``branch``."""
+    return [f"GPU{i}: driver {v or 'unknown'}, expected branch {branch} ({branch}.*)"
+            for i, v in enumerate(versions) if not v.startswith(f"{branch}.")]
+
+
+def csv_column(text: str) -> list[str]:
+    """The values of a one-field ``--format=csv,noheader`` output, one per GPU."""
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def device_problems(stat_lines: str, group: str, mode: str) -> list[str]:
+    """``/dev/nvidia0: root:video 0666, expected group video mode 0660`` per wrong node.
+
+    ``stat_lines``: ``stat -c '%n %U %G %a'`` output, one node a line."""
+    wanted = int(mode, 8)
+    out = []
+    for line in stat_lines.splitlines():
+        fields = line.split()
+        if len(fields) != 4:
+            continue
+        path, user, grp, octal = fields
+        if grp != group or int(octal, 8) != wanted:
+            out.append(f"{path}: {user}:{grp} {int(octal, 8):04o}, expected group {group} "
+                       f"mode {wanted:04o}")
+    return out
+
+
+def loaded_modules(proc_modules: str) -> set[str]:
+    """Module names from /proc/modules."""
+    return {line.split()[0] for line in proc_modules.splitlines() if line.strip()}

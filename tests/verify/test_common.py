@@ -7,12 +7,12 @@ from typing import Any
 
 from testinfra.host import Host
 
+from gpuinfra.platforms import node_address
 from gpuinfra.spec import NodeSpec
 from tests.verify.expect import (
     Site,
     common_expected,
     missing_hosts_entries,
-    node_address,
     sysctl_mismatches,
 )
 
