@@ -32,17 +32,13 @@ def add_validate(sub: argparse._SubParsersAction) -> None:
 
 
 def run_validate(args: argparse.Namespace) -> int:
+    from gpuinfra_cli.gate import format_errors
     from gpuinfra_cli.inventory import load_hosts
 
     hosts, duplicates = load_hosts(args.inventory)
     errors = validate(hosts, duplicates)
     if errors:
-        print(f"{args.inventory}: {len(errors)} problem(s); nothing was deployed.",
-              file=sys.stderr)
-        for err in errors:
-            print(f"\n  [{err.host}] {err.field} = {err.value!r}\n"
-                  f"    problem: {err.problem}\n    allowed: {err.allowed}\n    fix:     {err.fix}",
-                  file=sys.stderr)
+        print(format_errors(errors, args.inventory), file=sys.stderr)
         return EXIT_FAIL
     gpu_hosts = sum(1 for h in hosts if h.data.get("gpu_model"))
     print(f"{args.inventory}: valid ({len(hosts)} hosts, {gpu_hosts} with GPUs)")

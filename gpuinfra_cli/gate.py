@@ -15,13 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from gpuinfra.spec import ClusterSpec, HostInput, SpecInvalid, build_cluster, validate
+from gpuinfra_cli.inventory import host_inputs, load_hosts
 
 _CACHE: dict[int, ClusterSpec] = {}
 
 
-def format_errors(errors: Iterable[Any]) -> str:
+def format_errors(errors: Iterable[Any], source: str = "the cluster spec") -> str:
+    """Every spec problem, one block each: host, field, value, problem, allowed, fix."""
     errors = list(errors)
-    lines = [f"gpuinfra: the cluster spec has {len(errors)} problem(s); no host was touched."]
+    lines = [f"gpuinfra: {source} has {len(errors)} problem(s); no host was touched."]
     for err in errors:
         lines.append(f"  [{err.host}] {err.field} = {err.value!r}: {err.problem}")
         lines.append(f"      allowed: {err.allowed}")
@@ -59,8 +61,6 @@ def validate_before_connect() -> None:
         return  # an ad-hoc host list: deploy.py gates it after connecting
     if not Path(inventory).is_file():
         return  # pyinfra reports the missing file itself
-    from gpuinfra_cli.inventory import load_hosts
-
     try:
         hosts, duplicates = load_hosts(inventory)
     except Exception as exc:  # a broken inventory file: say so, no traceback
@@ -79,12 +79,8 @@ def require_valid(inventory: Any) -> ClusterSpec:
     """The cluster spec of a loaded pyinfra inventory; raises a pyinfra error when invalid."""
     key = id(inventory)
     if key not in _CACHE:
-        hosts = [
-            HostInput(h.name, tuple(g for g in h.groups if g != "all"), h.data.dict())
-            for h in inventory
-        ]
         try:
-            _CACHE[key] = build_cluster(hosts)
+            _CACHE[key] = build_cluster(host_inputs(inventory))
         except SpecInvalid as exc:
             from pyinfra.api.exceptions import PyinfraError
 

@@ -38,16 +38,19 @@ def load_hosts(path: str, cwd: str | None = None) -> tuple[list[HostInput], list
     except Exception as exc:  # group_data files are user Python: report, never trace back
         problem = f"{type(exc).__name__}: {exc}"
         raise InventoryError(f"cannot load group_data for {path}: {problem}") from None
-    site = file.stem
-    hosts = [
-        HostInput(
-            name=host.name,
-            groups=tuple(g for g in host.groups if g not in ("all", site)),
-            data=host.data.dict(),
-        )
+    return host_inputs(inventory, ignore_groups=("all", file.stem)), duplicates
+
+
+def host_inputs(inventory: Any, ignore_groups: tuple[str, ...] = ("all",)) -> list[HostInput]:
+    """Each host of a loaded pyinfra inventory as the validator's input: name, groups, data.
+
+    ``ignore_groups`` are groups pyinfra adds to every host (``all``, the inventory file's).
+    """
+    return [
+        HostInput(host.name, tuple(g for g in host.groups if g not in ignore_groups),
+                  host.data.dict())
         for host in inventory
     ]
-    return hosts, duplicates
 
 
 def _run(file: Path) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any
 from gpuinfra.spec import ClusterSpec, HostInput, build_cluster
 from gpuinfra.verdicts import Finding
 from roles.common.defaults import DEFAULTS as COMMON_DEFAULTS
+from roles.data import with_defaults
 
 # One test per check family; the checks (Finding.check) each family covers.
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -116,7 +117,7 @@ def ssh_target(name: str, data: Mapping[str, Any]) -> SshTarget:
 
 def common_expected(data: Mapping[str, Any]) -> dict[str, Any]:
     """The common role's values for a host: its data over roles/common/defaults.py."""
-    return {key: data.get(key, default) for key, default in COMMON_DEFAULTS.items()}
+    return with_defaults(data, COMMON_DEFAULTS)
 
 
 def etc_hosts(text: str) -> dict[str, set[str]]:
