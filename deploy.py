@@ -22,7 +22,9 @@ node = spec.node(host.name)
 from roles.common import common  # noqa: E402
 from roles.container_toolkit import container_toolkit  # noqa: E402
 from roles.fabric_manager import fabric_manager  # noqa: E402
+from roles.munge import munge  # noqa: E402
 from roles.nvidia_driver import nvidia_driver  # noqa: E402
+from roles.slurm import slurm  # noqa: E402
 
 common()
 
@@ -30,3 +32,7 @@ if node.gpus is not None:
     nvidia_driver()
     fabric_manager()  # NVSwitch profiles only (and fabric_manager_enabled)
     container_toolkit()  # only with container_toolkit_enabled
+
+if "slurm" in spec.schedulers:
+    munge()  # one key for the cluster, from the head
+    slurm()  # slurmctld on the head, slurmd on the workers

@@ -21,12 +21,15 @@ from pyinfra.api import FactBase
 from pyinfra.api.exceptions import FactProcessError
 
 from gpuinfra.errors import ParseError
+from gpuinfra.parsers.cpus import LSCPU_COMMAND, parse_lscpu, parse_meminfo_mb
 from gpuinfra.parsers.gpus import parse_gpus
 from gpuinfra.parsers.lspci import parse_lspci
 from gpuinfra.parsers.nvlink import parse_nvlink
 from gpuinfra.parsers.p2p import normalize_mode, parse_p2p
 from gpuinfra.parsers.system import (
     DEVICE_NODES_COMMAND,
+    GPU_INFORMATION_COMMAND,
+    parse_gpu_minors,
     parse_device_nodes,
     parse_group_ids,
     parse_held_packages,
@@ -215,3 +218,51 @@ class ContainerRuntimeConfig(FactBase):
 
     def process(self, output: list[str]) -> str:
         return "\n".join(output) + "\n"
+
+
+# ---------------------------------------------------------------- facts the Slurm roles use
+
+class CpuLayout(FactBase):
+    """Online logical CPUs with core and socket (``lscpu -p``): ``{"cpus": [[cpu, core,
+    socket, node], ...], "sockets", "cores_per_socket", "threads_per_core"}``; ``{}`` when
+    lscpu is missing or fails. :meth:`gpuinfra.parsers.cpus.CpuLayout.from_json` reads it."""
+
+    default = dict
+
+    def requires_command(self) -> str:
+        return "lscpu"
+
+    def command(self) -> str:
+        return quiet(LSCPU_COMMAND)
+
+    def process(self, output: list[str]) -> dict[str, Any]:
+        return _parsed(parse_lscpu, output)
+
+
+class MemTotalMb(FactBase):
+    """MemTotal in MiB (as ``slurmd -C`` reports RealMemory); None when unreadable."""
+
+    def command(self) -> str:
+        return quiet("cat /proc/meminfo")
+
+    def process(self, output: list[str]) -> int | None:
+        try:
+            return parse_meminfo_mb("\n".join(output))
+        except ParseError:
+            return None
+
+
+class NvidiaDeviceMinors(FactBase):
+    """PCI bus id -> /dev/nvidia minor, from /proc/driver/nvidia/gpus/*/information
+    (``{}`` when the driver is not loaded)."""
+
+    default = dict
+
+    def command(self) -> str:
+        return quiet(GPU_INFORMATION_COMMAND)
+
+    def process(self, output: list[str]) -> dict[str, int]:
+        try:
+            return parse_gpu_minors("\n".join(output))
+        except ParseError as exc:
+            raise FactProcessError(str(exc)) from exc

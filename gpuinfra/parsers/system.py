@@ -92,3 +92,28 @@ def parse_device_nodes(text: str) -> dict[str, dict[str, Any]]:
 def parse_held_packages(text: str) -> list[str]:
     """Package names from ``apt-mark showhold``, sorted (``name:arch`` keeps its arch)."""
     return sorted({line.strip() for line in clean_lines(text) if line.strip()})
+
+
+# /proc/driver/nvidia/gpus/<bus id>/information, each file printed after a "==> PATH <==" line
+# (``tail -n +1``): "Bus Location:   0000:19:00.0" and "Device Minor:   0" per GPU.
+GPU_INFORMATION_COMMAND = "tail -n +1 /proc/driver/nvidia/gpus/*/information"
+
+
+def parse_gpu_minors(text: str) -> dict[str, int]:
+    """PCI bus id -> /dev/nvidia minor number, from the driver's per-GPU information files."""
+    minors: dict[str, int] = {}
+    bus: str | None = None
+    for no, line in enumerate(clean_lines(text), 1):
+        if line.startswith("==> "):
+            bus = None
+            continue
+        key, _, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        if key == "Bus Location":
+            bus = value.lower()
+        elif key == "Device Minor":
+            if bus is None or not value.isdigit():
+                raise ParseError("/proc/driver/nvidia/gpus/*/information",
+                                 f"Device Minor {value!r} without a Bus Location before it", no)
+            minors[bus] = int(value)
+    return minors

@@ -5,7 +5,8 @@ Where each value lives (pyinfra's own places, see README "Describing a site"):
   per-host data (``gpu_model``, ``gpu_count``, ``gpu_topology``, ``gpu_sharing``, ``rdma_nics``);
 - ``group_data/all.py``: cluster-wide values (``cluster_name``, ``schedulers``,
   ``driver_branch``, ``mig_strategy``, ``reboot_policy``, ``apt_mirror``, ``apt_proxy``,
-  ``nvidia_repo_mirror``, ``offline``, ``slurm_partitions``);
+  ``nvidia_repo_mirror``, ``offline``, ``slurm_partitions``, ``slurm_accounting``,
+  ``munge_key_rotation``);
 - ``group_data/<group>.py``: values shared by a group (e.g. every worker's GPU model).
 """
 
@@ -50,6 +51,8 @@ CLUSTER_KEYS: dict[str, Any] = {
     "nvidia_repo_mirror": None,
     "offline": False,
     "slurm_partitions": None,
+    "slurm_accounting": False,
+    "munge_key_rotation": None,
 }
 
 SPEC_KEYS = (*HOST_KEYS, *CLUSTER_KEYS)
@@ -137,6 +140,8 @@ class ClusterSpec:
     offline: bool
     nodes: tuple[NodeSpec, ...]
     partitions: tuple[Partition, ...] = ()
+    slurm_accounting: bool = False
+    munge_key_rotation: str | None = None
 
     def node(self, name: str) -> NodeSpec:
         return next(n for n in self.nodes if n.name == name)

@@ -129,6 +129,8 @@ def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (
         offline=cluster["offline"],
         nodes=nodes,
         partitions=partitions,
+        slurm_accounting=cluster["slurm_accounting"],
+        munge_key_rotation=cluster["munge_key_rotation"],
     )
 
 
@@ -186,6 +188,9 @@ def _cluster_values(hosts: Sequence[HostInput], errs: _Collector) -> dict[str, A
         "nvidia_repo_mirror": _url(CLUSTER, "nvidia_repo_mirror", raw["nvidia_repo_mirror"], errs),
         "offline": _offline(raw, hosts, errs),
         "slurm_partitions": raw["slurm_partitions"],
+        "slurm_accounting": _flag("slurm_accounting", raw["slurm_accounting"], errs,
+                                  "True runs slurmdbd with MariaDB on the head"),
+        "munge_key_rotation": _rotation(raw["munge_key_rotation"], errs),
     }
 
 
@@ -234,6 +239,29 @@ def _driver_branch(value: Any, errs: _Collector) -> str:
                  f"{', '.join(drivers.SUPPORTED_OS)} yet",
                  ", ".join(supported), f"set driver_branch = '{supported[0]}' {_WHERE_ALL}")
     return branch
+
+
+def _flag(field: str, value: Any, errs: _Collector, meaning: str) -> bool:
+    if not isinstance(value, bool):
+        errs.add(CLUSTER, field, value, "must be True or False", "True, False",
+                 f"set {field} {_WHERE_ALL} ({meaning})")
+        return False
+    return value
+
+
+_ROTATION = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+
+
+def _rotation(value: Any, errs: _Collector) -> str | None:
+    """``munge_key_rotation``: None (keep the key), or a token; a new token rotates it once."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _ROTATION.match(value):
+        errs.add(CLUSTER, "munge_key_rotation", value, "not a rotation token",
+                 "None, or 1-64 letters, digits, '.', '_', ':' or '-' (e.g. '2026-11-22')",
+                 f"set munge_key_rotation {_WHERE_ALL} to a new value to rotate the key once")
+        return None
+    return value
 
 
 def _choice(host: str, field: str, value: Any, allowed: Sequence[str], errs: _Collector,

@@ -1,0 +1,363 @@
+"""Slurm's configuration for a GPU cluster, computed from the spec and each node's facts.
+
+Pure functions; the slurm role renders their results with templates/slurm/etc/slurm/*.j2.
+Formats follow slurm.conf(5), gres.conf(5) and cgroup.conf(5) of Slurm 22.05 (Debian 12), also
+valid for 21.08 (Ubuntu 22.04) and 23.11 (Ubuntu 24.04); hardware-reference section 5.
+
+- ``slurm.conf`` (identical on every node): ``Gres=`` per node from the *spec* (what was asked),
+  CPUs/sockets/cores/threads/memory from the node's *own hardware* (``lscpu``, MemTotal, as
+  ``slurmd -C`` reports them). A node whose hardware has fewer GPUs than its spec registers
+  fewer than configured and slurmctld drains it: the verify suite names it with the cause.
+- ``gres.conf`` (per node): one line per GPU from the node's *GPU facts*: ``Name=gpu
+  Type=<model> File=/dev/nvidia<minor>``, ``Cores=`` from the GPU's CPU affinity (``nvidia-smi
+  topo -m``) as Slurm's logical core indices, ``Links=`` from the NVLink counts between GPUs
+  (``NV18`` -> 18, ``-1`` self, ``0`` no NVLink) in Slurm's device order (PCI bus order, which is
+  nvidia-smi's index order, gres.conf(5) ``Links``). MPS (``Name=mps Count=100`` per GPU) and
+  shards (``Name=shard Count=<replicas>`` per GPU) when the node's spec shares GPUs that way;
+  MIG nodes use ``AutoDetect=nvml`` (Slurm only schedules MIG devices through NVML).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuinfra.errors import GpuinfraError
+from gpuinfra.parsers.cpus import CpuLayout, format_ranges, parse_cpu_list
+from gpuinfra.parsers.topo import TopoMatrix
+from gpuinfra.spec.model import ClusterSpec, NodeSpec
+
+MPS_COUNT_PER_GPU = 100  # gres/mps counts in percent of a GPU (gres.conf(5), mps)
+_GRES_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_SLURM_VALUE = re.compile(r"^[A-Za-z0-9_./:,=@+-]+$")
+
+
+class SlurmConfigError(GpuinfraError):
+    """A value that would make an invalid or unsafe Slurm configuration."""
+
+
+def gpu_type(model_key: str) -> str:
+    """The GRES type of a GPU model: its spec key in lower case (``h100-sxm5-80gb``).
+
+    Unambiguous across SKUs (an H100 SXM and an H100 PCIe are different types), and valid in
+    ``--gres=gpu:<type>:<n>`` (no ``:`` or ``,``).
+    """
+    return model_key.lower()
+
+
+def check_gres_type(value: Any, field_name: str = "slurm_gpu_type") -> str:
+    if not isinstance(value, str) or not _GRES_TYPE.match(value):
+        raise SlurmConfigError(f"{field_name} = {value!r}: a GRES type is letters, digits, "
+                               "'.', '_' or '-' (no ':' or ','), at most 64 characters")
+    return value
+
+
+# --------------------------------------------------------------------------- node hardware
+
+@dataclass(frozen=True)
+class NodeHardware:
+    """A node as slurm.conf describes it (the fields ``slurmd -C`` prints)."""
+
+    cpus: int
+    sockets: int
+    cores_per_socket: int
+    threads_per_core: int
+    real_memory_mb: int
+
+    def slurm_fields(self) -> str:
+        return (f"CPUs={self.cpus} Sockets={self.sockets} CoresPerSocket={self.cores_per_socket} "
+                f"ThreadsPerCore={self.threads_per_core} RealMemory={self.real_memory_mb}")
+
+
+def node_hardware(layout: CpuLayout, mem_total_mb: int, reserve_percent: int = 0) -> NodeHardware:
+    """The node's slurm.conf hardware; ``reserve_percent`` of memory is kept from jobs.
+
+    Slurm drains a node that registers *less* than its configured RealMemory, so configuring
+    a little less than MemTotal keeps a node up when the kernel reserves a bit more memory
+    after an update, and leaves room for the OS.
+    """
+    if not layout.uniform:
+        raise SlurmConfigError("the node's sockets do not all have the same cores and threads: "
+                               "describe it by hand (slurm_node_overrides)")
+    if not 0 <= reserve_percent < 50:
+        raise SlurmConfigError(f"slurm_memory_reserve_percent = {reserve_percent!r}: use 0..49")
+    memory = mem_total_mb * (100 - reserve_percent) // 100
+    return NodeHardware(layout.cpu_count, layout.sockets, layout.cores_per_socket,
+                        layout.threads_per_core, memory)
+
+
+# --------------------------------------------------------------------------- gres.conf
+
+@dataclass(frozen=True)
+class GpuDevice:
+    """A GPU as Slurm sees it: nvidia-smi index (PCI bus order) and its /dev/nvidia minor."""
+
+    index: int
+    minor: int
+    bus_id: str | None = None
+
+    @property
+    def file(self) -> str:
+        return f"/dev/nvidia{self.minor}"
+
+
+def gpu_devices(gpus: Sequence[Mapping[str, Any]], minors: Mapping[str, int]
+                ) -> tuple[list[GpuDevice], list[str]]:
+    """GPUs of the NvidiaGpus fact with their device minor numbers.
+
+    ``minors`` maps PCI bus ids to the ``Device Minor`` the driver reports in
+    /proc/driver/nvidia/gpus/*/information. Where the driver does not say (not loaded, or the
+    lab's replayed GPUs), the minor is taken to be the nvidia-smi index, and a note says so.
+    """
+    norm = {_bus(k): v for k, v in minors.items()}
+    devices, guessed = [], []
+    for gpu in sorted(gpus, key=lambda g: int(g["index"])):
+        bus = gpu.get("pci.bus_id")
+        minor = norm.get(_bus(bus)) if bus else None
+        if minor is None:
+            guessed.append(int(gpu["index"]))
+            minor = int(gpu["index"])
+        devices.append(GpuDevice(int(gpu["index"]), minor, bus))
+    notes = []
+    if guessed:
+        notes.append(f"device minors of GPU {format_ranges(guessed)} not reported by the driver "
+                     "(/proc/driver/nvidia/gpus): assumed equal to the nvidia-smi index")
+    return devices, notes
+
+
+def _bus(bus_id: str | None) -> str:
+    """``00000000:19:00.0`` and ``0000:19:00.0`` both as ``0000:19:00.0`` (lower case)."""
+    text = (bus_id or "").lower()
+    return text[-12:] if len(text) >= 12 else text
+
+
+@dataclass(frozen=True)
+class GresPlan:
+    """gres.conf lines for one node, and notes for the operator (what was left out and why)."""
+
+    lines: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+    nvml_needed: bool = False
+
+
+def gres_plan(node: NodeSpec, gres_type: str, devices: Sequence[GpuDevice],
+              topo: TopoMatrix | None, layout: CpuLayout | None) -> GresPlan:
+    """The node's gres.conf: explicit GPU lines from its facts, plus MPS/shard lines.
+
+    With no GPU facts (driver not loaded yet), the lines come from the spec: File for GPUs
+    0..n-1 and no Cores/Links, with a note to deploy again once the driver is loaded.
+    """
+    if node.gpus is None:
+        return GresPlan(())
+    check_gres_type(gres_type)
+    if node.sharing.mode == "mig":
+        return GresPlan(("AutoDetect=nvml",), ("MIG: Slurm reads the MIG devices through "
+                                               "NVML (AutoDetect=nvml)",), nvml_needed=True)
+    notes: list[str] = []
+    if not devices:
+        devices = [GpuDevice(i, i) for i in range(node.gpus.count)]
+        notes.append("no GPU facts (driver not loaded?): gres.conf from the spec, without "
+                     "Cores= and Links=; deploy again after the driver is loaded")
+        topo = None
+    elif len(devices) != node.gpus.count:
+        notes.append(f"the spec says {node.gpus.count} GPUs, the node shows {len(devices)}: "
+                     "slurmctld will drain it (GRES count lower than configured)")
+    links = _links(devices, topo, notes)
+    cores = _cores(devices, topo, layout, notes)
+    lines = []
+    for dev in devices:
+        parts = [f"Name=gpu Type={gres_type} File={dev.file}"]
+        if cores.get(dev.index):
+            parts.append(f"Cores={cores[dev.index]}")
+        if dev.index in links:
+            parts.append(f"Links={links[dev.index]}")
+        lines.append(" ".join(parts))
+    for dev in devices:
+        if node.sharing.mode == "mps":
+            lines.append(f"Name=mps Count={MPS_COUNT_PER_GPU} File={dev.file}")
+        elif node.sharing.mode == "time-slicing":
+            lines.append(f"Name=shard Count={node.sharing.replicas} File={dev.file}")
+    return GresPlan(tuple(lines), tuple(notes))
+
+
+def _links(devices: Sequence[GpuDevice], topo: TopoMatrix | None,
+           notes: list[str]) -> dict[int, str]:
+    if topo is None:
+        return {}
+    indices = [d.index for d in devices]
+    if sorted(int(g.removeprefix("GPU")) for g in topo.gpus) != sorted(indices):
+        notes.append(f"nvidia-smi topo -m shows {topo.gpu_count} GPUs, the GPU list "
+                     f"{len(devices)}: Links= left out")
+        return {}
+    return {i: ",".join("-1" if i == j else str(topo.nvlink_count(i, j)) for j in indices)
+            for i in indices}
+
+
+def _cores(devices: Sequence[GpuDevice], topo: TopoMatrix | None, layout: CpuLayout | None,
+           notes: list[str]) -> dict[int, str]:
+    """Slurm core indices per GPU from its CPU affinity; {} (with a note) when unsure."""
+    if topo is None or layout is None:
+        return {}
+    out: dict[int, str] = {}
+    for dev in devices:
+        affinity = topo.cpu_affinity.get(f"GPU{dev.index}")
+        if not affinity:
+            continue
+        try:
+            cpus = parse_cpu_list(affinity)
+        except ValueError:
+            notes.append(f"GPU{dev.index}'s CPU affinity {affinity!r} is unreadable: "
+                         "Cores= left out")
+            return {}
+        indices = [layout.core_index(cpu) for cpu in sorted(cpus)]
+        if None in indices:
+            online = format_ranges([c.cpu for c in layout.cpus])
+            notes.append(f"GPU{dev.index}'s CPU affinity ({affinity}) names CPUs this node does "
+                         f"not have (online: {online}): Cores= left out for every GPU, so Slurm "
+                         "may pair any core with them")
+            return {}
+        out[dev.index] = format_ranges([i for i in indices if i is not None])
+    return out
+
+
+# --------------------------------------------------------------------------- slurm.conf
+
+def node_gres(node: NodeSpec, gres_type: str) -> list[str]:
+    """``Gres=`` items of a node from its spec: ``gpu:<type>:<n>``, ``mps:<100n>``,
+    ``shard:<replicas x n>``; MIG nodes count their instances per profile."""
+    if node.gpus is None:
+        return []
+    count = node.gpus.count
+    if node.sharing.mode == "mig":
+        totals: dict[str, int] = {}
+        for layout in node.sharing.mig_layout:
+            for profile, n in layout.items():
+                totals[profile] = totals.get(profile, 0) + n
+        return [f"gpu:{profile}:{n}" for profile, n in sorted(totals.items())]
+    items = [f"gpu:{gres_type}:{count}"]
+    if node.sharing.mode == "mps":
+        items.append(f"mps:{MPS_COUNT_PER_GPU * count}")
+    elif node.sharing.mode == "time-slicing" and node.sharing.replicas:
+        items.append(f"shard:{node.sharing.replicas * count}")
+    return items
+
+
+def gres_types(nodes: Sequence[NodeSpec]) -> list[str]:
+    """``GresTypes``: gpu, plus mps/shard when any node shares GPUs that way (same on all)."""
+    if not any(n.gpus for n in nodes):
+        return []
+    types = ["gpu"]
+    modes = {n.sharing.mode for n in nodes if n.gpus}
+    types += [t for mode, t in (("mps", "mps"), ("time-slicing", "shard")) if mode in modes]
+    return types
+
+
+@dataclass(frozen=True)
+class SlurmNodeLine:
+    name: str
+    text: str
+    notes: tuple[str, ...] = ()
+
+
+def node_line(node: NodeSpec, address: str | None, hardware: NodeHardware | None,
+              gres_type: str, weight: int | None = None) -> SlurmNodeLine:
+    """The ``NodeName=`` line of a compute node."""
+    parts = [f"NodeName={node.short_name}"]
+    if address:
+        parts.append(f"NodeAddr={address}")
+    notes = []
+    if hardware is not None:
+        parts.append(hardware.slurm_fields())
+    else:
+        notes.append("hardware unknown (lscpu unreadable): CPUs=1 until the next deploy")
+        parts.append("CPUs=1")
+    gres = node_gres(node, check_gres_type(gres_type))
+    if gres:
+        parts.append("Gres=" + ",".join(gres))
+    if weight is not None:
+        parts.append(f"Weight={weight}")
+    parts.append("State=UNKNOWN")
+    return SlurmNodeLine(node.short_name, " ".join(parts), tuple(notes))
+
+
+def partition_lines(spec: ClusterSpec, max_time: str = "INFINITE") -> list[str]:
+    """``PartitionName=`` lines from the spec's partitions (short node names)."""
+    short = {n.name: n.short_name for n in spec.nodes}
+    lines = []
+    for part in spec.partitions:
+        nodes = ",".join(short[n] for n in part.nodes)
+        line = f"PartitionName={part.name} Nodes={nodes} MaxTime={max_time} State=UP"
+        if part.default:
+            line += " Default=YES"
+        lines.append(line)
+    return lines
+
+
+def extra_lines(extra: Any) -> list[str]:
+    """Site settings added to slurm.conf as ``Key=Value`` lines (``slurm_conf_extra``).
+
+    Only the shape is checked here; Slurm itself (``slurmd -G`` on the staged file) judges
+    the keys and values before any daemon sees them.
+    """
+    if extra is None:
+        return []
+    if not isinstance(extra, Mapping):
+        raise SlurmConfigError(f"slurm_conf_extra = {extra!r}: must be a dict of "
+                               "{'Key': 'value'}, e.g. {'MaxJobCount': 20000}")
+    lines = []
+    for key, value in extra.items():
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9]*", key) \
+                or not _SLURM_VALUE.match(text):
+            raise SlurmConfigError(f"slurm_conf_extra[{key!r}] = {value!r}: a key is letters "
+                                   "and digits, a value has no spaces, quotes or '#'")
+        lines.append(f"{key}={text}")
+    return lines
+
+
+@dataclass
+class SlurmConf:
+    """Everything templates/slurm/etc/slurm/slurm.conf.j2 needs."""
+
+    cluster_name: str
+    controller: str
+    controller_address: str | None
+    gres_types: list[str]
+    nodes: list[SlurmNodeLine]
+    partitions: list[str]
+    accounting: bool
+    extra: list[str] = field(default_factory=list)
+
+    @property
+    def controller_host(self) -> str:
+        """``SlurmctldHost`` value: ``name(address)`` when the address is known."""
+        if self.controller_address:
+            return f"{self.controller}({self.controller_address})"
+        return self.controller
+
+    @property
+    def notes(self) -> list[str]:
+        return [f"{n.name}: {note}" for n in self.nodes for note in n.notes]
+
+
+def slurm_conf(spec: ClusterSpec, addresses: Mapping[str, str | None],
+               hardware: Mapping[str, NodeHardware | None], gres_type_of: Mapping[str, str],
+               accounting: bool = False, extra: Any = None) -> SlurmConf:
+    """The cluster's slurm.conf content (host names are the inventory's)."""
+    if len(spec.head) != 1:
+        raise SlurmConfigError(f"Slurm needs exactly one host in 'head', found {len(spec.head)}")
+    head = spec.head[0]
+    workers = [n for n in spec.nodes if n.is_worker]
+    return SlurmConf(
+        cluster_name=spec.name,
+        controller=head.short_name,
+        controller_address=addresses.get(head.name),
+        gres_types=gres_types(workers),
+        nodes=[node_line(n, addresses.get(n.name), hardware.get(n.name), gres_type_of[n.name])
+               for n in workers],
+        partitions=partition_lines(spec),
+        accounting=accounting,
+        extra=extra_lines(extra),
+    )

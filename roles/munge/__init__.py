@@ -1,0 +1,138 @@
+"""The `munge` role: one MUNGE key for the whole cluster, and munged running on every node.
+
+The key is created once on the head (``mungekey``, from the kernel's random source) unless the
+head already has one, which is then kept: a rerun never replaces it. Setting the spec's
+``munge_key_rotation`` to a new value (any string, e.g. the date) makes the next deploy create
+a new key once. Every other node gets the head's key whenever its own differs, copied at
+execution time from the head to the node through this machine's memory: the key is never
+written on the machine running pyinfra, never put in a command line and never printed (only
+its SHA-256 is ever read, to compare). On every node: munge:munge, mode 0400, in /etc/munge
+(munge:munge, 0700). munged restarts only where the key changed.
+"""
+
+from __future__ import annotations
+
+from io import BytesIO
+from typing import Any
+
+from pyinfra import host, inventory
+from pyinfra.api import FactBase, FunctionCommand, QuoteString, StringCommand, deploy, operation
+from pyinfra.operations import apt, files, systemd
+
+from gpuinfra.errors import GpuinfraError
+from gpuinfra.spec.model import CLUSTER_KEYS, HEAD_GROUP
+from roles.data import role_data
+from roles.munge.defaults import DEFAULTS
+
+KEY = "/etc/munge/munge.key"
+KEY_DIR = "/etc/munge"
+ROTATION_FILE = "/var/lib/gpuinfra/munge-key-rotation"
+
+
+class MungeKeyState(FactBase):
+    """The MUNGE key's SHA-256 (never the key) and the rotation last applied:
+    ``{"digest": "ab12..." or None, "rotation": "2026-11" or None}``."""
+
+    def command(self) -> str:
+        return (f"if [ -f {KEY} ]; then sha256sum {KEY} | cut -d' ' -f1; else echo -; fi; "
+                f"cat {ROTATION_FILE} 2>/dev/null || echo -")
+
+    def process(self, output: list[str]) -> dict[str, Any]:
+        values = [line.strip() for line in output] + ["-", "-"]
+        digest, rotation = values[0], values[1]
+        return {"digest": None if digest == "-" else digest,
+                "rotation": None if rotation == "-" else rotation}
+
+
+def head_host() -> Any:
+    """The cluster's head (key source): the one host of the 'head' group."""
+    heads = [h for h in inventory if HEAD_GROUP in h.groups]
+    if len(heads) != 1:
+        raise GpuinfraError(f"munge: the key lives on the one 'head' host; found {len(heads)}")
+    return heads[0]
+
+
+def _rotation_pending(state: dict[str, Any], rotation: str | None) -> bool:
+    return rotation is not None and state["rotation"] != rotation
+
+
+@operation()
+def cluster_key(bits: int, rotation: str | None = None):
+    """The head's MUNGE key: created when missing, or once per new ``rotation`` value.
+
+    + bits: key size for mungekey (256..8192)
+    + rotation: any string; a value different from the last one applied creates a new key
+    """
+    state = host.get_fact(MungeKeyState)
+    if state["digest"] and not _rotation_pending(state, rotation):
+        host.noop("the cluster's MUNGE key exists (kept)")
+        return
+    yield StringCommand("mungekey", "--create", "--force", f"--bits={int(bits)}",
+                        f"--keyfile={KEY}")
+    yield StringCommand("chown", "munge:munge", KEY, "&&", "chmod", "0400", KEY)
+    if rotation is not None:
+        yield StringCommand("mkdir", "-p", ROTATION_FILE.rsplit("/", 1)[0], "&&", "printf",
+                            "'%s\\n'", QuoteString(rotation), ">", ROTATION_FILE)
+
+
+def _copy_key(state: Any, host: Any, source: Any) -> None:  # noqa: ARG001 - pyinfra's names
+    """Execution time: the head's key into the node's /etc/munge, through memory only.
+
+    pyinfra passes (state, host) to callbacks whose parameters have exactly those names."""
+    target = host
+    buffer = BytesIO()
+    if not source.get_file(KEY, buffer, **_sudo(source)):
+        raise GpuinfraError(f"munge: cannot read {KEY} on {source.name}")
+    if len(buffer.getvalue()) < 32:
+        raise GpuinfraError(f"munge: {KEY} on {source.name} is too short to be a key")
+    staged = f"{KEY}.gpuinfra-new"
+    if not target.put_file(BytesIO(buffer.getvalue()), staged, **_sudo(target)):
+        raise GpuinfraError(f"munge: cannot write {staged} on {target.name}")
+    command = StringCommand("chown", "munge:munge", staged, "&&", "chmod", "0400", staged,
+                            "&&", "mv", "-f", staged, KEY)
+    ok, output = target.run_shell_command(command, **_sudo(target))
+    if not ok:
+        raise GpuinfraError(f"munge: installing the key on {target.name} failed: "
+                            f"{output.stderr}")
+
+
+def _sudo(target: Any) -> dict[str, Any]:
+    sudo = target.data.get("_sudo", target.state.config.SUDO)
+    return {"_sudo": True} if sudo else {}
+
+
+@operation()
+def key_from_head(rotation: str | None = None):
+    """This node's MUNGE key equal to the head's (copied when the SHA-256 differs).
+
+    + rotation: the spec's munge_key_rotation (a rotation about to happen on the head means
+      this node's key will differ after it, so the copy is planned now)
+    """
+    head = head_host()
+    source = head.get_fact(MungeKeyState)
+    mine = host.get_fact(MungeKeyState)
+    if source["digest"] and source["digest"] == mine["digest"] \
+            and not _rotation_pending(source, rotation):
+        host.noop(f"MUNGE key already the same as {head.name}'s")
+        return
+    yield FunctionCommand(_copy_key, (head,), {})
+
+
+@deploy("munge")
+def munge() -> None:
+    data = role_data(host, DEFAULTS)
+    rotation = host.data.get("munge_key_rotation", CLUSTER_KEYS["munge_key_rotation"])
+    apt.packages(name="Install munge", packages=["munge"], no_recommends=True, update=True,
+                 cache_time=86400)
+    files.directory(name=f"{KEY_DIR}: munge only (0700)", path=KEY_DIR, user="munge",
+                    group="munge", mode="700")
+    if HEAD_GROUP in host.groups:
+        key = cluster_key(name="The cluster's MUNGE key on the head", bits=data["munge_key_bits"],
+                          rotation=rotation)
+    else:
+        key = key_from_head(name="The head's MUNGE key on this node", rotation=rotation)
+    files.file(name=f"{KEY}: munge:munge 0400", path=KEY, user="munge", group="munge",
+               mode="400")
+    systemd.service(name="Run munged", service="munge", running=True, enabled=True)
+    systemd.service(name="Restart munged on the new key", service="munge", restarted=True,
+                    _if=key.did_change)

@@ -1,0 +1,3 @@
+from roles.munge import munge
+
+munge()

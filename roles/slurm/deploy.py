@@ -1,0 +1,3 @@
+from roles.slurm import slurm
+
+slurm()

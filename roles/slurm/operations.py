@@ -1,0 +1,105 @@
+"""The slurm role's own operation: configuration files installed only after Slurm accepts them.
+
+A bad slurm.conf must never reach a running controller: a restart would take it down. So the
+new files are staged beside the live ones, Slurm's own parser judges the staged set
+(``slurmd -G -f <staged>/slurm.conf -N <node>``: it reads slurm.conf and gres.conf, loads the
+plugins they name and prints the node's GRES), and only then are they moved into place, each
+with an atomic rename. A refusal fails the host with Slurm's error lines and touches nothing
+live, so the handlers (restart/reconfigure) never run and the daemons keep their configuration.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from collections.abc import Mapping
+from io import StringIO
+
+from pyinfra import host
+from pyinfra.api import FactBase, FileUploadCommand, StringCommand, operation
+from pyinfra.facts.files import Sha256File
+
+STAGE_DIR = "/etc/slurm/.gpuinfra-staged"
+
+
+def check_command(stage: str, node: str) -> str:
+    """Shell: Slurm parses the staged config as ``node`` would; exit 1 with its errors if not.
+
+    ``slurmd -G`` exits 0 on some errors (an invalid ``Cores=`` is only an ``error:`` line), so
+    error and fatal lines fail the check too.
+    """
+    conf = shlex.quote(f"{stage}/slurm.conf")
+    who = shlex.quote(node)
+    message = ("gpuinfra: Slurm refused the new configuration (slurmd -G on the staged files "
+               f"in {stage}); nothing was installed and the running daemons keep the current "
+               "configuration. Fix the site data and deploy again.")
+    return (f"out=$(slurmd -G -f {conf} -N {who} 2>&1); rc=$?; "
+            "if [ $rc -ne 0 ] || printf '%s\\n' \"$out\" | grep -qE '(error|fatal):'; then "
+            "printf '%s\\n' \"$out\" | grep -E '(error|fatal):' >&2; "
+            f"echo {shlex.quote(message)} >&2; exit 1; fi")
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@operation()
+def checked_config(files: Mapping[str, str], check_as: str):
+    """Slurm's configuration ``files`` in place, after Slurm accepted them as a set.
+
+    + files: live path -> content (slurm.conf, gres.conf, cgroup.conf; all in one directory)
+    + check_as: node name for ``slurmd -G -N`` (this node, or any compute node on the head)
+
+    .. code:: python
+
+        checked_config(files={"/etc/slurm/slurm.conf": text, ...}, check_as="gpu01")
+    """
+    changed = [path for path, text in files.items()
+               if host.get_fact(Sha256File, path=path) != digest(text)]
+    if not changed:
+        host.noop(f"already in place: {', '.join(sorted(files))}")
+        return
+    yield StringCommand("mkdir", "-p", "-m", "0755", STAGE_DIR)
+    for path, text in files.items():
+        yield FileUploadCommand(StringIO(text), f"{STAGE_DIR}/{path.rsplit('/', 1)[1]}")
+    yield StringCommand(check_command(STAGE_DIR, check_as))
+    for path in changed:
+        staged = f"{STAGE_DIR}/{path.rsplit('/', 1)[1]}"
+        temp = f"{path}.gpuinfra-new"
+        yield StringCommand("cp", staged, temp, "&&", "chmod", "0644", temp, "&&",
+                            "mv", "-f", temp, path)
+
+
+class MariaDbAccounting(FactBase):
+    """Whether MariaDB has the accounting database and its user:
+    ``{"database": True, "user": True}`` (both False when MariaDB is absent or down)."""
+
+    def command(self, database: str, user: str) -> str:
+        query = (f"SELECT (SELECT COUNT(*) FROM information_schema.schemata WHERE "
+                 f"schema_name='{database}'), (SELECT COUNT(*) FROM mysql.user WHERE "
+                 f"user='{user}' AND host='localhost')")
+        return f"mysql -N -B -e {shlex.quote(query)} 2>/dev/null || echo '0 0'"
+
+    def process(self, output: list[str]) -> dict[str, bool]:
+        words = (output[-1] if output else "0 0").split()
+        return {"database": words[:1] == ["1"], "user": words[1:2] == ["1"]}
+
+
+@operation()
+def accounting_db(database: str, user: str):
+    """The accounting database, and a MariaDB user for it authenticated by unix socket.
+
+    + database: database name (letters, digits, '_')
+    + user: the OS user slurmdbd runs as; MariaDB lets it in through the local socket
+    """
+    for value in (database, user):
+        if not value.replace("_", "").isalnum():
+            raise ValueError(f"{value!r}: letters, digits and '_' only")
+    have = host.get_fact(MariaDbAccounting, database=database, user=user)
+    if have["database"] and have["user"]:
+        host.noop(f"database {database} and user {user} already there")
+        return
+    sql = (f"CREATE DATABASE IF NOT EXISTS {database}; "
+           f"CREATE USER IF NOT EXISTS '{user}'@'localhost' IDENTIFIED VIA unix_socket; "
+           f"GRANT ALL ON {database}.* TO '{user}'@'localhost';")
+    yield StringCommand("mysql", "-e", shlex.quote(sql))
