@@ -34,10 +34,11 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_validate(sub)
     commands.add_parse(sub)
     commands.add_check(sub)
-    from gpuinfra_cli import lab, report
+    from gpuinfra_cli import lab, nccl, report
 
     lab.add_parser(sub)
     report.add_parser(sub)
+    nccl.add_parser(sub)
     return parser
 
 

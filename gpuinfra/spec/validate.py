@@ -256,7 +256,7 @@ def _rotation(value: Any, errs: _Collector) -> str | None:
     """``munge_key_rotation``: None (keep the key), or a token; a new token rotates it once."""
     if value is None:
         return None
-    if not isinstance(value, str) or not _ROTATION.match(value):
+    if not isinstance(value, str) or not _ROTATION.fullmatch(value):
         errs.add(CLUSTER, "munge_key_rotation", value, "not a rotation token",
                  "None, or 1-64 letters, digits, '.', '_', ':' or '-' (e.g. '2026-11-22')",
                  f"set munge_key_rotation {_WHERE_ALL} to a new value to rotate the key once")

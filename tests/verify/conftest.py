@@ -6,7 +6,8 @@ The inventory is read with the deploy's own loader (gpuinfra_cli.inventory.load_
 child process: see inventory_json.py) and turned into the typed cluster spec
 (gpuinfra.spec.build_cluster): the expectations. Each test
 runs once per host (test id ``test_x[HOST]``); a module may set ``VERIFY_NODES = "gpu"`` to
-run only on hosts whose spec lists GPUs. Hosts are reached with testinfra's paramiko backend
+run only on hosts whose spec lists GPUs
+(``"workers"``: only the workers group). Hosts are reached with testinfra's paramiko backend
 (one connection per host and process) through an ssh_config written from the pyinfra data
 (ssh_hostname, ssh_user, ssh_port, ssh_key, ssh_strict_host_key_checking). Under pytest-xdist
 every test of one host runs on the same worker (scheduler below), so each host is probed once.
@@ -92,8 +93,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("node_name", [pytest.param("", marks=skip)], ids=["no-inventory"])
         return
     nodes = site.spec.nodes
-    if getattr(metafunc.module, "VERIFY_NODES", "all") == "gpu":
+    which = getattr(metafunc.module, "VERIFY_NODES", "all")
+    if which == "gpu":
         nodes = tuple(n for n in nodes if n.gpus is not None)
+    elif which == "workers":
+        nodes = tuple(n for n in nodes if n.is_worker)
     names = [n.name for n in nodes]
     metafunc.parametrize("node_name", names, ids=names, scope="module")
 
@@ -139,6 +143,15 @@ def ssh_config(site: Site, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def host(node_name: str, ssh_config: Path) -> Host:
     """The testinfra host (paramiko backend; testinfra caches one per host and process)."""
     return testinfra.get_host(f"paramiko://{node_name}", ssh_config=str(ssh_config))
+
+
+@pytest.fixture(scope="session")
+def controller(site: Site, ssh_config: Path) -> Host:
+    """The head (Slurm controller) as a testinfra host, for checks run from the controller."""
+    if len(site.spec.head) != 1:
+        pytest.skip(f"{len(site.spec.head)} hosts in 'head': no single controller")
+    return testinfra.get_host(f"paramiko://{site.spec.head[0].name}",
+                              ssh_config=str(ssh_config))
 
 
 @pytest.fixture

@@ -1,0 +1,244 @@
+"""`gpuinfra nccl`: the multi-node NCCL all-reduce check for a Slurm GPU partition.
+
+    gpuinfra nccl script --inventory inventory/<site>.py [--partition P] [--nodes N]
+                         [--nic-gbps G | --min-busbw X] [--mpi pmix] [--binary PATH]
+                         [--output FILE]                    write the sbatch job
+    gpuinfra nccl check LOG --profile P --model M [--nodes N] [--gpus G]
+                        [--nics K --nic-gbps G | --min-busbw X] [--json]
+                                                            diagnose a finished job's log
+
+`script` exits 1 when the spec is invalid (every problem listed, as `gpuinfra validate`), 2 when
+the partition cannot be tested in one run. `check` exits 0 pass, 1 fail, 2 unusable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuinfra.errors import GpuinfraError
+from gpuinfra.knowledge.nccl import min_busbw
+from gpuinfra.knowledge.topology import PROFILES
+from gpuinfra.nccl import JobSettings, judge_all_reduce, parse_all_reduce, sbatch_script
+from gpuinfra.nccl import slurm_gpu_type as default_gpu_type
+from gpuinfra.spec import ClusterSpec, NodeSpec, Partition, build_cluster, validate
+
+EXIT_OK, EXIT_FAIL, EXIT_UNUSABLE = 0, 1, 2
+_SIZE = re.compile(r"^(\d+)([KMG]?)$", re.IGNORECASE)
+
+
+class NcclPlanError(GpuinfraError):
+    """The partition cannot be tested in one NCCL run; the message says what to change."""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add `nccl script` and `nccl check` to the gpuinfra command line."""
+    nccl = sub.add_parser("nccl", help="multi-node NCCL all-reduce check (Slurm)",
+                          description=__doc__.split("\n\n")[0])
+    actions = nccl.add_subparsers(dest="nccl_command", required=True, parser_class=type(nccl))
+    _add_script(actions)
+    _add_check(actions)
+
+
+def _add_script(actions: argparse._SubParsersAction) -> None:
+    p = actions.add_parser("script", help="write the sbatch job for a partition",
+                           description="Render an sbatch script that runs all_reduce_perf on the "
+                           "GPU nodes of a Slurm partition; its exit code is the verdict.")
+    p.add_argument("--inventory", required=True, metavar="FILE", help="inventory/<site>.py")
+    p.add_argument("--partition", help="Slurm partition (default: the spec's default one)")
+    p.add_argument("--nodes", type=int, metavar="N",
+                   help="nodes to use (default: every eligible node of the partition)")
+    floor = p.add_mutually_exclusive_group()
+    floor.add_argument("--nic-gbps", type=float, metavar="G",
+                       help="rate of each RDMA NIC in Gb/s (required across nodes with NICs)")
+    floor.add_argument("--min-busbw", type=float, metavar="X",
+                       help="pass floor in GB/s, instead of the knowledge table")
+    p.add_argument("--mpi", default="pmix", help="srun --mpi plugin (default: pmix)")
+    p.add_argument("--binary", default="all_reduce_perf",
+                   help="all_reduce_perf built with MPI=1 (default: found on PATH)")
+    p.add_argument("--time", default="00:30:00", help="job time limit (default: 00:30:00)")
+    p.add_argument("--output", metavar="FILE", help="write the script here (default: stdout)")
+    p.set_defaults(func=run_script)
+
+
+def _add_check(actions: argparse._SubParsersAction) -> None:
+    p = actions.add_parser("check", help="verdicts on an all_reduce_perf log",
+                           description="Parse and judge an all_reduce_perf log. Exit 0 all "
+                           "pass, 1 any failure, 2 unusable input.")
+    p.add_argument("log", help="the job's log ('-' for standard input)")
+    p.add_argument("--profile", required=True, help=f"one of: {', '.join(PROFILES)}")
+    p.add_argument("--model", required=True, help="GPU model key, e.g. H100-SXM5-80GB")
+    p.add_argument("--nodes", type=int, help="nodes the job should span (default: from the log)")
+    p.add_argument("--gpus", type=int, help="GPUs per node (default: from the log)")
+    p.add_argument("--nics", type=int, default=0, help="RDMA NICs per node")
+    floor = p.add_mutually_exclusive_group()
+    floor.add_argument("--nic-gbps", type=float, metavar="G", help="rate of each NIC in Gb/s")
+    floor.add_argument("--min-busbw", type=float, metavar="X", help="pass floor in GB/s")
+    p.add_argument("--max-size", type=_bytes, metavar="SIZE",
+                   help="largest size the sweep must reach, e.g. 8G (default: 1G)")
+    p.add_argument("--json", action="store_true", help="print findings as JSON")
+    p.set_defaults(func=run_check)
+
+
+def _bytes(text: str) -> int:
+    """"8G" -> 8 GiB, as nccl-tests reads -e (powers of 1024)."""
+    match = _SIZE.match(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size like 8G, 512M or 1024")
+    return int(match[1]) * 1024 ** " KMG".index((match[2] or " ").upper())
+
+
+# ---------------------------------------------------------------------------- script
+
+@dataclass(frozen=True)
+class JobPlan:
+    """The nodes one run uses, and what they have in common."""
+
+    partition: str
+    nodes: tuple[NodeSpec, ...]
+    excluded: tuple[str, ...]  # short names of partition nodes left out (MIG)
+    gpu_type: str
+    notes: tuple[str, ...]
+
+    @property
+    def first(self) -> NodeSpec:
+        return self.nodes[0]
+
+
+def run_script(args: argparse.Namespace) -> int:
+    from gpuinfra_cli.gate import format_errors
+    from gpuinfra_cli.inventory import load_hosts
+
+    hosts, duplicates = load_hosts(args.inventory)
+    errors = validate(hosts, duplicates)
+    if errors:
+        print(format_errors(errors, args.inventory), file=sys.stderr)
+        return EXIT_FAIL
+    spec = build_cluster(hosts, duplicates)
+    gres_types = {h.name: h.data.get("slurm_gpu_type") for h in hosts}
+    plan = plan_job(spec, args.partition, args.nodes, gres_types)
+    node, gpus = plan.first, plan.first.gpus
+    assert gpus is not None  # plan_job keeps GPU nodes only
+    threshold = min_busbw(gpus.topology.name, gpus.model.key, gpus.count, len(plan.nodes),
+                          len(node.rdma_nics), args.nic_gbps, args.min_busbw)
+    settings = JobSettings(mpi=args.mpi, binary=args.binary, time_limit=args.time,
+                           exclude=plan.excluded)
+    text = sbatch_script(plan.partition, threshold, plan.gpu_type,
+                         [nic.name for nic in node.rdma_nics], settings)
+    for note in plan.notes:
+        print(f"note: {note}", file=sys.stderr)
+    summary = (f"{len(plan.nodes)} node(s) x {gpus.count} {gpus.model.key} in partition "
+               f"{plan.partition}: pass at busbw >= {threshold.min_busbw:g} GB/s")
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"{args.output}: {summary}; submit with `sbatch {args.output}`", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+        print(summary, file=sys.stderr)
+    return EXIT_OK
+
+
+def plan_job(spec: ClusterSpec, partition: str | None = None, nodes: int | None = None,
+             gres_types: Mapping[str, Any] | None = None) -> JobPlan:
+    """The partition's GPU nodes for one run; raises NcclPlanError when there is none to run.
+
+    MIG nodes are left out (NCCL cannot all-reduce across MIG instances) and excluded in the
+    script; the others must share GPU model, count, topology, RDMA NICs and GRES type.
+    """
+    part = _partition(spec, partition)
+    members = [spec.node(name) for name in part.nodes]
+    gpu_nodes = [n for n in members if n.gpus is not None]
+    mig = [n for n in gpu_nodes if n.sharing.mode == "mig"]
+    eligible = [n for n in gpu_nodes if n.sharing.mode != "mig"]
+    notes = [f"{n.name} left out: its GPUs are split into MIG instances, and NCCL cannot "
+             "all-reduce across MIG instances" for n in mig]
+    if not eligible:
+        raise NcclPlanError(f"partition {part.name!r} has no GPU node without MIG to test "
+                            f"(members: {', '.join(part.nodes)})")
+    types = {n.name: _gres_type(n, (gres_types or {}).get(n.name)) for n in eligible}
+    _require_uniform(part.name, eligible, types)
+    chosen = _count(part.name, eligible, nodes)
+    return JobPlan(part.name, tuple(chosen), tuple(n.short_name for n in mig),
+                   types[chosen[0].name], tuple(notes))
+
+
+def _partition(spec: ClusterSpec, name: str | None) -> Partition:
+    if not spec.partitions:
+        raise NcclPlanError("the spec has no Slurm partitions (is 'slurm' in schedulers?)")
+    known = ", ".join(p.name for p in spec.partitions)
+    if name is None:
+        defaults = [p for p in spec.partitions if p.default]
+        if defaults or len(spec.partitions) == 1:
+            return (defaults or list(spec.partitions))[0]
+        raise NcclPlanError(f"no default partition: pass --partition (one of: {known})")
+    for part in spec.partitions:
+        if part.name == name:
+            return part
+    raise NcclPlanError(f"--partition {name!r}: not in the spec (partitions: {known})")
+
+
+def _gres_type(node: NodeSpec, override: Any) -> str:
+    """The node's slurm_gpu_type data key when set, else the model's lower-case slug."""
+    assert node.gpus is not None
+    return str(override) if override else default_gpu_type(node.gpus.model.key)
+
+
+def _setup(node: NodeSpec, gres_type: str) -> str:
+    assert node.gpus is not None
+    nics = ",".join(nic.name for nic in node.rdma_nics) or "no RDMA NICs"
+    return (f"{node.gpus.count}x {node.gpus.model.key} {node.gpus.topology.name}, {nics}, "
+            f"gres gpu:{gres_type}")
+
+
+def _require_uniform(partition: str, nodes: Sequence[NodeSpec], types: Mapping[str, str]) -> None:
+    """One run needs identical nodes: the floor and --ntasks-per-node assume it."""
+    setups = {n.name: _setup(n, types[n.name]) for n in nodes}
+    if len(set(setups.values())) > 1:
+        listing = "; ".join(f"{name}: {setup}" for name, setup in setups.items())
+        raise NcclPlanError(
+            f"partition {partition!r} mixes GPU setups ({listing}); one NCCL run needs "
+            "identical nodes: give each setup its own partition (slurm_partitions in "
+            "group_data) and generate one script per partition")
+
+
+def _count(partition: str, nodes: Sequence[NodeSpec], wanted: int | None) -> list[NodeSpec]:
+    if wanted is None:
+        return list(nodes)
+    if not 1 <= wanted <= len(nodes):
+        raise NcclPlanError(f"--nodes {wanted}: partition {partition!r} has {len(nodes)} "
+                            "eligible GPU node(s) "
+                            f"({', '.join(n.name for n in nodes)})")
+    return list(nodes[:wanted])
+
+
+# ---------------------------------------------------------------------------- check
+
+def run_check(args: argparse.Namespace) -> int:
+    from gpuinfra_cli.commands import render_findings
+
+    text = sys.stdin.read() if args.log == "-" else Path(args.log).read_text(encoding="utf-8")
+    result = parse_all_reduce(text)
+    nodes = args.nodes or len(result.hosts) or 1
+    gpus = args.gpus or _gpus_from_log(result.ranks, nodes)
+    threshold = min_busbw(args.profile, args.model, gpus, nodes, args.nics, args.nic_gbps,
+                          args.min_busbw)
+    findings = judge_all_reduce(result, threshold, args.max_size)
+    if args.json:
+        print(json.dumps([f.to_json() for f in findings], indent=2))
+    else:
+        print(render_findings(findings))
+    return EXIT_FAIL if any(f.failed for f in findings) else EXIT_OK
+
+
+def _gpus_from_log(ranks: Sequence[Any], nodes: int) -> int:
+    """GPUs per node as the log lists them (ranks / nodes), when that is a whole number."""
+    if not ranks or len(ranks) % nodes:
+        raise GpuinfraError("the log does not say how many GPUs each node has: pass --gpus")
+    return len(ranks) // nodes
+
