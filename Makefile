@@ -47,7 +47,8 @@ plan: $(STAMP)
 
 # The main job on the local lab: validate the spec, start the lab, deploy, reboot the lab
 # (the first driver install records "reboot needed"; a reboot applies it), deploy again (must
-# change nothing), verify, report. The lab stays up afterwards.
+# change nothing), verify, report; then a deploy with a broken slurm.conf must be refused while
+# slurmctld keeps running. The lab stays up afterwards.
 demo: $(STAMP)
 	$(BIN)/gpuinfra validate inventory/lab.py
 	$(BIN)/gpuinfra lab up
@@ -55,6 +56,7 @@ demo: $(STAMP)
 	$(BIN)/gpuinfra lab reboot
 	$(BIN)/python -m gpuinfra_cli.idempotence inventory/lab.py
 	$(BIN)/gpuinfra report --inventory inventory/lab.py
+	$(BIN)/python -m tests.lab.bad_slurm_conf inventory/lab.py
 	@echo
 	@echo "The lab is still up. Look inside: ssh -F .lab/ssh_config lab-worker1"
 	@echo "                     or: $(BIN)/gpuinfra lab status"

@@ -12,3 +12,6 @@ nvidia_driver_kernel_headers = False
 fabric_manager_enabled = False
 # NVIDIA's container-toolkit repository is unreachable too: the role stays off (its default).
 container_toolkit_enabled = False
+
+# Slurm accounting: slurmdbd with Debian's MariaDB on lab-head (real database, jobs in sacct).
+slurm_accounting = True
