@@ -48,7 +48,7 @@ def gpu_type(model_key: str) -> str:
 
 
 def check_gres_type(value: Any, field_name: str = "slurm_gpu_type") -> str:
-    if not isinstance(value, str) or not _GRES_TYPE.match(value):
+    if not isinstance(value, str) or not _GRES_TYPE.fullmatch(value):
         raise SlurmConfigError(f"{field_name} = {value!r}: a GRES type is letters, digits, "
                                "'.', '_' or '-' (no ':' or ','), at most 64 characters")
     return value
@@ -310,7 +310,7 @@ def extra_lines(extra: Any) -> list[str]:
     for key, value in extra.items():
         text = str(value).lower() if isinstance(value, bool) else str(value)
         if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9]*", key) \
-                or not _SLURM_VALUE.match(text):
+                or not _SLURM_VALUE.fullmatch(text):
             raise SlurmConfigError(f"slurm_conf_extra[{key!r}] = {value!r}: a key is letters "
                                    "and digits, a value has no spaces, quotes or '#'")
         lines.append(f"{key}={text}")

@@ -77,7 +77,9 @@ def validate_before_connect() -> None:
 
 def require_valid(inventory: Any) -> ClusterSpec:
     """The cluster spec of a loaded pyinfra inventory; raises a pyinfra error when invalid."""
-    key = id(inventory)
+    # pyinfra's `inventory` is a context proxy (one id for every inventory): key on the object.
+    real = inventory._get_module() if hasattr(inventory, "_get_module") else inventory
+    key = id(real)
     if key not in _CACHE:
         try:
             _CACHE[key] = build_cluster(host_inputs(inventory))

@@ -29,8 +29,8 @@ from gpuinfra.parsers.p2p import normalize_mode, parse_p2p
 from gpuinfra.parsers.system import (
     DEVICE_NODES_COMMAND,
     GPU_INFORMATION_COMMAND,
-    parse_gpu_minors,
     parse_device_nodes,
+    parse_gpu_minors,
     parse_group_ids,
     parse_held_packages,
     parse_proc_modules,

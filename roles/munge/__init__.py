@@ -17,7 +17,7 @@ from typing import Any
 
 from pyinfra import host, inventory
 from pyinfra.api import FactBase, FunctionCommand, QuoteString, StringCommand, deploy, operation
-from pyinfra.operations import apt, files, systemd
+from pyinfra.operations import apt, files, server, systemd
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.spec.model import CLUSTER_KEYS, HEAD_GROUP
@@ -134,5 +134,7 @@ def munge() -> None:
     files.file(name=f"{KEY}: munge:munge 0400", path=KEY, user="munge", group="munge",
                mode="400")
     systemd.service(name="Run munged", service="munge", running=True, enabled=True)
-    systemd.service(name="Restart munged on the new key", service="munge", restarted=True,
-                    _if=key.did_change)
+    # Not systemd.service(restarted=True): that restarts only a unit running at plan time, and
+    # on a fresh node the package's postinst starts munged with its own key after planning.
+    server.shell(name="Restart munged on the new key", commands=["systemctl restart munge.service"],
+                 _if=key.did_change)

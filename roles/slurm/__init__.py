@@ -18,7 +18,7 @@ from typing import Any
 from pyinfra import host, inventory, logger
 from pyinfra.api import deploy
 from pyinfra.facts.server import LinuxDistribution
-from pyinfra.operations import apt, files, systemd
+from pyinfra.operations import apt, files, server, systemd
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.parsers.cpus import CpuLayout
@@ -166,8 +166,8 @@ def slurm() -> None:
                                 "schedules only through NVML; this distribution has no NVML "
                                 "plugin package (use Debian 12 or Ubuntu 24.04)")
         packages.append(distro["nvml_plugin"])
-    apt.packages(name="Install Slurm", packages=packages, no_recommends=True, update=True,
-                 cache_time=86400)
+    install = apt.packages(name="Install Slurm", packages=packages, no_recommends=True,
+                           update=True, cache_time=86400)
     files.directory(name=f"{CONF_DIR} exists", path=CONF_DIR, user="root", group="root",
                     mode="755")
     check_as = node.short_name if node.is_worker else workers[0].short_name
@@ -187,6 +187,9 @@ def slurm() -> None:
     else:
         systemd.service(name="slurmd off on a host that is not a worker", service="slurmd",
                         running=False, enabled=False)
+        # The package's postinst enables slurmd after this run's facts were read.
+        server.shell(name="slurmd off right after its install (the package enables it)",
+                     commands=["systemctl disable --now slurmd"], _if=install.did_change)
 
 
 def _accounting(data: dict[str, Any], distro: dict[str, Any], spec: ClusterSpec) -> None:

@@ -7,24 +7,34 @@ list of operations with the shell commands each would run: a converged host must
 
 Fixture format: ``{"server.LinuxDistribution": {...}, "files.File": {"path=/etc/x": {...}}}``
 (parametrised facts keyed by their arguments, as in pyinfra's own test fixtures).
+
+Roles that read facts of *other* hosts (munge copies the head's key, slurm reads every worker's
+CPUs and memory) are planned with :func:`plan_cluster` / :func:`plan_hosts`: an inventory of
+several fake hosts in groups (``head``, ``workers``), each with its own data and facts, and the
+deploy planned for the chosen host(s). A fact is answered from the facts of the host it is
+asked of; a host without that fact raises :class:`MissingFact` as above.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import pyinfra
 from pyinfra.api import Config, Inventory, State
 from pyinfra.api.connect import connect_all
 from pyinfra.api.deploy import add_deploy
 from pyinfra.api.host import Host
 from pyinfra.api.operation import OperationMeta
+from pyinfra.api.state import StateStage
 from pyinfra.context import ctx_host, ctx_inventory, ctx_state
+
+from gpuinfra_cli import gate
 
 FACTS = Path(__file__).parent / "facts"
 
@@ -37,6 +47,9 @@ class MissingFact(AssertionError):
 class PlannedOp:
     name: str
     commands: tuple[str, ...]
+    # The command objects themselves (StringCommand, FileUploadCommand, FunctionCommand...),
+    # for tests that look inside one (an upload's content, a callback's arguments).
+    raw: tuple[Any, ...] = field(default=(), compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -88,24 +101,44 @@ def _arg_key(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
     return ",".join(parts)
 
 
+def _answer(facts: Mapping[str, Any], asked: list[str], cls: type, args: tuple[Any, ...],
+            kwargs: Mapping[str, Any]) -> Any:
+    """The recorded value of fact ``cls(*args, **kwargs)`` in ``facts``; MissingFact if none."""
+    key = _fact_key(cls)
+    kwargs = {k: v for k, v in kwargs.items() if not k.startswith("_")}
+    if key not in facts:
+        raise MissingFact(f"fixture lacks fact {key} (args {args}, {kwargs})")
+    value = facts[key]
+    if not (args or kwargs):
+        asked.append(key)
+        return value
+    arg = _arg_key(args, kwargs)
+    asked.append(f"{key}[{arg}]")
+    if not isinstance(value, Mapping) or arg not in value:
+        # Parametrised facts may give a "*" default (e.g. "no such file" for any path).
+        if isinstance(value, Mapping) and "*" in value:
+            return value["*"]
+        raise MissingFact(f"fixture lacks {key} for {arg!r}")
+    return value[arg]
+
+
 def _fact_answerer(facts: Mapping[str, Any], asked: list[str]) -> Callable[..., Any]:
     def get_fact(self: Host, cls: type, *args: Any, **kwargs: Any) -> Any:
-        key = _fact_key(cls)
-        kwargs = {k: v for k, v in kwargs.items() if not k.startswith("_")}
-        if key not in facts:
-            raise MissingFact(f"fixture lacks fact {key} (args {args}, {kwargs})")
-        value = facts[key]
-        if not (args or kwargs):
-            asked.append(key)
-            return value
-        arg = _arg_key(args, kwargs)
-        asked.append(f"{key}[{arg}]")
-        if not isinstance(value, Mapping) or arg not in value:
-            # Parametrised facts may give a "*" default (e.g. "no such file" for any path).
-            if isinstance(value, Mapping) and "*" in value:
-                return value["*"]
-            raise MissingFact(f"fixture lacks {key} for {arg!r}")
-        return value[arg]
+        return _answer(facts, asked, cls, args, kwargs)
+
+    return get_fact
+
+
+def _per_host_answerer(facts_of: Mapping[str, Mapping[str, Any]],
+                       asked: list[str]) -> Callable[..., Any]:
+    """Facts answered from the recorded facts of the host they are asked of."""
+    def get_fact(self: Host, cls: type, *args: Any, **kwargs: Any) -> Any:
+        if self.name not in facts_of:
+            raise MissingFact(f"no facts recorded for host {self.name}")
+        try:
+            return _answer(facts_of[self.name], asked, cls, args, kwargs)
+        except MissingFact as exc:
+            raise MissingFact(f"{self.name}: {exc}") from None
 
     return get_fact
 
@@ -115,13 +148,38 @@ def _raw(command: Any) -> str:
     return getter() if getter else str(command)
 
 
+# Roles cache per-run values by id(state) (slurm: the hardware of other hosts). Keeping every
+# planned State alive keeps those ids unique for the whole test session, so no test can see a
+# cache entry left by another (the spec gate's cache: see plan_hosts).
+_KEEP_ALIVE: list[State] = []
+
+_FAKE = {"fake_delay": 0, "fake_delay_jitter": 0}
+
+
+def _collect(state: State, host: Host) -> Plan:
+    """The operations planned for ``host``, with the commands each would run."""
+    ops = []
+    for op_hash in state.get_op_order():
+        if op_hash not in state.ops[host]:
+            continue
+        op_data = state.get_op_data_for_host(host, op_hash)
+        ifs = op_data.global_arguments.get("_if") or []
+        ifs = ifs if isinstance(ifs, list) else [ifs]
+        with ctx_state.use(state), ctx_host.use(host):
+            run = all(cond() for cond in ifs)
+            raw = tuple(op_data.command_generator()) if run else ()
+        names = state.get_op_meta(op_hash).names
+        ops.append(PlannedOp(", ".join(sorted(names)), tuple(_raw(c) for c in raw), raw))
+    return Plan(tuple(ops))
+
+
 def plan(deploy_func: Callable[..., Any], facts: Mapping[str, Any],
          data: Mapping[str, Any] | None = None, name: str = "node1") -> Plan:
     """The operations ``deploy_func`` plans on a host with ``facts`` and ``data``."""
     host_name = f"@fake/{name}"
-    inventory = Inventory(([host_name], {"fake_delay": 0, "fake_delay_jitter": 0,
-                                         **(data or {})}))
+    inventory = Inventory(([host_name], {**_FAKE, **(data or {})}))
     state = State(inventory, Config())
+    _KEEP_ALIVE.append(state)
     connect_all(state)
     host = inventory.get_host(host_name)
     host.name = name  # roles see "node1", not the connector prefix
@@ -132,14 +190,92 @@ def plan(deploy_func: Callable[..., Any], facts: Mapping[str, Any],
                               lambda self: bool(self._maybe_is_change)), \
             ctx_inventory.use(inventory):
         add_deploy(state, deploy_func)
-        ops = []
-        for op_hash in state.get_op_order():
-            op_data = state.get_op_data_for_host(host, op_hash)
-            ifs = op_data.global_arguments.get("_if") or []
-            ifs = ifs if isinstance(ifs, list) else [ifs]
-            with ctx_state.use(state), ctx_host.use(host):
-                run = all(cond() for cond in ifs)
-                commands = tuple(_raw(c) for c in op_data.command_generator()) if run else ()
-            names = state.get_op_meta(op_hash).names
-            ops.append(PlannedOp(", ".join(sorted(names)), commands))
-    return Plan(tuple(ops))
+        return _collect(state, host)
+
+
+# ----------------------------------------------------------------------------- several hosts
+
+@dataclass(frozen=True)
+class FakeHost:
+    """A host of a multi-host plan: name, inventory groups, recorded facts and host data."""
+
+    name: str
+    groups: tuple[str, ...]
+    facts: Mapping[str, Any]
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    """Per planned host, its :class:`Plan`; ``order``: (host, operation name) as pyinfra would
+    run them (operation by operation, each on every host that has it)."""
+
+    plans: Mapping[str, Plan]
+    order: tuple[tuple[str, str], ...]
+
+    def position(self, host: str, words: str) -> int:
+        """Where the one operation of ``host`` named like ``words`` runs in ``order``."""
+        found = [i for i, (name, op) in enumerate(self.order) if name == host and words in op]
+        assert len(found) == 1, f"{len(found)} ops of {host} named like {words!r}: {self.order}"
+        return found[0]
+
+
+def _deploy_as_cli(state: State, deploy_func: Callable[..., Any], hosts: Sequence[Host]) -> None:
+    """Run the deploy for ``hosts`` as `pyinfra INVENTORY deploy.py` does (CLI mode).
+
+    The API (add_deploy) numbers each host's operations 0, 1, 2..., so different operations at
+    the same position on two hosts (the head's key op, a worker's copy op) become one operation
+    run on both at once. The CLI orders and identifies operations by the lines of the deploy
+    code that call them, which is what a real run does; add_deploy refuses CLI mode, so the
+    deploy is called here the way add_deploy calls it.
+    """
+    state.set_stage(StateStage.Prepare)
+    with mock.patch.object(pyinfra, "is_cli", True), ctx_state.use(state):
+        for host in hosts:
+            with ctx_host.use(host):
+                deploy_func()
+
+
+def plan_hosts(deploy_func: Callable[..., Any], hosts: Sequence[FakeHost],
+               targets: Sequence[str], data: Mapping[str, Any] | None = None) -> ClusterPlan:
+    """The operations ``deploy_func`` plans on each host of ``targets``, in an inventory of
+    ``hosts`` (``data``: data of every host, e.g. the cluster-wide spec keys). Operations are
+    identified and ordered as in a CLI run (:func:`_deploy_as_cli`)."""
+    names = {h.name: f"@fake/{h.name}" for h in hosts}
+    groups: dict[str, tuple[list[str], dict[str, Any]]] = {}
+    for h in hosts:
+        for group in h.groups:
+            groups.setdefault(group, ([], {}))[0].append(names[h.name])
+    inventory = Inventory(([(names[h.name], dict(h.data)) for h in hosts],
+                           {**_FAKE, **(data or {})}), **groups)
+    state = State(inventory, Config())
+    _KEEP_ALIVE.append(state)
+    connect_all(state)
+    # Roles see "lab-head", not the connector prefix, and find other hosts by that name.
+    for h in hosts:
+        inventory.get_host(names[h.name]).name = h.name
+    inventory.hosts = {host.name: host for host in inventory.hosts.values()}
+    unknown = [t for t in targets if t not in names]
+    assert not unknown, f"targets not among the hosts: {unknown}"
+    asked: list[str] = []
+    # The spec gate caches by id(inventory), and roles pass it pyinfra's context proxy, whose id
+    # is the same for every inventory in the process: start each plan with an empty cache.
+    with mock.patch.dict(gate._CACHE, clear=True), \
+            mock.patch.object(Host, "get_fact",
+                              _per_host_answerer({h.name: h.facts for h in hosts}, asked)), \
+            mock.patch.object(OperationMeta, "did_change",
+                              lambda self: bool(self._maybe_is_change)), \
+            ctx_inventory.use(inventory):
+        chosen = [inventory.get_host(t) for t in targets]
+        _deploy_as_cli(state, deploy_func, chosen)
+        plans = {host.name: _collect(state, host) for host in chosen}
+        order = tuple((host.name, ", ".join(sorted(state.get_op_meta(op_hash).names)))
+                      for op_hash in state.get_op_order()
+                      for host in chosen if op_hash in state.ops[host])
+    return ClusterPlan(plans, order)
+
+
+def plan_cluster(deploy_func: Callable[..., Any], hosts: Sequence[FakeHost], target: str,
+                 data: Mapping[str, Any] | None = None) -> Plan:
+    """The operations ``deploy_func`` plans on ``target`` among ``hosts``."""
+    return plan_hosts(deploy_func, hosts, [target], data).plans[target]

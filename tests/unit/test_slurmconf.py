@@ -1,0 +1,494 @@
+"""gpuinfra.slurmconf and the slurm templates, on real captures (nvidia-smi topo -m, the lab's
+lscpu, /proc/meminfo and `slurmd -G`) and the synthesized 2-socket HGX lscpu
+(tests/fixtures/slurm/INDEX.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+
+import pytest
+from jinja2 import UndefinedError
+
+from gpuinfra.parsers.cpus import CpuLayout, parse_lscpu, parse_meminfo_mb
+from gpuinfra.parsers.slurm import parse_slurmd_gres
+from gpuinfra.parsers.system import parse_gpu_minors
+from gpuinfra.parsers.topo import TopoMatrix, parse_topo
+from gpuinfra.slurmconf import (
+    MPS_COUNT_PER_GPU,
+    GpuDevice,
+    NodeHardware,
+    SlurmConfigError,
+    check_gres_type,
+    extra_lines,
+    gpu_devices,
+    gpu_type,
+    gres_plan,
+    gres_types,
+    node_gres,
+    node_hardware,
+    node_line,
+    partition_lines,
+    slurm_conf,
+)
+from gpuinfra.spec import ClusterSpec, HostInput, NodeSpec, build_cluster
+from roles.templates import render
+from tests.conftest import REAL, REPO
+
+SLURM = REPO / "tests" / "fixtures" / "slurm"
+HARDWARE = REPO / "tests" / "lab" / "hardware"
+TOPO = REAL / "nvidia-smi-topo-m"
+
+HGX = {"gpu_model": "H100-SXM5-80GB", "gpu_count": 8, "gpu_topology": "nvswitch-all-to-all"}
+PCIE_PAIR = {"gpu_model": "H100-PCIE-80GB", "gpu_count": 2, "gpu_topology": "bridged-pairs"}
+RTX = {"gpu_model": "RTX-4090", "gpu_count": 8}
+HGX_TYPE, PAIR_TYPE = "h100-sxm5-80gb", "h100-pcie-80gb"
+ADDRESSES = {"lab-head": "10.0.0.10", "lab-worker1": "10.0.0.11", "lab-worker2": "10.0.0.12"}
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def spec_of(workers: dict[str, dict], **cluster) -> ClusterSpec:
+    """A valid spec: lab-head in 'head', ``workers`` (name -> host data) in 'workers'."""
+    data = {"cluster_name": "lab", **cluster}
+    hosts = [HostInput("lab-head", ("head",), data)]
+    hosts += [HostInput(name, ("workers",), {**data, **node}) for name, node in workers.items()]
+    return build_cluster(hosts)
+
+
+def node_of(data: dict, name: str = "lab-worker1") -> NodeSpec:
+    return spec_of({name: data}).node(name)
+
+
+def lab_layout() -> CpuLayout:
+    return parse_lscpu((SLURM / "lscpu-p-lab-worker-2cpu.txt").read_text())
+
+
+def hgx_layout() -> CpuLayout:
+    return parse_lscpu((SLURM / "lscpu-p-hgx-2x48c-SYNTHESIZED.txt").read_text())
+
+
+def topo(path) -> TopoMatrix:
+    return parse_topo(path.read_text())
+
+
+def profile_gpus(profile: str) -> list[dict]:
+    """The GPU list of a lab hardware profile, as the NvidiaGpus fact gives it (int index)."""
+    gpus = json.loads((HARDWARE / profile / "gpus.json").read_text())
+    return [{**g, "index": int(g["index"])} for g in gpus]
+
+
+def devices_of(profile: str) -> list[GpuDevice]:
+    return gpu_devices(profile_gpus(profile), {})[0]
+
+
+HGX_TOPO = HARDWARE / "8x-h100-sxm-nvswitch" / "topo-m.txt"
+PAIR_TOPO = HARDWARE / "2x-h100-pcie-bridged" / "topo-m.txt"
+RTX_TOPO = TOPO / "8x-rtx4090-pcie-only-phb-node-sys-xeon8352v-drv570.txt"
+
+
+def links(i: int, n: int, value: int) -> str:
+    return ",".join("-1" if j == i else str(value) for j in range(n))
+
+
+# ----------------------------------------------------------------------------- GRES type
+
+def test_gpu_type_is_the_model_key_in_lower_case():
+    assert gpu_type("H100-SXM5-80GB") == HGX_TYPE
+    assert check_gres_type(HGX_TYPE) == HGX_TYPE
+
+
+@pytest.mark.parametrize("value", ["h100:sxm", "a,b", "", "-h100", "x" * 65, None, 100])
+def test_bad_gres_types_are_refused_naming_the_field(value):
+    with pytest.raises(SlurmConfigError, match="slurm_gpu_type"):
+        check_gres_type(value)
+
+
+def test_a_gres_type_with_a_trailing_newline_is_refused():
+    with pytest.raises(SlurmConfigError, match="slurm_gpu_type"):
+        check_gres_type("h100\n")
+
+
+# ----------------------------------------------------------------------------- node hardware
+
+def test_lab_worker_hardware_is_what_slurmd_c_reported():
+    memory = parse_meminfo_mb((SLURM / "meminfo-lab-worker-memtotal.txt").read_text())
+    exact = node_hardware(lab_layout(), memory)
+    assert exact == NodeHardware(cpus=2, sockets=1, cores_per_socket=2, threads_per_core=1,
+                                 real_memory_mb=24105)  # slurmd -C: RealMemory=24105
+    assert exact.slurm_fields() == ("CPUs=2 Sockets=1 CoresPerSocket=2 ThreadsPerCore=1 "
+                                    "RealMemory=24105")
+
+
+def test_memory_reserve_keeps_a_percentage_from_jobs():
+    assert node_hardware(lab_layout(), 24105, 2).real_memory_mb == 23622  # 24105 * 98 // 100
+    assert node_hardware(lab_layout(), 24105, 49).real_memory_mb == 12293
+    assert node_hardware(hgx_layout(), 2063731, 2).slurm_fields() == (
+        "CPUs=192 Sockets=2 CoresPerSocket=48 ThreadsPerCore=2 RealMemory=2022456")
+
+
+@pytest.mark.parametrize("reserve", [-1, 50, 100])
+def test_memory_reserve_out_of_range_is_refused(reserve):
+    with pytest.raises(SlurmConfigError, match="slurm_memory_reserve_percent"):
+        node_hardware(lab_layout(), 24105, reserve)
+
+
+def test_non_uniform_layouts_are_refused():
+    uneven_sockets = parse_lscpu("0,0,0,0\n1,1,0,0\n2,2,1,1\n")
+    with pytest.raises(SlurmConfigError, match="describe it by hand"):
+        node_hardware(uneven_sockets, 1024)
+    half_smt = parse_lscpu("0,0,0,0\n1,0,0,0\n2,1,0,0\n")
+    with pytest.raises(SlurmConfigError, match="same cores and threads"):
+        node_hardware(half_smt, 1024)
+
+
+# ----------------------------------------------------------------------------- GPU devices
+
+def test_device_minors_come_from_the_driver_information_files():
+    text = (SLURM / "proc-driver-nvidia-gpus-information-2x-h100-pcie-CONSTRUCTED.txt")
+    devices, notes = gpu_devices(profile_gpus("2x-h100-pcie-bridged"),
+                                 parse_gpu_minors(text.read_text()))
+    assert [(d.index, d.minor, d.bus_id) for d in devices] == [
+        (0, 0, "00000000:C2:00.0"), (1, 1, "00000000:D5:00.0")]
+    assert notes == []
+
+
+def test_device_files_follow_the_minor_not_the_index():
+    minors = {"0000:C2:00.0": 7, "00000000:d5:00.0": 3}  # case and domain width differ
+    devices, notes = gpu_devices(profile_gpus("2x-h100-pcie-bridged"), minors)
+    assert [d.file for d in devices] == ["/dev/nvidia7", "/dev/nvidia3"]
+    assert notes == []
+
+
+def test_without_minors_the_index_is_assumed_and_said():
+    devices, notes = gpu_devices(profile_gpus("8x-h100-sxm-nvswitch"), {})
+    assert [d.file for d in devices] == [f"/dev/nvidia{i}" for i in range(8)]
+    assert len(notes) == 1 and "device minors of GPU 0-7 not reported" in notes[0]
+
+
+def test_a_gpu_missing_from_the_minors_is_named():
+    gpus = list(reversed(profile_gpus("2x-h100-pcie-bridged")))  # any order in, index order out
+    devices, notes = gpu_devices(gpus, {"0000:c2:00.0": 0})
+    assert [(d.index, d.minor) for d in devices] == [(0, 0), (1, 1)]
+    assert len(notes) == 1 and "GPU 1 not reported" in notes[0]
+
+
+def test_no_gpus_no_devices():
+    assert gpu_devices([], {"0000:c2:00.0": 0}) == ([], [])
+
+
+# ----------------------------------------------------------------------------- gres.conf
+
+def test_hgx_h100_with_its_lscpu_gets_cores_per_numa_half_and_nv18_links():
+    plan = gres_plan(node_of(HGX), HGX_TYPE, devices_of("8x-h100-sxm-nvswitch"),
+                     topo(HGX_TOPO), hgx_layout())
+    assert plan.lines == tuple(
+        f"Name=gpu Type={HGX_TYPE} File=/dev/nvidia{i} Cores={'0-47' if i < 4 else '48-95'} "
+        f"Links={links(i, 8, 18)}" for i in range(8))
+    assert plan.notes == () and not plan.nvml_needed
+
+
+def test_hgx_links_are_what_slurmd_reported_on_the_lab():
+    """The Links= we write equal the Links= slurmd -G printed for lab-worker1's gres.conf."""
+    plan = gres_plan(node_of(HGX), HGX_TYPE, devices_of("8x-h100-sxm-nvswitch"),
+                     topo(HGX_TOPO), None)
+    ours = {int(re.search(r"nvidia(\d+)", line)[1]):
+            tuple(int(v) for v in re.search(r"Links=(\S+)", line)[1].split(","))
+            for line in plan.lines}
+    slurmd = parse_slurmd_gres((SLURM / "slurmd-G-lab-worker1-8x-h100.txt").read_text())
+    assert ours == {r.index: r.links for r in slurmd.of("gpu")}
+    assert all("Cores=" not in line for line in plan.lines)  # no layout: no Cores, no guess
+
+
+def test_hgx_topology_on_the_2_cpu_lab_worker_leaves_cores_out_and_says_why():
+    plan = gres_plan(node_of(HGX), HGX_TYPE, devices_of("8x-h100-sxm-nvswitch"),
+                     topo(HGX_TOPO), lab_layout())
+    assert all("Cores=" not in line for line in plan.lines)
+    assert all("Links=" in line for line in plan.lines)
+    assert len(plan.notes) == 1
+    assert "does not have (online: 0-1)" in plan.notes[0] and "Cores= left out" in plan.notes[0]
+
+
+def test_bridged_h100_pcie_pair_links_are_nv12():
+    plan = gres_plan(node_of(PCIE_PAIR), PAIR_TYPE, devices_of("2x-h100-pcie-bridged"),
+                     topo(PAIR_TOPO), None)
+    assert plan.lines == (f"Name=gpu Type={PAIR_TYPE} File=/dev/nvidia0 Links=-1,12",
+                          f"Name=gpu Type={PAIR_TYPE} File=/dev/nvidia1 Links=12,-1")
+
+
+def test_pcie_only_capture_has_no_nvlink():
+    devices = [GpuDevice(i, i) for i in range(8)]
+    plan = gres_plan(node_of(RTX), "rtx-4090", devices, topo(RTX_TOPO), None)
+    assert plan.lines == tuple(f"Name=gpu Type=rtx-4090 File=/dev/nvidia{i} "
+                               f"Links={links(i, 8, 0)}" for i in range(8))
+
+
+def test_mps_node_shares_each_gpu_in_percent():
+    node = node_of({**HGX, "gpu_sharing": {"mode": "mps", "clients": 8}})
+    plan = gres_plan(node, HGX_TYPE, devices_of("8x-h100-sxm-nvswitch"), topo(HGX_TOPO),
+                     hgx_layout())
+    assert len(plan.lines) == 16 and plan.lines[0].startswith("Name=gpu ")
+    assert plan.lines[8:] == tuple(f"Name=mps Count={MPS_COUNT_PER_GPU} File=/dev/nvidia{i}"
+                                   for i in range(8))
+    assert MPS_COUNT_PER_GPU == 100
+
+
+def test_time_sliced_node_has_one_shard_line_per_gpu():
+    node = node_of({**PCIE_PAIR, "gpu_sharing": {"mode": "time-slicing", "replicas": 4}})
+    plan = gres_plan(node, PAIR_TYPE, devices_of("2x-h100-pcie-bridged"), topo(PAIR_TOPO), None)
+    assert plan.lines[2:] == ("Name=shard Count=4 File=/dev/nvidia0",
+                              "Name=shard Count=4 File=/dev/nvidia1")
+    assert not any(line.startswith("Name=mps") for line in plan.lines)
+
+
+def test_mig_node_is_autodetected_through_nvml():
+    node = node_of({**HGX, "gpu_sharing": {"mode": "mig", "mig_layout": {"3g.40gb": 2}}})
+    plan = gres_plan(node, HGX_TYPE, devices_of("8x-h100-sxm-nvswitch"), topo(HGX_TOPO),
+                     hgx_layout())
+    assert plan.lines == ("AutoDetect=nvml",) and plan.nvml_needed
+    assert "NVML" in plan.notes[0]
+
+
+def test_without_gpu_facts_gres_conf_comes_from_the_spec():
+    plan = gres_plan(node_of(HGX), HGX_TYPE, [], topo(HGX_TOPO), hgx_layout())
+    assert plan.lines == tuple(f"Name=gpu Type={HGX_TYPE} File=/dev/nvidia{i}" for i in range(8))
+    assert len(plan.notes) == 1 and "no GPU facts" in plan.notes[0]
+
+
+def test_fewer_gpus_than_the_spec_says_is_noted_and_topology_not_trusted():
+    two = devices_of("2x-h100-pcie-bridged")
+    plan = gres_plan(node_of(HGX), HGX_TYPE, two, topo(HGX_TOPO), hgx_layout())
+    assert len(plan.lines) == 2
+    assert any("the spec says 8 GPUs, the node shows 2" in n for n in plan.notes)
+    assert any("topo -m shows 8 GPUs" in n and "Links= left out" in n for n in plan.notes)
+    assert all("Links=" not in line for line in plan.lines)
+
+
+def test_unreadable_affinity_leaves_cores_out_with_a_note():
+    matrix = TopoMatrix(gpus=["GPU0"], nics=[], nic_devices={}, links={"GPU0": {}},
+                        cpu_affinity={"GPU0": "0-x"}, numa_affinity={"GPU0": "0"})
+    plan = gres_plan(node_of({"gpu_model": "L4", "gpu_count": 1}), "l4", [GpuDevice(0, 0)],
+                     matrix, lab_layout())
+    assert plan.lines == ("Name=gpu Type=l4 File=/dev/nvidia0 Links=-1",)
+    assert "'0-x' is unreadable" in plan.notes[0]
+
+
+def test_gres_plan_refuses_a_bad_type_and_ignores_nodes_without_gpus():
+    with pytest.raises(SlurmConfigError):
+        gres_plan(node_of(HGX), "h100:sxm", [], None, None)
+    head = spec_of({"lab-worker1": HGX}).node("lab-head")
+    assert gres_plan(head, "none", [], None, None).lines == ()
+
+
+# ----------------------------------------------------------------------------- slurm.conf parts
+
+def test_node_gres_from_the_spec():
+    assert node_gres(node_of(HGX), HGX_TYPE) == [f"gpu:{HGX_TYPE}:8"]
+    mps = node_of({**HGX, "gpu_sharing": {"mode": "mps", "clients": 8}})
+    assert node_gres(mps, HGX_TYPE) == [f"gpu:{HGX_TYPE}:8", "mps:800"]
+    sliced = node_of({**PCIE_PAIR, "gpu_sharing": {"mode": "time-slicing", "replicas": 4}})
+    assert node_gres(sliced, PAIR_TYPE) == [f"gpu:{PAIR_TYPE}:2", "shard:8"]
+    head = spec_of({"lab-worker1": HGX}).node("lab-head")
+    assert node_gres(head, "none") == []
+
+
+def test_node_gres_of_a_mig_node_counts_instances_per_profile():
+    same = node_of({**HGX, "gpu_sharing": {"mode": "mig", "mig_layout": {"3g.40gb": 2}}})
+    assert node_gres(same, HGX_TYPE) == ["gpu:3g.40gb:16"]
+    mixed_layout = [{"1g.10gb": 7}] * 4 + [{"3g.40gb": 2}] * 4
+    spec = spec_of({"lab-worker1": {**HGX, "gpu_sharing": {"mode": "mig",
+                                                           "mig_layout": mixed_layout}}},
+                   mig_strategy="mixed")
+    assert node_gres(spec.node("lab-worker1"), HGX_TYPE) == ["gpu:1g.10gb:28", "gpu:3g.40gb:8"]
+
+
+def test_gres_types_cover_every_sharing_mode_in_use():
+    plain = spec_of({"lab-worker1": HGX})
+    assert gres_types(plain.nodes) == ["gpu"]
+    mixed = spec_of({"lab-worker1": {**HGX, "gpu_sharing": {"mode": "mps", "clients": 4}},
+                     "lab-worker2": {**PCIE_PAIR, "gpu_sharing": {"mode": "time-slicing",
+                                                                  "replicas": 2}}})
+    assert gres_types(mixed.nodes) == ["gpu", "mps", "shard"]
+    cpu_only = spec_of({"lab-worker1": {}})
+    assert gres_types(cpu_only.nodes) == []
+
+
+def test_node_line_of_the_lab_worker():
+    line = node_line(node_of(HGX), "10.0.0.11", node_hardware(lab_layout(), 24105, 2), HGX_TYPE)
+    assert line.text == ("NodeName=lab-worker1 NodeAddr=10.0.0.11 CPUs=2 Sockets=1 "
+                         "CoresPerSocket=2 ThreadsPerCore=1 RealMemory=23622 "
+                         f"Gres=gpu:{HGX_TYPE}:8 State=UNKNOWN")
+    assert line.notes == ()
+
+
+def test_node_line_without_hardware_address_or_gpus():
+    node = spec_of({"cpu01.dc.example": {}}).node("cpu01.dc.example")
+    line = node_line(node, None, None, "none", weight=10)
+    assert line.text == "NodeName=cpu01 CPUs=1 Weight=10 State=UNKNOWN"
+    assert line.name == "cpu01" and "hardware unknown" in line.notes[0]
+
+
+def test_node_line_refuses_a_bad_gres_type():
+    with pytest.raises(SlurmConfigError, match="slurm_gpu_type"):
+        node_line(node_of(HGX), None, None, "h100,sxm")
+
+
+def test_partition_lines_default_and_explicit():
+    spec = spec_of({"lab-worker1": HGX, "lab-worker2": PCIE_PAIR})
+    assert partition_lines(spec) == [
+        "PartitionName=gpu Nodes=lab-worker1,lab-worker2 MaxTime=INFINITE State=UP Default=YES"]
+    parts = [{"name": "hgx", "nodes": ["gpu01.dc"], "default": True, "gpu": True},
+             {"name": "pcie", "nodes": ["gpu02.dc"]}]
+    spec = spec_of({"gpu01.dc": HGX, "gpu02.dc": PCIE_PAIR}, slurm_partitions=parts)
+    assert partition_lines(spec, max_time="1-00:00:00") == [
+        "PartitionName=hgx Nodes=gpu01 MaxTime=1-00:00:00 State=UP Default=YES",
+        "PartitionName=pcie Nodes=gpu02 MaxTime=1-00:00:00 State=UP"]
+
+
+def test_extra_lines_render_key_value():
+    assert extra_lines({"MaxJobCount": 20000, "PropagateResourceLimits": "NONE",
+                        "KillOnBadExit": True, "PrologFlags": "Alloc,Contain"}) == [
+        "MaxJobCount=20000", "PropagateResourceLimits=NONE", "KillOnBadExit=true",
+        "PrologFlags=Alloc,Contain"]
+    assert extra_lines(None) == [] and extra_lines({}) == []
+
+
+@pytest.mark.parametrize("extra", [
+    {"Max Job": 1}, {"1Key": 1}, {"Max-Job": 1}, {"": 1}, {5: 1},
+    {"Key": "two words"}, {"Key": "'quoted'"}, {"Key": "a#b"}, {"Key": ""},
+    {"Key": "line\nNodeName=evil"},
+])
+def test_extra_lines_refuse_bad_keys_and_values_naming_slurm_conf_extra(extra):
+    with pytest.raises(SlurmConfigError, match=r"slurm_conf_extra\["):
+        extra_lines(extra)
+
+
+def test_extra_lines_refuse_a_value_with_a_trailing_newline():
+    with pytest.raises(SlurmConfigError, match=r"slurm_conf_extra\["):
+        extra_lines({"MaxJobCount": "20000\n"})
+
+
+@pytest.mark.parametrize("extra", [["MaxJobCount=1"], "MaxJobCount=1", 5])
+def test_extra_lines_must_be_a_dict(extra):
+    with pytest.raises(SlurmConfigError, match="slurm_conf_extra = "):
+        extra_lines(extra)
+
+
+# ----------------------------------------------------------------------------- slurm_conf
+
+def lab_conf(**kwargs):
+    spec = spec_of({"lab-worker1": HGX, "lab-worker2": PCIE_PAIR})
+    hardware = {"lab-worker1": node_hardware(lab_layout(), 24105, 2),
+                "lab-worker2": node_hardware(lab_layout(), 24105, 2)}
+    args = {"addresses": ADDRESSES, "hardware": hardware,
+            "gres_type_of": {"lab-worker1": HGX_TYPE, "lab-worker2": PAIR_TYPE}, **kwargs}
+    return slurm_conf(spec, **args)
+
+
+def test_slurm_conf_of_the_lab():
+    conf = lab_conf()
+    assert (conf.cluster_name, conf.controller, conf.controller_host) == (
+        "lab", "lab-head", "lab-head(10.0.0.10)")
+    assert conf.gres_types == ["gpu"]
+    assert [n.name for n in conf.nodes] == ["lab-worker1", "lab-worker2"]
+    assert f"Gres=gpu:{PAIR_TYPE}:2" in conf.nodes[1].text
+    assert conf.partitions == ["PartitionName=gpu Nodes=lab-worker1,lab-worker2 "
+                               "MaxTime=INFINITE State=UP Default=YES"]
+    assert conf.notes == [] and conf.extra == [] and not conf.accounting
+
+
+def test_slurm_conf_without_addresses_or_hardware():
+    conf = lab_conf(addresses={}, hardware={"lab-worker1": None}, accounting=True,
+                    extra={"MaxJobCount": 5})
+    assert conf.controller_host == "lab-head"
+    assert "NodeAddr" not in conf.nodes[0].text
+    assert [n.split(":")[0] for n in conf.notes] == ["lab-worker1", "lab-worker2"]
+    assert conf.accounting and conf.extra == ["MaxJobCount=5"]
+
+
+def test_slurm_conf_needs_exactly_one_head():
+    spec = spec_of({"lab-worker1": HGX})
+    head = spec.node("lab-head")
+    two = dataclasses.replace(spec, nodes=(*spec.nodes, dataclasses.replace(head, name="h2")))
+    with pytest.raises(SlurmConfigError, match="exactly one host in 'head', found 2"):
+        slurm_conf(two, {}, {}, {"lab-worker1": HGX_TYPE})
+
+
+def test_slurm_conf_refuses_bad_extra():
+    with pytest.raises(SlurmConfigError, match="slurm_conf_extra"):
+        lab_conf(extra={"Bad Key": 1})
+
+
+# ----------------------------------------------------------------------------- templates
+
+SETTINGS = {"slurmd_timeout": 300, "cgroup_plugin": "autodetect"}
+
+
+def settings_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line and not line.startswith("#")]
+
+
+def test_rendered_slurm_conf():
+    conf = lab_conf()
+    text = render("slurm", "/etc/slurm/slurm.conf", conf=conf, settings=SETTINGS)
+    lines = settings_lines(text)
+    for expected in ("ClusterName=lab", "SlurmctldHost=lab-head(10.0.0.10)", "GresTypes=gpu",
+                     "SelectType=select/cons_tres", "SlurmdTimeout=300",
+                     "AccountingStorageType=accounting_storage/none",
+                     conf.nodes[0].text, conf.nodes[1].text, *conf.partitions):
+        assert expected in lines, expected
+    assert lines.index(conf.nodes[1].text) < lines.index(conf.partitions[0])
+    # Every setting line is Key=Value (NodeName/PartitionName lines carry more of them).
+    assert all(re.fullmatch(r"[A-Za-z]+=\S+( [A-Za-z]+=\S+)*", line) for line in lines), lines
+
+
+def test_rendered_slurm_conf_with_accounting_and_site_settings():
+    conf = lab_conf(accounting=True, extra={"MaxJobCount": 20000})
+    lines = settings_lines(render("slurm", "/etc/slurm/slurm.conf", conf=conf,
+                                  settings=SETTINGS))
+    assert "AccountingStorageType=accounting_storage/slurmdbd" in lines
+    assert "AccountingStorageHost=lab-head" in lines
+    assert "AccountingStorageType=accounting_storage/none" not in lines
+    assert "MaxJobCount=20000" in lines
+
+
+def test_rendered_slurm_conf_without_gpus_has_no_gres_types():
+    spec = spec_of({"lab-worker1": {}})
+    conf = slurm_conf(spec, ADDRESSES, {"lab-worker1": None}, {"lab-worker1": "none"})
+    text = render("slurm", "/etc/slurm/slurm.conf", conf=conf, settings=SETTINGS)
+    assert "GresTypes" not in text
+    assert "NodeName=lab-worker1 NodeAddr=10.0.0.11 CPUs=1 State=UNKNOWN" in text.splitlines()
+
+
+def test_rendered_gres_conf_has_the_lines_and_the_notes_as_comments():
+    plan = gres_plan(node_of(HGX), HGX_TYPE, devices_of("8x-h100-sxm-nvswitch"),
+                     topo(HGX_TOPO), lab_layout())
+    text = render("slurm", "/etc/slurm/gres.conf", node="lab-worker1", plan=plan)
+    assert text.startswith("# gres.conf of lab-worker1:")
+    assert settings_lines(text) == list(plan.lines)
+    assert f"# note: {plan.notes[0]}" in text.splitlines()
+
+
+@pytest.mark.parametrize("plugin", ["autodetect", "cgroup/v1"])
+def test_rendered_cgroup_conf_constrains_devices(plugin):
+    text = render("slurm", "/etc/slurm/cgroup.conf", settings={**SETTINGS,
+                                                               "cgroup_plugin": plugin})
+    assert settings_lines(text) == [f"CgroupPlugin={plugin}", "ConstrainCores=yes",
+                                    "ConstrainRAMSpace=yes", "ConstrainDevices=yes"]
+
+
+def test_rendered_slurmdbd_conf():
+    text = render("slurm", "/etc/slurm/slurmdbd.conf", cluster_name="lab", controller="lab-head",
+                  settings={"db_name": "slurm_acct_db", "db_user": "slurm"})
+    lines = settings_lines(text)
+    assert {"DbdHost=lab-head", "StorageType=accounting_storage/mysql",
+            "StorageLoc=slurm_acct_db", "StorageUser=slurm"} <= set(lines)
+    assert not any(line.startswith("StoragePass") for line in lines)
+
+
+def test_templates_refuse_missing_values():
+    with pytest.raises(UndefinedError):
+        render("slurm", "/etc/slurm/cgroup.conf", settings={})
+    with pytest.raises(UndefinedError):
+        render("slurm", "/etc/slurm/slurm.conf", conf=lab_conf(), settings={})
