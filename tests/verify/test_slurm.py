@@ -181,7 +181,11 @@ def test_accounting_records_the_job(controller: Host, cluster_job, site, note: N
     jobs = re.findall(r"JOB=(\d+)", cluster_job[1])
     if not jobs:
         pytest.skip("the cluster job did not run (see test_job_across_all_gpu_workers)")
-    out = controller.run(f"sacct -n -X -j {jobs[0]} -o JobID,JobName,State,AllocTRES%60 -P")
+    # slurmctld sends job records to slurmdbd asynchronously: wait up to 30 s for this one.
+    query = f"sacct -n -X -j {jobs[0]} -o JobID,JobName,State,AllocTRES%60 -P"
+    out = controller.run(f"for i in $(seq 30); do out=$({query}); "
+                         "case \"$out\" in *COMPLETED*gres/gpu*) break;; esac; sleep 1; done; "
+                         "printf '%s\\n' \"$out\"")
     if out.rc != 0 or jobs[0] not in out.stdout or "gres/gpu" not in out.stdout:
         _fail(note, problem("cluster", f"sacct does not record job {jobs[0]} with its GPUs: "
                             f"{(out.stdout or out.stderr).strip()[:300]}",
