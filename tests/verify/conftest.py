@@ -145,6 +145,13 @@ def host(node_name: str, ssh_config: Path) -> Host:
     return testinfra.get_host(f"paramiko://{node_name}", ssh_config=str(ssh_config))
 
 
+@pytest.fixture(scope="module")
+def slurm_site(site: Site) -> None:
+    """Skip a Slurm/munge module on a site whose schedulers do not include Slurm."""
+    if "slurm" not in site.spec.schedulers:
+        pytest.skip("schedulers has no 'slurm'")
+
+
 @pytest.fixture(scope="session")
 def controller(site: Site, ssh_config: Path) -> Host:
     """The head (Slurm controller) as a testinfra host, for checks run from the controller."""

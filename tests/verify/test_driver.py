@@ -33,6 +33,7 @@ from tests.verify.expect import (
     role_expected,
     smi_failure,
 )
+from tests.verify.failure import fail
 
 VERIFY_NODES = "gpu"
 Note = Callable[[str, object], None]
@@ -51,10 +52,6 @@ def driver(node_data: Mapping[str, Any]) -> dict[str, Any]:
     return role_expected(node_data, DRIVER_DEFAULTS)
 
 
-def _fail(note: Note, message: str) -> None:
-    note("failure", message.splitlines()[0])
-    pytest.fail(message, pytrace=False)
-
 
 def _loaded_driver_needed(reasons: list[str]) -> None:
     if reasons:
@@ -65,7 +62,7 @@ def _smi_column(host: Host, node: NodeSpec, field: str, note: Note) -> list[str]
     command = f"nvidia-smi --query-gpu={field} --format=csv,noheader"
     result = host.run(command)
     if result.rc != 0:
-        _fail(note, problem(node.name, smi_failure(command, result.rc,
+        fail(note, problem(node.name, smi_failure(command, result.rc,
                                                    result.stderr or result.stdout),
                             "the NVIDIA driver is not installed or not loaded",
                             "deploy (nvidia_driver role), reboot, then check `dmesg | grep -i "
@@ -75,7 +72,7 @@ def _smi_column(host: Host, node: NodeSpec, field: str, note: Note) -> list[str]
 
 def test_reboot_not_pending(reboot_reasons: list[str], node: NodeSpec, note: Note) -> None:
     if reboot_reasons:
-        _fail(note, reboot_pending_message(node.name, reboot_reasons))
+        fail(note, reboot_pending_message(node.name, reboot_reasons))
 
 
 def test_driver_branch(host: Host, node: NodeSpec, site: Any, reboot_reasons: list[str],
@@ -86,7 +83,7 @@ def test_driver_branch(host: Host, node: NodeSpec, site: Any, reboot_reasons: li
     note("driver_seen", ", ".join(sorted(set(versions))) or "?")
     wrong = driver_version_problems(versions, branch)
     if wrong or not versions:
-        _fail(note, problem(
+        fail(note, problem(
             node.name, "; ".join(wrong) or "nvidia-smi lists no GPU",
             f"the loaded driver is not of the spec's branch {branch} (another branch installed, "
             "a transitional package pulled a newer one, or the old module still loaded)",
@@ -100,7 +97,7 @@ def test_driver_gpu_count(host: Host, node: NodeSpec, reboot_reasons: list[str],
     _loaded_driver_needed(reboot_reasons)
     seen = len(_smi_column(host, node, "index", note))
     if seen != node.gpus.count:
-        _fail(note, problem(
+        fail(note, problem(
             node.name, f"the driver sees {seen} GPU(s), the spec says {node.gpus.count}",
             "a GPU is not seated, fell off the bus (Xid 79), is bound to another driver "
             "(vfio-pci), or the spec is wrong",
@@ -115,7 +112,7 @@ def test_persistence_mode(host: Host, node: NodeSpec, driver: dict[str, Any],
     modes = _smi_column(host, node, "persistence_mode", note)
     off = [f"GPU{i}: {mode}" for i, mode in enumerate(modes) if mode != "Enabled"]
     if off:
-        _fail(note, problem(
+        fail(note, problem(
             node.name, f"persistence mode not on: {', '.join(off)}",
             "nvidia-persistenced is not running with --persistence-mode (Ubuntu's unit starts "
             "it with --no-persistence-mode)",
@@ -128,7 +125,7 @@ def test_nouveau_not_loaded(host: Host, node: NodeSpec, reboot_reasons: list[str
     modules = loaded_modules(host.run("cat /proc/modules").stdout)
     if "nouveau" in modules:
         _loaded_driver_needed(reboot_reasons)
-        _fail(note, problem(
+        fail(note, problem(
             node.name, "nouveau is loaded",
             "the nouveau blacklist is missing or not in the initramfs, so nouveau claims the "
             "GPUs before the NVIDIA driver",
@@ -147,7 +144,7 @@ def test_fabric_manager(host: Host, node: NodeSpec, node_data: Mapping[str, Any]
     active = host.run(f"systemctl is-active {FM_SERVICE}").stdout.strip() or "unknown"
     enabled = host.run(f"systemctl is-enabled {FM_SERVICE}").stdout.strip() or "unknown"
     if active != "active" or enabled != "enabled":
-        _fail(note, problem(
+        fail(note, problem(
             node.name, f"{FM_SERVICE} is {active}, {enabled}; the NVSwitch profile needs it "
             "active and enabled",
             "Fabric Manager is not installed, or exits because its version differs from the "
@@ -163,11 +160,11 @@ def test_device_permissions(host: Host, node: NodeSpec, driver: dict[str, Any],
     listing = host.run("stat -c '%n %U %G %a' /dev/nvidia[0-9]*")
     if listing.rc != 0:
         _loaded_driver_needed(reboot_reasons)
-        _fail(note, problem(node.name, "no /dev/nvidia[0-9]* device node",
+        fail(note, problem(node.name, "no /dev/nvidia[0-9]* device node",
                             "the NVIDIA driver is not loaded", "reboot; check `dmesg | grep NVRM`"))
     wrong = device_problems(listing.stdout, group, mode)
     if wrong:
-        _fail(note, problem(
+        fail(note, problem(
             node.name, "GPU device access not as specified: " + "; ".join(wrong),
             "the driver options (NVreg_DeviceFile*) or the udev rule are missing or not applied, "
             "or someone changed the nodes by hand: other users may reach the GPUs",
@@ -188,7 +185,7 @@ def test_container_runtime(host: Host, node: NodeSpec, node_data: Mapping[str, A
         if not has_nvidia_runtime(runtime, text):
             missing.append(runtime)
     if missing:
-        _fail(note, problem(
+        fail(note, problem(
             node.name, f"no nvidia runtime in the configuration of {', '.join(missing)}",
             "`nvidia-ctk runtime configure` did not run, or another tool rewrote the file",
             "deploy the container_toolkit role (it adds the runtime and restarts it)"))

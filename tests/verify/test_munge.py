@@ -10,20 +10,13 @@ from testinfra.host import Host
 
 from gpuinfra.spec import NodeSpec
 from tests.verify.expect import problem
+from tests.verify.failure import fail
 
 Note = Callable[[str, object], None]
+pytestmark = pytest.mark.usefixtures("slurm_site")
 KEY = "/etc/munge/munge.key"
 
 
-def _fail(note: Note, message: str) -> None:
-    note("failure", message.splitlines()[0])
-    pytest.fail(message, pytrace=False)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _slurm_site(site) -> None:
-    if "slurm" not in site.spec.schedulers:
-        pytest.skip("schedulers has no 'slurm': no munge")
 
 
 @pytest.fixture(scope="session")
@@ -34,7 +27,7 @@ def head_key_digest(controller: Host) -> str:
 
 def test_munged_running(host: Host, node: NodeSpec, note: Note) -> None:
     if not host.service("munge").is_running:
-        _fail(note, problem(node.name, "munged is not running",
+        fail(note, problem(node.name, "munged is not running",
                             "munge not installed, or munged refused to start (bad key mode or "
                             "owner: it wants munge:munge 0400/0600 in a 0700 /etc/munge)",
                             "deploy (munge role); `journalctl -u munge` on the node"))
@@ -45,7 +38,7 @@ def test_munge_key_file(host: Host, node: NodeSpec, note: Note) -> None:
     seen = (f"{key.user}:{key.group} {key.mode:04o}" if key.exists else "missing",
             f"{folder.user}:{folder.group} {folder.mode:04o}" if folder.exists else "missing")
     if seen != ("munge:munge 0400", "munge:munge 0700"):
-        _fail(note, problem(node.name, f"{KEY} {seen[0]}, /etc/munge {seen[1]} (expected "
+        fail(note, problem(node.name, f"{KEY} {seen[0]}, /etc/munge {seen[1]} (expected "
                             "munge:munge 0400, munge:munge 0700)",
                             "the key or its folder was changed by hand or by a package",
                             "deploy (munge role) to restore owner and modes"))
@@ -55,7 +48,7 @@ def test_same_key_as_head(host: Host, node: NodeSpec, head_key_digest: str, note
     result = host.run(f"sha256sum {KEY}")
     mine = result.stdout.split()[0] if result.rc == 0 else ""
     if not head_key_digest or mine != head_key_digest:
-        _fail(note, problem(node.name, "this node's MUNGE key differs from the head's "
+        fail(note, problem(node.name, "this node's MUNGE key differs from the head's "
                             f"(sha256 {mine[:12] or 'none'} vs {head_key_digest[:12] or 'none'})",
                             "the key was replaced on one node (a package reinstall creates a new "
                             "one), or the deploy stopped before copying it",
@@ -73,7 +66,7 @@ def test_credentials_decode_across_nodes(host: Host, controller: Host, node: Nod
             said = (decoded.stderr or decoded.stdout).strip().splitlines()
             failures.append(f"{way}: {said[-1] if said else 'failed'}")
     if failures:
-        _fail(note, problem(node.name, "MUNGE credentials do not decode: " + "; ".join(failures),
+        fail(note, problem(node.name, "MUNGE credentials do not decode: " + "; ".join(failures),
                             "different keys (Invalid credential), clocks apart (Expired/Rewound "
                             "credential) or munged down", "deploy (munge role); check chrony "
                             "(`chronyc tracking`) on both nodes"))

@@ -24,6 +24,7 @@ from gpuinfra.parsers.topo import parse_topo
 from gpuinfra.slurmconf import gpu_type, node_gres
 from gpuinfra.spec import NodeSpec
 from tests.verify.expect import problem
+from tests.verify.failure import fail
 from tests.verify.slurm_expect import (
     expected_gres,
     gres_problems,
@@ -34,21 +35,13 @@ from tests.verify.slurm_expect import (
 
 VERIFY_NODES = "workers"
 Note = Callable[[str, object], None]
+pytestmark = pytest.mark.usefixtures("slurm_site")
 JOB_TIMEOUT = 60
 # Opens each /dev/nvidiaN inside a job and prints "path outcome" (ok, or the OS error text).
 OPEN_PROBE = ('for p in /dev/nvidia[0-9]*; do if m=$( (exec 3<>"$p") 2>&1 ); '
               'then echo "$p ok"; else echo "$p ${m##*: }"; fi; done')
 
 
-def _fail(note: Note, message: str) -> None:
-    note("failure", message.splitlines()[0])
-    pytest.fail(message, pytrace=False)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _slurm_site(site) -> None:
-    if "slurm" not in site.spec.schedulers:
-        pytest.skip("schedulers has no 'slurm'")
 
 
 @pytest.fixture(scope="session")
@@ -70,14 +63,14 @@ def _gres_type(node_data, node: NodeSpec) -> str:
 def test_slurmctld_running(controller: Host, site, note: Note) -> None:
     head = site.spec.head[0].name
     if not controller.service("slurmctld").is_running:
-        _fail(note, problem(head, "slurmctld is not running",
+        fail(note, problem(head, "slurmctld is not running",
                             "it failed at start (config, state directory, munge)",
                             "`journalctl -u slurmctld`; deploy (slurm role)"))
 
 
 def test_slurmd_running(host: Host, node: NodeSpec, note: Note) -> None:
     if not host.service("slurmd").is_running:
-        _fail(note, problem(node.name, "slurmd is not running",
+        fail(note, problem(node.name, "slurmd is not running",
                             "slurmd refused its config (a gres.conf File= that does not exist: "
                             "GPU device nodes missing, driver not loaded) or munge is down",
                             "`journalctl -u slurmd` on the node; reboot after a driver install"))
@@ -87,7 +80,7 @@ def test_node_takes_jobs(node: NodeSpec, sinfo: dict, note: Note) -> None:
     message = node_state_problem(node.short_name, sinfo.get(node.short_name))
     note("slurm_state", sinfo[node.short_name].state if node.short_name in sinfo else "unknown")
     if message:
-        _fail(note, message)
+        fail(note, message)
 
 
 def test_node_gres_match_spec(node: NodeSpec, node_data, sinfo: dict, note: Note) -> None:
@@ -99,7 +92,7 @@ def test_node_gres_match_spec(node: NodeSpec, node_data, sinfo: dict, note: Note
     wrong = gres_problems(expected_gres(node_gres(node, _gres_type(node_data, node))),
                           seen.gres_counts())
     if wrong:
-        _fail(note, problem(node.name, "Slurm's GRES differ from the spec: " + "; ".join(wrong),
+        fail(note, problem(node.name, "Slurm's GRES differ from the spec: " + "; ".join(wrong),
                             "slurm.conf on the head is older than the spec, or was edited",
                             "deploy (slurm role): slurm.conf takes Gres= from the spec"))
 
@@ -116,7 +109,7 @@ def test_gres_links_match_topology(host: Host, node: NodeSpec, note: Note) -> No
     except GpuinfraError as exc:
         wrong = [str(exc)]
     if wrong:
-        _fail(note, problem(node.name, "gres.conf disagrees with the GPUs: " + "; ".join(wrong),
+        fail(note, problem(node.name, "gres.conf disagrees with the GPUs: " + "; ".join(wrong),
                             "the topology changed since gres.conf was written (a bridge "
                             "reseated or lost, a GPU replaced), or gres.conf was edited",
                             "deploy (slurm role) to regenerate gres.conf from the node's facts"))
@@ -129,7 +122,7 @@ def test_job_gets_only_its_gpu(controller: Host, node: NodeSpec, note: Note) -> 
                          f"-w {node.short_name} --gres=gpu:1 "
                          f"bash -c 'echo CVD=$CUDA_VISIBLE_DEVICES; {OPEN_PROBE}'")
     if job.rc != 0:
-        _fail(note, problem(node.name, f"a one-GPU job did not run (exit {job.rc}): "
+        fail(note, problem(node.name, f"a one-GPU job did not run (exit {job.rc}): "
                             f"{(job.stderr or job.stdout).strip()[-300:]}",
                             "the node is not usable (see test_node_takes_jobs) or srun cannot "
                             "reach it", "`scontrol show node` on the head; `journalctl -u slurmd`"))
@@ -143,7 +136,7 @@ def test_job_gets_only_its_gpu(controller: Host, node: NodeSpec, note: Note) -> 
     else:
         wrong += isolation_problems(outcomes, opened[0])
     if wrong:
-        _fail(note, problem(node.name, "GPU isolation: " + "; ".join(wrong),
+        fail(note, problem(node.name, "GPU isolation: " + "; ".join(wrong),
                             "cgroup.conf lacks ConstrainDevices=yes, or gres.conf lacks File= "
                             "(Slurm then cannot fence devices)",
                             "deploy (slurm role); check /etc/slurm/cgroup.conf on the node"))
@@ -168,7 +161,7 @@ def test_job_across_all_gpu_workers(cluster_job, site, note: Note) -> None:
     seen = {line.split()[0]: line for line in out.splitlines() if "CVD=" in line}
     without = [w for w in workers if w not in seen or re.search(r"CVD=(\s|$)", seen[w])]
     if rc != 0 or without:
-        _fail(note, problem("cluster", f"a job over {len(workers)} GPU workers with "
+        fail(note, problem("cluster", f"a job over {len(workers)} GPU workers with "
                             f"--gres=gpu:1 (exit {rc}) gave no GPU on: {', '.join(without)}; "
                             f"{err.strip()[-300:]}",
                             "a worker is not usable (see test_node_takes_jobs) or has no gres",
@@ -187,7 +180,7 @@ def test_accounting_records_the_job(controller: Host, cluster_job, site, note: N
                          "case \"$out\" in *COMPLETED*gres/gpu*) break;; esac; sleep 1; done; "
                          "printf '%s\\n' \"$out\"")
     if out.rc != 0 or jobs[0] not in out.stdout or "gres/gpu" not in out.stdout:
-        _fail(note, problem("cluster", f"sacct does not record job {jobs[0]} with its GPUs: "
+        fail(note, problem("cluster", f"sacct does not record job {jobs[0]} with its GPUs: "
                             f"{(out.stdout or out.stderr).strip()[:300]}",
                             "slurmdbd or MariaDB is down, or slurmctld does not send to it",
                             "`systemctl status slurmdbd mariadb` on the head; "
