@@ -21,6 +21,7 @@ from typing import Any
 from gpuinfra.errors import GpuinfraError, ParseError
 from gpuinfra.knowledge.nccl import PLATEAU_MIN_BYTES, SWEEP_MAX_BYTES, BusbwThreshold
 from gpuinfra.parsers._text import clean_lines
+from gpuinfra.slurmconf import SlurmConfigError, gpu_type
 from gpuinfra.verdicts import Finding
 
 SOURCE = "all_reduce_perf"
@@ -375,16 +376,12 @@ class ScriptError(GpuinfraError):
 
 
 def slurm_gpu_type(model_key: str) -> str:
-    """The Slurm GRES type of a GPU model: the spec key as a lower-case slug (h100-sxm5-80gb).
-
-    One rule for gres.conf ``Type=``, slurm.conf ``Gres=gpu:<type>:N`` and ``--gres``: the same
-    model always gets the same type, and an H100 SXM and an H100 PCIe never share one. Characters
-    other than letters, digits, '.', '_' and '-' become '-' (':' and ',' separate GRES fields).
-    """
-    slug = re.sub(r"[^a-z0-9._-]+", "-", model_key.strip().lower()).strip("-")
-    if not slug:
-        raise ScriptError(f"gpu_model = {model_key!r}: no letters or digits to make a GRES type")
-    return slug
+    """The Slurm GRES type of a GPU model (:func:`gpuinfra.slurmconf.gpu_type`, the rule the
+    slurm role deploys), as a :class:`ScriptError` when there is none."""
+    try:
+        return gpu_type(model_key)
+    except SlurmConfigError as exc:
+        raise ScriptError(str(exc)) from None
 
 
 @dataclass(frozen=True)

@@ -39,12 +39,27 @@ class SlurmConfigError(GpuinfraError):
 
 
 def gpu_type(model_key: str) -> str:
-    """The GRES type of a GPU model: its spec key in lower case (``h100-sxm5-80gb``).
+    """The GRES type of a GPU model: its spec key as a lower-case slug (``h100-sxm5-80gb``).
 
-    Unambiguous across SKUs (an H100 SXM and an H100 PCIe are different types), and valid in
-    ``--gres=gpu:<type>:<n>`` (no ``:`` or ``,``).
+    One rule for gres.conf ``Type=``, slurm.conf ``Gres=gpu:<type>:N`` and ``--gres`` (the NCCL
+    job too): unambiguous across SKUs (an H100 SXM and an H100 PCIe are different types).
+    Characters other than letters, digits, '.', '_' and '-' become '-' (``:`` and ``,``
+    separate GRES fields).
     """
-    return model_key.lower()
+    slug = re.sub(r"[^a-z0-9._-]+", "-", model_key.strip().lower()).strip("-")
+    if not slug:
+        raise SlurmConfigError(f"gpu_model = {model_key!r}: no letters or digits to make a "
+                               "GRES type")
+    return slug
+
+
+def node_gres_type(node: NodeSpec, override: Any = None) -> str:
+    """A GPU node's GRES type: its ``slurm_gpu_type`` data (checked) when set, else
+    :func:`gpu_type` of its model."""
+    if override:
+        return check_gres_type(override)
+    assert node.gpus is not None, f"{node.name} has no GPUs"
+    return gpu_type(node.gpus.model.key)
 
 
 def check_gres_type(value: Any, field_name: str = "slurm_gpu_type") -> str:

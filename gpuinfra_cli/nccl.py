@@ -26,7 +26,7 @@ from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge.nccl import min_busbw
 from gpuinfra.knowledge.topology import PROFILES
 from gpuinfra.nccl import JobSettings, judge_all_reduce, parse_all_reduce, sbatch_script
-from gpuinfra.nccl import slurm_gpu_type as default_gpu_type
+from gpuinfra.slurmconf import node_gres_type
 from gpuinfra.spec import ClusterSpec, NodeSpec, Partition, build_cluster, validate
 
 EXIT_OK, EXIT_FAIL, EXIT_UNUSABLE = 0, 1, 2
@@ -161,7 +161,7 @@ def plan_job(spec: ClusterSpec, partition: str | None = None, nodes: int | None 
     if not eligible:
         raise NcclPlanError(f"partition {part.name!r} has no GPU node without MIG to test "
                             f"(members: {', '.join(part.nodes)})")
-    types = {n.name: _gres_type(n, (gres_types or {}).get(n.name)) for n in eligible}
+    types = {n.name: node_gres_type(n, (gres_types or {}).get(n.name)) for n in eligible}
     _require_uniform(part.name, eligible, types)
     chosen = _count(part.name, eligible, nodes)
     return JobPlan(part.name, tuple(chosen), tuple(n.short_name for n in mig),
@@ -181,12 +181,6 @@ def _partition(spec: ClusterSpec, name: str | None) -> Partition:
         if part.name == name:
             return part
     raise NcclPlanError(f"--partition {name!r}: not in the spec (partitions: {known})")
-
-
-def _gres_type(node: NodeSpec, override: Any) -> str:
-    """The node's slurm_gpu_type data key when set, else the model's lower-case slug."""
-    assert node.gpus is not None
-    return str(override) if override else default_gpu_type(node.gpus.model.key)
 
 
 def _setup(node: NodeSpec, gres_type: str) -> str:

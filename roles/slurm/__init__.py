@@ -28,8 +28,8 @@ from gpuinfra.slurmconf import (
     GresPlan,
     NodeHardware,
     gpu_devices,
-    gpu_type,
     gres_plan,
+    node_gres_type,
     node_hardware,
     slurm_conf,
 )
@@ -99,10 +99,9 @@ def worker_hardware(name: str, reserve_percent: int) -> NodeHardware | None:
 
 def gres_type_of(name: str) -> str:
     """The GRES type of a node's GPUs: its slurm_gpu_type, else its model in lower case."""
-    other = inventory.get_host(name)
     spec = cluster_spec().node(name)
-    override = other.data.get("slurm_gpu_type")
-    return override or (gpu_type(spec.gpus.model.key) if spec.gpus else "none")
+    override = inventory.get_host(name).data.get("slurm_gpu_type")
+    return node_gres_type(spec, override) if spec.gpus else "none"
 
 
 def _node_gres(node: NodeSpec) -> GresPlan:

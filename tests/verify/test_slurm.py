@@ -21,7 +21,7 @@ from testinfra.host import Host
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.parsers.slurm import SINFO_FORMAT, parse_sinfo_nodes, parse_slurmd_gres
 from gpuinfra.parsers.topo import parse_topo
-from gpuinfra.slurmconf import gpu_type, node_gres
+from gpuinfra.slurmconf import node_gres, node_gres_type
 from gpuinfra.spec import NodeSpec
 from tests.verify.expect import problem
 from tests.verify.failure import fail
@@ -55,11 +55,6 @@ def sinfo(controller: Host) -> dict:
     return parse_sinfo_nodes(result.stdout)
 
 
-def _gres_type(node_data, node: NodeSpec) -> str:
-    assert node.gpus is not None
-    return node_data.get("slurm_gpu_type") or gpu_type(node.gpus.model.key)
-
-
 def test_slurmctld_running(controller: Host, site, note: Note) -> None:
     head = site.spec.head[0].name
     if not controller.service("slurmctld").is_running:
@@ -89,8 +84,8 @@ def test_node_gres_match_spec(node: NodeSpec, node_data, sinfo: dict, note: Note
     seen = sinfo.get(node.short_name)
     if seen is None:
         pytest.skip("the controller does not know this node (see test_node_takes_jobs)")
-    wrong = gres_problems(expected_gres(node_gres(node, _gres_type(node_data, node))),
-                          seen.gres_counts())
+    gres_type = node_gres_type(node, node_data.get("slurm_gpu_type"))
+    wrong = gres_problems(expected_gres(node_gres(node, gres_type)), seen.gres_counts())
     if wrong:
         fail(note, problem(node.name, "Slurm's GRES differ from the spec: " + "; ".join(wrong),
                             "slurm.conf on the head is older than the spec, or was edited",
