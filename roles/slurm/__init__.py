@@ -39,7 +39,7 @@ from roles.data import role_data
 from roles.facts import CpuLayout as CpuLayoutFact
 from roles.facts import MemTotalMb, NvidiaDeviceMinors, NvidiaGpus, NvidiaTopology
 from roles.slurm.defaults import DEFAULTS
-from roles.slurm.operations import accounting_db, checked_config
+from roles.slurm.operations import accounting_db, check_sql_name, checked_config
 from roles.templates import render
 
 CONF_DIR = "/etc/slurm"
@@ -197,10 +197,8 @@ def _accounting(data: dict[str, Any], distro: dict[str, Any], spec: ClusterSpec)
                  no_recommends=True, update=True, cache_time=86400)
     systemd.service(name="Run MariaDB", service=distro["mariadb_service"], running=True,
                     enabled=True)
-    db, user = data["slurm_db_name"], data["slurm_db_user"]
-    for value, what in ((db, "slurm_db_name"), (user, "slurm_db_user")):
-        if not value.replace("_", "").isalnum():
-            raise GpuinfraError(f"slurm: {what} = {value!r}: letters, digits and '_' only")
+    db = check_sql_name(data["slurm_db_name"], "slurm_db_name")
+    user = check_sql_name(data["slurm_db_user"], "slurm_db_user")
     accounting_db(name=f"Accounting database {db} and its user {user}", database=db,
                   user=user)
     text = render("slurm", SLURMDBD_CONF, cluster_name=spec.name,

@@ -19,6 +19,8 @@ from pyinfra import host
 from pyinfra.api import FactBase, FileUploadCommand, StringCommand, operation
 from pyinfra.facts.files import Sha256File
 
+from gpuinfra.errors import GpuinfraError
+
 STAGE_DIR = "/etc/slurm/.gpuinfra-staged"
 
 
@@ -70,6 +72,14 @@ def checked_config(files: Mapping[str, str], check_as: str):
                             "mv", "-f", temp, path)
 
 
+def check_sql_name(value: str, what: str) -> str:
+    """``value`` when it is safe as a MariaDB identifier in the role's SQL (letters, digits
+    and '_'); raises GpuinfraError naming ``what`` otherwise."""
+    if not isinstance(value, str) or not value.replace("_", "").isalnum():
+        raise GpuinfraError(f"slurm: {what} = {value!r}: letters, digits and '_' only")
+    return value
+
+
 class MariaDbAccounting(FactBase):
     """Whether MariaDB has the accounting database and its user:
     ``{"database": True, "user": True}`` (both False when MariaDB is absent or down)."""
@@ -92,9 +102,8 @@ def accounting_db(database: str, user: str):
     + database: database name (letters, digits, '_')
     + user: the OS user slurmdbd runs as; MariaDB lets it in through the local socket
     """
-    for value in (database, user):
-        if not value.replace("_", "").isalnum():
-            raise ValueError(f"{value!r}: letters, digits and '_' only")
+    check_sql_name(database, "database")
+    check_sql_name(user, "user")
     have = host.get_fact(MariaDbAccounting, database=database, user=user)
     if have["database"] and have["user"]:
         host.noop(f"database {database} and user {user} already there")
