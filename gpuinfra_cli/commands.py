@@ -12,7 +12,6 @@ from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge.gpus import GPU_MODELS, gpu_model
 from gpuinfra.knowledge.topology import PROFILES
 from gpuinfra.parsers import PARSERS, parser_for
-from gpuinfra.spec import validate
 
 EXIT_OK, EXIT_FAIL, EXIT_UNUSABLE = 0, 1, 2
 
@@ -32,14 +31,12 @@ def add_validate(sub: argparse._SubParsersAction) -> None:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    from gpuinfra_cli.gate import format_errors
-    from gpuinfra_cli.inventory import load_hosts
+    from gpuinfra_cli.gate import validated_site
 
-    hosts, duplicates = load_hosts(args.inventory)
-    errors = validate(hosts, duplicates)
-    if errors:
-        print(format_errors(errors, args.inventory), file=sys.stderr)
+    site = validated_site(args.inventory)
+    if site is None:
         return EXIT_FAIL
+    hosts = site[0]
     gpu_hosts = sum(1 for h in hosts if h.data.get("gpu_model"))
     print(f"{args.inventory}: valid ({len(hosts)} hosts, {gpu_hosts} with GPUs)")
     return EXIT_OK

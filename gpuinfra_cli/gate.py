@@ -31,6 +31,17 @@ def format_errors(errors: Iterable[Any], source: str = "the cluster spec") -> st
     return "\n".join(lines)
 
 
+def validated_site(path: str) -> tuple[list[HostInput], ClusterSpec] | None:
+    """The hosts and cluster spec of inventory ``path``, or None after printing every
+    problem of its spec to stderr (the CLI commands that read a site: validate, nccl)."""
+    hosts, duplicates = load_hosts(path)
+    try:
+        return hosts, build_cluster(hosts, duplicates)
+    except SpecInvalid as exc:
+        print(format_errors(exc.errors, path), file=sys.stderr)
+        return None
+
+
 def _cli_params() -> dict[str, Any] | None:
     try:
         import click

@@ -27,7 +27,7 @@ from gpuinfra.knowledge.nccl import min_busbw
 from gpuinfra.knowledge.topology import PROFILES
 from gpuinfra.nccl import JobSettings, judge_all_reduce, parse_all_reduce, sbatch_script
 from gpuinfra.slurmconf import node_gres_type
-from gpuinfra.spec import ClusterSpec, NodeSpec, Partition, build_cluster, validate
+from gpuinfra.spec import ClusterSpec, NodeSpec, Partition
 
 EXIT_OK, EXIT_FAIL, EXIT_UNUSABLE = 0, 1, 2
 _SIZE = re.compile(r"^(\d+)([KMG]?)$", re.IGNORECASE)
@@ -112,15 +112,12 @@ class JobPlan:
 
 
 def run_script(args: argparse.Namespace) -> int:
-    from gpuinfra_cli.gate import format_errors
-    from gpuinfra_cli.inventory import load_hosts
+    from gpuinfra_cli.gate import validated_site
 
-    hosts, duplicates = load_hosts(args.inventory)
-    errors = validate(hosts, duplicates)
-    if errors:
-        print(format_errors(errors, args.inventory), file=sys.stderr)
+    site = validated_site(args.inventory)
+    if site is None:
         return EXIT_FAIL
-    spec = build_cluster(hosts, duplicates)
+    hosts, spec = site
     gres_types = {h.name: h.data.get("slurm_gpu_type") for h in hosts}
     plan = plan_job(spec, args.partition, args.nodes, gres_types)
     node, gpus = plan.first, plan.first.gpus
