@@ -76,25 +76,33 @@ DISTRO: dict[str, dict[str, Any]] = {
     },
 }
 
-# Facts of other hosts are read once per run (slurm.conf needs every worker's hardware).
-_HARDWARE_CACHE: dict[tuple[int, str], NodeHardware | None] = {}
+# CPU facts of each worker are read once per run: slurm.conf needs every worker's, and each
+# worker's gres.conf its own.
+_CPU_FACTS: dict[tuple[int, str], tuple[dict[str, Any], int | None]] = {}
 
 
 def cluster_spec() -> ClusterSpec:
     return require_valid(inventory)
 
 
-def worker_hardware(name: str, reserve_percent: int) -> NodeHardware | None:
-    """A worker's slurm.conf hardware, read from that worker (cached for this run)."""
+def cpu_facts(name: str) -> tuple[CpuLayout | None, int | None]:
+    """(CPU layout, MemTotal MiB) of host ``name``, read from it once per run."""
     other = inventory.get_host(name)
     key = (id(other.state), name)
-    if key not in _HARDWARE_CACHE:
-        layout = other.get_fact(CpuLayoutFact)
-        memory = other.get_fact(MemTotalMb)
-        _HARDWARE_CACHE[key] = (node_hardware(CpuLayout.from_json(layout), memory,
-                                              reserve_percent)
-                                if layout and memory else None)
-    return _HARDWARE_CACHE[key]
+    if key not in _CPU_FACTS:
+        _CPU_FACTS[key] = (other.get_fact(CpuLayoutFact), other.get_fact(MemTotalMb))
+    layout, memory = _CPU_FACTS[key]
+    return (CpuLayout.from_json(layout) if layout else None), memory
+
+
+def worker_hardware(name: str) -> NodeHardware | None:
+    """A worker's slurm.conf hardware: its own CPUs and memory, less its own
+    slurm_memory_reserve_percent (so slurm.conf is the same whichever host renders it)."""
+    layout, memory = cpu_facts(name)
+    if layout is None or not memory:
+        return None
+    reserve = role_data(inventory.get_host(name), DEFAULTS)["slurm_memory_reserve_percent"]
+    return node_hardware(layout, memory, reserve)
 
 
 def gres_type_of(name: str) -> str:
@@ -112,8 +120,7 @@ def _node_gres(node: NodeSpec) -> GresPlan:
     devices, notes = gpu_devices(gpus, host.get_fact(NvidiaDeviceMinors))
     topo_json = host.get_fact(NvidiaTopology)
     topo = TopoMatrix(**{**topo_json, "gpu_numa_ids": {}}) if topo_json else None
-    layout_json = host.get_fact(CpuLayoutFact)
-    layout = CpuLayout.from_json(layout_json) if layout_json else None
+    layout, _ = cpu_facts(node.name)
     plan = gres_plan(node, gres_type_of(node.name), devices, topo, layout)
     return GresPlan(plan.lines, tuple(notes) + plan.notes, plan.nvml_needed)
 
@@ -121,11 +128,10 @@ def _node_gres(node: NodeSpec) -> GresPlan:
 def _configs(spec: ClusterSpec, node: NodeSpec, data: dict[str, Any],
              distro: dict[str, Any]) -> tuple[dict[str, str], GresPlan, list[str]]:
     workers = [n for n in spec.nodes if n.is_worker]
-    reserve = data["slurm_memory_reserve_percent"]
     conf = slurm_conf(
         spec,
         addresses={n.name: node_address(inventory.get_host(n.name).data) for n in spec.nodes},
-        hardware={n.name: worker_hardware(n.name, reserve) for n in workers},
+        hardware={n.name: worker_hardware(n.name) for n in workers},
         gres_type_of={n.name: gres_type_of(n.name) for n in workers},
         accounting=spec.slurm_accounting,
         extra=data["slurm_conf_extra"],
