@@ -56,7 +56,7 @@ demo: $(STAMP)
 	$(BIN)/gpuinfra lab reboot
 	$(BIN)/python -m gpuinfra_cli.idempotence inventory/lab.py
 	$(BIN)/gpuinfra report --inventory inventory/lab.py
-	$(BIN)/python -m tests.lab.bad_slurm_conf inventory/lab.py
+	$(BIN)/python -m lab.bad_slurm_conf inventory/lab.py
 	@echo
 	@echo "The lab is still up. Look inside: ssh -F .lab/ssh_config lab-worker1"
 	@echo "                     or: $(BIN)/gpuinfra lab status"
@@ -66,7 +66,7 @@ deploy: $(STAMP)
 	$(BIN)/pyinfra -y inventory/lab.py deploy.py
 
 verify: $(STAMP)
-	$(BIN)/pytest -q -p no:cacheprovider tests/verify --inventory inventory/lab.py -n 4
+	$(BIN)/pytest -q -p no:cacheprovider verify --inventory inventory/lab.py -n 4
 
 lab-up: $(STAMP)
 	$(BIN)/gpuinfra lab up

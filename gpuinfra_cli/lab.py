@@ -3,7 +3,7 @@
 `up` builds (or reuses) a Debian 12 image with debootstrap, starts one head and N GPU workers as
 systemd containers on their own podman network, authorizes the lab's SSH key for root, gives
 every worker replayed GPU hardware (device nodes and an `nvidia-smi` stand-in, from
-tests/lab/hardware/), and writes .lab/hosts.json, which inventory/lab.py reads. The deploy then
+lab/hardware/), and writes .lab/hosts.json, which inventory/lab.py reads. The deploy then
 reaches the lab over SSH exactly as it reaches real hosts. `reboot` restarts every host
 (`podman restart`: fresh /run and /dev), as an operator reboots after a first driver install.
 
@@ -40,7 +40,7 @@ WORKER_PROFILES = ("8x-h100-sxm-nvswitch", "2x-h100-pcie-bridged")  # cycled ove
 BROKEN_PROFILE = "2x-a100-pcie-bridge-missing"
 MAX_WORKERS = 16
 
-# The image recipe. Any change here or in tests/lab/image/customize.sh changes the image tag,
+# The image recipe. Any change here or in lab/image/customize.sh changes the image tag,
 # so the next `lab up` rebuilds the image and recreates the containers.
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
@@ -55,9 +55,9 @@ CONTAINERS_CONF_TEXT = '[containers]\ndefault_ulimits = []\n\n[engine]\nruntime 
 BOOT_TIMEOUT_S = 120
 SSH_TIMEOUT_S = 60
 
-# Where the lab's files go inside a worker (see tests/lab/README.md).
+# Where the lab's files go inside a worker (see lab/README.md).
 GUEST_HARDWARE = "usr/local/share/gpuinfra-lab/hardware"
-GUEST_FILES = {  # tests/lab/<file> -> (path in the container, mode)
+GUEST_FILES = {  # lab/<file> -> (path in the container, mode)
     "nvidia-smi": ("usr/local/bin/nvidia-smi", 0o755),
     "gpuinfra-lab-devices": ("usr/local/sbin/gpuinfra-lab-devices", 0o755),
     "gpuinfra-lab-devices.service": ("etc/systemd/system/gpuinfra-lab-devices.service", 0o644),
@@ -97,7 +97,7 @@ class Paths:
 
     @property
     def assets(self) -> Path:
-        return self.repo / "tests" / "lab"
+        return self.repo / "lab"
 
     @property
     def hardware(self) -> Path:
@@ -167,11 +167,11 @@ def ssh_config_text(hosts: list[dict], ssh_key: Path) -> str:
 
 
 def find_repo() -> Path:
-    """The checkout holding tests/lab/ (this package's parent, else the working directory)."""
+    """The checkout holding lab/ (this package's parent, else the working directory)."""
     for candidate in (Path(__file__).resolve().parents[1], Path.cwd()):
-        if (candidate / "tests" / "lab" / "hardware").is_dir():
+        if (candidate / "lab" / "hardware").is_dir():
             return candidate
-    raise LabError("tests/lab/hardware not found: run gpuinfra lab from the project checkout")
+    raise LabError("lab/hardware not found: run gpuinfra lab from the project checkout")
 
 
 # --- running commands ---------------------------------------------------------------------------
@@ -333,7 +333,7 @@ def debootstrap(rootfs: Path, log: Path) -> None:
 
 
 def customize(rootfs: Path, script: Path) -> None:
-    """Run tests/lab/image/customize.sh inside the new root."""
+    """Run lab/image/customize.sh inside the new root."""
     target = rootfs / "tmp" / "gpuinfra-customize.sh"
     shutil.copyfile(script, target)
     proc = subprocess.run(

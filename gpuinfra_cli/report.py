@@ -1,4 +1,4 @@
-"""`gpuinfra report`: a short per-node account of the verify suite (tests/verify).
+"""`gpuinfra report`: a short per-node account of the verify suite (verify).
 
     gpuinfra report --inventory inventory/lab.py               run the suite, then report
     gpuinfra report --inventory inventory/lab.py --junit FILE  report on a finished run
@@ -24,7 +24,7 @@ from pathlib import Path
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.spec import ClusterSpec, NodeSpec, build_cluster
 
-SUITE = Path("tests") / "verify"
+SUITE = Path("verify")
 # Test module -> its line in the report, in this order (other modules follow, by their name).
 SECTIONS = {"test_gpu": "topology", "test_common": "base role"}
 _ORDER = list(SECTIONS)
@@ -139,7 +139,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from gpuinfra_cli.inventory import load_hosts
 
     if args.junit and not Path(args.junit).is_file():
-        raise GpuinfraError(f"{args.junit}: no such file (write it with `pytest tests/verify "
+        raise GpuinfraError(f"{args.junit}: no such file (write it with `pytest verify "
                             f"--inventory {args.inventory} --junitxml {args.junit}`)")
     hosts, duplicates = load_hosts(args.inventory)
     spec = build_cluster(hosts, duplicates)
@@ -167,7 +167,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     report.add_argument("--inventory", required=True, metavar="FILE",
                         help="the pyinfra inventory (inventory/<site>.py)")
     report.add_argument("--junit", metavar="FILE",
-                        help="read this junit XML of a finished `pytest tests/verify` run "
+                        help="read this junit XML of a finished `pytest verify` run "
                              "instead of running the suite")
     report.add_argument("-n", "--workers", default="4", metavar="N",
                         help="pytest-xdist workers when running the suite (0: serial)")

@@ -1,7 +1,7 @@
 """The local lab cluster (`gpuinfra lab up`): one head and GPU workers in podman containers.
 
 The GPU keys are the cluster spec: what each node is meant to be. Each worker's lab hardware
-profile (tests/lab/hardware/) decides what its replayed `nvidia-smi` answers; the broken
+profile (lab/hardware/) decides what its replayed `nvidia-smi` answers; the broken
 profile's spec says NVLink-bridged pairs while its replayed hardware is PCIe only.
 
 Connection data come from .lab/hosts.json, written by `gpuinfra lab up`: with it, the hosts are

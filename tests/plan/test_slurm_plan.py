@@ -62,7 +62,7 @@ DISTROS = ["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
 HEAD, WORKER1, WORKER2 = "lab-head", "lab-worker1", "lab-worker2"
 CLUSTER = {"cluster_name": "lab"}
 CAPTURES = REPO / "tests" / "fixtures" / "slurm"
-HARDWARE = REPO / "tests" / "lab" / "hardware"
+HARDWARE = REPO / "lab" / "hardware"
 PROFILE = {WORKER1: "8x-h100-sxm-nvswitch", WORKER2: "2x-h100-pcie-bridged"}
 SPEC = {
     HEAD: {"ssh_hostname": "10.0.0.10"},

@@ -30,7 +30,7 @@ from roles.facts import (
 )
 from tests.conftest import REAL, REPO, real_files
 
-LAB = REPO / "tests" / "lab"
+LAB = REPO / "lab"
 TOPO = REAL / "nvidia-smi-topo-m"
 NVLINK = REAL / "nvidia-smi-nvlink"
 

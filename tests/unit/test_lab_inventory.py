@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from gpuinfra_cli import lab
+from lab import profiles
 from tests.conftest import REAL, REPO
-from tests.lab import profiles
 
-HARDWARE = REPO / "tests" / "lab" / "hardware"
-STAND_IN = REPO / "tests" / "lab" / "nvidia-smi"
+HARDWARE = REPO / "lab" / "hardware"
+STAND_IN = REPO / "lab" / "nvidia-smi"
 ALL_PROFILES = sorted(profiles.BUILDERS)
 
 
@@ -135,7 +135,7 @@ def test_every_lab_profile_has_a_spec_and_a_folder(tmp_path: Path) -> None:
 def test_committed_profile_matches_its_builder(name: str) -> None:
     built = profiles.build(name)
     committed = {p.name: p.read_text() for p in (HARDWARE / name).iterdir()}
-    assert committed == built, "run: .venv/bin/python -m tests.lab.profiles"
+    assert committed == built, "run: .venv/bin/python -m lab.profiles"
 
 
 @pytest.mark.parametrize("name", ALL_PROFILES)

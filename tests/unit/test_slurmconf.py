@@ -37,7 +37,7 @@ from roles.templates import render
 from tests.conftest import REAL, REPO
 
 SLURM = REPO / "tests" / "fixtures" / "slurm"
-HARDWARE = REPO / "tests" / "lab" / "hardware"
+HARDWARE = REPO / "lab" / "hardware"
 TOPO = REAL / "nvidia-smi-topo-m"
 
 HGX = {"gpu_model": "H100-SXM5-80GB", "gpu_count": 8, "gpu_topology": "nvswitch-all-to-all"}

@@ -1,4 +1,4 @@
-"""The driver suite's pure helpers (tests/verify/expect.py) and the lab's device-node script."""
+"""The driver suite's pure helpers (verify/expect.py) and the lab's device-node script."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import importlib.util
 from pathlib import Path
 
 from roles.nvidia_driver.defaults import DEFAULTS
-from tests.verify.expect import (
+from verify.expect import (
     csv_column,
     device_problems,
     driver_version_problems,
@@ -16,7 +16,7 @@ from tests.verify.expect import (
     role_expected,
 )
 
-DEVICES_SCRIPT = Path(__file__).resolve().parents[1] / "lab" / "gpuinfra-lab-devices"
+DEVICES_SCRIPT = Path(__file__).resolve().parents[2] / "lab" / "gpuinfra-lab-devices"
 
 
 def _devices_module():

@@ -12,18 +12,18 @@ from tests.conftest import REPO
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" tests="6">
- <testcase classname="tests.verify.test_common" name="test_chrony[head1]" time="0.1">
+ <testcase classname="verify.test_common" name="test_chrony[head1]" time="0.1">
   <properties><property name="chrony" value="running, enabled"/></properties></testcase>
- <testcase classname="tests.verify.test_common" name="test_sshd[head1]" time="0.1">
+ <testcase classname="verify.test_common" name="test_sshd[head1]" time="0.1">
   <properties><property name="sshd" value="running, enabled"/></properties></testcase>
- <testcase classname="tests.verify.test_common" name="test_sysctls[gpu1]" time="0.1">
+ <testcase classname="verify.test_common" name="test_sysctls[gpu1]" time="0.1">
   <failure message="AssertionError: sysctls differ:&#10;  a: expected 1">...</failure></testcase>
- <testcase classname="tests.verify.test_gpu" name="test_gpu_count[gpu1]" time="0.1">
+ <testcase classname="verify.test_gpu" name="test_gpu_count[gpu1]" time="0.1">
   <properties><property name="gpus_seen" value="2x NVIDIA H100 PCIe"/></properties></testcase>
- <testcase classname="tests.verify.test_gpu" name="test_p2p[gpu1]" time="0.1">
+ <testcase classname="verify.test_gpu" name="test_p2p[gpu1]" time="0.1">
   <properties><property name="failure" value="p2p-r GPU0-GPU1: expected OK, observed NS; NS"/>
   </properties><failure message="gpu1: 2 failed check(s)">...</failure></testcase>
- <testcase classname="tests.verify.test_gpu" name="test_nvlink_links[gpu1]" time="0.1">
+ <testcase classname="verify.test_gpu" name="test_nvlink_links[gpu1]" time="0.1">
   <skipped type="pytest.skip" message="no checks">...</skipped></testcase>
  <testcase classname="tests.unit.test_x" name="test_plain" time="0.1"/>
 </testsuite></testsuites>

@@ -6,7 +6,7 @@ its GRES equal the spec (gres/gpu counts, mps, shard); slurmd's GPU Links= equal
 counts of `nvidia-smi topo -m`; a job given one GPU gets CUDA_VISIBLE_DEVICES and cannot open
 the node's other GPUs (cgroup ConstrainDevices). Cluster-wide: slurmctld running; one job
 across every worker with --gres=gpu:1; with slurm_accounting, that job recorded by sacct.
-In the lab, nvidia-smi replays captures (tests/lab/README.md): the GRES/Links checks prove
+In the lab, nvidia-smi replays captures (lab/README.md): the GRES/Links checks prove
 the configuration logic there, the hardware only on a real cluster.
 """
 
@@ -23,9 +23,9 @@ from gpuinfra.parsers.slurm import SINFO_FORMAT, parse_sinfo_nodes, parse_slurmd
 from gpuinfra.parsers.topo import parse_topo
 from gpuinfra.slurmconf import node_gres, node_gres_type
 from gpuinfra.spec import NodeSpec
-from tests.verify.expect import problem
-from tests.verify.failure import fail
-from tests.verify.slurm_expect import (
+from verify.expect import problem
+from verify.failure import fail
+from verify.slurm_expect import (
     expected_gres,
     gres_problems,
     isolation_problems,

@@ -6,7 +6,7 @@ loaded then skip with that reason instead of failing misleadingly. Otherwise: dr
 spec's branch, GPU count, persistence mode, nouveau not loaded, Fabric Manager where the profile
 needs it, /dev/nvidia* group and mode, the container runtime where the toolkit is enabled.
 Expected values are the roles' defaults.py with the host's data over them. In the lab,
-nvidia-smi replays captures (tests/lab/README.md): the nvidia-smi checks prove their logic there.
+nvidia-smi replays captures (lab/README.md): the nvidia-smi checks prove their logic there.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from gpuinfra.spec import NodeSpec
 from roles.container_toolkit.defaults import DEFAULTS as TOOLKIT_DEFAULTS
 from roles.fabric_manager.defaults import DEFAULTS as FM_DEFAULTS
 from roles.nvidia_driver.defaults import DEFAULTS as DRIVER_DEFAULTS
-from tests.verify.expect import (
+from verify.expect import (
     csv_column,
     device_problems,
     driver_version_problems,
@@ -33,7 +33,7 @@ from tests.verify.expect import (
     role_expected,
     smi_failure,
 )
-from tests.verify.failure import fail
+from verify.failure import fail
 
 VERIFY_NODES = "gpu"
 Note = Callable[[str, object], None]

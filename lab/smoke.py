@@ -1,6 +1,6 @@
 """Smoke test of a running lab over SSH with testinfra (not part of `make test`).
 
-    .venv/bin/pytest -q -p no:cacheprovider tests/lab/smoke.py \
+    .venv/bin/pytest -q -p no:cacheprovider lab/smoke.py \
         --hosts=ssh://lab-worker1 --ssh-config=.lab/ssh_config
 
 It proves the path the verify suite takes: testinfra's ssh backend, the lab's key and

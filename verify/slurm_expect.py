@@ -1,4 +1,4 @@
-"""Pure judgements of the Slurm and munge checks (tests/verify/test_slurm.py, test_munge.py).
+"""Pure judgements of the Slurm and munge checks (verify/test_slurm.py, test_munge.py).
 
 Nothing here connects to a host: tests/unit/test_verify_slurm.py shows each judgement failing
 on broken input. Messages follow the suite's form: what was seen, then cause and fix.
@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 from gpuinfra.parsers.slurm import GresRecord, SlurmNode
 from gpuinfra.parsers.topo import TopoMatrix
-from tests.verify.expect import problem
+from verify.expect import problem
 
 # Slurm states in which a node takes jobs.
 USABLE_STATES = ("idle", "mixed", "allocated", "completing")

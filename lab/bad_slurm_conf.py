@@ -1,6 +1,6 @@
 """Lab proof: a deploy with a broken slurm.conf is refused, and the controller keeps running.
 
-    .venv/bin/python -m tests.lab.bad_slurm_conf [inventory/lab.py]
+    .venv/bin/python -m lab.bad_slurm_conf [inventory/lab.py]
 
 On a converged lab: records slurmctld's PID and the live slurm.conf's SHA-256 on the head,
 deploys with a misspelt key (``--data slurm_conf_extra='{"SelectTypeParameter": ...}'``),
@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 BAD_DATA = 'slurm_conf_extra={"SelectTypeParameter": "CR_Core_Memory"}'
 MUST_SAY = ("unrecognized key: SelectTypeParameter", "gpuinfra: Slurm refused the new "
             "configuration")

@@ -89,7 +89,7 @@ class Site:
 
 
 def site_from_json(inventory: str, text: str) -> Site:
-    """The :class:`Site` from `python -m tests.verify.inventory_json` output.
+    """The :class:`Site` from `python -m verify.inventory_json` output.
 
     Raises gpuinfra.spec.SpecInvalid when the spec is invalid.
     """

@@ -1,13 +1,13 @@
 """Build the lab's simulated GPU hardware profiles from real captured outputs.
 
-Each profile under ``tests/lab/hardware/<profile>/`` holds what the ``nvidia-smi`` stand-in
+Each profile under ``lab/hardware/<profile>/`` holds what the ``nvidia-smi`` stand-in
 replays on one lab worker: verbatim copies of captures from ``tests/fixtures/real/``, a few files
 derived from them (documented per file in ``manifest.json`` under ``sources``), ``gpus.json``
 (answers to ``--query-gpu``) and the device nodes that ``lab up`` creates.
 
 The profile folders are committed. Regenerate them after changing this file with::
 
-    .venv/bin/python -m tests.lab.profiles
+    .venv/bin/python -m lab.profiles
 
 ``tests/unit/test_lab_inventory.py`` checks that the committed folders equal what this module
 builds, and that every copied file is byte-identical to its capture.
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 REAL = REPO / "tests" / "fixtures" / "real"
 HARDWARE = Path(__file__).resolve().parent / "hardware"
 
@@ -270,7 +270,7 @@ def h100_sxm_nvswitch() -> Profile:
     p.derive("L.txt", list_gpus(gpus), "derived: gpus.json in `nvidia-smi -L` format", "-L")
     p.sources["gpus.json"] = (
         f"derived: per GPU of tests/fixtures/real/{q_rel} (index = order in the capture = "
-        "Minor Number), the -q entries of Q_FIELDS in tests/lab/profiles.py"
+        "Minor Number), the -q entries of Q_FIELDS in lab/profiles.py"
     )
     return p
 

@@ -9,7 +9,7 @@ from testinfra.host import Host
 
 from gpuinfra.platforms import node_address
 from gpuinfra.spec import NodeSpec
-from tests.verify.expect import (
+from verify.expect import (
     Site,
     common_expected,
     missing_hosts_entries,

@@ -1,6 +1,6 @@
 """The verify suite's harness: any inventory of the project becomes testinfra hosts.
 
-    .venv/bin/pytest tests/verify --inventory inventory/<site>.py [-n 4]
+    .venv/bin/pytest verify --inventory inventory/<site>.py [-n 4]
 
 The inventory is read with the deploy's own loader (gpuinfra_cli.inventory.load_hosts, in a
 child process: see inventory_json.py) and turned into the typed cluster spec
@@ -27,7 +27,7 @@ from testinfra.host import Host
 
 from gpuinfra.spec import NodeSpec, SpecInvalid
 from gpuinfra_cli.gate import format_errors
-from tests.verify.expect import Site, host_of, site_from_json
+from verify.expect import Site, host_of, site_from_json
 
 _SITE = pytest.StashKey[Site]()
 _SITE_JSON_KEY = pytest.StashKey[str]()
@@ -43,7 +43,7 @@ def pytest_configure(config: pytest.Config) -> None:
     path = config.getoption("inventory", default=None)
     if not path:
         if _named(config):
-            raise pytest.UsageError("tests/verify needs --inventory inventory/<site>.py")
+            raise pytest.UsageError("verify needs --inventory inventory/<site>.py")
         return  # collected as part of a wider run (`pytest tests`): its tests skip
     worker_input = getattr(config, "workerinput", {})
     text = worker_input.get(_SITE_JSON) or _inventory_json(path, config.rootpath)
@@ -62,9 +62,9 @@ def _named(config: pytest.Config) -> bool:
 
 
 def _inventory_json(path: str, root: Path) -> str:
-    """The inventory as JSON, read in a child process (see tests/verify/inventory_json.py)."""
+    """The inventory as JSON, read in a child process (see verify/inventory_json.py)."""
     run = subprocess.run(
-        [sys.executable, "-m", "tests.verify.inventory_json", str(Path(path).resolve())],
+        [sys.executable, "-m", "verify.inventory_json", str(Path(path).resolve())],
         cwd=root, capture_output=True, text=True, check=False,
     )
     if run.returncode != 0:
@@ -89,7 +89,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     site = metafunc.config.stash.get(_SITE, None)
     if site is None:
-        skip = pytest.mark.skip(reason="run as: pytest tests/verify --inventory FILE")
+        skip = pytest.mark.skip(reason="run as: pytest verify --inventory FILE")
         metafunc.parametrize("node_name", [pytest.param("", marks=skip)], ids=["no-inventory"])
         return
     nodes = site.spec.nodes

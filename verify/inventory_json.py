@@ -1,4 +1,4 @@
-"""Print an inventory's hosts and merged data as JSON: `python -m tests.verify.inventory_json FILE`.
+"""Print an inventory's hosts and merged data as JSON: `python -m verify.inventory_json FILE`.
 
 The verify suite reads the inventory through this child process because importing pyinfra_cli
 (the deploy's own inventory loader) monkey-patches threads with gevent, which deadlocks

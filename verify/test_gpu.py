@@ -3,7 +3,7 @@
 The outputs are read on the host, parsed by gpuinfra.parsers and judged by
 gpuinfra.verdicts.check_system. One test per check family, so a failure names its family in the
 test id; its message lists every failed finding with cause and fix. In the lab, nvidia-smi
-replays captures (tests/lab/README.md): these tests prove their logic there, and the hardware
+replays captures (lab/README.md): these tests prove their logic there, and the hardware
 only on a real cluster.
 """
 
@@ -22,7 +22,7 @@ from gpuinfra.parsers.p2p import parse_p2p
 from gpuinfra.parsers.topo import parse_topo
 from gpuinfra.spec import NodeSpec
 from gpuinfra.verdicts import Finding, check_system
-from tests.verify.expect import PROBES, family, format_failures, format_finding, smi_failure
+from verify.expect import PROBES, family, format_failures, format_finding, smi_failure
 
 VERIFY_NODES = "gpu"
 Note = Callable[[str, object], None]

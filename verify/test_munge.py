@@ -9,8 +9,8 @@ import pytest
 from testinfra.host import Host
 
 from gpuinfra.spec import NodeSpec
-from tests.verify.expect import problem
-from tests.verify.failure import fail
+from verify.expect import problem
+from verify.failure import fail
 
 Note = Callable[[str, object], None]
 pytestmark = pytest.mark.usefixtures("slurm_site")
