@@ -2,7 +2,7 @@
 
 from pyinfra import config
 
-from gpuinfra_cli.gate import validate_before_connect
+from roles.site import validate_before_connect
 
 # Stop the whole run when any host fails: a half-deployed GPU cluster is worse than none.
 config.FAIL_PERCENT = 0

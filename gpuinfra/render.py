@@ -7,11 +7,11 @@ naming it, instead of landing on a host.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.spec.rules import clip, octal_mode, posix_name, url_problem
 
 HEADER = "# Managed by gpuinfra: local edits are overwritten on the next deploy.\n"
 
@@ -21,20 +21,20 @@ DEVICE_UDEV_RULE = "/etc/udev/rules.d/70-gpuinfra-nvidia-devices.rules"
 PERSISTENCED_DROPIN = "/etc/systemd/system/nvidia-persistenced.service.d/gpuinfra.conf"
 PERSISTENCED_BINARY = "/usr/bin/nvidia-persistenced"
 
-# NVIDIA's container-toolkit apt repository (hardware-reference 2) [ctk-install].
+# NVIDIA's container-toolkit apt repository (docs/hardware-reference.md 2) [ctk-install].
 TOOLKIT_REPO = "https://nvidia.github.io/libnvidia-container"
 TOOLKIT_KEYRING = "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
 TOOLKIT_LIST = "/etc/apt/sources.list.d/nvidia-container-toolkit.list"
 
-_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}\$?$")
-_MODE = re.compile(r"^0?[0-7]{3}$")
+_NAME = posix_name()
+_MODE = octal_mode()
 
 
 def check_name(value: str, what: str) -> str:
-    """A POSIX user or group name, or GpuinfraError."""
-    if not isinstance(value, str) or not _NAME.match(value):
-        raise GpuinfraError(f"{what} {value!r} is not a valid name (lower-case letters, digits, "
-                            "'_' or '-', starting with a letter or '_')")
+    """A POSIX user or group name, or GpuinfraError (the spec's rule for such knobs)."""
+    problem = _NAME.problem(value)
+    if problem:
+        raise GpuinfraError(f"{what} {clip(value)} is not a valid name ({_NAME.allowed})")
     return value
 
 
@@ -44,23 +44,22 @@ def check_mode(value: str | int) -> str:
     Given as text (``"0660"``, ``"660"``); an int is read as its octal digits only when they
     are all 0-7 (``660``), since Python's ``0o660`` == 432 would otherwise be ambiguous.
     """
-    text = str(value)
-    if not _MODE.match(text):
-        raise GpuinfraError(f"device mode {value!r} is not an octal mode like '0660'")
+    text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    if _MODE.problem(text):
+        raise GpuinfraError(f"device mode {clip(value)} is not an octal mode like '0660'")
     return text.rjust(4, "0")
 
 
 def check_url(value: str, what: str) -> str:
-    """An http(s) URL without a trailing slash, or GpuinfraError."""
-    parts = urlsplit(value) if isinstance(value, str) else None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc \
-            or any(c.isspace() for c in value):
-        raise GpuinfraError(f"{what} {value!r} is not an http(s) URL")
+    """An http(s) URL without a trailing slash, or GpuinfraError (the spec's URL rule)."""
+    problem = url_problem(value)
+    if problem:
+        raise GpuinfraError(f"{what} {clip(value)} is not an http(s) URL: {problem}")
     return value.rstrip("/")
 
 
 def nouveau_blacklist() -> str:
-    """/etc/modprobe.d/blacklist-nouveau.conf (hardware-reference 1.2) [cuda-ig]."""
+    """/etc/modprobe.d/blacklist-nouveau.conf (docs/hardware-reference.md 1.2) [cuda-ig]."""
     return HEADER + "blacklist nouveau\noptions nouveau modeset=0\n"
 
 
@@ -89,7 +88,7 @@ def device_udev_rule(group: str, mode: str | int) -> str:
 def persistenced_dropin(user: str, group: str) -> str:
     """systemd drop-in running nvidia-persistenced with persistence mode ON.
 
-    Ubuntu's unit starts the daemon with ``--no-persistence-mode`` (hardware-reference 1.5):
+    Ubuntu's unit starts the daemon with ``--no-persistence-mode`` (docs/hardware-reference.md 1.5):
     the first, empty ``ExecStart=`` drops the packaged command line. ``--group``: the daemon
     needs read/write access to /dev/nvidia*, which the device options restrict to that group.
     """

@@ -1,6 +1,6 @@
 """Container runtime configuration: does it know the nvidia runtime? Which driver made a CDI spec?
 
-What `nvidia-ctk runtime configure` writes (hardware-reference 2) [ctk-src-cfg]:
+What `nvidia-ctk runtime configure` writes (docs/hardware-reference.md 2) [ctk-src-cfg]:
 - containerd: a ``runtimes.nvidia`` table under the CRI plugin, ``io.containerd.grpc.v1.cri``
   for config version 2 (containerd 1.x), ``io.containerd.cri.v1.runtime`` for version 3
   (containerd 2.x), with ``BinaryName = "/usr/bin/nvidia-container-runtime"``; toolkit 1.18+

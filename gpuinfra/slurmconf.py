@@ -2,7 +2,7 @@
 
 Pure functions; the slurm role renders their results with templates/slurm/etc/slurm/*.j2.
 Formats follow slurm.conf(5), gres.conf(5) and cgroup.conf(5) of Slurm 22.05 (Debian 12), also
-valid for 21.08 (Ubuntu 22.04) and 23.11 (Ubuntu 24.04); hardware-reference section 5.
+valid for 21.08 (Ubuntu 22.04) and 23.11 (Ubuntu 24.04); docs/hardware-reference.md section 5.
 
 - ``slurm.conf`` (identical on every node): ``Gres=`` per node from the *spec* (what was asked),
   CPUs/sockets/cores/threads/memory from the node's *own hardware* (``lscpu``, MemTotal, as
@@ -28,10 +28,25 @@ from gpuinfra.errors import GpuinfraError
 from gpuinfra.parsers.cpus import CpuLayout, format_ranges, parse_cpu_list
 from gpuinfra.parsers.topo import TopoMatrix
 from gpuinfra.spec.model import ClusterSpec, NodeSpec
+from gpuinfra.spec.rules import Rule, clip, mapping_of, text
 
 MPS_COUNT_PER_GPU = 100  # gres/mps counts in percent of a GPU (gres.conf(5), mps)
-_GRES_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_SLURM_VALUE = re.compile(r"^[A-Za-z0-9_./:,=@+-]+$")
+# The knobs' rules (roles/slurm/defaults.py) and the checks below are the same rules.
+GRES_TYPE = text(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", "a GRES type: letters, digits, '.', '_' "
+                 "or '-' (no ':' or ','), at most 64 characters", "a GRES type")
+_SLURM_KEY = text(r"[A-Za-z][A-Za-z0-9]{0,63}", "a slurm.conf key: letters and digits")
+_SLURM_VALUE = re.compile(r"[A-Za-z0-9_./:,=@+-]{1,512}")
+
+
+def _extra_value(value: Any) -> str | None:
+    text_ = str(value).lower() if isinstance(value, bool) else str(value)
+    if not isinstance(value, (str, int, bool)) or not _SLURM_VALUE.fullmatch(text_):
+        return "a value has no spaces, quotes or '#' (letters, digits and _./:,=@+-)"
+    return None
+
+
+CONF_EXTRA = mapping_of(_SLURM_KEY, Rule("a value without spaces, quotes or '#'", _extra_value),
+                        "{'Key': 'value'}, e.g. {'MaxJobCount': 20000}")
 
 
 class SlurmConfigError(GpuinfraError):
@@ -63,9 +78,9 @@ def node_gres_type(node: NodeSpec, override: Any = None) -> str:
 
 
 def check_gres_type(value: Any, field_name: str = "slurm_gpu_type") -> str:
-    if not isinstance(value, str) or not _GRES_TYPE.fullmatch(value):
-        raise SlurmConfigError(f"{field_name} = {value!r}: a GRES type is letters, digits, "
-                               "'.', '_' or '-' (no ':' or ','), at most 64 characters")
+    problem = GRES_TYPE.problem(value)
+    if problem:
+        raise SlurmConfigError(f"{field_name} = {clip(value)}: {problem}: {GRES_TYPE.allowed}")
     return value
 
 
@@ -319,17 +334,15 @@ def extra_lines(extra: Any) -> list[str]:
     if extra is None:
         return []
     if not isinstance(extra, Mapping):
-        raise SlurmConfigError(f"slurm_conf_extra = {extra!r}: must be a dict of "
-                               "{'Key': 'value'}, e.g. {'MaxJobCount': 20000}")
-    lines = []
+        raise SlurmConfigError(f"slurm_conf_extra = {clip(extra)}: must be a dict of "
+                               f"{CONF_EXTRA.allowed}")
     for key, value in extra.items():
-        text = str(value).lower() if isinstance(value, bool) else str(value)
-        if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9]*", key) \
-                or not _SLURM_VALUE.fullmatch(text):
-            raise SlurmConfigError(f"slurm_conf_extra[{key!r}] = {value!r}: a key is letters "
-                                   "and digits, a value has no spaces, quotes or '#'")
-        lines.append(f"{key}={text}")
-    return lines
+        problem = _SLURM_KEY.problem(key) or _extra_value(value)
+        if problem:
+            raise SlurmConfigError(f"slurm_conf_extra[{clip(key)}] = {clip(value)}: {problem} "
+                                   "(a key is letters and digits)")
+    return [f"{key}={str(value).lower() if isinstance(value, bool) else value}"
+            for key, value in extra.items()]
 
 
 @dataclass

@@ -31,7 +31,7 @@ def add_validate(sub: argparse._SubParsersAction) -> None:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    from gpuinfra_cli.gate import validated_site
+    from roles.site import validated_site
 
     site = validated_site(args.inventory)
     if site is None:

@@ -8,7 +8,7 @@ reaches the lab over SSH exactly as it reaches real hosts. `reboot` restarts eve
 (`podman restart`: fresh /run and /dev), as an operator reboots after a first driver install.
 
 Everything generated lives under .lab/ (gitignored). Every podman call uses .lab/containers.conf
-through CONTAINERS_CONF (runc, no default ulimits: see shared/docs/lab-notes.md); nothing under
+through CONTAINERS_CONF (runc, no default ulimits: see docs/lab-notes.md); nothing under
 /etc changes. Only containers and networks labelled ``gpuinfra.lab=1`` are ever touched.
 """
 

@@ -112,7 +112,7 @@ class JobPlan:
 
 
 def run_script(args: argparse.Namespace) -> int:
-    from gpuinfra_cli.gate import validated_site
+    from roles.site import validated_site
 
     site = validated_site(args.inventory)
     if site is None:

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.spec import ClusterSpec, NodeSpec, build_cluster
+from gpuinfra.spec import ClusterSpec, NodeSpec
+from roles.knobs import build_spec
 
 SUITE = Path("verify")
 # Test module -> its line in the report, in this order (other modules follow, by their name).
@@ -136,13 +137,13 @@ def _run_suite(inventory: str, junit: Path, workers: str) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from gpuinfra_cli.inventory import load_hosts
+    from roles.inventory import load_hosts
 
     if args.junit and not Path(args.junit).is_file():
         raise GpuinfraError(f"{args.junit}: no such file (write it with `pytest verify "
                             f"--inventory {args.inventory} --junitxml {args.junit}`)")
     hosts, duplicates = load_hosts(args.inventory)
-    spec = build_cluster(hosts, duplicates)
+    spec = build_spec(hosts, duplicates)
     with tempfile.TemporaryDirectory(prefix="gpuinfra-report-") as tmp:
         junit = Path(args.junit) if args.junit else Path(tmp) / "verify.xml"
         if not args.junit:

@@ -10,7 +10,8 @@ nvidia_driver_kernel_headers = False
 # NVIDIA's CUDA repository (Debian's only source of Fabric Manager) is unreachable from the lab:
 # the role warns on the NVSwitch worker instead (roles/fabric_manager/README.md).
 fabric_manager_enabled = False
-# NVIDIA's container-toolkit repository is unreachable too: the role stays off (its default).
+# The container toolkit is on by default on GPU nodes, but NVIDIA's repository (its only
+# source: Debian has no toolkit package) is unreachable from the lab: off here, plan-tested.
 container_toolkit_enabled = False
 
 # Slurm accounting: slurmdbd with Debian's MariaDB on lab-head (real database, jobs in sacct).

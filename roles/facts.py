@@ -36,6 +36,7 @@ from gpuinfra.parsers.system import (
     parse_proc_modules,
 )
 from gpuinfra.parsers.topo import parse_topo
+from gpuinfra.platforms import distro_key
 from gpuinfra.runtimes import CONFIG_PATHS, check_runtime
 
 GPU_FIELDS = ["index", "name", "uuid", "pci.bus_id", "driver_version", "persistence_mode",
@@ -266,3 +267,14 @@ class NvidiaDeviceMinors(FactBase):
             return parse_gpu_minors("\n".join(output))
         except ParseError as exc:
             raise FactProcessError(str(exc)) from exc
+
+
+# ---------------------------------------------------------------- the host's distribution
+
+def host_distro() -> str:
+    """The planned host's distribution key (``debian-12``, ``ubuntu-24.04``): the key of every
+    role's per-distribution table. Raises gpuinfra's UnsupportedOS for any other system."""
+    from pyinfra import host
+    from pyinfra.facts.server import LinuxDistribution
+
+    return distro_key(host.get_fact(LinuxDistribution))

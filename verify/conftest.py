@@ -2,7 +2,7 @@
 
     .venv/bin/pytest verify --inventory inventory/<site>.py [-n 4]
 
-The inventory is read with the deploy's own loader (gpuinfra_cli.inventory.load_hosts, in a
+The inventory is read with the deploy's own loader (roles.inventory.load_hosts, in a
 child process: see inventory_json.py) and turned into the typed cluster spec
 (gpuinfra.spec.build_cluster): the expectations. Each test
 runs once per host (test id ``test_x[HOST]``); a module may set ``VERIFY_NODES = "gpu"`` to
@@ -25,8 +25,7 @@ import pytest
 import testinfra
 from testinfra.host import Host
 
-from gpuinfra.spec import NodeSpec, SpecInvalid
-from gpuinfra_cli.gate import format_errors
+from gpuinfra.spec import NodeSpec, SpecInvalid, format_errors
 from verify.expect import Site, host_of, site_from_json
 
 _SITE = pytest.StashKey[Site]()

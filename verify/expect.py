@@ -12,10 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpuinfra.spec import ClusterSpec, HostInput, build_cluster
+from gpuinfra.spec import ClusterSpec, HostInput
 from gpuinfra.verdicts import Finding
-from roles.common.defaults import DEFAULTS as COMMON_DEFAULTS
-from roles.data import with_defaults
+from roles.knobs import build_spec
 
 # One test per check family; the checks (Finding.check) each family covers.
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -95,7 +94,7 @@ def site_from_json(inventory: str, text: str) -> Site:
     """
     raw = json.loads(text)
     hosts = [HostInput(h["name"], tuple(h["groups"]), h["data"]) for h in raw["hosts"]]
-    spec = build_cluster(hosts, raw["duplicates"])
+    spec = build_spec(hosts, raw["duplicates"])
     return Site(inventory, spec, {h.name: h.data for h in hosts})
 
 
@@ -113,11 +112,6 @@ def ssh_target(name: str, data: Mapping[str, Any]) -> SshTarget:
         strict_host_key=str(strict).lower() not in ("no", "off", "false"),
     )
 
-
-
-def common_expected(data: Mapping[str, Any]) -> dict[str, Any]:
-    """The common role's values for a host: its data over roles/common/defaults.py."""
-    return with_defaults(data, COMMON_DEFAULTS)
 
 
 def etc_hosts(text: str) -> dict[str, set[str]]:
@@ -189,11 +183,6 @@ def host_of(test_id: str) -> str | None:
 
 
 # --- the driver suite (test_driver.py) -----------------------------------------------------
-
-
-def role_expected(data: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
-    """A role's values for a host: its data over the role's defaults.py."""
-    return {key: data.get(key, default) for key, default in defaults.items()}
 
 
 def problem(node: str, what: str, cause: str, fix: str) -> str:

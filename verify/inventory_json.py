@@ -11,7 +11,7 @@ import json
 import sys
 
 from gpuinfra.errors import GpuinfraError
-from gpuinfra_cli.inventory import load_hosts
+from roles.inventory import load_hosts
 
 
 def main(argv: list[str]) -> int:

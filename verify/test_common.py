@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from testinfra.host import Host
 
-from gpuinfra.platforms import node_address
 from gpuinfra.spec import NodeSpec
 from verify.expect import (
     Site,
-    common_expected,
     missing_hosts_entries,
     sysctl_mismatches,
 )
@@ -29,11 +26,10 @@ def test_hostname(host: Host, node: NodeSpec) -> None:
     assert host.check_output("hostname") == node.short_name
 
 
-def test_etc_hosts_lists_cluster(host: Host, site: Site, node_data: Mapping[str, Any]) -> None:
-    if not common_expected(node_data)["common_manage_hosts"]:
+def test_etc_hosts_lists_cluster(host: Host, site: Site, node: NodeSpec) -> None:
+    if not node.settings["common_manage_hosts"]:
         return  # the site manages names with DNS (common_manage_hosts = False)
-    expected = {name.split(".")[0]: address for name, data in site.data.items()
-                if (address := node_address(data))}
+    expected = {n.short_name: n.address for n in site.spec.nodes if n.address}
     missing = missing_hosts_entries(expected, host.file("/etc/hosts").content_string)
     assert not missing, "/etc/hosts lacks: " + ", ".join(missing)
 
@@ -50,19 +46,19 @@ def test_sshd(host: Host, note: Note) -> None:
     assert state.startswith("running")
 
 
-def test_sysctls(host: Host, node_data: Mapping[str, Any]) -> None:
-    expected = common_expected(node_data)["common_sysctls"]
+def test_sysctls(host: Host, node: NodeSpec) -> None:
+    expected = node.settings["common_sysctls"]
     observed = {key: host.run(f"sysctl -n {key}").stdout.strip() for key in expected}
     mismatches = sysctl_mismatches(expected, observed)
     assert not mismatches, "sysctls differ:\n  " + "\n  ".join(mismatches)
 
 
-def test_admin_group(host: Host, node_data: Mapping[str, Any]) -> None:
-    group = common_expected(node_data)["common_admin_group"]
+def test_admin_group(host: Host, node: NodeSpec) -> None:
+    group = node.settings["common_admin_group"]
     assert host.group(group).exists, f"group {group} does not exist"
 
 
-def test_base_packages(host: Host, node_data: Mapping[str, Any]) -> None:
-    packages = common_expected(node_data)["common_packages"]
+def test_base_packages(host: Host, node: NodeSpec) -> None:
+    packages = node.settings["common_packages"]
     missing = [name for name in packages if not host.package(name).is_installed]
     assert not missing, "base packages not installed: " + ", ".join(missing)

@@ -20,9 +20,6 @@ from testinfra.host import Host
 from gpuinfra import reboot
 from gpuinfra.runtimes import CONFIG_PATHS, has_nvidia_runtime
 from gpuinfra.spec import NodeSpec
-from roles.container_toolkit.defaults import DEFAULTS as TOOLKIT_DEFAULTS
-from roles.fabric_manager.defaults import DEFAULTS as FM_DEFAULTS
-from roles.nvidia_driver.defaults import DEFAULTS as DRIVER_DEFAULTS
 from verify.expect import (
     csv_column,
     device_problems,
@@ -30,7 +27,6 @@ from verify.expect import (
     loaded_modules,
     problem,
     reboot_pending_message,
-    role_expected,
     smi_failure,
 )
 from verify.failure import fail
@@ -48,8 +44,9 @@ def reboot_reasons(host: Host) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def driver(node_data: Mapping[str, Any]) -> dict[str, Any]:
-    return role_expected(node_data, DRIVER_DEFAULTS)
+def driver(node: NodeSpec) -> Mapping[str, Any]:
+    """The host's checked role settings (nvidia_driver_* and the rest)."""
+    return node.settings
 
 
 
@@ -132,12 +129,11 @@ def test_nouveau_not_loaded(host: Host, node: NodeSpec, reboot_reasons: list[str
             "deploy (nvidia_driver_blacklist_nouveau), `update-initramfs -u`, reboot"))
 
 
-def test_fabric_manager(host: Host, node: NodeSpec, node_data: Mapping[str, Any],
-                        reboot_reasons: list[str], note: Note) -> None:
+def test_fabric_manager(host: Host, node: NodeSpec, reboot_reasons: list[str], note: Note) -> None:
     assert node.gpus is not None
     if not node.gpus.topology.requires_fabric_manager:
         pytest.skip(f"{node.gpus.topology.name}: no NVSwitch, Fabric Manager not needed")
-    if not role_expected(node_data, FM_DEFAULTS)["fabric_manager_enabled"]:
+    if not node.settings["fabric_manager_enabled"]:
         pytest.skip("skipped: fabric_manager_enabled is False in this site's data (the "
                     f"{node.gpus.topology.name} profile requires Fabric Manager)")
     _loaded_driver_needed(reboot_reasons)
@@ -173,9 +169,8 @@ def test_device_permissions(host: Host, node: NodeSpec, driver: dict[str, Any],
             "next module load"))
 
 
-def test_container_runtime(host: Host, node: NodeSpec, node_data: Mapping[str, Any],
-                           note: Note) -> None:
-    toolkit = role_expected(node_data, TOOLKIT_DEFAULTS)
+def test_container_runtime(host: Host, node: NodeSpec, note: Note) -> None:
+    toolkit = node.settings
     if not toolkit["container_toolkit_enabled"]:
         pytest.skip("container_toolkit_enabled is False in this site's data: no runtime to check")
     missing = []

@@ -1,8 +1,9 @@
 """NVIDIA driver branches: which exist, which this toolkit's roles can install, and where.
 
-Sources: hardware-reference 1.1 (Ubuntu `nvidia-*-535[-server]` packages, and the pitfall that
-`*-535-server` is now transitional to 580 unless pinned) [ub-535srv-jammy] [ub-535srv-noble];
-1.3 (Debian 12 non-free carries 535.261.03, security 535.309.01) [deb-dkms-bookworm].
+Sources: docs/hardware-reference.md 1.1 (Ubuntu `nvidia-*-535[-server]` packages, and the
+pitfall that `*-535-server` is now transitional to 580 unless pinned) [ub-535srv-jammy]
+[ub-535srv-noble]; 1.3 (Debian 12 non-free carries 535.261.03, security 535.309.01)
+[deb-dkms-bookworm].
 """
 
 from __future__ import annotations

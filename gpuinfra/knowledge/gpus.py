@@ -1,20 +1,20 @@
 """GPU models: NVLink, NVSwitch, MIG and PCI facts per model.
 
-Sources (keys as in shared/docs/hardware-reference.md):
+Sources (keys as in docs/hardware-reference.md):
 - NVLink generation, links per GPU and the per-link rate that `nvidia-smi nvlink --status`
-  prints: hardware-reference 8.3 [nvlink-wiki] [hwloc-574] [nvl-a100] [ga102] [siboehm].
+  prints: docs/hardware-reference.md 8.3 [nvlink-wiki] [hwloc-574] [nvl-a100] [ga102] [siboehm].
   H100 PCIe + bridge: 12 of 18 links active at 26.562 GB/s (fixture
   nvidia-smi-nvlink/hpe-dl380a-2x-h100-pcie-nvlink-s-12-of-18-active.txt). A100 PCIe + bridges:
   NV12 (fixture nvidia-smi-topo-m/4x-a100-80gb-pcie-2-nvlink-bridged-pairs-...).
 - MIG profiles and instance counts: NVIDIA MIG user guide, "Supported MIG profiles"
   [mig-profiles], and the GPU Operator's default mig-parted ConfigMap [gpuop-migcm]
-  (hardware-reference 7.1; the errors listed in 7.2 are NOT copied). A30: fixture
+  (docs/hardware-reference.md 7.1; the errors listed in 7.2 are NOT copied). A30: fixture
   nvidia-smi-mig-lgip/a30-24gb-mig-lgip-all-slices-in-use.txt.
 - PCI device IDs: the MIG guide's table and pci.ids (10de:2330 H100 SXM5, 10de:2331 H100 PCIe,
   10de:20b2 A100 SXM4 80GB, 10de:1db1 V100 SXM2 16GB, 10de:2236 A10, 10de:26b9 L40S are also
   in the lspci fixtures).
-- Fabric Manager: required on NVSwitch systems only [fm-guide] (hardware-reference 1.6).
-- MPS client limit 48 per device on Volta and newer [mps-doc] (hardware-reference 7.3).
+- Fabric Manager: required on NVSwitch systems only [fm-guide] (docs/hardware-reference.md 1.6).
+- MPS client limit 48 per device on Volta and newer [mps-doc] (docs/hardware-reference.md 7.3).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ over the out-of-place and in-place columns (Azure's check reads the average of t
 At 8 GiB busbw has reached its plateau on every system below: it is still rising at 256 MiB
 (nccl-tests#212) and 512 MiB (nccl-tests#149), and changes by a few percent between 4 and 16 GiB.
 
-Why per topology profile: a fixed number misfires when the topology differs (field.md: Azure's
+Why per topology profile: a fixed number misfires when the topology differs (docs/field.md: Azure's
 fixed NVLink rule fails H100 PCIe bridged pairs every time). So each (profile, GPU model, GPUs per
 node) has its own floor, and each value says where it comes from:
 
@@ -56,7 +56,7 @@ NET_EFFICIENCY = 0.85  # of the NICs' line rate (nccl-tests#119: NCCL peaks at 0
 PCIE_X16_GBPS: dict[int, float] = {3: 15.75, 4: 31.5, 5: 63.0}
 
 # PCIe generation of each model's host link (all x16). NVIDIA data sheets (inferred: not in
-# hardware-reference.md); tests/unit/test_nccl.py checks every model of gpus.py is listed.
+# docs/hardware-reference.md); tests/unit/test_nccl.py checks every model of gpus.py is listed.
 PCIE_GEN: dict[str, int] = {
     "A100-SXM4-40GB": 4, "A100-SXM4-80GB": 4, "A100-PCIE-40GB": 4, "A100-PCIE-80GB": 4,
     "A30": 4, "H100-SXM5-80GB": 5, "H100-PCIE-80GB": 5, "H100-NVL-94GB": 5,

@@ -1,7 +1,7 @@
 """The NVIDIA packages per distribution release, and the exact versions the roles pin by default.
 
 Why every package is pinned to an exact version, and why the pin also goes into apt's
-preferences (hardware-reference 1.1, 1.3, 1.6, 2):
+preferences (docs/hardware-reference.md 1.1, 1.3, 1.6, 2):
 - Ubuntu: the archive now carries the ``*-535-server`` binaries twice under the same upstream
   version: ``535.309.01-0ubuntu0.24.04.1`` (noble-updates) is the real 535 driver,
   ``535.309.01-0ubuntu0.24.04.2`` (noble-security) is a *transitional* package depending on
@@ -42,7 +42,7 @@ DRIVER_VERSIONS: dict[tuple[str, str], str] = {
 # Debian builds nvidia-persistenced from its own source (contrib), versioned apart from the driver.
 PERSISTENCED_VERSIONS: dict[str, str] = {"debian-12": "535.171.04-1~deb12u1"}
 
-# Fabric Manager must match the driver's upstream version exactly (hardware-reference 1.6).
+# Fabric Manager must match the driver's upstream version exactly (docs/hardware-reference.md 1.6).
 # Ubuntu: the archive's fabric-manager-<BR> source. Debian: not in Debian's archive; NVIDIA's
 # CUDA repository for debian12 names its builds <upstream>-1.
 FABRIC_MANAGER_VERSIONS: dict[tuple[str, str], str] = {
@@ -107,6 +107,28 @@ def default_driver_version(distro: str, branch: str) -> str:
         known = ", ".join(f"{d} {b}" for d, b in DRIVER_VERSIONS)
         raise GpuinfraError(f"no default driver version for {distro} branch {branch} "
                             f"(known: {known}): set nvidia_driver_version") from None
+
+
+@dataclass(frozen=True)
+class DriverRelease:
+    """The NVIDIA driver a node gets, resolved once per node and handed to every GPU role
+    (the driver itself, Fabric Manager at the same upstream version, the CDI spec)."""
+
+    distro: str  # debian-12, ubuntu-22.04, ...
+    branch: str  # 535
+    version: str  # exact package version, 535.261.03-1
+
+    @property
+    def upstream(self) -> str:
+        return upstream_version(self.version)
+
+
+def driver_release(distro: str, branch: str, version: str | None = None) -> DriverRelease:
+    """The release for ``distro``: ``version`` (the site's pin) or the distribution's default
+    for ``branch``; GpuinfraError when there is none, or the pin is not in the branch."""
+    version = version or default_driver_version(distro, branch)
+    check_branch(version, branch)
+    return DriverRelease(distro, str(branch), version)
 
 
 def driver_packages(distro: str, branch: str, version: str, *, full: bool = False,

@@ -1,6 +1,6 @@
 """Topology profiles: what `nvidia-smi topo -m` and `topo -p2p` must show for a known system.
 
-Expectations come from the system's design, never from fixed numbers (see shared/docs/field.md:
+Expectations come from the system's design, never from fixed numbers (see docs/field.md:
 Azure's fixed "all 18 links" rule fails H100 PCIe bridged pairs, which use 12 by design).
 
 - ``nvswitch-all-to-all``: HGX/DGX baseboards. Every GPU pair is ``NV#`` with at least the

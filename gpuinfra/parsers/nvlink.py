@@ -1,6 +1,6 @@
 """`nvidia-smi nvlink --status` (also `-s`, `-s -i N`): per-GPU NVLink link states and rates.
 
-Shape (hardware-reference 8.3)::
+Shape (docs/hardware-reference.md 8.3)::
 
     GPU 0: NVIDIA H100 PCIe (UUID: GPU-...)
              Link 0: 26.562 GB/s

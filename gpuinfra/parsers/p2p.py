@@ -2,7 +2,7 @@
 
 The capability letter (read, write, nvlink, atomics, pcie) is not printed, so the caller passes
 it as ``mode``. Rows start with a space (`` GPU0   X       OK``); the legend may be missing.
-Codes (hardware-reference 8.2) are in :data:`P2P_CODES`; any other code, a ragged row or a
+Codes (docs/hardware-reference.md 8.2) are in :data:`P2P_CODES`; any other code, a ragged row or a
 row for a GPU the header does not name raises :class:`ParseError`.
 """
 

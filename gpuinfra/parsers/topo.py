@@ -10,7 +10,7 @@ Real captures come in several shapes (all in tests/fixtures/real/nvidia-smi-topo
 - a damaged header whose last names are joined by single spaces
   (``mlx5_1 CPU Affinity NUMA Affinity``), recovered when the rows confirm it.
 
-Codes (hardware-reference 8.1): X self, SYS, NODE, PHB, PXB, PIX, NV# (# bonded NVLinks).
+Codes (docs/hardware-reference.md 8.1): X self, SYS, NODE, PHB, PXB, PIX, NV# (# bonded NVLinks).
 Anything that cannot be read without guessing raises :class:`ParseError`.
 """
 

@@ -1,9 +1,25 @@
-"""The cluster spec: typed model (``model``) and validation (``validate``)."""
+"""The cluster spec: typed model (``model``), value rules (``rules``), role knobs (``knobs``)
+and validation (``validate``)."""
 
-from gpuinfra.spec.model import ClusterSpec, GpuSharing, GpuSpec, HostInput, NodeSpec, Partition
-from gpuinfra.spec.validate import SpecError, SpecInvalid, build_cluster, validate
+from gpuinfra.spec.model import (
+    ClusterSpec,
+    GpuSharing,
+    GpuSpec,
+    HostInput,
+    NodeSpec,
+    Partition,
+    SpecWarning,
+)
+from gpuinfra.spec.validate import (
+    SpecError,
+    SpecInvalid,
+    build_cluster,
+    format_errors,
+    format_warnings,
+    validate,
+)
 
 __all__ = [
-    "ClusterSpec", "GpuSharing", "GpuSpec", "HostInput", "NodeSpec", "Partition",
-    "SpecError", "SpecInvalid", "build_cluster", "validate",
+    "ClusterSpec", "GpuSharing", "GpuSpec", "HostInput", "NodeSpec", "Partition", "SpecWarning",
+    "SpecError", "SpecInvalid", "build_cluster", "format_errors", "format_warnings", "validate",
 ]

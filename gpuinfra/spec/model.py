@@ -24,6 +24,14 @@ WORKER_GROUP = "workers"
 HYPERVISOR_GROUP = "hypervisors"
 ROLE_GROUPS = (HEAD_GROUP, WORKER_GROUP, HYPERVISOR_GROUP)
 
+# What the roles deploy today. A spec asking for anything else is refused before any host is
+# touched, with this reason: accepting it would deploy nothing, silently.
+NOT_DEPLOYED = {
+    "kubernetes": "no Kubernetes role yet: schedulers = ['kubernetes'] would deploy nothing",
+    HYPERVISOR_GROUP: "no VFIO role yet: hosts in the 'hypervisors' group would get nothing "
+                      "for GPU passthrough",
+}
+
 SCHEDULERS = ("slurm", "kubernetes")
 MIG_STRATEGIES = ("single", "mixed")
 REBOOT_POLICIES = ("never", "if-needed")
@@ -37,6 +45,9 @@ HOST_KEYS: dict[str, Any] = {
     "gpu_topology": None,
     "gpu_sharing": None,
     "rdma_nics": None,
+    # The node's address on the cluster network (/etc/hosts, slurm.conf NodeAddr); default:
+    # ssh_hostname when it is an IP.
+    "node_address": None,
 }
 
 # Cluster-wide keys: must agree on every host (set them once, in group_data/all.py).
@@ -56,6 +67,18 @@ CLUSTER_KEYS: dict[str, Any] = {
 }
 
 SPEC_KEYS = (*HOST_KEYS, *CLUSTER_KEYS)
+
+
+@dataclass(frozen=True)
+class SpecWarning:
+    """A setting that is valid but has only part of its effect today (said at validation)."""
+
+    host: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.host}: {self.field}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -105,6 +128,10 @@ class NodeSpec:
     gpus: GpuSpec | None = None
     sharing: GpuSharing = field(default_factory=GpuSharing)
     rdma_nics: tuple[RdmaNic, ...] = ()
+    # The cluster-network address (node_address, else an IP ssh_hostname); None: unknown.
+    address: str | None = None
+    # Every role knob's checked value for this host (roles/<role>/defaults.py).
+    settings: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def is_head(self) -> bool:
@@ -142,9 +169,14 @@ class ClusterSpec:
     partitions: tuple[Partition, ...] = ()
     slurm_accounting: bool = False
     munge_key_rotation: str | None = None
+    warnings: tuple[SpecWarning, ...] = ()
 
     def node(self, name: str) -> NodeSpec:
         return next(n for n in self.nodes if n.name == name)
+
+    @property
+    def workers(self) -> tuple[NodeSpec, ...]:
+        return tuple(n for n in self.nodes if n.is_worker)
 
     @property
     def head(self) -> tuple[NodeSpec, ...]:

@@ -13,19 +13,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from difflib import get_close_matches
 from typing import Any
-from urllib.parse import urlsplit
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge import drivers
 from gpuinfra.knowledge.gpus import GPU_MODELS, GpuModel, gpu_model, suggest_models
 from gpuinfra.knowledge.topology import PROFILES, gpu_count_problem
+from gpuinfra.platforms import node_address
+from gpuinfra.spec.knobs import Knob
 from gpuinfra.spec.model import (
     CLUSTER_KEYS,
     HEAD_GROUP,
     HOST_KEYS,
+    HYPERVISOR_GROUP,
     LINK_LAYERS,
     MIG_STRATEGIES,
+    NOT_DEPLOYED,
     REBOOT_POLICIES,
+    ROLE_GROUPS,
     SCHEDULERS,
     SHARING_MODES,
     SPEC_KEYS,
@@ -36,19 +40,22 @@ from gpuinfra.spec.model import (
     NodeSpec,
     Partition,
     RdmaNic,
+    SpecWarning,
 )
+from gpuinfra.spec.rules import clip, url_problem
 
 CLUSTER = "cluster"  # the "host" of errors about cluster-wide values
 _WHERE_HOST = "in the host's data in inventory/<site>.py (or group_data/<group>.py)"
 _WHERE_ALL = "once for the site, in group_data/<site>.py (or group_data/all.py)"
 
 MPS_MIN_CLIENTS, MPS_MAX_CLIENTS = 2, 48  # Volta+ MPS: 48 clients per device [mps-doc]
-_CLUSTER_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
-_HOST_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9-]+)*$")
-_NIC_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
-_PCI_BDF = re.compile(r"^([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
-_PARTITION = re.compile(r"^[A-Za-z0-9_-]+$")
-_MEM_LIMIT = re.compile(r"^\d+[KMGT]?B?$", re.IGNORECASE)
+# Names are matched whole (fullmatch): "$" would accept a trailing newline.
+_CLUSTER_NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}")
+_HOST_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9-]+)*")
+_NIC_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_PCI_BDF = re.compile(r"([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
+_PARTITION = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_MEM_LIMIT = re.compile(r"\d{1,12}[KMGT]?B?", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -62,7 +69,7 @@ class SpecError:
 
     def __str__(self) -> str:
         return (
-            f"{self.host}: {self.field} = {self.value!r}: {self.problem}. "
+            f"{self.host}: {self.field} = {clip(self.value)}: {self.problem}. "
             f"Allowed: {self.allowed}. Fix: {self.fix}"
         )
 
@@ -84,20 +91,24 @@ class _Collector:
         self.errors.append(SpecError(host, field, value, problem, allowed, fix))
 
 
-def validate(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = ()) -> list[SpecError]:
+def validate(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (),
+             knobs: Sequence[Knob] = ()) -> list[SpecError]:
     """Every problem of the spec made of ``hosts`` (empty when it is valid)."""
     try:
-        build_cluster(hosts, duplicate_names)
+        build_cluster(hosts, duplicate_names, knobs)
     except SpecInvalid as exc:
         return exc.errors
     return []
 
 
-def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = ()) -> ClusterSpec:
+def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (),
+                  knobs: Sequence[Knob] = ()) -> ClusterSpec:
     """The typed cluster spec for ``hosts``; raises :class:`SpecInvalid` listing all problems.
 
     ``duplicate_names`` are host names the inventory lists more than once (the loader sees the
-    raw inventory; pyinfra itself would silently merge them).
+    raw inventory; pyinfra itself would silently merge them). ``knobs`` are the roles' data
+    keys (roles/<role>/defaults.py): each host's values are checked and kept in
+    ``NodeSpec.settings``; a key close to a spec key or a knob is reported as a typo.
     """
     errs = _Collector()
     for name in duplicate_names:
@@ -107,11 +118,14 @@ def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (
         errs.add(CLUSTER, "inventory", [], "the inventory has no hosts",
                  "at least one host in the 'head' group", "add hosts to inventory/<site>.py")
         raise SpecInvalid(errs.errors)
+    known = (*SPEC_KEYS, *(k.key for k in knobs))
     for host in hosts:
-        _check_unknown_keys(host, errs)
+        _check_unknown_keys(host, known, errs)
         _check_host_name(host, errs)
+        _check_groups(host, errs)
     cluster = _cluster_values(hosts, errs)
-    nodes = tuple(_node(host, cluster, errs) for host in hosts)
+    settings = _knob_settings(hosts, knobs, errs)
+    nodes = tuple(_node(host, cluster, settings[host.name], errs) for host in hosts)
     _check_short_names(nodes, errs)
     _check_heads(nodes, cluster["schedulers"], errs)
     partitions = _partitions(cluster, nodes, errs)
@@ -131,24 +145,45 @@ def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (
         partitions=partitions,
         slurm_accounting=cluster["slurm_accounting"],
         munge_key_rotation=cluster["munge_key_rotation"],
+        warnings=tuple(_partial_effects(nodes)),
     )
 
 
 # ---------------------------------------------------------------------------- keys and names
 
-def _check_unknown_keys(host: HostInput, errs: _Collector) -> None:
-    """A key that is almost a spec key is a typo that would silently fall back to a default."""
+def _check_unknown_keys(host: HostInput, known: Sequence[str], errs: _Collector) -> None:
+    """A key that is almost a known key (in any case) is a typo that would silently fall back
+    to a default: a spec key or a role knob written ``GPU_MODEL`` or ``..._precent``."""
+    lowered = {k.lower(): k for k in known}
     for key in host.data:
-        if key in SPEC_KEYS or not isinstance(key, str):
+        if not isinstance(key, str) or key in known:
             continue
-        close = get_close_matches(key, SPEC_KEYS, n=1, cutoff=0.8)
+        close = [lowered[key.lower()]] if key.lower() in lowered else \
+            [lowered[c] for c in get_close_matches(key.lower(), list(lowered), n=1, cutoff=0.8)]
         if close:
             errs.add(host.name, key, host.data[key], f"unknown key (did you mean {close[0]!r}?)",
-                     ", ".join(SPEC_KEYS), f"rename {key!r} to {close[0]!r}")
+                     "the spec keys (README, 'The spec') and each role's keys "
+                     "(roles/<role>/defaults.py)", f"rename {key!r} to {close[0]!r}")
+
+
+def _check_groups(host: HostInput, errs: _Collector) -> None:
+    """A group named almost like a role group (``worker``) deploys nothing: a typo."""
+    for group in host.groups:
+        if group in ROLE_GROUPS or not isinstance(group, str):
+            continue
+        close = get_close_matches(group.lower(), ROLE_GROUPS, n=1, cutoff=0.75)
+        if close:
+            errs.add(host.name, "group", group, f"unknown group (did you mean {close[0]!r}?)",
+                     ", ".join(ROLE_GROUPS) + " (other groups are yours, for group_data)",
+                     f"rename the group {group!r} to {close[0]!r} in inventory/<site>.py")
+    if HYPERVISOR_GROUP in host.groups:
+        errs.add(host.name, "group", HYPERVISOR_GROUP, NOT_DEPLOYED[HYPERVISOR_GROUP],
+                 "head, workers", "remove the host from 'hypervisors' until a VFIO role "
+                 "exists")
 
 
 def _check_host_name(host: HostInput, errs: _Collector) -> None:
-    if not _HOST_NAME.match(host.name):
+    if not isinstance(host.name, str) or not _HOST_NAME.fullmatch(host.name):
         errs.add(host.name, "host name", host.name, "not a valid host name",
                  "letters, digits and '-', dot-separated (RFC 1123)",
                  "rename the host in the inventory; put its address in ssh_hostname")
@@ -195,7 +230,7 @@ def _cluster_values(hosts: Sequence[HostInput], errs: _Collector) -> dict[str, A
 
 
 def _cluster_name(value: Any, errs: _Collector) -> str:
-    if not isinstance(value, str) or not _CLUSTER_NAME.match(value):
+    if not isinstance(value, str) or not _CLUSTER_NAME.fullmatch(value):
         errs.add(CLUSTER, "cluster_name", value, "not a valid cluster name",
                  "lower-case letter first, then lower-case letters, digits, '-' or '_' (max 40)",
                  f"set cluster_name {_WHERE_ALL}, e.g. cluster_name = 'gpu1'")
@@ -213,12 +248,16 @@ def _schedulers(value: Any, errs: _Collector) -> list[str]:
                  f"{list(SCHEDULERS)}", f"set schedulers {_WHERE_ALL}, e.g. ['slurm']")
         return []
     good = []
+    deployed = [s for s in SCHEDULERS if s not in NOT_DEPLOYED]
     for item in value:
-        if item in SCHEDULERS:
+        if isinstance(item, str) and item in NOT_DEPLOYED:
+            errs.add(CLUSTER, "schedulers", item, NOT_DEPLOYED[item], ", ".join(deployed),
+                     f"use {deployed} in schedulers {_WHERE_ALL}")
+        elif isinstance(item, str) and item in SCHEDULERS:
             good.append(item)
         else:
-            errs.add(CLUSTER, "schedulers", item, "unknown scheduler", ", ".join(SCHEDULERS),
-                     f"use one of {list(SCHEDULERS)} in schedulers {_WHERE_ALL}")
+            errs.add(CLUSTER, "schedulers", item, "unknown scheduler", ", ".join(deployed),
+                     f"use one of {deployed} in schedulers {_WHERE_ALL}")
     if len(set(good)) != len(good):
         errs.add(CLUSTER, "schedulers", value, "lists a scheduler twice", "each scheduler once",
                  "remove the duplicate")
@@ -277,25 +316,14 @@ def _url(host: str, field: str, value: Any, errs: _Collector, proxy: bool = Fals
     if value is None:
         return None
     example = "http://proxy.example:3128" if proxy else "http://mirror.example/debian"
-    if not isinstance(value, str) or not _is_http_url(value, need_port=proxy):
-        need = "http(s)://host:port" if proxy else "an http(s):// URL with a host"
-        errs.add(host, field, value, "malformed URL", need,
+    problem = url_problem(value, need_port=proxy)
+    if problem:
+        need = ("http(s)://[user:password@]host:port" if proxy else
+                "an http(s)://host[:port][/path] URL (no quotes, spaces, query or fragment)")
+        errs.add(host, field, value, problem, need,
                  f"set {field} {_WHERE_ALL}, e.g. {example!r}, or None to disable")
         return None
     return value
-
-
-def _is_http_url(value: str, need_port: bool) -> bool:
-    if any(ch.isspace() for ch in value):
-        return False
-    try:
-        parts = urlsplit(value)
-        port = parts.port
-    except ValueError:
-        return False
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return False
-    return port is not None or not need_port
 
 
 def _apt_mirror(value: Any, errs: _Collector) -> dict[str, str]:
@@ -342,7 +370,8 @@ def _offline(raw: Mapping[str, Any], hosts: Sequence[HostInput], errs: _Collecto
 
 # ---------------------------------------------------------------------------- per node
 
-def _node(host: HostInput, cluster: Mapping[str, Any], errs: _Collector) -> NodeSpec:
+def _node(host: HostInput, cluster: Mapping[str, Any], settings: Mapping[str, Any],
+          errs: _Collector) -> NodeSpec:
     gpus = _gpus(host, errs)
     return NodeSpec(
         name=host.name,
@@ -350,7 +379,74 @@ def _node(host: HostInput, cluster: Mapping[str, Any], errs: _Collector) -> Node
         gpus=gpus,
         sharing=_sharing(host, gpus, cluster["mig_strategy"], errs),
         rdma_nics=_rdma_nics(host, errs),
+        address=_address(host, errs),
+        settings=settings,
     )
+
+
+def _address(host: HostInput, errs: _Collector) -> str | None:
+    value = host.data.get("node_address")
+    if value is not None and node_address({"node_address": value}) is None:
+        errs.add(host.name, "node_address", value, "not an IP address",
+                 "the node's IPv4 or IPv6 address on the cluster network",
+                 f"set node_address {_WHERE_HOST}, or remove it (an IP ssh_hostname is used)")
+        return None
+    return node_address(host.data)
+
+
+# ---------------------------------------------------------------------------- role knobs
+
+def _knob_settings(hosts: Sequence[HostInput], knobs: Sequence[Knob],
+                   errs: _Collector) -> dict[str, dict[str, Any]]:
+    """Each host's value of every knob, checked. One error per distinct bad value, naming
+    every host that has it (a bad value in group_data/all.py is one problem, not N)."""
+    out: dict[str, dict[str, Any]] = {h.name: {} for h in hosts}
+    for knob in knobs:
+        by_value: dict[str, list[str]] = {}
+        values: dict[str, Any] = {}
+        for host in hosts:
+            value = host.data.get(knob.key, knob.default)
+            out[host.name][knob.key] = value
+            by_value.setdefault(repr(value), []).append(host.name)
+            values[repr(value)] = value
+        if knob.site_wide and len(by_value) > 1:
+            errs.add(CLUSTER, knob.key, {h.name: out[h.name][knob.key] for h in hosts},
+                     "differs between hosts", "one value for the cluster (every node's "
+                     "copy of the file it lands in must be the same)",
+                     f"set {knob.key} {_WHERE_ALL} and remove the per-host overrides")
+        for text, names in by_value.items():
+            problem = knob.rule.problem(values[text])
+            if problem:
+                where = names[0] if len(names) == 1 else \
+                    ("every host" if len(names) == len(hosts) else ", ".join(names))
+                errs.add(where, knob.key, values[text], problem, knob.rule.allowed,
+                         f"set {knob.key} in group_data/<site>.py, group_data/<group>.py or "
+                         f"the host's data ({knob.meaning}), or remove it for the default "
+                         f"{clip(knob.default)}")
+    return out
+
+
+# ---------------------------------------------------------------------------- partial effects
+
+def _partial_effects(nodes: Sequence[NodeSpec]) -> list[SpecWarning]:
+    """Valid settings that today have only part of their effect: said, never silent."""
+    found = []
+    for node in nodes:
+        if node.sharing.mode == "mig":
+            found.append(SpecWarning(node.name, "gpu_sharing['mig_layout']",
+                                     "counted into Slurm's GRES, but no role creates the MIG "
+                                     "instances yet: create them by hand (nvidia-smi mig -cgi) "
+                                     "before jobs ask for them"))
+        elif node.sharing.mode == "mps":
+            found.append(SpecWarning(node.name, "gpu_sharing",
+                                     "Slurm counts mps GRES, but no role starts the MPS daemon "
+                                     "or applies clients/thread_percentage/pinned_mem_limit "
+                                     "yet"))
+        if node.rdma_nics:
+            found.append(SpecWarning(node.name, "rdma_nics",
+                                     "read by the NCCL script only (NCCL_IB_HCA): no RDMA role "
+                                     "yet, so ATS, GPUDirect RDMA and ACS are not configured"))
+    return found
 
 
 def _int(host: str, field: str, value: Any, errs: _Collector, minimum: int, maximum: int,
@@ -479,7 +575,7 @@ def _mps(host: str, raw: Mapping[str, Any], model: GpuModel, errs: _Collector) -
         pct = _int(host, "gpu_sharing['thread_percentage']", pct, errs, 1, 100,
                    "set thread_percentage (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE) between 1 and 100")
     limit = raw.get("pinned_mem_limit")
-    if limit is not None and not (isinstance(limit, str) and _MEM_LIMIT.match(limit)):
+    if limit is not None and not (isinstance(limit, str) and _MEM_LIMIT.fullmatch(limit)):
         errs.add(host, "gpu_sharing['pinned_mem_limit']", limit, "malformed memory size",
                  "a size such as '8G' or '512M'", "write the per-client device memory limit")
         limit = None
@@ -564,7 +660,7 @@ def _rdma_nics(host: HostInput, errs: _Collector) -> tuple[RdmaNic, ...]:
     raw = host.data.get("rdma_nics")
     if raw is None:
         return ()
-    if not isinstance(raw, (list, tuple)):
+    if isinstance(raw, (str, bytes)) or not isinstance(raw, (list, tuple)):
         errs.add(host.name, "rdma_nics", raw, "must be a list", "[{'name': 'mlx5_0', 'pci': "
                  "'0000:17:00.0', 'ats': True}]", f"fix rdma_nics {_WHERE_HOST}")
         return ()
@@ -587,11 +683,11 @@ def _nic(host: str, index: int, item: Any, errs: _Collector) -> RdmaNic | None:
     name, pci = item.get("name"), item.get("pci")
     ats, layer = item.get("ats", True), item.get("link_layer", "infiniband")
     ok = True
-    if not isinstance(name, str) or not _NIC_NAME.match(name):
+    if not isinstance(name, str) or not _NIC_NAME.fullmatch(name):
         errs.add(host, f"{field}['name']", name, "missing or malformed RDMA device name",
                  "an ibv device name such as 'mlx5_0'", "set the name `ibv_devices` shows")
         ok = False
-    if pci is not None and not (isinstance(pci, str) and _PCI_BDF.match(pci)):
+    if pci is not None and not (isinstance(pci, str) and _PCI_BDF.fullmatch(pci)):
         errs.add(host, f"{field}['pci']", pci, "malformed PCI address",
                  "DDDD:BB:SS.F or BB:SS.F, as `lspci -D` prints", "copy the address from lspci")
         ok = False
@@ -661,7 +757,7 @@ def _partition(index: int, item: Any, nodes: Mapping[str, NodeSpec],
                  "fix the entry")
         return None
     name, members = item.get("name"), item.get("nodes")
-    if not isinstance(name, str) or not _PARTITION.match(name):
+    if not isinstance(name, str) or not _PARTITION.fullmatch(name):
         errs.add(CLUSTER, f"{field}['name']", name, "missing or malformed partition name",
                  "letters, digits, '-' and '_'", "name the partition")
         return None
@@ -686,4 +782,22 @@ def _partition(index: int, item: Any, nodes: Mapping[str, NodeSpec],
         if ok else None
 
 
-__all__ = ["SpecError", "SpecInvalid", "build_cluster", "validate", "HOST_KEYS"]
+# ---------------------------------------------------------------------------- reporting
+
+def format_errors(errors: Sequence[SpecError], source: str = "the cluster spec") -> str:
+    """Every spec problem, one block each: host, field, value, problem, allowed, fix."""
+    lines = [f"gpuinfra: {source} has {len(errors)} problem(s); no host was touched."]
+    for err in errors:
+        lines.append(f"  [{err.host}] {err.field} = {clip(err.value)}: {err.problem}")
+        lines.append(f"      allowed: {err.allowed}")
+        lines.append(f"      fix:     {err.fix}")
+    return "\n".join(lines)
+
+
+def format_warnings(warnings: Sequence[SpecWarning]) -> str:
+    """Settings that are valid but have only part of their effect today, one line each."""
+    return "\n".join(f"gpuinfra: warning: [{w.host}] {w.field}: {w.message}" for w in warnings)
+
+
+__all__ = ["SpecError", "SpecInvalid", "build_cluster", "validate", "HOST_KEYS",
+           "format_errors", "format_warnings"]

@@ -7,18 +7,21 @@ network sysctls and an admin group. Its data keys and defaults are in defaults.p
 from __future__ import annotations
 
 from io import StringIO
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pyinfra import host, inventory
+from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.facts.files import FileContents
-from pyinfra.facts.server import LinuxDistribution
 from pyinfra.operations import apt, files, server, systemd
 
 from gpuinfra.aptmirror import mirror_for, point_at_mirror
-from gpuinfra.platforms import distro_key, hosts_block, node_address
-from roles.common.defaults import DEFAULTS
-from roles.data import role_data
+from gpuinfra.platforms import hosts_block
+from gpuinfra.spec import ClusterSpec, NodeSpec
+from roles.apt import APT_CACHE_S
+from roles.facts import host_distro
+
+if TYPE_CHECKING:  # the run's Site, built by roles.site (which imports the knobs)
+    from roles.site import Site
 
 PROXY_FILE = "/etc/apt/apt.conf.d/95gpuinfra-proxy"
 CHRONY_SOURCES = "/etc/chrony/sources.d/gpuinfra.sources"
@@ -36,15 +39,9 @@ DISTRO = {
 }
 
 
-def _site_mirrors(value: Any) -> dict[str, str]:
-    if isinstance(value, str):
-        return {"default": value}
-    return dict(value or {})
-
-
-def _apt_mirror(distro: dict[str, Any]) -> list[Any]:
+def _apt_mirror(spec: ClusterSpec, distro: dict[str, Any]) -> list[Any]:
     """Point the distribution's sources at the site mirror; the original text is kept beside."""
-    mirror = mirror_for(_site_mirrors(host.data.get("apt_mirror")), distro["family"])
+    mirror = mirror_for(dict(spec.apt_mirror), distro["family"])
     if not mirror:
         return []
     changes = []
@@ -63,26 +60,23 @@ def _apt_mirror(distro: dict[str, Any]) -> list[Any]:
     return changes
 
 
-def _cluster_hosts() -> list[tuple[str, str]]:
-    entries = []
-    for node in inventory:
-        address = node_address(node.data)
-        if address:
-            entries.append((node.name.split(".")[0], address))
-    return entries
+def _hosts_block(site: Site) -> str:
+    """Every node whose address is known, for /etc/hosts: the same text on every node."""
+    return site.once("hosts block", lambda: hosts_block(
+        [(n.short_name, n.address) for n in site.spec.nodes if n.address]))
 
 
 @deploy("common")
-def common() -> None:
-    data = role_data(host, DEFAULTS)
-    apt_proxy = host.data.get("apt_proxy")
-    distro = DISTRO[distro_key(host.get_fact(LinuxDistribution))]
+def common(site: Site, node: NodeSpec) -> None:
+    data = node.settings
+    apt_proxy = site.spec.apt_proxy
+    distro = DISTRO[host_distro()]
 
-    server.hostname(name="Set the hostname", hostname=host.name.split(".")[0])
-    entries = _cluster_hosts()
-    if data["common_manage_hosts"] and entries:
+    server.hostname(name="Set the hostname", hostname=node.short_name)
+    block = _hosts_block(site)
+    if data["common_manage_hosts"] and block:
         files.block(name="List every cluster node in /etc/hosts", path="/etc/hosts",
-                    content=hosts_block(entries), marker="# {mark} gpuinfra cluster nodes")
+                    content=block, marker="# {mark} gpuinfra cluster nodes")
 
     if apt_proxy:
         files.put(name="Send apt through the site's proxy", dest=PROXY_FILE, mode="644",
@@ -91,10 +85,10 @@ def common() -> None:
     else:
         files.file(name="No apt proxy configured", path=PROXY_FILE, present=False)
 
-    for change in _apt_mirror(distro):
+    for change in _apt_mirror(site.spec, distro):
         apt.update(name="Refresh apt lists from the mirror", _if=change.did_change)
     apt.packages(name="Install base packages", packages=data["common_packages"],
-                 no_recommends=True, update=True, cache_time=86400)
+                 no_recommends=True, update=True, cache_time=APT_CACHE_S)
 
     sources = "".join(f"server {s} iburst\n" for s in data["common_ntp_servers"])
     chrony_conf = files.put(name="Point chrony at the site's NTP servers", dest=CHRONY_SOURCES,

@@ -1,3 +1,9 @@
-from roles.common import common
+"""Run the `common` role alone:
 
-common()
+    pyinfra inventory/<site>.py roles/common/deploy.py
+"""
+
+from roles.common import common
+from roles.site import this_node
+
+common(*this_node())

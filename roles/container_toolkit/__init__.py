@@ -10,38 +10,36 @@ and the CDI spec regenerated only when missing or made for another driver. Off u
 from __future__ import annotations
 
 from io import StringIO
+from typing import TYPE_CHECKING
 
 from pyinfra import host, logger
 from pyinfra.api import StringCommand, deploy
 from pyinfra.facts.files import File, FileContents
-from pyinfra.facts.server import LinuxDistribution
 from pyinfra.operations import apt, files, server, systemd
 from pyinfra.operations.util import any_changed
 
 from gpuinfra import reboot
-from gpuinfra.knowledge.packages import container_toolkit_packages, upstream_version
-from gpuinfra.platforms import distro_key
+from gpuinfra.knowledge.packages import DriverRelease, container_toolkit_packages
 from gpuinfra.render import TOOLKIT_KEYRING, TOOLKIT_LIST, toolkit_key_url, toolkit_list
-from gpuinfra.runtimes import SERVICES, cdi_driver_version, check_runtime, has_nvidia_runtime
-from roles.container_toolkit.defaults import DEFAULTS
-from roles.data import role_data
+from gpuinfra.runtimes import SERVICES, cdi_driver_version, has_nvidia_runtime
+from gpuinfra.spec import NodeSpec
+from roles.apt import apt_keyring, install_pinned
 from roles.facts import ContainerRuntimeConfig, LoadedModules
-from roles.nvidia_driver import cluster_value, pinned_driver_version
-from roles.nvidia_driver.defaults import DEFAULTS as DRIVER_DEFAULTS
-from roles.nvidia_driver.operations import apt_keyring, install_pinned
+
+if TYPE_CHECKING:  # the run's Site, built by roles.site (which imports the knobs)
+    from roles.site import Site
 
 PIN_FILE = "/etc/apt/preferences.d/gpuinfra-nvidia-container-toolkit"
 CDI_SPEC = "/etc/cdi/nvidia.yaml"
 
 
 @deploy("container_toolkit")
-def container_toolkit() -> None:
-    data = role_data(host, DEFAULTS)
+def container_toolkit(site: Site, node: NodeSpec, driver: DriverRelease) -> None:
+    data = node.settings
     if not data["container_toolkit_enabled"]:
         host.noop("container toolkit disabled (container_toolkit_enabled = False)")
         return
-    key = distro_key(host.get_fact(LinuxDistribution))
-    mirror = cluster_value("nvidia_repo_mirror")
+    mirror = site.spec.nvidia_repo_mirror
 
     keyring = apt_keyring(name="Add the container toolkit repository's signing key",
                           url=toolkit_key_url(mirror), path=TOOLKIT_KEYRING)
@@ -53,9 +51,9 @@ def container_toolkit() -> None:
                    container_toolkit_packages(data["container_toolkit_version"]), PIN_FILE)
 
     for runtime in data["container_toolkit_runtimes"]:
-        _runtime(check_runtime(runtime), data["container_toolkit_set_default"])
+        _runtime(runtime, data["container_toolkit_set_default"])
     if data["container_toolkit_cdi"]:
-        _cdi_spec(upstream_version(pinned_driver_version(key, role_data(host, DRIVER_DEFAULTS))))
+        _cdi_spec(driver.upstream)
 
 
 def _runtime(runtime: str, set_default: bool) -> None:

@@ -2,7 +2,7 @@
 
 Only hosts whose spec profile requires it (``gpu_topology = "nvswitch-all-to-all"``: HGX/DGX
 baseboards) get anything; PCIe and NVLink-bridge hosts get no operation at all. The package
-matches the driver's exact version (hardware-reference 1.6), is pinned and held, and the
+matches the driver's exact version (docs/hardware-reference.md 1.6), is pinned and held, and the
 service is enabled, and started when the driver is loaded. Data keys: defaults.py.
 
 Where the package comes from (:data:`DISTRO`): Ubuntu's archive (multiverse, enabled by the
@@ -13,29 +13,27 @@ and pinned low so it can never replace Debian's driver packages.
 from __future__ import annotations
 
 from io import StringIO
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyinfra import host, logger
 from pyinfra.api import deploy
-from pyinfra.facts.server import LinuxDistribution
 from pyinfra.operations import apt, files, systemd
 from pyinfra.operations.util import any_changed
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge.packages import (
+    DriverRelease,
     default_fabric_manager_version,
     fabric_manager_packages,
     same_upstream,
 )
-from gpuinfra.knowledge.topology import PROFILES
-from gpuinfra.platforms import distro_key
-from gpuinfra.render import check_url, flat_repo_list, origin_preference
-from roles.data import role_data
-from roles.fabric_manager.defaults import DEFAULTS
+from gpuinfra.render import flat_repo_list, origin_preference
+from gpuinfra.spec import NodeSpec
+from roles.apt import apt_keyring, install_pinned
 from roles.facts import LoadedModules
-from roles.nvidia_driver import cluster_value, pinned_driver_version
-from roles.nvidia_driver.defaults import DEFAULTS as DRIVER_DEFAULTS
-from roles.nvidia_driver.operations import apt_keyring, install_pinned
+
+if TYPE_CHECKING:  # the run's Site, built by roles.site (which imports the knobs)
+    from roles.site import Site
 
 SERVICE = "nvidia-fabricmanager"
 PIN_FILE = "/etc/apt/preferences.d/gpuinfra-fabricmanager"
@@ -53,37 +51,29 @@ DISTRO: dict[str, dict[str, Any]] = {
 }
 
 
-def needs_fabric_manager(data: Any) -> bool:
-    """Whether the host's topology profile requires Fabric Manager (unknown/none: no)."""
-    profile = PROFILES.get(data.get("gpu_topology") or "")
-    return bool(profile and profile.requires_fabric_manager)
-
-
 @deploy("fabric_manager")
-def fabric_manager() -> None:
-    if not needs_fabric_manager(host.data):
+def fabric_manager(site: Site, node: NodeSpec, driver: DriverRelease) -> None:
+    if node.gpus is None or not node.gpus.needs_fabric_manager:
         host.noop("no NVSwitch in this host's topology: Fabric Manager not needed")
         return
-    data = role_data(host, DEFAULTS)
+    data = node.settings
     if not data["fabric_manager_enabled"]:
         logger.warning(f"{host.print_prefix}Fabric Manager is required by this host's topology "
                        "but disabled by data (fabric_manager_enabled = False): NVSwitch "
                        "systems do not initialise their fabric without it")
         return
-    key = distro_key(host.get_fact(LinuxDistribution))
-    distro = DISTRO[key]
-    branch = str(cluster_value("driver_branch"))
-    driver_version = pinned_driver_version(key, role_data(host, DRIVER_DEFAULTS))
-    version = data["fabric_manager_version"] or default_fabric_manager_version(key, branch)
-    if not same_upstream(version, driver_version):
+    distro = DISTRO[driver.distro]
+    version = data["fabric_manager_version"] or default_fabric_manager_version(driver.distro,
+                                                                               driver.branch)
+    if not same_upstream(version, driver.version):
         raise GpuinfraError(f"Fabric Manager {version} does not match the driver "
-                            f"{driver_version}: FM refuses to start against another driver; "
+                            f"{driver.version}: FM refuses to start against another driver; "
                             "set fabric_manager_version to the driver's version")
 
     if distro["repo"]:
         _cuda_repository(data, distro["repo"])
-    install_pinned("NVIDIA Fabric Manager", fabric_manager_packages(key, branch, version),
-                   PIN_FILE)
+    install_pinned("NVIDIA Fabric Manager",
+                   fabric_manager_packages(driver.distro, driver.branch, version), PIN_FILE)
     # FM exits when the driver is not loaded yet (first install, before the reboot): then it
     # is only enabled, and starts at boot.
     driver_loaded = "nvidia" in host.get_fact(LoadedModules).get("modules", {})
@@ -93,7 +83,7 @@ def fabric_manager() -> None:
 
 
 def _cuda_repository(data: dict[str, Any], default_url: str) -> None:
-    url = check_url(data["fabric_manager_repo_url"] or default_url, "fabric_manager_repo_url")
+    url = (data["fabric_manager_repo_url"] or default_url).rstrip("/")
     key_url = data["fabric_manager_repo_key_url"] or f"{url}/3bf863cc.pub"
     key = apt_keyring(name="Add the CUDA repository's signing key", url=key_url,
                       path=CUDA_KEYRING)

@@ -13,16 +13,18 @@ its SHA-256 is ever read, to compare). On every node: munge:munge, mode 0400, in
 from __future__ import annotations
 
 from io import BytesIO
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pyinfra import host, inventory
+from pyinfra import host
 from pyinfra.api import FactBase, FunctionCommand, QuoteString, StringCommand, deploy, operation
 from pyinfra.operations import apt, files, server, systemd
 
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.spec.model import CLUSTER_KEYS, HEAD_GROUP
-from roles.data import role_data
-from roles.munge.defaults import DEFAULTS
+from gpuinfra.spec import NodeSpec
+from roles.apt import APT_CACHE_S
+
+if TYPE_CHECKING:  # the run's Site, built by roles.site (which imports the knobs)
+    from roles.site import Site
 
 KEY = "/etc/munge/munge.key"
 KEY_DIR = "/etc/munge"
@@ -42,14 +44,6 @@ class MungeKeyState(FactBase):
         digest, rotation = values[0], values[1]
         return {"digest": None if digest == "-" else digest,
                 "rotation": None if rotation == "-" else rotation}
-
-
-def head_host() -> Any:
-    """The cluster's head (key source): the one host of the 'head' group."""
-    heads = [h for h in inventory if HEAD_GROUP in h.groups]
-    if len(heads) != 1:
-        raise GpuinfraError(f"munge: the key lives on the one 'head' host; found {len(heads)}")
-    return heads[0]
 
 
 def _rotation_pending(state: dict[str, Any], rotation: str | None) -> bool:
@@ -102,13 +96,13 @@ def _sudo(target: Any) -> dict[str, Any]:
 
 
 @operation()
-def key_from_head(rotation: str | None = None):
+def key_from_head(head: Any, rotation: str | None = None):
     """This node's MUNGE key equal to the head's (copied when the SHA-256 differs).
 
+    + head: the pyinfra host holding the cluster's key
     + rotation: the spec's munge_key_rotation (a rotation about to happen on the head means
       this node's key will differ after it, so the copy is planned now)
     """
-    head = head_host()
     source = head.get_fact(MungeKeyState)
     mine = host.get_fact(MungeKeyState)
     if source["digest"] and source["digest"] == mine["digest"] \
@@ -119,18 +113,19 @@ def key_from_head(rotation: str | None = None):
 
 
 @deploy("munge")
-def munge() -> None:
-    data = role_data(host, DEFAULTS)
-    rotation = host.data.get("munge_key_rotation", CLUSTER_KEYS["munge_key_rotation"])
+def munge(site: Site, node: NodeSpec) -> None:
+    rotation = site.spec.munge_key_rotation
     apt.packages(name="Install munge", packages=["munge"], no_recommends=True, update=True,
-                 cache_time=86400)
+                 cache_time=APT_CACHE_S)
     files.directory(name=f"{KEY_DIR}: munge only (0700)", path=KEY_DIR, user="munge",
                     group="munge", mode="700")
-    if HEAD_GROUP in host.groups:
-        key = cluster_key(name="The cluster's MUNGE key on the head", bits=data["munge_key_bits"],
-                          rotation=rotation)
+    if node.is_head:
+        key = cluster_key(name="The cluster's MUNGE key on the head",
+                          bits=node.settings["munge_key_bits"], rotation=rotation)
     else:
-        key = key_from_head(name="The head's MUNGE key on this node", rotation=rotation)
+        # The spec has exactly one head when Slurm is deployed (checked at the gate).
+        key = key_from_head(name="The head's MUNGE key on this node",
+                            head=site.host(site.spec.head[0].name), rotation=rotation)
     files.file(name=f"{KEY}: munge:munge 0400", path=KEY, user="munge", group="munge",
                mode="400")
     systemd.service(name="Run munged", service="munge", running=True, enabled=True)

@@ -1,3 +1,9 @@
-from roles.munge import munge
+"""Run the `munge` role alone:
 
-munge()
+    pyinfra inventory/<site>.py roles/munge/deploy.py
+"""
+
+from roles.munge import munge
+from roles.site import this_node
+
+munge(*this_node())

@@ -10,36 +10,34 @@ roles/nvidia_driver/deploy.py``.
 from __future__ import annotations
 
 from io import StringIO
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyinfra import host, logger
-from pyinfra.api import QuoteString, StringCommand, deploy
-from pyinfra.facts.files import File
+from pyinfra.api import deploy
 from pyinfra.facts.server import LinuxDistribution
 from pyinfra.operations import apt, files, server, systemd
 from pyinfra.operations.util import any_changed
 
 from gpuinfra import reboot
-from gpuinfra.errors import GpuinfraError
-from gpuinfra.knowledge.packages import default_driver_version, driver_packages
-from gpuinfra.platforms import distro_key
+from gpuinfra.knowledge.packages import DriverRelease, driver_packages
 from gpuinfra.render import (
     DEVICE_UDEV_RULE,
     NOUVEAU_BLACKLIST,
     NVIDIA_OPTIONS,
     PERSISTENCED_DROPIN,
-    check_mode,
-    check_name,
     device_udev_rule,
     nouveau_blacklist,
     nvidia_device_options,
     persistenced_dropin,
 )
-from gpuinfra.spec.model import CLUSTER_KEYS, REBOOT_POLICIES
-from roles.data import role_data
+from gpuinfra.spec import NodeSpec
+from roles.apt import APT_CACHE_S, apt_components, install_pinned
 from roles.facts import GroupIds
-from roles.nvidia_driver.defaults import DEFAULTS
-from roles.nvidia_driver.operations import apt_components, install_pinned, nvidia_device_access
+from roles.nvidia_driver.operations import nvidia_device_access
+from roles.reboot import reboot_when_needed
+
+if TYPE_CHECKING:  # the run's Site, built by roles.site (which imports the knobs)
+    from roles.site import Site
 
 PIN_FILE = "/etc/apt/preferences.d/gpuinfra-nvidia-driver"
 PERSISTENCED = "nvidia-persistenced"
@@ -76,39 +74,23 @@ DISTRO: dict[str, dict[str, Any]] = {
 }
 
 
-def cluster_value(key: str) -> Any:
-    """A cluster-wide spec value (driver_branch, reboot_policy...) with the spec's default."""
-    return host.data.get(key, CLUSTER_KEYS[key])
-
-
-def pinned_driver_version(distro: str, data: dict[str, Any]) -> str:
-    """The exact driver version this host gets (data key, else the distribution's default)."""
-    branch = str(cluster_value("driver_branch"))
-    return data["nvidia_driver_version"] or default_driver_version(distro, branch)
-
-
 @deploy("nvidia_driver")
-def nvidia_driver() -> None:
-    data = role_data(host, DEFAULTS)
-    distribution = host.get_fact(LinuxDistribution)
-    key = distro_key(distribution)
-    distro = DISTRO[key]
-    branch = str(cluster_value("driver_branch"))
-    policy = cluster_value("reboot_policy")
-    if policy not in REBOOT_POLICIES:
-        raise GpuinfraError(f"reboot_policy {policy!r}: use one of {', '.join(REBOOT_POLICIES)}")
-    pinned = driver_packages(key, branch, pinned_driver_version(key, data),
+def nvidia_driver(site: Site, node: NodeSpec, driver: DriverRelease) -> None:
+    data = node.settings
+    distro = DISTRO[driver.distro]
+    pinned = driver_packages(driver.distro, driver.branch, driver.version,
                              full=data["nvidia_driver_full"],
                              server_stream=data["nvidia_driver_server_stream"],
                              persistenced_version=data["nvidia_driver_persistenced_version"])
 
     if data["nvidia_driver_manage_sources"]:
-        _archive_components(distro, distribution["release_meta"]["VERSION_CODENAME"])
+        codename = host.get_fact(LinuxDistribution)["release_meta"]["VERSION_CODENAME"]
+        _archive_components(distro, codename)
     headers = data["nvidia_driver_kernel_headers"]
     if headers:
         apt.packages(name="Install kernel headers for DKMS",
                      packages=list(distro["kernel_headers"] if headers is True else headers),
-                     update=True, cache_time=86400, no_recommends=True)
+                     update=True, cache_time=APT_CACHE_S, no_recommends=True)
     install = install_pinned("the NVIDIA driver", pinned, PIN_FILE)
 
     blacklist = _nouveau_blacklist(data)
@@ -117,8 +99,9 @@ def nvidia_driver() -> None:
                  commands=[INITRAMFS], _if=any_changed(*[op for op in (blacklist, options) if op]))
     _persistence_mode(data, distro)
 
-    _reboot(policy, [(install, reboot.DRIVER_CHANGED), (blacklist, reboot.NOUVEAU_BLACKLISTED),
-                     (options, reboot.DEVICE_OPTIONS_CHANGED)])
+    reboot_when_needed(site.spec.reboot_policy, "to load the NVIDIA driver",
+                       [(install, reboot.DRIVER_CHANGED), (blacklist, reboot.NOUVEAU_BLACKLISTED),
+                        (options, reboot.DEVICE_OPTIONS_CHANGED)])
 
 
 def _archive_components(distro: dict[str, Any], codename: str) -> None:
@@ -141,8 +124,8 @@ def _device_access(data: dict[str, Any]) -> Any:
     """/dev/nvidia* for root and one group: udev rule, driver options, the nodes there now.
 
     Returns the driver-options operation (None when it cannot be written yet)."""
-    group = check_name(data["nvidia_driver_device_group"], "nvidia_driver_device_group")
-    mode = check_mode(data["nvidia_driver_device_mode"])
+    group = data["nvidia_driver_device_group"]
+    mode = data["nvidia_driver_device_mode"]
     gid = host.get_fact(GroupIds).get(group)
     if gid is None:
         gid = data["nvidia_driver_device_gid"]
@@ -179,27 +162,3 @@ def _persistence_mode(data: dict[str, Any], distro: dict[str, Any]) -> None:
     if distro["persistenced_enabled"]:
         systemd.service(name="Start nvidia-persistenced at boot", service=PERSISTENCED,
                         running=None, enabled=True)
-
-
-def _reboot(policy: str, triggers: list[tuple[Any, str]]) -> None:
-    """Record why a reboot is needed; warn per host; reboot when the policy says so."""
-    triggers = [(op, reason) for op, reason in triggers if op is not None]
-    for op, reason in triggers:
-        server.shell(name=f"Record that a reboot is needed: {reason}",
-                     commands=[_marker_command(reason)], _if=op.did_change)
-    pending_before = bool(host.get_fact(File, path=reboot.REBOOT_MARKER))
-    reasons = [reason for op, reason in triggers if op.will_change]
-    if pending_before:
-        reasons.append("a reboot recorded by an earlier deploy is still pending")
-    if reasons and policy == "never":
-        logger.warning(f"{host.print_prefix}reboot needed ({'; '.join(reasons)}): "
-                       "reboot_policy is 'never', reboot this host to load the driver")
-    if policy == "if-needed":
-        server.reboot(name="Reboot to load the NVIDIA driver",
-                      _if=lambda: pending_before or any(op.did_change() for op, _ in triggers))
-
-
-def _marker_command(reason: str) -> StringCommand:
-    directory = reboot.REBOOT_MARKER.rsplit("/", 1)[0]
-    return StringCommand("mkdir", "-p", QuoteString(directory), "&&", "echo", QuoteString(reason),
-                         ">>", QuoteString(reboot.REBOOT_MARKER))

@@ -1,38 +1,58 @@
-"""Data keys of the `nvidia_driver` role, with their defaults (override them in group_data).
+"""Data keys of the `nvidia_driver` role: default and rule of each (override them in group_data).
 
 Also read from the cluster spec (group_data/all.py): ``driver_branch`` (default "535") and
-``reboot_policy`` ("never" or "if-needed").
+``reboot_policy`` ("never" or "if-needed"). The spec gate checks every host's values against
+these rules before any host is touched.
 """
 
-DEFAULTS = {
+from gpuinfra.spec.knobs import Knob, defaults
+from gpuinfra.spec.rules import (
+    boolean,
+    debian_package,
+    debian_version,
+    either,
+    integer,
+    list_of,
+    octal_mode,
+    optional,
+    posix_name,
+)
+
+KNOBS = (
     # Exact driver package version. None: the default for the host's distribution and branch
     # (gpuinfra.knowledge.packages.DRIVER_VERSIONS). Set the version your archive or mirror
     # carries: `apt-cache policy nvidia-smi` (Debian) / `nvidia-utils-535-server` (Ubuntu).
-    "nvidia_driver_version": None,
+    Knob("nvidia_driver_version", None, optional(debian_version()),
+         "the exact driver package version"),
     # Debian only: nvidia-persistenced is versioned apart from the driver (contrib).
-    "nvidia_driver_persistenced_version": None,
+    Knob("nvidia_driver_persistenced_version", None, optional(debian_version()),
+         "Debian's nvidia-persistenced version"),
     # Install the distribution's full driver (X/GL stack) instead of the headless set.
-    "nvidia_driver_full": False,
+    Knob("nvidia_driver_full", False, boolean(), "the full driver instead of the headless set"),
     # Ubuntu: the -server (datacenter) packages; False selects the desktop stream (set
     # nvidia_driver_version to that stream's version too).
-    "nvidia_driver_server_stream": True,
+    Knob("nvidia_driver_server_stream", True, boolean(), "Ubuntu's -server driver stream"),
     # Kernel headers so DKMS builds the module: True installs the distribution's metapackage
     # (linux-headers-amd64 / linux-headers-generic), a list names the packages instead (e.g.
     # ["linux-headers-generic-hwe-22.04"] on an HWE kernel). Containers (the lab) set False:
     # their kernel is not the distribution's.
-    "nvidia_driver_kernel_headers": True,
+    Knob("nvidia_driver_kernel_headers", True, either(boolean(), list_of(debian_package())),
+         "kernel headers for DKMS: True, False or package names"),
     # Enable the archive components the packages live in (Debian: contrib non-free
     # non-free-firmware; Ubuntu: restricted multiverse) in the standard source files.
-    "nvidia_driver_manage_sources": True,
+    Knob("nvidia_driver_manage_sources", True, boolean(), "enable the archive components"),
     # Blacklist nouveau (and rebuild the initramfs when that file changes).
-    "nvidia_driver_blacklist_nouveau": True,
+    Knob("nvidia_driver_blacklist_nouveau", True, boolean(), "blacklist nouveau"),
     # Run nvidia-persistenced with persistence mode on (drop-in replacing its ExecStart).
-    "nvidia_driver_persistence_mode": True,
+    Knob("nvidia_driver_persistence_mode", True, boolean(), "persistence mode on"),
     # Who may use the GPUs: /dev/nvidia* owned by root and this group, with this mode.
     # "video" exists on every Debian and Ubuntu system (base-passwd, gid 44).
-    "nvidia_driver_device_group": "video",
-    "nvidia_driver_device_mode": "0660",
+    Knob("nvidia_driver_device_group", "video", posix_name(), "the group that may use the GPUs"),
+    Knob("nvidia_driver_device_mode", "0660", octal_mode(), "the mode of /dev/nvidia*"),
     # gid for the device group when the role has to create it (None: let groupadd choose,
     # and write the driver options on the next deploy once the gid is known).
-    "nvidia_driver_device_gid": None,
-}
+    Knob("nvidia_driver_device_gid", None, optional(integer(0, 2**31 - 1)),
+         "the device group's gid when the role creates it"),
+)
+
+DEFAULTS = defaults(KNOBS)

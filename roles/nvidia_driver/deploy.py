@@ -1,3 +1,12 @@
-from roles.nvidia_driver import nvidia_driver
+"""Run the `nvidia_driver` role alone:
 
-nvidia_driver()
+    pyinfra inventory/<site>.py roles/nvidia_driver/deploy.py
+"""
+
+from roles.gpu import node_driver
+from roles.nvidia_driver import nvidia_driver
+from roles.site import this_node
+
+site, node = this_node()
+if node.gpus is not None:
+    nvidia_driver(site, node, node_driver(site, node))

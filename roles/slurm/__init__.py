@@ -13,17 +13,15 @@ defaults.py; per-distribution values: :data:`DISTRO`.
 from __future__ import annotations
 
 from io import StringIO
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pyinfra import host, inventory, logger
+from pyinfra import host, logger
 from pyinfra.api import deploy
-from pyinfra.facts.server import LinuxDistribution
 from pyinfra.operations import apt, files, server, systemd
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.parsers.cpus import CpuLayout
 from gpuinfra.parsers.topo import TopoMatrix
-from gpuinfra.platforms import distro_key, node_address
 from gpuinfra.slurmconf import (
     GresPlan,
     NodeHardware,
@@ -34,13 +32,14 @@ from gpuinfra.slurmconf import (
     slurm_conf,
 )
 from gpuinfra.spec import ClusterSpec, NodeSpec
-from gpuinfra_cli.gate import require_valid
-from roles.data import role_data
+from roles.apt import APT_CACHE_S
 from roles.facts import CpuLayout as CpuLayoutFact
-from roles.facts import MemTotalMb, NvidiaDeviceMinors, NvidiaGpus, NvidiaTopology
-from roles.slurm.defaults import DEFAULTS
-from roles.slurm.operations import accounting_db, check_sql_name, checked_config
+from roles.facts import MemTotalMb, NvidiaDeviceMinors, NvidiaGpus, NvidiaTopology, host_distro
+from roles.slurm.operations import accounting_db, checked_config
 from roles.templates import render
+
+if TYPE_CHECKING:  # the run's Site, built by roles.site (which imports the knobs)
+    from roles.site import Site
 
 CONF_DIR = "/etc/slurm"
 SLURM_CONF = f"{CONF_DIR}/slurm.conf"
@@ -76,43 +75,33 @@ DISTRO: dict[str, dict[str, Any]] = {
     },
 }
 
-# CPU facts of each worker are read once per run: slurm.conf needs every worker's, and each
-# worker's gres.conf its own.
-_CPU_FACTS: dict[tuple[int, str], tuple[dict[str, Any], int | None]] = {}
+def cpu_facts(site: Site, name: str) -> tuple[CpuLayout | None, int | None]:
+    """(CPU layout, MemTotal MiB) of host ``name``, read from it once per run: slurm.conf
+    needs every worker's, and each worker's gres.conf its own."""
+    def read() -> tuple[dict[str, Any], int | None]:
+        other = site.host(name)
+        return other.get_fact(CpuLayoutFact), other.get_fact(MemTotalMb)
 
-
-def cluster_spec() -> ClusterSpec:
-    return require_valid(inventory)
-
-
-def cpu_facts(name: str) -> tuple[CpuLayout | None, int | None]:
-    """(CPU layout, MemTotal MiB) of host ``name``, read from it once per run."""
-    other = inventory.get_host(name)
-    key = (id(other.state), name)
-    if key not in _CPU_FACTS:
-        _CPU_FACTS[key] = (other.get_fact(CpuLayoutFact), other.get_fact(MemTotalMb))
-    layout, memory = _CPU_FACTS[key]
+    layout, memory = site.once(("cpu facts", name), read)
     return (CpuLayout.from_json(layout) if layout else None), memory
 
 
-def worker_hardware(name: str) -> NodeHardware | None:
+def worker_hardware(site: Site, name: str) -> NodeHardware | None:
     """A worker's slurm.conf hardware: its own CPUs and memory, less its own
     slurm_memory_reserve_percent (so slurm.conf is the same whichever host renders it)."""
-    layout, memory = cpu_facts(name)
+    layout, memory = cpu_facts(site, name)
     if layout is None or not memory:
         return None
-    reserve = role_data(inventory.get_host(name), DEFAULTS)["slurm_memory_reserve_percent"]
-    return node_hardware(layout, memory, reserve)
+    return node_hardware(layout, memory,
+                         site.node(name).settings["slurm_memory_reserve_percent"])
 
 
-def gres_type_of(name: str) -> str:
+def gres_type_of(node: NodeSpec) -> str:
     """The GRES type of a node's GPUs: its slurm_gpu_type, else its model in lower case."""
-    spec = cluster_spec().node(name)
-    override = inventory.get_host(name).data.get("slurm_gpu_type")
-    return node_gres_type(spec, override) if spec.gpus else "none"
+    return node_gres_type(node, node.settings["slurm_gpu_type"]) if node.gpus else "none"
 
 
-def _node_gres(node: NodeSpec) -> GresPlan:
+def _node_gres(site: Site, node: NodeSpec) -> GresPlan:
     """This node's gres.conf lines from its own GPU facts."""
     if node.gpus is None:
         return GresPlan(())
@@ -120,25 +109,25 @@ def _node_gres(node: NodeSpec) -> GresPlan:
     devices, notes = gpu_devices(gpus, host.get_fact(NvidiaDeviceMinors))
     topo_json = host.get_fact(NvidiaTopology)
     topo = TopoMatrix(**{**topo_json, "gpu_numa_ids": {}}) if topo_json else None
-    layout, _ = cpu_facts(node.name)
-    plan = gres_plan(node, gres_type_of(node.name), devices, topo, layout)
+    layout, _ = cpu_facts(site, node.name)
+    plan = gres_plan(node, gres_type_of(node), devices, topo, layout)
     return GresPlan(plan.lines, tuple(notes) + plan.notes, plan.nvml_needed)
 
 
-def _configs(spec: ClusterSpec, node: NodeSpec, data: dict[str, Any],
+def _configs(site: Site, node: NodeSpec, data: Any,
              distro: dict[str, Any]) -> tuple[dict[str, str], GresPlan, list[str]]:
-    workers = [n for n in spec.nodes if n.is_worker]
+    spec = site.spec
     conf = slurm_conf(
         spec,
-        addresses={n.name: node_address(inventory.get_host(n.name).data) for n in spec.nodes},
-        hardware={n.name: worker_hardware(n.name) for n in workers},
-        gres_type_of={n.name: gres_type_of(n.name) for n in workers},
+        addresses={n.name: n.address for n in spec.nodes},
+        hardware={n.name: worker_hardware(site, n.name) for n in spec.workers},
+        gres_type_of={n.name: gres_type_of(n) for n in spec.workers},
         accounting=spec.slurm_accounting,
         extra=data["slurm_conf_extra"],
     )
     settings = {"slurmd_timeout": int(data["slurm_slurmd_timeout"]),
                 "cgroup_plugin": distro["cgroup_plugin"]}
-    plan = _node_gres(node)
+    plan = _node_gres(site, node)
     texts = {
         SLURM_CONF: render("slurm", SLURM_CONF, conf=conf, settings=settings),
         GRES_CONF: render("slurm", GRES_CONF, node=node.short_name, plan=plan),
@@ -148,16 +137,15 @@ def _configs(spec: ClusterSpec, node: NodeSpec, data: dict[str, Any],
 
 
 @deploy("slurm")
-def slurm() -> None:
-    spec = cluster_spec()
-    node = spec.node(host.name)
-    data = role_data(host, DEFAULTS)
-    distro = DISTRO[distro_key(host.get_fact(LinuxDistribution))]
-    workers = [n for n in spec.nodes if n.is_worker]
+def slurm(site: Site, node: NodeSpec) -> None:
+    spec = site.spec
+    data = node.settings
+    distro = DISTRO[host_distro()]
+    workers = spec.workers
     if not workers:
         raise GpuinfraError("slurm: no host in the 'workers' group: nothing to schedule on")
 
-    texts, plan, notes = _configs(spec, node, data, distro)
+    texts, plan, notes = _configs(site, node, data, distro)
     for note in [*notes, *plan.notes]:
         logger.warning(f"{host.print_prefix}slurm: {note}")
 
@@ -172,7 +160,7 @@ def slurm() -> None:
                                 "plugin package (use Debian 12 or Ubuntu 24.04)")
         packages.append(distro["nvml_plugin"])
     install = apt.packages(name="Install Slurm", packages=packages, no_recommends=True,
-                           update=True, cache_time=86400)
+                           update=True, cache_time=APT_CACHE_S)
     files.directory(name=f"{CONF_DIR} exists", path=CONF_DIR, user="root", group="root",
                     mode="755")
     check_as = node.short_name if node.is_worker else workers[0].short_name
@@ -197,14 +185,13 @@ def slurm() -> None:
                      commands=["systemctl disable --now slurmd"], _if=install.did_change)
 
 
-def _accounting(data: dict[str, Any], distro: dict[str, Any], spec: ClusterSpec) -> None:
+def _accounting(data: Any, distro: dict[str, Any], spec: ClusterSpec) -> None:
     """slurmdbd with MariaDB on the head; the database user authenticates by unix socket."""
     apt.packages(name="Install MariaDB and slurmdbd", packages=list(distro["accounting"]),
-                 no_recommends=True, update=True, cache_time=86400)
+                 no_recommends=True, update=True, cache_time=APT_CACHE_S)
     systemd.service(name="Run MariaDB", service=distro["mariadb_service"], running=True,
                     enabled=True)
-    db = check_sql_name(data["slurm_db_name"], "slurm_db_name")
-    user = check_sql_name(data["slurm_db_user"], "slurm_db_user")
+    db, user = data["slurm_db_name"], data["slurm_db_user"]
     accounting_db(name=f"Accounting database {db} and its user {user}", database=db,
                   user=user)
     text = render("slurm", SLURMDBD_CONF, cluster_name=spec.name,

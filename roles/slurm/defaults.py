@@ -1,23 +1,32 @@
-"""Data keys of the `slurm` role, with their defaults (override them in group_data).
+"""Data keys of the `slurm` role: default and rule of each (override them in group_data).
 
 Also read from the cluster spec: ``cluster_name``, ``slurm_partitions``, ``slurm_accounting``
-and each node's GPUs (``gpu_model``, ``gpu_count``, ``gpu_sharing``).
+and each node's GPUs (``gpu_model``, ``gpu_count``, ``gpu_sharing``). Checked by the spec gate
+before any host is touched; keys whose value lands in slurm.conf must agree on every host.
 """
 
-DEFAULTS = {
+from gpuinfra.slurmconf import CONF_EXTRA, GRES_TYPE
+from gpuinfra.spec.knobs import Knob, defaults
+from gpuinfra.spec.rules import integer, optional, sql_name
+
+KNOBS = (
     # GRES type of the node's GPUs (``--gres=gpu:<type>:N``). None: the spec's gpu_model in
     # lower case (h100-sxm5-80gb), unambiguous across SKUs. Set per host or group to override.
-    "slurm_gpu_type": None,
+    Knob("slurm_gpu_type", None, optional(GRES_TYPE), "the GRES type of the node's GPUs"),
     # Memory kept from jobs, in percent of MemTotal (RealMemory = MemTotal less this): a node
     # registering less memory than configured is drained, and the OS needs room.
-    "slurm_memory_reserve_percent": 2,
+    Knob("slurm_memory_reserve_percent", 2, integer(0, 49),
+         "memory kept from jobs, percent of MemTotal"),
     # Extra slurm.conf settings, {"Key": "value"}; Slurm checks them (slurmd -G on the staged
     # file) before any daemon is restarted, so a typo is refused and the cluster keeps running.
-    "slurm_conf_extra": {},
+    Knob("slurm_conf_extra", {}, CONF_EXTRA, "extra slurm.conf settings", site_wide=True),
     # Seconds before slurmctld marks a silent node DOWN.
-    "slurm_slurmd_timeout": 300,
+    Knob("slurm_slurmd_timeout", 300, integer(10, 86400), "SlurmdTimeout in seconds",
+         site_wide=True),
     # Accounting database (slurm_accounting in the spec turns it on): database and user
     # (MariaDB, unix_socket authentication for the slurm user: no password to keep).
-    "slurm_db_name": "slurm_acct_db",
-    "slurm_db_user": "slurm",
-}
+    Knob("slurm_db_name", "slurm_acct_db", sql_name(), "the accounting database"),
+    Knob("slurm_db_user", "slurm", sql_name(), "the accounting database's user (an OS user)"),
+)
+
+DEFAULTS = defaults(KNOBS)

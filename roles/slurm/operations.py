@@ -20,6 +20,9 @@ from pyinfra.api import FactBase, FileUploadCommand, StringCommand, operation
 from pyinfra.facts.files import Sha256File
 
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.spec.rules import clip, sql_name
+
+SQL_NAME = sql_name()
 
 STAGE_DIR = "/etc/slurm/.gpuinfra-staged"
 
@@ -73,10 +76,11 @@ def checked_config(files: Mapping[str, str], check_as: str):
 
 
 def check_sql_name(value: str, what: str) -> str:
-    """``value`` when it is safe as a MariaDB identifier in the role's SQL (letters, digits
-    and '_'); raises GpuinfraError naming ``what`` otherwise."""
-    if not isinstance(value, str) or not value.replace("_", "").isalnum():
-        raise GpuinfraError(f"slurm: {what} = {value!r}: letters, digits and '_' only")
+    """``value`` when it is safe as a MariaDB identifier in the role's SQL (the rule the spec
+    gate applies to slurm_db_name/slurm_db_user); raises GpuinfraError naming ``what``."""
+    problem = SQL_NAME.problem(value)
+    if problem:
+        raise GpuinfraError(f"slurm: {what} = {clip(value)}: {problem} ({SQL_NAME.allowed})")
     return value
 
 

@@ -34,9 +34,8 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.api.state import StateStage
 from pyinfra.context import ctx_host, ctx_inventory, ctx_state
 
-from gpuinfra_cli import gate
-
 FACTS = Path(__file__).parent / "facts"
+REPO = Path(__file__).resolve().parents[2]
 
 
 class MissingFact(AssertionError):
@@ -148,12 +147,24 @@ def _raw(command: Any) -> str:
     return getter() if getter else str(command)
 
 
-# Roles cache per-run values by id(state) (slurm: the hardware of other hosts). Keeping every
-# planned State alive keeps those ids unique for the whole test session, so no test can see a
-# cache entry left by another (the spec gate's cache: see plan_hosts).
-_KEEP_ALIVE: list[State] = []
-
 _FAKE = {"fake_delay": 0, "fake_delay_jitter": 0}
+# A single host planned alone is a worker of a site without a scheduler (so its spec needs no
+# head); a test's data overrides both.
+_ALONE = {"schedulers": []}
+
+
+def entry(deploy_func: Callable[..., Any]) -> Callable[[], None]:
+    """The role's own entry file (``roles/<role>/deploy.py``), run as pyinfra runs it: it takes
+    the run's Site and this host's node (and the GPU roles the node's driver release), exactly
+    as deploy.py hands them over. ``deploy_func`` is the role's @deploy function."""
+    module = deploy_func.__module__  # roles.<role>
+    path = REPO / Path(*module.split(".")) / "deploy.py"
+    code = compile(path.read_text(), str(path), "exec")
+
+    def run() -> None:
+        exec(code, {"__name__": f"{module}.deploy", "__file__": str(path)})
+
+    return run
 
 
 def _collect(state: State, host: Host) -> Plan:
@@ -177,19 +188,20 @@ def plan(deploy_func: Callable[..., Any], facts: Mapping[str, Any],
          data: Mapping[str, Any] | None = None, name: str = "node1") -> Plan:
     """The operations ``deploy_func`` plans on a host with ``facts`` and ``data``."""
     host_name = f"@fake/{name}"
-    inventory = Inventory(([host_name], {**_FAKE, **(data or {})}))
+    inventory = Inventory(([host_name], {**_FAKE, **_ALONE, **(data or {})}),
+                          workers=([host_name], {}))
     state = State(inventory, Config())
-    _KEEP_ALIVE.append(state)
     connect_all(state)
     host = inventory.get_host(host_name)
     host.name = name  # roles see "node1", not the connector prefix
+    inventory.hosts = {host.name: host}
     asked: list[str] = []
     # Handlers (`_if=op.did_change`) follow their trigger: changed when it would run commands.
     with mock.patch.object(Host, "get_fact", _fact_answerer(facts, asked)), \
             mock.patch.object(OperationMeta, "did_change",
                               lambda self: bool(self._maybe_is_change)), \
             ctx_inventory.use(inventory):
-        add_deploy(state, deploy_func)
+        add_deploy(state, entry(deploy_func))
         return _collect(state, host)
 
 
@@ -249,7 +261,6 @@ def plan_hosts(deploy_func: Callable[..., Any], hosts: Sequence[FakeHost],
     inventory = Inventory(([(names[h.name], dict(h.data)) for h in hosts],
                            {**_FAKE, **(data or {})}), **groups)
     state = State(inventory, Config())
-    _KEEP_ALIVE.append(state)
     connect_all(state)
     # Roles see "lab-head", not the connector prefix, and find other hosts by that name.
     for h in hosts:
@@ -258,16 +269,13 @@ def plan_hosts(deploy_func: Callable[..., Any], hosts: Sequence[FakeHost],
     unknown = [t for t in targets if t not in names]
     assert not unknown, f"targets not among the hosts: {unknown}"
     asked: list[str] = []
-    # The spec gate caches by id(inventory), and roles pass it pyinfra's context proxy, whose id
-    # is the same for every inventory in the process: start each plan with an empty cache.
-    with mock.patch.dict(gate._CACHE, clear=True), \
-            mock.patch.object(Host, "get_fact",
+    with mock.patch.object(Host, "get_fact",
                               _per_host_answerer({h.name: h.facts for h in hosts}, asked)), \
             mock.patch.object(OperationMeta, "did_change",
                               lambda self: bool(self._maybe_is_change)), \
             ctx_inventory.use(inventory):
         chosen = [inventory.get_host(t) for t in targets]
-        _deploy_as_cli(state, deploy_func, chosen)
+        _deploy_as_cli(state, entry(deploy_func), chosen)
         plans = {host.name: _collect(state, host) for host in chosen}
         order = tuple((host.name, ", ".join(sorted(state.get_op_meta(op_hash).names)))
                       for op_hash in state.get_op_order()

@@ -10,13 +10,18 @@ from roles.container_toolkit import CDI_SPEC, container_toolkit
 from tests.plan.harness import plan
 from tests.plan.test_nvidia_driver_plan import DISTROS, converged, fresh, uploads
 
-ON = {"ssh_hostname": "10.0.0.5", "container_toolkit_enabled": True}
+GPU = {"ssh_hostname": "10.0.0.5", "gpu_model": "H100-PCIE-80GB", "gpu_count": 2,
+       "gpu_topology": "bridged-pairs"}
+ON = GPU  # on by default: a GPU site runs containers
 PACKAGES = ("nvidia-container-toolkit=1.17.8-1 nvidia-container-toolkit-base=1.17.8-1 "
             "libnvidia-container-tools=1.17.8-1 libnvidia-container1=1.17.8-1")
 
 
 @pytest.mark.parametrize("distro", DISTROS)
-def test_off_by_default(distro):
+def test_on_by_default_on_gpu_nodes_off_when_the_site_says_so(distro):
+    assert plan(container_toolkit, fresh(distro), GPU).op("Install the NVIDIA Container Toolkit")
+    off = {**GPU, "container_toolkit_enabled": False}
+    assert plan(container_toolkit, fresh(distro), off).ops == ()
     assert plan(container_toolkit, fresh(distro), {"ssh_hostname": "10.0.0.5"}).ops == ()
 
 

@@ -9,7 +9,8 @@ from roles.fabric_manager import CUDA_KEYRING, fabric_manager
 from tests.plan.harness import plan
 from tests.plan.test_nvidia_driver_plan import DISTROS, converged, fresh, uploads
 
-NVSWITCH = {"ssh_hostname": "10.0.0.5", "gpu_topology": "nvswitch-all-to-all"}
+NVSWITCH = {"ssh_hostname": "10.0.0.5", "gpu_model": "H100-SXM5-80GB", "gpu_count": 8,
+            "gpu_topology": "nvswitch-all-to-all"}
 CUDA = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64"
 FM_VERSIONS = {
     "debian-12": "535.261.03-1",  # NVIDIA's CUDA repository naming
@@ -18,10 +19,13 @@ FM_VERSIONS = {
 }
 
 
-@pytest.mark.parametrize("topology", ["bridged-pairs", "pcie-only", "direct-all-to-all", None])
+@pytest.mark.parametrize(("model", "count", "topology"), [
+    ("H100-PCIE-80GB", 2, "bridged-pairs"), ("H100-PCIE-80GB", 2, "pcie-only"),
+    ("A100-SXM4-80GB", 4, "direct-all-to-all"), ("L40S", 4, None), (None, None, None)])
 @pytest.mark.parametrize("distro", DISTROS)
-def test_no_operation_at_all_without_nvswitch(distro, topology):
-    data = {"ssh_hostname": "10.0.0.5", "gpu_topology": topology}
+def test_no_operation_at_all_without_nvswitch(distro, model, count, topology):
+    data = {"ssh_hostname": "10.0.0.5", "gpu_model": model, "gpu_count": count,
+            "gpu_topology": topology}
     assert plan(fabric_manager, fresh(distro), data).ops == ()
 
 

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 from pyinfra.api import FunctionCommand
+from pyinfra.api.exceptions import PyinfraError
 
 from gpuinfra.errors import GpuinfraError
 from roles.munge import KEY, ROTATION_FILE, MungeKeyState, _copy_key, munge
@@ -167,9 +168,9 @@ def test_a_rotation_token_is_quoted_in_the_command():
                           {"munge_key_rotation": "q4:2026_a"})
     assert result.op(HEAD_KEY_OP).commands[-1].endswith(
         f"printf '%s\\n' q4:2026_a > {ROTATION_FILE}")
-    odd = plan_cluster(munge, cluster(fresh("debian-12"), fresh("debian-12")), HEAD,
-                       {"munge_key_rotation": "a b;c"})  # refused by the spec; quoted anyway
-    assert odd.op(HEAD_KEY_OP).commands[-1].endswith(f"printf '%s\\n' 'a b;c' > {ROTATION_FILE}")
+    with pytest.raises(PyinfraError, match="munge_key_rotation = 'a b;c': not a rotation token"):
+        plan_cluster(munge, cluster(fresh("debian-12"), fresh("debian-12")), HEAD,
+                     {"munge_key_rotation": "a b;c"})  # refused by the gate, before any op
 
 
 # ----------------------------------------------------------------------------- handlers
@@ -182,13 +183,15 @@ def test_first_run_restarts_munged_after_writing_the_cluster_key(host):
 
 # ----------------------------------------------------------------------------- the head's place
 
-def test_the_head_is_the_one_host_of_the_head_group():
+def test_the_key_comes_from_the_one_host_of_the_head_group():
+    """No head, or two: the gate refuses the site before the role runs (the key's source
+    must be one host)."""
     facts = fresh("debian-12")
     no_head = [FakeHost(WORKER, ("workers",), facts, HGX)]
-    with pytest.raises(GpuinfraError, match="found 0"):
+    with pytest.raises(PyinfraError, match="no Slurm controller"):
         plan_cluster(munge, no_head, WORKER)
     two = [*cluster(facts, facts), FakeHost("lab-head2", ("head",), facts)]
-    with pytest.raises(GpuinfraError, match="found 2"):
+    with pytest.raises(PyinfraError, match="2 Slurm controllers"):
         plan_cluster(munge, two, WORKER)
 
 

@@ -11,6 +11,7 @@ import hashlib
 import json
 
 import pytest
+from pyinfra.api.exceptions import PyinfraError
 
 from gpuinfra import reboot
 from gpuinfra.errors import GpuinfraError
@@ -31,7 +32,9 @@ from roles.nvidia_driver import DISTRO, PIN_FILE, nvidia_driver
 from tests.plan.harness import FACTS, load_facts, plan
 
 DISTROS = ["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
-NODE = {"ssh_hostname": "10.0.0.5"}
+# A GPU node: the entry file (roles/nvidia_driver/deploy.py) runs the role on GPU nodes only.
+NODE = {"ssh_hostname": "10.0.0.5", "gpu_model": "H100-PCIE-80GB", "gpu_count": 2,
+        "gpu_topology": "bridged-pairs"}
 HOLD = "apt-mark hold"
 
 # What a fresh host installs, exactly (name=version), per distribution.
@@ -159,7 +162,7 @@ def test_reboot_if_needed_reboots_only_after_a_change():
 
 
 def test_unknown_reboot_policy_is_refused():
-    with pytest.raises(GpuinfraError, match="if-needed"):
+    with pytest.raises(PyinfraError, match="reboot_policy = 'always'.*\n.*if-needed"):
         plan(nvidia_driver, fresh("debian-12"), {**NODE, "reboot_policy": "always"})
 
 

@@ -21,13 +21,11 @@ import os
 import shlex
 import subprocess
 from pathlib import Path
-from unittest import mock
 
 import pytest
-from pyinfra import inventory as current_inventory
-from pyinfra.api import FileUploadCommand, Inventory
+from pyinfra.api import Config, FileUploadCommand, Inventory, State
 from pyinfra.api.exceptions import PyinfraError
-from pyinfra.context import ctx_inventory
+from pyinfra.context import ctx_inventory, ctx_state
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.parsers.cpus import parse_lscpu, parse_meminfo_mb
@@ -41,8 +39,8 @@ from gpuinfra.slurmconf import (
     slurm_conf,
 )
 from gpuinfra.spec import HostInput, build_cluster
-from gpuinfra_cli import gate
 from roles.facts import GPU_FIELDS, CpuLayout, MemTotalMb, NvidiaGpus, NvidiaTopology
+from roles.site import current_site
 from roles.slurm import CGROUP_CONF, DISTRO, GRES_CONF, SLURM_CONF, SLURMDBD_CONF, slurm
 from roles.slurm.defaults import DEFAULTS
 from roles.slurm.operations import STAGE_DIR, MariaDbAccounting, check_command
@@ -447,7 +445,7 @@ def test_converged_head_with_accounting_plans_no_command(distro):
 
 
 def test_a_database_name_that_is_not_an_identifier_is_refused():
-    with pytest.raises(GpuinfraError, match="slurm_db_name"):
+    with pytest.raises(PyinfraError, match="slurm_db_name = 'acct; DROP'"):
         plan_for(HEAD, fresh_lab("debian-12"), {"slurm_accounting": True,
                                                 "slurm_db_name": "acct; DROP"})
 
@@ -493,15 +491,22 @@ def test_an_invalid_spec_stops_the_role_before_any_operation():
         plan_for(WORKER1, fresh_lab("debian-12"), data={WORKER1: {"gpu_count": "8"}})
 
 
-def test_the_spec_gate_validates_each_inventory_it_is_handed_through_pyinfras_context():
-    def inventory_named(name: str) -> Inventory:
-        return Inventory(([("h1", {"cluster_name": name})], {}), head=(["h1"], {}))
+def test_each_run_gets_the_site_of_its_own_inventory_built_once():
+    """The Site is kept per pyinfra State (weakly): two runs never share one, and the hosts of
+    one run share the one built by the first host that asked."""
+    def state_named(name: str) -> tuple[State, Inventory]:
+        inventory = Inventory((["h1", "h2"], {"cluster_name": name}),
+                              head=(["h1"], {}))
+        return State(inventory, Config()), inventory
 
-    with mock.patch.dict(gate._CACHE, clear=True):
-        with ctx_inventory.use(inventory_named("one")):
-            assert gate.require_valid(current_inventory).name == "one"
-        with ctx_inventory.use(inventory_named("two")):
-            assert gate.require_valid(current_inventory).name == "two"
+    sites = []
+    for name in ("one", "two"):
+        state, inventory = state_named(name)
+        with ctx_state.use(state), ctx_inventory.use(inventory):
+            first = current_site()
+            assert current_site() is first
+            sites.append(first)
+    assert [s.spec.name for s in sites] == ["one", "two"]
 
 
 def test_a_cluster_without_workers_is_refused():

@@ -15,7 +15,7 @@ from gpuinfra.reboot import DRIVER_CHANGED, REBOOT_MARKER, reboot_reasons
 from gpuinfra.runtimes import cdi_driver_version, has_nvidia_runtime
 
 # What `nvidia-ctk runtime configure --runtime=containerd` leaves in a version 2 config
-# (hardware-reference 2).
+# (docs/hardware-reference.md 2).
 CONTAINERD_V2 = """version = 2
 [plugins."io.containerd.grpc.v1.cri".containerd]
   default_runtime_name = "runc"

@@ -6,14 +6,12 @@ import importlib.machinery
 import importlib.util
 from pathlib import Path
 
-from roles.nvidia_driver.defaults import DEFAULTS
 from verify.expect import (
     csv_column,
     device_problems,
     driver_version_problems,
     loaded_modules,
     reboot_pending_message,
-    role_expected,
 )
 
 DEVICES_SCRIPT = Path(__file__).resolve().parents[2] / "lab" / "gpuinfra-lab-devices"
@@ -25,13 +23,6 @@ def _devices_module():
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
     return module
-
-
-def test_role_expected_data_over_defaults():
-    got = role_expected({"nvidia_driver_device_group": "gpu", "other": 1}, DEFAULTS)
-    assert got["nvidia_driver_device_group"] == "gpu"
-    assert got["nvidia_driver_device_mode"] == "0660"
-    assert "other" not in got
 
 
 def test_reboot_pending_message_names_reasons_cause_and_fix():

@@ -11,7 +11,6 @@ from gpuinfra.spec import SpecInvalid
 from gpuinfra.verdicts import Finding
 from verify.expect import (
     NO_SMI,
-    common_expected,
     family,
     format_failures,
     format_finding,
@@ -47,13 +46,6 @@ def test_ssh_target_defaults_to_the_name_and_strict_keys() -> None:
     target = ssh_target("gpu01.example", {})
     assert target.address == "gpu01.example" and target.strict_host_key
     assert target.ssh_config() == "Host gpu01.example\n    HostName gpu01.example\n"
-
-
-def test_common_expected_takes_host_data_over_defaults() -> None:
-    expected = common_expected({"common_admin_group": "ops", "unrelated": 1})
-    assert expected["common_admin_group"] == "ops"
-    assert "chrony" in expected["common_packages"]
-    assert "unrelated" not in expected
 
 
 @pytest.mark.parametrize(("data", "address"), [

@@ -1,0 +1,106 @@
+"""apt operations every role shares: archive components, exact-version installs held against
+upgrades, repository keyrings, and the one cache age for `apt-get update`.
+
+Each reads facts, computes the difference with the gpuinfra library and yields commands only
+for what is missing, saying why otherwise: a converged host gets no command.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from io import StringIO
+
+from pyinfra import host
+from pyinfra.api import QuoteString, StringCommand, operation
+from pyinfra.facts.files import File, FileContents
+from pyinfra.operations import apt, files
+
+from gpuinfra.aptsources import enable_components
+from gpuinfra.knowledge.packages import PinnedPackages
+from gpuinfra.render import apt_preferences
+from roles.facts import HeldPackages
+
+# apt lists younger than this are not refreshed (`apt.packages(update=True, cache_time=...)`):
+# a rerun within a day does not touch the network.
+APT_CACHE_S = 86400
+
+
+@operation()
+def apt_components(path: str, codename: str, components: Sequence[str]):
+    """Archive ``components`` enabled on every ``codename`` entry of the apt source ``path``.
+
+    + path: ``/etc/apt/sources.list`` (one-line format) or a deb822 ``*.sources`` file
+    + codename: the release (``bookworm``): only its suites are touched
+    + components: e.g. ``["contrib", "non-free", "non-free-firmware"]``
+
+    Everything already in the file stays; a missing file is left alone.
+
+    .. code:: python
+
+        apt_components(path="/etc/apt/sources.list", codename="bookworm",
+                       components=["non-free", "non-free-firmware"])
+    """
+    lines = host.get_fact(FileContents, path=path)
+    if lines is None:
+        host.noop(f"{path} does not exist")
+        return
+    text = "".join(f"{line}\n" for line in lines)
+    wanted = enable_components(path, text, codename, components)
+    if wanted == text:
+        host.noop(f"{path} already has {' '.join(components)} where {codename} has main")
+        return
+    yield from files.put._inner(src=StringIO(wanted), dest=path)
+
+
+@operation()
+def apt_held(packages: Sequence[str]):
+    """``packages`` on hold (``apt-mark hold``), so no upgrade moves them.
+
+    + packages: package names
+
+    .. code:: python
+
+        apt_held(packages=["nvidia-smi", "libcuda1"])
+    """
+    current = set(host.get_fact(HeldPackages))
+    missing = [p for p in packages if p not in current]
+    if not missing:
+        host.noop(f"already held: {', '.join(packages)}")
+        return
+    yield StringCommand("apt-mark", "hold", *(QuoteString(p) for p in missing))
+
+
+def install_pinned(what: str, pinned: PinnedPackages, pin_file: str):
+    """Pin ``pinned`` in apt's preferences, install it at the exact versions, hold it.
+
+    Returns the install operation (it changed: packages were installed or moved).
+    ``--allow-change-held-packages`` and downgrades let a changed pin take effect on a host
+    where the previous versions are held.
+    """
+    files.put(name=f"Pin {what} to exact versions in apt preferences", dest=pin_file,
+              src=StringIO(apt_preferences(pinned.pins, f"{what}: exact versions only")),
+              mode="644")
+    install = apt.packages(name=f"Install {what}", packages=pinned.install_args, update=True,
+                           cache_time=APT_CACHE_S, no_recommends=True, allow_downgrades=True,
+                           extra_install_args="--allow-change-held-packages")
+    apt_held(name=f"Hold {what} against upgrades", packages=list(pinned.packages))
+    return install
+
+
+@operation()
+def apt_keyring(url: str, path: str):
+    """The ASCII-armoured key at ``url`` dearmored into ``path``, fetched only when missing.
+
+    + url: where the repository publishes its signing key
+    + path: keyring file named by the list file's ``signed-by=``
+
+    .. code:: python
+
+        apt_keyring(url="https://nvidia.github.io/libnvidia-container/gpgkey",
+                    path="/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg")
+    """
+    if host.get_fact(File, path=path):
+        host.noop(f"keyring {path} already there")
+        return
+    yield StringCommand("curl", "-fsSL", QuoteString(url), "|", "gpg", "--batch", "--yes",
+                        "--dearmor", "-o", QuoteString(path))

@@ -1,0 +1,48 @@
+"""The reboot mechanism every role shares: a marker saying why, and the site's reboot_policy.
+
+A change that takes effect only after a reboot (a driver install, a blacklisted module, kernel
+arguments) appends its reason to the marker /run/gpuinfra/reboot-required (a tmpfs: the reboot
+that applies the change clears it; see gpuinfra.reboot). With ``reboot_policy = "never"`` the
+deploy warns per host; with ``"if-needed"`` it reboots the host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pyinfra import host, logger
+from pyinfra.api import QuoteString, StringCommand
+from pyinfra.facts.files import File
+from pyinfra.operations import server
+
+from gpuinfra import reboot
+
+
+def reboot_when_needed(policy: str, why: str, triggers: Sequence[tuple[Any, str]]) -> None:
+    """Record why a reboot is needed; warn per host; reboot when the policy says so.
+
+    + policy: the spec's reboot_policy ("never" or "if-needed")
+    + why: what the reboot does, for the messages ("to load the NVIDIA driver")
+    + triggers: (operation, reason) pairs; a changed operation needs a reboot for its reason
+    """
+    triggers = [(op, reason) for op, reason in triggers if op is not None]
+    for op, reason in triggers:
+        server.shell(name=f"Record that a reboot is needed: {reason}",
+                     commands=[_marker_command(reason)], _if=op.did_change)
+    pending_before = bool(host.get_fact(File, path=reboot.REBOOT_MARKER))
+    reasons = [reason for op, reason in triggers if op.will_change]
+    if pending_before:
+        reasons.append("a reboot recorded by an earlier deploy is still pending")
+    if reasons and policy == "never":
+        logger.warning(f"{host.print_prefix}reboot needed ({'; '.join(reasons)}): "
+                       f"reboot_policy is 'never', reboot this host {why}")
+    if policy == "if-needed":
+        server.reboot(name=f"Reboot {why}",
+                      _if=lambda: pending_before or any(op.did_change() for op, _ in triggers))
+
+
+def _marker_command(reason: str) -> StringCommand:
+    directory = reboot.REBOOT_MARKER.rsplit("/", 1)[0]
+    return StringCommand("mkdir", "-p", QuoteString(directory), "&&", "echo", QuoteString(reason),
+                         ">>", QuoteString(reboot.REBOOT_MARKER))

@@ -1,0 +1,112 @@
+"""Role knobs join the spec gate: defaults, rules, typos and site-wide agreement, before any
+host is touched, in the spec's own error shape."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuinfra.spec import HostInput, SpecInvalid
+from gpuinfra.spec.knobs import Knob
+from roles.knobs import ROLE_KNOBS, build_spec, spec_problems
+
+
+def hosts(**worker_data) -> list[HostInput]:
+    return [
+        HostInput("head01", ("head",), {}),
+        HostInput("gpu01", ("workers",), {"gpu_model": "H100-SXM5-80GB", "gpu_count": 8,
+                                          "gpu_topology": "nvswitch-all-to-all",
+                                          **worker_data}),
+    ]
+
+
+def test_every_knob_default_passes_its_own_rule():
+    for knob in ROLE_KNOBS:
+        assert knob.rule.problem(knob.default) is None, knob.key
+
+
+def test_knob_keys_are_unique_and_role_prefixed():
+    keys = [k.key for k in ROLE_KNOBS]
+    assert len(keys) == len(set(keys))
+    prefixes = ("common_", "nvidia_driver_", "fabric_manager_", "container_toolkit_", "munge_",
+                "slurm_")
+    assert all(k.startswith(prefixes) for k in keys), keys
+
+
+def test_settings_carry_host_data_over_the_defaults():
+    spec = build_spec(hosts(nvidia_driver_device_group="gpu", unrelated=1))
+    settings = spec.node("gpu01").settings
+    assert settings["nvidia_driver_device_group"] == "gpu"
+    assert settings["nvidia_driver_device_mode"] == "0660"
+    assert "chrony" in settings["common_packages"]
+    assert "unrelated" not in settings
+    assert spec.node("head01").settings["nvidia_driver_device_group"] == "video"
+
+
+@pytest.mark.parametrize(("key", "value", "words"), [
+    ("nvidia_driver_device_group", "GPU users", "not a POSIX user or group name"),
+    ("nvidia_driver_device_mode", "0999", "not an octal mode"),
+    ("nvidia_driver_device_mode", 660, "must be a string"),
+    ("nvidia_driver_version", "535.261.03-1\n", "not a package version"),
+    ("nvidia_driver_kernel_headers", "yes", "must be True or False"),
+    ("nvidia_driver_kernel_headers", ["linux headers"], "item 0: not a package name"),
+    ("fabric_manager_repo_url", "ftp://mirror/cuda", "malformed URL"),
+    ("fabric_manager_repo_url", "http://mirror/cuda\"; evil", "malformed URL"),
+    ("container_toolkit_runtimes", ["cri-o"], "not one of the choices"),
+    ("container_toolkit_enabled", "yes", "must be True or False"),
+    ("munge_key_bits", 64, "out of range"),
+    ("slurm_memory_reserve_percent", "2", "must be an integer (write it without quotes)"),
+    ("slurm_gpu_type", "h100:sxm", "not a GRES type"),
+    ("slurm_db_name", "acct; DROP DATABASE x", "not a database identifier"),
+    ("common_packages", ["curl", "bad name"], "item 1: not a package name"),
+    ("common_sysctls", {"kernel.panic": 1}, "not a net.* sysctl key"),
+    ("common_ntp_servers", ["ntp 1"], "not a host name"),
+])
+def test_a_bad_knob_value_is_named_before_connecting(key, value, words):
+    errors = spec_problems(hosts(**{key: value}))
+    found = [e for e in errors if e.field == key and e.host == "gpu01"]
+    assert found, errors
+    assert words in found[0].problem, found[0]
+    assert key in found[0].fix and found[0].allowed
+
+
+def test_a_misspelt_knob_is_a_typo_error_in_any_case():
+    for typo in ("slurm_memory_reserve_precent", "SLURM_MEMORY_RESERVE_PERCENT",
+                 "Nvidia_Driver_Device_Group"):
+        errors = spec_problems(hosts(**{typo: 3}))
+        assert [e for e in errors if e.field == typo and "did you mean" in e.problem], typo
+
+
+def test_typo_check_goes_red_only_for_close_keys():
+    """An unrelated key of the site's own (used by its group_data) is not a typo."""
+    assert spec_problems(hosts(my_site_rack="r12")) == []
+
+
+def test_one_bad_value_on_every_host_is_one_error():
+    bad = [HostInput(h.name, h.groups, {**h.data, "common_admin_group": "Admins"})
+           for h in hosts()]
+    errors = [e for e in spec_problems(bad) if e.field == "common_admin_group"]
+    assert len(errors) == 1 and errors[0].host == "every host"
+
+
+def test_site_wide_knob_must_agree_on_every_host():
+    split = hosts(slurm_slurmd_timeout=600)
+    errors = [e for e in spec_problems(split) if e.field == "slurm_slurmd_timeout"]
+    assert errors and errors[0].problem == "differs between hosts"
+
+
+def test_invalid_knob_raises_spec_invalid_listing_it():
+    bad = [HostInput(h.name, h.groups, {**h.data, "slurm_conf_extra": {"Key": "two words"}})
+           for h in hosts()]
+    with pytest.raises(SpecInvalid) as info:
+        build_spec(bad)
+    assert [(e.host, e.field) for e in info.value.errors] == [("every host", "slurm_conf_extra")]
+
+
+def test_knob_typo_check_can_fail():
+    """Against an empty knob table the misspelt key is not caught: the check comes from the
+    knobs, not from a list of known typos."""
+    from gpuinfra.spec import validate
+
+    typo = hosts(slurm_memory_reserve_precent=3)
+    assert validate(typo, (), ()) == []
+    assert validate(typo, (), (Knob("slurm_memory_reserve_percent", 2, ROLE_KNOBS[0].rule, ""),))
