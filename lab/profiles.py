@@ -1,414 +1,113 @@
-"""Build the lab's simulated GPU hardware profiles from real captured outputs.
+"""The lab's one table of profiles: each profile's name, the spec its worker gets, and the
+builder of the hardware its `nvidia-smi` stand-in replays.
 
-Each profile under ``lab/hardware/<profile>/`` holds what the ``nvidia-smi`` stand-in
-replays on one lab worker: verbatim copies of captures from ``tests/fixtures/real/``, a few files
-derived from them (documented per file in ``manifest.json`` under ``sources``), ``gpus.json``
-(answers to ``--query-gpu``) and the device nodes that ``lab up`` creates.
+Everything that names a lab profile reads it from here: `gpuinfra lab up` (which workers get
+which hardware), inventory/lab.py (each worker's spec), the hardware builder (the committed
+folders under lab/hardware/) and the broken-nvlink scenario (which host must fail).
 
-The profile folders are committed. Regenerate them after changing this file with::
+Regenerate the hardware folders after changing a builder (lab/replay.py) or this table::
 
     .venv/bin/python -m lab.profiles
-
-``tests/unit/test_lab_inventory.py`` checks that the committed folders equal what this module
-builds, and that every copied file is byte-identical to its capture.
 """
 
 from __future__ import annotations
 
-import json
-import re
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-REAL = REPO / "tests" / "fixtures" / "real"
-HARDWARE = Path(__file__).resolve().parent / "hardware"
-
-# Character-device numbers of the NVIDIA driver: 195 is registered for nvidia0..N-1 (minor = GPU
-# index) and nvidiactl (minor 255). nvidia-uvm gets a dynamic major at module load on real hosts
-# (read it from /proc/devices); the lab fixes it at 511, minor 0 (and 1 for nvidia-uvm-tools).
-NVIDIA_MAJOR = 195
-NVIDIACTL_MINOR = 255
-UVM_MAJOR = 511
-
-# The lab site deploys the 535 branch (driver_branch) and turns persistence mode on, so every
-# replayed GPU answers --query-gpu like a converged 535 host. The two HPE hosts were captured on
-# driver 555.42.02 with persistence mode off: their gpus.json rows take these two values
-# instead (SUBSTITUTED, said in their manifest). The driver version is the one of the only
-# 535 capture in tests/fixtures/real (the 8x H100 `-q` capture, worker 1's profile); their
-# copied `-q -d` captures keep the 555.42.02 they were taken with.
-LAB_DRIVER_VERSION = "535.161.08"
-LAB_PERSISTENCE_MODE = "Enabled"
-SUBSTITUTED_FIELDS = (
-    "; SUBSTITUTED for the lab's converged 535 site: driver_version "
-    f"{LAB_DRIVER_VERSION} (the 535 driver of the 8x H100 `-q` capture; this host was captured "
-    f"on 555.42.02) and persistence_mode {LAB_PERSISTENCE_MODE} (what the nvidia_driver role "
-    "sets; the capture's host ran with it off)"
+from lab.replay import (
+    HARDWARE,
+    Profile,
+    a100_pcie_bridge_missing,
+    h100_pcie_bridged,
+    h100_sxm_nvswitch,
 )
 
-P2P_CELL = 8  # column width of `nvidia-smi topo -p2p` matrices (tabs expanded to spaces)
-
-# HPE's page with the plain `nvidia-smi` summaries of the two HPE hosts below: the source of
-# persistence mode, power limit and memory size where no fixture holds them.
-HPE_H100_PAGE = (
-    "https://github.com/HPE-Japan-Presales/e-learning/blob/"
-    "b3530162043ab8b0ccd7e1a718d3f8d534e47377/gpu/h100/mgmt_gpu_on_dl380agen11.md"
-)
-HPE_A100_PAGE = (
-    "https://github.com/HPE-Japan-Presales/e-learning/blob/"
-    "b3530162043ab8b0ccd7e1a718d3f8d534e47377/gpu/a100/mgmt_on_ubuntu22.04.4lts.md"
-)
-
-# `--query-gpu` fields read from an `nvidia-smi -q` capture: field -> path of the -q entry.
-# Only fields whose CSV text equals the -q text are listed (temperatures and link widths differ).
-Q_FIELDS = {
-    "name": "Product Name",
-    "uuid": "GPU UUID",
-    "serial": "Serial Number",
-    "vbios_version": "VBIOS Version",
-    "pci.bus_id": "PCI/Bus Id",
-    "pci.device_id": "PCI/Device Id",
-    "pci.sub_device_id": "PCI/Sub System Id",
-    "persistence_mode": "Persistence Mode",
-    "mig.mode.current": "MIG Mode/Current",
-    "pstate": "Performance State",
-    "compute_mode": "Compute Mode",
-    "ecc.mode.current": "ECC Mode/Current",
-    "memory.total": "FB Memory Usage/Total",
-    "memory.used": "FB Memory Usage/Used",
-    "memory.free": "FB Memory Usage/Free",
-    "power.limit": "GPU Power Readings/Current Power Limit",
-}
+HEAD_NAME = "lab-head"
+MAX_WORKERS = 16
 
 
-def read_real(rel: str) -> bytes:
-    """The bytes of one capture under ``tests/fixtures/real``."""
-    return (REAL / rel).read_bytes()
+@dataclass(frozen=True)
+class LabProfile:
+    """One kind of lab worker.
 
-
-def read_real_text(rel: str) -> str:
-    return read_real(rel).decode("utf-8")
-
-
-# --- parsers of the captures used here ------------------------------------------------------
-
-
-def parse_q(text: str) -> tuple[dict[str, str], list[dict[str, str]]]:
-    """Split `nvidia-smi -q` text into its header entries and one {path: value} per GPU.
-
-    Nested sections become paths joined by ``/`` (e.g. ``FB Memory Usage/Total``).
+    spec: the worker's spec keys in inventory/lab.py (what the site says the node is).
+    build: the builder of its replayed hardware (what the node shows).
+    broken: the spec and the hardware disagree on purpose; verification must fail there.
     """
-    header: dict[str, str] = {}
-    gpus: list[dict[str, str]] = []
-    stack: list[tuple[int, str]] = []
-    for line in text.splitlines():
-        if line.startswith("GPU "):
-            gpus.append({})
-            stack = []
-            continue
-        key, sep, value = line.partition(" : ")
-        name = key.strip()
-        if not name or name.startswith("="):
-            continue
-        indent = len(key) - len(key.lstrip())
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        path = "/".join([s for _, s in stack] + [name])
-        if not sep:
-            stack.append((indent, name))
-        elif gpus:
-            gpus[-1][path] = value.strip()
-        else:
-            header[name] = value.strip()
-    return header, gpus
-
-
-def parse_gpu_lines(text: str) -> list[tuple[str, str]]:
-    """(name, uuid) of each ``GPU i: NAME (UUID: GPU-...)`` line (-L and nvlink outputs)."""
-    found = re.findall(r"^GPU \d+: (.+) \(UUID: (GPU-[0-9a-f-]+)\)$", text, re.MULTILINE)
-    return [(name, uuid) for name, uuid in found]
-
-
-def parse_query_csv(text: str) -> list[dict[str, str]]:
-    """Rows of a `--query-gpu ... --format=csv` capture keyed by field (units dropped from keys)."""
-    lines = text.splitlines()
-    fields = [re.sub(r" \[.*\]$", "", f) for f in lines[0].split(", ")]
-    return [dict(zip(fields, row.split(", "), strict=True)) for row in lines[1:] if row]
-
-
-def remote_bus_ids(text: str) -> list[str]:
-    """Per GPU of an `nvlink -R` capture, the bus id of the device its links lead to."""
-    blocks = re.split(r"^GPU \d+: .*$", text, flags=re.MULTILINE)[1:]
-    return [re.search(r"Remote Device (\S+):", block).group(1) for block in blocks]
-
-
-# --- writers in nvidia-smi's formats ----------------------------------------------------------
-
-
-def p2p_matrix(cells: list[list[str]], legend_from: str) -> str:
-    """A `topo -p2p` matrix in the capture's layout (8-wide columns), with a capture's legend."""
-    names = [f"GPU{i}" for i in range(len(cells))]
-    rows = ["".ljust(P2P_CELL) + "".join(n.ljust(P2P_CELL) for n in names)]
-    for name, row in zip(names, cells, strict=True):
-        rows.append(f" {name}".ljust(P2P_CELL) + "".join(c.ljust(P2P_CELL) for c in row))
-    legend = legend_from[legend_from.index("\nLegend:") :]
-    return "\n".join(r.rstrip() for r in rows) + "\n" + legend
-
-
-def uniform_p2p_cells(count: int, status: str) -> list[list[str]]:
-    """Every pair ``status``, the diagonal ``X``."""
-    return [["X" if i == j else status for j in range(count)] for i in range(count)]
-
-
-def list_gpus(gpus: list[dict[str, str]]) -> str:
-    """`nvidia-smi -L` text for the GPUs of gpus.json."""
-    return "".join(f"GPU {g['index']}: {g['name']} (UUID: {g['uuid']})\n" for g in gpus)
-
-
-def nvlink_repeated(per_gpu_capture: str, gpus: list[dict[str, str]]) -> str:
-    """`nvlink --status` for all GPUs: one GPU's captured block under each GPU's own header."""
-    links = per_gpu_capture.split("\n", 1)[1]
-    return "".join(f"GPU {g['index']}: {g['name']} (UUID: {g['uuid']})\n{links}" for g in gpus)
-
-
-def device_nodes(count: int) -> list[dict[str, object]]:
-    """Path, major and minor of each character device a node with ``count`` GPUs has."""
-    nodes = [(f"/dev/nvidia{i}", NVIDIA_MAJOR, i) for i in range(count)]
-    nodes += [
-        ("/dev/nvidiactl", NVIDIA_MAJOR, NVIDIACTL_MINOR),
-        ("/dev/nvidia-uvm", UVM_MAJOR, 0),
-        ("/dev/nvidia-uvm-tools", UVM_MAJOR, 1),
-    ]
-    return [{"path": path, "major": major, "minor": minor} for path, major, minor in nodes]
-
-
-# --- the profiles -----------------------------------------------------------------------------
-
-
-@dataclass
-class Profile:
-    """What one profile folder holds while it is being built."""
 
     name: str
-    description: str
-    gpu_model: str
-    gpus: list[dict[str, str]] = field(default_factory=list)
-    files: dict[str, str] = field(default_factory=dict)
-    replay: dict[str, str] = field(default_factory=dict)
-    sources: dict[str, str] = field(default_factory=dict)
-
-    def copy(self, filename: str, capture: str, *commands: str, note: str = "") -> None:
-        """Add a verbatim copy of a capture, replayed for ``commands``."""
-        self.files[filename] = read_real_text(capture)
-        self.sources[filename] = f"copy of tests/fixtures/real/{capture}" + note
-        for command in commands:
-            self.replay[command] = filename
-
-    def derive(self, filename: str, text: str, how: str, *commands: str) -> None:
-        """Add a file built from captures (not itself a capture), replayed for ``commands``."""
-        self.files[filename] = text
-        self.sources[filename] = how
-        for command in commands:
-            self.replay[command] = filename
-
-    def render(self) -> dict[str, str]:
-        """Every file of the profile folder, manifest and gpus.json included."""
-        manifest = {
-            "profile": self.name,
-            "description": self.description,
-            "gpu_model": self.gpu_model,
-            "gpu_count": len(self.gpus),
-            "device_nodes": device_nodes(len(self.gpus)),
-            "replay": dict(sorted(self.replay.items())),
-            "sources": dict(sorted(self.sources.items())),
-        }
-        out = dict(self.files)
-        out["gpus.json"] = json.dumps(self.gpus, indent=2) + "\n"
-        out["manifest.json"] = json.dumps(manifest, indent=2) + "\n"
-        return out
+    spec: Mapping[str, Any]
+    build: Callable[[], Profile]
+    broken: bool = False
 
 
-def h100_sxm_nvswitch() -> Profile:
-    """worker1: HGX H100 8-GPU on NVSwitch, every pair NV18, P2P OK."""
-    q_rel = "nvidia-smi-q/8x-h100-80gb-hbm3-bare-metal-drv535.161.08-full-q.txt"
-    header, q_gpus = parse_q(read_real_text(q_rel))
-    gpus = []
-    for index, entries in enumerate(q_gpus):
-        row = {"index": str(index)}
-        row.update({f: entries[path] for f, path in Q_FIELDS.items() if path in entries})
-        row["driver_version"] = header["Driver Version"]
-        gpus.append(row)
-    p = Profile(
-        "8x-h100-sxm-nvswitch",
-        "HGX H100 8-GPU baseboard: NVSwitch, NV18 between every pair, P2P read/write OK",
-        "H100-SXM5-80GB",
-        gpus,
-    )
-    p.copy("topo-m.txt", "nvidia-smi-topo-m/8x-h100-sxm-nv18-no-nics-spaces.txt", "topo -m")
-    p2p = "nvidia-smi-topo-p2p/8x-h100-80gb-hbm3-p2p-r-all-OK.txt"
-    p.copy("topo-p2p-r.txt", p2p, "topo -p2p r")
-    p.copy(
-        "topo-p2p-w.txt",
-        p2p,
-        "topo -p2p w",
-        note=" (a `-p2p r` capture: no `w` capture "
-        "exists; on NVSwitch every pair is OK for writes as for reads)",
-    )
-    p.copy("q.txt", q_rel, "-q")
-    nvlink = "nvidia-smi-nvlink/h100-sxm-gpu0-nvlink-status-i0-18-links-26.562.txt"
-    p.derive(
-        "nvlink-s.txt",
-        nvlink_repeated(read_real_text(nvlink), gpus),
-        f"derived: the 18 link lines of tests/fixtures/real/{nvlink} (GPU 0 of an H100 SXM "
-        "node) repeated for GPUs 0-7, each under a `GPU i: NAME (UUID: ...)` header with the "
-        f"name and UUID of GPU i in tests/fixtures/real/{q_rel} (the captures come from two "
-        "different H100 nodes)",
-        "nvlink -s",
-    )
-    p.derive("L.txt", list_gpus(gpus), "derived: gpus.json in `nvidia-smi -L` format", "-L")
-    p.sources["gpus.json"] = (
-        f"derived: per GPU of tests/fixtures/real/{q_rel} (index = order in the capture = "
-        "Minor Number), the -q entries of Q_FIELDS in lab/profiles.py"
-    )
-    return p
+PROFILES: dict[str, LabProfile] = {p.name: p for p in (
+    LabProfile("8x-h100-sxm-nvswitch",
+               {"gpu_model": "H100-SXM5-80GB", "gpu_count": 8,
+                "gpu_topology": "nvswitch-all-to-all"}, h100_sxm_nvswitch),
+    LabProfile("2x-h100-pcie-bridged",
+               {"gpu_model": "H100-PCIE-80GB", "gpu_count": 2, "gpu_topology": "bridged-pairs"},
+               h100_pcie_bridged),
+    # Spec: NVLink-bridged pairs; hardware: PCIe only, P2P "NS" (the bridge is missing).
+    LabProfile("2x-a100-pcie-bridge-missing",
+               {"gpu_model": "A100-PCIE-40GB", "gpu_count": 2, "gpu_topology": "bridged-pairs"},
+               a100_pcie_bridge_missing, broken=True),
+)}
+
+# Healthy workers take these profiles in turn; `lab up --broken` adds one broken worker.
+WORKER_PROFILES = tuple(name for name, p in PROFILES.items() if not p.broken)
+BROKEN_PROFILE = next(name for name, p in PROFILES.items() if p.broken)
 
 
-def h100_pcie_bridged() -> Profile:
-    """worker2: HPE DL380a, 2x H100 PCIe joined by NVLink bridges (NV12), P2P OK."""
-    nvlink = "nvidia-smi-nvlink/hpe-dl380a-2x-h100-pcie-nvlink-s-12-of-18-active.txt"
-    remote = "nvidia-smi-nvlink/hpe-dl380a-2x-h100-pcie-nvlink-R-remote.txt"
-    peers = remote_bus_ids(read_real_text(remote))
-    bus_ids = [peers[1], peers[0]]  # each GPU's links lead to the other one
-    gpus = [
-        {
-            "index": str(i),
-            "name": name,
-            "uuid": uuid,
-            "pci.bus_id": bus_ids[i],
-            "driver_version": LAB_DRIVER_VERSION,
-            "persistence_mode": LAB_PERSISTENCE_MODE,
-            "pstate": "P0",
-            "memory.total": "81559 MiB",
-            "power.limit": "350.00 W",
-        }
-        for i, (name, uuid) in enumerate(parse_gpu_lines(read_real_text(nvlink)))
-    ]
-    p = Profile(
-        "2x-h100-pcie-bridged",
-        "HPE DL380a Gen11: 2x H100 PCIe 80GB joined by NVLink bridges (NV12), P2P OK",
-        "H100-PCIE-80GB",
-        gpus,
-    )
-    p.copy(
-        "topo-m.txt",
-        "nvidia-smi-topo-m/hpe-dl380a-gen11-2x-h100-pcie-nvlink-bridge-nv12.txt",
-        "topo -m",
-    )
-    p.copy("nvlink-s.txt", nvlink, "nvlink -s")
-    legend = read_real_text("nvidia-smi-topo-p2p/8x-h100-80gb-hbm3-p2p-r-all-OK.txt")
-    synth = p2p_matrix(uniform_p2p_cells(2, "OK"), legend)
-    how = (
-        "SYNTHESIZED (no capture exists): a 2-GPU all-OK matrix in the layout and with the "
-        "legend of tests/fixtures/real/nvidia-smi-topo-p2p/8x-h100-80gb-hbm3-p2p-r-all-OK.txt; "
-        f"P2P between the bridged pair is attested by p2pBandwidthLatencyTest on {HPE_H100_PAGE}"
-    )
-    p.derive("topo-p2p-r.txt", synth, how, "topo -p2p r")
-    p.derive("topo-p2p-w.txt", synth, how, "topo -p2p w")
-    p.derive("L.txt", list_gpus(gpus), "derived: gpus.json in `nvidia-smi -L` format", "-L")
-    p.sources["gpus.json"] = (
-        f"derived: name and UUID from tests/fixtures/real/{nvlink}; pci.bus_id from "
-        f"tests/fixtures/real/{remote} (GPU 0's links lead to GPU 1 and back); driver_version "
-        "from tests/fixtures/real/INDEX.md (same host); persistence_mode, pstate, memory.total "
-        f"and power.limit from the plain `nvidia-smi` output on {HPE_H100_PAGE}"
-        + SUBSTITUTED_FIELDS
-    )
-    return p
+@dataclass(frozen=True)
+class HostPlan:
+    """One lab host as `lab up` means to run it."""
+
+    name: str
+    groups: tuple[str, ...]
+    profile: str | None = None
+
+    @property
+    def spec(self) -> Mapping[str, Any]:
+        return PROFILES[self.profile].spec if self.profile else {}
 
 
-def a100_pcie_bridge_missing() -> Profile:
-    """worker3 (--broken): spec says bridged pairs, hardware is PCIe only, P2P not supported."""
-    listing = "nvidia-smi-L/hpe-dl380-gen11-2x-a100-pcie-40gb-list-gpus.txt"
-    query = (
-        "nvidia-smi-query-gpu/"
-        "hpe-dl380-gen11-2x-a100-pcie-40gb-name-busid-vbios-temp-util-mem-clocks.txt"
-    )
-    ecc = "nvidia-smi-q/hpe-dl380-gen11-2x-a100-pcie-40gb-q-d-ECC.txt"
-    perf = "nvidia-smi-q/hpe-dl380-gen11-2x-a100-pcie-40gb-q-d-PERFORMANCE.txt"
-    ecc_header, ecc_gpus = parse_q(read_real_text(ecc))
-    _, perf_gpus = parse_q(read_real_text(perf))
-    uuids = [uuid for _, uuid in parse_gpu_lines(read_real_text(listing))]
-    gpus = []
-    for i, row in enumerate(parse_query_csv(read_real_text(query))):
-        gpu = {"index": str(i), "uuid": uuids[i], **row}
-        gpu["driver_version"] = LAB_DRIVER_VERSION  # capture: ecc_header["Driver Version"]
-        gpu["ecc.mode.current"] = ecc_gpus[i]["ECC Mode/Current"]
-        gpu["pstate"] = perf_gpus[i]["Performance State"]
-        gpu["persistence_mode"] = LAB_PERSISTENCE_MODE
-        gpu["power.limit"] = "250.00 W"
-        gpus.append(gpu)
-    p = Profile(
-        "2x-a100-pcie-bridge-missing",
-        "BROKEN on purpose: 2x A100 PCIe 40GB whose spec says NVLink-bridged pairs, but no "
-        "bridge is fitted: all NVLinks inactive, PCIe-only topology, P2P not supported",
-        "A100-PCIE-40GB",
-        gpus,
-    )
-    p.copy("L.txt", listing, "-L")
-    p.copy(
-        "nvlink-s.txt",
-        "nvidia-smi-nvlink/hpe-dl380-gen11-2x-a100-pcie-no-bridge-nvlink-s-all-inactive.txt",
-        "nvlink -s",
-    )
-    p.copy(
-        "topo-m.txt",
-        "nvidia-smi-topo-m/autodl-2x-rtx2080ti-pcie-pix-container-drv550.txt",
-        "topo -m",
-        note=" (a real 2-GPU PCIe-only matrix from another host: PIX, no NV#; no "
-        "`topo -m` capture of the A100 host exists)",
-    )
-    ns = "nvidia-smi-topo-p2p/autodl-2x-rtx2080ti-p2p-p-NS.txt"
-    p.copy("topo-p2p-p.txt", ns, "topo -p2p p", note=" (same 2-GPU PCIe host as topo-m.txt)")
-    for mode in ("r", "w"):
-        p.copy(
-            f"topo-p2p-{mode}.txt",
-            ns,
-            f"topo -p2p {mode}",
-            note=f" (a `-p2p p` capture replayed for `-p2p {mode}`: without P2P support "
-            "every mode answers NS)",
-        )
-    p.copy("q-d-ECC.txt", ecc, "-q -d ECC")
-    p.copy("q-d-PERFORMANCE.txt", perf, "-q -d PERFORMANCE")
-    p.sources["gpus.json"] = (
-        f"derived: the rows of tests/fixtures/real/{query}; uuid from "
-        f"tests/fixtures/real/{listing}; driver_version and ecc.mode.current from "
-        f"tests/fixtures/real/{ecc}; pstate from tests/fixtures/real/{perf}; persistence_mode "
-        f"and power.limit from the plain `nvidia-smi` output on {HPE_A100_PAGE}"
-        + SUBSTITUTED_FIELDS
-    )
-    return p
+def plan_hosts(workers: int = 2, broken: bool = False) -> list[HostPlan]:
+    """The head, ``workers`` healthy workers (profiles cycled), and the broken one if asked."""
+    hosts = [HostPlan(HEAD_NAME, ("head",))]
+    for i in range(1, workers + 1):
+        profile = WORKER_PROFILES[(i - 1) % len(WORKER_PROFILES)]
+        hosts.append(HostPlan(f"lab-worker{i}", ("workers",), profile))
+    if broken:
+        hosts.append(HostPlan(f"lab-worker{workers + 1}", ("workers",), BROKEN_PROFILE))
+    return hosts
 
 
-BUILDERS: dict[str, Callable[[], Profile]] = {
-    "8x-h100-sxm-nvswitch": h100_sxm_nvswitch,
-    "2x-h100-pcie-bridged": h100_pcie_bridged,
-    "2x-a100-pcie-bridge-missing": a100_pcie_bridge_missing,
-}
+def broken_host(workers: int = 2) -> str:
+    """The name `lab up --broken` gives the broken worker."""
+    return plan_hosts(workers, broken=True)[-1].name
 
 
 def build(name: str) -> dict[str, str]:
-    """Every file of profile ``name``: {filename: text}."""
-    return BUILDERS[name]().render()
+    """Every file of profile ``name``'s hardware folder: {filename: text}."""
+    profile = PROFILES[name]
+    built = profile.build()
+    if built.name != name:
+        raise ValueError(f"lab/profiles.py: {name}'s builder makes {built.name!r}")
+    return built.render(profile.spec["gpu_model"])
 
 
 def write_all(root: Path = HARDWARE) -> None:
-    """(Re)write every profile folder under ``root``, removing files no longer built."""
-    for name in BUILDERS:
+    """(Re)write every profile's hardware folder under ``root``, removing stale files."""
+    for name in PROFILES:
         folder = root / name
         folder.mkdir(parents=True, exist_ok=True)
         files = build(name)
-        for stale in set(p.name for p in folder.iterdir()) - set(files):
+        for stale in {p.name for p in folder.iterdir()} - set(files):
             (folder / stale).unlink()
         for filename, text in files.items():
             (folder / filename).write_bytes(text.encode("utf-8"))
@@ -416,4 +115,4 @@ def write_all(root: Path = HARDWARE) -> None:
 
 if __name__ == "__main__":
     write_all()
-    sys.stdout.write(f"wrote {', '.join(BUILDERS)} under {HARDWARE}\n")
+    sys.stdout.write(f"wrote {', '.join(PROFILES)} under {HARDWARE}\n")

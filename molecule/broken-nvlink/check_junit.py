@@ -2,6 +2,8 @@
 
     .venv/bin/python molecule/broken-nvlink/check_junit.py VERIFY.xml [BROKEN_HOST]
 
+BROKEN_HOST defaults to the worker `gpuinfra lab up --broken` adds (lab/profiles.py).
+
 The broken worker (lab-worker3, `gpuinfra lab up --broken`) is specified as NVLink-bridged
 pairs but replays PCIe-only hardware with P2P "NS". Expected: its nvlink-topology test fails
 naming the bridge, its p2p test fails naming NS (its nvlink-links test may fail too: all links
@@ -14,7 +16,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gpuinfra_cli.report import Case, read_junit
+from lab.profiles import broken_host
+from verify.report import Case, read_junit
 
 # Broken host's tests that must fail, with a word their message must contain.
 MUST_FAIL = {"test_nvlink_topology": "bridge", "test_p2p": "NS"}
@@ -49,7 +52,7 @@ def problems(cases: list[Case], broken: str) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    broken = argv[1] if len(argv) > 1 else "lab-worker3"
+    broken = argv[1] if len(argv) > 1 else broken_host()
     cases = read_junit(Path(argv[0]).read_text())
     found = problems(cases, broken)
     for line in found:

@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from gpuinfra_cli import lab
-from lab import profiles
+from gpuinfra_cli import lab as lab_cli
+from lab import image, podman, profiles, replay, state
+from lab.profiles import HostPlan, plan_hosts
 from tests.conftest import REAL, REPO
 
 HARDWARE = REPO / "lab" / "hardware"
 STAND_IN = REPO / "lab" / "nvidia-smi"
-ALL_PROFILES = sorted(profiles.BUILDERS)
+ALL_PROFILES = sorted(profiles.PROFILES)
 
 
 def load_inventory(tmp_path: Path, hosts_json: dict | None) -> dict[str, list]:
@@ -32,14 +33,14 @@ def load_inventory(tmp_path: Path, hosts_json: dict | None) -> dict[str, list]:
     return {k: v for k, v in namespace.items() if isinstance(v, list) and not k.startswith("_")}
 
 
-def written_hosts(plan: list[lab.HostPlan]) -> dict:
+def written_hosts(plan: list[HostPlan]) -> dict:
     """hosts.json as `lab up` writes it for ``plan``."""
     hosts = [
         {"name": h.name, "address": f"10.89.0.{i + 2}", "groups": list(h.groups),
          "profile": h.profile}
         for i, h in enumerate(plan)
     ]  # fmt: skip
-    return lab.hosts_document(hosts, Path("/lab/ssh/id_ed25519"), "localhost/gpuinfra-lab:x")
+    return state.hosts_document(hosts, Path("/lab/ssh/id_ed25519"), "localhost/gpuinfra-lab:x")
 
 
 def smi(profile: str, *args: str) -> subprocess.CompletedProcess:
@@ -51,7 +52,7 @@ def smi(profile: str, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_default_plan_is_head_and_two_workers() -> None:
-    plan = lab.plan_hosts()
+    plan = plan_hosts()
     assert [(h.name, h.groups, h.profile) for h in plan] == [
         ("lab-head", ("head",), None),
         ("lab-worker1", ("workers",), "8x-h100-sxm-nvswitch"),
@@ -60,27 +61,28 @@ def test_default_plan_is_head_and_two_workers() -> None:
 
 
 def test_broken_worker_comes_after_the_healthy_ones() -> None:
-    plan = lab.plan_hosts(workers=3, broken=True)
+    plan = plan_hosts(workers=3, broken=True)
     assert [h.name for h in plan][-2:] == ["lab-worker3", "lab-worker4"]
     assert plan[3].profile == "8x-h100-sxm-nvswitch"  # profiles cycle
-    assert plan[4].profile == lab.BROKEN_PROFILE
+    assert plan[4].profile == profiles.BROKEN_PROFILE
 
 
 def test_image_tag_follows_the_recipe() -> None:
-    assert lab.recipe_tag(b"a") == lab.recipe_tag(b"a")
-    assert lab.recipe_tag(b"a") != lab.recipe_tag(b"b")
-    assert lab.recipe_tag(b"a").startswith("localhost/gpuinfra-lab:")
+    assert image.recipe_tag(b"a") == image.recipe_tag(b"a")
+    assert image.recipe_tag(b"a") != image.recipe_tag(b"b")
+    assert image.recipe_tag(b"a").startswith("localhost/gpuinfra-lab:")
 
 
 def test_fixed_addresses_per_host() -> None:
-    assert lab.host_address("10.89.0.0/24", "lab-head") == "10.89.0.10"
-    assert lab.host_address("10.89.0.0/24", "lab-worker3") == "10.89.0.13"
-    assert lab.host_address("10.89.1.0/24", f"lab-worker{lab.MAX_WORKERS + 1}") == "10.89.1.27"
+    assert podman.host_address("10.89.0.0/24", "lab-head") == "10.89.0.10"
+    assert podman.host_address("10.89.0.0/24", "lab-worker3") == "10.89.0.13"
+    last = f"lab-worker{profiles.MAX_WORKERS + 1}"
+    assert podman.host_address("10.89.1.0/24", last) == "10.89.1.27"
 
 
 def test_ssh_config_names_every_host() -> None:
-    hosts = written_hosts(lab.plan_hosts())["hosts"]
-    text = lab.ssh_config_text(hosts, Path("/k"))
+    hosts = written_hosts(plan_hosts())["hosts"]
+    text = state.ssh_config_text(hosts, Path("/k"))
     assert "Host lab-worker2\n    HostName 10.89.0.4\n" in text
     assert "IdentityFile /k" in text and "UserKnownHostsFile /dev/null" in text
 
@@ -101,7 +103,7 @@ def test_inventory_without_a_lab_lists_the_default_specs(tmp_path: Path) -> None
 
 
 def test_inventory_reads_the_running_lab(tmp_path: Path) -> None:
-    groups = load_inventory(tmp_path, written_hosts(lab.plan_hosts(broken=True)))
+    groups = load_inventory(tmp_path, written_hosts(plan_hosts(broken=True)))
     names = [n for n, _ in groups["workers"]]
     assert names == ["lab-worker1", "lab-worker2", "lab-worker3"]
     name, data = groups["workers"][2]
@@ -114,14 +116,14 @@ def test_inventory_reads_the_running_lab(tmp_path: Path) -> None:
 
 
 def test_inventory_omits_hosts_the_lab_does_not_run(tmp_path: Path) -> None:
-    groups = load_inventory(tmp_path, written_hosts(lab.plan_hosts(workers=1)))
+    groups = load_inventory(tmp_path, written_hosts(plan_hosts(workers=1)))
     assert [n for n, _ in groups["workers"]] == ["lab-worker1"]
 
 
 def test_every_lab_profile_has_a_spec_and_a_folder(tmp_path: Path) -> None:
-    namespace = runpy.run_path(str(REPO / "inventory" / "lab.py"))
-    specs = namespace["_PROFILE_SPECS"]
-    assert set(specs) == {*lab.WORKER_PROFILES, lab.BROKEN_PROFILE} == set(ALL_PROFILES)
+    specs = {name: p.spec for name, p in profiles.PROFILES.items()}
+    assert {*profiles.WORKER_PROFILES, profiles.BROKEN_PROFILE} == set(ALL_PROFILES)
+    assert {p.name for p in HARDWARE.iterdir()} == set(ALL_PROFILES)
     for name in ALL_PROFILES:
         manifest = json.loads((HARDWARE / name / "manifest.json").read_text())
         assert manifest["gpu_count"] == specs[name]["gpu_count"]
@@ -160,13 +162,13 @@ def test_device_nodes(name: str) -> None:
 
 def test_p2p_layout_reproduces_a_capture() -> None:
     capture = (REAL / "nvidia-smi-topo-p2p" / "8x-h100-80gb-hbm3-p2p-r-all-OK.txt").read_text()
-    assert profiles.p2p_matrix(profiles.uniform_p2p_cells(8, "OK"), capture) == capture
+    assert replay.p2p_matrix(replay.uniform_p2p_cells(8, "OK"), capture) == capture
 
 
 def test_8x_h100_nvlink_covers_every_gpu_with_its_uuid() -> None:
     text = (HARDWARE / "8x-h100-sxm-nvswitch" / "nvlink-s.txt").read_text()
     gpus = json.loads((HARDWARE / "8x-h100-sxm-nvswitch" / "gpus.json").read_text())
-    assert profiles.parse_gpu_lines(text) == [(g["name"], g["uuid"]) for g in gpus]
+    assert replay.parse_gpu_lines(text) == [(g["name"], g["uuid"]) for g in gpus]
     assert text.count("26.562 GB/s") == 8 * 18
 
 
@@ -238,13 +240,13 @@ def test_lab_parser() -> None:
     import argparse
 
     parser = argparse.ArgumentParser()
-    lab.add_parser(parser.add_subparsers(dest="command"))
+    lab_cli.add_parser(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["lab", "up", "--workers", "3", "--broken"])
-    assert (args.workers, args.broken, args.func) == (3, True, lab.cmd_up)
-    assert parser.parse_args(["lab", "down"]).func == lab.cmd_down
-    assert parser.parse_args(["lab", "status"]).func == lab.cmd_status
+    assert (args.workers, args.broken, args.func) == (3, True, lab_cli.cmd_up)
+    assert parser.parse_args(["lab", "down"]).func == lab_cli.cmd_down
+    assert parser.parse_args(["lab", "status"]).func == lab_cli.cmd_status
 
 
 def test_bad_worker_count_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    assert lab.main(["up", "--workers", "-1"]) == 1
+    assert lab_cli.main(["up", "--workers", "-1"]) == 1
     assert capsys.readouterr().err == "gpuinfra lab: --workers must be between 0 and 16\n"

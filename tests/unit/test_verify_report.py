@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from gpuinfra.spec import HostInput, build_cluster
-from gpuinfra_cli import report
 from tests.conftest import REPO
+from verify import report
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" tests="6">

@@ -1,0 +1,124 @@
+"""The lab as a whole: bring it to a plan (`up`), remove it (`down`), reboot it, report it.
+
+Everything podman does for the lab goes through lab.podman with the lab's containers.conf;
+the hosts are planned by lab.profiles (the one table of profiles).
+"""
+
+from __future__ import annotations
+
+import shutil
+
+from lab.image import drop_old_images, ensure_image
+from lab.podman import (
+    Podman,
+    ensure_container,
+    ensure_host_tools,
+    ensure_network,
+    host_address,
+    wait_booted,
+)
+from lab.profiles import HEAD_NAME, HostPlan
+from lab.provision import provision, ssh_banner, wait_ssh
+from lab.state import LABEL, LabError, Paths, ensure_ssh_key, say, write_state
+
+
+def lab_up(paths: Paths, plan: list[HostPlan]) -> list[dict]:
+    """Bring the lab to ``plan``; the hosts as written to hosts.json."""
+    ensure_host_tools(paths.lab / "apt-install.log")
+    podman = Podman(paths)
+    pubkey = ensure_ssh_key(paths)
+    image = ensure_image(podman, paths)
+    subnet = ensure_network(podman)
+    found = podman.lab_containers()
+    for extra in sorted(set(found) - {p.name for p in plan}):
+        podman.run("rm", "-f", "-t", "0", extra)
+        say(f"{extra}: removed (not in this lab)")
+    addresses = {h.name: host_address(subnet, h.name) for h in plan}
+    for h in plan:
+        done = ensure_container(podman, h, image, addresses[h.name], found.get(h.name))
+        say(f"{h.name}: {done}")
+    drop_old_images(podman, image)
+    hosts = []
+    for h in plan:
+        state = provision(podman, paths, h, pubkey)
+        wait_ssh(h.name, addresses[h.name])
+        hosts.append({"name": h.name, "address": addresses[h.name], "groups": list(h.groups),
+                      "profile": h.profile, "systemd": state})  # fmt: skip
+    write_state(paths, hosts, image)
+    return hosts
+
+
+def lab_down(paths: Paths) -> list[str]:
+    """Remove every labelled container and network; forget their addresses."""
+    for stale in (paths.hosts_json, paths.ssh_config):
+        stale.unlink(missing_ok=True)
+    if shutil.which("podman") is None:
+        return []
+    podman = Podman(paths)
+    names = sorted(podman.lab_containers())
+    if names:
+        podman.run("rm", "-f", "-t", "0", *names)
+    nets = podman.run(
+        "network", "ls", "--filter", f"label={LABEL}=1", "--format", "{{.Name}}"
+    ).split()
+    for net in nets:
+        podman.run("network", "rm", net)
+    return names + [f"network {n}" for n in nets]
+
+
+def lab_reboot(paths: Paths) -> list[dict]:
+    """Reboot every running lab host the way a container reboots: `podman restart`.
+
+    A restart boots systemd afresh with a new /run (so the reboot marker
+    /run/gpuinfra/reboot-required is gone, as after a real reboot) and a new /dev, whose
+    NVIDIA nodes gpuinfra-lab-devices.service recreates from the driver options. Addresses are
+    fixed, so hosts.json and ssh_config stay valid. Returns the hosts (name, address, systemd).
+    """
+    podman = Podman(paths)
+    found = podman.lab_containers()
+    names = sorted((n for n, info in found.items() if info["state"] == "running"), key=_order)
+    if not names:
+        raise LabError("no running lab to reboot (run `gpuinfra lab up`)")
+    podman.run("restart", "-t", "5", *names)
+    hosts = []
+    for name in names:
+        state = wait_booted(podman, name)
+        address = podman.address(name)
+        wait_ssh(name, address)
+        hosts.append({"name": name, "address": address, "systemd": state})
+    return hosts
+
+
+def lab_status(paths: Paths) -> list[dict]:
+    """Each labelled container: name, address, state, profile, groups, ssh."""
+    if shutil.which("podman") is None:
+        return []
+    podman = Podman(paths)
+    hosts = []
+    for name, info in sorted(podman.lab_containers().items(), key=lambda kv: _order(kv[0])):
+        running = info["state"] == "running"
+        address = podman.address(name) if running else "-"
+        labels = info["labels"]
+        hosts.append({
+            "name": name, "address": address, "state": info["state"],
+            "groups": labels.get(f"{LABEL}.groups", "").split(","),
+            "profile": labels.get(f"{LABEL}.profile") or None,
+            "ssh": "ok" if running and ssh_banner(address) else "down",
+        })  # fmt: skip
+    return hosts
+
+
+def _order(name: str) -> tuple[int, str]:
+    return (0 if name == HEAD_NAME else 1, name.zfill(20))
+
+
+def print_table(hosts: list[dict]) -> None:
+    rows = [("HOST", "ADDRESS", "STATE", "GROUPS", "HARDWARE PROFILE")]
+    for h in hosts:
+        state = h.get("state", "running") + (f", ssh {h['ssh']}" if "ssh" in h else "")
+        if "systemd" in h:
+            state += f", systemd {h['systemd']}"
+        rows.append((h["name"], h["address"], state, ",".join(h["groups"]), h["profile"] or "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        say("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())

@@ -1,0 +1,156 @@
+"""podman for the lab: the client with the lab's containers.conf, the lab network, and one
+systemd container per host at a fixed address."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from lab.profiles import HEAD_NAME, HostPlan
+from lab.state import LABEL, NETWORK, LabError, Paths, say
+
+HOST_TOOLS = ("podman", "runc", "debootstrap")
+BOOT_TIMEOUT_S = 120
+
+
+def last_line(text: bytes) -> str:
+    lines = [line.strip() for line in text.decode(errors="replace").splitlines() if line.strip()]
+    return lines[-1] if lines else "no error message"
+
+
+class Podman:
+    """podman, always run with the lab's own containers.conf."""
+
+    def __init__(self, paths: Paths) -> None:
+        self.env = {**os.environ, "CONTAINERS_CONF": str(paths.containers_conf)}
+
+    def run(self, *args: str, stdin: bytes | None = None, check: bool = True) -> str:
+        """stdout of ``podman ARGS``; a LabError naming podman's last error line on failure."""
+        try:
+            proc = subprocess.run(
+                ["podman", *args], input=stdin, capture_output=True, env=self.env, check=False
+            )
+        except OSError as exc:
+            raise LabError(f"cannot run podman: {exc}") from None
+        if check and proc.returncode != 0:
+            raise LabError(f"podman {args[0]} failed: {last_line(proc.stderr)}")
+        return proc.stdout.decode(errors="replace")
+
+    def ok(self, *args: str) -> bool:
+        """True when ``podman ARGS`` exits 0."""
+        return subprocess.run(["podman", *args], capture_output=True, env=self.env).returncode == 0
+
+    def exec(self, name: str, script: str, stdin: bytes | None = None, check: bool = True) -> str:
+        """Run a shell script in a container."""
+        args = ["exec", *(["-i"] if stdin is not None else []), name, "sh", "-c", script]
+        return self.run(*args, stdin=stdin, check=check)
+
+    def lab_containers(self) -> dict[str, dict]:
+        """Labelled containers by name: {state, labels}."""
+        out = self.run("ps", "-a", "--filter", f"label={LABEL}=1", "--format", "json")
+        return {
+            c["Names"][0]: {"state": c["State"], "labels": c.get("Labels") or {}}
+            for c in json.loads(out or "[]")
+        }
+
+    def address(self, name: str) -> str:
+        """The container's IP address on the lab network."""
+        info = json.loads(self.run("inspect", name, "--format", "json"))[0]
+        return info["NetworkSettings"]["Networks"][NETWORK]["IPAddress"]
+
+
+def sbin_path() -> str:
+    return os.environ.get("PATH", "") + ":/usr/local/sbin:/usr/sbin:/sbin"
+
+
+def ensure_host_tools(log: Path) -> None:
+    """Install podman, runc and debootstrap with apt-get when any is missing."""
+    missing = [t for t in HOST_TOOLS if shutil.which(t, path=sbin_path()) is None]
+    if not missing:
+        return
+    if shutil.which("apt-get") is None:
+        raise LabError(f"{', '.join(missing)} missing and no apt-get to install it")
+    say(f"installing {' '.join(HOST_TOOLS)} (missing: {', '.join(missing)})")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    with log.open("wb") as out:
+        proc = subprocess.run(
+            ["apt-get", "install", "-y", *HOST_TOOLS], stdout=out, stderr=out, env=env
+        )
+    if proc.returncode != 0:
+        raise LabError(f"apt-get install {' '.join(HOST_TOOLS)} failed (see {log})")
+
+
+def ensure_network(podman: Podman) -> str:
+    """The lab network (created when missing, refused when not ours); its IPv4 subnet."""
+    if not podman.ok("network", "exists", NETWORK):
+        podman.run("network", "create", "--label", f"{LABEL}=1", NETWORK)
+        say(f"network {NETWORK}: created")
+    info = json.loads(podman.run("network", "inspect", NETWORK))[0]
+    if (info.get("labels") or {}).get(LABEL) != "1":
+        raise LabError(f"a podman network {NETWORK} exists without label {LABEL}=1: not ours")
+    subnets = [s["subnet"] for s in info.get("subnets") or [] if "." in s["subnet"]]
+    if not subnets:
+        raise LabError(f"podman network {NETWORK} has no IPv4 subnet")
+    return subnets[0]
+
+
+def host_address(subnet: str, name: str) -> str:
+    """A fixed address per host (head .10, lab-workerN .10+N): restarts keep ssh_config valid."""
+    offset = 10 if name == HEAD_NAME else 10 + int(name.removeprefix("lab-worker"))
+    return str(ipaddress.ip_network(subnet)[offset])
+
+
+def wanted_labels(plan: HostPlan, image: str, address: str) -> dict[str, str]:
+    """Every label of a container run as planned; any difference means: recreate it."""
+    return {
+        LABEL: "1",
+        f"{LABEL}.groups": ",".join(plan.groups),
+        f"{LABEL}.profile": plan.profile or "",
+        f"{LABEL}.image": image,
+        f"{LABEL}.address": address,
+    }
+
+
+def run_container(podman: Podman, plan: HostPlan, image: str, address: str) -> None:
+    labels = [f"--label={k}={v}" for k, v in wanted_labels(plan, image, address).items()]
+    podman.run(
+        "run", "-d", "--name", plan.name, "--hostname", plan.name,
+        "--network", NETWORK, "--ip", address,
+        "--systemd=always", "--privileged", "--no-hosts",
+        *labels, image, "/sbin/init",
+    )  # fmt: skip
+
+
+def ensure_container(
+    podman: Podman, plan: HostPlan, image: str, address: str, found: dict | None
+) -> str:
+    """Make one host run as planned; returns what was done."""
+    if found is None:
+        run_container(podman, plan, image, address)
+        return "created"
+    wanted = wanted_labels(plan, image, address)
+    if any(found["labels"].get(k) != v for k, v in wanted.items()):
+        podman.run("rm", "-f", "-t", "0", plan.name)
+        run_container(podman, plan, image, address)
+        return "recreated (image, profile or address changed)"
+    if found["state"] != "running":
+        podman.run("start", plan.name)
+        return "started"
+    return "reused"
+
+
+def wait_booted(podman: Podman, name: str) -> str:
+    """Wait until systemd in the container finished booting; its final state."""
+    deadline = time.monotonic() + BOOT_TIMEOUT_S
+    while True:
+        state = podman.exec(name, "systemctl is-system-running", check=False).strip()
+        if state in ("running", "degraded"):
+            return state
+        if time.monotonic() > deadline:
+            raise LabError(f"{name}: systemd did not finish booting ({state or 'no answer'})")
+        time.sleep(0.5)

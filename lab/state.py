@@ -1,0 +1,138 @@
+"""The lab's state under .lab/ (gitignored): paths, its SSH key, hosts.json and ssh_config.
+
+inventory/lab.py reads hosts.json; `ssh -F .lab/ssh_config lab-worker1` and the verify suite
+reach the hosts through ssh_config. Only containers and networks labelled ``gpuinfra.lab=1`` are
+ever touched (:data:`LABEL`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+LABEL = "gpuinfra.lab"
+NETWORK = "gpuinfra-lab"
+# Every podman call of the lab uses this containers.conf (CONTAINERS_CONF): runc and no
+# default ulimits, which this machine's kernel needs (docs/lab-notes.md); nothing under /etc.
+CONTAINERS_CONF_TEXT = '[containers]\ndefault_ulimits = []\n\n[engine]\nruntime = "runc"\n'
+
+
+class LabError(Exception):
+    """An expected failure: printed as one line, exit code 1."""
+
+
+def say(message: str) -> None:
+    print(message, flush=True)
+
+
+@dataclass(frozen=True)
+class Paths:
+    """The repository's lab assets and the generated state under .lab/."""
+
+    repo: Path
+
+    @property
+    def lab(self) -> Path:
+        return self.repo / ".lab"
+
+    @property
+    def assets(self) -> Path:
+        return self.repo / "lab"
+
+    @property
+    def hardware(self) -> Path:
+        return self.assets / "hardware"
+
+    @property
+    def customize(self) -> Path:
+        return self.assets / "image" / "customize.sh"
+
+    @property
+    def containers_conf(self) -> Path:
+        return self.lab / "containers.conf"
+
+    @property
+    def hosts_json(self) -> Path:
+        return self.lab / "hosts.json"
+
+    @property
+    def ssh_config(self) -> Path:
+        return self.lab / "ssh_config"
+
+    @property
+    def ssh_key(self) -> Path:
+        return self.lab / "ssh" / "id_ed25519"
+
+
+def find_repo() -> Path:
+    """The checkout holding lab/ (this package's parent, else the working directory)."""
+    for candidate in (Path(__file__).resolve().parents[1], Path.cwd()):
+        if (candidate / "lab" / "hardware").is_dir():
+            return candidate
+    raise LabError("lab/hardware not found: run gpuinfra lab from the project checkout")
+
+
+def hosts_document(hosts: list[dict], ssh_key: Path, image: str) -> dict:
+    """The content of .lab/hosts.json (read by inventory/lab.py)."""
+    return {"network": NETWORK, "image": image, "ssh_key": str(ssh_key), "hosts": hosts}
+
+
+def ssh_config_text(hosts: list[dict], ssh_key: Path) -> str:
+    """An ssh_config for `ssh -F .lab/ssh_config lab-worker1` and testinfra's ssh backend."""
+    lines = []
+    for host in hosts:
+        lines += [f"Host {host['name']}", f"    HostName {host['address']}"]
+    lines += [
+        "Host lab-*",
+        "    User root",
+        f"    IdentityFile {ssh_key}",
+        "    IdentitiesOnly yes",
+        "    StrictHostKeyChecking no",
+        "    UserKnownHostsFile /dev/null",
+        "    LogLevel ERROR",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def ensure_lab_dir(paths: Paths) -> None:
+    """.lab/ with the containers.conf that every podman call of the lab uses."""
+    paths.lab.mkdir(exist_ok=True)
+    conf = paths.containers_conf
+    if not conf.is_file() or conf.read_text() != CONTAINERS_CONF_TEXT:
+        conf.write_text(CONTAINERS_CONF_TEXT)
+
+
+@contextlib.contextmanager
+def locked(paths: Paths) -> Iterator[None]:
+    """One lab command at a time (make demo and molecule may overlap)."""
+    with (paths.lab / "lock").open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def ensure_ssh_key(paths: Paths) -> str:
+    """The lab's ed25519 key pair (created once); returns the public key line."""
+    key, pub = paths.ssh_key, paths.ssh_key.with_suffix(".pub")
+    if not key.is_file() or not pub.is_file():
+        from cryptography.hazmat.primitives import serialization as ser
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+        private = Ed25519PrivateKey.generate()
+        key.parent.mkdir(mode=0o700, exist_ok=True)
+        pem = private.private_bytes(ser.Encoding.PEM, ser.PrivateFormat.OpenSSH, ser.NoEncryption())
+        key.touch(mode=0o600)
+        key.write_bytes(pem)
+        line = private.public_key().public_bytes(ser.Encoding.OpenSSH, ser.PublicFormat.OpenSSH)
+        pub.write_text(line.decode() + " gpuinfra-lab\n")
+    return pub.read_text()
+
+
+def write_state(paths: Paths, hosts: list[dict], image: str) -> None:
+    """hosts.json for inventory/lab.py and ssh_config for ssh/testinfra."""
+    doc = hosts_document(hosts, paths.ssh_key, image)
+    paths.hosts_json.write_text(json.dumps(doc, indent=2) + "\n")
+    paths.ssh_config.write_text(ssh_config_text(hosts, paths.ssh_key))
