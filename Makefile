@@ -17,10 +17,9 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $@
 
-# Lint, then every test. pytest's exit 5 ("no tests collected") is a failure here: a suite
-# that collects nothing has proven nothing.
 # Lint, unit and plan tests, then the lab scenarios (deploy, idempotence, verify; and the
-# broken-NVLink lab, which must fail verification on its broken worker only).
+# broken-NVLink lab, which must fail verification on its broken worker only). pytest's exit 5
+# ("no tests collected") is a failure here: a suite that collects nothing has proven nothing.
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/pytest -q -p no:cacheprovider; rc=$$?; \

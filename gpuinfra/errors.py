@@ -1,5 +1,7 @@
 """Exceptions raised by the library. Each carries a message meant for a human operator."""
 
+from typing import Any
+
 
 class GpuinfraError(Exception):
     """Base class for every error the library raises on purpose."""
@@ -17,3 +19,15 @@ class ParseError(GpuinfraError):
         self.line = line
         where = f" (line {line})" if line is not None else ""
         super().__init__(f"{source}: {message}{where}")
+
+
+# A message never echoes a huge value whole (a 1 MB value would make a 1 MB message).
+ECHO_LIMIT = 80
+
+
+def clip(value: Any, limit: int = ECHO_LIMIT) -> str:
+    """``repr(value)`` cut to ``limit`` characters: a message never echoes a huge value whole."""
+    text_ = repr(value)
+    if len(text_) <= limit:
+        return text_
+    return f"{text_[:limit - 20]}...[{len(text_)} chars]"

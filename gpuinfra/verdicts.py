@@ -13,10 +13,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gpuinfra.errors import GpuinfraError
-from gpuinfra.knowledge.gpus import GpuModel, gpu_model, model_for_smi_name, suggest_models
+from gpuinfra.knowledge.gpus import GpuModel, model_for_smi_name
+from gpuinfra.knowledge.lookup import require_model, require_profile
 from gpuinfra.knowledge.topology import (
-    PROFILES,
     PairExpectation,
     TopologyProfile,
     expected_active_links,
@@ -156,21 +155,13 @@ def check_system(
 
 
 def _profile(name: str) -> TopologyProfile:
-    try:
-        return PROFILES[name]
-    except KeyError:
-        raise GpuinfraError(f"unknown topology profile {name!r} "
-                            f"(known: {', '.join(PROFILES)})") from None
+    return require_profile(name)
 
 
 def _model(model_key: str | None, nvlink: NvlinkStatus | None) -> GpuModel | None:
     """The named model, else the one every nvlink GPU name maps to, else None."""
     if model_key is not None:
-        model = gpu_model(model_key)
-        if model is None:
-            hint = ", ".join(suggest_models(model_key)) or "none close"
-            raise GpuinfraError(f"unknown GPU model {model_key!r} (did you mean: {hint})")
-        return model
+        return require_model(model_key)
     return _model_from_names(nvlink)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge.gpus import GPU_MODELS, gpu_model
+from gpuinfra.knowledge.lookup import require_model, require_profile
 from gpuinfra.knowledge.topology import PROFILES
 from gpuinfra.parsers import PARSERS, parser_for
 
@@ -90,12 +91,9 @@ def run_check(args: argparse.Namespace) -> int:
     from gpuinfra.parsers.topo import parse_topo
     from gpuinfra.verdicts import check_system
 
-    if args.profile not in PROFILES:
-        raise GpuinfraError(f"unknown profile {args.profile!r}; choose one of "
-                            f"{', '.join(PROFILES)}")
-    if args.model and gpu_model(args.model) is None:
-        raise GpuinfraError(f"unknown GPU model {args.model!r}; choose one of "
-                            f"{', '.join(GPU_MODELS)}")
+    require_profile(args.profile)
+    if args.model:
+        require_model(args.model)
     if args.gpus < 1 or (args.min_links is not None and args.min_links < 1):
         raise GpuinfraError("--gpus and --min-links must be positive integers")
     if not (args.topo or args.p2p or args.nvlink):

@@ -5,6 +5,7 @@
     gpuinfra check --profile P --gpus N ...    verdicts on captured outputs
     gpuinfra lab up|down|reboot|status         the local podman lab
     gpuinfra report --inventory I [--junit F]  per-node report of the verify suite
+    gpuinfra nccl script|check ...             NCCL all-reduce job and its judgement
 
 Bad input never produces a traceback: every expected error is caught here and printed as one
 clear message, with exit code 2 (unusable input) or 1 (a finding / an invalid spec).

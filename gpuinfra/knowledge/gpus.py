@@ -224,8 +224,3 @@ def model_for_pci_id(device_id: str) -> GpuModel | None:
 def suggest_models(name: str) -> list[str]:
     """Up to three known model keys close to ``name``, for "did you mean" messages."""
     return get_close_matches(name.upper(), list(GPU_MODELS), n=3, cutoff=0.5)
-
-
-def all_mig_profile_names() -> set[str]:
-    """Every MIG profile name that exists on at least one known GPU."""
-    return {p for m in _MODELS for p in m.mig_profiles}

@@ -40,8 +40,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.knowledge.gpus import GPU_MODELS, GpuModel, gpu_model, suggest_models
-from gpuinfra.knowledge.topology import PROFILES, TopologyProfile, gpu_count_problem
+from gpuinfra.knowledge.gpus import GpuModel
+from gpuinfra.knowledge.lookup import require_model, require_profile
+from gpuinfra.knowledge.topology import TopologyProfile, gpu_count_problem
 
 SWEEP_MAX_BYTES = 8 * 1024**3  # -e 8G: the message size the floors apply to
 PLATEAU_MIN_BYTES = 1024**3  # below 1 GiB busbw is still rising: too small to judge bandwidth
@@ -116,11 +117,6 @@ class BusbwThreshold:
     @property
     def ranks(self) -> int:
         return self.nodes * self.gpus_per_node
-
-
-def pcie_gbps(model: GpuModel) -> float:
-    """The model's PCIe x16 rate per direction (GB/s)."""
-    return PCIE_X16_GBPS[PCIE_GEN[model.key]]
 
 
 def node_min_busbw(profile: str, model_key: str, gpu_count: int) -> tuple[float, str]:
@@ -235,17 +231,8 @@ def _with(base: BusbwThreshold, floor: float, bound: str, source: str) -> BusbwT
 
 
 def _profile(name: str) -> TopologyProfile:
-    try:
-        return PROFILES[name]
-    except KeyError:
-        raise NcclThresholdError(f"gpu_topology = {name!r}: unknown topology profile "
-                                 f"(known: {', '.join(PROFILES)})") from None
+    return require_profile(name, NcclThresholdError)
 
 
 def _model(key: str) -> GpuModel:
-    model = gpu_model(key)
-    if model is None:
-        hint = ", ".join(suggest_models(key)) or "none close"
-        raise NcclThresholdError(f"gpu_model = {key!r}: unknown GPU model (did you mean: {hint}; "
-                                 f"known: {', '.join(GPU_MODELS)})")
-    return model
+    return require_model(key, NcclThresholdError)

@@ -51,8 +51,8 @@ FABRIC_MANAGER_VERSIONS: dict[tuple[str, str], str] = {
     ("ubuntu-24.04", "535"): "535.309.01-0ubuntu0.24.04.1",
 }
 
-# NVIDIA Container Toolkit: the four packages NVIDIA's install guide pins together [ctk-install].
-CONTAINER_TOOLKIT_VERSION = "1.17.8-1"
+# NVIDIA Container Toolkit: the four packages NVIDIA's install guide pins together [ctk-install]
+# (their version is the container_toolkit role's knob, roles/container_toolkit/defaults.py).
 CONTAINER_TOOLKIT_PACKAGES = (
     "nvidia-container-toolkit",
     "nvidia-container-toolkit-base",

@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpuinfra.errors import clip
+
 Check = Callable[[Any], str | None]
 
 
@@ -223,16 +225,3 @@ def http_url(proxy: bool = False) -> Rule:
     allowed = ("http(s)://[user:password@]host:port" if proxy else
                "an http(s)://host[:port][/path] URL (no quotes, spaces, query or fragment)")
     return Rule(allowed, lambda v: url_problem(v, need_port=proxy))
-
-
-# ------------------------------------------------------------------------------ echoing values
-
-ECHO_LIMIT = 80
-
-
-def clip(value: Any, limit: int = ECHO_LIMIT) -> str:
-    """``repr(value)`` cut to ``limit`` characters: a message never echoes a huge value whole."""
-    text_ = repr(value)
-    if len(text_) <= limit:
-        return text_
-    return f"{text_[:limit - 20]}...[{len(text_)} chars]"

@@ -736,6 +736,11 @@ def _partitions(cluster: Mapping[str, Any], nodes: Sequence[NodeSpec],
                  "[{'name': 'gpu', 'nodes': [...], 'default': True, 'gpu': True}]",
                  f"fix slurm_partitions {_WHERE_ALL}")
         return ()
+    if not raw:
+        errs.add(CLUSTER, "slurm_partitions", raw, "no partition: Slurm would accept no job",
+                 "at least one partition, or None for one partition of every worker",
+                 f"list the partitions {_WHERE_ALL}, or remove slurm_partitions")
+        return ()
     by_name = {n.name: n for n in nodes}
     parts = [p for p in (_partition(i, item, by_name, errs) for i, item in enumerate(raw)) if p]
     for name, count in Counter(p.name for p in parts).items():

@@ -112,9 +112,7 @@ def test_mixed_partition_is_refused(tmp_path, monkeypatch, capsys):
 def test_site_gres_type_override_is_used(tmp_path, monkeypatch, capsys):
     inv = site(tmp_path, monkeypatch, f'[("hgx01", {PLAIN_HGX})]', 'slurm_gpu_type = "h100"\n')
     code, out, err = run(capsys, "nccl", "script", "--inventory", inv)
-    if code == 1:  # the spec validator does not know the slurm role's data key yet
-        pytest.skip(f"slurm_gpu_type not accepted by this spec: {err.splitlines()[0]}")
-    assert code == 0 and "#SBATCH --gres=gpu:h100:8" in out
+    assert code == 0 and "#SBATCH --gres=gpu:h100:8" in out, err
 
 
 def test_invalid_spec_exits_1_with_every_problem(tmp_path, monkeypatch, capsys):

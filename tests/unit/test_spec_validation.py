@@ -258,6 +258,12 @@ def test_every_problem_listed_at_once():
     assert {"gpu_model", "gpu_sharing['clients']", "driver_branch"} <= fields
 
 
+# Values that are valid for a key (absent, empty, a NIC named "8"): accepted, not garbage.
+VALID_THERE = {("gpu_sharing", "None"), ("rdma_nics", "None"), ("apt_mirror", "None"),
+               ("slurm_partitions", "None"), ("rdma_nics", "[]"), ("schedulers", "[]"),
+               ("rdma_nics", "['8']")}
+
+
 @pytest.mark.parametrize("garbage", [None, [], "x", 3.5, {"a": object()}, ["8"], {"mode": 1}])
 def test_garbage_values_never_crash(garbage):
     for key in ("gpu_model", "gpu_count", "gpu_topology", "gpu_sharing", "rdma_nics",
@@ -267,4 +273,9 @@ def test_garbage_values_never_crash(garbage):
                                                       "slurm_partitions", "offline",
                                                       "driver_branch") \
             else site["hgx01"][1].update({key: garbage})
-        validate(hosts_of(site))  # must return problems, never raise
+        errors = validate(hosts_of(site))  # problems, never an exception
+        if (key, repr(garbage)) in VALID_THERE:
+            assert errors == [], errors
+            continue
+        assert errors, f"{key} = {garbage!r} was accepted"
+        assert all(e.problem and e.fix for e in errors), errors
