@@ -47,7 +47,7 @@ def cmd_down(args: argparse.Namespace) -> int:
     try:
         paths = _root_paths()
         with locked(paths):
-            removed = lab_down(paths)
+            removed = lab_down(paths, every_lab=args.all)
     except LabError as exc:
         return fail(str(exc))
     say(f"lab down: removed {', '.join(removed) if removed else 'nothing (no lab)'}")
@@ -112,7 +112,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="add a worker whose spec says bridged pairs but whose hardware is not",
     )
     up.set_defaults(func=cmd_up)
-    down = verbs.add_parser("down", help="remove every lab container and network")
+    down = verbs.add_parser("down", help="remove this checkout's lab containers and network")
+    down.add_argument("--all", action="store_true",
+                      help="remove every gpuinfra lab on this machine (other checkouts' too)")
     down.set_defaults(func=cmd_down)
     reboot = verbs.add_parser(
         "reboot", help="reboot every lab host (podman restart: fresh /run and /dev)"

@@ -31,7 +31,7 @@ def lab_up(paths: Paths, plan: list[HostPlan]) -> list[dict]:
     subnet = ensure_network(podman)
     found = podman.lab_containers()
     for extra in sorted(set(found) - {p.name for p in plan}):
-        podman.run("rm", "-f", "-t", "0", extra)
+        podman.remove(extra)
         say(f"{extra}: removed (not in this lab)")
     addresses = {h.name: host_address(subnet, h.name) for h in plan}
     for h in plan:
@@ -48,22 +48,23 @@ def lab_up(paths: Paths, plan: list[HostPlan]) -> list[dict]:
     return hosts
 
 
-def lab_down(paths: Paths) -> list[str]:
-    """Remove every labelled container and network; forget their addresses."""
+def lab_down(paths: Paths, every_lab: bool = False) -> list[str]:
+    """Remove this checkout's lab containers and network (``every_lab``: every gpuinfra lab on
+    the machine, other checkouts' and older ones' too); forget their addresses."""
     for stale in (paths.hosts_json, paths.ssh_config):
         stale.unlink(missing_ok=True)
     if shutil.which("podman") is None:
         return []
     podman = Podman(paths)
-    names = sorted(podman.lab_containers())
-    if names:
-        podman.run("rm", "-f", "-t", "0", *names)
-    nets = podman.run(
-        "network", "ls", "--filter", f"label={LABEL}=1", "--format", "{{.Name}}"
-    ).split()
+    found = podman.lab_containers(every_lab)
+    containers = sorted(info["container"] for info in found.values())
+    if containers:
+        podman.run("rm", "-f", "-t", "0", *containers)
+    label = f"label={LABEL}=1" if every_lab else f"label={LABEL}.id={podman.lab_id}"
+    nets = podman.run("network", "ls", "--filter", label, "--format", "{{.Name}}").split()
     for net in nets:
         podman.run("network", "rm", net)
-    return names + [f"network {n}" for n in nets]
+    return sorted(found) + [f"network {n}" for n in nets]
 
 
 def lab_reboot(paths: Paths) -> list[dict]:
@@ -79,7 +80,7 @@ def lab_reboot(paths: Paths) -> list[dict]:
     names = sorted((n for n, info in found.items() if info["state"] == "running"), key=_order)
     if not names:
         raise LabError("no running lab to reboot (run `gpuinfra lab up`)")
-    podman.run("restart", "-t", "5", *names)
+    podman.restart(*names)
     hosts = []
     for name in names:
         state = wait_booted(podman, name)

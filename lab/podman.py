@@ -1,5 +1,9 @@
 """podman for the lab: the client with the lab's containers.conf, the lab network, and one
-systemd container per host at a fixed address."""
+systemd container per host at a fixed address.
+
+Callers name hosts (``lab-head``); :class:`Podman` maps them to this checkout's containers
+(``lab-head-<lab id>``, labelled with the id), so another checkout's lab is never touched.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ import time
 from pathlib import Path
 
 from lab.profiles import HEAD_NAME, HostPlan
-from lab.state import LABEL, NETWORK, LabError, Paths, say
+from lab.state import LABEL, LabError, Paths, say
 
 HOST_TOOLS = ("podman", "runc", "debootstrap")
 BOOT_TIMEOUT_S = 120
@@ -24,10 +28,16 @@ def last_line(text: bytes) -> str:
 
 
 class Podman:
-    """podman, always run with the lab's own containers.conf."""
+    """podman, always run with the lab's own containers.conf, for this checkout's lab."""
 
     def __init__(self, paths: Paths) -> None:
         self.env = {**os.environ, "CONTAINERS_CONF": str(paths.containers_conf)}
+        self.lab_id = paths.lab_id
+        self.network = paths.network
+
+    def container(self, host: str) -> str:
+        """The container of lab host ``host`` in this checkout's lab."""
+        return f"{host}-{self.lab_id}"
 
     def run(self, *args: str, stdin: bytes | None = None, check: bool = True) -> str:
         """stdout of ``podman ARGS``; a LabError naming podman's last error line on failure."""
@@ -45,23 +55,38 @@ class Podman:
         """True when ``podman ARGS`` exits 0."""
         return subprocess.run(["podman", *args], capture_output=True, env=self.env).returncode == 0
 
-    def exec(self, name: str, script: str, stdin: bytes | None = None, check: bool = True) -> str:
-        """Run a shell script in a container."""
-        args = ["exec", *(["-i"] if stdin is not None else []), name, "sh", "-c", script]
+    def exec(self, host: str, script: str, stdin: bytes | None = None, check: bool = True) -> str:
+        """Run a shell script in a host's container."""
+        args = ["exec", *(["-i"] if stdin is not None else []), self.container(host), "sh",
+                "-c", script]
         return self.run(*args, stdin=stdin, check=check)
 
-    def lab_containers(self) -> dict[str, dict]:
-        """Labelled containers by name: {state, labels}."""
-        out = self.run("ps", "-a", "--filter", f"label={LABEL}=1", "--format", "json")
-        return {
-            c["Names"][0]: {"state": c["State"], "labels": c.get("Labels") or {}}
-            for c in json.loads(out or "[]")
-        }
+    def lab_containers(self, every_lab: bool = False) -> dict[str, dict]:
+        """This lab's containers by host name: {state, labels, container}. ``every_lab``:
+        every gpuinfra lab on the machine, keyed by container name."""
+        label = f"label={LABEL}=1" if every_lab else f"label={LABEL}.id={self.lab_id}"
+        out = self.run("ps", "-a", "--filter", label, "--format", "json")
+        found = {}
+        for c in json.loads(out or "[]"):
+            labels = c.get("Labels") or {}
+            key = c["Names"][0] if every_lab else labels.get(f"{LABEL}.host", c["Names"][0])
+            found[key] = {"state": c["State"], "labels": labels, "container": c["Names"][0]}
+        return found
 
-    def address(self, name: str) -> str:
-        """The container's IP address on the lab network."""
-        info = json.loads(self.run("inspect", name, "--format", "json"))[0]
-        return info["NetworkSettings"]["Networks"][NETWORK]["IPAddress"]
+    def remove(self, *hosts: str) -> None:
+        if hosts:
+            self.run("rm", "-f", "-t", "0", *(self.container(h) for h in hosts))
+
+    def start(self, host: str) -> None:
+        self.run("start", self.container(host))
+
+    def restart(self, *hosts: str) -> None:
+        self.run("restart", "-t", "5", *(self.container(h) for h in hosts))
+
+    def address(self, host: str) -> str:
+        """The host's IP address on the lab network."""
+        info = json.loads(self.run("inspect", self.container(host), "--format", "json"))[0]
+        return info["NetworkSettings"]["Networks"][self.network]["IPAddress"]
 
 
 def sbin_path() -> str:
@@ -87,15 +112,17 @@ def ensure_host_tools(log: Path) -> None:
 
 def ensure_network(podman: Podman) -> str:
     """The lab network (created when missing, refused when not ours); its IPv4 subnet."""
-    if not podman.ok("network", "exists", NETWORK):
-        podman.run("network", "create", "--label", f"{LABEL}=1", NETWORK)
-        say(f"network {NETWORK}: created")
-    info = json.loads(podman.run("network", "inspect", NETWORK))[0]
+    network = podman.network
+    if not podman.ok("network", "exists", network):
+        podman.run("network", "create", "--label", f"{LABEL}=1",
+                   "--label", f"{LABEL}.id={podman.lab_id}", network)
+        say(f"network {network}: created")
+    info = json.loads(podman.run("network", "inspect", network))[0]
     if (info.get("labels") or {}).get(LABEL) != "1":
-        raise LabError(f"a podman network {NETWORK} exists without label {LABEL}=1: not ours")
+        raise LabError(f"a podman network {network} exists without label {LABEL}=1: not ours")
     subnets = [s["subnet"] for s in info.get("subnets") or [] if "." in s["subnet"]]
     if not subnets:
-        raise LabError(f"podman network {NETWORK} has no IPv4 subnet")
+        raise LabError(f"podman network {network} has no IPv4 subnet")
     return subnets[0]
 
 
@@ -105,10 +132,12 @@ def host_address(subnet: str, name: str) -> str:
     return str(ipaddress.ip_network(subnet)[offset])
 
 
-def wanted_labels(plan: HostPlan, image: str, address: str) -> dict[str, str]:
+def wanted_labels(plan: HostPlan, image: str, address: str, lab_id: str) -> dict[str, str]:
     """Every label of a container run as planned; any difference means: recreate it."""
     return {
         LABEL: "1",
+        f"{LABEL}.id": lab_id,
+        f"{LABEL}.host": plan.name,
         f"{LABEL}.groups": ",".join(plan.groups),
         f"{LABEL}.profile": plan.profile or "",
         f"{LABEL}.image": image,
@@ -117,10 +146,11 @@ def wanted_labels(plan: HostPlan, image: str, address: str) -> dict[str, str]:
 
 
 def run_container(podman: Podman, plan: HostPlan, image: str, address: str) -> None:
-    labels = [f"--label={k}={v}" for k, v in wanted_labels(plan, image, address).items()]
+    wanted = wanted_labels(plan, image, address, podman.lab_id)
+    labels = [f"--label={k}={v}" for k, v in wanted.items()]
     podman.run(
-        "run", "-d", "--name", plan.name, "--hostname", plan.name,
-        "--network", NETWORK, "--ip", address,
+        "run", "-d", "--name", podman.container(plan.name), "--hostname", plan.name,
+        "--network", podman.network, "--ip", address,
         "--systemd=always", "--privileged", "--no-hosts",
         *labels, image, "/sbin/init",
     )  # fmt: skip
@@ -133,13 +163,13 @@ def ensure_container(
     if found is None:
         run_container(podman, plan, image, address)
         return "created"
-    wanted = wanted_labels(plan, image, address)
+    wanted = wanted_labels(plan, image, address, podman.lab_id)
     if any(found["labels"].get(k) != v for k, v in wanted.items()):
-        podman.run("rm", "-f", "-t", "0", plan.name)
+        podman.remove(plan.name)
         run_container(podman, plan, image, address)
         return "recreated (image, profile or address changed)"
     if found["state"] != "running":
-        podman.run("start", plan.name)
+        podman.start(plan.name)
         return "started"
     return "reused"
 

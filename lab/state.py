@@ -1,7 +1,10 @@
 """The lab's state under .lab/ (gitignored): paths, its SSH key, hosts.json and ssh_config.
 
 inventory/lab.py reads hosts.json; `ssh -F .lab/ssh_config lab-worker1` and the verify suite
-reach the hosts through ssh_config. Only containers and networks labelled ``gpuinfra.lab=1`` are
+reach the hosts through ssh_config. Each checkout has its own lab (:attr:`Paths.lab_id`, from
+the checkout's path): its containers are named ``<host>-<id>`` and labelled
+``gpuinfra.lab.id=<id>``, its network is ``gpuinfra-lab-<id>``, so two checkouts on one machine
+never touch each other's lab. Only containers and networks labelled ``gpuinfra.lab=1`` are
 ever touched (:data:`LABEL`).
 """
 
@@ -9,13 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 LABEL = "gpuinfra.lab"
-NETWORK = "gpuinfra-lab"
+NETWORK_PREFIX = "gpuinfra-lab"
 # Every podman call of the lab uses this containers.conf (CONTAINERS_CONF): runc and no
 # default ulimits, which this machine's kernel needs (docs/lab-notes.md); nothing under /etc.
 CONTAINERS_CONF_TEXT = '[containers]\ndefault_ulimits = []\n\n[engine]\nruntime = "runc"\n'
@@ -38,6 +42,15 @@ class Paths:
     @property
     def lab(self) -> Path:
         return self.repo / ".lab"
+
+    @property
+    def lab_id(self) -> str:
+        """This checkout's lab: 8 hex digits of its path's SHA-256."""
+        return hashlib.sha256(str(self.repo.resolve()).encode()).hexdigest()[:8]
+
+    @property
+    def network(self) -> str:
+        return f"{NETWORK_PREFIX}-{self.lab_id}"
 
     @property
     def assets(self) -> Path:
@@ -76,9 +89,9 @@ def find_repo() -> Path:
     raise LabError("lab/hardware not found: run gpuinfra lab from the project checkout")
 
 
-def hosts_document(hosts: list[dict], ssh_key: Path, image: str) -> dict:
+def hosts_document(hosts: list[dict], ssh_key: Path, image: str, network: str) -> dict:
     """The content of .lab/hosts.json (read by inventory/lab.py)."""
-    return {"network": NETWORK, "image": image, "ssh_key": str(ssh_key), "hosts": hosts}
+    return {"network": network, "image": image, "ssh_key": str(ssh_key), "hosts": hosts}
 
 
 def ssh_config_text(hosts: list[dict], ssh_key: Path) -> str:
@@ -133,6 +146,6 @@ def ensure_ssh_key(paths: Paths) -> str:
 
 def write_state(paths: Paths, hosts: list[dict], image: str) -> None:
     """hosts.json for inventory/lab.py and ssh_config for ssh/testinfra."""
-    doc = hosts_document(hosts, paths.ssh_key, image)
+    doc = hosts_document(hosts, paths.ssh_key, image, paths.network)
     paths.hosts_json.write_text(json.dumps(doc, indent=2) + "\n")
     paths.ssh_config.write_text(ssh_config_text(hosts, paths.ssh_key))

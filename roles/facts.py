@@ -144,7 +144,10 @@ class PciDevices(FactBase):
 class LoadedModules(FactBase):
     """/proc/modules: ``{"modules": {"nvidia": {"size", "instances", "used_by", "state"}}}``.
 
-    ``{}`` where /proc/modules is absent (a kernel without module support)."""
+    ``{}`` where /proc/modules is absent (a kernel without module support). Not pyinfra's
+    ``server.KernelModules``: that one runs a second command first (the ``Kernel`` fact) and
+    raises a bare ValueError on a line it cannot split, where this one fails the host with the
+    parser's message naming the line."""
 
     default = dict
 

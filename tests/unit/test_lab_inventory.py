@@ -40,7 +40,8 @@ def written_hosts(plan: list[HostPlan]) -> dict:
          "profile": h.profile}
         for i, h in enumerate(plan)
     ]  # fmt: skip
-    return state.hosts_document(hosts, Path("/lab/ssh/id_ed25519"), "localhost/gpuinfra-lab:x")
+    return state.hosts_document(hosts, Path("/lab/ssh/id_ed25519"), "localhost/gpuinfra-lab:x",
+                                "gpuinfra-lab-0")
 
 
 def smi(profile: str, *args: str) -> subprocess.CompletedProcess:
@@ -250,3 +251,14 @@ def test_lab_parser() -> None:
 def test_bad_worker_count_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert lab_cli.main(["up", "--workers", "-1"]) == 1
     assert capsys.readouterr().err == "gpuinfra lab: --workers must be between 0 and 16\n"
+
+
+def test_each_checkout_has_its_own_lab(tmp_path: Path) -> None:
+    """Two checkouts on one machine never touch each other's lab: containers, network and the
+    podman filters carry the checkout's id."""
+    one, two = state.Paths(tmp_path / "a"), state.Paths(tmp_path / "b")
+    assert one.lab_id != two.lab_id and len(one.lab_id) == 8
+    assert one.network == f"gpuinfra-lab-{one.lab_id}" != two.network
+    assert podman.Podman(one).container("lab-head") == f"lab-head-{one.lab_id}"
+    labels = podman.wanted_labels(plan_hosts()[1], "img", "10.0.0.1", one.lab_id)
+    assert labels["gpuinfra.lab.id"] == one.lab_id and labels["gpuinfra.lab.host"] == "lab-worker1"
