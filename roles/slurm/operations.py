@@ -1,26 +1,25 @@
-"""The slurm role's own operation: configuration files installed only after Slurm accepts them.
+"""The slurm role's own operations: configuration judged by Slurm, and the accounting database.
 
 A bad slurm.conf must never reach a running controller: a restart would take it down. So the
-new files are staged beside the live ones, Slurm's own parser judges the staged set
-(``slurmd -G -f <staged>/slurm.conf -N <node>``: it reads slurm.conf and gres.conf, loads the
-plugins they name and prints the node's GRES), and only then are they moved into place, each
+new files go through roles/checked.py: staged beside the live ones, judged as a set by Slurm's
+own parser (``slurmd -G -f <staged>/slurm.conf -N <node>``: it reads slurm.conf and gres.conf,
+loads the plugins they name and prints the node's GRES), and only then moved into place, each
 with an atomic rename. A refusal fails the host with Slurm's error lines and touches nothing
 live, so the handlers (restart/reconfigure) never run and the daemons keep their configuration.
 """
 
 from __future__ import annotations
 
-import hashlib
 import shlex
 from collections.abc import Mapping
-from io import StringIO
+from typing import Any
 
 from pyinfra import host
-from pyinfra.api import FactBase, FileUploadCommand, StringCommand, operation
-from pyinfra.facts.files import Sha256File
+from pyinfra.api import FactBase, StringCommand, operation
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.spec.rules import clip, sql_name
+from roles.checked import check_script, checked_files
 
 SQL_NAME = sql_name()
 
@@ -34,45 +33,16 @@ def check_command(stage: str, node: str) -> str:
     error and fatal lines fail the check too.
     """
     conf = shlex.quote(f"{stage}/slurm.conf")
-    who = shlex.quote(node)
-    message = ("gpuinfra: Slurm refused the new configuration (slurmd -G on the staged files "
-               f"in {stage}); nothing was installed and the running daemons keep the current "
-               "configuration. Fix the site data and deploy again.")
-    return (f"out=$(slurmd -G -f {conf} -N {who} 2>&1); rc=$?; "
-            "if [ $rc -ne 0 ] || printf '%s\\n' \"$out\" | grep -qE '(error|fatal):'; then "
-            "printf '%s\\n' \"$out\" | grep -E '(error|fatal):' >&2; "
-            f"echo {shlex.quote(message)} >&2; exit 1; fi")
+    return check_script(f"slurmd -G -f {conf} -N {shlex.quote(node)}",
+                        "Slurm", stage,
+                        fail_pattern="(error|fatal):")
 
 
-def digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-@operation()
-def checked_config(files: Mapping[str, str], check_as: str):
-    """Slurm's configuration ``files`` in place, after Slurm accepted them as a set.
-
-    + files: live path -> content (slurm.conf, gres.conf, cgroup.conf; all in one directory)
-    + check_as: node name for ``slurmd -G -N`` (this node, or any compute node on the head)
-
-    .. code:: python
-
-        checked_config(files={"/etc/slurm/slurm.conf": text, ...}, check_as="gpu01")
-    """
-    changed = [path for path, text in files.items()
-               if host.get_fact(Sha256File, path=path) != digest(text)]
-    if not changed:
-        host.noop(f"already in place: {', '.join(sorted(files))}")
-        return
-    yield StringCommand("mkdir", "-p", "-m", "0755", STAGE_DIR)
-    for path, text in files.items():
-        yield FileUploadCommand(StringIO(text), f"{STAGE_DIR}/{path.rsplit('/', 1)[1]}")
-    yield StringCommand(check_command(STAGE_DIR, check_as))
-    for path in changed:
-        staged = f"{STAGE_DIR}/{path.rsplit('/', 1)[1]}"
-        temp = f"{path}.gpuinfra-new"
-        yield StringCommand("cp", staged, temp, "&&", "chmod", "0644", temp, "&&",
-                            "mv", "-f", temp, path)
+def checked_config(files: Mapping[str, str], check_as: str, **kwargs: Any) -> Any:
+    """Slurm's configuration ``files`` in place, after Slurm accepted them as a set
+    (:func:`roles.checked.checked_files`; ``check_as``: node name for ``slurmd -G -N``)."""
+    return checked_files(files=files, stage=STAGE_DIR, check=check_command(STAGE_DIR, check_as),
+                         **kwargs)
 
 
 def check_sql_name(value: str, what: str) -> str:

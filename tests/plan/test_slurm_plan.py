@@ -318,7 +318,7 @@ def test_fresh_host_stages_then_lets_slurm_check_before_anything_goes_in(distro,
     check_as = WORKER1 if name == HEAD else name  # the head checks as its first worker
     check = check_command(STAGE_DIR, check_as)
     assert f"slurmd -G -f {STAGE_DIR}/slurm.conf -N {check_as} " in check
-    assert commands[0] == f"mkdir -p -m 0755 {STAGE_DIR}"
+    assert commands[0] == f"install -d -m 0700 {STAGE_DIR}"  # private: root only
     assert [(type(c), c.dest) for c in op.raw[1:4]] == [
         (FileUploadCommand, f"{STAGE_DIR}/{f}") for f in ("slurm.conf", "gres.conf", "cgroup.conf")]
     assert commands.index(check) == 4

@@ -1,0 +1,73 @@
+"""Configuration files that go live only after the tool that reads them accepted them.
+
+The pattern of every role that writes a daemon's configuration (slurm.conf by ``slurmd -G``,
+a Prometheus config by ``promtool``, a libvirt domain by ``virt-xml-validate``...): the new
+files are staged in a private directory beside the live ones, the consumer judges the staged
+set, and only then is each changed file moved into place with an atomic rename. A refusal
+fails the host with the tool's own message and touches nothing live, so the handlers
+(``_if=op.did_change``: restart, reload) never run and the daemon keeps its configuration.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from collections.abc import Mapping
+from io import StringIO
+
+from pyinfra import host
+from pyinfra.api import FileUploadCommand, StringCommand, operation
+from pyinfra.facts.files import Sha256File
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def check_script(command: str, tool: str, stage: str, fail_pattern: str | None = None) -> str:
+    """Shell: run ``command`` (already quoted: it reads the staged files) and exit 1 with its
+    output and gpuinfra's refusal ("gpuinfra: <tool> refused the new configuration") when it
+    fails, or when its output matches ``fail_pattern`` (an ERE, for tools that report some
+    errors with exit 0)."""
+    message = (f"gpuinfra: {tool} refused the new configuration ({command.split()[0]} on the "
+               f"files staged in {stage}); nothing was installed and the running service keeps "
+               "its current configuration. Fix the site data and deploy again.")
+    failed = "[ $rc -ne 0 ]"
+    shown = "printf '%s\\n' \"$out\""
+    if fail_pattern:
+        pattern = shlex.quote(fail_pattern)
+        failed += f" || printf '%s\\n' \"$out\" | grep -qE {pattern}"
+        shown += f" | grep -E {pattern}"
+    return (f"out=$({command} 2>&1); rc=$?; if {failed}; then {shown} >&2; "
+            f"echo {shlex.quote(message)} >&2; exit 1; fi")
+
+
+@operation()
+def checked_files(files: Mapping[str, str], stage: str, check: str, mode: str = "0644"):
+    """``files`` in place, after ``check`` accepted the staged set.
+
+    + files: live path -> content (all in one directory: the staged copies keep the names)
+    + stage: the staging directory (created 0700, root only: nothing staged is readable by
+      other users, so a secret can go through it)
+    + check: shell command judging the staged copies (see :func:`check_script`)
+    + mode: the live files' mode
+
+    .. code:: python
+
+        checked_files(files={"/etc/slurm/slurm.conf": text}, stage=STAGE,
+                      check=check_script(f"slurmd -G -f {STAGE}/slurm.conf", "Slurm", STAGE))
+    """
+    changed = [path for path, text in files.items()
+               if host.get_fact(Sha256File, path=path) != digest(text)]
+    if not changed:
+        host.noop(f"already in place: {', '.join(sorted(files))}")
+        return
+    yield StringCommand("install", "-d", "-m", "0700", stage)
+    for path, text in files.items():
+        yield FileUploadCommand(StringIO(text), f"{stage}/{path.rsplit('/', 1)[1]}")
+    yield StringCommand(check)
+    for path in changed:
+        staged = f"{stage}/{path.rsplit('/', 1)[1]}"
+        temp = f"{path}.gpuinfra-new"
+        yield StringCommand("cp", staged, temp, "&&", "chmod", mode, temp, "&&",
+                            "mv", "-f", temp, path)
