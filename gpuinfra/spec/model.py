@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from gpuinfra.knowledge.gpus import GpuModel
@@ -172,7 +173,11 @@ class ClusterSpec:
     warnings: tuple[SpecWarning, ...] = ()
 
     def node(self, name: str) -> NodeSpec:
-        return next(n for n in self.nodes if n.name == name)
+        return self._by_name[name]
+
+    @cached_property
+    def _by_name(self) -> dict[str, NodeSpec]:
+        return {n.name: n for n in self.nodes}
 
     @property
     def workers(self) -> tuple[NodeSpec, ...]:

@@ -114,8 +114,8 @@ def _node_gres(site: Site, node: NodeSpec) -> GresPlan:
     return GresPlan(plan.lines, tuple(notes) + plan.notes, plan.nvml_needed)
 
 
-def _configs(site: Site, node: NodeSpec, data: Any,
-             distro: dict[str, Any]) -> tuple[dict[str, str], GresPlan, list[str]]:
+def _slurm_conf(site: Site, data: Any, settings: dict[str, Any]) -> tuple[str, list[str]]:
+    """slurm.conf (the same text on every node) and its notes, computed once per run."""
     spec = site.spec
     conf = slurm_conf(
         spec,
@@ -125,15 +125,24 @@ def _configs(site: Site, node: NodeSpec, data: Any,
         accounting=spec.slurm_accounting,
         extra=data["slurm_conf_extra"],
     )
+    return render("slurm", SLURM_CONF, conf=conf, settings=settings), conf.notes
+
+
+def _configs(site: Site, node: NodeSpec, data: Any,
+             distro: dict[str, Any]) -> tuple[dict[str, str], GresPlan, list[str]]:
     settings = {"slurmd_timeout": int(data["slurm_slurmd_timeout"]),
                 "cgroup_plugin": distro["cgroup_plugin"]}
+    # Every input of slurm.conf is site-wide (slurm_conf_extra and the timeout must agree on
+    # every host; the cgroup plugin follows the distribution): one text per distribution.
+    conf_text, notes = site.once(("slurm.conf", distro["cgroup_plugin"]),
+                                 lambda: _slurm_conf(site, data, settings))
     plan = _node_gres(site, node)
     texts = {
-        SLURM_CONF: render("slurm", SLURM_CONF, conf=conf, settings=settings),
+        SLURM_CONF: conf_text,
         GRES_CONF: render("slurm", GRES_CONF, node=node.short_name, plan=plan),
         CGROUP_CONF: render("slurm", CGROUP_CONF, settings=settings),
     }
-    return texts, plan, conf.notes
+    return texts, plan, notes
 
 
 @deploy("slurm")

@@ -153,12 +153,20 @@ _FAKE = {"fake_delay": 0, "fake_delay_jitter": 0}
 _ALONE = {"schedulers": []}
 
 
-def entry(deploy_func: Callable[..., Any]) -> Callable[[], None]:
+# Plan the whole deploy (``plan_hosts(DEPLOY, ...)``) rather than one role.
+DEPLOY = REPO / "deploy.py"
+
+
+def entry(deploy_func: Callable[..., Any] | Path) -> Callable[[], None]:
     """The role's own entry file (``roles/<role>/deploy.py``), run as pyinfra runs it: it takes
     the run's Site and this host's node (and the GPU roles the node's driver release), exactly
-    as deploy.py hands them over. ``deploy_func`` is the role's @deploy function."""
-    module = deploy_func.__module__  # roles.<role>
-    path = REPO / Path(*module.split(".")) / "deploy.py"
+    as deploy.py hands them over. ``deploy_func`` is the role's @deploy function, or the path of
+    a deploy file (:data:`DEPLOY`)."""
+    if isinstance(deploy_func, Path):
+        path, module = deploy_func, "deploy"
+    else:
+        module = deploy_func.__module__  # roles.<role>
+        path = REPO / Path(*module.split(".")) / "deploy.py"
     code = compile(path.read_text(), str(path), "exec")
 
     def run() -> None:
@@ -167,10 +175,11 @@ def entry(deploy_func: Callable[..., Any]) -> Callable[[], None]:
     return run
 
 
-def _collect(state: State, host: Host) -> Plan:
-    """The operations planned for ``host``, with the commands each would run."""
+def _collect(state: State, host: Host, order: Sequence[str] | None = None) -> Plan:
+    """The operations planned for ``host``, with the commands each would run (``order``: the
+    state's operation order, when the caller already has it)."""
     ops = []
-    for op_hash in state.get_op_order():
+    for op_hash in order if order is not None else state.get_op_order():
         if op_hash not in state.ops[host]:
             continue
         op_data = state.get_op_data_for_host(host, op_hash)
@@ -276,9 +285,10 @@ def plan_hosts(deploy_func: Callable[..., Any], hosts: Sequence[FakeHost],
             ctx_inventory.use(inventory):
         chosen = [inventory.get_host(t) for t in targets]
         _deploy_as_cli(state, entry(deploy_func), chosen)
-        plans = {host.name: _collect(state, host) for host in chosen}
+        op_order = state.get_op_order()
+        plans = {host.name: _collect(state, host, op_order) for host in chosen}
         order = tuple((host.name, ", ".join(sorted(state.get_op_meta(op_hash).names)))
-                      for op_hash in state.get_op_order()
+                      for op_hash in op_order
                       for host in chosen if op_hash in state.ops[host])
     return ClusterPlan(plans, order)
 
