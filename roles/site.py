@@ -57,6 +57,13 @@ class Site:
             self._once[key] = compute()
         return self._once[key]
 
+    def head_up(self) -> bool:
+        """At execution time: the head has not failed in this run. The scheduler roles need
+        it (the MUNGE key, slurmctld): pass ``_if=site.head_up`` so a failed head stops them
+        on every host, while the rest of the deploy goes on."""
+        heads = [self.host(n.name) for n in self.spec.head]
+        return bool(heads) and not any(h in h.state.failed_hosts for h in heads)
+
 
 # One Site per pyinfra State: weakly held, so it goes with the run (no id() reuse).
 _SITES: WeakKeyDictionary[Any, Site] = WeakKeyDictionary()
@@ -129,16 +136,17 @@ def _override_data(pairs: Iterable[str]) -> dict[str, Any]:
     return out
 
 
-def validate_before_connect() -> None:
-    """Exit with status 1 and every problem listed when the site's spec is invalid."""
+def validate_before_connect() -> ClusterSpec | None:
+    """Exit with status 1 and every problem listed when the site's spec is invalid; the spec
+    when it is valid (None for a run without an inventory file, which deploy.py gates)."""
     params = _cli_params()
     if not params:
-        return
+        return None
     inventory = params.get("inventory")
     if not isinstance(inventory, str) or not inventory.endswith(".py"):
-        return  # an ad-hoc host list: deploy.py gates it after connecting
+        return None  # an ad-hoc host list: deploy.py gates it after connecting
     if not Path(inventory).is_file():
-        return  # pyinfra reports the missing file itself
+        return None  # pyinfra reports the missing file itself
     try:
         hosts, duplicates = load_hosts(inventory)
     except Exception as exc:  # a broken inventory file: say so, no traceback
@@ -154,3 +162,4 @@ def validate_before_connect() -> None:
         raise SystemExit(1) from None
     if spec.warnings:
         print(format_warnings(spec.warnings), file=sys.stderr)
+    return spec

@@ -65,6 +65,10 @@ CLUSTER_KEYS: dict[str, Any] = {
     "slurm_partitions": None,
     "slurm_accounting": False,
     "munge_key_rotation": None,
+    # Stop the whole deploy when more than this percent of the hosts failed: above it the
+    # deploy itself is broken (data, a mirror, a pin), below it dead or sick nodes are the
+    # normal state of a large cluster and the healthy ones converge.
+    "max_fail_percent": 50,
 }
 
 SPEC_KEYS = (*HOST_KEYS, *CLUSTER_KEYS)
@@ -170,6 +174,7 @@ class ClusterSpec:
     partitions: tuple[Partition, ...] = ()
     slurm_accounting: bool = False
     munge_key_rotation: str | None = None
+    max_fail_percent: int = 50
     warnings: tuple[SpecWarning, ...] = ()
 
     def node(self, name: str) -> NodeSpec:
