@@ -131,6 +131,11 @@ class AptHealth(FactBase):
     half-way (files in /var/lib/dpkg/updates, or packages `dpkg --audit` names: apt-get then
     refuses with "dpkg was interrupted"), ``"running"``: package tools running now."""
 
+    @staticmethod
+    def default() -> dict[str, Any]:
+        """What pyinfra answers when the command prints nothing: all clear."""
+        return {"interrupted": False, "running": []}
+
     def command(self) -> str:
         tools = "|".join(PACKAGE_TOOLS)
         return ("if [ -n \"$(ls -A /var/lib/dpkg/updates 2>/dev/null)\" ] || "

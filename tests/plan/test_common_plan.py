@@ -146,5 +146,7 @@ def test_apt_health_fact_reads_dpkg_and_the_process_table():
     fact = AptHealth()
     assert "/var/lib/dpkg/updates" in fact.command() and "dpkg --audit" in fact.command()
     assert fact.process([]) == {"interrupted": False, "running": []}
+    # pyinfra answers default() when the command prints nothing (the usual, healthy case)
+    assert fact.default() == {"interrupted": False, "running": []}
     assert fact.process(["interrupted", "running apt-get", "running dpkg"]) == {
         "interrupted": True, "running": ["apt-get", "dpkg"]}
