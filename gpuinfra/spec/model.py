@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuinfra.knowledge.gpus import GpuModel
-from gpuinfra.knowledge.topology import TopologyProfile
+from gpuinfra.knowledge.topology import TopologyProfile, fabric_manager_needed
 
 HEAD_GROUP = "head"
 WORKER_GROUP = "workers"
@@ -118,7 +118,7 @@ class GpuSpec:
 
     @property
     def needs_fabric_manager(self) -> bool:
-        return self.topology.requires_fabric_manager
+        return fabric_manager_needed(self.topology, self.model, self.count)
 
 
 @dataclass(frozen=True)
