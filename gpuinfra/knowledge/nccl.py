@@ -126,6 +126,9 @@ MEASURED: dict[tuple[str, str, int], Measured] = {
         193.5, "nccl#1374: 8x H800 215 GB/s x 0.9"),
     ("nvswitch-all-to-all", "A800-SXM4-80GB", 8): Measured(
         144.0, "nccl#412: ~160 GB/s on 8x A800 x 0.9"),
+    # 8x V100 SXM2 (DGX-1 hybrid cube-mesh): check_nccl_allreduce 110.0 at 8G, as the knowledge
+    # audit read it in the conf file's git history; the two stored versions read here (@47f8731,
+    # @120820b) carry no all-reduce line, so the value is cited, not re-read.
     ("fixed-mesh", "V100-SXM2-32GB", 8): Measured(110.0, _AZ + "nd40rs_v2.conf (8G)"),
     ("fixed-mesh", "V100-SXM2-16GB", 8): Measured(
         110.0, "inferred from " + _AZ + "nd40rs_v2.conf (8x V100-SXM2-32GB, same links)"),
