@@ -469,6 +469,17 @@ def _partial_effects(nodes: Sequence[NodeSpec]) -> list[SpecWarning]:
                                      "Slurm counts mps GRES, but no role starts the MPS daemon "
                                      "or applies clients/thread_percentage/pinned_mem_limit "
                                      "yet"))
+        if node.gpus is not None and node.gpus.model.fabric_services:
+            found.append(SpecWarning(node.name, "gpu_model",
+                                     f"{node.gpus.model.key}'s NVSwitch fabric also needs "
+                                     f"{', '.join(node.gpus.model.fabric_services)} (NVLink "
+                                     "subnet manager): no role installs it yet"))
+        if node.gpus is not None and node.gpus.topology.needs_nvl_domain:
+            found.append(SpecWarning(node.name, "gpu_topology",
+                                     "memory shared across the NVLink domain needs the IMEX "
+                                     "daemon (nvidia-imex) on every compute tray: no role "
+                                     "installs or configures it yet; the fabric registration "
+                                     "is checked by `gpuinfra check --smi-q`"))
         if node.rdma_nics:
             found.append(SpecWarning(node.name, "rdma_nics",
                                      "read by the NCCL script only (NCCL_IB_HCA): no RDMA role "

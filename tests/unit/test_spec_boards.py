@@ -52,8 +52,10 @@ def test_fixed_mesh_errors_are_named(gpu, words):
 
 
 def test_gb200_tray_builds_on_570_as_an_nvlink_domain():
-    node = build_cluster(site("570", **GB200)).node("gpu01")
+    spec = build_cluster(site("570", **GB200))
+    node = spec.node("gpu01")
     assert node.gpus.topology.name == "nvlink-domain" and not node.gpus.needs_fabric_manager
+    assert any("nvidia-imex" in w.message for w in spec.warnings)
 
 
 @pytest.mark.parametrize(("gpu", "branch"), [(B200, None), (GB200, "550")])
@@ -64,8 +66,11 @@ def test_blackwell_on_a_branch_that_cannot_drive_it_is_refused(gpu, branch):
     assert found[0].allowed == "570, 580"
 
 
-def test_b200_on_570_is_fine():
+def test_b200_on_570_is_fine_and_names_the_subnet_manager():
     assert validate(site("570", **B200)) == []
+    spec = build_cluster(site("570", **B200))
+    assert [w.field for w in spec.warnings] == ["gpu_model"]
+    assert "nvlsm" in spec.warnings[0].message
 
 
 def test_mig_on_h200_needs_550():
