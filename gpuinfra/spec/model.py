@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuinfra.knowledge.drivers import DEFAULT_BRANCH
 from gpuinfra.knowledge.gpus import GpuModel
 from gpuinfra.knowledge.topology import TopologyProfile, fabric_manager_needed
 
@@ -54,7 +55,7 @@ HOST_KEYS: dict[str, Any] = {
 CLUSTER_KEYS: dict[str, Any] = {
     "cluster_name": "gpucluster",
     "schedulers": ["slurm"],
-    "driver_branch": "535",
+    "driver_branch": DEFAULT_BRANCH,
     "mig_strategy": "single",
     "reboot_policy": "never",
     "apt_mirror": None,
