@@ -18,11 +18,13 @@ from pyinfra.api import FactBase, QuoteString, StringCommand, operation
 from pyinfra.facts.files import File, FileContents
 from pyinfra.operations import apt, files
 
+from gpuinfra.aptpolicy import pin_problems
 from gpuinfra.aptsources import enable_components
+from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge.packages import PinnedPackages
 from gpuinfra.render import HEADER, apt_preferences
 from roles.checked import check_script, checked_files
-from roles.facts import HeldPackages
+from roles.facts import AptPolicy, HeldPackages
 
 # apt lists younger than this are not refreshed (`apt.packages(update=True, cache_time=...)`):
 # a rerun within a day does not touch the network.
@@ -72,6 +74,22 @@ def apt_held(packages: Sequence[str]):
         host.noop(f"already held: {', '.join(packages)}")
         return
     yield StringCommand("apt-mark", "hold", *(QuoteString(p) for p in missing))
+
+
+def require_available(what: str, pinned: PinnedPackages, knob: str) -> None:
+    """Stop before any change when the host's apt lists other versions of a pinned package but
+    not the pinned one (the archive moved on), naming what it lists and the knob to set.
+
+    Read at plan time (`apt-cache policy`); packages apt lists no version of yet (their
+    component is enabled later in this run) are left to apt.
+    """
+    problems = pin_problems(host.get_fact(AptPolicy, packages=sorted(pinned.packages)),
+                            pinned.packages)
+    if problems:
+        raise GpuinfraError(f"{what}: this host's apt does not list the pinned version, so the "
+                            f"install would fail halfway: {'; '.join(problems)}. Set {knob} to "
+                            "a version apt lists (one of the same branch), or point the host "
+                            "at a mirror that keeps the pinned one; nothing was changed")
 
 
 def install_pinned(what: str, pinned: PinnedPackages, pin_file: str):

@@ -131,7 +131,7 @@ def test_nouveau_not_loaded(host: Host, node: NodeSpec, reboot_reasons: list[str
 
 def test_fabric_manager(host: Host, node: NodeSpec, reboot_reasons: list[str], note: Note) -> None:
     assert node.gpus is not None
-    if not node.gpus.topology.requires_fabric_manager:
+    if not node.gpus.needs_fabric_manager:
         pytest.skip(f"{node.gpus.topology.name}: no NVSwitch, Fabric Manager not needed")
     if not node.settings["fabric_manager_enabled"]:
         pytest.skip("skipped: fabric_manager_enabled is False in this site's data (the "

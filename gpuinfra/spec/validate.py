@@ -16,7 +16,13 @@ from typing import Any
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge import drivers
-from gpuinfra.knowledge.gpus import GPU_MODELS, GpuModel, gpu_model, suggest_models
+from gpuinfra.knowledge.gpus import (
+    GPU_MODELS,
+    GpuModel,
+    branch_problem,
+    gpu_model,
+    suggest_models,
+)
 from gpuinfra.knowledge.topology import PROFILES, gpu_count_problem
 from gpuinfra.platforms import node_address
 from gpuinfra.spec.knobs import Knob
@@ -377,15 +383,36 @@ def _offline(raw: Mapping[str, Any], hosts: Sequence[HostInput], errs: _Collecto
 def _node(host: HostInput, cluster: Mapping[str, Any], settings: Mapping[str, Any],
           errs: _Collector) -> NodeSpec:
     gpus = _gpus(host, errs)
+    sharing = _sharing(host, gpus, cluster["mig_strategy"], errs)
+    _check_branch_drives(host.name, gpus, sharing, cluster["driver_branch"], errs)
     return NodeSpec(
         name=host.name,
         groups=tuple(host.groups),
         gpus=gpus,
-        sharing=_sharing(host, gpus, cluster["mig_strategy"], errs),
+        sharing=sharing,
         rdma_nics=_rdma_nics(host, errs),
         address=_address(host, errs),
         settings=settings,
     )
+
+
+def _check_branch_drives(host: str, gpus: GpuSpec | None, sharing: GpuSharing, branch: str,
+                         errs: _Collector) -> None:
+    """The cluster's driver branch can drive this node's GPUs (and their MIG, when used)."""
+    if gpus is None or not branch.isdigit():
+        return
+    number, model = int(branch), gpus.model
+    problem = branch_problem(model, number)
+    if problem is None and sharing.mode == "mig" and number < model.mig_min_branch:
+        problem = (f"MIG on {model.key} needs driver branch {model.mig_min_branch} or newer "
+                   "(MIG user guide, Deployment Considerations)")
+    if problem:
+        fits = [b for b in drivers.supported_branches()
+                if branch_problem(model, int(b)) is None and int(b) >= (
+                    model.mig_min_branch if sharing.mode == "mig" else 0)]
+        errs.add(host, "driver_branch", branch, problem, ", ".join(fits) or "none installable",
+                 f"set driver_branch {_WHERE_ALL} to one of those, or move the node to a site "
+                 "with another branch")
 
 
 def _address(host: HostInput, errs: _Collector) -> str | None:
@@ -446,6 +473,17 @@ def _partial_effects(nodes: Sequence[NodeSpec]) -> list[SpecWarning]:
                                      "Slurm counts mps GRES, but no role starts the MPS daemon "
                                      "or applies clients/thread_percentage/pinned_mem_limit "
                                      "yet"))
+        if node.gpus is not None and node.gpus.model.fabric_services:
+            found.append(SpecWarning(node.name, "gpu_model",
+                                     f"{node.gpus.model.key}'s NVSwitch fabric also needs "
+                                     f"{', '.join(node.gpus.model.fabric_services)} (NVLink "
+                                     "subnet manager): no role installs it yet"))
+        if node.gpus is not None and node.gpus.topology.needs_nvl_domain:
+            found.append(SpecWarning(node.name, "gpu_topology",
+                                     "memory shared across the NVLink domain needs the IMEX "
+                                     "daemon (nvidia-imex) on every compute tray: no role "
+                                     "installs or configures it yet; the fabric registration "
+                                     "is checked by `gpuinfra check --smi-q`"))
         if node.rdma_nics:
             found.append(SpecWarning(node.name, "rdma_nics",
                                      "read by the NCCL script only (NCCL_IB_HCA): no RDMA role "

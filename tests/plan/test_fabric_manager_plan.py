@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gpuinfra.errors import GpuinfraError
-from roles.fabric_manager import CUDA_KEYRING, fabric_manager
+from roles.cuda_repo import CUDA_KEYRING
+from roles.fabric_manager import fabric_manager
 from tests.plan.harness import plan
 from tests.plan.test_nvidia_driver_plan import DISTROS, converged, fresh, uploads
 

@@ -24,6 +24,7 @@ OWN: dict[str, set[str]] = {
     "mlxconfig": {"mlxconfig"},
     "ibstat": {"ibstat"},
     "ibv": {"ibv_devinfo"},
+    "fabric": {"nvidia-smi-q"},
 }
 # Known gaps: (parser, capture) pairs accepted today; each must fail (strict xfail), so
 # closing a gap forces its removal from this list.
