@@ -496,7 +496,7 @@ def test_each_run_gets_the_site_of_its_own_inventory_built_once():
     one run share the one built by the first host that asked."""
     def state_named(name: str) -> tuple[State, Inventory]:
         inventory = Inventory((["h1", "h2"], {"cluster_name": name}),
-                              head=(["h1"], {}))
+                              head=(["h1"], {}), workers=(["h2"], {}))
         return State(inventory, Config()), inventory
 
     sites = []
@@ -509,9 +509,9 @@ def test_each_run_gets_the_site_of_its_own_inventory_built_once():
     assert [s.spec.name for s in sites] == ["one", "two"]
 
 
-def test_a_cluster_without_workers_is_refused():
+def test_a_cluster_without_workers_is_refused_by_the_gate():
     only_head = [FakeHost(HEAD, ("head",), fresh("debian-12", HEAD), SPEC[HEAD])]
-    with pytest.raises(GpuinfraError, match="no host in the 'workers' group"):
+    with pytest.raises(PyinfraError, match="no Slurm worker"):
         plan_cluster(slurm, only_head, HEAD, CLUSTER)
 
 
