@@ -49,7 +49,7 @@ class LoadedModules:
 def parse_proc_modules(text: str) -> LoadedModules:
     """Read /proc/modules; raises ParseError for a line that is not a module entry."""
     result = LoadedModules()
-    for no, line in enumerate(clean_lines(text), 1):
+    for no, line in enumerate(clean_lines(text, "/proc/modules"), 1):
         if not line.strip():
             continue
         parts = line.split()
@@ -64,7 +64,7 @@ def parse_proc_modules(text: str) -> LoadedModules:
 def parse_group_ids(text: str) -> dict[str, int]:
     """``{group name: gid}`` from ``getent group`` (or /etc/group) text."""
     groups: dict[str, int] = {}
-    for no, line in enumerate(clean_lines(text), 1):
+    for no, line in enumerate(clean_lines(text, "getent group"), 1):
         if not line.strip():
             continue
         parts = line.split(":")
