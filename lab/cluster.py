@@ -38,14 +38,25 @@ def lab_up(paths: Paths, plan: list[HostPlan]) -> list[dict]:
         done = ensure_container(podman, h, image, addresses[h.name], found.get(h.name))
         say(f"{h.name}: {done}")
     drop_old_images(podman, image)
-    hosts = []
+    hosts, host_keys = [], {}
     for h in plan:
         state = provision(podman, paths, h, pubkey)
         wait_ssh(h.name, addresses[h.name])
+        host_keys[h.name] = (addresses[h.name], host_public_keys(podman, h.name))
         hosts.append({"name": h.name, "address": addresses[h.name], "groups": list(h.groups),
                       "profile": h.profile, "systemd": state})  # fmt: skip
-    write_state(paths, hosts, image)
+    write_state(paths, hosts, image, host_keys)
     return hosts
+
+
+def host_public_keys(podman: Podman, name: str) -> list[str]:
+    """The host's SSH host public keys, read inside its container (a channel no one on the
+    network can answer for): what .lab/known_hosts trusts."""
+    out = podman.exec(name, "cat /etc/ssh/ssh_host_*_key.pub")
+    keys = [line for line in out.splitlines() if line.startswith(("ssh-", "ecdsa-"))]
+    if not keys:
+        raise LabError(f"{name}: no SSH host key in /etc/ssh")
+    return keys
 
 
 def lab_down(paths: Paths, every_lab: bool = False) -> list[str]:

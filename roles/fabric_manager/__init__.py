@@ -22,6 +22,7 @@ from pyinfra.operations.util import any_changed
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge.packages import (
+    SIGNING_KEYS,
     DriverRelease,
     default_fabric_manager_version,
     fabric_manager_packages,
@@ -86,7 +87,7 @@ def _cuda_repository(data: dict[str, Any], default_url: str) -> None:
     url = (data["fabric_manager_repo_url"] or default_url).rstrip("/")
     key_url = data["fabric_manager_repo_key_url"] or f"{url}/3bf863cc.pub"
     key = apt_keyring(name="Add the CUDA repository's signing key", url=key_url,
-                      path=CUDA_KEYRING)
+                      path=CUDA_KEYRING, fingerprint=SIGNING_KEYS["cuda"])
     listed = files.put(name="Add NVIDIA's CUDA repository (Fabric Manager)", dest=CUDA_LIST,
                        src=StringIO(flat_repo_list(url, CUDA_KEYRING)), mode="644")
     files.put(name="Take only Fabric Manager from the CUDA repository", dest=CUDA_ORIGIN_PIN,
