@@ -7,6 +7,12 @@ Each round starts CPU burners (``--burners``, default four per CPU), runs `gpuin
 checks every managed service on every host (`systemctl is-active`) and that Slurm reports
 every worker idle, and stops the burners. ``--fresh`` first removes the lab, starts a new
 one and deploys it (the first reboot after the first deploy is where the fault was seen).
+
+``--lost-state`` makes each round the first boot whose controller saved no state: before the
+reboot, slurmctld is killed (no "Saving all slurm state") and the state it would have saved
+(assoc_mgr_state, assoc_usage, last_tres, qos_usage) is removed, as when a first shutdown is
+cut short under load. slurmctld then needs slurmdbd answering when it starts: without a boot
+order it races slurmdbd (and MariaDB), and loses when the machine is busy.
 Exit 0 when every round came back whole; 1 otherwise, naming what did not come back.
 
 Not part of `make test` (minutes of wall time); its results are quoted in lab/README.md.
@@ -30,6 +36,8 @@ BIN = REPO / ".venv" / "bin"
 HEAD_SERVICES = ("munge", "mariadb", "slurmdbd", "slurmctld", "chrony", "ssh")
 WORKER_SERVICES = ("munge", "slurmd", "chrony", "ssh")
 IDLE_WAIT_S = 90
+LOSE_STATE = ("systemctl kill -s KILL slurmctld; sleep 1; cd /var/lib/slurm/slurmctld && "
+              "rm -f assoc_mgr_state* assoc_usage* last_tres* qos_usage*")
 
 
 def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -80,6 +88,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--burners", type=int, default=4 * (os.cpu_count() or 1))
     parser.add_argument("--fresh", action="store_true",
                         help="lab down, lab up and a first deploy before the rounds")
+    parser.add_argument("--lost-state", action="store_true",
+                        help="kill slurmctld and remove its saved state before each reboot")
     args = parser.parse_args(argv)
     if args.fresh:
         run(str(BIN / "gpuinfra"), "lab", "down")
@@ -91,6 +101,8 @@ def main(argv: list[str]) -> int:
     workers = [h["name"] for h in hosts if "workers" in h["groups"]]
     failed = 0
     for round_no in range(1, args.rounds + 1):
+        if args.lost_state:
+            ssh(HEAD_NAME, LOSE_STATE)
         load = burners(args.burners)
         start = time.monotonic()
         try:

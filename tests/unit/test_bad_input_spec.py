@@ -156,3 +156,15 @@ def test_mirror_is_never_a_replacement_template(mirror):
     text = "deb http://deb.debian.org/debian bookworm main\n"
     out = point_at_mirror(text, "debian", mirror)
     assert out == f"deb {mirror} bookworm main\n"
+
+
+@pytest.mark.parametrize("proxy", ['http://p:3128";\nAPT::Update::Pre-Invoke {"id";};//',
+                                   "http://p:3128\nx", "http://p:3128;"])
+def test_the_apt_proxy_file_never_carries_a_directive(proxy):
+    """The file builder itself refuses what the gate refuses (a role called with raw data)."""
+    from gpuinfra.errors import GpuinfraError
+    from gpuinfra.render import apt_proxy_conf
+
+    with pytest.raises(GpuinfraError):
+        apt_proxy_conf(proxy)
+    assert apt_proxy_conf("http://u:pw@p.example:3128").count('"') == 4
