@@ -18,7 +18,7 @@ from lab.podman import (
     wait_booted,
 )
 from lab.profiles import HEAD_NAME, HostPlan
-from lab.provision import provision, ssh_banner, wait_ssh
+from lab.provision import came_back_broken, provision, ssh_banner, wait_ssh
 from lab.state import LABEL, LabError, Paths, ensure_ssh_key, say, write_state
 
 
@@ -79,7 +79,9 @@ def lab_down(paths: Paths, every_lab: bool = False) -> list[str]:
 
 
 def lab_reboot(paths: Paths) -> list[dict]:
-    """Reboot every running lab host the way a container reboots: `podman restart`.
+    """Reboot every running lab host the way a container reboots: `podman restart`, and wait
+    until each came back whole: systemd running, or degraded by exactly the failures its
+    profile expects (lab/profiles.py); else a LabError naming every other failed unit.
 
     A restart boots systemd afresh with a new /run (so the reboot marker
     /run/gpuinfra/reboot-required is gone, as after a real reboot) and a new /dev, whose
@@ -92,12 +94,18 @@ def lab_reboot(paths: Paths) -> list[dict]:
     if not names:
         raise LabError("no running lab to reboot (run `gpuinfra lab up`)")
     podman.restart(*names)
-    hosts = []
+    hosts, broken = [], []
     for name in names:
-        state = wait_booted(podman, name)
+        profile = found[name]["labels"].get(f"{LABEL}.profile") or None
+        boot = wait_booted(podman, name, profile)
+        if not boot.whole:
+            broken.append(came_back_broken(name, boot))
         address = podman.address(name)
         wait_ssh(name, address)
-        hosts.append({"name": name, "address": address, "systemd": state})
+        hosts.append({"name": name, "address": address, "systemd": boot.state})
+    if broken:
+        raise LabError("the lab did not come back whole after the reboot:\n  "
+                       + "\n  ".join(broken))
     return hosts
 
 

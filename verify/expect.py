@@ -232,3 +232,17 @@ def device_problems(stat_lines: str, group: str, mode: str) -> list[str]:
 def loaded_modules(proc_modules: str) -> set[str]:
     """Module names from /proc/modules."""
     return {line.split()[0] for line in proc_modules.splitlines() if line.strip()}
+
+
+# --- units (test_common.py, test_driver.py) -------------------------------------------------
+
+
+def unit_failures(units: Mapping[str, tuple[str, str]],
+                  expected: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """(failed units that are failures, failed units the site's lab data expects, with why).
+
+    ``units``: gpuinfra.parsers.system.parse_unit_states of the host; ``expected``: the host's
+    ``lab_expected_failures`` (only lab hosts have any: on a real node every failure counts)."""
+    failed = sorted(u for u, (active, _) in units.items() if active == "failed")
+    return ([u for u in failed if u not in expected],
+            [f"{u}: {expected[u]}" for u in failed if u in expected])

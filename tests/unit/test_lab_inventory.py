@@ -103,11 +103,12 @@ def test_inventory_without_a_lab_lists_the_default_specs(tmp_path: Path) -> None
     groups = load_inventory(tmp_path, None)
     assert set(groups) == {"head", "workers"}
     assert groups["head"] == [("lab-head", {})]
+    expected = {"lab_expected_failures": dict(profiles.NO_NVIDIA_MODULE)}
     assert groups["workers"] == [
         ("lab-worker1", {"gpu_model": "H100-SXM5-80GB", "gpu_count": 8,
-                         "gpu_topology": "nvswitch-all-to-all"}),
+                         "gpu_topology": "nvswitch-all-to-all", **expected}),
         ("lab-worker2", {"gpu_model": "H100-PCIE-80GB", "gpu_count": 2,
-                         "gpu_topology": "bridged-pairs"}),
+                         "gpu_topology": "bridged-pairs", **expected}),
     ]  # fmt: skip
 
 
