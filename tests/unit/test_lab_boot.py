@@ -49,6 +49,11 @@ def test_a_host_still_starting_or_restarting_a_unit_is_not_back_yet(output):
     assert not judge(output, NO_NVIDIA_MODULE).done
 
 
+def test_a_device_unit_left_tentative_in_a_container_does_not_hold_the_boot():
+    tentative = "dev-vda.device loaded activating tentative /dev/vda"
+    assert judge(out("degraded", tentative, PERSISTENCED, MODULES), NO_NVIDIA_MODULE).whole
+
+
 def test_waiting_ends_when_the_restarting_unit_came_back():
     looks = iter([out("starting"), out("running", CTLD_RESTARTING), out("running")])
     assert wait_whole(lambda: next(looks), {}, timeout=10, pause=0).whole
