@@ -56,10 +56,12 @@ def judge(output: str, expected: Mapping[str, str]) -> Boot:
 
 def wait_whole(look: Callable[[], str], expected: Mapping[str, str],
                timeout: float = BOOT_TIMEOUT_S, pause: float = 1.0) -> Boot:
-    """Look until the host came back whole, or ``timeout``: the last look either way."""
+    """Look until the host finished booting (every service started, failed for good, or
+    still restarting at ``timeout``): the last look. A failed unit is final (systemd restarts
+    only what is in auto-restart), so a broken host is reported as soon as it settled."""
     deadline = time.monotonic() + timeout
     while True:
         boot = judge(look(), expected)
-        if boot.whole or time.monotonic() > deadline:
+        if boot.done or time.monotonic() > deadline:
             return boot
         time.sleep(pause)
