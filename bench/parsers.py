@@ -21,21 +21,30 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from gpuinfra.errors import ParseError
 from gpuinfra.parsers import PARSERS, parser_for
-from tests.conftest import REAL
-from tests.unit.test_parsers_refuse_others import OWN
 
 MB = 1 << 20
+REAL = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "real"
+# The real capture each parser's inputs are built from (read as data: nothing here imports
+# the tests).
+CAPTURES = {
+    "topo": "nvidia-smi-topo-m/8x-h100-sxm-nv18-no-nics-spaces.txt",
+    "p2p": "nvidia-smi-topo-p2p/8x-h100-80gb-hbm3-p2p-r-all-OK.txt",
+    "nvlink": "nvidia-smi-nvlink/h100-sxm-gpu0-nvlink-status-i0-18-links-26.562.txt",
+    "gpus": "nvidia-smi-query-gpu/h200-8gpu-index-name-mem-driver-power-pstate.txt",
+    "mig": "nvidia-smi-mig-lgip/4x-h100-sxm5-80gb-mig-lgip-stackhpc.txt",
+    "lspci": "lspci/4x-h100-sxm5-80gb-lspci-nn-grep-nvidia.txt",
+    "mlxconfig": "mlxconfig/connectx5-mcx555a-edr-ib-mlxconfig-q-full-bluebanquise.txt",
+    "ibstat": "ibstat/h100-node-8x-cx7-ndr-ib-plus-bluefield3-bond-spaces.txt",
+    "ibv": "ibv_devinfo/kaust-ibex-login-connectx6-hdr100-1port.txt",
+}
 
 
 def capture(kind: str) -> str:
-    folder = sorted(OWN[kind])[0]
-    files = sorted(p for p in (REAL / folder).iterdir() if p.is_file())
-    if kind == "nvlink":  # a --status capture
-        files = [p for p in files if "status" in p.name] or files
-    return files[0].read_text()
+    return (REAL / CAPTURES[kind]).read_text()
 
 
 def shapes(text: str) -> dict[str, Callable[[int], str]]:
