@@ -59,9 +59,9 @@ DEVICES_SCRIPT = (
 def provision(podman: Podman, paths: Paths, plan: HostPlan, pubkey: str) -> str:
     """Install the SSH key and, on workers, the replayed hardware; the systemd state."""
     boot = wait_booted(podman, plan.name, plan.profile)
-    if not boot.whole:
+    if not boot.done:  # `up` needs a booted host; a failed service is the deploy's to fix
         raise LabError(came_back_broken(plan.name, boot))
-    state = boot.state
+    state = boot.state + (f" ({'; '.join(boot.unexpected)})" if boot.unexpected else "")
     podman.exec(plan.name, INSTALL_SCRIPT, stdin=guest_tar(paths, plan, pubkey))
     if plan.profile:
         podman.exec(plan.name, DEVICES_SCRIPT)
