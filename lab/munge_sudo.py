@@ -24,6 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 USER = "gpuinfra-deploy"
 WATCH_LOG = "/run/gpuinfra-key-watch/seen"
+PYINFRA_TIMEOUT_S = 300
 WATCHER = r"""
 import hashlib, os, sys, time
 roots = ["/tmp", "/var/tmp", "/dev/shm", "/home/USER"]
@@ -87,15 +88,20 @@ def main(argv: list[str]) -> int:
                        f"python3 /run/gpuinfra-key-watch/watch.py {WATCH_LOG} 600")
         time.sleep(1)  # the watchers are looping
         rotation = f"munge-sudo-{int(time.time())}"
-        run = subprocess.run(
-            [str(REPO / ".venv" / "bin" / "pyinfra"), "-y", "--sudo", inventory,
-             "roles/munge/deploy.py", "--data", f"ssh_user={USER}",
-             "--data", f"munge_key_rotation={rotation}"],
-            cwd=REPO, capture_output=True, text=True, check=False, timeout=600)
+        try:
+            run = subprocess.run(
+                [str(REPO / ".venv" / "bin" / "pyinfra"), "-y", "--sudo", inventory,
+                 "roles/munge/deploy.py", "--data", f"ssh_user={USER}",
+                 "--data", f"munge_key_rotation={rotation}"],
+                cwd=REPO, capture_output=True, text=True, check=False, timeout=PYINFRA_TIMEOUT_S)
+            if run.returncode != 0:
+                problems.append(f"the munge role as {USER} with --sudo failed (exit "
+                                f"{run.returncode}):\n"
+                                + "\n".join(run.stderr.splitlines()[-15:]))
+        except subprocess.TimeoutExpired:
+            problems.append(f"the munge role as {USER} with --sudo did not finish in "
+                            f"{PYINFRA_TIMEOUT_S} s")
         time.sleep(1)  # the watchers see the last moments
-        if run.returncode != 0:
-            problems.append(f"the munge role as {USER} with --sudo failed (exit "
-                            f"{run.returncode}):\n" + "\n".join(run.stderr.splitlines()[-15:]))
         key = _key_digest(hosts[0])
         for host in hosts:
             if _key_digest(host) != key:
