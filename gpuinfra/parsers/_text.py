@@ -15,6 +15,9 @@ _ANSI = re.compile(
     r"|\x1b[ -/]*[0-~]"  # nF (charset: ESC ( B) and the two-character Fp/Fe/Fs escapes
     r"|\x9b[0-?]*[ -/]*[@-~]"  # CSI in its 8-bit form
 )
+# No tool the parsers read prints a line this long (a 32-device `topo -m` row is ~300
+# characters): a longer one is refused at once, before any parser splits it into fields.
+MAX_LINE = 1 << 16
 # No tool the parsers read prints a number this long (GUIDs: 16 hex digits, serials: ~13):
 # longer runs are refused before any int() meets them (int() refuses > 4300 digits).
 MAX_DIGITS = 64
@@ -31,13 +34,16 @@ def strip_ansi(text: str) -> str:
 def clean_lines(text: str, source: str = "captured output") -> list[str]:
     """Lines of ``text`` with ANSI escapes and carriage returns removed, right-stripped.
 
-    Raises ParseError (naming ``source``, the command whose output this is) at a line holding
-    a number of more than :data:`MAX_DIGITS` digits.
+    Raises ParseError (naming ``source``, the command whose output this is) at a line longer
+    than :data:`MAX_LINE` characters or holding a number of more than :data:`MAX_DIGITS` digits.
     """
     lines = [line.rstrip() for line in strip_ansi(text).replace("\r", "").split("\n")]
     for no, line in enumerate(lines, 1):
         if len(line) <= MAX_DIGITS:
             continue
+        if len(line) > MAX_LINE:
+            raise ParseError(source, f"a line of {len(line)} characters: no {source} output "
+                             f"has lines longer than {MAX_LINE}", line=no)
         match = (_LONG_ASCII_NUMBER if line.isascii() else _LONG_NUMBER).search(line)
         if match:
             end = re.match(r"\d*", line[match.end():])
