@@ -1,11 +1,12 @@
 """The deploy layer's front door: the spec gate, and the one :class:`Site` of a pyinfra run.
 
 pyinfra runs ``config.py`` before it loads the inventory and connects, so the project's
-``config.py`` calls :func:`validate_before_connect`, which reads the inventory named on the
-pyinfra command line (with ``--data`` overrides) and stops the run with every problem of the
-spec and of the roles' data listed. ``deploy.py`` then takes the run's :class:`Site` (the
-typed spec, built once per run) and its own node, and hands both to every role
-(:func:`this_node`). API users and runs with another ``--config`` are gated there too.
+``config.py`` calls :func:`validate_before_connect`, which gates pyinfra's own load of the
+inventory named on the command line (with ``--data`` overrides): a broken file or any problem
+of the spec and of the roles' data stops the run, listed, before any connection.
+``deploy.py`` then takes the run's :class:`Site` (the typed spec, built once per run) and its
+own node, and hands both to every role (:func:`this_node`). API users and runs with another
+``--config`` are gated there too.
 
 The CLI imports this module; nothing here imports the CLI.
 """
@@ -13,7 +14,7 @@ The CLI imports this module; nothing here imports the CLI.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 from weakref import WeakKeyDictionary
@@ -26,7 +27,7 @@ from gpuinfra.spec import (
     format_errors,
     format_warnings,
 )
-from roles.inventory import host_inputs, load_hosts
+from roles.inventory import InventoryError, checked_loading, duplicates, host_inputs, load_hosts
 from roles.knobs import build_spec
 
 T = TypeVar("T")
@@ -125,20 +126,15 @@ def _cli_params() -> dict[str, Any] | None:
     return dict(ctx.params) if ctx is not None else None
 
 
-def _override_data(pairs: Iterable[str]) -> dict[str, Any]:
-    from pyinfra_cli.util import parse_cli_arg
+def validate_before_connect() -> None:
+    """Gate pyinfra's own inventory load: right after pyinfra read the inventory (once, with
+    ``--data`` overrides) and before it connects, exit 1 with every problem listed when a file
+    is broken or the site's spec is invalid.
 
-    out = {}
-    for pair in pairs or ():
-        if "=" in pair:
-            key, value = pair.split("=", 1)
-            out[key] = parse_cli_arg(value)
-    return out
-
-
-def validate_before_connect() -> ClusterSpec | None:
-    """Exit with status 1 and every problem listed when the site's spec is invalid; the spec
-    when it is valid (None for a run without an inventory file, which deploy.py gates)."""
+    pyinfra runs config.py before it loads the inventory, so the gate wraps the loader the CLI
+    calls next (pyinfra_cli.cli.make_inventory, pinned pyinfra 3.10): the spec is judged on the
+    very inventory the run then uses, and no file is executed twice.
+    """
     params = _cli_params()
     if not params:
         return None
@@ -146,20 +142,41 @@ def validate_before_connect() -> ClusterSpec | None:
     if not isinstance(inventory, str) or not inventory.endswith(".py"):
         return None  # an ad-hoc host list: deploy.py gates it after connecting
     if not Path(inventory).is_file():
-        return None  # pyinfra reports the missing file itself
-    try:
-        hosts, duplicates = load_hosts(inventory)
-    except Exception as exc:  # a broken inventory file: say so, no traceback
-        print(f"gpuinfra: {exc}", file=sys.stderr)
-        raise SystemExit(1) from None
-    overrides = _override_data(params.get("data") or ())
-    if overrides:
-        hosts = [HostInput(h.name, h.groups, {**h.data, **overrides}) for h in hosts]
-    try:
-        spec = build_spec(hosts, duplicates)
-    except SpecInvalid as exc:
-        print(format_errors(exc.errors), file=sys.stderr)
-        raise SystemExit(1) from None
-    if spec.warnings:
-        print(format_warnings(spec.warnings), file=sys.stderr)
-    return spec
+        return  # pyinfra reports the missing file itself
+    import pyinfra_cli.cli as cli
+
+    load = getattr(cli.make_inventory, "__wrapped__", cli.make_inventory)
+
+    def gated(*args: Any, **kwargs: Any) -> Any:
+        try:
+            with checked_loading() as groups:
+                loaded = load(*args, **kwargs)
+        except InventoryError as exc:
+            print(f"gpuinfra: {exc}", file=sys.stderr)
+            raise SystemExit(1) from None
+        hosts = host_inputs(loaded, ignore_groups=("all", Path(inventory).stem))
+        try:
+            spec = build_spec(hosts, duplicates(groups))
+        except SpecInvalid as exc:
+            print(format_errors(exc.errors, inventory), file=sys.stderr)
+            raise SystemExit(1) from None
+        if spec.warnings:
+            print(format_warnings(spec.warnings), file=sys.stderr)
+        _fail_percent(params, spec)
+        return loaded
+
+    gated.__wrapped__ = load  # type: ignore[attr-defined]
+    cli.make_inventory = gated
+
+
+def _fail_percent(params: dict[str, Any], spec: ClusterSpec) -> None:
+    """pyinfra's FAIL_PERCENT from the site's ``max_fail_percent``: a dead or failed worker
+    does not stop the healthy ones, more than that share failing stops the run. Not when the
+    command line gave --fail-percent, nor in pyinfra's interactive mode (without -y or --json
+    it asks the operator at the first failure)."""
+    from pyinfra.context import ctx_config
+
+    config = ctx_config.get()
+    interactive = not params.get("yes") and not params.get("json_output")
+    if config is not None and params.get("fail_percent") is None and not interactive:
+        config.FAIL_PERCENT = spec.max_fail_percent
