@@ -163,10 +163,20 @@ def validate_before_connect() -> None:
         if spec.warnings:
             print(format_warnings(spec.warnings), file=sys.stderr)
         _fail_percent(params, spec)
+        _summary_at_exit(spec)
         return loaded
 
     gated.__wrapped__ = load  # type: ignore[attr-defined]
     cli.make_inventory = gated
+
+
+def _summary_at_exit(spec: ClusterSpec) -> None:
+    from pyinfra.context import ctx_state
+
+    from roles import summary
+
+    if ctx_state.isset():
+        summary.install(ctx_state.get(), frozenset(n.name for n in spec.head))
 
 
 def _fail_percent(params: dict[str, Any], spec: ClusterSpec) -> None:
