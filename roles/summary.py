@@ -59,9 +59,19 @@ class _Recorder(BaseStateCallback):
 
 
 def install(state: Any, head_names: frozenset[str]) -> None:
-    """Record failures on ``state`` and print the summary when the process exits."""
+    """Record failures on ``state`` and print the summary when the process exits.
+
+    The gate runs before pyinfra initialises the State (which creates its callback list), so
+    the recorder joins right after ``state.init``."""
     recorder = _Recorder()
-    state.add_callback_handler(recorder)
+    init = state.init
+
+    def init_then_record(*args: Any, **kwargs: Any) -> Any:
+        result = init(*args, **kwargs)
+        state.add_callback_handler(recorder)
+        return result
+
+    state.init = init_then_record
 
     def report() -> None:
         failed = sorted(h.name for h in state.failed_hosts)

@@ -36,3 +36,19 @@ def test_the_recorder_keeps_each_hosts_first_failed_step():
     rec.operation_host_error(state, w, "b")
     rec.host_connect_error(state, SimpleNamespace(name="w2"), "refused")
     assert rec.steps == {"w1": "slurm | Start", "w2": "connecting (refused)"}
+
+
+def test_installed_before_init_the_recorder_joins_the_initialised_state(monkeypatch):
+    import atexit
+
+    from pyinfra.api import Config, Inventory, State
+
+    from roles import summary
+
+    exits = []
+    monkeypatch.setattr(atexit, "register", exits.append)
+    state = State()
+    summary.install(state, frozenset({"head"}))  # as the gate does: before state.init
+    state.init(Inventory((["head", "w1"], {})), Config())
+    assert any(isinstance(h, summary._Recorder) for h in state.callback_handlers)
+    assert len(exits) == 1
