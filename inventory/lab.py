@@ -1,8 +1,10 @@
-"""The local lab cluster (`gpuinfra lab up`): one head and GPU workers in podman containers.
+"""The local lab cluster (`gpuinfra lab up`): one head and GPU workers in podman containers,
+and, with `lab up --vm`, QEMU guests (a hypervisor, `lab-hv1`, in the `hypervisors` group).
 
-Each worker's spec (what the node is meant to be) and its replayed hardware (what its
-`nvidia-smi` answers) come from the lab's one table of profiles, lab/profiles.py; the broken
-profile's spec says NVLink-bridged pairs while its replayed hardware is PCIe only.
+Each host's spec (what the node is meant to be) and what it is made of (a worker's replayed
+hardware, a guest's emulated machine) come from the lab's one table of profiles,
+lab/profiles.py; the broken profile's spec says NVLink-bridged pairs while its replayed
+hardware is PCIe only. Guests are reached through an SSH port forward on 127.0.0.1.
 
 Connection data come from .lab/hosts.json, written by `gpuinfra lab up`: with it, the hosts are
 exactly the running lab's (so lab-worker3 appears only after `lab up --broken`) and pyinfra
@@ -26,6 +28,7 @@ def _host(entry: dict, ssh_key: str | None) -> tuple[str, dict]:
         data.update(
             ssh_hostname=entry["address"],
             ssh_user="root",
+            **({"ssh_port": entry["port"]} if entry.get("port") else {}),
             ssh_key=ssh_key,
             ssh_known_hosts_file="/dev/null",
             ssh_strict_host_key_checking="no",
@@ -43,3 +46,4 @@ _lab = json.loads(_HOSTS_JSON.read_text()) if _HOSTS_JSON.is_file() else _DEFAUL
 
 head = _group(_lab, "head")
 workers = _group(_lab, "workers")
+hypervisors = _group(_lab, "hypervisors")

@@ -65,6 +65,15 @@ class Paths:
         return self.assets / "image" / "customize.sh"
 
     @property
+    def vm_customize(self) -> Path:
+        return self.assets / "image" / "vm-customize.sh"
+
+    @property
+    def vms(self) -> Path:
+        """Each QEMU guest's state: .lab/vm/<host>/ (lab/qemu.py)."""
+        return self.lab / "vm"
+
+    @property
     def containers_conf(self) -> Path:
         return self.lab / "containers.conf"
 
@@ -99,6 +108,8 @@ def ssh_config_text(hosts: list[dict], ssh_key: Path) -> str:
     lines = []
     for host in hosts:
         lines += [f"Host {host['name']}", f"    HostName {host['address']}"]
+        if host.get("port"):
+            lines.append(f"    Port {host['port']}")
     lines += [
         "Host lab-*",
         "    User root",

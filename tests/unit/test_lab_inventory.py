@@ -19,7 +19,7 @@ from tests.conftest import REAL, REPO
 
 HARDWARE = REPO / "lab" / "hardware"
 STAND_IN = REPO / "lab" / "nvidia-smi"
-ALL_PROFILES = sorted(profiles.PROFILES)
+ALL_PROFILES = sorted(profiles.replayed())  # the container workers
 
 
 def load_inventory(tmp_path: Path, hosts_json: dict | None) -> dict[str, list]:
@@ -93,8 +93,9 @@ def test_ssh_config_names_every_host() -> None:
 
 def test_inventory_without_a_lab_lists_the_default_specs(tmp_path: Path) -> None:
     groups = load_inventory(tmp_path, None)
-    assert set(groups) == {"head", "workers"}
+    assert set(groups) == {"head", "workers", "hypervisors"}
     assert groups["head"] == [("lab-head", {})]
+    assert groups["hypervisors"] == []  # guests only with `lab up --vm`
     assert groups["workers"] == [
         ("lab-worker1", {"gpu_model": "H100-SXM5-80GB", "gpu_count": 8,
                          "gpu_topology": "nvswitch-all-to-all"}),
