@@ -19,7 +19,8 @@ DRIVER_CHANGED = "NVIDIA driver packages installed or changed"
 NOUVEAU_BLACKLISTED = "nouveau blacklisted (initramfs rebuilt)"
 DEVICE_OPTIONS_CHANGED = "NVIDIA device file options changed"
 KERNEL_ARGS_CHANGED = "IOMMU kernel arguments changed (boot loader updated)"
-VFIO_BOOT_BINDING_CHANGED = "vfio-pci boot-time binding changed (initramfs rebuilt)"
+VFIO_OPTIONS_CHANGED = "vfio-pci options changed (initramfs rebuilt)"
+VFIO_INITRAMFS_CHANGED = "VFIO modules added to the initramfs"
 
 
 def reboot_reasons(text: str | None) -> list[str]:
