@@ -118,8 +118,9 @@ def _guest_folders(paths: Paths) -> set[str]:
 
 
 def lab_down(paths: Paths, every_lab: bool = False) -> list[str]:
-    """Remove this checkout's lab containers and network (``every_lab``: every gpuinfra lab on
-    the machine, other checkouts' and older ones' too); forget their addresses."""
+    """Remove this checkout's lab containers, QEMU guests (stopped, overlays deleted) and
+    network (``every_lab``: every gpuinfra lab on the machine, other checkouts' and older ones'
+    too); forget their addresses."""
     for stale in (paths.hosts_json, paths.ssh_config):
         stale.unlink(missing_ok=True)
     guests = sorted(g for g in _guest_folders(paths) if qemu.stop(paths.vms / g))
