@@ -4,7 +4,10 @@ The containers share this machine's kernel, which has no VFIO and no RDMA; a gue
 Debian's generic kernel (GRUB from its own disk, so kernel arguments a role writes really take
 effect) on a q35 machine with an emulated Intel IOMMU (docs/lab-notes.md). Each guest runs from
 a copy-on-write overlay of the cached disk image (lab/vmimage.py), so `lab down` throws its
-changes away. Its state lives in .lab/vm/<host>/: the overlay, qemu.pid, serial.log, guest.json.
+changes away. Its state lives in .lab/vm/<host>/: the overlay, qemu.pid, serial.log, guest.json,
+and the guest's SSH host key: made here and handed to the guest through fw_cfg (never learnt
+over the network), so .lab/known_hosts and :func:`ssh_command` check the guest's key as the
+containers' are checked.
 
 Networking stays on this machine: SSH reaches the guest through a port forward on 127.0.0.1
 (QEMU's user-mode network, which also gives the guest NAT to Debian's archive), and a private
@@ -33,7 +36,7 @@ from pathlib import Path
 
 from lab.podman import last_line, sbin_path
 from lab.profiles import GuestMachine, HostPlan
-from lab.state import LabError, say
+from lab.state import LabError, ensure_ed25519, say
 
 VM_TOOLS = {"qemu-system-x86_64": "qemu-system-x86", "qemu-img": "qemu-utils"}
 QEMU = "qemu-system-x86_64"
@@ -45,6 +48,7 @@ NAME_PREFIX = "gpuinfra-lab-"  # -name of every lab guest: `lab down --all` find
 SSH_TIMEOUT_S = 300
 PROBE_TIMEOUT_S = 8
 MARKER_OK = "GPUINFRA-BOOTLOADER-OK"
+HOST_KEY = "ssh_host_ed25519_key"  # in the guest's folder: its SSH host key (private, 0600)
 
 
 @dataclass(frozen=True)
@@ -123,6 +127,7 @@ def qemu_command(plan: HostPlan, machine: GuestMachine, folder: Path, port: int,
         "-device", f"virtio-net-pci,netdev=mgmt,mac={MGMT_MAC}",
         "-fw_cfg", f"name=opt/gpuinfra/hostname,string={plan.name}",
         "-fw_cfg", f"name=opt/gpuinfra/authorized_keys,file={keys_file}",
+        "-fw_cfg", f"name=opt/gpuinfra/ssh_host_ed25519_key,file={folder / HOST_KEY}",
     ]  # fmt: skip
     if segment is not None:
         side = "listen" if segment.listen else "connect"
@@ -279,13 +284,15 @@ def start(plan: HostPlan, image: DiskImage, folder: Path, accel: str, lab_id: st
     machine = plan.machine
     if machine is None:
         raise LabError(f"{plan.name}: profile {plan.profile} is not a guest profile")
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     overlay = folder / "overlay.qcow2"
     if not overlay.is_file():
         _run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", str(image.disk),
               str(overlay)], f"{plan.name}: qemu-img create")
     keys = folder / "authorized_keys"
     keys.write_text(pubkey)
+    host_key = ensure_ed25519(folder / HOST_KEY, plan.name).split()
+    (folder / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_key[0]} {host_key[1]}\n")
     (folder / "serial.log").unlink(missing_ok=True)
     command = qemu_command(plan, machine, folder, port, accel, lab_id, keys, segment)
     qemu_name = command[command.index("-name") + 1].split(",")[0]
@@ -327,12 +334,19 @@ def wait_ssh(name: str, port: int, folder: Path, timeout: float = SSH_TIMEOUT_S)
     return time.monotonic() - start_t
 
 
-def ssh_command(port: int, key: Path, command: str, timeout: float = 60) -> str:
-    """Run ``command`` in a guest as root over its port forward; its stdout ("" on failure)."""
+def host_public_key(folder: Path) -> str:
+    """The guest's SSH host public key line (made by :func:`start`)."""
+    return (folder / HOST_KEY).with_suffix(".pub").read_text().strip()
+
+
+def ssh_command(port: int, key: Path, folder: Path, command: str, timeout: float = 60) -> str:
+    """Run ``command`` in a guest as root over its port forward, its host key checked against
+    the one :func:`start` gave it; its stdout ("" on failure)."""
     try:
         proc = subprocess.run(
             ["ssh", "-p", str(port), "-i", str(key), "-o", "IdentitiesOnly=yes",
-             "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+             "-o", "StrictHostKeyChecking=yes",
+             "-o", f"UserKnownHostsFile={folder / 'known_hosts'}",
              "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=10", "root@127.0.0.1", command],
             capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -343,11 +357,11 @@ def ssh_command(port: int, key: Path, command: str, timeout: float = 60) -> str:
 def reboot(name: str, port: int, key: Path, folder: Path) -> float:
     """Reboot a guest for real (systemctl reboot: QEMU resets the machine, GRUB boots the
     kernel with the arguments on its disk); the seconds until sshd answered on the new boot."""
-    before = ssh_command(port, key, "cat /proc/sys/kernel/random/boot_id")
+    before = ssh_command(port, key, folder, "cat /proc/sys/kernel/random/boot_id")
     if not before:
         raise LabError(f"{name}: no answer over SSH on 127.0.0.1:{port}: cannot reboot it")
     start_t = time.monotonic()
-    ssh_command(port, key, "systemctl reboot", timeout=20)
+    ssh_command(port, key, folder, "systemctl reboot", timeout=20)
     while True:
         if time.monotonic() - start_t > SSH_TIMEOUT_S:
             raise LabError(f"{name}: not back {SSH_TIMEOUT_S} s after the reboot "
@@ -356,6 +370,6 @@ def reboot(name: str, port: int, key: Path, folder: Path) -> float:
             raise LabError(f"{name}: QEMU exited during the reboot (see {folder / 'serial.log'})")
         time.sleep(2)
         if ssh_answers(port):
-            after = ssh_command(port, key, "cat /proc/sys/kernel/random/boot_id")
+            after = ssh_command(port, key, folder, "cat /proc/sys/kernel/random/boot_id")
             if after and after != before:
                 return time.monotonic() - start_t

@@ -89,6 +89,11 @@ class Paths:
     def ssh_key(self) -> Path:
         return self.lab / "ssh" / "id_ed25519"
 
+    @property
+    def known_hosts(self) -> Path:
+        """The lab hosts' SSH host keys, read through podman (never over the network)."""
+        return self.lab / "known_hosts"
+
 
 def find_repo() -> Path:
     """The checkout holding lab/ (this package's parent, else the working directory)."""
@@ -98,13 +103,16 @@ def find_repo() -> Path:
     raise LabError("lab/hardware not found: run gpuinfra lab from the project checkout")
 
 
-def hosts_document(hosts: list[dict], ssh_key: Path, image: str, network: str) -> dict:
+def hosts_document(hosts: list[dict], ssh_key: Path, image: str, network: str,
+                   known_hosts: Path | None = None) -> dict:
     """The content of .lab/hosts.json (read by inventory/lab.py)."""
-    return {"network": network, "image": image, "ssh_key": str(ssh_key), "hosts": hosts}
+    return {"network": network, "image": image, "ssh_key": str(ssh_key),
+            "known_hosts": str(known_hosts) if known_hosts else None, "hosts": hosts}
 
 
-def ssh_config_text(hosts: list[dict], ssh_key: Path) -> str:
-    """An ssh_config for `ssh -F .lab/ssh_config lab-worker1` and testinfra's ssh backend."""
+def ssh_config_text(hosts: list[dict], ssh_key: Path, known_hosts: Path) -> str:
+    """An ssh_config for `ssh -F .lab/ssh_config lab-worker1`: the lab's key for root, and
+    host keys checked against the lab's known_hosts (a changed key is refused)."""
     lines = []
     for host in hosts:
         lines += [f"Host {host['name']}", f"    HostName {host['address']}"]
@@ -115,10 +123,23 @@ def ssh_config_text(hosts: list[dict], ssh_key: Path) -> str:
         "    User root",
         f"    IdentityFile {ssh_key}",
         "    IdentitiesOnly yes",
-        "    StrictHostKeyChecking no",
-        "    UserKnownHostsFile /dev/null",
+        "    StrictHostKeyChecking yes",
+        f"    UserKnownHostsFile {known_hosts}",
         "    LogLevel ERROR",
     ]
+    return "\n".join(lines) + "\n"
+
+
+def known_hosts_text(keys: dict[str, tuple[str, list[str]]]) -> str:
+    """known_hosts lines: each host's public keys under its name and address.
+
+    ``keys``: name -> (address, ["ssh-ed25519 AAAA...", ...])."""
+    lines = []
+    for name, (address, public_keys) in keys.items():
+        for key in public_keys:
+            fields = key.split()
+            if len(fields) >= 2:
+                lines.append(f"{name},{address} {fields[0]} {fields[1]}")
     return "\n".join(lines) + "\n"
 
 
@@ -140,23 +161,33 @@ def locked(paths: Paths) -> Iterator[None]:
 
 def ensure_ssh_key(paths: Paths) -> str:
     """The lab's ed25519 key pair (created once); returns the public key line."""
-    key, pub = paths.ssh_key, paths.ssh_key.with_suffix(".pub")
+    paths.ssh_key.parent.mkdir(mode=0o700, exist_ok=True)
+    return ensure_ed25519(paths.ssh_key, "gpuinfra-lab")
+
+
+def ensure_ed25519(key: Path, comment: str) -> str:
+    """An ed25519 key pair at ``key`` (0600) and ``key``.pub, made once here, in this process
+    (no key ever travels over the network); returns the public key line."""
+    pub = key.with_suffix(".pub")
     if not key.is_file() or not pub.is_file():
         from cryptography.hazmat.primitives import serialization as ser
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
         private = Ed25519PrivateKey.generate()
-        key.parent.mkdir(mode=0o700, exist_ok=True)
         pem = private.private_bytes(ser.Encoding.PEM, ser.PrivateFormat.OpenSSH, ser.NoEncryption())
+        key.unlink(missing_ok=True)
         key.touch(mode=0o600)
         key.write_bytes(pem)
         line = private.public_key().public_bytes(ser.Encoding.OpenSSH, ser.PublicFormat.OpenSSH)
-        pub.write_text(line.decode() + " gpuinfra-lab\n")
+        pub.write_text(f"{line.decode()} {comment}\n")
     return pub.read_text()
 
 
-def write_state(paths: Paths, hosts: list[dict], image: str) -> None:
-    """hosts.json for inventory/lab.py and ssh_config for ssh/testinfra."""
-    doc = hosts_document(hosts, paths.ssh_key, image, paths.network)
+def write_state(paths: Paths, hosts: list[dict], image: str,
+                host_keys: dict[str, tuple[str, list[str]]]) -> None:
+    """hosts.json for inventory/lab.py, ssh_config for ssh, known_hosts for both and for the
+    verify suite (``host_keys``: name -> (address, public keys), read through podman)."""
+    doc = hosts_document(hosts, paths.ssh_key, image, paths.network, paths.known_hosts)
     paths.hosts_json.write_text(json.dumps(doc, indent=2) + "\n")
-    paths.ssh_config.write_text(ssh_config_text(hosts, paths.ssh_key))
+    paths.known_hosts.write_text(known_hosts_text(host_keys))
+    paths.ssh_config.write_text(ssh_config_text(hosts, paths.ssh_key, paths.known_hosts))

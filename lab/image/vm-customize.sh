@@ -5,7 +5,8 @@
 # boots Debian 12's own kernel from its own disk: the generic kernel (it has vfio and rdma_rxe),
 # an initramfs, GRUB on the disk's MBR (installed by the first boot, lab/vmimage.py), a serial
 # console, DHCP on the management NIC, and a boot unit that takes the guest's name, root's SSH
-# key and its private segment address from QEMU's fw_cfg (`gpuinfra lab up` passes them).
+# key, its SSH host key and its private segment address from QEMU's fw_cfg (`gpuinfra lab up`
+# passes them).
 set -eu
 export DEBIAN_FRONTEND=noninteractive
 
@@ -63,8 +64,10 @@ systemctl mask systemd-networkd-wait-online.service
 # QEMU's user-mode network answers DNS here (no resolver daemon in the image).
 echo 'nameserver 10.0.2.3' > /etc/resolv.conf
 
-# One ed25519 host key per guest, made at its first boot (the container recipe makes all
-# three; an RSA key takes seconds under emulation). This drop-in sorts after the image's own.
+# One ed25519 host key per guest: `lab up` makes it and hands it over through fw_cfg (below),
+# so the lab trusts it without learning it over the network; made here at the first boot only
+# for a guest started without one (the container recipe makes all three; an RSA key takes
+# seconds under emulation). This drop-in sorts after the image's own.
 cat > /etc/systemd/system/ssh.service.d/zz-gpuinfra-lab-guest.conf <<'UNIT'
 [Service]
 ExecStartPre=
@@ -73,7 +76,8 @@ ExecStartPre=/usr/sbin/sshd -t
 UNIT
 
 # What `lab up` hands each guest through QEMU's fw_cfg (opt/gpuinfra/*): its name, root's
-# authorized key, and on a private segment "ADDRESS/PREFIX MAC" for the second NIC.
+# authorized key, its SSH host key, and on a private segment "ADDRESS/PREFIX MAC" for the
+# second NIC.
 cat > /usr/local/sbin/gpuinfra-lab-guest <<'GUEST'
 #!/bin/sh
 set -eu
@@ -90,6 +94,10 @@ if [ -r "$cfg/authorized_keys/raw" ]; then
   cat "$cfg/authorized_keys/raw" > /root/.ssh/authorized_keys
   chmod 600 /root/.ssh/authorized_keys
 fi
+if [ -r "$cfg/ssh_host_ed25519_key/raw" ]; then
+  install -m 600 "$cfg/ssh_host_ed25519_key/raw" /etc/ssh/ssh_host_ed25519_key
+  ssh-keygen -y -f /etc/ssh/ssh_host_ed25519_key > /etc/ssh/ssh_host_ed25519_key.pub
+fi
 segment=/etc/systemd/network/20-gpuinfra-lab-segment.network
 if [ -r "$cfg/segment/raw" ]; then
   # "ADDRESS/PREFIX MAC" (fw_cfg strings have no trailing newline: no `read` here).
@@ -102,7 +110,7 @@ GUEST
 chmod 755 /usr/local/sbin/gpuinfra-lab-guest
 cat > /etc/systemd/system/gpuinfra-lab-guest.service <<'UNIT'
 [Unit]
-Description=gpuinfra lab guest: name, SSH key and segment address from QEMU fw_cfg
+Description=gpuinfra lab guest: name, SSH keys and segment address from QEMU fw_cfg
 DefaultDependencies=no
 After=local-fs.target
 Before=sysinit.target systemd-networkd.service ssh.service

@@ -60,6 +60,8 @@ def test_qemu_command_has_the_iommu_the_forward_the_fw_cfg_and_the_standins(tmp_
     assert "user,id=mgmt,hostfwd=tcp:127.0.0.1:40022-:22" in line  # loopback only
     assert f"name=opt/gpuinfra/authorized_keys,file={tmp_path / 'keys'}" in line
     assert "name=opt/gpuinfra/hostname,string=lab-hv1" in line
+    # The guest's SSH host key comes from this side: the lab never learns it over the network.
+    assert f"name=opt/gpuinfra/ssh_host_ed25519_key,file={tmp_path / qemu.HOST_KEY}" in line
     assert line.endswith(" ".join(profiles.HV_MACHINE.devices))
     assert "segment" not in line
 
@@ -114,13 +116,29 @@ def test_inventory_and_ssh_config_reach_a_guest_through_its_port(tmp_path: Path)
     (tmp_path / "inventory").mkdir()
     shutil.copy(REPO / "inventory" / "lab.py", tmp_path / "inventory" / "lab.py")
     (tmp_path / ".lab").mkdir()
-    doc = state.hosts_document(hosts, Path("/k"), "img", "net")
+    known = tmp_path / ".lab" / "known_hosts"
+    doc = state.hosts_document(hosts, Path("/k"), "img", "net", known)
     (tmp_path / ".lab" / "hosts.json").write_text(json.dumps(doc))
     groups = runpy.run_path(str(tmp_path / "inventory" / "lab.py"))
     name, data = groups["hypervisors"][0]
     assert name == "lab-hv1" and data["ssh_port"] == 40022
     assert data["ssh_hostname"] == "127.0.0.1"
+    assert (data["ssh_known_hosts_file"], data["ssh_strict_host_key_checking"]) == \
+        (str(known), "yes")
     assert data["vfio_devices"] == profiles.HV_SPEC["vfio_devices"]
     assert "ssh_port" not in groups["head"][0][1]
-    text = state.ssh_config_text(hosts, Path("/k"))
+    text = state.ssh_config_text(hosts, Path("/k"), known)
     assert "Host lab-hv1\n    HostName 127.0.0.1\n    Port 40022\n" in text
+
+
+def test_a_guest_host_key_is_made_here_private_and_trusted_under_its_port(tmp_path: Path):
+    key = tmp_path / qemu.HOST_KEY
+    line = state.ensure_ed25519(key, "lab-hv1")
+    assert oct(key.stat().st_mode & 0o777) == "0o600"
+    assert key.read_text().startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
+    assert line.startswith("ssh-ed25519 ") and line == state.ensure_ed25519(key, "x")  # kept
+    assert qemu.host_public_key(tmp_path) == line.strip()
+    kind, blob = line.split()[:2]
+    # ssh, paramiko and pyinfra look a non-22 port up as [address]:port.
+    assert state.known_hosts_text({"lab-hv1": ("[127.0.0.1]:40022", [line])}) == \
+        f"lab-hv1,[127.0.0.1]:40022 {kind} {blob}\n"

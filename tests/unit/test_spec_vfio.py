@@ -14,13 +14,15 @@ GPUS = ["0000:3b:00.0", "0000:3c:00.0", "0000:5e:00.0", "0000:5f:00.0"]
 
 
 def site(**kvm: Any) -> list[HostInput]:
-    """A head and a KVM host with four bridged A6000 pairs' worth of addresses."""
+    """A head, a worker (a Slurm site needs one) and a KVM host with four bridged A6000
+    pairs' worth of addresses."""
     data = {"vfio_devices": list(GPUS),
             "vms": [{"name": "train1", "devices": GPUS[:2], "vcpus": 8, "memory_mib": 65536},
                     {"name": "train2", "devices": GPUS[2:], "vmid": 101}],
             "vfio_nvlink": [{"gpus": GPUS[:2]}, {"gpus": GPUS[2:], "fabric": "bridge"}]}
     data.update(kvm)
-    return [HostInput("head01", ("head",), {}), HostInput("kvm01", ("hypervisors",), data)]
+    return [HostInput("head01", ("head",), {}), HostInput("cpu01", ("workers",), {}),
+            HostInput("kvm01", ("hypervisors",), data)]
 
 
 def errors_of(hosts: list[HostInput], field: str) -> list[str]:
@@ -65,7 +67,7 @@ def test_a_device_listed_twice_is_refused():
 
 def test_vfio_on_a_host_outside_hypervisors_is_refused():
     hosts = site()
-    hosts[1] = HostInput("kvm01", ("workers",), hosts[1].data)
+    hosts[-1] = HostInput("kvm01", ("workers",), hosts[-1].data)
     found = [str(e) for e in validate(hosts)]
     for key in ("vfio_devices", "vms", "vfio_nvlink"):
         assert any(f"kvm01: {key} = " in e and "outside the 'hypervisors' group" in e
