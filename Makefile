@@ -12,7 +12,7 @@ PRIVATE_STATE := state=$$(mktemp -d -t gpuinfra-molecule.XXXXXXXX) && \
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
 .PHONY: test molecule unit plan lint demo validate deploy verify lab-up lab-down lab-reboot \
-  lab-status clean
+  lab-status clean test-tools
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -21,10 +21,23 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $@
 
-# Lint, unit and plan tests, then the lab scenarios (deploy, idempotence, verify; and the
-# broken-NVLink lab, which must fail verification on its broken worker only). pytest's exit 5
-# ("no tests collected") is a failure here: a suite that collects nothing has proven nothing.
-test: $(STAMP)
+# Tools the unit tests run: virt-xml-validate (Debian's libvirt-clients, with xmllint from
+# libxml2-utils) judges the libvirt domain XML the vfio role writes. Installed with apt-get
+# when missing (needs root, as the lab does).
+TEST_PACKAGES := libvirt-clients libxml2-utils
+test-tools:
+	@command -v virt-xml-validate >/dev/null && command -v xmllint >/dev/null || { \
+	  echo "installing $(TEST_PACKAGES) (virt-xml-validate, for the unit tests)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -q --no-install-recommends $(TEST_PACKAGES) >/dev/null || \
+	  { apt-get update -q >/dev/null && \
+	    apt-get install -y -q --no-install-recommends $(TEST_PACKAGES) >/dev/null; }; }
+
+# Lint, unit and plan tests, then the lab scenarios (deploy, idempotence, verify; the
+# broken-NVLink lab, which must fail verification on its broken worker only; the VFIO role on
+# the QEMU hypervisor guest). pytest's exit 5 ("no tests collected") is a failure here: a
+# suite that collects nothing has proven nothing.
+test: $(STAMP) test-tools
 	$(BIN)/ruff check .
 	$(BIN)/pytest -q -p no:cacheprovider; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
@@ -33,9 +46,10 @@ test: $(STAMP)
 # Each scenario starts by removing any lab (molecule's own state cannot see one started by
 # hand) and ends by removing its own: `make test` leaves no lab behind.
 molecule: $(STAMP)
-	$(PRIVATE_STATE) $(MOLECULE) test -s default && $(MOLECULE) test -s broken-nvlink
+	$(PRIVATE_STATE) $(MOLECULE) test -s default && $(MOLECULE) test -s broken-nvlink && \
+	  $(MOLECULE) test -s vfio
 
-unit: $(STAMP)
+unit: $(STAMP) test-tools
 	$(BIN)/pytest -q tests/unit
 
 lint: $(STAMP)

@@ -14,10 +14,14 @@ from roles.munge import munge
 from roles.nvidia_driver import nvidia_driver
 from roles.site import this_node
 from roles.slurm import slurm
+from roles.vfio import vfio
 
 site, node = this_node()
 
 common(site, node)  # hostname, /etc/hosts, apt mirror and proxy, chrony, sysctls: every host
+
+if node.is_hypervisor:
+    vfio(site, node)  # IOMMU, vfio-pci for the VMs' devices, before any GPU driver claims them
 
 if node.gpus is not None:
     driver = node_driver(site, node)  # one driver release for the three GPU roles

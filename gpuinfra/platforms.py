@@ -36,13 +36,18 @@ def hosts_block(entries: list[tuple[str, str]]) -> str:
 def node_address(data: Mapping[str, Any]) -> str | None:
     """A node's address for /etc/hosts: ``node_address``, or ``ssh_hostname`` when it is an IP.
 
-    ``data`` is a host's data (anything with ``.get``); None when neither names an IP.
+    ``data`` is a host's data (anything with ``.get``); None when neither names an IP. A
+    loopback ``ssh_hostname`` is a port forward on the machine running the deploy (a lab
+    guest), never the node's address on the cluster network.
     """
     for key in ("node_address", "ssh_hostname"):
         value = data.get(key)
         if value:
             try:
-                return str(ipaddress.ip_address(value))
+                address = ipaddress.ip_address(value)
             except ValueError:
                 continue
+            if key == "ssh_hostname" and address.is_loopback:
+                continue
+            return str(address)
     return None

@@ -1,7 +1,8 @@
 """The "reboot required" marker the GPU roles leave on a host, and how to read it back.
 
 When a change only takes effect after a reboot (first driver install or upgrade, nouveau
-blacklisted, driver options changed), the role appends one line per reason to
+blacklisted, driver options changed, IOMMU kernel arguments, vfio-pci boot-time binding), the
+role appends one line per reason to
 :data:`REBOOT_MARKER`. It lives under /run (a tmpfs), so the reboot that applies the change
 also clears it: a marker present means "changed since the last boot". The verification suite
 reads it to report "reboot pending" instead of a misleading driver failure.
@@ -17,6 +18,9 @@ REBOOT_MARKER = "/run/gpuinfra/reboot-required"
 DRIVER_CHANGED = "NVIDIA driver packages installed or changed"
 NOUVEAU_BLACKLISTED = "nouveau blacklisted (initramfs rebuilt)"
 DEVICE_OPTIONS_CHANGED = "NVIDIA device file options changed"
+KERNEL_ARGS_CHANGED = "IOMMU kernel arguments changed (boot loader updated)"
+VFIO_OPTIONS_CHANGED = "vfio-pci options changed (initramfs rebuilt)"
+VFIO_INITRAMFS_CHANGED = "VFIO modules added to the initramfs"
 
 
 def reboot_reasons(text: str | None) -> list[str]:

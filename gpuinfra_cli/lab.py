@@ -3,9 +3,11 @@
 `up` builds (or reuses) a Debian 12 image with debootstrap, starts one head and N GPU workers as
 systemd containers on their own podman network, authorizes the lab's SSH key for root, gives
 every worker replayed GPU hardware (device nodes and an `nvidia-smi` stand-in, from
-lab/hardware/), and writes .lab/hosts.json, which inventory/lab.py reads. The deploy then
-reaches the lab over SSH exactly as it reaches real hosts. `reboot` restarts every host
-(`podman restart`: fresh /run and /dev), as an operator reboots after a first driver install.
+lab/hardware/), and writes .lab/hosts.json, which inventory/lab.py reads. With `--vm PROFILE`
+it also boots QEMU guests with Debian's own kernel (a hypervisor: VFIO for real), reached
+through an SSH port forward on 127.0.0.1. The deploy then reaches the lab over SSH exactly as
+it reaches real hosts. `reboot` restarts every container (`podman restart`: fresh /run and
+/dev) and reboots every guest, as an operator reboots after a first driver install.
 
 This module is the command line only; the lab itself is the `lab` package (profiles, podman,
 image, provisioning: lab/README.md).
@@ -20,18 +22,35 @@ import time
 from collections.abc import Sequence
 
 from lab.cluster import lab_down, lab_reboot, lab_status, lab_up, print_table
-from lab.profiles import MAX_WORKERS, plan_hosts
+from lab.profiles import GUEST_PROFILES, MAX_WORKERS, guest_problem, plan_hosts
 from lab.state import LabError, Paths, ensure_lab_dir, find_repo, locked, say
+
+
+def guest_counts(values: Sequence[str]) -> dict[str, int] | str:
+    """``--vm PROFILE[=N]`` values as {profile: N}; the problem when one is wrong."""
+    counts: dict[str, int] = {}
+    for value in values:
+        name, _, count = value.partition("=")
+        if count and not count.isdigit():
+            return f"--vm {value}: N must be a number"
+        counts[name] = int(count or 1)
+        problem = guest_problem(name, counts[name])
+        if problem:
+            return f"--vm {value}: {problem}"
+    return counts
 
 
 def cmd_up(args: argparse.Namespace) -> int:
     if not 0 <= args.workers <= MAX_WORKERS:
         return fail(f"--workers must be between 0 and {MAX_WORKERS}")
+    guests = guest_counts(args.vm)
+    if isinstance(guests, str):
+        return fail(guests)
     start = time.monotonic()
     try:
         paths = _root_paths()
         with locked(paths):
-            hosts = lab_up(paths, plan_hosts(args.workers, args.broken))
+            hosts = lab_up(paths, plan_hosts(args.workers, args.broken, guests))
     except LabError as exc:
         return fail(str(exc))
     say(f"lab up: {len(hosts)} hosts ready in {time.monotonic() - start:.1f} s")
@@ -78,7 +97,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         say("no lab (run `gpuinfra lab up`)")
         return 1
     print_table(hosts)
-    healthy = all(h["state"] == "running" and h["ssh"] == "ok" for h in hosts)
+    healthy = all(h["state"].startswith("running") and h["ssh"] == "ok" for h in hosts)
     return 0 if healthy else 1
 
 
@@ -109,15 +128,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     up.add_argument(
         "--broken",
         action="store_true",
-        help="add a worker whose spec says bridged pairs but whose hardware is not",
+        help="add a worker whose spec says bridged pairs but whose hardware is not; guests "
+             "get the broken variant of their profile (same machine, broken spec)",
     )
+    up.add_argument("--vm", action="append", default=[], metavar="PROFILE[=N]",
+                    help="add N QEMU guests (default 1) of a guest profile: "
+                         f"{', '.join(GUEST_PROFILES)}")
     up.set_defaults(func=cmd_up)
     down = verbs.add_parser("down", help="remove this checkout's lab containers and network")
     down.add_argument("--all", action="store_true",
                       help="remove every gpuinfra lab on this machine (other checkouts' too)")
     down.set_defaults(func=cmd_down)
     reboot = verbs.add_parser(
-        "reboot", help="reboot every lab host (podman restart: fresh /run and /dev)"
+        "reboot", help="reboot every lab host (containers: podman restart, fresh /run and /dev;"
+                       " guests: a real reboot)"
     )
     reboot.set_defaults(func=cmd_reboot)
     status = verbs.add_parser("status", help="each host, its address, state and hardware")

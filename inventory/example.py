@@ -1,4 +1,5 @@
-"""An example site: one head node, two HGX H100 nodes and one PCIe node with bridged pairs.
+"""An example site: one head node, two HGX H100 nodes, one PCIe node with bridged pairs, and a
+KVM host passing its four NVLink-bridged RTX A6000 to two VMs (VFIO).
 
 Copy it to inventory/<site>.py, put the site-wide values in group_data/<site>.py, and run
 `gpuinfra validate inventory/<site>.py`, then `pyinfra inventory/<site>.py deploy.py`.
@@ -21,4 +22,17 @@ workers = [
     ("pcie01", {"ssh_hostname": "10.0.0.31", "gpu_model": "H100-PCIE-80GB", "gpu_count": 4,
                 "gpu_topology": "bridged-pairs",
                 "gpu_sharing": {"mode": "mps", "clients": 16, "thread_percentage": 50}}),
+]
+
+# A KVM host (roles/vfio): each VM gets an NVLink-bridged pair, whole cards (the audio
+# function .1 of each card follows its GPU). It keeps no GPU itself: no gpu_model.
+_A6000 = ["0000:3b:00.0", "0000:3c:00.0", "0000:5e:00.0", "0000:5f:00.0"]
+hypervisors = [
+    ("kvm01", {"ssh_hostname": "10.0.0.41", "vfio_devices": _A6000,
+               "vms": [{"name": "train1", "devices": _A6000[:2], "vcpus": 16,
+                        "memory_mib": 131072},
+                       {"name": "train2", "devices": _A6000[2:], "vcpus": 16,
+                        "memory_mib": 131072}],
+               "vfio_nvlink": [{"gpus": _A6000[:2], "fabric": "bridge"},
+                               {"gpus": _A6000[2:], "fabric": "bridge"}]}),
 ]

@@ -1,8 +1,10 @@
-"""The local lab cluster (`gpuinfra lab up`): one head and GPU workers in podman containers.
+"""The local lab cluster (`gpuinfra lab up`): one head and GPU workers in podman containers,
+and, with `lab up --vm`, QEMU guests (a hypervisor, `lab-hv1`, in the `hypervisors` group).
 
-Each worker's spec (what the node is meant to be) and its replayed hardware (what its
-`nvidia-smi` answers) come from the lab's one table of profiles, lab/profiles.py; the broken
-profile's spec says NVLink-bridged pairs while its replayed hardware is PCIe only.
+Each host's spec (what the node is meant to be) and what it is made of (a worker's replayed
+hardware, a guest's emulated machine) come from the lab's one table of profiles,
+lab/profiles.py; the broken profile's spec says NVLink-bridged pairs while its replayed
+hardware is PCIe only. Guests are reached through an SSH port forward on 127.0.0.1.
 
 Connection data come from .lab/hosts.json, written by `gpuinfra lab up`: with it, the hosts are
 exactly the running lab's (so lab-worker3 appears only after `lab up --broken`) and pyinfra
@@ -20,8 +22,8 @@ _HOSTS_JSON = Path(__file__).resolve().parent.parent / ".lab" / "hosts.json"
 
 def _host(entry: dict, ssh_key: str | None, known_hosts: str | None) -> tuple[str, dict]:
     """(name, data) of one lab host: its spec, and how to reach it when the lab is up (its
-    host key checked against .lab/known_hosts, written by `lab up` from inside each
-    container)."""
+    host key checked against .lab/known_hosts, which `lab up` writes from inside each
+    container, and for a QEMU guest from the host key it made and gave the guest)."""
     profile = PROFILES.get(entry.get("profile") or "")
     data = dict(profile.spec) if profile else {}
     if profile and profile.expected_failures:
@@ -32,6 +34,7 @@ def _host(entry: dict, ssh_key: str | None, known_hosts: str | None) -> tuple[st
         data.update(
             ssh_hostname=entry["address"],
             ssh_user="root",
+            **({"ssh_port": entry["port"]} if entry.get("port") else {}),
             ssh_key=ssh_key,
             ssh_known_hosts_file=known_hosts or "/dev/null",
             ssh_strict_host_key_checking="yes" if known_hosts else "no",
@@ -50,3 +53,4 @@ _lab = json.loads(_HOSTS_JSON.read_text()) if _HOSTS_JSON.is_file() else _DEFAUL
 
 head = _group(_lab, "head")
 workers = _group(_lab, "workers")
+hypervisors = _group(_lab, "hypervisors")

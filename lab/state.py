@@ -65,6 +65,15 @@ class Paths:
         return self.assets / "image" / "customize.sh"
 
     @property
+    def vm_customize(self) -> Path:
+        return self.assets / "image" / "vm-customize.sh"
+
+    @property
+    def vms(self) -> Path:
+        """Each QEMU guest's state: .lab/vm/<host>/ (lab/qemu.py)."""
+        return self.lab / "vm"
+
+    @property
     def containers_conf(self) -> Path:
         return self.lab / "containers.conf"
 
@@ -107,6 +116,8 @@ def ssh_config_text(hosts: list[dict], ssh_key: Path, known_hosts: Path) -> str:
     lines = []
     for host in hosts:
         lines += [f"Host {host['name']}", f"    HostName {host['address']}"]
+        if host.get("port"):
+            lines.append(f"    Port {host['port']}")
     lines += [
         "Host lab-*",
         "    User root",
@@ -150,18 +161,25 @@ def locked(paths: Paths) -> Iterator[None]:
 
 def ensure_ssh_key(paths: Paths) -> str:
     """The lab's ed25519 key pair (created once); returns the public key line."""
-    key, pub = paths.ssh_key, paths.ssh_key.with_suffix(".pub")
+    paths.ssh_key.parent.mkdir(mode=0o700, exist_ok=True)
+    return ensure_ed25519(paths.ssh_key, "gpuinfra-lab")
+
+
+def ensure_ed25519(key: Path, comment: str) -> str:
+    """An ed25519 key pair at ``key`` (0600) and ``key``.pub, made once here, in this process
+    (no key ever travels over the network); returns the public key line."""
+    pub = key.with_suffix(".pub")
     if not key.is_file() or not pub.is_file():
         from cryptography.hazmat.primitives import serialization as ser
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
         private = Ed25519PrivateKey.generate()
-        key.parent.mkdir(mode=0o700, exist_ok=True)
         pem = private.private_bytes(ser.Encoding.PEM, ser.PrivateFormat.OpenSSH, ser.NoEncryption())
+        key.unlink(missing_ok=True)
         key.touch(mode=0o600)
         key.write_bytes(pem)
         line = private.public_key().public_bytes(ser.Encoding.OpenSSH, ser.PublicFormat.OpenSSH)
-        pub.write_text(line.decode() + " gpuinfra-lab\n")
+        pub.write_text(f"{line.decode()} {comment}\n")
     return pub.read_text()
 
 

@@ -13,6 +13,7 @@ prints nothing and the fact command itself always succeeds.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +28,14 @@ from gpuinfra.parsers.gpus import parse_gpus
 from gpuinfra.parsers.lspci import parse_lspci
 from gpuinfra.parsers.nvlink import parse_nvlink
 from gpuinfra.parsers.p2p import normalize_mode, parse_p2p
+from gpuinfra.parsers.pcisysfs import (
+    DRIVERCTL_SAVED_COMMAND,
+    PCI_SYSFS_COMMAND,
+    device_users_command,
+    parse_device_users,
+    parse_driverctl_saved,
+    parse_pci_sysfs,
+)
 from gpuinfra.parsers.system import (
     DEVICE_NODES_COMMAND,
     GPU_INFORMATION_COMMAND,
@@ -39,6 +48,7 @@ from gpuinfra.parsers.system import (
 from gpuinfra.parsers.topo import parse_topo
 from gpuinfra.platforms import distro_key
 from gpuinfra.runtimes import CONFIG_PATHS, check_runtime
+from gpuinfra.vfio import parse_qm_config
 
 GPU_FIELDS = ["index", "name", "uuid", "pci.bus_id", "driver_version", "persistence_mode",
               "memory.total"]
@@ -291,6 +301,143 @@ class NvidiaDeviceMinors(FactBase):
             return parse_gpu_minors("\n".join(output))
         except ParseError as exc:
             raise FactProcessError(str(exc)) from exc
+
+
+# ---------------------------------------------------------------- facts the vfio role uses
+
+class PciFunctions(FactBase):
+    """Every PCI function from sysfs with its driver, IOMMU group and driver override:
+    ``{"functions": [{"address", "vendor_id", "device_id", "class_code", "driver",
+    "iommu_group", "driver_override"}]}`` (:mod:`gpuinfra.parsers.pcisysfs`)."""
+
+    default = dict
+
+    def command(self) -> str:
+        return quiet(PCI_SYSFS_COMMAND)
+
+    def process(self, output: list[str]) -> dict[str, Any]:
+        return _parsed(parse_pci_sysfs, output)
+
+
+class CpuVendor(FactBase):
+    """``vendor_id`` of /proc/cpuinfo (``GenuineIntel``, ``AuthenticAMD``); "" if unknown."""
+
+    default = str
+
+    def command(self) -> str:
+        return quiet("sed -n 's/^vendor_id[[:space:]]*: *//p' /proc/cpuinfo | head -n 1")
+
+    def process(self, output: list[str]) -> str:
+        return output[0].strip() if output else ""
+
+
+class KernelCommandLine(FactBase):
+    """/proc/cmdline: the arguments the running kernel was booted with."""
+
+    default = str
+
+    def command(self) -> str:
+        return quiet("cat /proc/cmdline")
+
+    def process(self, output: list[str]) -> str:
+        return " ".join(output).strip()
+
+
+class BootLoader(FactBase):
+    """How kernel arguments reach the kernel: ``"systemd-boot"`` (Proxmox VE booting from
+    ESPs that proxmox-boot-tool keeps, kernel command line in /etc/kernel/cmdline), ``"grub"``
+    (update-grub), or ``""`` (neither found)."""
+
+    default = str
+
+    def command(self) -> str:
+        return ("if [ -e /etc/kernel/proxmox-boot-uuids ] && command -v proxmox-boot-tool "
+                ">/dev/null && proxmox-boot-tool status 2>/dev/null | grep -q "
+                "'configured with: uefi'; then echo systemd-boot; "
+                "elif command -v update-grub >/dev/null; then echo grub; fi; true")
+
+    def process(self, output: list[str]) -> str:
+        return output[0].strip() if output else ""
+
+
+class ProxmoxVersion(FactBase):
+    """The Proxmox VE major version (``pveversion``: ``pve-manager/8.2.4/...``), None on a
+    host without Proxmox VE."""
+
+    def requires_command(self) -> str:
+        return "pveversion"
+
+    def command(self) -> str:
+        return quiet("pveversion")
+
+    def process(self, output: list[str]) -> int | None:
+        text = " ".join(output)
+        match = re.search(r"pve-manager/(\d+)\.", text)
+        return int(match[1]) if match else None
+
+
+class DriverctlOverrides(FactBase):
+    """The driver overrides driverctl saved for boot: ``{address: driver}``."""
+
+    default = dict
+
+    def command(self) -> str:
+        return quiet(DRIVERCTL_SAVED_COMMAND)
+
+    def process(self, output: list[str]) -> dict[str, str]:
+        try:
+            return parse_driverctl_saved("\n".join(output))
+        except ParseError as exc:
+            raise FactProcessError(str(exc)) from exc
+
+
+class DeviceUsers(FactBase):
+    """Processes using PCI functions (VFIO group, /dev/nvidiaN or mapped BARs open):
+    ``{address: ["PID (COMM)"]}``; read before a function is rebound."""
+
+    default = dict
+
+    def command(self, addresses: list[str]) -> str:
+        return quiet(device_users_command(list(addresses)))
+
+    def process(self, output: list[str]) -> dict[str, list[str]]:
+        try:
+            return parse_device_users("\n".join(output))
+        except ParseError as exc:
+            raise FactProcessError(str(exc)) from exc
+
+
+class LibvirtDomains(FactBase):
+    """The domains libvirt knows (``virsh list --all --name``); None where libvirt does not
+    run (no virsh, or no daemon answering on qemu:///system)."""
+
+    def requires_command(self) -> str:
+        return "virsh"
+
+    def command(self) -> str:
+        return ("out=$(virsh -c qemu:///system list --all --name 2>/dev/null) && "
+                "{ echo libvirt-running; printf '%s\\n' \"$out\"; }; true")
+
+    def process(self, output: list[str]) -> list[str] | None:
+        if not output or output[0].strip() != "libvirt-running":
+            return None
+        return sorted(line.strip() for line in output[1:] if line.strip())
+
+
+class QmConfig(FactBase):
+    """``qm config VMID`` on Proxmox VE as ``{key: value}``; None when the VM does not exist."""
+
+    def requires_command(self, vmid: int) -> str:
+        return "qm"
+
+    def command(self, vmid: int) -> str:
+        return (f"out=$(qm config {int(vmid)} 2>/dev/null) && {{ echo qm-config; "
+                "printf '%s\\n' \"$out\"; }; true")
+
+    def process(self, output: list[str]) -> dict[str, str] | None:
+        if not output or output[0].strip() != "qm-config":
+            return None
+        return parse_qm_config("\n".join(output[1:]))
 
 
 # ---------------------------------------------------------------- the host's distribution

@@ -16,8 +16,10 @@ from roles.fabric_manager.defaults import KNOBS as FABRIC_MANAGER
 from roles.munge.defaults import KNOBS as MUNGE
 from roles.nvidia_driver.defaults import KNOBS as NVIDIA_DRIVER
 from roles.slurm.defaults import KNOBS as SLURM
+from roles.vfio.defaults import KNOBS as VFIO
 
-ROLE_KNOBS = (*COMMON, *NVIDIA_DRIVER, *FABRIC_MANAGER, *CONTAINER_TOOLKIT, *MUNGE, *SLURM)
+ROLE_KNOBS = (*COMMON, *NVIDIA_DRIVER, *FABRIC_MANAGER, *CONTAINER_TOOLKIT, *MUNGE, *SLURM,
+              *VFIO)
 
 
 def build_spec(hosts: Sequence[HostInput], duplicates: Sequence[str] = ()) -> ClusterSpec:

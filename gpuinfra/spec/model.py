@@ -2,7 +2,8 @@
 
 Where each value lives (pyinfra's own places, see README "Describing a site"):
 - ``inventory/<site>.py``: hosts, their groups (``head``, ``workers``, ``hypervisors``) and
-  per-host data (``gpu_model``, ``gpu_count``, ``gpu_topology``, ``gpu_sharing``, ``rdma_nics``);
+  per-host data (``gpu_model``, ``gpu_count``, ``gpu_topology``, ``gpu_sharing``, ``rdma_nics``;
+  on hypervisors ``vfio_devices``, ``vms``, ``vfio_nvlink``);
 - ``group_data/all.py``: cluster-wide values (``cluster_name``, ``schedulers``,
   ``driver_branch``, ``mig_strategy``, ``reboot_policy``, ``apt_mirror``, ``apt_proxy``,
   ``nvidia_repo_mirror``, ``offline``, ``slurm_partitions``, ``slurm_accounting``,
@@ -30,8 +31,6 @@ ROLE_GROUPS = (HEAD_GROUP, WORKER_GROUP, HYPERVISOR_GROUP)
 # touched, with this reason: accepting it would deploy nothing, silently.
 NOT_DEPLOYED = {
     "kubernetes": "no Kubernetes role yet: schedulers = ['kubernetes'] would deploy nothing",
-    HYPERVISOR_GROUP: "no VFIO role yet: hosts in the 'hypervisors' group would get nothing "
-                      "for GPU passthrough",
 }
 
 SCHEDULERS = ("slurm", "kubernetes")
@@ -39,6 +38,9 @@ MIG_STRATEGIES = ("single", "mixed")
 REBOOT_POLICIES = ("never", "if-needed")
 SHARING_MODES = ("none", "mig", "mps", "time-slicing")
 LINK_LAYERS = ("infiniband", "ethernet")
+# How passed-through GPUs are joined by NVLink: a bridge (or direct links) between the GPUs of
+# a group, or an NVSwitch board whose GPUs all reach each other through the switches.
+NVLINK_FABRICS = ("bridge", "nvswitch")
 
 # Host-level keys of the spec, with their defaults (None: no default, absent means "not set").
 HOST_KEYS: dict[str, Any] = {
@@ -50,6 +52,11 @@ HOST_KEYS: dict[str, Any] = {
     # The node's address on the cluster network (/etc/hosts, slurm.conf NodeAddr); default:
     # ssh_hostname when it is an IP.
     "node_address": None,
+    # Hypervisors (VFIO passthrough): the devices given to VMs (PCI addresses or vendor:device
+    # IDs), the VMs with their devices, and which passed-through GPUs NVLink joins.
+    "vfio_devices": None,
+    "vms": None,
+    "vfio_nvlink": None,
 }
 
 # Cluster-wide keys: must agree on every host (set them once, in group_data/all.py).
@@ -117,6 +124,40 @@ class RdmaNic:
 
 
 @dataclass(frozen=True)
+class VmSpec:
+    """A virtual machine on a hypervisor and the PCI devices (whole cards) it gets.
+
+    vmid: its Proxmox VE id (``qm``); disk: its disk image (libvirt), None for none.
+    """
+
+    name: str
+    devices: tuple[str, ...]
+    vcpus: int = 4
+    memory_mib: int = 16384
+    vmid: int | None = None
+    disk: str | None = None
+
+
+@dataclass(frozen=True)
+class NvlinkGroup:
+    """Passed-through GPUs joined by NVLink (``fabric``: "bridge" or "nvswitch")."""
+
+    gpus: tuple[str, ...]
+    fabric: str = "bridge"
+
+
+@dataclass(frozen=True)
+class VfioSpec:
+    """What a hypervisor passes through: devices by PCI address (``addresses``) and by
+    vendor:device ID (``ids``), its VMs, and the NVLink groups among its GPUs."""
+
+    addresses: tuple[str, ...] = ()
+    ids: tuple[str, ...] = ()
+    vms: tuple[VmSpec, ...] = ()
+    nvlink: tuple[NvlinkGroup, ...] = ()
+
+
+@dataclass(frozen=True)
 class GpuSpec:
     model: GpuModel
     count: int
@@ -138,6 +179,8 @@ class NodeSpec:
     address: str | None = None
     # Every role knob's checked value for this host (roles/<role>/defaults.py).
     settings: Mapping[str, Any] = field(default_factory=dict)
+    # Hypervisors: what goes to VMs (None on other hosts).
+    vfio: VfioSpec | None = None
 
     @property
     def is_head(self) -> bool:
@@ -146,6 +189,10 @@ class NodeSpec:
     @property
     def is_worker(self) -> bool:
         return WORKER_GROUP in self.groups
+
+    @property
+    def is_hypervisor(self) -> bool:
+        return HYPERVISOR_GROUP in self.groups
 
     @property
     def short_name(self) -> str:

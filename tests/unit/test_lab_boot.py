@@ -22,7 +22,10 @@ def out(state: str, *units: str) -> str:
 
 
 def test_every_gpu_lab_profile_expects_the_no_module_failures_and_the_head_none():
-    assert all(p.expected_failures == NO_NVIDIA_MODULE for p in PROFILES.values())
+    containers = [p for p in PROFILES.values() if not p.is_guest]
+    assert containers and all(p.expected_failures == NO_NVIDIA_MODULE for p in containers)
+    # A QEMU guest runs Debian's own kernel: nothing fails there by design.
+    assert all(p.expected_failures == {} for p in PROFILES.values() if p.is_guest)
     assert expected_failures(None) == {}
 
 

@@ -19,7 +19,7 @@ from tests.conftest import REAL, REPO
 
 HARDWARE = REPO / "lab" / "hardware"
 STAND_IN = REPO / "lab" / "nvidia-smi"
-ALL_PROFILES = sorted(profiles.PROFILES)
+ALL_PROFILES = sorted(profiles.replayed())  # the container workers
 
 
 def load_inventory(tmp_path: Path, hosts_json: dict | None) -> dict[str, list]:
@@ -101,8 +101,9 @@ def test_known_hosts_names_each_host_by_name_and_address() -> None:
 
 def test_inventory_without_a_lab_lists_the_default_specs(tmp_path: Path) -> None:
     groups = load_inventory(tmp_path, None)
-    assert set(groups) == {"head", "workers"}
+    assert set(groups) == {"head", "workers", "hypervisors"}
     assert groups["head"] == [("lab-head", {})]
+    assert groups["hypervisors"] == []  # guests only with `lab up --vm`
     expected = {"lab_expected_failures": dict(profiles.NO_NVIDIA_MODULE)}
     assert groups["workers"] == [
         ("lab-worker1", {"gpu_model": "H100-SXM5-80GB", "gpu_count": 8,

@@ -176,9 +176,9 @@ BAD_INPUTS = [
     ("two-slurm-controllers", _two_heads, "cluster", "group 'head'", "2 Slurm controllers"),
     ("kubernetes-not-deployed-yet", lambda s: everywhere(s, schedulers=["slurm", "kubernetes"]),
      "cluster", "schedulers", "no Kubernetes role yet"),
-    ("hypervisors-not-deployed-yet", lambda s: s.__setitem__(
-        "hgx01", (("workers", "hypervisors"), s["hgx01"][1])), "hgx01", "group",
-     "no VFIO role yet"),
+    ("hypervisor-passes-nothing", lambda s: s.__setitem__(
+        "hgx01", (("workers", "hypervisors"), s["hgx01"][1])), "hgx01", "vfio_devices",
+     "passes nothing through"),
     ("group-typo", lambda s: s.__setitem__("cpu01", (("worker",), {})), "cpu01", "group",
      "did you mean 'workers'"),
     ("upper-case-spec-key", _set("cpu01", GPU_MODEL="H100-SXM5-80GB"), "cpu01", "GPU_MODEL",
