@@ -7,7 +7,8 @@ child process: see inventory_json.py) and turned into the typed cluster spec
 (gpuinfra.spec.build_cluster): the expectations. Each test
 runs once per host (test id ``test_x[HOST]``); a module may set ``VERIFY_NODES = "gpu"`` to
 run only on hosts whose spec lists GPUs
-(``"workers"``: only the workers group). Hosts are reached with testinfra's paramiko backend
+(``"workers"``: only the workers group), and ``VERIFY_SCHEDULER = "slurm"`` only on the nodes
+of that scheduler (node_schedulers). Hosts are reached with testinfra's paramiko backend
 (one connection per host and process) through an ssh_config written from the pyinfra data
 (ssh_hostname, ssh_user, ssh_port, ssh_key, ssh_strict_host_key_checking). Under pytest-xdist
 every test of one host runs on the same worker (scheduler below), so each host is probed once.
@@ -97,6 +98,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         nodes = tuple(n for n in nodes if n.gpus is not None)
     elif which == "workers":
         nodes = tuple(n for n in nodes if n.is_worker)
+    scheduler = getattr(metafunc.module, "VERIFY_SCHEDULER", None)
+    if scheduler:
+        nodes = tuple(n for n in nodes if scheduler in n.schedulers)
     names = [n.name for n in nodes]
     metafunc.parametrize("node_name", names, ids=names, scope="module")
 

@@ -6,7 +6,7 @@ Where each value lives (pyinfra's own places, see README "Describing a site"):
 - ``group_data/all.py``: cluster-wide values (``cluster_name``, ``schedulers``,
   ``driver_branch``, ``mig_strategy``, ``reboot_policy``, ``apt_mirror``, ``apt_proxy``,
   ``nvidia_repo_mirror``, ``offline``, ``slurm_partitions``, ``slurm_accounting``,
-  ``munge_key_rotation``);
+  ``munge_key_rotation``, the ``kubernetes_*`` keys, ``scheduler_sharing``);
 - ``group_data/<group>.py``: values shared by a group (e.g. every worker's GPU model).
 """
 
@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuinfra.knowledge import kubernetes as k8s
 from gpuinfra.knowledge.gpus import GpuModel
 from gpuinfra.knowledge.topology import TopologyProfile
 
@@ -27,12 +28,15 @@ ROLE_GROUPS = (HEAD_GROUP, WORKER_GROUP, HYPERVISOR_GROUP)
 # What the roles deploy today. A spec asking for anything else is refused before any host is
 # touched, with this reason: accepting it would deploy nothing, silently.
 NOT_DEPLOYED = {
-    "kubernetes": "no Kubernetes role yet: schedulers = ['kubernetes'] would deploy nothing",
     HYPERVISOR_GROUP: "no VFIO role yet: hosts in the 'hypervisors' group would get nothing "
                       "for GPU passthrough",
 }
 
 SCHEDULERS = ("slurm", "kubernetes")
+# How a worker in both schedulers is shared: "drain" = it runs slurmd and the kubelet, and the
+# operator drains it in one (scontrol ... state=drain / kubectl cordon+drain) before the other
+# schedules on its GPUs. None: a worker in both is refused.
+SCHEDULER_SHARING = ("drain",)
 MIG_STRATEGIES = ("single", "mixed")
 REBOOT_POLICIES = ("never", "if-needed")
 SHARING_MODES = ("none", "mig", "mps", "time-slicing")
@@ -48,6 +52,8 @@ HOST_KEYS: dict[str, Any] = {
     # The node's address on the cluster network (/etc/hosts, slurm.conf NodeAddr); default:
     # ssh_hostname when it is an IP.
     "node_address": None,
+    # The schedulers this node belongs to (a subset of the site's schedulers); default: all.
+    "node_schedulers": None,
 }
 
 # Cluster-wide keys: must agree on every host (set them once, in group_data/all.py).
@@ -64,6 +70,13 @@ CLUSTER_KEYS: dict[str, Any] = {
     "slurm_partitions": None,
     "slurm_accounting": False,
     "munge_key_rotation": None,
+    "kubernetes_version": k8s.DEFAULT_VERSION,
+    "kubernetes_pod_cidr": "10.244.0.0/16",
+    "kubernetes_service_cidr": "10.96.0.0/12",
+    "kubernetes_cni": k8s.DEFAULT_CNI,
+    "kubernetes_device_plugin_version": k8s.DEFAULT_DEVICE_PLUGIN_VERSION,
+    "kubernetes_image_repository": k8s.DEFAULT_IMAGE_REPOSITORY,
+    "scheduler_sharing": None,
 }
 
 SPEC_KEYS = (*HOST_KEYS, *CLUSTER_KEYS)
@@ -132,6 +145,8 @@ class NodeSpec:
     address: str | None = None
     # Every role knob's checked value for this host (roles/<role>/defaults.py).
     settings: Mapping[str, Any] = field(default_factory=dict)
+    # The schedulers this node belongs to (node_schedulers; default: the site's).
+    schedulers: tuple[str, ...] = ()
 
     @property
     def is_head(self) -> bool:
@@ -155,6 +170,27 @@ class Partition:
 
 
 @dataclass(frozen=True)
+class KubernetesSpec:
+    """The Kubernetes cluster: pinned version (``1.35.8``), networks, CNI, device plugin."""
+
+    version: str = k8s.DEFAULT_VERSION
+    pod_cidr: str = "10.244.0.0/16"
+    service_cidr: str = "10.96.0.0/12"
+    cni: str = k8s.DEFAULT_CNI
+    device_plugin_version: str = k8s.DEFAULT_DEVICE_PLUGIN_VERSION
+    image_repository: str = k8s.DEFAULT_IMAGE_REPOSITORY
+
+    @property
+    def minor(self) -> str:
+        return k8s.minor_of(self.version)
+
+    @property
+    def pause_image(self) -> str:
+        """The sandbox image containerd must use (kubeadm's, from the image repository)."""
+        return k8s.pause_image(self.version, self.image_repository)
+
+
+@dataclass(frozen=True)
 class ClusterSpec:
     name: str
     schedulers: tuple[str, ...]
@@ -169,6 +205,8 @@ class ClusterSpec:
     partitions: tuple[Partition, ...] = ()
     slurm_accounting: bool = False
     munge_key_rotation: str | None = None
+    kubernetes: KubernetesSpec = field(default_factory=KubernetesSpec)
+    scheduler_sharing: str | None = None
     warnings: tuple[SpecWarning, ...] = ()
 
     def node(self, name: str) -> NodeSpec:
@@ -185,3 +223,11 @@ class ClusterSpec:
     @property
     def gpu_nodes(self) -> tuple[NodeSpec, ...]:
         return tuple(n for n in self.nodes if n.gpus is not None)
+
+    def members(self, scheduler: str) -> tuple[NodeSpec, ...]:
+        """The nodes ``scheduler`` runs on (head and workers), per their node_schedulers."""
+        return tuple(n for n in self.nodes if scheduler in n.schedulers)
+
+    def workers_of(self, scheduler: str) -> tuple[NodeSpec, ...]:
+        """The workers ``scheduler`` schedules on."""
+        return tuple(n for n in self.nodes if n.is_worker and scheduler in n.schedulers)

@@ -22,6 +22,7 @@ from pyinfra.operations import apt, files, server, systemd
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.spec import NodeSpec
 from roles.apt import APT_CACHE_S
+from roles.remote import sudo_args
 
 if TYPE_CHECKING:  # the run's Site, built by roles.site (which imports the knobs)
     from roles.site import Site
@@ -75,24 +76,19 @@ def _copy_key(state: Any, host: Any, source: Any) -> None:  # noqa: ARG001 - pyi
     pyinfra passes (state, host) to callbacks whose parameters have exactly those names."""
     target = host
     buffer = BytesIO()
-    if not source.get_file(KEY, buffer, **_sudo(source)):
+    if not source.get_file(KEY, buffer, **sudo_args(source)):
         raise GpuinfraError(f"munge: cannot read {KEY} on {source.name}")
     if len(buffer.getvalue()) < 32:
         raise GpuinfraError(f"munge: {KEY} on {source.name} is too short to be a key")
     staged = f"{KEY}.gpuinfra-new"
-    if not target.put_file(BytesIO(buffer.getvalue()), staged, **_sudo(target)):
+    if not target.put_file(BytesIO(buffer.getvalue()), staged, **sudo_args(target)):
         raise GpuinfraError(f"munge: cannot write {staged} on {target.name}")
     command = StringCommand("chown", "munge:munge", staged, "&&", "chmod", "0400", staged,
                             "&&", "mv", "-f", staged, KEY)
-    ok, output = target.run_shell_command(command, **_sudo(target))
+    ok, output = target.run_shell_command(command, **sudo_args(target))
     if not ok:
         raise GpuinfraError(f"munge: installing the key on {target.name} failed: "
                             f"{output.stderr}")
-
-
-def _sudo(target: Any) -> dict[str, Any]:
-    sudo = target.data.get("_sudo", target.state.config.SUDO)
-    return {"_sudo": True} if sudo else {}
 
 
 @operation()

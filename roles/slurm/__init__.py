@@ -120,8 +120,8 @@ def _configs(site: Site, node: NodeSpec, data: Any,
     conf = slurm_conf(
         spec,
         addresses={n.name: n.address for n in spec.nodes},
-        hardware={n.name: worker_hardware(site, n.name) for n in spec.workers},
-        gres_type_of={n.name: gres_type_of(n) for n in spec.workers},
+        hardware={n.name: worker_hardware(site, n.name) for n in spec.workers_of("slurm")},
+        gres_type_of={n.name: gres_type_of(n) for n in spec.workers_of("slurm")},
         accounting=spec.slurm_accounting,
         extra=data["slurm_conf_extra"],
     )
@@ -141,9 +141,10 @@ def slurm(site: Site, node: NodeSpec) -> None:
     spec = site.spec
     data = node.settings
     distro = DISTRO[host_distro()]
-    workers = spec.workers
+    workers = spec.workers_of("slurm")
     if not workers:
-        raise GpuinfraError("slurm: no host in the 'workers' group: nothing to schedule on")
+        raise GpuinfraError("slurm: no Slurm host in the 'workers' group: nothing to schedule "
+                            "on")
 
     texts, plan, notes = _configs(site, node, data, distro)
     for note in [*notes, *plan.notes]:

@@ -511,7 +511,7 @@ def test_each_run_gets_the_site_of_its_own_inventory_built_once():
 
 def test_a_cluster_without_workers_is_refused():
     only_head = [FakeHost(HEAD, ("head",), fresh("debian-12", HEAD), SPEC[HEAD])]
-    with pytest.raises(GpuinfraError, match="no host in the 'workers' group"):
+    with pytest.raises(GpuinfraError, match="no Slurm host in the .workers. group"):
         plan_cluster(slurm, only_head, HEAD, CLUSTER)
 
 
