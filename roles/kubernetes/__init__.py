@@ -19,9 +19,9 @@ from io import StringIO
 from typing import TYPE_CHECKING, Any
 
 from pyinfra import host, logger
-from pyinfra.api import StringCommand, deploy
+from pyinfra.api import deploy
 from pyinfra.facts.deb import DebPackages
-from pyinfra.facts.files import File, FileContents
+from pyinfra.facts.files import FileContents
 from pyinfra.operations import apt, files, server, systemd
 from pyinfra.operations.util import any_changed
 
@@ -32,13 +32,16 @@ from gpuinfra.knowledge.packages import PinnedPackages
 from gpuinfra.spec import ClusterSpec, NodeSpec
 from roles.apt import apt_keyring, install_pinned
 from roles.checked import check_script, checked_files
-from roles.facts import LoadedModules, host_distro
+from roles.facts import host_distro
 from roles.kubernetes.operations import (
     KUBECTL,
+    control_plane,
     joined,
     manifests_applied,
+    modules_loaded,
     node_labels,
     refuse,
+    swap_off,
 )
 
 if TYPE_CHECKING:  # the run's Site, built by roles.site (which imports the knobs)
@@ -89,27 +92,15 @@ def _containerd_advice(version: str) -> None:
 
 
 def _node_preparation() -> None:
-    fstab = host.get_fact(FileContents, path="/etc/fstab")
-    if fstab is not None:
-        text = "\n".join(fstab) + "\n"
-        files.put(name="Swap off at boot (swap entries commented out in /etc/fstab)",
-                  dest="/etc/fstab", src=StringIO(kubeadm.fstab_without_swap(text)), mode="644")
-    swaps = host.get_fact(FileContents, path="/proc/swaps") or []
-    if kubeadm.active_swaps("\n".join(swaps)):
-        server.shell(name="Swap off now (the kubelet refuses to run with swap)",
-                     commands=["swapoff -a"])
-    else:
-        host.noop("no active swap")
+    swap_off(name="Swap off, now and at boot (the kubelet refuses to run with swap)")
     files.put(name=f"Load {', '.join(kubeadm.KERNEL_MODULES)} at boot",
               dest=kubeadm.MODULES_FILE, src=StringIO(kubeadm.modules_file()), mode="644")
-    loaded = host.get_fact(LoadedModules).get("modules", {})
-    missing = [m for m in kubeadm.KERNEL_MODULES if m not in loaded]
-    if missing:
-        server.shell(name=f"Load {', '.join(missing)} now",
-                     commands=[StringCommand("modprobe", "-a", *missing)])
+    modules_loaded(name=f"Load {', '.join(kubeadm.KERNEL_MODULES)} now",
+                   modules=list(kubeadm.KERNEL_MODULES))
+    files.put(name="Forwarding sysctls at boot", dest=kubeadm.SYSCTL_FILE,
+              src=StringIO(kubeadm.sysctl_file()), mode="644")
     for key, value in kubeadm.SYSCTLS.items():
-        server.sysctl(name=f"{key} = {value}", key=key, value=int(value), persist=True,
-                      persist_file=kubeadm.SYSCTL_FILE)
+        server.sysctl(name=f"{key} = {value} now", key=key, value=int(value))
 
 
 def _repository_and_packages(spec: ClusterSpec, node: NodeSpec, data: Any, version: str) -> bool:
@@ -136,7 +127,8 @@ def _repository_and_packages(spec: ClusterSpec, node: NodeSpec, data: Any, versi
                                                                                wanted))
     install_pinned(f"Kubernetes {version} (kubeadm, kubelet, kubectl)", pinned, PIN_FILE)
     # kubeadm starts the kubelet once its configuration exists; it must start at boot.
-    systemd.service(name="kubelet enabled at boot", service="kubelet", enabled=True)
+    systemd.service(name="kubelet enabled at boot", service="kubelet", running=None,
+                    enabled=True)
     return True
 
 
@@ -152,39 +144,27 @@ def _init_config(spec: ClusterSpec, node: NodeSpec) -> str:
 
 def _control_plane(spec: ClusterSpec, node: NodeSpec) -> None:
     text = _init_config(spec, node)
-    if host.get_fact(File, path=kubeadm.ADMIN_CONF):
-        _initialised(spec, node, text)
-        return
-    checked_files(
-        name="kubeadm-init.yaml from the spec, checked by kubeadm before it goes in",
-        files={kubeadm.INIT_CONFIG: text}, stage=STAGE, mode="0600",
-        check=check_script(f"kubeadm config validate --config {STAGE}/kubeadm-init.yaml",
-                           "kubeadm", STAGE))
-    server.shell(name="Initialise the control plane (kubeadm init, once)",
-                 commands=[StringCommand("kubeadm", "init", "--config", kubeadm.INIT_CONFIG,
-                                         "--skip-token-print")])
+    control_plane(name="Initialise the control plane (kubeadm-init.yaml checked by kubeadm, "
+                       "kubeadm init once)", config=text, stage=STAGE,
+                  refusal=_refusal(text))
 
 
-def _initialised(spec: ClusterSpec, node: NodeSpec, text: str) -> None:
-    """A control plane exists: never initialised again. Its networks and address cannot change
-    under it; a different version is an upgrade (see _repository_and_packages)."""
+def _refusal(text: str) -> str | None:
+    """Why an initialised control plane cannot take the spec: its networks or address changed
+    (a different version is an upgrade: _repository_and_packages). None when it can."""
     lines = host.get_fact(FileContents, path=kubeadm.INIT_CONFIG)
     if lines is None:
-        logger.warning(f"{host.print_prefix}kubernetes: a control plane exists that gpuinfra "
-                       f"did not initialise (no {kubeadm.INIT_CONFIG}): left as it is")
-        return
+        return None  # not initialised by gpuinfra (or not at all): see control_plane
     have = kubeadm.init_settings("\n".join(lines))
     want = kubeadm.init_settings(text)
     changed = [k for k in ("pod_cidr", "service_cidr", "address") if have[k] != want[k]]
-    if changed:
-        refuse(name="Stop: the control plane was made with other networks or address",
-               message=(f"gpuinfra: the cluster was initialised with "
-                        f"{', '.join(f'{k}={have[k]}' for k in changed)}; the spec now says "
-                        f"{', '.join(f'{k}={want[k]}' for k in changed)}. kubeadm cannot change "
-                        "these on a running cluster: restore the spec's values, or rebuild "
-                        "the cluster (kubeadm reset on every node, then deploy)."))
-    else:
-        host.noop("control plane already initialised with the spec's networks (kept)")
+    if not changed:
+        return None
+    return (f"gpuinfra: the cluster was initialised with "
+            f"{', '.join(f'{k}={have[k]}' for k in changed)}; the spec now says "
+            f"{', '.join(f'{k}={want[k]}' for k in changed)}. kubeadm cannot change these on a "
+            "running cluster: restore the spec's values, or rebuild the cluster (kubeadm reset "
+            "on every node, then deploy).")
 
 
 def gpu_configs(spec: ClusterSpec) -> dict[str, dict[str, Any]]:

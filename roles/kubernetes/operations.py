@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
+from io import StringIO
 from typing import Any
 
 from pyinfra import host
 from pyinfra.api import FactBase, FunctionCommand, QuoteString, StringCommand, operation
+from pyinfra.facts.files import File, FileContents
+from pyinfra.operations import files
 
 from gpuinfra import kubeadm
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.parsers.kubectl import parse_nodes
-from roles.checked import check_script
+from roles.checked import check_script, checked_files
+from roles.facts import LoadedModules
 from roles.remote import put_text, run
 
 KUBECTL = ("kubectl", "--kubeconfig", kubeadm.ADMIN_CONF)
@@ -58,6 +62,64 @@ class ManifestsInSync(FactBase):
     def process(self, output: list[str]) -> bool | None:
         answer = output[-1].strip() if output else "none"
         return {"0": True, "1": False}.get(answer)
+
+
+# ---------------------------------------------------------------------------- node preparation
+# One operation each, whatever the node's state: every Kubernetes node plans the same number of
+# operations before the control plane's init and the workers' joins, which pyinfra then runs
+# in the order of the code (init first: see the plan test of that order).
+
+@operation()
+def swap_off():
+    """No swap now (``swapoff -a``) and none at boot (swap lines of /etc/fstab commented)."""
+    lines = host.get_fact(FileContents, path="/etc/fstab")
+    if lines is not None:
+        text = "\n".join(lines) + "\n"
+        wanted = kubeadm.fstab_without_swap(text)
+        if wanted != text:
+            yield from files.put._inner(src=StringIO(wanted), dest="/etc/fstab", mode="644")
+    swaps = host.get_fact(FileContents, path="/proc/swaps") or []
+    if kubeadm.active_swaps("\n".join(swaps)):
+        yield StringCommand("swapoff", "-a")
+    elif lines is None or kubeadm.fstab_without_swap("\n".join(lines) + "\n") == \
+            "\n".join(lines) + "\n":
+        host.noop("no swap, now or at boot")
+
+
+@operation()
+def modules_loaded(modules: Sequence[str]):
+    """``modules`` loaded now (modprobe), when /proc/modules lacks them."""
+    loaded = host.get_fact(LoadedModules).get("modules", {})
+    missing = [m for m in modules if m not in loaded]
+    if not missing:
+        host.noop(f"already loaded: {', '.join(modules)}")
+        return
+    yield StringCommand("modprobe", "-a", *missing)
+
+
+# ---------------------------------------------------------------------------- the control plane
+
+@operation()
+def control_plane(config: str, stage: str, refusal: str | None = None):
+    """The control plane, initialised once: kubeadm-init.yaml checked by kubeadm and moved in,
+    then ``kubeadm init``; nothing when /etc/kubernetes/admin.conf exists (never again), or
+    the refusal when the spec changed what a running control plane cannot change.
+
+    + config: kubeadm-init.yaml's text
+    + stage: the private staging directory
+    + refusal: the message to stop with (computed from the live file by the caller)
+    """
+    if host.get_fact(File, path=kubeadm.ADMIN_CONF):
+        if refusal:
+            yield StringCommand(f"printf '%s\\n' {shlex.quote(refusal)} >&2; exit 1")
+        else:
+            host.noop("control plane already initialised (kept: never initialised again)")
+        return
+    yield from checked_files._inner(
+        files={kubeadm.INIT_CONFIG: config}, stage=stage, mode="0600",
+        check=check_script(f"kubeadm config validate --config {stage}/kubeadm-init.yaml",
+                           "kubeadm", stage))
+    yield StringCommand("kubeadm", "init", "--config", kubeadm.INIT_CONFIG, "--skip-token-print")
 
 
 # ---------------------------------------------------------------------------- the join
@@ -111,8 +173,6 @@ def joined(head: Any, settings: Mapping[str, Any]):
     + head: the pyinfra host of the control plane (the token is made there)
     + settings: node_name, address, api_endpoint, taints, labels for the JoinConfiguration
     """
-    from pyinfra.facts.files import File
-
     if host.get_fact(File, path=kubeadm.KUBELET_CONF):
         host.noop(f"already joined ({kubeadm.KUBELET_CONF}): never joined twice")
         return
