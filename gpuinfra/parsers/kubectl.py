@@ -158,6 +158,8 @@ def parse_describe_resources(text: str) -> dict[str, dict[str, int]]:
             block = match[1]
             out[block] = {}
             continue
+        if block and line.strip() in ("[...]", "..."):
+            continue  # lines left out by whoever pasted it
         entry = _ENTRY.match(line)
         if block and entry:
             if entry[1].startswith(NVIDIA_PREFIX):
