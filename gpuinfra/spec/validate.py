@@ -446,11 +446,12 @@ def _partial_effects(nodes: Sequence[NodeSpec]) -> list[SpecWarning]:
     for node in nodes:
         slurm, kube = "slurm" in node.schedulers, "kubernetes" in node.schedulers
         if node.sharing.mode == "mig":
+            users = " and ".join(u for u, on in (("Slurm's GRES", slurm),
+                                                 ("the device plugin's resources", kube)) if on)
             found.append(SpecWarning(node.name, "gpu_sharing['mig_layout']",
-                                     "counted into Slurm's GRES and the device plugin's "
-                                     "resources, but no role creates the MIG instances yet: "
-                                     "create them by hand (nvidia-smi mig -cgi) before jobs ask "
-                                     "for them"))
+                                     f"counted into {users or 'no scheduler'}, but no role "
+                                     "creates the MIG instances yet: create them by hand "
+                                     "(nvidia-smi mig -cgi) before jobs ask for them"))
         elif node.sharing.mode == "mps" and slurm:
             found.append(SpecWarning(node.name, "gpu_sharing",
                                      "Slurm counts mps GRES, but no role starts the MPS daemon "
