@@ -13,7 +13,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from gpuinfra.deviceplugin import GPU_RESOURCE
 from gpuinfra.parsers.kubectl import KubeNode, KubePod
 from verify.expect import problem
 
@@ -159,10 +158,6 @@ def pod_problem(name: str, what: str, pods: Sequence[KubePod], log: str = "") ->
         f"`kubectl -n {pod.namespace} describe pod {pod.name}` and its logs")
     return problem(name, f"{what} pod {pod.name} is {state} (restarts: {pod.restarts})",
                    cause, fix)
-
-
-def expected_gpu_count(seen: Mapping[str, int]) -> int:
-    return seen.get(GPU_RESOURCE, 0)
 
 
 def visible_gpus(nvidia_smi_l: str) -> list[str]:

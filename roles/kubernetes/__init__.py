@@ -32,7 +32,6 @@ from gpuinfra.knowledge.packages import PinnedPackages
 from gpuinfra.spec import ClusterSpec, NodeSpec
 from roles.apt import apt_keyring, install_pinned
 from roles.checked import check_script, checked_files
-from roles.facts import host_distro
 from roles.kubernetes.operations import (
     KUBECTL,
     control_plane,
@@ -47,13 +46,6 @@ from roles.kubernetes.operations import (
 if TYPE_CHECKING:  # the run's Site, built by roles.site (which imports the knobs)
     from roles.site import Site
 
-# The containerd the distribution ships (containerd's recommendation per Kubernetes minor is
-# in gpuinfra.knowledge.kubernetes; a node below it gets a warning, the deploy goes on).
-DISTRO = {
-    "debian-12": {"containerd": "1.6.20"},
-    "ubuntu-22.04": {"containerd": "1.7.28"},
-    "ubuntu-24.04": {"containerd": "1.7.28"},
-}
 PIN_FILE = "/etc/apt/preferences.d/gpuinfra-kubernetes"
 STAGE = f"{kubeadm.CONFIG_DIR}/.stage"
 MANIFESTS = f"{kubeadm.CONFIG_DIR}/manifests"
@@ -85,7 +77,10 @@ def kubernetes(site: Site, node: NodeSpec) -> None:
 
 
 def _containerd_advice(version: str) -> None:
-    why = k8s.containerd_recommended(version, DISTRO[host_distro()]["containerd"])
+    """A warning when the installed containerd is below containerd's recommendation for the
+    pinned minor (gpuinfra.knowledge.kubernetes); the deploy goes on with it."""
+    installed = (host.get_fact(DebPackages).get("containerd") or [None])[0]
+    why = k8s.containerd_recommended(version, installed) if installed else None
     if why:
         logger.warning(f"{host.print_prefix}kubernetes: {why}; the distribution's containerd "
                        "is used as it is")

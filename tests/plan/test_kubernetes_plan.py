@@ -309,3 +309,18 @@ def test_nodes_outside_kubernetes_get_nothing():
     assert result.plans[GPU1].commands == []
     assert result.plans[GPU2].op("Join the cluster").commands
     assert "GPU labels and taint of gpu01" not in [op.name for op in result.plans[HEAD].ops]
+
+
+@pytest.mark.parametrize("containerd, warned", [("1.6.20~ds1-1+deb12u3", True),
+                                                ("1.7.24~ds1-6+deb13u1", True),
+                                                ("1.7.28-0ubuntu1~24.04.1", False)])
+def test_a_containerd_below_the_recommendation_is_warned_about(containerd, warned, caplog):
+    facts = converged("debian-12")
+    for name in NAMES:
+        facts[name]["deb.DebPackages"] = {**facts[name]["deb.DebPackages"],
+                                          "containerd": [containerd]}
+    with caplog.at_level(logging.WARNING):
+        result = plan_all(facts)
+    assert result.plans[HEAD].commands == []  # a warning, not a change
+    assert ("recommends for Kubernetes 1.35" in caplog.text or
+            "not among containerd's recommendations" in caplog.text) is warned

@@ -151,3 +151,16 @@ def test_cidrs_are_checked_only_for_kubernetes_sites():
                                            "kubernetes_pod_cidr": "10.0.0.0/16"})
                           for n, (g, d) in s.items()])
     assert spec.schedulers == ("slurm",)
+
+
+@pytest.mark.parametrize("version, containerd, words", [
+    ("1.35.8", "1.6.20~ds1-1+deb12u3", "not among containerd's recommendations"),
+    ("1.35.8", "1.7.24~ds1-6+deb13u1", "older than the 1.7.28+"),
+    ("1.35.8", "1.7.28-0ubuntu1~24.04.1", None),
+    ("1.33.5", "1.6.36~ds1-1", None),
+    ("1.35.8", "2.2.1-1", None),
+    ("1.35.8", "", "unknown"),
+])
+def test_containerd_against_its_recommendation(version, containerd, words):
+    why = k8s.containerd_recommended(version, containerd)
+    assert (why is None) if words is None else (words in why)
