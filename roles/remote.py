@@ -9,12 +9,32 @@ file goes up from memory, never from this machine's disk.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from io import BytesIO
 from typing import Any
 
+from gevent.lock import BoundedSemaphore
 from pyinfra.api import StringCommand
 
 from gpuinfra.errors import GpuinfraError
+
+# pyinfra keeps one SFTP client per host and runs an operation on every host at once, each in
+# its own greenlet. Two callbacks reading from the same source host (every worker fetching the
+# head's MUNGE key) would then drive that one SFTP client concurrently, which paramiko does not
+# support: the transfers wait on each other forever (seen in the lab once the head's SFTP
+# client existed before the copies). One transfer per host at a time.
+_TRANSFERS: defaultdict[str, BoundedSemaphore] = defaultdict(BoundedSemaphore)
+
+
+def get_bytes(source: Any, path: str, what: str) -> bytes:
+    """The content of ``path`` on ``source``, read into memory (one transfer per host at a
+    time); GpuinfraError naming ``what`` and the host when it cannot be read."""
+    buffer = BytesIO()
+    with _TRANSFERS[source.name]:
+        ok = source.get_file(path, buffer, **sudo_args(source))
+    if not ok:
+        raise GpuinfraError(f"{what}: cannot read {path} on {source.name}")
+    return buffer.getvalue()
 
 
 def sudo_args(target: Any) -> dict[str, Any]:
@@ -33,7 +53,15 @@ def run(target: Any, command: StringCommand, what: str) -> str:
     return output.stdout
 
 
+def put_bytes(target: Any, data: bytes, path: str, what: str) -> None:
+    """``data`` uploaded to ``path`` on ``target`` from memory (one transfer per host at a
+    time)."""
+    with _TRANSFERS[target.name]:
+        ok = target.put_file(BytesIO(data), path, **sudo_args(target))
+    if not ok:
+        raise GpuinfraError(f"{what}: cannot write {path} on {target.name}")
+
+
 def put_text(target: Any, text: str, path: str, what: str) -> None:
     """``text`` uploaded to ``path`` on ``target`` from memory."""
-    if not target.put_file(BytesIO(text.encode()), path, **sudo_args(target)):
-        raise GpuinfraError(f"{what}: cannot write {path} on {target.name}")
+    put_bytes(target, text.encode(), path, what)

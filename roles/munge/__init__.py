@@ -12,7 +12,6 @@ its SHA-256 is ever read, to compare). On every node: munge:munge, mode 0400, in
 
 from __future__ import annotations
 
-from io import BytesIO
 from typing import TYPE_CHECKING, Any
 
 from pyinfra import host
@@ -22,7 +21,7 @@ from pyinfra.operations import apt, files, server, systemd
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.spec import NodeSpec
 from roles.apt import APT_CACHE_S
-from roles.remote import sudo_args
+from roles.remote import get_bytes, put_bytes, sudo_args
 
 if TYPE_CHECKING:  # the run's Site, built by roles.site (which imports the knobs)
     from roles.site import Site
@@ -75,14 +74,11 @@ def _copy_key(state: Any, host: Any, source: Any) -> None:  # noqa: ARG001 - pyi
 
     pyinfra passes (state, host) to callbacks whose parameters have exactly those names."""
     target = host
-    buffer = BytesIO()
-    if not source.get_file(KEY, buffer, **sudo_args(source)):
-        raise GpuinfraError(f"munge: cannot read {KEY} on {source.name}")
-    if len(buffer.getvalue()) < 32:
+    key = get_bytes(source, KEY, "munge")
+    if len(key) < 32:
         raise GpuinfraError(f"munge: {KEY} on {source.name} is too short to be a key")
     staged = f"{KEY}.gpuinfra-new"
-    if not target.put_file(BytesIO(buffer.getvalue()), staged, **sudo_args(target)):
-        raise GpuinfraError(f"munge: cannot write {staged} on {target.name}")
+    put_bytes(target, key, staged, "munge")
     command = StringCommand("chown", "munge:munge", staged, "&&", "chmod", "0400", staged,
                             "&&", "mv", "-f", staged, KEY)
     ok, output = target.run_shell_command(command, **sudo_args(target))
