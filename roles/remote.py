@@ -26,11 +26,17 @@ from gpuinfra.errors import GpuinfraError
 _TRANSFERS: defaultdict[str, BoundedSemaphore] = defaultdict(BoundedSemaphore)
 
 
+def exclusive(target: Any) -> BoundedSemaphore:
+    """Hold while a callback talks to ``target`` on behalf of another host (the control plane
+    making a join token for each worker): one such exchange with a host at a time."""
+    return _TRANSFERS[target.name]
+
+
 def get_bytes(source: Any, path: str, what: str) -> bytes:
     """The content of ``path`` on ``source``, read into memory (one transfer per host at a
     time); GpuinfraError naming ``what`` and the host when it cannot be read."""
     buffer = BytesIO()
-    with _TRANSFERS[source.name]:
+    with exclusive(source):
         ok = source.get_file(path, buffer, **sudo_args(source))
     if not ok:
         raise GpuinfraError(f"{what}: cannot read {path} on {source.name}")
@@ -56,7 +62,7 @@ def run(target: Any, command: StringCommand, what: str) -> str:
 def put_bytes(target: Any, data: bytes, path: str, what: str) -> None:
     """``data`` uploaded to ``path`` on ``target`` from memory (one transfer per host at a
     time)."""
-    with _TRANSFERS[target.name]:
+    with exclusive(target):
         ok = target.put_file(BytesIO(data), path, **sudo_args(target))
     if not ok:
         raise GpuinfraError(f"{what}: cannot write {path} on {target.name}")

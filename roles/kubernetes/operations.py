@@ -18,7 +18,7 @@ from gpuinfra.errors import GpuinfraError
 from gpuinfra.parsers.kubectl import parse_nodes
 from roles.checked import check_script, checked_files
 from roles.facts import LoadedModules
-from roles.remote import put_text, run
+from roles.remote import exclusive, put_text, run
 
 KUBECTL = ("kubectl", "--kubeconfig", kubeadm.ADMIN_CONF)
 JOIN_STAGE = f"{kubeadm.CONFIG_DIR}/.join-stage"
@@ -138,14 +138,16 @@ def _join(state: Any, host: Any, head: Any, settings: Mapping[str, Any]) -> None
     and removed; the token is deleted on the control plane afterwards. The token is never
     printed, logged, written here or put on a command line (pyinfra passes (state, host))."""
     node = host
-    token = run(head, StringCommand(
-        "kubeadm", "token", "create", "--kubeconfig", kubeadm.ADMIN_CONF,
-        "--ttl", kubeadm.JOIN_TOKEN_TTL,
-        "--description", QuoteString(f"gpuinfra: join of {settings['node_name']}")),
-        "kubeadm token create").strip()
+    with exclusive(head):  # the workers' callbacks run at once: one exchange with the head
+        token = run(head, StringCommand(
+            "kubeadm", "token", "create", "--kubeconfig", kubeadm.ADMIN_CONF,
+            "--ttl", kubeadm.JOIN_TOKEN_TTL,
+            "--description", QuoteString(f"gpuinfra: join of {settings['node_name']}")),
+            "kubeadm token create").strip()
+        ca_hash = run(head, StringCommand(kubeadm.CA_HASH_COMMAND),
+                      "the CA key hash").strip()
     secrets = [token, token.split(".")[-1]]
     try:
-        ca_hash = run(head, StringCommand(kubeadm.CA_HASH_COMMAND), "the CA key hash").strip()
         text = kubeadm.join_config(token=token, ca_hash=ca_hash, **settings)
         run(node, StringCommand("install", "-d", "-m", "0700", JOIN_STAGE),
             "the join staging directory")
@@ -161,9 +163,10 @@ def _join(state: Any, host: Any, head: Any, settings: Mapping[str, Any]) -> None
         raise GpuinfraError(_scrub(str(exc), secrets)) from None
     finally:
         # Best effort: the token expires by itself after JOIN_TOKEN_TTL.
-        head.run_shell_command(StringCommand("kubeadm", "token", "delete", "--kubeconfig",
-                                             kubeadm.ADMIN_CONF, token.split(".")[0]),
-                               print_output=False, print_input=False)
+        with exclusive(head):
+            head.run_shell_command(StringCommand("kubeadm", "token", "delete", "--kubeconfig",
+                                                 kubeadm.ADMIN_CONF, token.split(".")[0]),
+                                   print_output=False, print_input=False)
 
 
 @operation()
