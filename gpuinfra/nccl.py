@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from gpuinfra.errors import GpuinfraError, ParseError
@@ -34,6 +34,10 @@ _RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S
 _OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s+(OK|FAILED)")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+)")
 _NETWORK = re.compile(r"NCCL INFO Using network (.+)$")
+# NCCL_DEBUG=INFO lines saying whether NVLink SHARP (NVLS) can be used.
+_NVLS_OFF = re.compile(r"NVLS multicast support is not available|"
+                       r"NCCL_NVLS_ENABLE set by environment to 0")
+_NVLS_ON = re.compile(r"NVLS multicast support is available")
 _VERSION = re.compile(r"NCCL version (\S+)")
 _PROBLEM = re.compile(r"NCCL WARN|NCCL failure|Test failure|srun: error|error:", re.IGNORECASE)
 _INT = re.compile(r"^\d+$")
@@ -83,7 +87,9 @@ class AllReduceResult:
 
     out_of_bounds: the summary's count ("# Out of bounds values : N OK|FAILED"); networks: what
     NCCL_DEBUG=INFO said it used between nodes ("IB", "Socket", ...); problems: NCCL WARN/error
-    lines, kept for the diagnosis; checked: False when every #wrong cell is N/A (run with -c 0).
+    lines, kept for the diagnosis; checked: False when every #wrong cell is N/A (run with -c 0);
+    nvls: whether NCCL could use NVLink SHARP (False when any rank said it could not), None when
+    the log does not say.
     """
 
     rows: tuple[AllReduceRow, ...]
@@ -94,6 +100,7 @@ class AllReduceResult:
     nccl_version: str | None = None
     problems: tuple[str, ...] = ()
     checked: bool = True
+    nvls: bool | None = None
 
     @property
     def largest(self) -> AllReduceRow:
@@ -136,6 +143,7 @@ class _State:
         self.version: str | None = None
         self.with_root: bool | None = None
         self.headers = 0
+        self.nvls: bool | None = None
         self.counted = False  # saw a #wrong count (or the old error column): results checked
 
     def feed(self, number: int, line: str) -> None:
@@ -176,6 +184,10 @@ class _State:
             raise ParseError(SOURCE, f"unreadable result row: {line!r}", number) from None
 
     def _other(self, line: str) -> None:
+        if _NVLS_OFF.search(line):
+            self.nvls = False
+        elif _NVLS_ON.search(line) and self.nvls is None:
+            self.nvls = True
         if (net := _NETWORK.search(line)) is not None and net[1] not in self.networks:
             self.networks.append(net[1])
         elif (version := _VERSION.search(line)) is not None and self.version is None:
@@ -198,7 +210,7 @@ class _State:
                              + _first_problem(self.problems))
         return AllReduceResult(tuple(self.rows), self.oob, self.avg, tuple(self.ranks),
                                tuple(self.networks), self.version, tuple(self.problems),
-                               self.counted)
+                               self.counted, self.nvls)
 
 
 def _wrong(cell: str) -> int | None:
@@ -243,6 +255,13 @@ SOCKET_CAUSE = ("NCCL used TCP sockets between nodes (NET/Socket) instead of Inf
                 "no usable RDMA device, or NCCL_IB_HCA names devices that do not exist")
 SOCKET_FIX = ("`ibv_devinfo` (PORT_ACTIVE) and `ibstat` on every node; check NCCL_IB_HCA against "
               "`ibv_devices`; NCCL_DEBUG=INFO shows why NET/IB was not used")
+NVLS_CAUSE = ("NCCL could not use NVLink SHARP (\"NVLS multicast support is not available\" or "
+              "NCCL_NVLS_ENABLE=0): on an NVSwitch board with Fabric Manager up it should be "
+              "available (NCCL >= 2.17, multicast-capable driver, not disabled by a VM or a "
+              "container without the IMEX/multicast devices); busbw is judged against the ring "
+              "floor instead")
+NVLS_FIX = ("unset NCCL_NVLS_ENABLE, check `systemctl status nvidia-fabricmanager` and the NCCL "
+            "version; where NVLS is unavailable by design, the ring floor is the right one")
 EXCLUSIVE = "; or other jobs shared the nodes (the generated script asks for --exclusive)"
 BUSBW_CAUSES: dict[str, str] = {
     "nvswitch-all-to-all": "the NVSwitch path is degraded: Fabric Manager down, NVLinks down or "
@@ -251,11 +270,15 @@ BUSBW_CAUSES: dict[str, str] = {
     "blocking P2P",
     "bridged-pairs": "an NVLink bridge not seated or links down, PCIe between the pairs trained "
     "below x16/its generation, or ACS/IOMMU blocking P2P",
+    "fixed-mesh": "a GPU's NVLinks down or trained slow (the mesh then routes through PCIe), "
+    "Fabric Manager down on a switched mesh, or ACS/IOMMU blocking P2P",
+    "nvlink-domain": "a GPU not registered with the rack's NVLink domain (fabric State/Status in "
+    "`nvidia-smi -q`), NVLinks down or trained slow",
     "pcie-only": "a GPU's PCIe link trained below x16 or its generation, P2P blocked by ACS/IOMMU "
     "or BIOS, or GPUs across sockets",
-    "network": "the network between nodes is slower than its NICs: NCCL fell back to TCP "
-    "sockets (no IB/GPUDirect RDMA: the NCCL_DEBUG=INFO lines say NET/Socket instead of NET/IB), "
-    "nvidia-peermem not loaded (no GPUDirect RDMA), an IB link down or trained slow, "
+    "network": "the network between nodes is slower than this fabric measures: NCCL fell back "
+    "to TCP sockets (no IB/GPUDirect RDMA: the NCCL_DEBUG=INFO lines say NET/Socket instead of "
+    "NET/IB), nvidia-peermem not loaded (no GPUDirect RDMA), an IB link down or trained slow, "
     "NCCL_IB_HCA naming the wrong devices, or ACS/IOMMU blocking GPU-to-NIC P2P",
 }
 BUSBW_FIXES: dict[str, str] = {
@@ -280,8 +303,31 @@ def judge_all_reduce(
                 _check_sizes(result, expected_max_bytes)]
     if threshold.nodes > 1:
         findings.append(_check_transport(result, threshold))
-    findings.append(_check_busbw(result, threshold))
+    if threshold.condition and threshold.ring_floor is not None:
+        findings.append(_check_nvls(result, threshold))
+    findings.append(_check_busbw(result, _applicable(result, threshold)))
     return findings
+
+
+def _applicable(result: AllReduceResult, threshold: BusbwThreshold) -> BusbwThreshold:
+    """The threshold itself, or its ring floor when the log shows NVLink SHARP off."""
+    if result.nvls is not False or threshold.ring_floor is None:
+        return threshold
+    return replace(threshold, min_busbw=threshold.ring_floor, source=threshold.ring_source,
+                   condition="")
+
+
+def _check_nvls(result: AllReduceResult, threshold: BusbwThreshold) -> Finding:
+    expected = f"{threshold.condition} (the {threshold.min_busbw:g} GB/s floor assumes it)"
+    if result.nvls is None:
+        return Finding("nvls", "job", expected, "the log does not say (NCCL_DEBUG unset)", "warn",
+                       "NVLink SHARP use cannot be told from this log: judged as on",
+                       "run with NCCL_DEBUG=INFO (the generated script sets it)")
+    if result.nvls:
+        return Finding("nvls", "job", expected, "NVLS multicast support is available", "ok")
+    return Finding("nvls", "job", expected,
+                   f"NVLS off: judged against the ring floor {threshold.ring_floor:g} GB/s",
+                   "warn", NVLS_CAUSE, NVLS_FIX)
 
 
 def _check_ranks(result: AllReduceResult, threshold: BusbwThreshold) -> Finding:
@@ -336,7 +382,9 @@ def _check_transport(result: AllReduceResult, threshold: BusbwThreshold) -> Find
 
 def _check_busbw(result: AllReduceResult, threshold: BusbwThreshold) -> Finding:
     row = result.largest
-    expected = f">= {threshold.min_busbw:g} GB/s ({threshold.bound}: {threshold.source})"
+    condition = f"; with {threshold.condition}" if threshold.condition else ""
+    expected = (f">= {threshold.min_busbw:g} GB/s ({threshold.bound}: {threshold.source}"
+                f"{condition})")
     observed = (f"{row.busbw:.2f} GB/s at {_size(row.size)} (out-of-place {row.oop_busbw:g}, "
                 f"in-place {row.ip_busbw:g})")
     if row.busbw >= threshold.min_busbw:
@@ -459,6 +507,7 @@ def _header(partition: str, threshold: BusbwThreshold, gpu_type: str,
         f"# Pass: busbw at {_size(SWEEP_MAX_BYTES)} >= {threshold.min_busbw:g} GB/s, no wrong "
         f"values, all {threshold.ranks} ranks present.",
         f"# Floor ({threshold.bound}): {_one_line(threshold.source)}",
+        *_condition_lines(threshold),
         "# The job's exit code is the verdict: 0 pass, 1 fail.",
     ]
 
@@ -505,6 +554,17 @@ def _check_hint(threshold: BusbwThreshold) -> str:
     elif threshold.nodes > 1:
         parts += ["--nics", str(threshold.nics), "--nic-gbps", f"{threshold.nic_gbps:g}"]
     return "gpuinfra nccl check $LOG " + " ".join(shlex.quote(part) for part in parts)
+
+
+def _condition_lines(threshold: BusbwThreshold) -> list[str]:
+    if not threshold.condition:
+        return []
+    lines = [f"# The floor assumes {threshold.condition}."]
+    if threshold.ring_floor is not None:
+        lines.append(f"# With NVLS off the floor is {threshold.ring_floor:g} GB/s "
+                     f"({_one_line(threshold.ring_source)}): `gpuinfra nccl check` applies it "
+                     "when the log shows NVLS off.")
+    return lines
 
 
 def _one_line(text: str) -> str:

@@ -3,8 +3,11 @@
 Each check yields a :class:`Finding` that names what was expected, what was seen and, when it
 fails, the likely cause and the fix (the field's troubleshooting table). Expectations come from
 the profile and GPU model (gpuinfra.knowledge), never from fixed numbers: H100 PCIe cards on
-bridges use 12 of their 18 link slots by design. The GPU count is checked first; when it is
-wrong the pair and link checks are skipped, because a missing GPU makes them all mislead.
+bridges use 12 of their 18 link slots by design, and a DGX-1's GPUs have NV1, NV2 or no NVLink
+to a given peer by design (``fixed-mesh``). The GPU count is checked first; when it is wrong
+the pair and link checks are skipped, because a missing GPU makes them all mislead. Given
+`nvidia-smi -q`, each GPU's fabric registration is judged as well (NVSwitch and NVLink-domain
+systems of NVLink 4 and later report it).
 """
 
 from __future__ import annotations
@@ -18,10 +21,13 @@ from gpuinfra.knowledge.lookup import require_model, require_profile
 from gpuinfra.knowledge.topology import (
     PairExpectation,
     TopologyProfile,
+    board_mesh,
     expected_active_links,
     gpu_count_problem,
+    mesh_numbering,
     nvlink_pairs,
 )
+from gpuinfra.parsers.fabric import FabricReport
 from gpuinfra.parsers.nvlink import NvlinkGpu, NvlinkStatus
 from gpuinfra.parsers.p2p import P2P_CODES, P2PMatrix
 from gpuinfra.parsers.topo import TopoMatrix
@@ -49,6 +55,36 @@ LINKS_DOWN_FIX = (
     "`nvidia-smi nvlink --status` to see which links, reseat the bridge / GPU, "
     "check Fabric Manager (`systemctl status nvidia-fabricmanager`) on NVSwitch systems"
 )
+MESH_CAUSE = (
+    "no NVLink between GPUs the board wires together: one of them has its NVLinks down (GPU "
+    "not seated on the baseboard, a failed link or NVLink disabled), or a VM was given GPUs "
+    "of different boards"
+)
+MESH_FIX = (
+    "`nvidia-smi nvlink --status` on both GPUs: the one whose links are inactive is the one to "
+    "reseat or replace (`dmesg | grep -i xid` for NVLink errors); on a VM pass through GPUs "
+    "that share a board"
+)
+DOMAIN_CAUSE = (
+    "the GPU is not joined to the rack's NVLink domain: its NVLink switch tray ports are down, "
+    "or the domain's fabric manager has not registered it"
+)
+DOMAIN_FIX = (
+    "`nvidia-smi -q | grep -A6 Fabric` on the node, the NVLink switch trays' port states, "
+    "`nvidia-smi nvlink --status`; reseat the compute tray if its links stay down"
+)
+FABRIC_CAUSE = (
+    "the GPU's NVLink fabric is not up: Fabric Manager (or, on NVLink 5, the NVLink subnet "
+    "manager) has not finished training or registering it"
+)
+FABRIC_FIX = (
+    "`systemctl status nvidia-fabricmanager` (and `nvlsm` on NVLink 5 boards), "
+    "`journalctl -u nvidia-fabricmanager`; Fabric Manager's version must equal the driver's; "
+    "GB200: the NVLink switch trays' fabric manager and `nvidia-imex` on the compute trays"
+)
+CLIQUE_CAUSE = "GPUs of one node report different NVLink domains (CliqueId / ClusterUUID)"
+CLIQUE_FIX = ("check the rack's NVLink switch configuration: every GPU of a node must join the "
+              "same partition; `nvidia-smi -q | grep -e CliqueId -e ClusterUUID`")
 SLOW_LINK_CAUSE = "link trained at reduced speed"
 SLOW_LINK_FIX = (
     "check `nvidia-smi nvlink -e` for CRC/replay errors, reseat the bridge or GPU, "
@@ -114,7 +150,12 @@ class _Expectation:
     gpu_count: int
     model: GpuModel | None
     pairs: list[PairExpectation]
-    active_links: int
+    active_links: list[int]  # per GPU index
+    numbering: tuple[int, ...] = ()  # fixed mesh: node GPU index of each board GPU
+
+    def active_for(self, index: int) -> int:
+        return self.active_links[index] if index < len(self.active_links) else \
+            max(self.active_links, default=1)
 
 
 def check_system(
@@ -125,32 +166,37 @@ def check_system(
     topo: TopoMatrix | None = None,
     p2p: Sequence[P2PMatrix] = (),
     nvlink: NvlinkStatus | None = None,
+    fabric: FabricReport | None = None,
 ) -> list[Finding]:
     """Check captured outputs against ``profile`` for ``gpu_count`` GPUs.
 
     model_key names the GPU model (inferred from the nvlink GPU names when None); min_links
     overrides the per-pair NVLink minimum. Returns one Finding per check, passes included, in
     order: gpu-count, gpu-model, profile, then (if the count is right) nvlink-topology per
-    pair, p2p-<mode> per pair and matrix, nvlink-links per GPU. Raises GpuinfraError for an
-    unknown profile or model.
+    pair, p2p-<mode> per pair and matrix, nvlink-links per GPU, fabric per GPU (from
+    `nvidia-smi -q`). Raises GpuinfraError for an unknown profile or model.
     """
     prof = _profile(profile)
     model = _model(model_key, nvlink)
-    findings = [_check_count(gpu_count, topo, p2p, nvlink)]
+    findings = [_check_count(gpu_count, topo, p2p, nvlink, fabric)]
     findings += _check_model(model_key, model, nvlink)
     findings.append(_check_profile(prof, model, gpu_count))
-    if not prof.needs_nvswitch and not prof.needs_direct_mesh and not prof.needs_bridge:
+    if not prof.checks_pairs:
         return findings
     if findings[0].severity == "fail":
         findings.append(_skipped_pairs())
         return findings
-    expect = _expectation(prof, gpu_count, model, min_links)
+    expect = _expectation(prof, gpu_count, model, min_links, topo)
+    if expect.numbering and expect.numbering != tuple(range(gpu_count)):
+        findings.append(_numbering_finding(expect.numbering))
     if topo is not None:
-        findings += [_check_topo_pair(topo, pair) for pair in expect.pairs]
+        findings += [_check_topo_pair(topo, pair, prof) for pair in expect.pairs]
     for matrix in p2p:
         findings += [_check_p2p_pair(matrix, pair) for pair in expect.pairs]
     if nvlink is not None:
         findings += _check_nvlink(nvlink, expect)
+    if fabric is not None:
+        findings += check_fabric(fabric, prof, model)
     return findings
 
 
@@ -175,24 +221,43 @@ def _model_from_names(nvlink: NvlinkStatus | None) -> GpuModel | None:
 
 
 def _expectation(
-    prof: TopologyProfile, gpu_count: int, model: GpuModel | None, min_links: int | None
+    prof: TopologyProfile, gpu_count: int, model: GpuModel | None, min_links: int | None,
+    topo: TopoMatrix | None = None,
 ) -> _Expectation:
-    """Pairs and per-GPU active links the checks require, with min_links applied."""
+    """Pairs and per-GPU active links the checks require, with min_links applied; a fixed
+    mesh is matched to the node's GPU numbering first (``topo -m`` shows it)."""
     if model is not None:
         pairs = nvlink_pairs(prof, model, gpu_count)
-        active = expected_active_links(prof, model)
-    else:
+        active = expected_active_links(prof, model, gpu_count)
+    else:  # a fixed mesh is known per model: without one no pair can be named
         stand_in = GpuModel(key="unknown", smi_names=(), pci_ids=(), memory_gb=0,
                             form_factor="", nvlink_gen=1, nvlink_links=max(1, gpu_count - 1),
                             bridge_links=1)
         pairs = nvlink_pairs(prof, stand_in, gpu_count)
-        active = 1
+        active = [1] * gpu_count
     if min_links is not None or model is None:
         links = min_links if min_links is not None else 1
         pairs = [PairExpectation(p.a, p.b, links) for p in pairs]
-        peers = gpu_count - 1 if prof.needs_direct_mesh else 1
-        active = links * peers
-    return _Expectation(prof, gpu_count, model, pairs, max(1, active))
+        peers = [sum(1 for p in pairs if gpu in (p.a, p.b)) for gpu in range(gpu_count)]
+        active = [links * n for n in peers] if prof.needs_direct_mesh or prof.needs_mesh \
+            else [links] * gpu_count
+    numbering: tuple[int, ...] = ()
+    mesh = board_mesh(model, gpu_count) if model is not None and prof.needs_mesh else None
+    if mesh is not None and topo is not None:
+        numbering = mesh_numbering(mesh, topo.nvlink_count)
+        pairs = [PairExpectation(*sorted((numbering[p.a], numbering[p.b])), p.min_links)
+                 for p in pairs]
+        renumbered = [0] * gpu_count
+        for board_gpu, node_gpu in enumerate(numbering):
+            renumbered[node_gpu] = active[board_gpu]
+        active = renumbered
+    return _Expectation(prof, gpu_count, model, pairs, [max(1, n) for n in active], numbering)
+
+
+def _numbering_finding(numbering: tuple[int, ...]) -> Finding:
+    mapping = ", ".join(f"board GPU{b}=GPU{n}" for b, n in enumerate(numbering) if b != n)
+    return Finding("mesh-numbering", "node", "the board's GPU numbering",
+                   f"another numbering, matched: {mapping}", "ok")
 
 
 def _check_count(
@@ -200,9 +265,12 @@ def _check_count(
     topo: TopoMatrix | None,
     p2p: Sequence[P2PMatrix],
     nvlink: NvlinkStatus | None,
+    fabric: FabricReport | None = None,
 ) -> Finding:
     """gpu-count: every complete view of the node lists exactly ``gpu_count`` GPUs."""
     seen = _gpu_counts(gpu_count, topo, p2p, nvlink)
+    if fabric is not None:
+        seen.append(("nvidia-smi -q", len(fabric.gpus)))
     expected = f"{gpu_count} GPUs"
     if not seen:
         return Finding("gpu-count", "node", expected, "no topo/p2p/nvlink output to count",
@@ -275,14 +343,23 @@ def _skipped_pairs() -> Finding:
                    "fix the gpu-count finding first, then re-run the checks")
 
 
-def _check_topo_pair(topo: TopoMatrix, pair: PairExpectation) -> Finding:
+def _no_link_cause(prof: TopologyProfile) -> tuple[str, str]:
+    """Cause and fix for a pair that should be NVLink and is not, per kind of board."""
+    if prof.needs_mesh:
+        return MESH_CAUSE, MESH_FIX
+    if prof.needs_nvl_domain:
+        return DOMAIN_CAUSE, DOMAIN_FIX
+    return BRIDGE_CAUSE, BRIDGE_FIX
+
+
+def _check_topo_pair(topo: TopoMatrix, pair: PairExpectation, prof: TopologyProfile) -> Finding:
     """nvlink-topology: the pair's `topo -m` cell is NV# with at least the minimum links."""
     cell = topo.link(pair.a, pair.b) or "missing"
     expected = f"NV>={pair.min_links}"
     count = topo.nvlink_count(pair.a, pair.b)
     if count == 0:
         return Finding("nvlink-topology", pair.subject, expected, cell, "fail",
-                       BRIDGE_CAUSE, BRIDGE_FIX)
+                       *_no_link_cause(prof))
     if count < pair.min_links:
         return Finding("nvlink-topology", pair.subject, expected, cell, "fail",
                        LINKS_DOWN_CAUSE, LINKS_DOWN_FIX)
@@ -306,32 +383,32 @@ def _check_p2p_pair(matrix: P2PMatrix, pair: PairExpectation) -> Finding:
 def _check_nvlink(nvlink: NvlinkStatus, expect: _Expectation) -> list[Finding]:
     """nvlink-links for every GPU the output lists (a node finding when it lists none)."""
     if not nvlink.gpus:
-        return [Finding("nvlink-links", "node", _links_expected(expect),
+        return [Finding("nvlink-links", "node", _links_expected(expect, 0),
                         "`nvidia-smi nvlink --status` printed nothing (no NVLink seen)", "fail",
-                        BRIDGE_CAUSE, BRIDGE_FIX)]
+                        *_no_link_cause(expect.profile))]
     findings: list[Finding] = []
     for key, gpu in nvlink.gpus.items():
         findings += _check_gpu_links(key, gpu, expect)
     return findings
 
 
-def _links_expected(expect: _Expectation) -> str:
+def _links_expected(expect: _Expectation, index: int) -> str:
     speed = f" at {expect.model.link_gbps:g} GB/s" if expect.model else ""
-    return f">={expect.active_links} active links{speed}"
+    return f">={expect.active_for(index)} active links{speed}"
 
 
 def _check_gpu_links(key: str, gpu: NvlinkGpu, expect: _Expectation) -> list[Finding]:
     """One GPU: enough active links, and (model known) each at the generation's rate."""
-    expected = _links_expected(expect)
+    expected = _links_expected(expect, gpu.index)
     if gpu.all_inactive or not gpu.active_links:
         return [Finding("nvlink-links", key, expected, "all links inactive", "fail",
-                        BRIDGE_CAUSE, BRIDGE_FIX)]
+                        *_no_link_cause(expect.profile))]
     active, inactive = gpu.active_links, gpu.inactive_links
     observed = f"{len(active)} active"
     if inactive:
         observed += f", {len(inactive)} inactive (links {','.join(map(str, inactive))})"
     findings = _slow_links(key, gpu, expect.model)
-    if len(active) < expect.active_links:
+    if len(active) < expect.active_for(gpu.index):
         findings.insert(0, Finding("nvlink-links", key, expected, observed, "fail",
                                    LINKS_DOWN_CAUSE, LINKS_DOWN_FIX))
     elif not findings:
@@ -350,3 +427,61 @@ def _slow_links(key: str, gpu: NvlinkGpu, model: GpuModel | None) -> list[Findin
         for number, link in sorted(gpu.links.items())
         if link.active and link.gbps is not None and link.gbps < floor
     ]
+
+
+# ---------------------------------------------------------------------------- fabric
+
+FABRIC_UP = ("Completed", "Success")
+
+
+def check_fabric(report: FabricReport, prof: TopologyProfile,
+                 model: GpuModel | None) -> list[Finding]:
+    """fabric per GPU: registered with the NVLink fabric (`nvidia-smi -q`), and, in an NVLink
+    domain, every GPU of the node in the same clique and cluster.
+
+    Judged on NVSwitch and NVLink-domain profiles of NVLink 4 and later (earlier GPUs print
+    N/A there even when healthy); other profiles get no fabric finding.
+    """
+    if not (prof.needs_nvswitch or prof.needs_nvl_domain):
+        return []
+    if model is not None and model.nvlink_gen < 4:
+        return []
+    findings = [_check_gpu_fabric(key, gpu.fabric, prof)
+                for key, gpu in report.gpus.items()]
+    if prof.needs_nvl_domain:
+        findings.append(_check_clique(report))
+    return [f for f in findings if f is not None]
+
+
+def _check_gpu_fabric(key: str, fabric: Any, prof: TopologyProfile) -> Finding | None:
+    if fabric is None:
+        return Finding("fabric", key, "State Completed, Status Success",
+                       "no Fabric section (a filtered `nvidia-smi -q -d ...` capture)", "warn",
+                       "the capture does not show the fabric", "capture plain `nvidia-smi -q`")
+    observed = f"State {fabric.state}, Status {fabric.status}"
+    expected = "State Completed, Status Success"
+    if prof.needs_nvl_domain:
+        expected += ", Health Bandwidth Full"
+        bandwidth = fabric.health.get("Bandwidth")
+        if bandwidth is not None:
+            observed += f", Bandwidth {bandwidth}"
+        summary = fabric.health.get("Summary")
+        if summary is not None and summary != "Healthy":
+            return Finding("fabric", key, expected, observed + f", Summary {summary}", "fail",
+                           DOMAIN_CAUSE, DOMAIN_FIX)
+        if bandwidth not in (None, "Full"):
+            return Finding("fabric", key, expected, observed, "fail", DOMAIN_CAUSE, DOMAIN_FIX)
+    if (fabric.state, fabric.status) != FABRIC_UP:
+        return Finding("fabric", key, expected, observed, "fail", FABRIC_CAUSE, FABRIC_FIX)
+    return Finding("fabric", key, expected, observed, "ok")
+
+
+def _check_clique(report: FabricReport) -> Finding:
+    seen = {(gpu.fabric.clique_id, gpu.fabric.cluster_uuid) for gpu in report.gpus.values()
+            if gpu.fabric is not None}
+    observed = "; ".join(f"CliqueId {c}, ClusterUUID {u}" for c, u in sorted(seen, key=str))
+    expected = "one CliqueId and ClusterUUID on every GPU"
+    if len(seen) == 1 and not any(v in (None, "N/A") for v in next(iter(seen))):
+        return Finding("fabric-domain", "node", expected, observed, "ok")
+    return Finding("fabric-domain", "node", expected, observed or "no Fabric section", "fail",
+                   CLIQUE_CAUSE, CLIQUE_FIX)

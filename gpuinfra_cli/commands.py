@@ -18,7 +18,15 @@ EXIT_OK, EXIT_FAIL, EXIT_UNUSABLE = 0, 1, 2
 
 
 def _read(path: str) -> str:
-    return Path(path).read_text(encoding="utf-8", errors="strict")
+    """The text of the capture ``path``; GpuinfraError naming the file when it cannot be read."""
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="strict")
+    except UnicodeDecodeError as exc:
+        raise GpuinfraError(f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
+                            f"offset {exc.start}): give the capture as the tool printed it") \
+            from None
+    except OSError as exc:
+        raise GpuinfraError(f"{path}: cannot be read: {exc.strerror or exc}") from None
 
 
 # ---------------------------------------------------------------------------- validate
@@ -81,11 +89,14 @@ def add_check(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--p2p", action="append", default=[], metavar="[MODE:]FILE",
                    help="output of `nvidia-smi topo -p2p MODE` (repeatable; e.g. r:p2p-r.txt)")
     p.add_argument("--nvlink", help="output of `nvidia-smi nvlink --status`")
+    p.add_argument("--smi-q", metavar="FILE", help="output of `nvidia-smi -q` (each GPU's "
+                   "NVLink fabric registration: NVSwitch and NVLink-domain profiles)")
     p.add_argument("--json", action="store_true", help="print findings as JSON")
     p.set_defaults(func=run_check)
 
 
 def run_check(args: argparse.Namespace) -> int:
+    from gpuinfra.parsers.fabric import parse_fabric
     from gpuinfra.parsers.nvlink import parse_nvlink
     from gpuinfra.parsers.p2p import parse_p2p
     from gpuinfra.parsers.topo import parse_topo
@@ -96,14 +107,16 @@ def run_check(args: argparse.Namespace) -> int:
         require_model(args.model)
     if args.gpus < 1 or (args.min_links is not None and args.min_links < 1):
         raise GpuinfraError("--gpus and --min-links must be positive integers")
-    if not (args.topo or args.p2p or args.nvlink):
-        raise GpuinfraError("nothing to check: give at least one of --topo, --p2p, --nvlink")
+    if not (args.topo or args.p2p or args.nvlink or args.smi_q):
+        raise GpuinfraError("nothing to check: give at least one of --topo, --p2p, --nvlink, "
+                            "--smi-q")
     topo = parse_topo(_read(args.topo)) if args.topo else None
     p2p = [parse_p2p(_read(f), mode=m) for m, f in map(_split_mode, args.p2p)]
     nvlink = parse_nvlink(_read(args.nvlink)) if args.nvlink else None
+    fabric = parse_fabric(_read(args.smi_q)) if args.smi_q else None
     model = gpu_model(args.model).key if args.model else None
     findings = check_system(args.profile, args.gpus, model, args.min_links, topo=topo, p2p=p2p,
-                            nvlink=nvlink)
+                            nvlink=nvlink, fabric=fabric)
     failed = [f for f in findings if f.severity == "fail"]
     if args.json:
         print(json.dumps([f.to_json() for f in findings], indent=2))

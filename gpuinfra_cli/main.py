@@ -6,6 +6,7 @@
     gpuinfra lab up|down|reboot|status         the local podman lab
     gpuinfra report --inventory I [--junit F]  per-node report of the verify suite
     gpuinfra nccl script|check ...             NCCL all-reduce job and its judgement
+    gpuinfra perftest check LOG... --nic-gbps G  each NIC's ib_write_bw against its rate
 
 Bad input never produces a traceback: every expected error is caught here and printed as one
 clear message, with exit code 2 (unusable input) or 1 (a finding / an invalid spec).
@@ -35,11 +36,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_validate(sub)
     commands.add_parse(sub)
     commands.add_check(sub)
-    from gpuinfra_cli import lab, nccl, report
+    from gpuinfra_cli import lab, nccl, perftest, report
 
     lab.add_parser(sub)
     report.add_parser(sub)
     nccl.add_parser(sub)
+    perftest.add_parser(sub)
     return parser
 
 

@@ -7,6 +7,7 @@ for what is missing, saying why otherwise: a converged host gets no command.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from io import StringIO
 
@@ -15,10 +16,12 @@ from pyinfra.api import QuoteString, StringCommand, operation
 from pyinfra.facts.files import File, FileContents
 from pyinfra.operations import apt, files
 
+from gpuinfra.aptpolicy import pin_problems
 from gpuinfra.aptsources import enable_components
+from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge.packages import PinnedPackages
 from gpuinfra.render import apt_preferences
-from roles.facts import HeldPackages
+from roles.facts import AptPolicy, HeldPackages
 
 # apt lists younger than this are not refreshed (`apt.packages(update=True, cache_time=...)`):
 # a rerun within a day does not touch the network.
@@ -70,6 +73,22 @@ def apt_held(packages: Sequence[str]):
     yield StringCommand("apt-mark", "hold", *(QuoteString(p) for p in missing))
 
 
+def require_available(what: str, pinned: PinnedPackages, knob: str) -> None:
+    """Stop before any change when the host's apt lists other versions of a pinned package but
+    not the pinned one (the archive moved on), naming what it lists and the knob to set.
+
+    Read at plan time (`apt-cache policy`); packages apt lists no version of yet (their
+    component is enabled later in this run) are left to apt.
+    """
+    problems = pin_problems(host.get_fact(AptPolicy, packages=sorted(pinned.packages)),
+                            pinned.packages)
+    if problems:
+        raise GpuinfraError(f"{what}: this host's apt does not list the pinned version, so the "
+                            f"install would fail halfway: {'; '.join(problems)}. Set {knob} to "
+                            "a version apt lists (one of the same branch), or point the host "
+                            "at a mirror that keeps the pinned one; nothing was changed")
+
+
 def install_pinned(what: str, pinned: PinnedPackages, pin_file: str):
     """Pin ``pinned`` in apt's preferences, install it at the exact versions, hold it.
 
@@ -87,20 +106,40 @@ def install_pinned(what: str, pinned: PinnedPackages, pin_file: str):
     return install
 
 
+def keyring_script(url: str, path: str, fingerprint: str) -> str:
+    """Shell: fetch the ASCII-armoured key at ``url`` into a private temporary directory and
+    dearmor it into ``path`` only when it holds exactly one primary key whose fingerprint is
+    ``fingerprint``; else exit 1 naming what was found (nothing is installed)."""
+    expected = fingerprint.upper()
+    refusal = (f"gpuinfra: the signing key at {url} is not the pinned key {expected}: "
+               "refused (a tampered download, or a mirror serving another key)")
+    primaries = "awk -F: '$1==\"pub\"{p=1;next} $1==\"fpr\"&&p{print $10;p=0}'"
+    return (
+        "tmp=$(mktemp -d) && trap 'rm -rf \"$tmp\"' EXIT && "
+        f"curl -fsSL {shlex.quote(url)} -o \"$tmp/key\" && "
+        f"found=$(gpg --batch --with-colons --show-keys \"$tmp/key\" | {primaries}) && "
+        f"if [ \"$found\" != {shlex.quote(expected)} ]; then "
+        f"echo {shlex.quote(refusal)} \"(found: ${{found:-no key}})\" >&2; exit 1; fi && "
+        f"gpg --batch --yes --dearmor -o {shlex.quote(path)} \"$tmp/key\""
+    )
+
+
 @operation()
-def apt_keyring(url: str, path: str):
-    """The ASCII-armoured key at ``url`` dearmored into ``path``, fetched only when missing.
+def apt_keyring(url: str, path: str, fingerprint: str):
+    """The key at ``url`` dearmored into ``path``, fetched only when missing, and installed
+    only when its fingerprint is the pinned ``fingerprint`` (see :func:`keyring_script`).
 
     + url: where the repository publishes its signing key
     + path: keyring file named by the list file's ``signed-by=``
+    + fingerprint: the key's full fingerprint (gpuinfra.knowledge.packages.SIGNING_KEYS)
 
     .. code:: python
 
         apt_keyring(url="https://nvidia.github.io/libnvidia-container/gpgkey",
-                    path="/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg")
+                    path="/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg",
+                    fingerprint=SIGNING_KEYS["container-toolkit"])
     """
     if host.get_fact(File, path=path):
         host.noop(f"keyring {path} already there")
         return
-    yield StringCommand("curl", "-fsSL", QuoteString(url), "|", "gpg", "--batch", "--yes",
-                        "--dearmor", "-o", QuoteString(path))
+    yield StringCommand(keyring_script(url, path, fingerprint))

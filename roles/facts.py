@@ -20,6 +20,7 @@ from typing import Any
 from pyinfra.api import FactBase
 from pyinfra.api.exceptions import FactProcessError
 
+from gpuinfra.aptpolicy import parse_apt_policy
 from gpuinfra.errors import ParseError
 from gpuinfra.parsers.cpus import LSCPU_COMMAND, parse_lscpu, parse_meminfo_mb
 from gpuinfra.parsers.gpus import parse_gpus
@@ -173,6 +174,26 @@ class HeldPackages(FactBase):
 
     def process(self, output: list[str]) -> list[str]:
         return parse_held_packages("\n".join(output))
+
+
+class AptPolicy(FactBase):
+    """``apt-cache policy PKG...``: ``{"nvidia-smi": {"installed", "candidate", "versions"}}``;
+    packages apt does not know are absent. ``{}`` without apt."""
+
+    default = dict
+
+    def requires_command(self, packages: list[str]) -> str:
+        return "apt-cache"
+
+    def command(self, packages: list[str]) -> str:
+        return quiet("apt-cache policy " + " ".join(shlex.quote(p) for p in packages))
+
+    def process(self, output: list[str]) -> dict[str, Any]:
+        try:
+            parsed = parse_apt_policy("\n".join(output))
+        except ParseError as exc:
+            raise FactProcessError(str(exc)) from exc
+        return {name: entry.to_json() for name, entry in parsed.items()}
 
 
 class GroupIds(FactBase):

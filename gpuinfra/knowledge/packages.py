@@ -2,12 +2,14 @@
 
 Why every package is pinned to an exact version, and why the pin also goes into apt's
 preferences (docs/hardware-reference.md 1.1, 1.3, 1.6, 2):
-- Ubuntu: the archive now carries the ``*-535-server`` binaries twice under the same upstream
-  version: ``535.309.01-0ubuntu0.24.04.1`` (noble-updates) is the real 535 driver,
-  ``535.309.01-0ubuntu0.24.04.2`` (noble-security) is a *transitional* package depending on
-  the 580-server driver [ub-535srv-noble]. The same split exists for ``fabric-manager-535`` on
-  jammy (``...22.04.1`` real, ``...22.04.2`` transitional). ``apt install x-535-server``
-  therefore lands 580; only the exact version keeps 535.
+- Ubuntu: the archive carries the ``*-535-server`` binaries twice under the same upstream
+  version: ``535.309.01-0ubuntu0.24.04.1`` is the real 535 driver, ``...24.04.2`` (noble-security,
+  and in a later snapshot noble-updates too) is a *transitional* package depending on the
+  580-server driver [ub-535srv-noble]; jammy has the same split (``...22.04.1`` in jammy-updates,
+  ``...22.04.2`` transitional in jammy-security). ``apt install x-535-server`` therefore lands
+  580; only the exact version keeps 535, and only while a pocket still lists it: the roles read
+  ``apt-cache policy`` on the host before touching it and stop, naming what apt lists, when the
+  pinned version is not there (roles/apt.py).
 - Debian 12: ``nvidia-smi=535.261.03-1`` alone fails on a host that also has
   bookworm-security (535.309.01-0+deb12u1): its dependencies (``libnvidia-ml1 (= 535.261.03-1)``,
   ``nvidia-alternative``...) are not named on the command line, apt picks their newest version
@@ -27,28 +29,76 @@ import re
 from dataclasses import dataclass, field
 
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.knowledge.drivers import SUPPORTED_BRANCHES, branch_source
+from gpuinfra.knowledge.gpus import GpuModel
 
 # Driver version per (distribution, branch): what `apt-cache policy` lists as the real driver.
-# debian-12: bookworm non-free; bookworm-security has 535.309.01-0+deb12u1.
-# ubuntu-24.04: noble-updates (the .2 revision in noble-security is the 580 transitional).
-# ubuntu-22.04: jammy-updates, same numbering as noble (fabric-manager-535 is published as
-#   535.309.01-0ubuntu0.22.04.1 real / .2 transitional on jammy).
+# debian-12 535: bookworm non-free (bookworm-security has 535.309.01-0+deb12u1).
+# debian-12 550/570/580: NVIDIA's CUDA repository for debian12, which names its builds
+#   <upstream>-1 (as its nvidia-fabricmanager-535 535.261.03-1); inferred upstreams: the
+#   releases Ubuntu carries (below). The repository index was not reachable from here: the
+#   plan-time check (roles/apt.py require_available) names what the host's apt lists instead.
+# ubuntu-24.04 535: noble-updates ...24.04.1 (the .2 revision in noble-security, and by now in
+#   noble-updates too, is the 580 transitional: TRANSITIONAL below, risk R3 of the knowledge
+#   audit: the .1 build may be gone from the archive's index; the role then fails before any
+#   change and names the version apt does list).
+# ubuntu-22.04 535: jammy-updates, same numbering (...22.04.2 in jammy-security: transitional).
+# ubuntu-24.04 550/570/580: packages.ubuntu.com source pages (noble, [security]):
+#   nvidia-graphics-drivers-550-server 550.163.01-0ubuntu0.24.04.1,
+#   nvidia-graphics-drivers-570-server 570.211.01-0ubuntu1.24.04.1,
+#   nvidia-graphics-drivers-580-server 580.173.02-0ubuntu0.24.04.1.
+# ubuntu-22.04 570: packages.ubuntu.com source jammy 570.211.01-0ubuntu1.22.04.1; 550/580:
+#   inferred (the noble upload's upstream with the jammy suffix).
 DRIVER_VERSIONS: dict[tuple[str, str], str] = {
     ("debian-12", "535"): "535.261.03-1",
+    ("debian-12", "550"): "550.163.01-1",
+    ("debian-12", "570"): "570.211.01-1",
+    ("debian-12", "580"): "580.173.02-1",
     ("ubuntu-22.04", "535"): "535.309.01-0ubuntu0.22.04.1",
+    ("ubuntu-22.04", "550"): "550.163.01-0ubuntu0.22.04.1",
+    ("ubuntu-22.04", "570"): "570.211.01-0ubuntu1.22.04.1",
+    ("ubuntu-22.04", "580"): "580.173.02-0ubuntu0.22.04.1",
     ("ubuntu-24.04", "535"): "535.309.01-0ubuntu0.24.04.1",
+    ("ubuntu-24.04", "550"): "550.163.01-0ubuntu0.24.04.1",
+    ("ubuntu-24.04", "570"): "570.211.01-0ubuntu1.24.04.1",
+    ("ubuntu-24.04", "580"): "580.173.02-0ubuntu0.24.04.1",
+}
+
+# Versions that carry a branch's name but install another branch: Ubuntu rebuilt the
+# *-535-server binaries as transitional packages depending on *-580-server
+# (packages.ubuntu.com/source/noble-updates/libs/nvidia-graphics-drivers-535-server and
+# .../jammy/libs/...: 535.309.01-0ubuntu0.<release>.2, every binary "(transitional package)").
+TRANSITIONAL: dict[tuple[str, str], dict[str, str]] = {
+    ("ubuntu-24.04", "535"): {"535.309.01-0ubuntu0.24.04.2": "580"},
+    ("ubuntu-22.04", "535"): {"535.309.01-0ubuntu0.22.04.2": "580"},
 }
 
 # Debian builds nvidia-persistenced from its own source (contrib), versioned apart from the driver.
+# NVIDIA's CUDA repository builds it with each driver release (inferred: same <upstream>-1).
 PERSISTENCED_VERSIONS: dict[str, str] = {"debian-12": "535.171.04-1~deb12u1"}
 
 # Fabric Manager must match the driver's upstream version exactly (docs/hardware-reference.md 1.6).
-# Ubuntu: the archive's fabric-manager-<BR> source. Debian: not in Debian's archive; NVIDIA's
-# CUDA repository for debian12 names its builds <upstream>-1.
-FABRIC_MANAGER_VERSIONS: dict[tuple[str, str], str] = {
-    ("debian-12", "535"): "535.261.03-1",
-    ("ubuntu-22.04", "535"): "535.309.01-0ubuntu0.22.04.1",
-    ("ubuntu-24.04", "535"): "535.309.01-0ubuntu0.24.04.1",
+# Ubuntu uploads fabric-manager-<BR> with the same version string as the driver
+# (packages.ubuntu.com: 535.309.01-0ubuntu0.22.04.1 / .24.04.1, fabric-manager-550
+# 550.163.01-0ubuntu0.24.04.1, fabric-manager-570 570.211.01-0ubuntu1.22.04.1 / .24.04.1);
+# Debian: not in Debian's archive; NVIDIA's CUDA repository for debian12 names its builds
+# <upstream>-1. So the default is the driver's own version everywhere.
+FABRIC_MANAGER_VERSIONS: dict[tuple[str, str], str] = dict(DRIVER_VERSIONS)
+
+# NVIDIA's repository signing keys, pinned by fingerprint: a key fetched from the repository (or
+# a site mirror of it) is installed only when its one primary key has this fingerprint, so a
+# tampered download or a wrong mirror cannot add a key apt would then trust. Where NVIDIA
+# rotates a key, change it here (`gpg --show-keys --with-colons KEYFILE`, `fpr` of the `pub`).
+# The apt errors NVIDIA's own issue trackers quote name the long key IDs (the last 16 digits):
+# NO_PUBKEY DDCAE044F796ECB0 (toolkit), NO_PUBKEY A4B469963BF863CC (CUDA, "3bf863cc.pub").
+SIGNING_KEYS = {
+    # https://nvidia.github.io/libnvidia-container/gpgkey (the container toolkit's repository)
+    "container-toolkit": "C95B321B61E88C1809C4F759DDCAE044F796ECB0",
+    # .../compute/cuda/repos/<distro>/x86_64/3bf863cc.pub (the CUDA repository, Fabric Manager)
+    "cuda": "EB693B3035CD5710E231E123A4B469963BF863CC",
+    # https://pkgs.k8s.io/core:/stable:/v1.<minor>/deb/Release.key: one key (isv:kubernetes OBS
+    # Project) for every minor, its expiry extended in place (kubernetes/kubernetes#128609)
+    "kubernetes": "DE15B14486CD377B9E876E1A234654DA9A296436",
 }
 
 # NVIDIA Container Toolkit: the four packages NVIDIA's install guide pins together [ctk-install]
@@ -117,6 +167,10 @@ class DriverRelease:
     distro: str  # debian-12, ubuntu-22.04, ...
     branch: str  # 535
     version: str  # exact package version, 535.261.03-1
+    # NVIDIA's CUDA repository the driver comes from (None: the distribution's archive), and
+    # its signing key; Fabric Manager then comes from the same repository.
+    repo: str | None = None
+    repo_key: str | None = None
 
     @property
     def upstream(self) -> str:
@@ -125,38 +179,96 @@ class DriverRelease:
 
 def driver_release(distro: str, branch: str, version: str | None = None) -> DriverRelease:
     """The release for ``distro``: ``version`` (the site's pin) or the distribution's default
-    for ``branch``; GpuinfraError when there is none, or the pin is not in the branch."""
+    for ``branch``; GpuinfraError when the roles cannot install the branch there, when there is
+    no version, when the pin is not in the branch, or when it is a transitional package."""
+    branch = str(branch)
+    if branch_source(distro, branch) is None:
+        installable = ", ".join(SUPPORTED_BRANCHES.get(distro, ())) or "none"
+        raise GpuinfraError(f"driver_branch {branch} cannot be installed on {distro} by these "
+                            f"roles (they install {installable} there): set driver_branch to "
+                            "one of those")
     version = version or default_driver_version(distro, branch)
     check_branch(version, branch)
-    return DriverRelease(distro, str(branch), version)
+    other = TRANSITIONAL.get((distro, branch), {}).get(version)
+    if other is not None:
+        raise GpuinfraError(f"the pinned driver version {version} is a transitional package "
+                            f"that installs the {other} driver, not {branch}: set "
+                            f"driver_branch = '{other}', or pin a real {branch} build your "
+                            "mirror still carries")
+    return DriverRelease(distro, branch, version)
+
+
+def open_modules_for(model: GpuModel | None, setting: bool | None) -> bool:
+    """Whether to install NVIDIA's open kernel modules: ``setting`` when given, else what the
+    model needs; GpuinfraError when the setting cannot drive the model."""
+    needs_open = bool(model and model.open_modules)
+    if setting is None:
+        return needs_open
+    if needs_open and not setting:
+        raise GpuinfraError(f"{model.key} runs only with NVIDIA's open kernel modules "
+                            "(driver installation guide, Kernel Modules): set "
+                            "nvidia_driver_open_modules to True or None")
+    if setting and model is not None and model.max_branch is not None:
+        raise GpuinfraError(f"{model.key} (Volta) cannot run the open kernel modules (Turing "
+                            "and newer only): set nvidia_driver_open_modules to False or None")
+    return setting
 
 
 def driver_packages(distro: str, branch: str, version: str, *, full: bool = False,
-                    server_stream: bool = True,
-                    persistenced_version: str | None = None) -> PinnedPackages:
+                    server_stream: bool = True, persistenced_version: str | None = None,
+                    open_modules: bool = False) -> PinnedPackages:
     """The driver's packages for ``distro`` at ``version``.
 
     Headless by default (no X/GL stack); ``full`` installs the distribution's full driver
     metapackage. ``server_stream``: Ubuntu's ``-server`` (datacenter) packages, else the
     desktop stream. ``persistenced_version``: Debian's separately versioned daemon.
+    ``open_modules``: NVIDIA's open kernel modules (Ubuntu's ``-open`` metapackages, Debian's
+    ``nvidia-open-kernel-dkms``, the ``nvidia-kernel-open-dkms`` of NVIDIA's CUDA repository).
     """
     check_branch(version, branch)
     if distro == "debian-12":
-        names = ["nvidia-driver"] if full else []
-        names += ["nvidia-kernel-dkms", "firmware-nvidia-gsp", "nvidia-smi", "libcuda1"]
-        packages = dict.fromkeys(names, version)
-        pins = {"src:nvidia-graphics-drivers": version}
-        daemon = persistenced_version or PERSISTENCED_VERSIONS[distro]
-        packages["nvidia-persistenced"] = daemon
-        pins["nvidia-persistenced"] = daemon
-        return PinnedPackages(packages, pins)
+        return _debian_packages(branch, version, full, persistenced_version, open_modules)
     if distro in ("ubuntu-22.04", "ubuntu-24.04"):
         suffix = f"{branch}-server" if server_stream else str(branch)
         meta = f"nvidia-driver-{suffix}" if full else f"nvidia-headless-{suffix}"
-        names = [meta, f"nvidia-utils-{suffix}", f"nvidia-compute-utils-{suffix}"]
+        # The -open metapackages are built from the same source (packages.ubuntu.com:
+        # nvidia-headless-<BR>-server-open, nvidia-dkms-<BR>-server-open).
+        names = [meta + ("-open" if open_modules else ""), f"nvidia-utils-{suffix}",
+                 f"nvidia-compute-utils-{suffix}"]
         return PinnedPackages(dict.fromkeys(names, version),
                               {f"src:nvidia-graphics-drivers-{suffix}": version})
     raise GpuinfraError(f"no driver package table for {distro}")
+
+
+def _debian_packages(branch: str, version: str, full: bool, persistenced_version: str | None,
+                     open_modules: bool) -> PinnedPackages:
+    """Debian's package names, from Debian's archive (535) or NVIDIA's CUDA repository, which
+    builds the same names from the same sources at <upstream>-1 (inferred: not checked against
+    its index) and builds nvidia-persistenced with each release.
+
+    Open kernel modules: Debian builds them from their own source package
+    (nvidia-open-gpu-kernel-modules, contrib) as ``nvidia-open-kernel-dkms`` at the driver's
+    version (`apt-cache policy`, tests/fixtures/apt: 535.261.03-1 in bookworm contrib;
+    ``apt-get -s install`` with both sources pinned resolves); NVIDIA's CUDA repository names
+    the package ``nvidia-kernel-open-dkms`` (its driver installation guide, compute-only
+    install; not checked against its index).
+    """
+    from_archive = branch_source("debian-12", branch) == "archive"
+    if open_modules:
+        kernel = "nvidia-open-kernel-dkms" if from_archive else "nvidia-kernel-open-dkms"
+    else:
+        kernel = "nvidia-kernel-dkms"
+    names = ["nvidia-driver"] if full else []
+    names += [kernel, "firmware-nvidia-gsp", "nvidia-smi", "libcuda1"]
+    packages = dict.fromkeys(names, version)
+    pins = {"src:nvidia-graphics-drivers": version}
+    if open_modules:
+        pins["src:nvidia-open-gpu-kernel-modules"] = version
+    daemon = persistenced_version or (PERSISTENCED_VERSIONS["debian-12"] if from_archive
+                                      else version)
+    packages["nvidia-persistenced"] = daemon
+    pins["nvidia-persistenced"] = daemon
+    return PinnedPackages(packages, pins)
 
 
 def fabric_manager_packages(distro: str, branch: str, version: str) -> PinnedPackages:

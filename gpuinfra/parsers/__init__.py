@@ -23,6 +23,7 @@ PARSERS: dict[str, tuple[str, str, str]] = {
     "mlxconfig": ("gpuinfra.parsers.mlxconfig", "parse_mlxconfig", "mlxconfig/mstconfig query"),
     "ibstat": ("gpuinfra.parsers.ibstat", "parse_ibstat", "ibstat"),
     "ibv": ("gpuinfra.parsers.ibv", "parse_ibv_devinfo", "ibv_devinfo"),
+    "fabric": ("gpuinfra.parsers.fabric", "parse_fabric", "nvidia-smi -q (its Fabric sections)"),
 }
 
 

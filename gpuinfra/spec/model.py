@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuinfra.knowledge import kubernetes as k8s
+from gpuinfra.knowledge.drivers import DEFAULT_BRANCH
 from gpuinfra.knowledge.gpus import GpuModel
-from gpuinfra.knowledge.topology import TopologyProfile
+from gpuinfra.knowledge.topology import TopologyProfile, fabric_manager_needed
 
 HEAD_GROUP = "head"
 WORKER_GROUP = "workers"
@@ -60,7 +61,7 @@ HOST_KEYS: dict[str, Any] = {
 CLUSTER_KEYS: dict[str, Any] = {
     "cluster_name": "gpucluster",
     "schedulers": ["slurm"],
-    "driver_branch": "535",
+    "driver_branch": DEFAULT_BRANCH,
     "mig_strategy": "single",
     "reboot_policy": "never",
     "apt_mirror": None,
@@ -131,7 +132,7 @@ class GpuSpec:
 
     @property
     def needs_fabric_manager(self) -> bool:
-        return self.topology.requires_fabric_manager
+        return fabric_manager_needed(self.topology, self.model, self.count)
 
 
 @dataclass(frozen=True)

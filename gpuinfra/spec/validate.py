@@ -18,7 +18,13 @@ from typing import Any
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge import drivers
 from gpuinfra.knowledge import kubernetes as k8s
-from gpuinfra.knowledge.gpus import GPU_MODELS, GpuModel, gpu_model, suggest_models
+from gpuinfra.knowledge.gpus import (
+    GPU_MODELS,
+    GpuModel,
+    branch_problem,
+    gpu_model,
+    suggest_models,
+)
 from gpuinfra.knowledge.topology import PROFILES, gpu_count_problem
 from gpuinfra.platforms import node_address
 from gpuinfra.spec.knobs import Knob
@@ -36,6 +42,7 @@ from gpuinfra.spec.model import (
     SCHEDULERS,
     SHARING_MODES,
     SPEC_KEYS,
+    WORKER_GROUP,
     ClusterSpec,
     GpuSharing,
     GpuSpec,
@@ -175,6 +182,27 @@ def _check_unknown_keys(host: HostInput, known: Sequence[str], errs: _Collector)
                      "(roles/<role>/defaults.py)", f"rename {key!r} to {close[0]!r}")
 
 
+def _check_nested_keys(host: str, field: str, mapping: Mapping[Any, Any],
+                       allowed: Sequence[str], problem: str, errs: _Collector) -> bool:
+    """Keys of a nested dict (a partition, gpu_sharing, an rdma_nics entry) outside
+    ``allowed``: each is refused, with the known key it is close to (in any case) when there
+    is one. True when every key is known."""
+    lowered = {k.lower(): k for k in allowed}
+    ok = True
+    for key in mapping:
+        if key in allowed:
+            continue
+        ok = False
+        text = key.lower() if isinstance(key, str) else ""
+        close = [lowered[text]] if text in lowered else \
+            [lowered[c] for c in get_close_matches(text, list(lowered), n=1, cutoff=0.75)]
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        errs.add(host, f"{field}[{clip(key)}]", mapping[key], f"{problem}{hint}",
+                 ", ".join(allowed),
+                 f"rename {clip(key)} to {close[0]!r}" if close else f"remove {clip(key)}")
+    return ok
+
+
 def _check_groups(host: HostInput, errs: _Collector) -> None:
     """A group named almost like a role group (``worker``) deploys nothing: a typo."""
     for group in host.groups:
@@ -199,12 +227,17 @@ def _check_host_name(host: HostInput, errs: _Collector) -> None:
 
 
 def _check_short_names(nodes: Sequence[NodeSpec], errs: _Collector) -> None:
-    counts = Counter(n.short_name for n in nodes)
+    """Short names must be unique, in any case: DNS, /etc/hosts and Slurm do not tell ``W1``
+    from ``w1``, so two such hosts would be one node deployed twice."""
+    counts = Counter(n.short_name.lower() for n in nodes)
     for short, count in counts.items():
         if count > 1:
-            names = sorted(n.name for n in nodes if n.short_name == short)
-            errs.add(names[0], "host name", names, f"{count} hosts share the short name {short!r}",
-                     "unique short host names (Slurm and /etc/hosts use them)",
+            names = sorted(n.name for n in nodes if n.short_name.lower() == short)
+            same = {n.short_name for n in nodes if n.short_name.lower() == short}
+            problem = (f"{count} host names differ only in case ({short!r} to DNS and Slurm)"
+                       if len(same) > 1 else f"{count} hosts share the short name {short!r}")
+            errs.add(names[0], "host name", names, problem,
+                     "unique short host names, in any case (Slurm and /etc/hosts use them)",
                      "rename one of the hosts")
 
 
@@ -227,10 +260,11 @@ def _cluster_values(hosts: Sequence[HostInput], errs: _Collector) -> dict[str, A
                                 errs, _WHERE_ALL),
         "reboot_policy": _choice(CLUSTER, "reboot_policy", raw["reboot_policy"], REBOOT_POLICIES,
                                  errs, _WHERE_ALL),
-        "apt_mirror": _apt_mirror(raw["apt_mirror"], errs),
+        "apt_mirror": (mirrors := _apt_mirror(raw["apt_mirror"], errs)),
         "apt_proxy": _url(CLUSTER, "apt_proxy", raw["apt_proxy"], errs, proxy=True),
-        "nvidia_repo_mirror": _url(CLUSTER, "nvidia_repo_mirror", raw["nvidia_repo_mirror"], errs),
-        "offline": _offline(raw, hosts, errs),
+        "nvidia_repo_mirror": (nvidia := _url(CLUSTER, "nvidia_repo_mirror",
+                                              raw["nvidia_repo_mirror"], errs)),
+        "offline": _offline(raw, mirrors, nvidia, hosts, errs),
         "slurm_partitions": raw["slurm_partitions"],
         "slurm_accounting": _flag("slurm_accounting", raw["slurm_accounting"], errs,
                                   "True runs slurmdbd with MariaDB on the head"),
@@ -360,7 +394,10 @@ def _apt_mirror(value: Any, errs: _Collector) -> dict[str, str]:
     return {}
 
 
-def _offline(raw: Mapping[str, Any], hosts: Sequence[HostInput], errs: _Collector) -> bool:
+def _offline(raw: Mapping[str, Any], mirrors: Mapping[str, str], nvidia: str | None,
+             hosts: Sequence[HostInput], errs: _Collector) -> bool:
+    """An offline site needs mirrors that are set (judged on the checked values: a mapping of
+    None, or a refused URL, is no mirror)."""
     value = raw["offline"]
     if not isinstance(value, bool):
         errs.add(CLUSTER, "offline", value, "must be True or False", "True, False",
@@ -368,12 +405,13 @@ def _offline(raw: Mapping[str, Any], hosts: Sequence[HostInput], errs: _Collecto
         return False
     if not value:
         return False
-    if not raw["apt_mirror"]:
-        errs.add(CLUSTER, "apt_mirror", None, "an offline site needs a local apt mirror",
+    if not mirrors:
+        errs.add(CLUSTER, "apt_mirror", raw["apt_mirror"],
+                 "an offline site needs a local apt mirror",
                  "an http(s):// URL", f"set apt_mirror {_WHERE_ALL}, or offline = False")
     has_gpus = any(h.data.get("gpu_model") for h in hosts)
-    if has_gpus and not raw["nvidia_repo_mirror"]:
-        errs.add(CLUSTER, "nvidia_repo_mirror", None,
+    if has_gpus and not nvidia:
+        errs.add(CLUSTER, "nvidia_repo_mirror", raw["nvidia_repo_mirror"],
                  "an offline site with GPUs needs a mirror of NVIDIA's container-toolkit repo",
                  "an http(s):// URL", f"set nvidia_repo_mirror {_WHERE_ALL}, or offline = False")
     return True
@@ -384,16 +422,37 @@ def _offline(raw: Mapping[str, Any], hosts: Sequence[HostInput], errs: _Collecto
 def _node(host: HostInput, cluster: Mapping[str, Any], settings: Mapping[str, Any],
           errs: _Collector) -> NodeSpec:
     gpus = _gpus(host, errs)
+    sharing = _sharing(host, gpus, cluster["mig_strategy"], errs)
+    _check_branch_drives(host.name, gpus, sharing, cluster["driver_branch"], errs)
     return NodeSpec(
         name=host.name,
         groups=tuple(host.groups),
         gpus=gpus,
-        sharing=_sharing(host, gpus, cluster["mig_strategy"], errs),
+        sharing=sharing,
         rdma_nics=_rdma_nics(host, errs),
         address=_address(host, errs),
         settings=settings,
         schedulers=_node_schedulers(host, cluster["schedulers"], errs),
     )
+
+
+def _check_branch_drives(host: str, gpus: GpuSpec | None, sharing: GpuSharing, branch: str,
+                         errs: _Collector) -> None:
+    """The cluster's driver branch can drive this node's GPUs (and their MIG, when used)."""
+    if gpus is None or not branch.isdigit():
+        return
+    number, model = int(branch), gpus.model
+    problem = branch_problem(model, number)
+    if problem is None and sharing.mode == "mig" and number < model.mig_min_branch:
+        problem = (f"MIG on {model.key} needs driver branch {model.mig_min_branch} or newer "
+                   "(MIG user guide, Deployment Considerations)")
+    if problem:
+        fits = [b for b in drivers.supported_branches()
+                if branch_problem(model, int(b)) is None and int(b) >= (
+                    model.mig_min_branch if sharing.mode == "mig" else 0)]
+        errs.add(host, "driver_branch", branch, problem, ", ".join(fits) or "none installable",
+                 f"set driver_branch {_WHERE_ALL} to one of those, or move the node to a site "
+                 "with another branch")
 
 
 def _address(host: HostInput, errs: _Collector) -> str | None:
@@ -464,6 +523,17 @@ def _partial_effects(nodes: Sequence[NodeSpec]) -> list[SpecWarning]:
                                      "the 'clients' replicas 1/clients of the GPU's memory and "
                                      "SMs; thread_percentage and pinned_mem_limit are not "
                                      "applied"))
+        if node.gpus is not None and node.gpus.model.fabric_services:
+            found.append(SpecWarning(node.name, "gpu_model",
+                                     f"{node.gpus.model.key}'s NVSwitch fabric also needs "
+                                     f"{', '.join(node.gpus.model.fabric_services)} (NVLink "
+                                     "subnet manager): no role installs it yet"))
+        if node.gpus is not None and node.gpus.topology.needs_nvl_domain:
+            found.append(SpecWarning(node.name, "gpu_topology",
+                                     "memory shared across the NVLink domain needs the IMEX "
+                                     "daemon (nvidia-imex) on every compute tray: no role "
+                                     "installs or configures it yet; the fabric registration "
+                                     "is checked by `gpuinfra check --smi-q`"))
         if node.rdma_nics:
             found.append(SpecWarning(node.name, "rdma_nics",
                                      "read by the NCCL script only (NCCL_IB_HCA): no RDMA role "
@@ -579,12 +649,15 @@ def _sharing(host: HostInput, gpus: GpuSpec | None, strategy: str,
         return GpuSharing()
     mode = _choice(host.name, "gpu_sharing['mode']", raw.get("mode"), SHARING_MODES, errs,
                    _WHERE_HOST)
-    for key in raw:
-        if key not in _SHARING_KEYS[mode]:
-            errs.add(host.name, f"gpu_sharing[{key!r}]", raw[key],
-                     _COMBINED.get((mode, key), f"not a setting of mode {mode!r}"),
-                     ", ".join(_SHARING_KEYS[mode]),
-                     f"remove {key!r} from gpu_sharing (one sharing mode per node)")
+    # Two modes on one node get the device plugin's own words; other unknown keys, the hint.
+    for key in [k for k in raw if (mode, k) in _COMBINED]:
+        errs.add(host.name, f"gpu_sharing[{clip(key)}]", raw[key], _COMBINED[(mode, key)],
+                 ", ".join(_SHARING_KEYS[mode]),
+                 f"remove {clip(key)} from gpu_sharing (one sharing mode per node)")
+    _check_nested_keys(host.name, "gpu_sharing",
+                       {k: v for k, v in raw.items() if (mode, k) not in _COMBINED},
+                       _SHARING_KEYS[mode],
+                       f"not a setting of mode {mode!r} (one sharing mode per node)", errs)
     if gpus is None:
         return GpuSharing(mode=mode)
     if mode == "mig":
@@ -706,6 +779,9 @@ def _rdma_nics(host: HostInput, errs: _Collector) -> tuple[RdmaNic, ...]:
     return tuple(nics)
 
 
+_NIC_KEYS = ("name", "pci", "ats", "link_layer")
+
+
 def _nic(host: str, index: int, item: Any, errs: _Collector) -> RdmaNic | None:
     field = f"rdma_nics[{index}]"
     if isinstance(item, str):
@@ -716,7 +792,9 @@ def _nic(host: str, index: int, item: Any, errs: _Collector) -> RdmaNic | None:
         return None
     name, pci = item.get("name"), item.get("pci")
     ats, layer = item.get("ats", True), item.get("link_layer", "infiniband")
-    ok = True
+    # ibv_devinfo prints "InfiniBand" / "Ethernet": accepted as it prints them, in any case.
+    layer = layer.lower() if isinstance(layer, str) else layer
+    ok = _check_nested_keys(host, field, item, _NIC_KEYS, "unknown NIC setting", errs)
     if not isinstance(name, str) or not _NIC_NAME.fullmatch(name):
         errs.add(host, f"{field}['name']", name, "missing or malformed RDMA device name",
                  "an ibv device name such as 'mlx5_0'", "set the name `ibv_devices` shows")
@@ -730,13 +808,9 @@ def _nic(host: str, index: int, item: Any, errs: _Collector) -> RdmaNic | None:
                  "write ats=True to enable ATS in firmware")
         ok = False
     if layer not in LINK_LAYERS:
-        errs.add(host, f"{field}['link_layer']", layer, "unknown link layer",
-                 ", ".join(LINK_LAYERS), "set link_layer as `ibv_devinfo` reports it")
-        ok = False
-    extra = set(item) - {"name", "pci", "ats", "link_layer"}
-    for key in sorted(extra):
-        errs.add(host, f"{field}[{key!r}]", item[key], "unknown NIC setting",
-                 "name, pci, ats, link_layer", f"remove {key!r}")
+        errs.add(host, f"{field}['link_layer']", item.get("link_layer"), "unknown link layer",
+                 ", ".join(LINK_LAYERS) + " (in any case)",
+                 "set link_layer as `ibv_devinfo` reports it")
         ok = False
     return RdmaNic(name, pci, ats, layer) if ok else None
 
@@ -913,6 +987,12 @@ def _check_heads(nodes: Sequence[NodeSpec], schedulers: Sequence[str], errs: _Co
         errs.add(CLUSTER, f"group '{HEAD_GROUP}'", heads, problem,
                  "exactly one host in the 'head' group (it runs slurmctld)",
                  "list exactly one host in head = [...] in inventory/<site>.py")
+    if "slurm" in schedulers and not any(n.is_worker and "slurm" in n.schedulers
+                                         for n in nodes):
+        errs.add(CLUSTER, f"group '{WORKER_GROUP}'", [], "no Slurm worker: slurmd would run "
+                 "nowhere and no job could start", "at least one host in the 'workers' group "
+                 "whose node_schedulers include 'slurm'",
+                 "list the compute nodes in workers = [...] in inventory/<site>.py")
     if "kubernetes" in schedulers and len(heads) != 1:
         problem = "no Kubernetes control plane" if not heads else \
             f"{len(heads)} control-plane hosts (the kubernetes role makes one, no HA yet)"
@@ -955,6 +1035,9 @@ def _partitions(cluster: Mapping[str, Any], nodes: Sequence[NodeSpec],
     return tuple(parts)
 
 
+_PARTITION_KEYS = ("name", "nodes", "default", "gpu")
+
+
 def _partition(index: int, item: Any, nodes: Mapping[str, NodeSpec],
                errs: _Collector) -> Partition | None:
     field = f"slurm_partitions[{index}]"
@@ -962,6 +1045,8 @@ def _partition(index: int, item: Any, nodes: Mapping[str, NodeSpec],
         errs.add(CLUSTER, field, item, "must be a dict", "{'name': ..., 'nodes': [...]}",
                  "fix the entry")
         return None
+    _check_nested_keys(CLUSTER, field, item, _PARTITION_KEYS, "unknown partition setting",
+                       errs)
     name, members = item.get("name"), item.get("nodes")
     if not isinstance(name, str) or not _PARTITION.fullmatch(name):
         errs.add(CLUSTER, f"{field}['name']", name, "missing or malformed partition name",
@@ -974,10 +1059,21 @@ def _partition(index: int, item: Any, nodes: Mapping[str, NodeSpec],
     ok = True
     gpu = item.get("gpu", False)
     for member in members:
-        node = nodes.get(member)
-        if node is None:
+        node = nodes.get(member) if isinstance(member, str) else None
+        if not isinstance(member, str):
+            errs.add(CLUSTER, f"{field}['nodes']", member, f"partition {name!r}: each node is "
+                     "one host name (a string), not a nested list", ", ".join(nodes),
+                     "write 'nodes': ['w1', 'w2']")
+            ok = False
+        elif node is None:
             errs.add(CLUSTER, f"{field}['nodes']", member, f"partition {name!r} names a host "
                      "that is not in the inventory", ", ".join(nodes), "fix the host name")
+            ok = False
+        elif not node.is_worker:
+            errs.add(CLUSTER, f"{field}['nodes']", member, f"partition {name!r} names "
+                     f"{member}, which is not a worker (no slurmd runs there)",
+                     ", ".join(n for n, s in nodes.items() if s.is_worker),
+                     f"remove {member} from {name!r}, or add it to the 'workers' group")
             ok = False
         elif "slurm" not in node.schedulers:
             errs.add(member, f"{field}['nodes']", member, f"partition {name!r} names a host "

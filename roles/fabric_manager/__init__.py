@@ -7,18 +7,19 @@ service is enabled, and started when the driver is loaded. Data keys: defaults.p
 
 Where the package comes from (:data:`DISTRO`): Ubuntu's archive (multiverse, enabled by the
 nvidia_driver role); on Debian 12 only NVIDIA's CUDA repository carries it, added with its key,
-and pinned low so it can never replace Debian's driver packages.
+and pinned low so it can never replace Debian's driver packages. Where the driver itself comes
+from that repository (Debian, branches after 535), Fabric Manager comes from the same one.
+Boards whose NVSwitch fabric needs more than Fabric Manager (NVLink 5: the NVLink subnet manager
+``nvlsm``) are named in a warning: no role installs it yet.
 """
 
 from __future__ import annotations
 
-from io import StringIO
 from typing import TYPE_CHECKING, Any
 
 from pyinfra import host, logger
 from pyinfra.api import deploy
-from pyinfra.operations import apt, files, systemd
-from pyinfra.operations.util import any_changed
+from pyinfra.operations import systemd
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge.packages import (
@@ -27,9 +28,9 @@ from gpuinfra.knowledge.packages import (
     fabric_manager_packages,
     same_upstream,
 )
-from gpuinfra.render import flat_repo_list, origin_preference
 from gpuinfra.spec import NodeSpec
-from roles.apt import apt_keyring, install_pinned
+from roles.apt import install_pinned, require_available
+from roles.cuda_repo import CUDA_REPOS, cuda_repository, key_url_for
 from roles.facts import LoadedModules
 
 if TYPE_CHECKING:  # the run's Site, built by roles.site (which imports the knobs)
@@ -37,15 +38,10 @@ if TYPE_CHECKING:  # the run's Site, built by roles.site (which imports the knob
 
 SERVICE = "nvidia-fabricmanager"
 PIN_FILE = "/etc/apt/preferences.d/gpuinfra-fabricmanager"
-CUDA_KEYRING = "/usr/share/keyrings/cuda-archive-keyring.gpg"
-CUDA_LIST = "/etc/apt/sources.list.d/gpuinfra-cuda.list"
-CUDA_ORIGIN_PIN = "/etc/apt/preferences.d/gpuinfra-cuda-origin"
 
 # Per-distribution values: where the package comes from (None: the distribution's archive).
 DISTRO: dict[str, dict[str, Any]] = {
-    "debian-12": {
-        "repo": "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64",
-    },
+    "debian-12": {"repo": CUDA_REPOS["debian-12"]},
     "ubuntu-22.04": {"repo": None},
     "ubuntu-24.04": {"repo": None},
 }
@@ -70,10 +66,16 @@ def fabric_manager(site: Site, node: NodeSpec, driver: DriverRelease) -> None:
                             f"{driver.version}: FM refuses to start against another driver; "
                             "set fabric_manager_version to the driver's version")
 
-    if distro["repo"]:
-        _cuda_repository(data, distro["repo"])
-    install_pinned("NVIDIA Fabric Manager",
-                   fabric_manager_packages(driver.distro, driver.branch, version), PIN_FILE)
+    pinned = fabric_manager_packages(driver.distro, driver.branch, version)
+    require_available("NVIDIA Fabric Manager", pinned, "fabric_manager_version")
+    _fabric_services(node)
+    if driver.repo is not None:  # the driver's own repository (the nvidia_driver role added it)
+        _same_repository(data, driver)
+    elif distro["repo"]:
+        url = (data["fabric_manager_repo_url"] or distro["repo"]).rstrip("/")
+        cuda_repository(url, key_url_for(url, data["fabric_manager_repo_key_url"]),
+                        "Fabric Manager")
+    install_pinned("NVIDIA Fabric Manager", pinned, PIN_FILE)
     # FM exits when the driver is not loaded yet (first install, before the reboot): then it
     # is only enabled, and starts at boot.
     driver_loaded = "nvidia" in host.get_fact(LoadedModules).get("modules", {})
@@ -82,14 +84,22 @@ def fabric_manager(site: Site, node: NodeSpec, driver: DriverRelease) -> None:
                     service=SERVICE, running=True if driver_loaded else None, enabled=True)
 
 
-def _cuda_repository(data: dict[str, Any], default_url: str) -> None:
-    url = (data["fabric_manager_repo_url"] or default_url).rstrip("/")
-    key_url = data["fabric_manager_repo_key_url"] or f"{url}/3bf863cc.pub"
-    key = apt_keyring(name="Add the CUDA repository's signing key", url=key_url,
-                      path=CUDA_KEYRING)
-    listed = files.put(name="Add NVIDIA's CUDA repository (Fabric Manager)", dest=CUDA_LIST,
-                       src=StringIO(flat_repo_list(url, CUDA_KEYRING)), mode="644")
-    files.put(name="Take only Fabric Manager from the CUDA repository", dest=CUDA_ORIGIN_PIN,
-              src=StringIO(origin_preference(url)), mode="644")
-    apt.update(name="Refresh apt after adding the CUDA repository",
-               _if=any_changed(key, listed))
+def _same_repository(data: dict[str, Any], driver: DriverRelease) -> None:
+    """Fabric Manager from the driver's repository: a different one set here is a conflict."""
+    url = data["fabric_manager_repo_url"]
+    if url is not None and url.rstrip("/") != driver.repo:
+        raise GpuinfraError(f"fabric_manager_repo_url {url} differs from the repository the "
+                            f"driver comes from ({driver.repo}, nvidia_driver_repo_url): "
+                            "Fabric Manager must come from the driver's repository; remove "
+                            "fabric_manager_repo_url")
+
+
+def _fabric_services(node: NodeSpec) -> None:
+    """Say so when the model's fabric needs a service no role installs yet (B200: nvlsm)."""
+    assert node.gpus is not None
+    services = node.gpus.model.fabric_services
+    if services:
+        logger.warning(f"{host.print_prefix}{node.gpus.model.key}: the NVSwitch fabric also "
+                       f"needs {', '.join(services)} (NVLink subnet manager, with the ib_umad "
+                       "module loaded before Fabric Manager starts; docs/hardware-reference.md "
+                       "1.6): no role installs it yet, install it by hand")

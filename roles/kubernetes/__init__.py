@@ -28,7 +28,7 @@ from pyinfra.operations.util import any_changed
 from gpuinfra import kubeadm, manifests
 from gpuinfra.deviceplugin import config_key, plugin_config
 from gpuinfra.knowledge import kubernetes as k8s
-from gpuinfra.knowledge.packages import PinnedPackages
+from gpuinfra.knowledge.packages import SIGNING_KEYS, PinnedPackages
 from gpuinfra.spec import ClusterSpec, NodeSpec
 from roles.apt import apt_keyring, install_pinned
 from roles.checked import check_script, checked_files
@@ -104,7 +104,8 @@ def _repository_and_packages(spec: ClusterSpec, node: NodeSpec, data: Any, versi
     mirror = data["kubernetes_repo_mirror"]
     files.directory(name="/etc/apt/keyrings exists", path="/etc/apt/keyrings", mode="755")
     keyring = apt_keyring(name="Add the Kubernetes repository's signing key",
-                          url=k8s.repository_key_url(version, mirror), path=k8s.KEYRING)
+                          url=k8s.repository_key_url(version, mirror), path=k8s.KEYRING,
+                          fingerprint=SIGNING_KEYS["kubernetes"])
     listed = files.put(name=f"List pkgs.k8s.io v{spec.kubernetes.minor} in apt sources",
                        dest=k8s.LIST_FILE, src=StringIO(k8s.repository_line(version, mirror)),
                        mode="644")

@@ -18,7 +18,7 @@ from gpuinfra.errors import GpuinfraError
 from gpuinfra.parsers.kubectl import parse_nodes
 from roles.checked import check_script, checked_files
 from roles.facts import LoadedModules
-from roles.remote import exclusive, put_text, run
+from roles.remote import put_text, run, sudo_args
 
 KUBECTL = ("kubectl", "--kubeconfig", kubeadm.ADMIN_CONF)
 JOIN_STAGE = f"{kubeadm.CONFIG_DIR}/.join-stage"
@@ -133,19 +133,18 @@ def _scrub(message: str, secrets: Sequence[str]) -> str:
 
 def _join(state: Any, host: Any, head: Any, settings: Mapping[str, Any]) -> None:  # noqa: ARG001
     """Execution time: a single-use bootstrap token made on the control plane, the CA key's
-    hash read there, the JoinConfiguration rendered in this machine's memory, uploaded to the
-    node's private staging directory, checked by kubeadm, used by ``kubeadm join --config``
-    and removed; the token is deleted on the control plane afterwards. The token is never
-    printed, logged, written here or put on a command line (pyinfra passes (state, host))."""
+    hash read there, the JoinConfiguration rendered in this machine's memory, written into the
+    node's private staging directory as a command's input (roles.remote), checked by kubeadm,
+    used by ``kubeadm join --config`` and removed; the token is deleted on the control plane
+    afterwards. The token is never printed, logged, written here or put on a command line
+    (pyinfra passes (state, host))."""
     node = host
-    with exclusive(head):  # the workers' callbacks run at once: one exchange with the head
-        token = run(head, StringCommand(
-            "kubeadm", "token", "create", "--kubeconfig", kubeadm.ADMIN_CONF,
-            "--ttl", kubeadm.JOIN_TOKEN_TTL,
-            "--description", QuoteString(f"gpuinfra: join of {settings['node_name']}")),
-            "kubeadm token create").strip()
-        ca_hash = run(head, StringCommand(kubeadm.CA_HASH_COMMAND),
-                      "the CA key hash").strip()
+    token = run(head, StringCommand(
+        "kubeadm", "token", "create", "--kubeconfig", kubeadm.ADMIN_CONF,
+        "--ttl", kubeadm.JOIN_TOKEN_TTL,
+        "--description", QuoteString(f"gpuinfra: join of {settings['node_name']}")),
+        "kubeadm token create").strip()
+    ca_hash = run(head, StringCommand(kubeadm.CA_HASH_COMMAND), "the CA key hash").strip()
     secrets = [token, token.split(".")[-1]]
     try:
         text = kubeadm.join_config(token=token, ca_hash=ca_hash, **settings)
@@ -163,10 +162,9 @@ def _join(state: Any, host: Any, head: Any, settings: Mapping[str, Any]) -> None
         raise GpuinfraError(_scrub(str(exc), secrets)) from None
     finally:
         # Best effort: the token expires by itself after JOIN_TOKEN_TTL.
-        with exclusive(head):
-            head.run_shell_command(StringCommand("kubeadm", "token", "delete", "--kubeconfig",
-                                                 kubeadm.ADMIN_CONF, token.split(".")[0]),
-                                   print_output=False, print_input=False)
+        head.run_shell_command(StringCommand("kubeadm", "token", "delete", "--kubeconfig",
+                                             kubeadm.ADMIN_CONF, token.split(".")[0]),
+                               print_output=False, print_input=False, **sudo_args(head))
 
 
 @operation()

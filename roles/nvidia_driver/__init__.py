@@ -19,7 +19,7 @@ from pyinfra.operations import apt, files, server, systemd
 from pyinfra.operations.util import any_changed
 
 from gpuinfra import reboot
-from gpuinfra.knowledge.packages import DriverRelease, driver_packages
+from gpuinfra.knowledge.packages import DriverRelease, driver_packages, open_modules_for
 from gpuinfra.render import (
     DEVICE_UDEV_RULE,
     NOUVEAU_BLACKLIST,
@@ -31,7 +31,8 @@ from gpuinfra.render import (
     persistenced_dropin,
 )
 from gpuinfra.spec import NodeSpec
-from roles.apt import APT_CACHE_S, apt_components, install_pinned
+from roles.apt import APT_CACHE_S, apt_components, install_pinned, require_available
+from roles.cuda_repo import cuda_repository
 from roles.facts import GroupIds
 from roles.nvidia_driver.operations import nvidia_device_access
 from roles.reboot import reboot_when_needed
@@ -78,14 +79,21 @@ DISTRO: dict[str, dict[str, Any]] = {
 def nvidia_driver(site: Site, node: NodeSpec, driver: DriverRelease) -> None:
     data = node.settings
     distro = DISTRO[driver.distro]
+    model = node.gpus.model if node.gpus is not None else None
     pinned = driver_packages(driver.distro, driver.branch, driver.version,
                              full=data["nvidia_driver_full"],
                              server_stream=data["nvidia_driver_server_stream"],
-                             persistenced_version=data["nvidia_driver_persistenced_version"])
+                             persistenced_version=data["nvidia_driver_persistenced_version"],
+                             open_modules=open_modules_for(model,
+                                                           data["nvidia_driver_open_modules"]))
+    # Before any change: the pinned versions must be what this host's apt lists.
+    require_available("the NVIDIA driver", pinned, "nvidia_driver_version")
 
     if data["nvidia_driver_manage_sources"]:
         codename = host.get_fact(LinuxDistribution)["release_meta"]["VERSION_CODENAME"]
         _archive_components(distro, codename)
+    if driver.repo is not None and driver.repo_key is not None:
+        cuda_repository(driver.repo, driver.repo_key, "the driver and Fabric Manager")
     headers = data["nvidia_driver_kernel_headers"]
     if headers:
         apt.packages(name="Install kernel headers for DKMS",

@@ -1,6 +1,7 @@
 """Data keys of the `nvidia_driver` role: default and rule of each (override them in group_data).
 
-Also read from the cluster spec (group_data/all.py): ``driver_branch`` (default "535") and
+Also read from the cluster spec (group_data/all.py): ``driver_branch`` (default "535"; 550, 570
+and 580 too, gpuinfra/knowledge/drivers.py) and
 ``reboot_policy`` ("never" or "if-needed"). The spec gate checks every host's values against
 these rules before any host is touched.
 """
@@ -11,6 +12,7 @@ from gpuinfra.spec.rules import (
     debian_package,
     debian_version,
     either,
+    http_url,
     integer,
     list_of,
     octal_mode,
@@ -27,6 +29,17 @@ KNOBS = (
     # Debian only: nvidia-persistenced is versioned apart from the driver (contrib).
     Knob("nvidia_driver_persistenced_version", None, optional(debian_version()),
          "Debian's nvidia-persistenced version"),
+    # NVIDIA's open kernel modules. None: what the GPU model needs (Grace Hopper and Blackwell
+    # run only with them; Volta only without); True/False forces it (refused where the model
+    # cannot run it).
+    Knob("nvidia_driver_open_modules", None, optional(boolean()),
+         "NVIDIA's open kernel modules (None: as the GPU model needs)"),
+    # Debian 12, branches after 535: NVIDIA's CUDA repository (or a site mirror of it), which
+    # carries them and Fabric Manager; Debian's archive has 535 only. None: NVIDIA's URL.
+    Knob("nvidia_driver_repo_url", None, optional(http_url()),
+         "NVIDIA's CUDA repository or its mirror (Debian, branches after 535)"),
+    Knob("nvidia_driver_repo_key_url", None, optional(http_url()),
+         "the CUDA repository's signing key URL"),
     # Install the distribution's full driver (X/GL stack) instead of the headless set.
     Knob("nvidia_driver_full", False, boolean(), "the full driver instead of the headless set"),
     # Ubuntu: the -server (datacenter) packages; False selects the desktop stream (set

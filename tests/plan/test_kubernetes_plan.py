@@ -27,6 +27,7 @@ from pyinfra.api import FileUploadCommand, FunctionCommand
 
 from gpuinfra import kubeadm
 from gpuinfra.knowledge import kubernetes as k8s
+from roles.apt import keyring_script
 from roles.kubernetes import CLUSTER_OBJECTS, NAMESPACES, STAGE, kubernetes
 from roles.kubernetes.operations import _join
 from tests.plan.harness import FakeHost, load_facts, plan_hosts
@@ -155,9 +156,9 @@ def test_fresh_head_prepares_the_node_and_plans_kubeadm_init(distro):
     assert "# swap off for the kubelet (gpuinfra): /swap.img" in fstab
     assert head.op("Load overlay, br_netfilter now").commands == (
         "modprobe -a overlay br_netfilter",)
-    assert head.op("signing key").commands == (
-        "curl -fsSL https://pkgs.k8s.io/core:/stable:/v1.35/deb/Release.key | gpg --batch "
-        f"--yes --dearmor -o {k8s.KEYRING}",)
+    assert head.op("signing key").commands == (keyring_script(
+        "https://pkgs.k8s.io/core:/stable:/v1.35/deb/Release.key", k8s.KEYRING,
+        "DE15B14486CD377B9E876E1A234654DA9A296436"),)
     assert _uploads(head)[k8s.LIST_FILE] == (
         f"deb [signed-by={k8s.KEYRING}] https://pkgs.k8s.io/core:/stable:/v1.35/deb/ /\n")
     install = head.op("Install Kubernetes").commands[-1]

@@ -18,6 +18,7 @@ PARSE_FOLDERS = {
     "topo": ["nvidia-smi-topo-m"], "p2p": ["nvidia-smi-topo-p2p"], "gpus": ["nvidia-smi-L",
     "nvidia-smi-query-gpu"], "mig": ["nvidia-smi-mig-lgip"], "lspci": ["lspci"],
     "mlxconfig": ["mlxconfig"], "ibstat": ["ibstat"], "ibv": ["ibv_devinfo"],
+    "fabric": ["nvidia-smi-q"],
 }
 NOT_STATUS = ("capabilities", "-R-remote")
 

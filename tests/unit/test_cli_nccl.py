@@ -20,6 +20,8 @@ A100 = NCCL / "1node-8x-a100-sxm4-80gb-nvswitch-g8-4G-UNRESOLVED-SOURCE.txt"
 
 HGX = ('{"gpu_model": "H100-SXM5-80GB", "gpu_count": 8, "gpu_topology": "nvswitch-all-to-all", '
        '"rdma_nics": [{"name": "mlx5_0"}, {"name": "mlx5_1"}]}')
+HGX8 = ('{"gpu_model": "H100-SXM5-80GB", "gpu_count": 8, "gpu_topology": "nvswitch-all-to-all", '
+        '"rdma_nics": [' + ", ".join(f'{{"name": "mlx5_{i}"}}' for i in range(8)) + ']}')
 PLAIN_HGX = ('{"gpu_model": "H100-SXM5-80GB", "gpu_count": 8, '
              '"gpu_topology": "nvswitch-all-to-all"}')
 
@@ -85,11 +87,24 @@ def test_multi_node_needs_the_nic_rate(tmp_path, monkeypatch, capsys):
     inv = site(tmp_path, monkeypatch, f'[("hgx01", {HGX}), ("hgx02", {HGX})]')
     code, _, err = run(capsys, "nccl", "script", "--inventory", inv)
     assert code == 2 and "--nic-gbps is required" in err and "2 RDMA NIC(s)" in err
-    code, out, _ = run(capsys, "nccl", "script", "--inventory", inv, "--nic-gbps", "400")
+    # 2 NICs of 400 Gb/s per 8x H100 node: no public measurement of that fabric, and none can
+    # be derived from the NICs (busbw between nodes exceeds their rate).
+    code, _, err = run(capsys, "nccl", "script", "--inventory", inv, "--nic-gbps", "400")
+    assert code == 2 and "no measured floor" in err and "--min-busbw" in err
+    code, out, _ = run(capsys, "nccl", "script", "--inventory", inv, "--min-busbw", "350")
     assert code == 0
     assert "#SBATCH --partition=gpu" in out and "#SBATCH --nodes=2" in out
-    assert "export NCCL_IB_HCA='=mlx5_0,mlx5_1'" in out
-    assert "MIN_BUSBW=85" in out  # 2 x 400 Gb/s / 8 x 0.85, below the NVSwitch 460
+    assert "export NCCL_IB_HCA='=mlx5_0,mlx5_1'" in out and "MIN_BUSBW=350" in out
+
+
+def test_measured_fabric_gets_its_floor_and_names_the_nvls_condition(tmp_path, monkeypatch,
+                                                                     capsys):
+    inv = site(tmp_path, monkeypatch, f'[("hgx01", {HGX8}), ("hgx02", {HGX8})]')
+    code, out, err = run(capsys, "nccl", "script", "--inventory", inv, "--nic-gbps", "400")
+    assert code == 0, err
+    assert "MIN_BUSBW=387" in out  # 10 % below nccl#1221's 430 GB/s on 8 x 400 Gb/s
+    assert "# The floor assumes NVLink SHARP (NVLS) in use." in out
+    assert "With NVLS off the floor is 297 GB/s" in out
 
 
 def test_multi_node_without_rdma_needs_an_explicit_floor(tmp_path, monkeypatch, capsys):
@@ -203,7 +218,7 @@ def test_bad_arguments_exit_2_with_a_hint(capsys, args):
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash not installed")
 def test_generated_job_runs_and_its_diagnosis_command_agrees(tmp_path, monkeypatch, capsys):
     """Inventory -> script -> bash with a stub srun -> the log -> the check the job names."""
-    inv = site(tmp_path, monkeypatch, f'[("hgx01", {HGX}), ("hgx02", {HGX})]')
+    inv = site(tmp_path, monkeypatch, f'[("hgx01", {HGX8}), ("hgx02", {HGX8})]')
     code, _, err = run(capsys, "nccl", "script", "--inventory", inv, "--nic-gbps", "200",
                        "--output", "nccl.sbatch")
     assert code == 0, err
@@ -215,8 +230,8 @@ def test_generated_job_runs_and_its_diagnosis_command_agrees(tmp_path, monkeypat
            "SLURM_JOB_ID": "42"}
     job = subprocess.run(["bash", "nccl.sbatch"], cwd=tmp_path, env=env, capture_output=True,
                          text=True, timeout=60)
-    # 2 nodes x 2 NICs x 200 Gb/s: floor 42.5 GB/s; the fixture has 16 ranks where the spec
-    # says 2 x 8 = 16, so the job passes.
+    # 2 nodes x 8 NICs x 200 Gb/s: the floor measured on that fabric (the fixture itself,
+    # x 0.9); the fixture has 16 ranks where the spec says 2 x 8 = 16, so the job passes.
     assert job.returncode == 0, job.stdout
     assert "NCCL all_reduce PASS" in job.stdout
     hint = next(line for line in job.stdout.splitlines() if line.startswith("diagnosis: "))

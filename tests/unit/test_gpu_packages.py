@@ -73,7 +73,7 @@ def test_a_version_from_another_branch_is_refused():
 
 def test_unknown_distro_or_branch_names_what_is_known():
     with pytest.raises(GpuinfraError, match="debian-12 535"):
-        default_driver_version("debian-12", "550")
+        default_driver_version("debian-12", "590")
 
 
 # ----------------------------------------------------------------------------- package sets

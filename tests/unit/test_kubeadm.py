@@ -25,7 +25,9 @@ class Output(SimpleNamespace):
 
 
 class FakeHost:
-    """What _join uses of a pyinfra Host: run_shell_command and put_file, recorded."""
+    """What _join may use of a pyinfra Host: run_shell_command only, recorded (a file is the
+    standard input of ``umask 0077 && cat > PATH``). pyinfra's file transfer stages files in
+    /tmp under sudo: using it fails the test."""
 
     def __init__(self, name: str, answers: dict[str, tuple[bool, str, str]] | None = None):
         self.name = name
@@ -40,14 +42,17 @@ class FakeHost:
         text = command.get_raw_value()
         self.commands.append(text)
         self.kwargs.append(kwargs)
+        if text.startswith("umask 0077 && cat > "):
+            self.uploads[text.removeprefix("umask 0077 && cat > ")] = kwargs["_stdin"]
         for words, (ok, out, err) in self.answers.items():
             if words in text:
                 return ok, Output(stdout=out, stderr=err)
         return True, Output(stdout="", stderr="")
 
-    def put_file(self, buffer, path, **kwargs):
-        self.uploads[path] = buffer.read().decode()
-        return True
+    def put_file(self, *args, **kwargs):
+        raise AssertionError("the join config went through pyinfra's file transfer (/tmp)")
+
+    get_file = put_file
 
 
 def _head(token_ok: bool = True) -> FakeHost:
@@ -73,7 +78,8 @@ def test_the_join_config_goes_up_from_memory_and_the_token_never_on_a_command_li
     assert f"kubeadm join --config {JOIN_STAGED}" in node.commands
     assert node.commands[-1] == f"rm -f {JOIN_STAGED}"  # removed after use
     assert head.commands[-1] == f"kubeadm token delete --kubeconfig {kubeadm.ADMIN_CONF} q7w2z1"
-    assert all(kw.get("print_output") is False for kw in head.kwargs + node.kwargs)
+    assert all(kw.get("print_output") is False and kw.get("print_input") is False
+               for kw in head.kwargs + node.kwargs)
     assert secret not in caplog.text
 
 

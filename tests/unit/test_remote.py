@@ -1,66 +1,57 @@
-"""Execution-time transfers never drive one host's SFTP client from two greenlets at once
-(pyinfra runs an operation on all hosts concurrently and keeps one SFTP client per host; two
-workers fetching the head's MUNGE key at once hung the lab deploy until this lock)."""
+"""Files a role's callback writes on a host go as a command's standard input, created 0600
+under umask 0077 by that command: never through pyinfra's file transfer (under sudo it stages
+the file in /tmp, readable by other users), never printed."""
 
 from __future__ import annotations
 
-from io import BytesIO
+import subprocess
 from types import SimpleNamespace
 
-import gevent
 import pytest
+from pyinfra.api import StringCommand
 
 from gpuinfra.errors import GpuinfraError
-from roles.remote import get_bytes, put_bytes
+from roles.remote import put_text, run
 
 
-class SlowHost:
-    """A host whose transfers take a while and record how many overlap."""
+class LocalHost:
+    """A pyinfra Host whose commands run here, in a shell (the file's mode is real)."""
 
-    def __init__(self, name: str, ok: bool = True):
-        self.name, self.ok = name, ok
+    def __init__(self, name: str = "node", sudo: bool = True):
+        self.name = name
         self.data = {}
-        self.state = SimpleNamespace(config=SimpleNamespace(SUDO=False))
-        self.active = self.most = 0
+        self.state = SimpleNamespace(config=SimpleNamespace(SUDO=sudo))
+        self.kwargs: list[dict] = []
 
-    def _transfer(self):
-        self.active += 1
-        self.most = max(self.most, self.active)
-        gevent.sleep(0.01)
-        self.active -= 1
-        return self.ok
+    def run_shell_command(self, command, **kwargs):
+        self.kwargs.append(kwargs)
+        done = subprocess.run(["sh", "-c", command.get_raw_value()], input=kwargs.get("_stdin"),
+                              capture_output=True, text=True, check=False)
+        return done.returncode == 0, SimpleNamespace(stdout=done.stdout, stderr=done.stderr)
 
-    def get_file(self, path, buffer, **kwargs):
-        ok = self._transfer()
-        buffer.write(b"k" * 64)
-        return ok
+    def put_file(self, *args, **kwargs):
+        raise AssertionError("pyinfra's file transfer was used (it stages files in /tmp)")
 
-    def put_file(self, buffer, path, **kwargs):
-        return self._transfer()
+    get_file = put_file
 
 
-def test_two_readers_of_one_host_take_turns():
-    head = SlowHost("head")
-    readers = [gevent.spawn(get_bytes, head, "/etc/munge/munge.key", "munge") for _ in range(3)]
-    gevent.joinall(readers, raise_error=True)
-    assert [r.value for r in readers] == [b"k" * 64] * 3
-    assert head.most == 1
+def test_a_file_goes_up_as_standard_input_private_from_its_first_byte(tmp_path):
+    host, path = LocalHost(), tmp_path / "join.yaml"
+    put_text(host, "token: secret\n", str(path), "kubeadm join config")
+    assert path.read_text() == "token: secret\n"
+    assert path.stat().st_mode & 0o777 == 0o600
+    [kwargs] = host.kwargs
+    assert kwargs["print_input"] is False and kwargs["print_output"] is False
+    assert kwargs["_sudo"] is True
 
 
-def test_without_the_lock_they_would_overlap():
-    """The check can fail: the same readers calling get_file directly do overlap."""
-    head = SlowHost("head2")
-    readers = [gevent.spawn(head.get_file, "/x", BytesIO()) for _ in range(3)]
-    gevent.joinall(readers, raise_error=True)
-    assert head.most == 3
+def test_a_failed_write_names_what_and_where(tmp_path):
+    with pytest.raises(GpuinfraError, match=r"writing containerd config to .*/none/x failed "
+                                            r"on node: .*nonexistent"):
+        put_text(LocalHost(), "x", str(tmp_path / "none" / "x"), "containerd config")
 
 
-def test_different_hosts_do_not_wait_on_each_other_and_failures_are_named():
-    hosts = [SlowHost(f"w{i}") for i in range(3)]
-    writers = [gevent.spawn(put_bytes, h, b"x", "/tmp/x", "munge") for h in hosts]
-    gevent.joinall(writers, raise_error=True)
-    assert all(h.most == 1 for h in hosts)
-    with pytest.raises(GpuinfraError, match="munge: cannot read /k on bad"):
-        get_bytes(SlowHost("bad", ok=False), "/k", "munge")
-    with pytest.raises(GpuinfraError, match="munge: cannot write /k on bad"):
-        put_bytes(SlowHost("bad", ok=False), b"x", "/k", "munge")
+def test_run_without_sudo_passes_no_sudo():
+    host = LocalHost(sudo=False)
+    assert run(host, StringCommand("echo", "ok"), "echo") == "ok\n"
+    assert "_sudo" not in host.kwargs[0] and "_stdin" not in host.kwargs[0]
