@@ -28,9 +28,9 @@ if node.gpus is not None:
     fabric_manager(site, node, driver)  # NVSwitch profiles only (and fabric_manager_enabled)
     container_toolkit(site, node, driver)  # after containerd; unless container_toolkit_enabled
 
-if "slurm" in node.schedulers:
-    munge(site, node)  # one key for the cluster, from the head
-    slurm(site, node)  # slurmctld on the head, slurmd on the workers
+if "slurm" in node.schedulers:  # both need the head: a failed head stops them everywhere
+    munge(site, node, _if=site.head_up)  # one key for the cluster, from the head
+    slurm(site, node, _if=site.head_up)  # slurmctld on the head, slurmd on the workers
 
-if "kubernetes" in node.schedulers:
-    kubernetes(site, node)  # kubeadm control plane on the head, workers joined, GPU layer
+if "kubernetes" in node.schedulers:  # the control plane is the head: as for Slurm
+    kubernetes(site, node, _if=site.head_up)  # control plane, workers joined, GPU layer

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from gpuinfra.knowledge import kubernetes as k8s
@@ -78,6 +79,10 @@ CLUSTER_KEYS: dict[str, Any] = {
     "kubernetes_device_plugin_version": k8s.DEFAULT_DEVICE_PLUGIN_VERSION,
     "kubernetes_image_repository": k8s.DEFAULT_IMAGE_REPOSITORY,
     "scheduler_sharing": None,
+    # Stop the whole deploy when more than this percent of the hosts failed: above it the
+    # deploy itself is broken (data, a mirror, a pin), below it dead or sick nodes are the
+    # normal state of a large cluster and the healthy ones converge.
+    "max_fail_percent": 50,
 }
 
 SPEC_KEYS = (*HOST_KEYS, *CLUSTER_KEYS)
@@ -208,10 +213,15 @@ class ClusterSpec:
     munge_key_rotation: str | None = None
     kubernetes: KubernetesSpec = field(default_factory=KubernetesSpec)
     scheduler_sharing: str | None = None
+    max_fail_percent: int = 50
     warnings: tuple[SpecWarning, ...] = ()
 
     def node(self, name: str) -> NodeSpec:
-        return next(n for n in self.nodes if n.name == name)
+        return self._by_name[name]
+
+    @cached_property
+    def _by_name(self) -> dict[str, NodeSpec]:
+        return {n.name: n for n in self.nodes}
 
     @property
     def workers(self) -> tuple[NodeSpec, ...]:

@@ -161,6 +161,7 @@ def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (
         munge_key_rotation=cluster["munge_key_rotation"],
         kubernetes=cluster["kubernetes"],
         scheduler_sharing=cluster["scheduler_sharing"],
+        max_fail_percent=cluster["max_fail_percent"],
         warnings=tuple(_partial_effects(nodes)),
     )
 
@@ -271,6 +272,9 @@ def _cluster_values(hosts: Sequence[HostInput], errs: _Collector) -> dict[str, A
         "munge_key_rotation": _rotation(raw["munge_key_rotation"], errs),
         "kubernetes": _kubernetes(raw, errs),
         "scheduler_sharing": _scheduler_sharing(raw["scheduler_sharing"], errs),
+        "max_fail_percent": _int(CLUSTER, "max_fail_percent", raw["max_fail_percent"], errs, 0,
+                                 100, f"set max_fail_percent {_WHERE_ALL}: the percent of "
+                                 "hosts that may fail before the whole deploy stops"),
     }
 
 
