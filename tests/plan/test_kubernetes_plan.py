@@ -30,7 +30,7 @@ from gpuinfra.knowledge import kubernetes as k8s
 from roles.apt import keyring_script
 from roles.kubernetes import CLUSTER_OBJECTS, NAMESPACES, STAGE, kubernetes
 from roles.kubernetes.operations import _join
-from tests.plan.harness import FakeHost, load_facts, plan_hosts
+from tests.plan.harness import DEPLOY, FakeHost, load_facts, plan_hosts
 from tests.plan.test_containerd_plan import merge
 
 DISTROS = ["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
@@ -325,3 +325,17 @@ def test_a_containerd_below_the_recommendation_is_warned_about(containerd, warne
     assert result.plans[HEAD].commands == []  # a warning, not a change
     assert ("recommends for Kubernetes 1.35" in caplog.text or
             "not among containerd's recommendations" in caplog.text) is warned
+
+
+def test_a_failed_head_stops_kubernetes_on_the_workers_in_the_whole_deploy():
+    """deploy.py runs the role with _if=site.head_up: no join is attempted against a control
+    plane that failed in this run, while the rest of the worker's deploy goes on."""
+    facts = {n: merge(fresh("debian-12"), {"roles.containerd.ContainerdDefaultConfig": None})
+             for n in (HEAD, "cpu01")}
+    nodes = [FakeHost(HEAD, ("head",), facts[HEAD], DATA[HEAD]),
+             FakeHost("cpu01", ("workers",), facts["cpu01"], {"node_address": "10.0.0.13"})]
+    for failed, planned in (((), True), ((HEAD,), False)):
+        plan = plan_hosts(DEPLOY, nodes, ["cpu01"], SITE, failed=failed).plans["cpu01"]
+        changing = [op.name for op in plan.changing]
+        assert any(n.startswith("kubernetes |") for n in changing) is planned, changing
+        assert any(n.startswith("containerd |") for n in changing), changing
