@@ -5,8 +5,9 @@ distribution's ``containerd`` package; ``/etc/containerd/config.toml`` made from
 containerd's own ``containerd config default`` with ``SystemdCgroup = true`` and the sandbox
 image of the pinned Kubernetes release (gpuinfra.containerd); staged, read by containerd
 itself (``containerd --config <staged> config dump``) and only then moved in
-(roles/checked.py); containerd restarted only when the file changed. What the container
-toolkit adds to the file afterwards (the nvidia runtime) is carried over by every rewrite.
+(roles/checked.py); containerd restarted only when the file changed; a boot drop-in bounds
+its restarts (roles/boot.py). What the container toolkit adds to the file afterwards (the
+nvidia runtime) is carried over by every rewrite.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pyinfra.operations import apt, files, server, systemd
 from gpuinfra.containerd import CONFIG, containerd_config, same_config
 from gpuinfra.spec import NodeSpec
 from roles.apt import APT_CACHE_S
+from roles.boot import BootNeeds, boot_order
 from roles.checked import check_script, checked_files
 from roles.facts import host_distro
 from roles.remote import put_text, run
@@ -33,6 +35,11 @@ DISTRO = {
     "ubuntu-22.04": {"package": "containerd"},  # 1.7.x (jammy-updates)
     "ubuntu-24.04": {"package": "containerd"},  # 1.7.x (noble-updates)
 }
+# The package's unit restarts containerd forever (Restart=always); the project's drop-in bounds
+# it, so a containerd that cannot start shows as failed (roles/boot.py, gpuinfra.units).
+BOOT = BootNeeds("containerd.service", "the local file systems and the network (the CRI's "
+                 "streaming server, image pulls)", ("local-fs.target", "network-online.target"),
+                 ("network-online.target",))
 STAGE = "/etc/containerd/.gpuinfra-stage"
 STAGED = f"{STAGE}/config.toml"
 CHECK = check_script(f"containerd --config {STAGED} config dump", "containerd",
@@ -108,4 +115,5 @@ def containerd(site: Site, node: NodeSpec) -> None:
     # on a fresh node the package's postinst starts containerd after planning.
     server.shell(name="Restart containerd on its new configuration",
                  commands=["systemctl restart containerd.service"], _if=config.did_change)
+    boot_order([BOOT])
     systemd.service(name="Run containerd", service="containerd", running=True, enabled=True)

@@ -12,11 +12,12 @@ import hashlib
 from typing import Any
 
 import pytest
-from pyinfra.api import FunctionCommand
+from pyinfra.api import FileUploadCommand, FunctionCommand
 
 from gpuinfra.containerd import CONFIG, containerd_config
 from gpuinfra.knowledge.kubernetes import pause_image
-from roles.containerd import CHECK, STAGE, _stage_from_installed, containerd
+from gpuinfra.units import boot_dropin, dropin_path
+from roles.containerd import BOOT, CHECK, STAGE, _stage_from_installed, containerd
 from tests.conftest import REPO
 from tests.plan.harness import FakeHost, load_facts, plan, plan_cluster
 
@@ -66,8 +67,13 @@ def converged_containerd(distro: str, pause: str = PAUSE) -> dict[str, Any]:
         "files.FileContents": {f"path={CONFIG}": rendered.rstrip("\n").split("\n")},
         "files.Sha256File": {f"path={CONFIG}": hashlib.sha256(rendered.encode()).hexdigest()},
         "files.File": {"path=/var/lib/apt/periodic/update-success-stamp":
+                       {**STAMP, "mtime": datetime.fromisoformat("2026-11-22T03:30:00")},
+                       f"path={dropin_path(BOOT.unit)}":
                        {**STAMP, "mtime": datetime.fromisoformat("2026-11-22T03:30:00")}},
-        "files.Directory": {"path=/etc/containerd": DIRECTORY},
+        "files.Directory": {"path=/etc/containerd": DIRECTORY,
+                            f"path={dropin_path(BOOT.unit).rsplit('/', 1)[0]}": DIRECTORY},
+        "files.Sha1File": {f"path={dropin_path(BOOT.unit)}": hashlib.sha1(
+            boot_dropin(BOOT.why, BOOT.after, BOOT.wants).encode()).hexdigest()},
         "systemd.SystemdStatus": {"*": {"containerd.service": True}},
         "systemd.SystemdEnabled": {"*": {"containerd.service": True}},
     }
@@ -90,6 +96,10 @@ def test_fresh_node_installs_renders_on_the_node_checks_and_starts(distro):
     assert config.commands[3].endswith(f"mv -f {CONFIG}.gpuinfra-new {CONFIG}")
     assert result.op("Restart containerd").commands == ("systemctl restart containerd.service",)
     assert result.op("Run containerd").commands  # start and enable
+    dropin = result.op("containerd.service: boot order")
+    assert any("Restart=on-failure" in c.src.getvalue() for c in dropin.raw
+               if isinstance(c, FileUploadCommand))
+    assert result.op("Reload systemd units").commands == ("systemctl daemon-reload",)
 
 
 @pytest.mark.parametrize("distro", DISTROS)
