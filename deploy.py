@@ -8,8 +8,10 @@ also usable alone: `pyinfra inventory/<site>.py roles/<role>/deploy.py`.
 
 from roles.common import common
 from roles.container_toolkit import container_toolkit
+from roles.containerd import containerd
 from roles.fabric_manager import fabric_manager
 from roles.gpu import node_driver
+from roles.kubernetes import kubernetes
 from roles.munge import munge
 from roles.nvidia_driver import nvidia_driver
 from roles.site import this_node
@@ -19,6 +21,7 @@ from roles.vfio import vfio
 site, node = this_node()
 
 common(site, node)  # hostname, /etc/hosts, apt mirror and proxy, chrony, sysctls: every host
+containerd(site, node)  # Kubernetes nodes (every host with containerd_everywhere)
 
 if node.is_hypervisor:
     vfio(site, node)  # IOMMU, vfio-pci for the VMs' devices, before any GPU driver claims them
@@ -27,8 +30,11 @@ if node.gpus is not None:
     driver = node_driver(site, node)  # one driver release for the three GPU roles
     nvidia_driver(site, node, driver)
     fabric_manager(site, node, driver)  # NVSwitch profiles only (and fabric_manager_enabled)
-    container_toolkit(site, node, driver)  # unless container_toolkit_enabled is False
+    container_toolkit(site, node, driver)  # after containerd; unless container_toolkit_enabled
 
-if "slurm" in site.spec.schedulers:  # both need the head: a failed head stops them everywhere
+if "slurm" in node.schedulers:  # both need the head: a failed head stops them everywhere
     munge(site, node, _if=site.head_up)  # one key for the cluster, from the head
     slurm(site, node, _if=site.head_up)  # slurmctld on the head, slurmd on the workers
+
+if "kubernetes" in node.schedulers:  # the control plane is the head: as for Slurm
+    kubernetes(site, node, _if=site.head_up)  # control plane, workers joined, GPU layer

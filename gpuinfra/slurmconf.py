@@ -377,7 +377,7 @@ def slurm_conf(spec: ClusterSpec, addresses: Mapping[str, str | None],
     if len(spec.head) != 1:
         raise SlurmConfigError(f"Slurm needs exactly one host in 'head', found {len(spec.head)}")
     head = spec.head[0]
-    workers = [n for n in spec.nodes if n.is_worker]
+    workers = [n for n in spec.nodes if n.is_worker and "slurm" in n.schedulers]
     return SlurmConf(
         cluster_name=spec.name,
         controller=head.short_name,

@@ -21,3 +21,16 @@ offline = False
 apt_mirror = None
 apt_proxy = None
 nvidia_repo_mirror = None
+
+# Kubernetes (schedulers = ["kubernetes"], or both with node_schedulers per worker): the pinned
+# release (1.33.x-1.35.x), its networks, the CNI and the NVIDIA device plugin release. See
+# README "Kubernetes" and roles/kubernetes/README.md.
+kubernetes_version = "1.35.8"
+kubernetes_pod_cidr = "10.244.0.0/16"
+kubernetes_service_cidr = "10.96.0.0/12"
+kubernetes_cni = "flannel"
+kubernetes_device_plugin_version = "v0.17.1"
+kubernetes_image_repository = "registry.k8s.io"
+# A worker in Slurm and Kubernetes at once: None (refused) or "drain" (you drain it in one
+# scheduler before the other uses its GPUs).
+scheduler_sharing = None

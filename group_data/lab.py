@@ -16,3 +16,9 @@ container_toolkit_enabled = False
 
 # Slurm accounting: slurmdbd with Debian's MariaDB on lab-head (real database, jobs in sacct).
 slurm_accounting = True
+
+# containerd runs for real in the lab (Debian 12's 1.6.20 in the systemd containers, a container
+# started through it with the systemd cgroup driver: verify/test_containerd.py). Kubernetes does
+# not: no kubelet/kubeadm package is reachable, and this kernel gives cgroup v1 only, which
+# kubelet 1.35 refuses. So the lab runs containerd without Kubernetes (roles/containerd).
+containerd_everywhere = True

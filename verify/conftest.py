@@ -7,10 +7,11 @@ child process: see inventory_json.py) and turned into the typed cluster spec
 (gpuinfra.spec.build_cluster): the expectations. Each test
 runs once per host (test id ``test_x[HOST]``); a module may set ``VERIFY_NODES = "gpu"`` to
 run only on hosts whose spec lists GPUs
-(``"workers"``: only the workers group; ``"hypervisors"``: only the hypervisors group).
-Hosts are reached with testinfra's paramiko backend (one connection per host and process) on a
-client that checks each host's SSH key against the site's known_hosts (verify/ssh.py: a changed
-key fails every test of that host). Under pytest-xdist every test of one host runs on the same
+(``"workers"``: only the workers group; ``"hypervisors"``: only the hypervisors group), and
+``VERIFY_SCHEDULER = "slurm"`` only on the nodes of that scheduler (node_schedulers). Hosts are
+reached with testinfra's paramiko backend (one connection per host and process) on a client
+that checks each host's SSH key against the site's known_hosts (verify/ssh.py: a changed key
+fails every test of that host). Under pytest-xdist every test of one host runs on the same
 worker (scheduler below), so each host is probed once.
 """
 
@@ -100,6 +101,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         nodes = tuple(n for n in nodes if n.is_worker)
     elif which == "hypervisors":
         nodes = tuple(n for n in nodes if n.is_hypervisor)
+    scheduler = getattr(metafunc.module, "VERIFY_SCHEDULER", None)
+    if scheduler:
+        nodes = tuple(n for n in nodes if scheduler in n.schedulers)
     names = [n.name for n in nodes]
     metafunc.parametrize("node_name", names, ids=names, scope="module")
 

@@ -14,6 +14,7 @@ from verify.failure import fail
 
 Note = Callable[[str, object], None]
 pytestmark = pytest.mark.usefixtures("slurm_site")
+VERIFY_SCHEDULER = "slurm"
 KEY = "/etc/munge/munge.key"
 
 

@@ -34,6 +34,7 @@ from verify.slurm_expect import (
 )
 
 VERIFY_NODES = "workers"
+VERIFY_SCHEDULER = "slurm"
 Note = Callable[[str, object], None]
 pytestmark = pytest.mark.usefixtures("slurm_site")
 JOB_TIMEOUT = 60
@@ -139,7 +140,7 @@ def test_job_gets_only_its_gpu(controller: Host, node: NodeSpec, note: Note) -> 
 
 @pytest.fixture(scope="session")
 def cluster_job(controller: Host, site) -> tuple[int, str, str]:
-    workers = [n for n in site.spec.nodes if n.is_worker and n.gpus is not None]
+    workers = [n for n in site.spec.workers_of("slurm") if n.gpus is not None]
     if not workers:
         pytest.skip("no GPU workers")
     names = ",".join(n.short_name for n in workers)
@@ -152,7 +153,7 @@ def cluster_job(controller: Host, site) -> tuple[int, str, str]:
 
 def test_job_across_all_gpu_workers(cluster_job, site, note: Note) -> None:
     rc, out, err = cluster_job
-    workers = sorted(n.short_name for n in site.spec.nodes if n.is_worker and n.gpus)
+    workers = sorted(n.short_name for n in site.spec.workers_of("slurm") if n.gpus)
     seen = {line.split()[0]: line for line in out.splitlines() if "CVD=" in line}
     without = [w for w in workers if w not in seen or re.search(r"CVD=(\s|$)", seen[w])]
     if rc != 0 or without:

@@ -96,6 +96,9 @@ SIGNING_KEYS = {
     "container-toolkit": "C95B321B61E88C1809C4F759DDCAE044F796ECB0",
     # .../compute/cuda/repos/<distro>/x86_64/3bf863cc.pub (the CUDA repository, Fabric Manager)
     "cuda": "EB693B3035CD5710E231E123A4B469963BF863CC",
+    # https://pkgs.k8s.io/core:/stable:/v1.<minor>/deb/Release.key: one key (isv:kubernetes OBS
+    # Project) for every minor, its expiry extended in place (kubernetes/kubernetes#128609)
+    "kubernetes": "DE15B14486CD377B9E876E1A234654DA9A296436",
 }
 
 # NVIDIA Container Toolkit: the four packages NVIDIA's install guide pins together [ctk-install]

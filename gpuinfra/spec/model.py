@@ -7,7 +7,7 @@ Where each value lives (pyinfra's own places, see README "Describing a site"):
 - ``group_data/all.py``: cluster-wide values (``cluster_name``, ``schedulers``,
   ``driver_branch``, ``mig_strategy``, ``reboot_policy``, ``apt_mirror``, ``apt_proxy``,
   ``nvidia_repo_mirror``, ``offline``, ``slurm_partitions``, ``slurm_accounting``,
-  ``munge_key_rotation``);
+  ``munge_key_rotation``, the ``kubernetes_*`` keys, ``scheduler_sharing``);
 - ``group_data/<group>.py``: values shared by a group (e.g. every worker's GPU model).
 """
 
@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from gpuinfra.knowledge import kubernetes as k8s
 from gpuinfra.knowledge.drivers import DEFAULT_BRANCH
 from gpuinfra.knowledge.gpus import GpuModel
 from gpuinfra.knowledge.topology import TopologyProfile, fabric_manager_needed
@@ -30,10 +31,13 @@ ROLE_GROUPS = (HEAD_GROUP, WORKER_GROUP, HYPERVISOR_GROUP)
 # What the roles deploy today. A spec asking for anything else is refused before any host is
 # touched, with this reason: accepting it would deploy nothing, silently.
 NOT_DEPLOYED = {
-    "kubernetes": "no Kubernetes role yet: schedulers = ['kubernetes'] would deploy nothing",
 }
 
 SCHEDULERS = ("slurm", "kubernetes")
+# How a worker in both schedulers is shared: "drain" = it runs slurmd and the kubelet, and the
+# operator drains it in one (scontrol ... state=drain / kubectl cordon+drain) before the other
+# schedules on its GPUs. None: a worker in both is refused.
+SCHEDULER_SHARING = ("drain",)
 MIG_STRATEGIES = ("single", "mixed")
 REBOOT_POLICIES = ("never", "if-needed")
 SHARING_MODES = ("none", "mig", "mps", "time-slicing")
@@ -57,6 +61,8 @@ HOST_KEYS: dict[str, Any] = {
     "vfio_devices": None,
     "vms": None,
     "vfio_nvlink": None,
+    # The schedulers this node belongs to (a subset of the site's schedulers); default: all.
+    "node_schedulers": None,
 }
 
 # Cluster-wide keys: must agree on every host (set them once, in group_data/all.py).
@@ -73,6 +79,13 @@ CLUSTER_KEYS: dict[str, Any] = {
     "slurm_partitions": None,
     "slurm_accounting": False,
     "munge_key_rotation": None,
+    "kubernetes_version": k8s.DEFAULT_VERSION,
+    "kubernetes_pod_cidr": "10.244.0.0/16",
+    "kubernetes_service_cidr": "10.96.0.0/12",
+    "kubernetes_cni": k8s.DEFAULT_CNI,
+    "kubernetes_device_plugin_version": k8s.DEFAULT_DEVICE_PLUGIN_VERSION,
+    "kubernetes_image_repository": k8s.DEFAULT_IMAGE_REPOSITORY,
+    "scheduler_sharing": None,
     # Stop the whole deploy when more than this percent of the hosts failed: above it the
     # deploy itself is broken (data, a mirror, a pin), below it dead or sick nodes are the
     # normal state of a large cluster and the healthy ones converge.
@@ -181,6 +194,8 @@ class NodeSpec:
     settings: Mapping[str, Any] = field(default_factory=dict)
     # Hypervisors: what goes to VMs (None on other hosts).
     vfio: VfioSpec | None = None
+    # The schedulers this node belongs to (node_schedulers; default: the site's).
+    schedulers: tuple[str, ...] = ()
 
     @property
     def is_head(self) -> bool:
@@ -208,6 +223,27 @@ class Partition:
 
 
 @dataclass(frozen=True)
+class KubernetesSpec:
+    """The Kubernetes cluster: pinned version (``1.35.8``), networks, CNI, device plugin."""
+
+    version: str = k8s.DEFAULT_VERSION
+    pod_cidr: str = "10.244.0.0/16"
+    service_cidr: str = "10.96.0.0/12"
+    cni: str = k8s.DEFAULT_CNI
+    device_plugin_version: str = k8s.DEFAULT_DEVICE_PLUGIN_VERSION
+    image_repository: str = k8s.DEFAULT_IMAGE_REPOSITORY
+
+    @property
+    def minor(self) -> str:
+        return k8s.minor_of(self.version)
+
+    @property
+    def pause_image(self) -> str:
+        """The sandbox image containerd must use (kubeadm's, from the image repository)."""
+        return k8s.pause_image(self.version, self.image_repository)
+
+
+@dataclass(frozen=True)
 class ClusterSpec:
     name: str
     schedulers: tuple[str, ...]
@@ -222,6 +258,8 @@ class ClusterSpec:
     partitions: tuple[Partition, ...] = ()
     slurm_accounting: bool = False
     munge_key_rotation: str | None = None
+    kubernetes: KubernetesSpec = field(default_factory=KubernetesSpec)
+    scheduler_sharing: str | None = None
     max_fail_percent: int = 50
     warnings: tuple[SpecWarning, ...] = ()
 
@@ -243,3 +281,11 @@ class ClusterSpec:
     @property
     def gpu_nodes(self) -> tuple[NodeSpec, ...]:
         return tuple(n for n in self.nodes if n.gpus is not None)
+
+    def members(self, scheduler: str) -> tuple[NodeSpec, ...]:
+        """The nodes ``scheduler`` runs on (head and workers), per their node_schedulers."""
+        return tuple(n for n in self.nodes if scheduler in n.schedulers)
+
+    def workers_of(self, scheduler: str) -> tuple[NodeSpec, ...]:
+        """The workers ``scheduler`` schedules on."""
+        return tuple(n for n in self.nodes if n.is_worker and scheduler in n.schedulers)

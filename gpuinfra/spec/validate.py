@@ -7,6 +7,7 @@ Nothing here raises anything else on bad data: wrong types are problems, not cra
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -16,6 +17,7 @@ from typing import Any
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge import drivers
+from gpuinfra.knowledge import kubernetes as k8s
 from gpuinfra.knowledge.gpus import (
     GPU_MODELS,
     GpuModel,
@@ -37,6 +39,7 @@ from gpuinfra.spec.model import (
     NVLINK_FABRICS,
     REBOOT_POLICIES,
     ROLE_GROUPS,
+    SCHEDULER_SHARING,
     SCHEDULERS,
     SHARING_MODES,
     SPEC_KEYS,
@@ -45,6 +48,7 @@ from gpuinfra.spec.model import (
     GpuSharing,
     GpuSpec,
     HostInput,
+    KubernetesSpec,
     NodeSpec,
     NvlinkGroup,
     Partition,
@@ -140,6 +144,9 @@ def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (
     nodes = tuple(_node(host, cluster, settings[host.name], errs) for host in hosts)
     _check_short_names(nodes, errs)
     _check_heads(nodes, cluster["schedulers"], errs)
+    _check_shared_workers(nodes, cluster["scheduler_sharing"], errs)
+    if "kubernetes" in cluster["schedulers"]:
+        _check_kubernetes(nodes, cluster["kubernetes"], errs)
     partitions = _partitions(cluster, nodes, errs)
     if errs.errors:
         raise SpecInvalid(errs.errors)
@@ -157,6 +164,8 @@ def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (
         partitions=partitions,
         slurm_accounting=cluster["slurm_accounting"],
         munge_key_rotation=cluster["munge_key_rotation"],
+        kubernetes=cluster["kubernetes"],
+        scheduler_sharing=cluster["scheduler_sharing"],
         max_fail_percent=cluster["max_fail_percent"],
         warnings=tuple(_partial_effects(nodes)),
     )
@@ -262,6 +271,8 @@ def _cluster_values(hosts: Sequence[HostInput], errs: _Collector) -> dict[str, A
         "slurm_accounting": _flag("slurm_accounting", raw["slurm_accounting"], errs,
                                   "True runs slurmdbd with MariaDB on the head"),
         "munge_key_rotation": _rotation(raw["munge_key_rotation"], errs),
+        "kubernetes": _kubernetes(raw, errs),
+        "scheduler_sharing": _scheduler_sharing(raw["scheduler_sharing"], errs),
         "max_fail_percent": _int(CLUSTER, "max_fail_percent", raw["max_fail_percent"], errs, 0,
                                  100, f"set max_fail_percent {_WHERE_ALL}: the percent of "
                                  "hosts that may fail before the whole deploy stops"),
@@ -427,6 +438,7 @@ def _node(host: HostInput, cluster: Mapping[str, Any], settings: Mapping[str, An
         address=_address(host, errs),
         settings=settings,
         vfio=_vfio(host, gpus, nics, errs),
+        schedulers=_node_schedulers(host, cluster["schedulers"], errs),
     )
 
 
@@ -497,16 +509,26 @@ def _partial_effects(nodes: Sequence[NodeSpec]) -> list[SpecWarning]:
     """Valid settings that today have only part of their effect: said, never silent."""
     found = []
     for node in nodes:
+        slurm, kube = "slurm" in node.schedulers, "kubernetes" in node.schedulers
         if node.sharing.mode == "mig":
+            users = " and ".join(u for u, on in (("Slurm's GRES", slurm),
+                                                 ("the device plugin's resources", kube)) if on)
             found.append(SpecWarning(node.name, "gpu_sharing['mig_layout']",
-                                     "counted into Slurm's GRES, but no role creates the MIG "
-                                     "instances yet: create them by hand (nvidia-smi mig -cgi) "
-                                     "before jobs ask for them"))
-        elif node.sharing.mode == "mps":
+                                     f"counted into {users or 'no scheduler'}, but no role "
+                                     "creates the MIG instances yet: create them by hand "
+                                     "(nvidia-smi mig -cgi) before jobs ask for them"))
+        elif node.sharing.mode == "mps" and slurm:
             found.append(SpecWarning(node.name, "gpu_sharing",
                                      "Slurm counts mps GRES, but no role starts the MPS daemon "
                                      "or applies clients/thread_percentage/pinned_mem_limit "
                                      "yet"))
+        elif node.sharing.mode == "mps" and kube and (node.sharing.mps_thread_percentage or
+                                                      node.sharing.mps_pinned_mem_limit):
+            found.append(SpecWarning(node.name, "gpu_sharing",
+                                     "Kubernetes: the device plugin's MPS daemon gives each of "
+                                     "the 'clients' replicas 1/clients of the GPU's memory and "
+                                     "SMs; thread_percentage and pinned_mem_limit are not "
+                                     "applied"))
         if node.gpus is not None and node.gpus.model.fabric_services:
             found.append(SpecWarning(node.name, "gpu_model",
                                      f"{node.gpus.model.key}'s NVSwitch fabric also needs "
@@ -611,6 +633,17 @@ _SHARING_KEYS = {
 }
 
 
+# Two sharing modes on one node, said the way the device plugin's documentation says them.
+_COMBINED = {
+    ("mig", "replicas"): "time-slicing MIG devices is not deployed here: one sharing mode per "
+                         "node (and under mig_strategy 'single' the device plugin would replicate "
+                         "nvidia.com/gpu across MIG devices of one profile only)",
+    ("mps", "mig_layout"): "MPS is not supported on MIG-enabled GPUs (NVIDIA device plugin)",
+    ("time-slicing", "mig_layout"): "time-slicing and a MIG layout on one node: one sharing "
+                                    "mode per node",
+}
+
+
 def _sharing(host: HostInput, gpus: GpuSpec | None, strategy: str,
              errs: _Collector) -> GpuSharing:
     raw = host.data.get("gpu_sharing")
@@ -622,7 +655,14 @@ def _sharing(host: HostInput, gpus: GpuSpec | None, strategy: str,
         return GpuSharing()
     mode = _choice(host.name, "gpu_sharing['mode']", raw.get("mode"), SHARING_MODES, errs,
                    _WHERE_HOST)
-    _check_nested_keys(host.name, "gpu_sharing", raw, _SHARING_KEYS[mode],
+    # Two modes on one node get the device plugin's own words; other unknown keys, the hint.
+    for key in [k for k in raw if (mode, k) in _COMBINED]:
+        errs.add(host.name, f"gpu_sharing[{clip(key)}]", raw[key], _COMBINED[(mode, key)],
+                 ", ".join(_SHARING_KEYS[mode]),
+                 f"remove {clip(key)} from gpu_sharing (one sharing mode per node)")
+    _check_nested_keys(host.name, "gpu_sharing",
+                       {k: v for k, v in raw.items() if (mode, k) not in _COMBINED},
+                       _SHARING_KEYS[mode],
                        f"not a setting of mode {mode!r} (one sharing mode per node)", errs)
     if gpus is None:
         return GpuSharing(mode=mode)
@@ -1024,6 +1064,169 @@ def _check_host_use(host: str, addresses: Sequence[str], ids: Sequence[str],
                      f"remove it from vfio_devices, or {nic.name} from rdma_nics")
 
 
+# ---------------------------------------------------------------------------- schedulers
+
+def _scheduler_sharing(value: Any, errs: _Collector) -> str | None:
+    if value is None or value in SCHEDULER_SHARING:
+        return value
+    errs.add(CLUSTER, "scheduler_sharing", value, "unknown way of sharing a worker",
+             "None (a worker belongs to one scheduler), or 'drain' (it runs both; the "
+             "operator drains it in one before the other uses it)",
+             f"set scheduler_sharing {_WHERE_ALL}, or give each worker node_schedulers")
+    return None
+
+
+def _node_schedulers(host: HostInput, site: Sequence[str], errs: _Collector) -> tuple[str, ...]:
+    raw = host.data.get("node_schedulers")
+    if raw is None:
+        return tuple(site)
+    if isinstance(raw, (str, bytes)) or not isinstance(raw, (list, tuple)) or not raw:
+        errs.add(host.name, "node_schedulers", raw, "must be a non-empty list",
+                 f"a list drawn from the site's schedulers {list(site)}",
+                 f"set node_schedulers {_WHERE_HOST}, e.g. ['kubernetes']")
+        return tuple(site)
+    bad = [s for s in raw if s not in site]
+    if bad:
+        errs.add(host.name, "node_schedulers", raw, f"names {bad}, which the site does not run",
+                 f"a list drawn from the site's schedulers {list(site)}",
+                 f"add {bad} to schedulers {_WHERE_ALL}, or remove them from node_schedulers")
+    return tuple(s for s in site if s in raw)
+
+
+def _check_shared_workers(nodes: Sequence[NodeSpec], sharing: str | None,
+                          errs: _Collector) -> None:
+    """A worker in Slurm and Kubernetes at once: both would hand out the same GPUs."""
+    if sharing is not None:
+        return
+    for node in nodes:
+        if node.is_worker and {"slurm", "kubernetes"} <= set(node.schedulers):
+            errs.add(node.name, "node_schedulers", list(node.schedulers),
+                     "this worker is in Slurm and in Kubernetes: both would hand out its GPUs "
+                     "to different jobs at once",
+                     "one scheduler per worker, unless the site says how they share it",
+                     "set node_schedulers = ['slurm'] or ['kubernetes'] for the host, or "
+                     f"scheduler_sharing = 'drain' {_WHERE_ALL} (you drain it in one scheduler "
+                     "before the other uses it)")
+
+
+# ---------------------------------------------------------------------------- Kubernetes
+
+def _kubernetes(raw: Mapping[str, Any], errs: _Collector) -> KubernetesSpec:
+    version = raw["kubernetes_version"]
+    try:
+        k8s.release(version)
+    except GpuinfraError as exc:
+        errs.add(CLUSTER, "kubernetes_version", version, str(exc),
+                 ", ".join(f"{m}.x" for m in k8s.SUPPORTED_MINORS) + f" (e.g. "
+                 f"{k8s.DEFAULT_VERSION!r}: Kubernetes 1.36+ needs containerd 2, which Debian 12 "
+                 "and Ubuntu 22.04/24.04 do not ship)",
+                 f"set kubernetes_version {_WHERE_ALL}")
+        version = k8s.DEFAULT_VERSION
+    cni = raw["kubernetes_cni"]
+    if cni not in k8s.CNIS:
+        errs.add(CLUSTER, "kubernetes_cni", cni, "not a CNI the kubernetes role deploys",
+                 ", ".join(k8s.CNIS), f"set kubernetes_cni {_WHERE_ALL}")
+        cni = k8s.DEFAULT_CNI
+    plugin = raw["kubernetes_device_plugin_version"]
+    if not isinstance(plugin, str) or not k8s.DEVICE_PLUGIN_VERSION.fullmatch(plugin):
+        errs.add(CLUSTER, "kubernetes_device_plugin_version", plugin,
+                 "not a device plugin release the role's config format suits",
+                 "v0.15.0 or later 0.x, written with its 'v' (MPS sharing and GPU Feature "
+                 f"Discovery are in one image since v0.15.0), e.g. "
+                 f"{k8s.DEFAULT_DEVICE_PLUGIN_VERSION!r}",
+                 f"set kubernetes_device_plugin_version {_WHERE_ALL}")
+        plugin = k8s.DEFAULT_DEVICE_PLUGIN_VERSION
+    repository = raw["kubernetes_image_repository"]
+    if not isinstance(repository, str) or not k8s.IMAGE_REPOSITORY.fullmatch(repository):
+        errs.add(CLUSTER, "kubernetes_image_repository", repository,
+                 "not an image repository", "host[:port][/path], e.g. 'registry.k8s.io' or "
+                 "'registry.example:5000/k8s' (the site's mirror of registry.k8s.io)",
+                 f"set kubernetes_image_repository {_WHERE_ALL}")
+        repository = k8s.DEFAULT_IMAGE_REPOSITORY
+    return KubernetesSpec(
+        version=version, image_repository=repository,
+        pod_cidr=_cidr("kubernetes_pod_cidr", raw["kubernetes_pod_cidr"], errs),
+        service_cidr=_cidr("kubernetes_service_cidr", raw["kubernetes_service_cidr"], errs),
+        cni=cni, device_plugin_version=plugin)
+
+
+def _cidr(field: str, value: Any, errs: _Collector) -> str:
+    """The network ``value`` as text ("" after reporting it)."""
+    if isinstance(value, str):
+        try:
+            return str(ipaddress.ip_network(value, strict=True))
+        except ValueError as exc:
+            problem = f"not a network address: {exc}"
+    else:
+        problem = "must be a string"
+    errs.add(CLUSTER, field, value, problem,
+             "a CIDR whose host bits are zero, e.g. '10.244.0.0/16'",
+             f"set {field} {_WHERE_ALL}")
+    return ""
+
+
+def _check_kubernetes(nodes: Sequence[NodeSpec], spec: KubernetesSpec, errs: _Collector) -> None:
+    """Networks kubeadm and the CNI can use, apart from each other and from the nodes."""
+    members = [n for n in nodes if "kubernetes" in n.schedulers]
+    heads = [n for n in members if n.is_head]
+    if len(heads) == 1 and heads[0].address is None:
+        errs.add(heads[0].name, "node_address", None, "the control plane needs its address "
+                 "(the API server advertises it; workers join it)",
+                 "the head's IP on the cluster network",
+                 f"set node_address {_WHERE_HOST} (or an IP ssh_hostname)")
+    if not spec.pod_cidr or not spec.service_cidr:
+        return  # already reported
+    pods, services = ipaddress.ip_network(spec.pod_cidr), ipaddress.ip_network(spec.service_cidr)
+    where = f"set kubernetes_pod_cidr / kubernetes_service_cidr {_WHERE_ALL}"
+    if pods.overlaps(services):
+        errs.add(CLUSTER, "kubernetes_pod_cidr/kubernetes_service_cidr",
+                 [spec.pod_cidr, spec.service_cidr], "the pod and service networks overlap",
+                 "two disjoint networks (kubeadm's defaults: 10.244.0.0/16 and 10.96.0.0/12)",
+                 where)
+    for node in nodes:
+        if node.address is None:
+            continue
+        address = ipaddress.ip_address(node.address)
+        for field, net in (("kubernetes_pod_cidr", pods), ("kubernetes_service_cidr", services)):
+            if address in net:
+                errs.add(node.name, field, str(net), f"contains the node's address "
+                         f"{node.address}: traffic to the node would be routed into the "
+                         "cluster network", "a network apart from every node's address",
+                         f"move {field} {_WHERE_ALL} away from the hosts' network")
+    service_bits = services.max_prefixlen - services.prefixlen
+    if service_bits > k8s.MAX_SERVICE_SUBNET_BITS or services.num_addresses < \
+            k8s.MIN_SERVICE_ADDRESSES:
+        errs.add(CLUSTER, "kubernetes_service_cidr", spec.service_cidr,
+                 "kubeadm refuses this size of service network",
+                 f"at most 2^{k8s.MAX_SERVICE_SUBNET_BITS} addresses (/12 for IPv4) and at "
+                 f"least {k8s.MIN_SERVICE_ADDRESSES} (e.g. '10.96.0.0/12')", where)
+    _check_pod_cidr_for_cni(pods, spec, len(members), errs)
+
+
+def _check_pod_cidr_for_cni(pods: ipaddress.IPv4Network | ipaddress.IPv6Network,
+                            spec: KubernetesSpec, members: int, errs: _Collector) -> None:
+    cni = k8s.CNIS[spec.cni]
+    fix = f"set kubernetes_pod_cidr {_WHERE_ALL}, e.g. '10.244.0.0/16'"
+    if cni.ipv4_only and pods.version != 4:
+        errs.add(CLUSTER, "kubernetes_pod_cidr", spec.pod_cidr,
+                 f"{cni.name} as deployed here uses IPv4 pod networks", "an IPv4 CIDR", fix)
+        return
+    if pods.prefixlen >= cni.subnet_len or \
+            cni.subnet_len - pods.prefixlen > k8s.NODE_MASK_MAX_DIFF:
+        errs.add(CLUSTER, "kubernetes_pod_cidr", spec.pod_cidr,
+                 f"{cni.name} gives every node a /{cni.subnet_len} out of the pod network: it "
+                 f"must be larger than /{cni.subnet_len} (and kubeadm allows at most "
+                 f"{k8s.NODE_MASK_MAX_DIFF} bits between the two)",
+                 f"a prefix from /{cni.subnet_len - k8s.NODE_MASK_MAX_DIFF} to "
+                 f"/{cni.subnet_len - 1}", fix)
+        return
+    subnets = 2 ** (cni.subnet_len - pods.prefixlen)
+    if subnets < members:
+        errs.add(CLUSTER, "kubernetes_pod_cidr", spec.pod_cidr,
+                 f"holds {subnets} node subnets (/{cni.subnet_len}) for {members} Kubernetes "
+                 "nodes", f"a pod network with a /{cni.subnet_len} for every node", fix)
+
+
 # ---------------------------------------------------------------------------- roles, partitions
 
 def _check_heads(nodes: Sequence[NodeSpec], schedulers: Sequence[str], errs: _Collector) -> None:
@@ -1033,13 +1236,18 @@ def _check_heads(nodes: Sequence[NodeSpec], schedulers: Sequence[str], errs: _Co
         errs.add(CLUSTER, f"group '{HEAD_GROUP}'", heads, problem,
                  "exactly one host in the 'head' group (it runs slurmctld)",
                  "list exactly one host in head = [...] in inventory/<site>.py")
-    if "slurm" in schedulers and not any(n.is_worker for n in nodes):
+    if "slurm" in schedulers and not any(n.is_worker and "slurm" in n.schedulers
+                                         for n in nodes):
         errs.add(CLUSTER, f"group '{WORKER_GROUP}'", [], "no Slurm worker: slurmd would run "
-                 "nowhere and no job could start", "at least one host in the 'workers' group",
+                 "nowhere and no job could start", "at least one host in the 'workers' group "
+                 "whose node_schedulers include 'slurm'",
                  "list the compute nodes in workers = [...] in inventory/<site>.py")
-    if "kubernetes" in schedulers and not heads:
-        errs.add(CLUSTER, f"group '{HEAD_GROUP}'", heads, "no Kubernetes control plane",
-                 "at least one host in the 'head' group", "add a host to head = [...]")
+    if "kubernetes" in schedulers and len(heads) != 1:
+        problem = "no Kubernetes control plane" if not heads else \
+            f"{len(heads)} control-plane hosts (the kubernetes role makes one, no HA yet)"
+        errs.add(CLUSTER, f"group '{HEAD_GROUP}'", heads, problem,
+                 "exactly one host in the 'head' group (it runs the control plane)",
+                 "list exactly one host in head = [...] in inventory/<site>.py")
 
 
 def _partitions(cluster: Mapping[str, Any], nodes: Sequence[NodeSpec],
@@ -1048,8 +1256,9 @@ def _partitions(cluster: Mapping[str, Any], nodes: Sequence[NodeSpec],
     if "slurm" not in cluster["schedulers"]:
         return ()
     if raw is None:
-        workers = tuple(n.name for n in nodes if n.is_worker)
-        has_gpu = bool(workers) and all(n.gpus for n in nodes if n.is_worker)
+        members = [n for n in nodes if n.is_worker and "slurm" in n.schedulers]
+        workers = tuple(n.name for n in members)
+        has_gpu = bool(workers) and all(n.gpus for n in members)
         return (Partition("gpu" if has_gpu else "batch", workers, True, has_gpu),) if workers \
             else ()
     if not isinstance(raw, (list, tuple)):
@@ -1114,6 +1323,11 @@ def _partition(index: int, item: Any, nodes: Mapping[str, NodeSpec],
                      f"{member}, which is not a worker (no slurmd runs there)",
                      ", ".join(n for n, s in nodes.items() if s.is_worker),
                      f"remove {member} from {name!r}, or add it to the 'workers' group")
+            ok = False
+        elif "slurm" not in node.schedulers:
+            errs.add(member, f"{field}['nodes']", member, f"partition {name!r} names a host "
+                     "that is not a Slurm node (node_schedulers)", "hosts Slurm runs on",
+                     f"remove {member} from {name!r}, or add 'slurm' to its node_schedulers")
             ok = False
         elif gpu and node.gpus is None:
             errs.add(member, f"{field}['nodes']", member, f"GPU partition {name!r} names a host "

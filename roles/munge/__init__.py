@@ -28,6 +28,7 @@ from gpuinfra.errors import GpuinfraError
 from gpuinfra.spec import NodeSpec
 from roles.apt import APT_CACHE_S
 from roles.boot import BootNeeds, boot_order
+from roles.remote import sudo_args
 
 if TYPE_CHECKING:  # the run's Site, built by roles.site (which imports the knobs)
     from roles.site import Site
@@ -92,7 +93,7 @@ def _copy_key(state: Any, host: Any, source: Any) -> None:  # noqa: ARG001 - pyi
     pyinfra passes (state, host) to callbacks whose parameters have exactly those names."""
     target = host
     ok, output = source.run_shell_command(READ_KEY, print_output=False, print_input=False,
-                                          **_sudo(source))
+                                          **sudo_args(source))
     if not ok:
         raise GpuinfraError(f"munge: cannot read {KEY} on {source.name}: {output.stderr}")
     encoded = output.stdout.strip()
@@ -102,15 +103,10 @@ def _copy_key(state: Any, host: Any, source: Any) -> None:  # noqa: ARG001 - pyi
     except binascii.Error:
         raise GpuinfraError(f"munge: {KEY} on {source.name} could not be read whole") from None
     ok, output = target.run_shell_command(INSTALL_KEY, _stdin=encoded, print_output=False,
-                                          print_input=False, **_sudo(target))
+                                          print_input=False, **sudo_args(target))
     if not ok:
         raise GpuinfraError(f"munge: installing the key on {target.name} failed: "
                             f"{output.stderr}")
-
-
-def _sudo(target: Any) -> dict[str, Any]:
-    sudo = target.data.get("_sudo", target.state.config.SUDO)
-    return {"_sudo": True} if sudo else {}
 
 
 @operation()

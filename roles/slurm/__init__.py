@@ -122,8 +122,8 @@ def _slurm_conf(site: Site, data: Any, settings: dict[str, Any]) -> tuple[str, l
     conf = slurm_conf(
         spec,
         addresses={n.name: n.address for n in spec.nodes},
-        hardware={n.name: worker_hardware(site, n.name) for n in spec.workers},
-        gres_type_of={n.name: gres_type_of(n) for n in spec.workers},
+        hardware={n.name: worker_hardware(site, n.name) for n in spec.workers_of("slurm")},
+        gres_type_of={n.name: gres_type_of(n) for n in spec.workers_of("slurm")},
         accounting=spec.slurm_accounting,
         extra=data["slurm_conf_extra"],
     )
@@ -152,7 +152,8 @@ def slurm(site: Site, node: NodeSpec) -> None:
     spec = site.spec
     data = node.settings
     distro = DISTRO[host_distro()]
-    workers = spec.workers  # at least one: the spec gate refuses a Slurm site without workers
+    # At least one: the spec gate refuses a Slurm site without a Slurm worker.
+    workers = spec.workers_of("slurm")
 
     texts, plan, notes = _configs(site, node, data, distro)
     for note in [*notes, *plan.notes]:

@@ -27,8 +27,8 @@ def test_every_knob_default_passes_its_own_rule():
 def test_knob_keys_are_unique_and_role_prefixed():
     keys = [k.key for k in ROLE_KNOBS]
     assert len(keys) == len(set(keys))
-    prefixes = ("common_", "nvidia_driver_", "fabric_manager_", "container_toolkit_", "munge_",
-                "slurm_", "vfio_")
+    prefixes = ("common_", "nvidia_driver_", "fabric_manager_", "containerd_",
+                "container_toolkit_", "munge_", "slurm_", "kubernetes_", "vfio_")
     assert all(k.startswith(prefixes) for k in keys), keys
 
 
@@ -54,6 +54,9 @@ def test_settings_carry_host_data_over_the_defaults():
     ("container_toolkit_runtimes", ["cri-o"], "not one of the choices"),
     ("container_toolkit_enabled", "yes", "must be True or False"),
     ("munge_key_bits", 64, "out of range"),
+    ("containerd_everywhere", "yes", "must be True or False"),
+    ("kubernetes_repo_mirror", "pkgs.example/k8s", "malformed URL"),
+    ("kubernetes_verify_image", "cuda:latest; rm -rf /", "not an image reference"),
     ("slurm_memory_reserve_percent", "2", "must be an integer (write it without quotes)"),
     ("slurm_gpu_type", "h100:sxm", "not a GRES type"),
     ("slurm_db_name", "acct; DROP DATABASE x", "not a database identifier"),

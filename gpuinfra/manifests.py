@@ -1,0 +1,300 @@
+"""The Kubernetes objects the kubernetes role applies, built from the spec as data.
+
+Each function returns plain dicts (one per object); :func:`render` writes them as one YAML
+stream. Every object is checked twice before it reaches a cluster: offline by the unit tests
+against the OpenAPI schema of the pinned Kubernetes minor (kubernetes-validate, strict), and
+on the control plane by the API server's own schema (``kubectl apply --dry-run=server``,
+roles/kubernetes).
+
+The GPU layer, and why this one (docs/hardware-reference.md 6.4, 6.5): the NVIDIA device plugin
+(and, optionally, GPU Feature Discovery) as static manifests, not the GPU Operator. This
+project's roles already own what the operator would otherwise install (driver, container
+toolkit, and the MIG layout, written by the node roles into
+/etc/nvidia-mig-manager/config.yaml); the operator would run with driver.enabled=false and
+toolkit.enabled=false and still bring Helm, NFD, its CRDs and a controller to reconcile what is
+left: two small DaemonSets. As manifests every object is schema-checked offline, and nothing
+else rewrites them.
+
+Sharing per node without the plugin's config-manager sidecar: each distinct config (whole
+GPUs, time-slicing-4, mps-8, mig-mixed, ...) is one key of the ConfigMap and one DaemonSet
+selecting the nodes labelled ``nvidia.com/device-plugin.config=<key>``
+(gpuinfra.deviceplugin); MPS configs also get the plugin's MPS control daemon.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import yaml
+
+from gpuinfra.deviceplugin import config_key, uses_mps
+from gpuinfra.knowledge import kubernetes as k8s
+
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpuinfra"}
+PART = "gpuinfra.io/part"
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
+DEVICE_PLUGIN_NAMESPACE = "kube-system"
+DEVICE_PLUGIN_CONFIGMAP = "nvidia-device-plugin-configs"
+
+
+def render(objects: Iterable[Mapping[str, Any]]) -> str:
+    """One YAML stream, ``---`` between objects, keys in the order written."""
+    return yaml.safe_dump_all(list(objects), sort_keys=False, explicit_start=True,
+                              default_flow_style=False)
+
+
+def _meta(name: str, namespace: str | None = None, **labels: str) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    meta["labels"] = {**labels, **MANAGED_BY}
+    return meta
+
+
+# ---------------------------------------------------------------------------- RuntimeClass
+
+def runtime_class() -> dict[str, Any]:
+    """RuntimeClass ``nvidia``: pods asking for it run under containerd's nvidia runtime (the
+    container toolkit's ``runtimes.nvidia``, handler ``nvidia``) [dp-readme]."""
+    return {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+            "metadata": _meta(k8s.RUNTIME_CLASS), "handler": k8s.RUNTIME_CLASS}
+
+
+# ---------------------------------------------------------------------------- Flannel
+
+def flannel(pod_cidr: str) -> list[dict[str, Any]]:
+    """Flannel (Documentation/kube-flannel.yml layout [flannel]) with ``pod_cidr`` as its
+    network; images pinned in gpuinfra.knowledge.kubernetes."""
+    cni = k8s.CNIS["flannel"]
+    ns = "kube-flannel"
+    labels = {"app": "flannel", "k8s-app": "flannel", "tier": "node"}
+    cni_conf = {"name": "cbr0", "cniVersion": "0.3.1", "plugins": [
+        {"type": "flannel", "delegate": {"hairpinMode": True, "isDefaultGateway": True}},
+        {"type": "portmap", "capabilities": {"portMappings": True}}]}
+    net_conf = {"Network": pod_cidr, "EnableNFTables": False, "Backend": {"Type": "vxlan"}}
+    namespace = {"apiVersion": "v1", "kind": "Namespace",
+                 "metadata": _meta(ns, None, **{"k8s-app": "flannel",
+                                                "pod-security.kubernetes.io/enforce":
+                                                    "privileged"})}
+    account = {"apiVersion": "v1", "kind": "ServiceAccount",
+               "metadata": _meta("flannel", ns, **{"k8s-app": "flannel"})}
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": _meta("flannel", None, **{"k8s-app": "flannel"}),
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
+                      {"apiGroups": [""], "resources": ["nodes"],
+                       "verbs": ["get", "list", "watch"]},
+                      {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": _meta("flannel", None, **{"k8s-app": "flannel"}),
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                           "name": "flannel"},
+               "subjects": [{"kind": "ServiceAccount", "name": "flannel", "namespace": ns}]}
+    config = {"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": _meta("kube-flannel-cfg", ns, **labels),
+              "data": {"cni-conf.json": json.dumps(cni_conf, indent=2) + "\n",
+                       "net-conf.json": json.dumps(net_conf, indent=2) + "\n"}}
+    env = [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+           {"name": "POD_NAMESPACE",
+            "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+           {"name": "EVENT_QUEUE_DEPTH", "value": "5000"}]
+    daemonset = {
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": _meta("kube-flannel-ds", ns, **labels),
+        "spec": {
+            "selector": {"matchLabels": {"app": "flannel", "k8s-app": "flannel"}},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "affinity": {"nodeAffinity": {_REQUIRED: {"nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In",
+                                               "values": ["linux"]}]}]}}},
+                    "hostNetwork": True,
+                    "priorityClassName": "system-node-critical",
+                    "serviceAccountName": "flannel",
+                    "tolerations": [{"effect": "NoSchedule", "operator": "Exists"}],
+                    "initContainers": [
+                        {"name": "install-cni-plugin", "image": cni.images["cni-plugin"],
+                         "command": ["cp"], "args": ["-f", "/flannel", "/opt/cni/bin/flannel"],
+                         "volumeMounts": [{"name": "cni-plugin", "mountPath": "/opt/cni/bin"}]},
+                        {"name": "install-cni", "image": cni.images["flannel"],
+                         "command": ["cp"],
+                         "args": ["-f", "/etc/kube-flannel/cni-conf.json",
+                                  "/etc/cni/net.d/10-flannel.conflist"],
+                         "volumeMounts": [{"name": "cni", "mountPath": "/etc/cni/net.d"},
+                                          {"name": "flannel-cfg",
+                                           "mountPath": "/etc/kube-flannel/"}]}],
+                    "containers": [{
+                        "name": "kube-flannel", "image": cni.images["flannel"],
+                        "command": ["/opt/bin/flanneld"],
+                        "args": ["--ip-masq", "--kube-subnet-mgr"],
+                        "env": env,
+                        "resources": {"requests": {"cpu": "100m", "memory": "50Mi"}},
+                        "securityContext": {"privileged": False, "capabilities": {
+                            "add": ["NET_ADMIN", "NET_RAW"]}},
+                        "volumeMounts": [
+                            {"name": "run", "mountPath": "/run/flannel"},
+                            {"name": "flannel-cfg", "mountPath": "/etc/kube-flannel/"},
+                            {"name": "xtables-lock", "mountPath": "/run/xtables.lock"}]}],
+                    "volumes": [
+                        {"name": "run", "hostPath": {"path": "/run/flannel"}},
+                        {"name": "cni-plugin", "hostPath": {"path": "/opt/cni/bin"}},
+                        {"name": "cni", "hostPath": {"path": "/etc/cni/net.d"}},
+                        {"name": "flannel-cfg", "configMap": {"name": "kube-flannel-cfg"}},
+                        {"name": "xtables-lock", "hostPath": {"path": "/run/xtables.lock",
+                                                              "type": "FileOrCreate"}}],
+                }}}}
+    return [namespace, account, role, binding, config, daemonset]
+
+
+def cni_objects(cni: str, pod_cidr: str) -> list[dict[str, Any]]:
+    if cni == "flannel":
+        return flannel(pod_cidr)
+    raise ValueError(f"no manifest for CNI {cni!r}")
+
+
+# ---------------------------------------------------------------------------- device plugin
+
+def _image(version: str) -> str:
+    return f"{k8s.DEVICE_PLUGIN_IMAGE}:{version}"
+
+
+def _config_volume(key: str) -> dict[str, Any]:
+    return {"name": "config", "configMap": {"name": DEVICE_PLUGIN_CONFIGMAP,
+                                            "items": [{"key": key, "path": "config.yaml"}]}}
+
+
+def _gpu_node_spec(key: str, taint: bool) -> dict[str, Any]:
+    """Where a GPU DaemonSet runs: nodes labelled with its config key; tolerating the GPU
+    taint the role may put on GPU nodes."""
+    spec: dict[str, Any] = {"nodeSelector": {k8s.LABEL_DEVICE_PLUGIN_CONFIG: key},
+                            "priorityClassName": "system-node-critical"}
+    if taint:
+        spec["tolerations"] = [{"key": k8s.TAINT_GPU, "operator": "Exists",
+                                "effect": "NoSchedule"}]
+    return spec
+
+
+def _daemonset(name: str, key: str, part: str, pod: dict[str, Any]) -> dict[str, Any]:
+    selector = {"app.kubernetes.io/name": name}
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": _meta(name, DEVICE_PLUGIN_NAMESPACE,
+                              **{PART: part, "gpuinfra.io/config": key}),
+            "spec": {"selector": {"matchLabels": selector},
+                     "updateStrategy": {"type": "RollingUpdate"},
+                     "template": {"metadata": {"labels": {**selector, PART: part}},
+                                  "spec": pod}}}
+
+
+def _env(**values: str) -> list[dict[str, str]]:
+    return [{"name": k, "value": v} for k, v in values.items()]
+
+
+def device_plugin_configmap(configs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The ConfigMap holding every distinct plugin config, keyed by :func:`config_key`."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": _meta(DEVICE_PLUGIN_CONFIGMAP, DEVICE_PLUGIN_NAMESPACE,
+                              **{PART: "device-plugin"}),
+            "data": {key: yaml.safe_dump(dict(config), sort_keys=False)
+                     for key, config in sorted(configs.items())}}
+
+
+def device_plugin_daemonset(key: str, config: Mapping[str, Any], version: str,
+                            taint: bool) -> dict[str, Any]:
+    """The device plugin for the nodes of config ``key`` (deployments/static and the Helm
+    chart's daemonset-device-plugin.yml: the kubelet's device-plugins dir, the MPS root and
+    /var/run/cdi mounted; the config file from the ConfigMap)."""
+    migs = config["flags"]["migStrategy"] != "none"
+    env = _env(CONFIG_FILE="/config/config.yaml", MPS_ROOT=k8s.MPS_ROOT,
+               NVIDIA_VISIBLE_DEVICES="all", NVIDIA_DRIVER_CAPABILITIES="compute,utility")
+    if migs:
+        env += _env(NVIDIA_MIG_MONITOR_DEVICES="all")
+    pod = {**_gpu_node_spec(key, taint), "containers": [{
+        "name": "nvidia-device-plugin-ctr", "image": _image(version),
+        "command": ["nvidia-device-plugin"], "env": env,
+        "securityContext": {"allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [
+            {"name": "kubelet-device-plugins-dir", "mountPath": "/var/lib/kubelet/device-plugins"},
+            {"name": "mps-shm", "mountPath": "/dev/shm"},
+            {"name": "mps-root", "mountPath": "/mps"},
+            {"name": "cdi-root", "mountPath": "/var/run/cdi"},
+            {"name": "config", "mountPath": "/config"}]}],
+        "volumes": [
+            {"name": "kubelet-device-plugins-dir",
+             "hostPath": {"path": "/var/lib/kubelet/device-plugins", "type": "Directory"}},
+            {"name": "mps-root", "hostPath": {"path": k8s.MPS_ROOT, "type": "DirectoryOrCreate"}},
+            {"name": "mps-shm", "hostPath": {"path": f"{k8s.MPS_ROOT}/shm"}},
+            {"name": "cdi-root", "hostPath": {"path": "/var/run/cdi", "type": "DirectoryOrCreate"}},
+            _config_volume(key)]}
+    return _daemonset(f"nvidia-device-plugin-{key}", key, "device-plugin", pod)
+
+
+def mps_control_daemon(key: str, version: str, taint: bool) -> dict[str, Any]:
+    """The plugin's MPS control daemon for an MPS config (the Helm chart's
+    daemonset-mps-control-daemon.yml): privileged, the MPS root's shm mounted bidirectionally."""
+    pod = {**_gpu_node_spec(key, taint),
+           "initContainers": [{
+               "name": "mps-control-daemon-mounts", "image": _image(version),
+               "command": ["mps-control-daemon", "mount-shm"],
+               "securityContext": {"privileged": True},
+               "volumeMounts": [{"name": "mps-root", "mountPath": "/mps",
+                                 "mountPropagation": "Bidirectional"}]}],
+           "containers": [{
+               "name": "mps-control-daemon-ctr", "image": _image(version),
+               "command": ["mps-control-daemon"],
+               "env": [{"name": "NODE_NAME",
+                        "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                       *_env(CONFIG_FILE="/config/config.yaml", NVIDIA_VISIBLE_DEVICES="all",
+                             NVIDIA_DRIVER_CAPABILITIES="compute,utility")],
+               "securityContext": {"privileged": True},
+               "volumeMounts": [{"name": "mps-shm", "mountPath": "/dev/shm"},
+                                {"name": "mps-root", "mountPath": "/mps"},
+                                {"name": "config", "mountPath": "/config"}]}],
+           "volumes": [
+               {"name": "mps-root",
+                "hostPath": {"path": k8s.MPS_ROOT, "type": "DirectoryOrCreate"}},
+               {"name": "mps-shm", "hostPath": {"path": f"{k8s.MPS_ROOT}/shm"}},
+               _config_volume(key)]}
+    return _daemonset(f"nvidia-mps-control-daemon-{key}", key, "device-plugin", pod)
+
+
+def gpu_feature_discovery(key: str, version: str, taint: bool) -> dict[str, Any]:
+    """GPU Feature Discovery for the nodes of config ``key`` (deployments/static/
+    gpu-feature-discovery-daemonset.yaml): writes its labels where NFD's local source reads
+    them, so it needs Node Feature Discovery in the cluster."""
+    pod = {**_gpu_node_spec(key, taint), "containers": [{
+        "name": "gpu-feature-discovery", "image": _image(version),
+        "command": ["/usr/bin/gpu-feature-discovery"],
+        "env": _env(CONFIG_FILE="/config/config.yaml", NVIDIA_VISIBLE_DEVICES="all"),
+        "securityContext": {"privileged": True},
+        "volumeMounts": [
+            {"name": "output-dir", "mountPath": _FEATURES_DIR},
+            {"name": "host-sys", "mountPath": "/sys"},
+            {"name": "config", "mountPath": "/config"}]}],
+        "volumes": [
+            {"name": "output-dir", "hostPath": {"path": _FEATURES_DIR,
+                                                "type": "DirectoryOrCreate"}},
+            {"name": "host-sys", "hostPath": {"path": "/sys", "type": "Directory"}},
+            _config_volume(key)]}
+    return _daemonset(f"gpu-feature-discovery-{key}", key, "gpu-feature-discovery", pod)
+
+
+def gpu_layer(configs: Sequence[Mapping[str, Any]], version: str, *, taint: bool,
+              feature_discovery: bool) -> list[dict[str, Any]]:
+    """RuntimeClass, the configs' ConfigMap and, per distinct config, the device plugin (and
+    MPS control daemon, GFD) DaemonSets. ``configs``: every GPU node's plugin config."""
+    by_key = {config_key(dict(c)): dict(c) for c in configs}
+    objects: list[dict[str, Any]] = [runtime_class()]
+    if not by_key:
+        return objects
+    objects.append(device_plugin_configmap(by_key))
+    for key, config in sorted(by_key.items()):
+        objects.append(device_plugin_daemonset(key, config, version, taint))
+        if uses_mps(config):
+            objects.append(mps_control_daemon(key, version, taint))
+        if feature_discovery:
+            objects.append(gpu_feature_discovery(key, version, taint))
+    return objects

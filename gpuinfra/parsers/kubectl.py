@@ -1,0 +1,172 @@
+"""kubectl's answers, read into what the kubernetes role and the verify suite judge.
+
+- ``kubectl get nodes -o json`` (a NodeList; one Node works too): per node its labels,
+  taints, readiness and the ``nvidia.com/*`` allocatable counts (:func:`parse_nodes`);
+- ``kubectl get pods -A -o json``: per pod its node, phase, readiness, restarts and the reason
+  a container waits (CrashLoopBackOff...) (:func:`parse_pods`);
+- the ``Allocatable:`` / ``Capacity:`` blocks of ``kubectl describe node`` (what people paste
+  when they report a problem; :func:`parse_describe_resources`).
+
+YAML is JSON's superset: ``kubectl get ... -o yaml`` output reads the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from gpuinfra.errors import ParseError
+
+NVIDIA_PREFIX = "nvidia.com/"
+
+
+@dataclass(frozen=True)
+class KubeNode:
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: tuple[tuple[str, str, str], ...] = ()  # (key, value, effect)
+    ready: bool | None = None  # None: no Ready condition reported
+    ready_reason: str = ""
+    allocatable: dict[str, int] = field(default_factory=dict)  # nvidia.com/* only
+    unschedulable: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "labels": self.labels, "taints": [list(t) for t in self.taints],
+                "ready": self.ready, "ready_reason": self.ready_reason,
+                "allocatable": self.allocatable, "unschedulable": self.unschedulable}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> KubeNode:
+        return cls(data["name"], dict(data.get("labels", {})),
+                   tuple(tuple(t) for t in data.get("taints", ())), data.get("ready"),
+                   data.get("ready_reason", ""), dict(data.get("allocatable", {})),
+                   bool(data.get("unschedulable", False)))
+
+
+@dataclass(frozen=True)
+class KubePod:
+    namespace: str
+    name: str
+    node: str
+    phase: str
+    ready: bool
+    restarts: int
+    waiting: str = ""  # the first waiting reason of a container (CrashLoopBackOff, ...)
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def _load(text: str, source: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ParseError(source, f"neither JSON nor YAML: {exc}") from None
+
+
+def _items(data: Any, kind: str, source: str) -> list[Mapping[str, Any]]:
+    if isinstance(data, Mapping) and data.get("kind") == kind:
+        return [data]
+    if isinstance(data, Mapping) and isinstance(data.get("items"), list):
+        return [i for i in data["items"] if isinstance(i, Mapping)]
+    raise ParseError(source, f"not a {kind} or a list of them")
+
+
+def quantity(value: Any) -> int:
+    """An extended-resource quantity as an integer ("8"; device counts are whole)."""
+    text = str(value).strip()
+    if not re.fullmatch(r"\d+", text):
+        raise ValueError(f"not a whole count: {value!r}")
+    return int(text)
+
+
+def _nvidia(resources: Any, source: str) -> dict[str, int]:
+    out = {}
+    for key, value in (resources or {}).items():
+        if str(key).startswith(NVIDIA_PREFIX):
+            try:
+                out[str(key)] = quantity(value)
+            except ValueError as exc:
+                raise ParseError(source, f"{key}: {exc}") from None
+    return out
+
+
+def parse_nodes(text: str) -> dict[str, KubeNode]:
+    """``kubectl get nodes -o json`` -> ``{name: KubeNode}``."""
+    source = "kubectl get nodes"
+    nodes = {}
+    for item in _items(_load(text, source), "Node", source):
+        meta, spec, status = (item.get(k) or {} for k in ("metadata", "spec", "status"))
+        name = meta.get("name")
+        if not isinstance(name, str):
+            raise ParseError(source, "a node without metadata.name")
+        ready, reason = None, ""
+        for condition in status.get("conditions") or []:
+            if condition.get("type") == "Ready":
+                ready = condition.get("status") == "True"
+                reason = str(condition.get("reason") or condition.get("message") or "")
+        taints = tuple((str(t.get("key", "")), str(t.get("value", "") or ""),
+                        str(t.get("effect", ""))) for t in spec.get("taints") or [])
+        nodes[name] = KubeNode(name, {str(k): str(v) for k, v in
+                                      (meta.get("labels") or {}).items()},
+                               taints, ready, reason, _nvidia(status.get("allocatable"), source),
+                               bool(spec.get("unschedulable", False)))
+    return nodes
+
+
+def parse_pods(text: str) -> list[KubePod]:
+    """``kubectl get pods -o json`` (any namespaces) -> pods."""
+    source = "kubectl get pods"
+    pods = []
+    for item in _items(_load(text, source), "Pod", source):
+        meta, spec, status = (item.get(k) or {} for k in ("metadata", "spec", "status"))
+        statuses = status.get("containerStatuses") or []
+        waiting = ""
+        for container in statuses:
+            reason = ((container.get("state") or {}).get("waiting") or {}).get("reason")
+            if reason:
+                waiting = str(reason)
+                break
+        pods.append(KubePod(
+            namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")),
+            node=str(spec.get("nodeName", "") or ""), phase=str(status.get("phase", "")),
+            ready=bool(statuses) and all(c.get("ready") for c in statuses),
+            restarts=sum(int(c.get("restartCount", 0) or 0) for c in statuses),
+            waiting=waiting, labels={str(k): str(v) for k, v in
+                                     (meta.get("labels") or {}).items()}))
+    return pods
+
+
+_BLOCK = re.compile(r"^(Capacity|Allocatable):\s*$")
+_ENTRY = re.compile(r"^\s+([A-Za-z0-9./_-]+):\s+(\S+)\s*$")
+
+
+def parse_describe_resources(text: str) -> dict[str, dict[str, int]]:
+    """The ``Capacity:`` and ``Allocatable:`` blocks of ``kubectl describe node`` ->
+    ``{"Capacity": {...}, "Allocatable": {...}}`` (nvidia.com/* entries only)."""
+    out: dict[str, dict[str, int]] = {}
+    block: str | None = None
+    for line in text.splitlines():
+        match = _BLOCK.match(line.strip()) if not line.startswith(" ") else None
+        if match:
+            block = match[1]
+            out[block] = {}
+            continue
+        if block and line.strip() in ("[...]", "..."):
+            continue  # lines left out by whoever pasted it
+        entry = _ENTRY.match(line)
+        if block and entry:
+            if entry[1].startswith(NVIDIA_PREFIX):
+                out[block][entry[1]] = quantity(entry[2])
+            continue
+        if line.strip():
+            block = None
+    if not out:
+        raise ParseError("kubectl describe node", "no Capacity or Allocatable block")
+    return out

@@ -1,0 +1,154 @@
+"""kubeadm's files and the join: the token made on the control plane only ever lives in memory
+and in the joining node's private staging file; it is never on a command line, printed,
+logged or kept; a failing join says why without it."""
+
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from gpuinfra import kubeadm
+from gpuinfra.errors import GpuinfraError
+from roles.kubernetes.operations import JOIN_STAGED, _join
+
+TOKEN = "q7w2z1.k3v9x4m1n8b5c2d6"
+CA_HASH = "0" * 63 + "f"
+SETTINGS = {"node_name": "gpu01", "address": "10.0.0.11", "api_endpoint": "10.0.0.10:6443",
+            "taints": [], "labels": {"nvidia.com/gpu.present": "true"}}
+
+
+class Output(SimpleNamespace):
+    pass
+
+
+class FakeHost:
+    """What _join may use of a pyinfra Host: run_shell_command only, recorded (a file is the
+    standard input of ``umask 0077 && cat > PATH``). pyinfra's file transfer stages files in
+    /tmp under sudo: using it fails the test."""
+
+    def __init__(self, name: str, answers: dict[str, tuple[bool, str, str]] | None = None):
+        self.name = name
+        self.data = {}
+        self.state = SimpleNamespace(config=SimpleNamespace(SUDO=False))
+        self.answers = answers or {}
+        self.commands: list[str] = []
+        self.kwargs: list[dict] = []
+        self.uploads: dict[str, str] = {}
+
+    def run_shell_command(self, command, **kwargs):
+        text = command.get_raw_value()
+        self.commands.append(text)
+        self.kwargs.append(kwargs)
+        if text.startswith("umask 0077 && cat > "):
+            self.uploads[text.removeprefix("umask 0077 && cat > ")] = kwargs["_stdin"]
+        for words, (ok, out, err) in self.answers.items():
+            if words in text:
+                return ok, Output(stdout=out, stderr=err)
+        return True, Output(stdout="", stderr="")
+
+    def put_file(self, *args, **kwargs):
+        raise AssertionError("the join config went through pyinfra's file transfer (/tmp)")
+
+    get_file = put_file
+
+
+def _head(token_ok: bool = True) -> FakeHost:
+    return FakeHost("k8s-head", {
+        "kubeadm token create": (token_ok, f"{TOKEN}\n" if token_ok else "",
+                                 "" if token_ok else "failed to create token"),
+        "openssl x509": (True, f"{CA_HASH}\n", ""),
+    })
+
+
+def test_the_join_config_goes_up_from_memory_and_the_token_never_on_a_command_line(caplog):
+    head, node = _head(), FakeHost("gpu01")
+    with caplog.at_level(logging.DEBUG):
+        _join(None, node, head, SETTINGS)
+    config = yaml.safe_load(node.uploads[JOIN_STAGED])
+    assert config["discovery"]["bootstrapToken"]["token"] == TOKEN
+    assert config["discovery"]["bootstrapToken"]["caCertHashes"] == [f"sha256:{CA_HASH}"]
+    assert config["nodeRegistration"]["kubeletExtraArgs"][1] == {
+        "name": "node-labels", "value": "nvidia.com/gpu.present=true"}
+    secret = TOKEN.split(".")[1]
+    for command in head.commands + node.commands:
+        assert secret not in command, command
+    assert f"kubeadm join --config {JOIN_STAGED}" in node.commands
+    assert node.commands[-1] == f"rm -f {JOIN_STAGED}"  # removed after use
+    assert head.commands[-1] == f"kubeadm token delete --kubeconfig {kubeadm.ADMIN_CONF} q7w2z1"
+    assert all(kw.get("print_output") is False and kw.get("print_input") is False
+               for kw in head.kwargs + node.kwargs)
+    assert secret not in caplog.text
+
+
+def test_the_staging_directory_is_private_and_made_first():
+    node = FakeHost("gpu01")
+    _join(None, node, _head(), SETTINGS)
+    stage = JOIN_STAGED.rsplit("/", 1)[0]
+    assert node.commands[0] == f"install -d -m 0700 {stage}"
+
+
+def test_a_failing_join_names_the_problem_without_the_token():
+    node = FakeHost("gpu01", {"kubeadm join": (False, "", f"token {TOKEN} is invalid")})
+    head = _head()
+    with pytest.raises(GpuinfraError) as raised:
+        _join(None, node, head, SETTINGS)
+    assert "kubeadm join failed on gpu01" in str(raised.value)
+    assert TOKEN not in str(raised.value) and TOKEN.split(".")[1] not in str(raised.value)
+    assert node.commands[-1] == f"rm -f {JOIN_STAGED}"  # removed even when the join failed
+    assert "kubeadm token delete" in head.commands[-1]
+
+
+def test_no_token_no_join():
+    node = FakeHost("gpu01")
+    with pytest.raises(GpuinfraError, match="kubeadm token create failed on k8s-head"):
+        _join(None, node, _head(token_ok=False), SETTINGS)
+    assert node.uploads == {} and node.commands == []
+
+
+@pytest.mark.parametrize("token, ca_hash, words", [
+    ("abc.def", CA_HASH, "unexpected shape"),
+    (TOKEN + "\nkind: Evil", CA_HASH, "unexpected shape"),
+    (TOKEN, "sha256:" + CA_HASH, "not 64 hex digits"),
+])
+def test_a_token_or_hash_of_another_shape_never_reaches_the_file(token, ca_hash, words):
+    with pytest.raises(GpuinfraError, match=words):
+        kubeadm.join_config(token=token, ca_hash=ca_hash, **SETTINGS)
+
+
+def test_fstab_swap_lines_are_commented_out_and_nothing_else():
+    fstab = ("# /etc/fstab\nUUID=1 / ext4 errors=remount-ro 0 1\n"
+             "/swap.img\tnone\tswap\tsw\t0\t0\nUUID=2 none swap sw 0 0\n"
+             "# UUID=3 none swap sw 0 0\n")
+    out = kubeadm.fstab_without_swap(fstab)
+    assert out.splitlines()[1] == "UUID=1 / ext4 errors=remount-ro 0 1"
+    assert out.count("# swap off for the kubelet (gpuinfra): ") == 2
+    assert kubeadm.fstab_without_swap(out) == out
+
+
+def test_active_swaps_reads_proc_swaps():
+    header = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority"
+    assert kubeadm.active_swaps(header + "\n") == []
+    assert kubeadm.active_swaps(header + "\n/swap.img  file  2097148  0  -2\n") == ["/swap.img"]
+
+
+def test_init_settings_reads_back_what_cannot_change():
+    text = kubeadm.init_config(node_name="head", address="10.0.0.10", version="1.35.8",
+                               cluster_name="lab", pod_cidr="10.244.0.0/16",
+                               service_cidr="10.96.0.0/12")
+    assert kubeadm.init_settings(text) == {"version": "1.35.8", "pod_cidr": "10.244.0.0/16",
+                                           "service_cidr": "10.96.0.0/12",
+                                           "address": "10.0.0.10"}
+    assert kubeadm.init_settings("::: not yaml") == dict.fromkeys(
+        ("version", "pod_cidr", "service_cidr", "address"))
+
+
+def test_upgrade_steps_go_one_minor_at_a_time_control_plane_first():
+    steps = kubeadm.upgrade_steps("1.33.4-1.1", "1.35.8", "head", ["w1", "w2"])
+    assert "go to 1.34.x first" in steps
+    assert steps.index("kubeadm upgrade apply -y v1.35.8") < steps.index("kubeadm upgrade node")
+    assert "(w1, w2)" in steps and "kubectl drain" in steps
+    same_minor = kubeadm.upgrade_steps("1.35.2-1.1", "1.35.8", "head", [])
+    assert "first" not in same_minor

@@ -1,0 +1,212 @@
+"""Every manifest and config the kubernetes role renders validates against its schema, offline:
+Kubernetes objects against the OpenAPI schemas of each supported minor (kubernetes-validate,
+strict: unknown fields are errors); kubeadm, kubelet, device plugin and mig-parted configs
+against their documented structure (tests/schemas/). A deliberately broken copy of each kind is
+shown failing, so the validation can go red."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from gpuinfra import kubeadm, manifests
+from gpuinfra.deviceplugin import config_key, plugin_config
+from gpuinfra.knowledge import kubernetes as k8s
+from gpuinfra.migconfig import mig_parted_config
+from gpuinfra.spec import HostInput, build_cluster
+from tests.conftest import REPO
+
+SCHEMAS = REPO / "tests" / "schemas"
+TOKEN = "abcdef.0123456789abcdef"
+CA_HASH = "a" * 64
+
+
+def _schema(name: str) -> dict:
+    return json.loads((SCHEMAS / name).read_text())
+
+
+def _site() -> dict:
+    """A Kubernetes site with every sharing mode on some GPU node."""
+    hgx = {"gpu_model": "H100-SXM5-80GB", "gpu_count": 8, "gpu_topology": "nvswitch-all-to-all"}
+    pcie = {"gpu_model": "H100-PCIE-80GB", "gpu_count": 2, "gpu_topology": "bridged-pairs"}
+    hosts = [
+        HostInput("k8s-head", ("head",), {"node_address": "10.0.0.10"}),
+        HostInput("gpu-whole", ("workers",), {**hgx, "node_address": "10.0.0.11"}),
+        HostInput("gpu-ts", ("workers",), {**pcie, "node_address": "10.0.0.12",
+                                           "gpu_sharing": {"mode": "time-slicing",
+                                                           "replicas": 4}}),
+        HostInput("gpu-mps", ("workers",), {**pcie, "node_address": "10.0.0.13",
+                                            "gpu_sharing": {"mode": "mps", "clients": 8}}),
+        HostInput("gpu-mig", ("workers",), {**hgx, "node_address": "10.0.0.14",
+                                            "gpu_sharing": {"mode": "mig", "mig_layout": [
+                                                {"3g.40gb": 2}] * 4 + [{"1g.10gb": 7}] * 4}}),
+    ]
+    data = {"schedulers": ["kubernetes"], "mig_strategy": "mixed"}
+    return build_cluster([HostInput(h.name, h.groups, {**h.data, **data}) for h in hosts])
+
+
+SPEC = _site()
+CONFIGS = [plugin_config(n, SPEC.mig_strategy) for n in SPEC.gpu_nodes]
+
+
+def all_objects() -> list[dict]:
+    return manifests.cni_objects("flannel", SPEC.kubernetes.pod_cidr) + manifests.gpu_layer(
+        CONFIGS, k8s.DEFAULT_DEVICE_PLUGIN_VERSION, taint=True, feature_discovery=True)
+
+
+OBJECTS = all_objects()
+IDS = [f"{o['kind']}/{o['metadata']['name']}" for o in OBJECTS]
+
+
+def test_every_kind_of_object_is_rendered():
+    kinds = {o["kind"] for o in OBJECTS}
+    assert kinds == {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
+                     "ConfigMap", "DaemonSet", "RuntimeClass"}
+    names = {o["metadata"]["name"] for o in OBJECTS if o["kind"] == "DaemonSet"}
+    assert {"nvidia-device-plugin-whole-gpus", "nvidia-device-plugin-time-slicing-4",
+            "nvidia-device-plugin-mps-8", "nvidia-mps-control-daemon-mps-8",
+            "nvidia-device-plugin-mig-mixed", "gpu-feature-discovery-mig-mixed",
+            "kube-flannel-ds"} <= names
+
+
+@pytest.mark.parametrize("minor", k8s.SUPPORTED_MINORS)
+@pytest.mark.parametrize("obj", OBJECTS, ids=IDS)
+def test_rendered_object_validates_against_the_pinned_openapi_schema(obj, minor):
+    assert kubernetes_validate.validate(obj, minor, strict=True) == minor
+
+
+def test_the_yaml_stream_is_the_objects():
+    assert list(yaml.safe_load_all(manifests.render(OBJECTS))) == OBJECTS
+
+
+def _broken_daemonset() -> dict:
+    ds = copy.deepcopy(next(o for o in OBJECTS if o["kind"] == "DaemonSet"))
+    ds["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] = 7
+    return ds
+
+
+def _misspelt_field() -> dict:
+    rc = copy.deepcopy(manifests.runtime_class())
+    rc["handlr"] = rc.pop("handler")
+    return rc
+
+
+@pytest.mark.parametrize("broken", [_broken_daemonset, _misspelt_field],
+                         ids=["wrong-type", "misspelt-field"])
+def test_a_broken_manifest_fails_the_schema(broken):
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken(), k8s.SUPPORTED_MINORS[-1], strict=True)
+
+
+def test_the_flannel_network_is_the_pod_cidr():
+    config = next(o for o in OBJECTS if o["kind"] == "ConfigMap"
+                  and o["metadata"]["name"] == "kube-flannel-cfg")
+    assert json.loads(config["data"]["net-conf.json"])["Network"] == SPEC.kubernetes.pod_cidr
+
+
+# ---------------------------------------------------------------------------- kubeadm, kubelet
+
+def _init_docs() -> list[dict]:
+    head = SPEC.head[0]
+    return kubeadm.init_documents(node_name=head.short_name, address=head.address,
+                                  version=SPEC.kubernetes.version, cluster_name=SPEC.name,
+                                  pod_cidr=SPEC.kubernetes.pod_cidr,
+                                  service_cidr=SPEC.kubernetes.service_cidr,
+                                  image_repository="registry.example:5000/k8s")
+
+
+def _join_docs() -> list[dict]:
+    return kubeadm.join_documents(node_name="gpu-whole", address="10.0.0.11",
+                                  api_endpoint="10.0.0.10:6443", token=TOKEN, ca_hash=CA_HASH,
+                                  taints=[("nvidia.com/gpu", "present", "NoSchedule")],
+                                  labels={"nvidia.com/gpu.present": "true"})
+
+
+def _check(doc: dict) -> None:
+    name = "kubelet-config-v1beta1.json" if doc["kind"] == "KubeletConfiguration" else \
+        "kubeadm-v1beta4.json"
+    jsonschema.validate(doc, _schema(name))
+
+
+@pytest.mark.parametrize("doc", _init_docs() + _join_docs(),
+                         ids=lambda d: d["kind"])
+def test_kubeadm_documents_match_their_documented_structure(doc):
+    _check(doc)
+
+
+def test_kubeadm_files_are_those_documents():
+    head = SPEC.head[0]
+    text = kubeadm.init_config(node_name=head.short_name, address=head.address,
+                               version=SPEC.kubernetes.version, cluster_name=SPEC.name,
+                               pod_cidr=SPEC.kubernetes.pod_cidr,
+                               service_cidr=SPEC.kubernetes.service_cidr)
+    docs = list(yaml.safe_load_all(text))
+    assert [d["kind"] for d in docs] == ["InitConfiguration", "ClusterConfiguration",
+                                         "KubeletConfiguration"]
+    assert docs[1]["networking"]["podSubnet"] == "10.244.0.0/16"
+    assert docs[1]["kubernetesVersion"] == f"v{k8s.DEFAULT_VERSION}"
+    assert docs[2]["cgroupDriver"] == "systemd"
+
+
+def _v1beta3_extra_args() -> dict:
+    doc = copy.deepcopy(_join_docs()[0])
+    doc["nodeRegistration"]["kubeletExtraArgs"] = {"node-ip": "10.0.0.11"}  # v1beta3's map
+    return doc
+
+
+def _misspelt_subnet() -> dict:
+    doc = copy.deepcopy(_init_docs()[1])
+    doc["networking"]["podSubnett"] = doc["networking"].pop("podSubnet")
+    return doc
+
+
+def _kubelet_cgroup() -> dict:
+    doc = copy.deepcopy(_init_docs()[2])
+    doc["cgroupDriver"] = "system"
+    return doc
+
+
+@pytest.mark.parametrize("broken", [_v1beta3_extra_args, _misspelt_subnet, _kubelet_cgroup],
+                         ids=["v1beta3-extra-args", "misspelt-podSubnet", "bad-cgroup-driver"])
+def test_a_broken_kubeadm_document_fails(broken):
+    with pytest.raises(jsonschema.ValidationError):
+        _check(broken())
+
+
+# ---------------------------------------------------------------------------- NVIDIA configs
+
+@pytest.mark.parametrize("config", CONFIGS, ids=[config_key(c) for c in CONFIGS])
+def test_device_plugin_configs_match_the_v1_format(config):
+    jsonschema.validate(config, _schema("device-plugin-config-v1.json"))
+    # What the ConfigMap carries is the same config, as YAML.
+    configmap = manifests.device_plugin_configmap({config_key(config): config})
+    assert yaml.safe_load(configmap["data"][config_key(config)]) == config
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda c: c["sharing"].update({"mps": c["sharing"]["timeSlicing"]}),
+    lambda c: c["sharing"]["timeSlicing"]["resources"][0].update({"replicas": 1}),
+    lambda c: c["flags"].update({"migStrategy": "balanced"}),
+], ids=["two-sharing-modes", "one-replica", "unknown-mig-strategy"])
+def test_a_broken_device_plugin_config_fails(mutate):
+    config = copy.deepcopy(next(c for c in CONFIGS if "timeSlicing" in c.get("sharing", {})))
+    mutate(config)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(config, _schema("device-plugin-config-v1.json"))
+
+
+def test_the_mig_parted_config_matches_its_format():
+    config = mig_parted_config(SPEC.nodes)
+    jsonschema.validate(config, _schema("mig-parted-config-v1.json"))
+    assert config["mig-configs"] == {"gpuinfra-gpu-mig": [
+        {"devices": [0, 1, 2, 3], "mig-enabled": True, "mig-devices": {"3g.40gb": 2}},
+        {"devices": [4, 5, 6, 7], "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]}
+    broken = copy.deepcopy(config)
+    broken["mig-configs"]["gpuinfra-gpu-mig"][0]["mig-devices"] = {"3g.40GB": 2}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, _schema("mig-parted-config-v1.json"))

@@ -1,0 +1,166 @@
+"""The Kubernetes part of the spec: a valid site builds; each bad input is refused before any
+host is touched, by host, field and fix (unsupported versions, networks that overlap each other
+or a node, a pod network Flannel cannot split, sharing modes the device plugin refuses together,
+a worker in Slurm and Kubernetes at once)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from gpuinfra.knowledge import kubernetes as k8s
+from gpuinfra.spec import HostInput, SpecInvalid, build_cluster, validate
+
+HGX = {"gpu_model": "H100-SXM5-80GB", "gpu_count": 8, "gpu_topology": "nvswitch-all-to-all"}
+PCIE = {"gpu_model": "H100-PCIE-80GB", "gpu_count": 2, "gpu_topology": "bridged-pairs"}
+
+
+def site() -> dict[str, tuple[tuple[str, ...], dict[str, Any]]]:
+    return {
+        "k8s-head": (("head",), {"node_address": "10.0.0.10"}),
+        "gpu01": (("workers",), {**HGX, "node_address": "10.0.0.11"}),
+        "gpu02": (("workers",), {**PCIE, "node_address": "10.0.0.12"}),
+    }
+
+
+def hosts(s, **everywhere) -> list[HostInput]:
+    return [HostInput(name, groups, {"schedulers": ["kubernetes"], **data, **everywhere})
+            for name, (groups, data) in s.items()]
+
+
+def test_a_kubernetes_site_builds():
+    spec = build_cluster(hosts(site()))
+    assert spec.schedulers == ("kubernetes",)
+    assert spec.kubernetes.version == k8s.DEFAULT_VERSION and spec.kubernetes.minor == "1.35"
+    assert spec.kubernetes.pause_image == "registry.k8s.io/pause:3.10.1"
+    assert [n.name for n in spec.members("kubernetes")] == ["k8s-head", "gpu01", "gpu02"]
+    assert spec.partitions == ()  # no Slurm
+
+
+def test_both_schedulers_split_by_node():
+    s = site()
+    s["gpu01"][1]["node_schedulers"] = ["slurm"]
+    s["gpu02"][1]["node_schedulers"] = ["kubernetes"]
+    spec = build_cluster(hosts(s, schedulers=["slurm", "kubernetes"]))
+    assert [n.name for n in spec.workers_of("slurm")] == ["gpu01"]
+    assert [n.name for n in spec.workers_of("kubernetes")] == ["gpu02"]
+    assert spec.partitions[0].nodes == ("gpu01",)
+    assert spec.node("k8s-head").schedulers == ("slurm", "kubernetes")
+
+
+def test_a_shared_worker_is_accepted_when_the_site_says_how():
+    spec = build_cluster(hosts(site(), schedulers=["slurm", "kubernetes"],
+                               scheduler_sharing="drain"))
+    assert spec.node("gpu01").schedulers == ("slurm", "kubernetes")
+
+
+def _set(host: str, **values: Any):
+    return lambda s: s[host][1].update(values)
+
+
+def _all(**values: Any):
+    def mutate(s):
+        for _, data in s.values():
+            data.update(values)
+    return mutate
+
+
+BAD = [
+    ("unsupported-minor", _all(kubernetes_version="1.36.2"), "cluster", "kubernetes_version",
+     "not supported"),
+    ("old-minor", _all(kubernetes_version="1.30.14"), "cluster", "kubernetes_version",
+     "not supported"),
+    ("malformed-version", _all(kubernetes_version="v1.35"), "cluster", "kubernetes_version",
+     "not a Kubernetes version"),
+    ("pod-and-service-overlap", _all(kubernetes_pod_cidr="10.96.0.0/16"), "cluster",
+     "kubernetes_pod_cidr/kubernetes_service_cidr", "overlap"),
+    ("pod-cidr-holds-a-node", _all(kubernetes_pod_cidr="10.0.0.0/16"), "gpu01",
+     "kubernetes_pod_cidr", "contains the node's address 10.0.0.11"),
+    ("service-cidr-holds-the-head", _all(kubernetes_service_cidr="10.0.0.0/24"), "k8s-head",
+     "kubernetes_service_cidr", "contains the node's address 10.0.0.10"),
+    ("pod-cidr-host-bits", _all(kubernetes_pod_cidr="10.244.0.1/16"), "cluster",
+     "kubernetes_pod_cidr", "host bits set"),
+    ("pod-cidr-not-a-string", _all(kubernetes_pod_cidr=16), "cluster", "kubernetes_pod_cidr",
+     "must be a string"),
+    ("pod-cidr-ipv6-for-flannel", _all(kubernetes_pod_cidr="fd00:10:244::/56"), "cluster",
+     "kubernetes_pod_cidr", "IPv4"),
+    ("pod-cidr-too-small-for-flannel", _all(kubernetes_pod_cidr="10.244.0.0/24"), "cluster",
+     "kubernetes_pod_cidr", "must be larger than /24"),
+    ("pod-cidr-too-few-node-subnets", _all(kubernetes_pod_cidr="10.244.0.0/23"), "cluster",
+     "kubernetes_pod_cidr", "holds 2 node subnets (/24) for 3 Kubernetes nodes"),
+    ("service-cidr-too-large", _all(kubernetes_service_cidr="10.96.0.0/11"), "cluster",
+     "kubernetes_service_cidr", "kubeadm refuses"),
+    ("unknown-cni", _all(kubernetes_cni="calico"), "cluster", "kubernetes_cni",
+     "not a CNI the kubernetes role deploys"),
+    ("old-device-plugin", _all(kubernetes_device_plugin_version="v0.14.5"), "cluster",
+     "kubernetes_device_plugin_version", "config format"),
+    ("device-plugin-without-v", _all(kubernetes_device_plugin_version="0.17.1"), "cluster",
+     "kubernetes_device_plugin_version", "config format"),
+    ("bad-image-repository", _all(kubernetes_image_repository="https://registry.example"),
+     "cluster", "kubernetes_image_repository", "not an image repository"),
+    ("control-plane-without-address", _set("k8s-head", node_address=None), "k8s-head",
+     "node_address", "control plane needs its address"),
+    ("two-control-planes", lambda s: s.update({"k8s-head2": (("head",), {})}), "cluster",
+     "group 'head'", "2 control-plane hosts"),
+    ("time-slicing-with-mig", _set("gpu01", gpu_sharing={"mode": "mig", "replicas": 4,
+                                                         "mig_layout": {"1g.10gb": 7}}),
+     "gpu01", "gpu_sharing['replicas']", "time-slicing MIG devices is not deployed"),
+    ("mps-on-mig", _set("gpu01", gpu_sharing={"mode": "mps", "clients": 4,
+                                              "mig_layout": {"1g.10gb": 7}}),
+     "gpu01", "gpu_sharing['mig_layout']", "MPS is not supported on MIG-enabled GPUs"),
+    ("mixed-mig-under-single", _set("gpu01", gpu_sharing={"mode": "mig", "mig_layout": {
+        "3g.40gb": 1, "1g.10gb": 2}}), "gpu01", "gpu_sharing['mig_layout']",
+     "mixed MIG layout under mig_strategy 'single'"),
+    ("worker-in-both", _all(schedulers=["slurm", "kubernetes"]), "gpu01", "node_schedulers",
+     "in Slurm and in Kubernetes"),
+    ("unknown-sharing-policy", _all(schedulers=["slurm", "kubernetes"],
+                                    scheduler_sharing="timeshare"), "cluster",
+     "scheduler_sharing", "unknown way"),
+    ("node-scheduler-the-site-lacks", _set("gpu01", node_schedulers=["slurm"]), "gpu01",
+     "node_schedulers", "which the site does not run"),
+    ("partition-with-a-kubernetes-node", lambda s: (
+        _all(schedulers=["slurm", "kubernetes"],
+             slurm_partitions=[{"name": "gpu", "nodes": ["gpu01"]}])(s),
+        _set("gpu01", node_schedulers=["kubernetes"])(s),
+        _set("gpu02", node_schedulers=["slurm"])(s)),
+     "gpu01", "slurm_partitions[0]['nodes']", "not a Slurm node"),
+]
+
+
+@pytest.mark.parametrize(("mutate", "host", "field", "words"), [c[1:] for c in BAD],
+                         ids=[c[0] for c in BAD])
+def test_bad_kubernetes_input_is_named(mutate, host, field, words):
+    s = copy.deepcopy(site())
+    mutate(s)
+    errors = validate(hosts(s))
+    matching = [e for e in errors if e.host == host and e.field.startswith(field)
+                and words in e.problem]
+    assert matching, f"expected [{host}] {field}: ...{words}...; got:\n" + "\n".join(
+        map(str, errors))
+    assert matching[0].allowed and matching[0].fix
+    with pytest.raises(SpecInvalid):
+        build_cluster(hosts(s))
+
+
+def test_cidrs_are_checked_only_for_kubernetes_sites():
+    """A Slurm site never runs kubeadm: its defaults' networks are not judged against nodes."""
+    s = site()
+    spec = build_cluster([HostInput(n, g, {**d, "schedulers": ["slurm"],
+                                           "kubernetes_pod_cidr": "10.0.0.0/16"})
+                          for n, (g, d) in s.items()])
+    assert spec.schedulers == ("slurm",)
+
+
+@pytest.mark.parametrize("version, containerd, words", [
+    ("1.35.8", "1.6.20~ds1-1+deb12u3", "not among containerd's recommendations"),
+    ("1.35.8", "1.7.24~ds1-6+deb13u1", "older than the 1.7.28+"),
+    ("1.35.8", "1.7.28-0ubuntu1~24.04.1", None),
+    ("1.33.5", "1.6.36~ds1-1", None),
+    ("1.35.8", "2.2.1-1", None),
+    ("1.35.8", "", "unknown"),
+])
+def test_containerd_against_its_recommendation(version, containerd, words):
+    why = k8s.containerd_recommended(version, containerd)
+    assert (why is None) if words is None else (words in why)
