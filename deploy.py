@@ -10,6 +10,7 @@ from roles.common import common
 from roles.container_toolkit import container_toolkit
 from roles.fabric_manager import fabric_manager
 from roles.gpu import node_driver
+from roles.monitoring import monitoring
 from roles.munge import munge
 from roles.nvidia_driver import nvidia_driver
 from roles.site import this_node
@@ -28,3 +29,5 @@ if node.gpus is not None:
 if "slurm" in site.spec.schedulers:
     munge(site, node)  # one key for the cluster, from the head
     slurm(site, node)  # slurmctld on the head, slurmd on the workers
+
+monitoring(site, node)  # Prometheus + Alertmanager on the head, exporters and GPU metrics

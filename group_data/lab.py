@@ -16,3 +16,12 @@ container_toolkit_enabled = False
 
 # Slurm accounting: slurmdbd with Debian's MariaDB on lab-head (real database, jobs in sacct).
 slurm_accounting = True
+
+# Monitoring: Debian's Prometheus, Alertmanager and node_exporter run for real, and the GPU
+# collector reads the replayed nvidia-smi. DCGM (NVIDIA's CUDA repository) and Grafana (its own
+# repository) are unreachable from the lab: off here, plan-tested. The webhook receiver shows a
+# route from data checked by amtool; nothing listens on that port in the lab.
+monitoring_dcgm = False
+monitoring_grafana = False
+monitoring_alert_receivers = [{"name": "ops", "webhook_url": "http://127.0.0.1:5001/alerts",
+                               "severities": ["critical", "warning"]}]

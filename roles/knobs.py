@@ -13,11 +13,13 @@ from gpuinfra.spec import ClusterSpec, HostInput, SpecError, build_cluster, vali
 from roles.common.defaults import KNOBS as COMMON
 from roles.container_toolkit.defaults import KNOBS as CONTAINER_TOOLKIT
 from roles.fabric_manager.defaults import KNOBS as FABRIC_MANAGER
+from roles.monitoring.defaults import KNOBS as MONITORING
 from roles.munge.defaults import KNOBS as MUNGE
 from roles.nvidia_driver.defaults import KNOBS as NVIDIA_DRIVER
 from roles.slurm.defaults import KNOBS as SLURM
 
-ROLE_KNOBS = (*COMMON, *NVIDIA_DRIVER, *FABRIC_MANAGER, *CONTAINER_TOOLKIT, *MUNGE, *SLURM)
+ROLE_KNOBS = (*COMMON, *NVIDIA_DRIVER, *FABRIC_MANAGER, *CONTAINER_TOOLKIT, *MUNGE, *SLURM,
+              *MONITORING)
 
 
 def build_spec(hosts: Sequence[HostInput], duplicates: Sequence[str] = ()) -> ClusterSpec:
