@@ -121,6 +121,44 @@ def slurm_exporter_problem(value: Any) -> str | None:
 
 
 SLURM_EXPORTER_RULE = Rule(SLURM_EXPORTER.allowed, slurm_exporter_problem)
+
+JOB_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_-]{0,63}")
+OWN_JOBS = ("prometheus", "alertmanager", "node", "dcgm", "slurm")
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """YAML-able plain data: str, int, float, bool, None, lists and str-keyed dicts of it."""
+    if depth > 8:
+        return False
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_plain(v, depth + 1) for v in value)
+    if isinstance(value, Mapping):
+        return all(isinstance(k, str) and _plain(v, depth + 1) for k, v in value.items())
+    return False
+
+
+def _scrape_extra_problem(value: Any) -> str | None:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        return "must be a list"
+    names = []
+    for index, job in enumerate(value):
+        if not isinstance(job, Mapping) or not _plain(job):
+            return f"item {index}: must be a dict of plain values (text, numbers, lists, dicts)"
+        name = job.get("job_name")
+        if not isinstance(name, str) or not JOB_NAME.fullmatch(name):
+            return f"item {index}: needs a 'job_name' (letters, digits, '_', '-')"
+        if name in OWN_JOBS or name in names:
+            return f"item {index}: job_name {name!r} is taken"
+        names.append(name)
+    return None
+
+
+# Extra scrape jobs of the site (IPMI, switches, storage...), as Prometheus' scrape_config
+# dicts: dumped as data into prometheus.yml and judged whole by `promtool check config`.
+SCRAPE_EXTRA = Rule("a list of Prometheus scrape_config dicts, each with its own 'job_name'",
+                    _scrape_extra_problem)
 SLURM_EXPORTER_PORT = 9092  # rivosinc/prometheus-slurm-exporter's listen port
 DCGM_EXPORTER_PORT = 9400  # dcgm-exporter's default listen port
 
@@ -140,6 +178,7 @@ class Monitoring:
     """The site's monitoring settings (the role's knobs, checked by the gate)."""
 
     scrape_interval: str = "30s"
+    scrape_extra: tuple[Mapping[str, Any], ...] = ()
     retention: str = "30d"
     prometheus_port: int = 9090
     alertmanager_port: int = 9093
@@ -157,6 +196,7 @@ class Monitoring:
         """From a node's checked knob values (``monitoring_*``)."""
         return cls(
             scrape_interval=settings["monitoring_scrape_interval"],
+            scrape_extra=tuple(settings["monitoring_scrape_extra"]),
             retention=settings["monitoring_retention"],
             prometheus_port=settings["monitoring_prometheus_port"],
             alertmanager_port=settings["monitoring_alertmanager_port"],
@@ -216,6 +256,7 @@ def prometheus_config(spec: ClusterSpec, mon: Monitoring,
     if mon.slurm_exporter and "slurm" in spec.schedulers:
         jobs.append({"job_name": "slurm", "scrape_timeout": mon.scrape_interval,
                      "static_configs": _static([head], SLURM_EXPORTER_PORT)})
+    jobs += [dict(job) for job in mon.scrape_extra]
     return {
         "global": {"scrape_interval": mon.scrape_interval,
                    "evaluation_interval": mon.scrape_interval,

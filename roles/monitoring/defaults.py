@@ -8,7 +8,12 @@ Slurm alerts) and ``cluster_name``. Checked by the spec gate before any host is 
 key here lands in the head's files, so each must agree on every host.
 """
 
-from gpuinfra.monitoring.prometheus import DURATION, RECEIVERS, SLURM_EXPORTER_RULE
+from gpuinfra.monitoring.prometheus import (
+    DURATION,
+    RECEIVERS,
+    SCRAPE_EXTRA,
+    SLURM_EXPORTER_RULE,
+)
 from gpuinfra.spec.knobs import Knob, defaults
 from gpuinfra.spec.rules import boolean, debian_version, http_url, integer, optional
 
@@ -19,6 +24,12 @@ KNOBS = (
          site_wide=True),
     Knob("monitoring_scrape_interval", "30s", DURATION,
          "how often Prometheus scrapes and evaluates the alerts", site_wide=True),
+    # The site's own scrape jobs (IPMI, switch or storage exporters), as Prometheus
+    # scrape_config dicts: [{"job_name": "ipmi", "static_configs": [{"targets":
+    # ["bmc01:9290"]}]}]. Written as data into prometheus.yml; promtool judges the whole file
+    # before it replaces the live one, so a bad job is refused and Prometheus keeps running.
+    Knob("monitoring_scrape_extra", [], SCRAPE_EXTRA, "extra Prometheus scrape jobs",
+         site_wide=True),
     Knob("monitoring_prometheus_port", 9090, integer(1024, 65535), "Prometheus' port",
          site_wide=True),
     Knob("monitoring_alertmanager_port", 9093, integer(1024, 65535), "Alertmanager's port",
