@@ -71,12 +71,12 @@ DISTRO: dict[str, dict[str, Any]] = {
         "head": ["prometheus", "prometheus-alertmanager"],
         "cuda_repo": CUDA_REPOS["debian-12"],
     },
-    "ubuntu-22.04": {  # Prometheus 2.31, Alertmanager 0.23, node_exporter 1.3 (universe)
+    "ubuntu-22.04": {  # the same packages, from universe
         "node": ["prometheus-node-exporter", "dbus", "python3"],
         "head": ["prometheus", "prometheus-alertmanager"],
         "cuda_repo": "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64",
     },
-    "ubuntu-24.04": {  # Prometheus 2.45, Alertmanager 0.26, node_exporter 1.7 (universe)
+    "ubuntu-24.04": {  # the same packages, from universe
         "node": ["prometheus-node-exporter", "dbus", "python3"],
         "head": ["prometheus", "prometheus-alertmanager"],
         "cuda_repo": "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64",
