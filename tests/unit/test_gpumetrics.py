@@ -22,7 +22,8 @@ from gpuinfra.monitoring.gpumetrics import (
     parse_xids,
 )
 from roles.monitoring import collector_files
-from tests.conftest import REAL
+
+KERNEL_LOG = Path(__file__).resolve().parents[1] / "fixtures" / "kernel-log"
 
 REPO = Path(__file__).resolve().parents[2]
 REPLAY = REPO / "lab" / "nvidia-smi"
@@ -110,9 +111,9 @@ def test_unreadable_output_counts_as_a_failed_query():
 # ---------------------------------------------------------------------------- XIDs
 
 def test_xid_lines_and_the_fallen_off_message_of_real_logs():
-    line = (REAL / "kernel-log" / "nvsentinel-155-xid79-line.txt").read_text()
+    line = (KERNEL_LOG / "nvsentinel-155-xid79-line.txt").read_text()
     assert parse_xids(line) == [XidEvent((0, 0x44, 0), 79)]
-    block = (REAL / "kernel-log" / "nvsentinel-155-fallen-off-bus-without-xid.txt").read_text()
+    block = (KERNEL_LOG / "nvsentinel-155-fallen-off-bus-without-xid.txt").read_text()
     assert parse_xids(block) == [XidEvent((0, 0xB3, 0), 79)]
     assert parse_xids("NVRM: loading NVIDIA UNIX Open Kernel Module\n") == []
 
@@ -121,7 +122,7 @@ def test_xids_are_counted_per_gpu_and_kept_for_a_gpu_that_vanished():
     # GPU 1 of the HGX capture is 00000000:3B:00.0; an XID 79 for 0000:44:00 has no GPU left.
     log = ("NVRM: Xid (PCI:0000:3b:00): 13, pid=1, Graphics Exception\n"
            "NVRM: Xid (PCI:0000:3b:00): 31, pid=1, MMU Fault\n"
-           + (REAL / "kernel-log" / "nvsentinel-155-xid79-line.txt").read_text())
+           + (KERNEL_LOG / "nvsentinel-155-xid79-line.txt").read_text())
     text = collect("8x-h100-sxm-nvswitch", log)
     xids = samples(text, "gpuinfra_gpu_xid_errors")
     gpu1 = next(k for k in xids if 'gpu="1"' in k)
