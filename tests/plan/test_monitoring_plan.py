@@ -12,8 +12,10 @@ plan no command at all, and each of its checks goes red once on a broken variant
 from __future__ import annotations
 
 import hashlib
+import json
 from copy import deepcopy
 from datetime import datetime
+from functools import cache
 
 import pytest
 
@@ -162,7 +164,14 @@ def _file(size: int) -> dict:
 
 
 def converged_facts(distro: str, **data) -> dict:
-    """Each host as the fresh plan leaves it: files with their content, packages, services."""
+    """Each host as the fresh plan leaves it: files with their content, packages, services
+    (a fresh copy: tests may break it)."""
+    return deepcopy(_converged(distro, json.dumps(data, sort_keys=True)))
+
+
+@cache
+def _converged(distro: str, data_json: str) -> dict:
+    data = json.loads(data_json)
     plan = run(distro, **data)
     facts = {HEAD: fresh(distro), GPU: fresh(distro, gpu=True)}
     for name, host_plan in plan.plans.items():
