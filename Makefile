@@ -2,9 +2,13 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# molecule runs ansible-config by name: .venv/bin must be on PATH; no ansible state in $HOME.
-MOLECULE := PATH="$(CURDIR)/$(BIN):$$PATH" ANSIBLE_HOME=/tmp/gpuinfra-molecule/ansible-home \
-  $(BIN)/molecule
+# molecule runs ansible-config by name: .venv/bin must be on PATH. Ansible's state (ANSIBLE_HOME,
+# ANSIBLE_LOCAL_TEMP) goes in a private directory made for the run (mktemp -d: 0700, a fresh
+# name), never in $HOME or a fixed /tmp path another user could prepare; removed afterwards.
+MOLECULE := PATH="$(CURDIR)/$(BIN):$$PATH" ANSIBLE_HOME="$$state/ansible-home" \
+  ANSIBLE_LOCAL_TEMP="$$state/ansible-local" $(BIN)/molecule
+PRIVATE_STATE := state=$$(mktemp -d -t gpuinfra-molecule.XXXXXXXX) && \
+  trap 'rm -rf "$$state"' EXIT INT TERM &&
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
 .PHONY: test molecule unit plan lint demo validate deploy verify lab-up lab-down lab-reboot \
@@ -31,8 +35,7 @@ test: $(STAMP)
 # Each scenario starts by removing any lab (molecule's own state cannot see one started by
 # hand) and ends by removing its own: `make test` leaves no lab behind.
 molecule: $(STAMP)
-	$(MOLECULE) test -s default
-	$(MOLECULE) test -s broken-nvlink
+	$(PRIVATE_STATE) $(MOLECULE) test -s default && $(MOLECULE) test -s broken-nvlink
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit

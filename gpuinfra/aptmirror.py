@@ -30,7 +30,10 @@ def point_at_mirror(text: str, distribution: str, mirror: str) -> str:
     """``text`` (a sources file) with the official archive URLs replaced by ``mirror``."""
     mirror = mirror.rstrip("/")
     for pattern, suffix in OFFICIAL_ARCHIVES.get(distribution, []):
-        text = re.sub(rf"(?<![\w/.-]){pattern}(?=\s|$)", mirror + suffix, text,
+        # A function replacement: the mirror is pasted literally, never read as a template
+        # (a backslash in it would otherwise add lines or crash on a group reference).
+        replacement = mirror + suffix
+        text = re.sub(rf"(?<![\w/.-]){pattern}(?=\s|$)", lambda _, r=replacement: r, text,
                       flags=re.MULTILINE)
     return text
 

@@ -18,11 +18,23 @@ class ParseError(GpuinfraError):
         self.source = source
         self.line = line
         where = f" (line {line})" if line is not None else ""
-        super().__init__(f"{source}: {message}{where}")
+        super().__init__(f"{source}: {cut(message)}{where}")
 
 
 # A message never echoes a huge value whole (a 1 MB value would make a 1 MB message).
 ECHO_LIMIT = 80
+
+
+MESSAGE_LIMIT = 400
+
+
+def cut(message: str, limit: int = MESSAGE_LIMIT) -> str:
+    """``message`` cut in the middle to about ``limit`` characters (its start says what is
+    wrong, its end where): a message that quotes a 50 MB line stays readable."""
+    if len(message) <= limit:
+        return message
+    tail = limit // 4
+    return f"{message[:limit - tail - 30]}...[{len(message)} chars]...{message[-tail:]}"
 
 
 def clip(value: Any, limit: int = ECHO_LIMIT) -> str:

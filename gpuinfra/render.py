@@ -99,6 +99,24 @@ def persistenced_dropin(user: str, group: str) -> str:
             "--persistence-mode --verbose\n")
 
 
+# The proxy file can hold credentials (http://user:password@proxy:3128): root only, and apt's
+# download methods, which run as _apt, get the setting from apt itself, not from the file.
+APT_PROXY_MODE = "640"
+
+
+def apt_proxy_conf(url: str) -> str:
+    """/etc/apt/apt.conf.d/95gpuinfra-proxy: apt's HTTP and HTTPS proxy.
+
+    The value lands between quotes in apt's configuration syntax, so it is checked with the
+    one URL rule first: a quote, a semicolon or a newline in it would add apt directives
+    (which run as root on every node)."""
+    problem = url_problem(url, need_port=True)
+    if problem:
+        raise GpuinfraError(f"apt proxy {clip(url)}: {problem}")
+    return ("// Managed by gpuinfra: local edits are overwritten on the next deploy.\n"
+            f'Acquire::http::Proxy "{url}";\nAcquire::https::Proxy "{url}";\n')
+
+
 def apt_preferences(pins: Mapping[str, str], why: str) -> str:
     """apt_preferences(5) stanzas holding each subject at its exact version (priority 1001).
 

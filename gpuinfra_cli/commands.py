@@ -18,7 +18,15 @@ EXIT_OK, EXIT_FAIL, EXIT_UNUSABLE = 0, 1, 2
 
 
 def _read(path: str) -> str:
-    return Path(path).read_text(encoding="utf-8", errors="strict")
+    """The text of the capture ``path``; GpuinfraError naming the file when it cannot be read."""
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="strict")
+    except UnicodeDecodeError as exc:
+        raise GpuinfraError(f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
+                            f"offset {exc.start}): give the capture as the tool printed it") \
+            from None
+    except OSError as exc:
+        raise GpuinfraError(f"{path}: cannot be read: {exc.strerror or exc}") from None
 
 
 # ---------------------------------------------------------------------------- validate

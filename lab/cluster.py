@@ -18,7 +18,7 @@ from lab.podman import (
     wait_booted,
 )
 from lab.profiles import HEAD_NAME, HostPlan
-from lab.provision import provision, ssh_banner, wait_ssh
+from lab.provision import came_back_broken, provision, ssh_banner, wait_ssh
 from lab.state import LABEL, LabError, Paths, ensure_ssh_key, say, write_state
 
 
@@ -38,14 +38,25 @@ def lab_up(paths: Paths, plan: list[HostPlan]) -> list[dict]:
         done = ensure_container(podman, h, image, addresses[h.name], found.get(h.name))
         say(f"{h.name}: {done}")
     drop_old_images(podman, image)
-    hosts = []
+    hosts, host_keys = [], {}
     for h in plan:
         state = provision(podman, paths, h, pubkey)
         wait_ssh(h.name, addresses[h.name])
+        host_keys[h.name] = (addresses[h.name], host_public_keys(podman, h.name))
         hosts.append({"name": h.name, "address": addresses[h.name], "groups": list(h.groups),
                       "profile": h.profile, "systemd": state})  # fmt: skip
-    write_state(paths, hosts, image)
+    write_state(paths, hosts, image, host_keys)
     return hosts
+
+
+def host_public_keys(podman: Podman, name: str) -> list[str]:
+    """The host's SSH host public keys, read inside its container (a channel no one on the
+    network can answer for): what .lab/known_hosts trusts."""
+    out = podman.exec(name, "cat /etc/ssh/ssh_host_*_key.pub")
+    keys = [line for line in out.splitlines() if line.startswith(("ssh-", "ecdsa-"))]
+    if not keys:
+        raise LabError(f"{name}: no SSH host key in /etc/ssh")
+    return keys
 
 
 def lab_down(paths: Paths, every_lab: bool = False) -> list[str]:
@@ -68,7 +79,9 @@ def lab_down(paths: Paths, every_lab: bool = False) -> list[str]:
 
 
 def lab_reboot(paths: Paths) -> list[dict]:
-    """Reboot every running lab host the way a container reboots: `podman restart`.
+    """Reboot every running lab host the way a container reboots: `podman restart`, and wait
+    until each came back whole: systemd running, or degraded by exactly the failures its
+    profile expects (lab/profiles.py); else a LabError naming every other failed unit.
 
     A restart boots systemd afresh with a new /run (so the reboot marker
     /run/gpuinfra/reboot-required is gone, as after a real reboot) and a new /dev, whose
@@ -81,12 +94,18 @@ def lab_reboot(paths: Paths) -> list[dict]:
     if not names:
         raise LabError("no running lab to reboot (run `gpuinfra lab up`)")
     podman.restart(*names)
-    hosts = []
+    hosts, broken = [], []
     for name in names:
-        state = wait_booted(podman, name)
+        profile = found[name]["labels"].get(f"{LABEL}.profile") or None
+        boot = wait_booted(podman, name, profile)
+        if not boot.whole:
+            broken.append(came_back_broken(name, boot))
         address = podman.address(name)
         wait_ssh(name, address)
-        hosts.append({"name": name, "address": address, "systemd": state})
+        hosts.append({"name": name, "address": address, "systemd": boot.state})
+    if broken:
+        raise LabError("the lab did not come back whole after the reboot:\n  "
+                       + "\n  ".join(broken))
     return hosts
 
 

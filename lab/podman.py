@@ -12,14 +12,13 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
-from lab.profiles import HEAD_NAME, HostPlan
+from lab.boot import STATE_COMMAND, Boot, wait_whole
+from lab.profiles import HEAD_NAME, HostPlan, expected_failures
 from lab.state import LABEL, LabError, Paths, say
 
 HOST_TOOLS = ("podman", "runc", "debootstrap")
-BOOT_TIMEOUT_S = 120
 
 
 def last_line(text: bytes) -> str:
@@ -174,13 +173,8 @@ def ensure_container(
     return "reused"
 
 
-def wait_booted(podman: Podman, name: str) -> str:
-    """Wait until systemd in the container finished booting; its final state."""
-    deadline = time.monotonic() + BOOT_TIMEOUT_S
-    while True:
-        state = podman.exec(name, "systemctl is-system-running", check=False).strip()
-        if state in ("running", "degraded"):
-            return state
-        if time.monotonic() > deadline:
-            raise LabError(f"{name}: systemd did not finish booting ({state or 'no answer'})")
-        time.sleep(0.5)
+def wait_booted(podman: Podman, name: str, profile: str | None) -> Boot:
+    """Wait until systemd in the container finished booting and came back whole (lab.boot),
+    or the boot timeout: the last look either way."""
+    return wait_whole(lambda: podman.exec(name, STATE_COMMAND, check=False),
+                      expected_failures(profile))

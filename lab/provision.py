@@ -8,6 +8,7 @@ import socket
 import tarfile
 import time
 
+from lab.boot import Boot
 from lab.podman import Podman, wait_booted
 from lab.profiles import HostPlan
 from lab.state import LabError, Paths
@@ -57,11 +58,20 @@ DEVICES_SCRIPT = (
 
 def provision(podman: Podman, paths: Paths, plan: HostPlan, pubkey: str) -> str:
     """Install the SSH key and, on workers, the replayed hardware; the systemd state."""
-    state = wait_booted(podman, plan.name)
+    boot = wait_booted(podman, plan.name, plan.profile)
+    if not boot.done:  # `up` needs a booted host; a failed service is the deploy's to fix
+        raise LabError(came_back_broken(plan.name, boot))
+    state = boot.state + (f" ({'; '.join(boot.unexpected)})" if boot.unexpected else "")
     podman.exec(plan.name, INSTALL_SCRIPT, stdin=guest_tar(paths, plan, pubkey))
     if plan.profile:
         podman.exec(plan.name, DEVICES_SCRIPT)
     return state
+
+
+def came_back_broken(name: str, boot: Boot) -> str:
+    """Why host ``name`` did not come back whole: its state and each unexpected unit."""
+    what = "; ".join(boot.unexpected) or "systemd did not finish starting"
+    return f"{name}: systemd {boot.state}: {what} (see `journalctl -b -u UNIT` on the host)"
 
 
 def ssh_banner(address: str, timeout: float = 1.0) -> bool:

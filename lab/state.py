@@ -80,6 +80,11 @@ class Paths:
     def ssh_key(self) -> Path:
         return self.lab / "ssh" / "id_ed25519"
 
+    @property
+    def known_hosts(self) -> Path:
+        """The lab hosts' SSH host keys, read through podman (never over the network)."""
+        return self.lab / "known_hosts"
+
 
 def find_repo() -> Path:
     """The checkout holding lab/ (this package's parent, else the working directory)."""
@@ -89,13 +94,16 @@ def find_repo() -> Path:
     raise LabError("lab/hardware not found: run gpuinfra lab from the project checkout")
 
 
-def hosts_document(hosts: list[dict], ssh_key: Path, image: str, network: str) -> dict:
+def hosts_document(hosts: list[dict], ssh_key: Path, image: str, network: str,
+                   known_hosts: Path | None = None) -> dict:
     """The content of .lab/hosts.json (read by inventory/lab.py)."""
-    return {"network": network, "image": image, "ssh_key": str(ssh_key), "hosts": hosts}
+    return {"network": network, "image": image, "ssh_key": str(ssh_key),
+            "known_hosts": str(known_hosts) if known_hosts else None, "hosts": hosts}
 
 
-def ssh_config_text(hosts: list[dict], ssh_key: Path) -> str:
-    """An ssh_config for `ssh -F .lab/ssh_config lab-worker1` and testinfra's ssh backend."""
+def ssh_config_text(hosts: list[dict], ssh_key: Path, known_hosts: Path) -> str:
+    """An ssh_config for `ssh -F .lab/ssh_config lab-worker1`: the lab's key for root, and
+    host keys checked against the lab's known_hosts (a changed key is refused)."""
     lines = []
     for host in hosts:
         lines += [f"Host {host['name']}", f"    HostName {host['address']}"]
@@ -104,10 +112,23 @@ def ssh_config_text(hosts: list[dict], ssh_key: Path) -> str:
         "    User root",
         f"    IdentityFile {ssh_key}",
         "    IdentitiesOnly yes",
-        "    StrictHostKeyChecking no",
-        "    UserKnownHostsFile /dev/null",
+        "    StrictHostKeyChecking yes",
+        f"    UserKnownHostsFile {known_hosts}",
         "    LogLevel ERROR",
     ]
+    return "\n".join(lines) + "\n"
+
+
+def known_hosts_text(keys: dict[str, tuple[str, list[str]]]) -> str:
+    """known_hosts lines: each host's public keys under its name and address.
+
+    ``keys``: name -> (address, ["ssh-ed25519 AAAA...", ...])."""
+    lines = []
+    for name, (address, public_keys) in keys.items():
+        for key in public_keys:
+            fields = key.split()
+            if len(fields) >= 2:
+                lines.append(f"{name},{address} {fields[0]} {fields[1]}")
     return "\n".join(lines) + "\n"
 
 
@@ -144,8 +165,11 @@ def ensure_ssh_key(paths: Paths) -> str:
     return pub.read_text()
 
 
-def write_state(paths: Paths, hosts: list[dict], image: str) -> None:
-    """hosts.json for inventory/lab.py and ssh_config for ssh/testinfra."""
-    doc = hosts_document(hosts, paths.ssh_key, image, paths.network)
+def write_state(paths: Paths, hosts: list[dict], image: str,
+                host_keys: dict[str, tuple[str, list[str]]]) -> None:
+    """hosts.json for inventory/lab.py, ssh_config for ssh, known_hosts for both and for the
+    verify suite (``host_keys``: name -> (address, public keys), read through podman)."""
+    doc = hosts_document(hosts, paths.ssh_key, image, paths.network, paths.known_hosts)
     paths.hosts_json.write_text(json.dumps(doc, indent=2) + "\n")
-    paths.ssh_config.write_text(ssh_config_text(hosts, paths.ssh_key))
+    paths.known_hosts.write_text(known_hosts_text(host_keys))
+    paths.ssh_config.write_text(ssh_config_text(hosts, paths.ssh_key, paths.known_hosts))

@@ -7,6 +7,7 @@ for what is missing, saying why otherwise: a converged host gets no command.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from io import StringIO
 
@@ -105,20 +106,40 @@ def install_pinned(what: str, pinned: PinnedPackages, pin_file: str):
     return install
 
 
+def keyring_script(url: str, path: str, fingerprint: str) -> str:
+    """Shell: fetch the ASCII-armoured key at ``url`` into a private temporary directory and
+    dearmor it into ``path`` only when it holds exactly one primary key whose fingerprint is
+    ``fingerprint``; else exit 1 naming what was found (nothing is installed)."""
+    expected = fingerprint.upper()
+    refusal = (f"gpuinfra: the signing key at {url} is not the pinned key {expected}: "
+               "refused (a tampered download, or a mirror serving another key)")
+    primaries = "awk -F: '$1==\"pub\"{p=1;next} $1==\"fpr\"&&p{print $10;p=0}'"
+    return (
+        "tmp=$(mktemp -d) && trap 'rm -rf \"$tmp\"' EXIT && "
+        f"curl -fsSL {shlex.quote(url)} -o \"$tmp/key\" && "
+        f"found=$(gpg --batch --with-colons --show-keys \"$tmp/key\" | {primaries}) && "
+        f"if [ \"$found\" != {shlex.quote(expected)} ]; then "
+        f"echo {shlex.quote(refusal)} \"(found: ${{found:-no key}})\" >&2; exit 1; fi && "
+        f"gpg --batch --yes --dearmor -o {shlex.quote(path)} \"$tmp/key\""
+    )
+
+
 @operation()
-def apt_keyring(url: str, path: str):
-    """The ASCII-armoured key at ``url`` dearmored into ``path``, fetched only when missing.
+def apt_keyring(url: str, path: str, fingerprint: str):
+    """The key at ``url`` dearmored into ``path``, fetched only when missing, and installed
+    only when its fingerprint is the pinned ``fingerprint`` (see :func:`keyring_script`).
 
     + url: where the repository publishes its signing key
     + path: keyring file named by the list file's ``signed-by=``
+    + fingerprint: the key's full fingerprint (gpuinfra.knowledge.packages.SIGNING_KEYS)
 
     .. code:: python
 
         apt_keyring(url="https://nvidia.github.io/libnvidia-container/gpgkey",
-                    path="/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg")
+                    path="/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg",
+                    fingerprint=SIGNING_KEYS["container-toolkit"])
     """
     if host.get_fact(File, path=path):
         host.noop(f"keyring {path} already there")
         return
-    yield StringCommand("curl", "-fsSL", QuoteString(url), "|", "gpg", "--batch", "--yes",
-                        "--dearmor", "-o", QuoteString(path))
+    yield StringCommand(keyring_script(url, path, fingerprint))

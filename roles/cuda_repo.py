@@ -12,6 +12,7 @@ from io import StringIO
 from pyinfra.operations import apt, files
 from pyinfra.operations.util import any_changed
 
+from gpuinfra.knowledge.packages import SIGNING_KEYS
 from gpuinfra.render import flat_repo_list, origin_preference
 from roles.apt import apt_keyring
 
@@ -34,7 +35,7 @@ def cuda_repository(url: str, key_url: str, what: str) -> None:
     is pinned by version (``what``) comes from it; apt refreshed when that changed."""
     url = url.rstrip("/")
     key = apt_keyring(name="Add the CUDA repository's signing key", url=key_url,
-                      path=CUDA_KEYRING)
+                      path=CUDA_KEYRING, fingerprint=SIGNING_KEYS["cuda"])
     listed = files.put(name=f"Add NVIDIA's CUDA repository ({what})", dest=CUDA_LIST,
                        src=StringIO(flat_repo_list(url, CUDA_KEYRING)), mode="644")
     files.put(name=f"Take only {what} from the CUDA repository", dest=CUDA_ORIGIN_PIN,

@@ -1,11 +1,12 @@
 """The deploy layer's front door: the spec gate, and the one :class:`Site` of a pyinfra run.
 
 pyinfra runs ``config.py`` before it loads the inventory and connects, so the project's
-``config.py`` calls :func:`validate_before_connect`, which reads the inventory named on the
-pyinfra command line (with ``--data`` overrides) and stops the run with every problem of the
-spec and of the roles' data listed. ``deploy.py`` then takes the run's :class:`Site` (the
-typed spec, built once per run) and its own node, and hands both to every role
-(:func:`this_node`). API users and runs with another ``--config`` are gated there too.
+``config.py`` calls :func:`validate_before_connect`, which gates pyinfra's own load of the
+inventory named on the command line (with ``--data`` overrides): a broken file or any problem
+of the spec and of the roles' data stops the run, listed, before any connection.
+``deploy.py`` then takes the run's :class:`Site` (the typed spec, built once per run) and its
+own node, and hands both to every role (:func:`this_node`). API users and runs with another
+``--config`` are gated there too.
 
 The CLI imports this module; nothing here imports the CLI.
 """
@@ -13,7 +14,7 @@ The CLI imports this module; nothing here imports the CLI.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 from weakref import WeakKeyDictionary
@@ -26,7 +27,7 @@ from gpuinfra.spec import (
     format_errors,
     format_warnings,
 )
-from roles.inventory import host_inputs, load_hosts
+from roles.inventory import InventoryError, checked_loading, duplicates, host_inputs, load_hosts
 from roles.knobs import build_spec
 
 T = TypeVar("T")
@@ -118,19 +119,15 @@ def _cli_params() -> dict[str, Any] | None:
     return dict(ctx.params) if ctx is not None else None
 
 
-def _override_data(pairs: Iterable[str]) -> dict[str, Any]:
-    from pyinfra_cli.util import parse_cli_arg
-
-    out = {}
-    for pair in pairs or ():
-        if "=" in pair:
-            key, value = pair.split("=", 1)
-            out[key] = parse_cli_arg(value)
-    return out
-
-
 def validate_before_connect() -> None:
-    """Exit with status 1 and every problem listed when the site's spec is invalid."""
+    """Gate pyinfra's own inventory load: right after pyinfra read the inventory (once, with
+    ``--data`` overrides) and before it connects, exit 1 with every problem listed when a file
+    is broken or the site's spec is invalid.
+
+    pyinfra runs config.py before it loads the inventory, so the gate wraps the loader the CLI
+    calls next (pyinfra_cli.cli.make_inventory, pinned pyinfra 3.10): the spec is judged on the
+    very inventory the run then uses, and no file is executed twice.
+    """
     params = _cli_params()
     if not params:
         return
@@ -139,18 +136,26 @@ def validate_before_connect() -> None:
         return  # an ad-hoc host list: deploy.py gates it after connecting
     if not Path(inventory).is_file():
         return  # pyinfra reports the missing file itself
-    try:
-        hosts, duplicates = load_hosts(inventory)
-    except Exception as exc:  # a broken inventory file: say so, no traceback
-        print(f"gpuinfra: {exc}", file=sys.stderr)
-        raise SystemExit(1) from None
-    overrides = _override_data(params.get("data") or ())
-    if overrides:
-        hosts = [HostInput(h.name, h.groups, {**h.data, **overrides}) for h in hosts]
-    try:
-        spec = build_spec(hosts, duplicates)
-    except SpecInvalid as exc:
-        print(format_errors(exc.errors), file=sys.stderr)
-        raise SystemExit(1) from None
-    if spec.warnings:
-        print(format_warnings(spec.warnings), file=sys.stderr)
+    import pyinfra_cli.cli as cli
+
+    load = getattr(cli.make_inventory, "__wrapped__", cli.make_inventory)
+
+    def gated(*args: Any, **kwargs: Any) -> Any:
+        try:
+            with checked_loading() as groups:
+                loaded = load(*args, **kwargs)
+        except InventoryError as exc:
+            print(f"gpuinfra: {exc}", file=sys.stderr)
+            raise SystemExit(1) from None
+        hosts = host_inputs(loaded, ignore_groups=("all", Path(inventory).stem))
+        try:
+            spec = build_spec(hosts, duplicates(groups))
+        except SpecInvalid as exc:
+            print(format_errors(exc.errors, inventory), file=sys.stderr)
+            raise SystemExit(1) from None
+        if spec.warnings:
+            print(format_warnings(spec.warnings), file=sys.stderr)
+        return loaded
+
+    gated.__wrapped__ = load  # type: ignore[attr-defined]
+    cli.make_inventory = gated

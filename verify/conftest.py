@@ -8,9 +8,10 @@ child process: see inventory_json.py) and turned into the typed cluster spec
 runs once per host (test id ``test_x[HOST]``); a module may set ``VERIFY_NODES = "gpu"`` to
 run only on hosts whose spec lists GPUs
 (``"workers"``: only the workers group). Hosts are reached with testinfra's paramiko backend
-(one connection per host and process) through an ssh_config written from the pyinfra data
-(ssh_hostname, ssh_user, ssh_port, ssh_key, ssh_strict_host_key_checking). Under pytest-xdist
-every test of one host runs on the same worker (scheduler below), so each host is probed once.
+(one connection per host and process) on a client that checks each host's SSH key against the
+site's known_hosts (verify/ssh.py: a changed key fails every test of that host). Under
+pytest-xdist every test of one host runs on the same worker (scheduler below), so each host is
+probed once.
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import testinfra
 from testinfra.host import Host
 
 from gpuinfra.spec import NodeSpec, SpecInvalid, format_errors
 from verify.expect import Site, host_of, site_from_json
+from verify.ssh import HostKeyProblem, testinfra_host
 
 _SITE = pytest.StashKey[Site]()
 _SITE_JSON_KEY = pytest.StashKey[str]()
@@ -131,17 +132,19 @@ def node_data(site: Site, node_name: str) -> Mapping[str, Any]:
     return site.data[node_name]
 
 
-@pytest.fixture(scope="session")
-def ssh_config(site: Site, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("verify") / "ssh_config"
-    path.write_text("\n".join(site.target(name).ssh_config() for name in site.data))
-    return path
+def _reach(site: Site, name: str) -> Host:
+    """The testinfra host ``name``, its SSH key checked; a key the site does not trust fails
+    the test with both fingerprints and the fix (no test of that host runs on it)."""
+    try:
+        return testinfra_host(site.target(name))
+    except HostKeyProblem as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 @pytest.fixture(scope="module")
-def host(node_name: str, ssh_config: Path) -> Host:
-    """The testinfra host (paramiko backend; testinfra caches one per host and process)."""
-    return testinfra.get_host(f"paramiko://{node_name}", ssh_config=str(ssh_config))
+def host(site: Site, node_name: str) -> Host:
+    """The testinfra host (paramiko backend; one connection per host and process)."""
+    return _reach(site, node_name)
 
 
 @pytest.fixture(scope="module")
@@ -152,12 +155,11 @@ def slurm_site(site: Site) -> None:
 
 
 @pytest.fixture(scope="session")
-def controller(site: Site, ssh_config: Path) -> Host:
+def controller(site: Site) -> Host:
     """The head (Slurm controller) as a testinfra host, for checks run from the controller."""
     if len(site.spec.head) != 1:
         pytest.skip(f"{len(site.spec.head)} hosts in 'head': no single controller")
-    return testinfra.get_host(f"paramiko://{site.spec.head[0].name}",
-                              ssh_config=str(ssh_config))
+    return _reach(site, site.spec.head[0].name)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from gpuinfra.spec import ClusterSpec, HostInput
@@ -50,29 +51,28 @@ _HOST_ID = re.compile(r"\[([^\]\[]+)\](?:@[^\[\]]*)?$")
 NO_SMI = "nvidia-smi not found on the host: the NVIDIA driver is not installed"
 
 
+# pyinfra's values of ssh_strict_host_key_checking, as the verify suite applies them.
+HOST_KEY_POLICIES = {"yes": "yes", "accept-new": "accept-new", "no": "no", "off": "no"}
+
+
 @dataclass(frozen=True)
 class SshTarget:
-    """How to reach one inventory host, from its pyinfra data."""
+    """How to reach one inventory host, from its pyinfra data.
+
+    host_key_policy: "yes" (known keys only), "accept-new" (trust on first use) or "no"
+    (no check); known_hosts: the file holding the trusted keys (verify/ssh.py)."""
 
     name: str
     address: str
     user: str | None
     port: int | None
     key: str | None
-    strict_host_key: bool
+    host_key_policy: str = "accept-new"
+    known_hosts: str = "~/.ssh/known_hosts"
 
-    def ssh_config(self) -> str:
-        """A `Host` block for an ssh_config file (testinfra's paramiko backend reads it)."""
-        lines = [f"Host {self.name}", f"    HostName {self.address}"]
-        if self.user:
-            lines.append(f"    User {self.user}")
-        if self.port:
-            lines.append(f"    Port {self.port}")
-        if self.key:
-            lines += [f"    IdentityFile {self.key}", "    IdentitiesOnly yes"]
-        if not self.strict_host_key:
-            lines += ["    StrictHostKeyChecking no", "    UserKnownHostsFile /dev/null"]
-        return "\n".join(lines) + "\n"
+    @property
+    def known_hosts_path(self) -> str:
+        return str(Path(self.known_hosts).expanduser())
 
 
 @dataclass(frozen=True)
@@ -100,8 +100,9 @@ def site_from_json(inventory: str, text: str) -> Site:
 
 def ssh_target(name: str, data: Mapping[str, Any]) -> SshTarget:
     """pyinfra's ssh_* data keys (ssh_hostname, ssh_user, ssh_port, ssh_key,
-    ssh_strict_host_key_checking) as an :class:`SshTarget`; the address defaults to the name."""
-    strict = data.get("ssh_strict_host_key_checking", "accept-new")
+    ssh_known_hosts_file, ssh_strict_host_key_checking) as an :class:`SshTarget`; the address
+    defaults to the name. An unknown host-key policy is read as the strictest, "yes"."""
+    policy = str(data.get("ssh_strict_host_key_checking", "accept-new")).lower()
     port = data.get("ssh_port")
     return SshTarget(
         name=name,
@@ -109,9 +110,9 @@ def ssh_target(name: str, data: Mapping[str, Any]) -> SshTarget:
         user=data.get("ssh_user"),
         port=int(port) if port else None,
         key=data.get("ssh_key"),
-        strict_host_key=str(strict).lower() not in ("no", "off", "false"),
+        host_key_policy=HOST_KEY_POLICIES.get(policy, "yes"),
+        known_hosts=str(data.get("ssh_known_hosts_file") or "~/.ssh/known_hosts"),
     )
-
 
 
 def etc_hosts(text: str) -> dict[str, set[str]]:
@@ -231,3 +232,17 @@ def device_problems(stat_lines: str, group: str, mode: str) -> list[str]:
 def loaded_modules(proc_modules: str) -> set[str]:
     """Module names from /proc/modules."""
     return {line.split()[0] for line in proc_modules.splitlines() if line.strip()}
+
+
+# --- units (test_common.py, test_driver.py) -------------------------------------------------
+
+
+def unit_failures(units: Mapping[str, tuple[str, str]],
+                  expected: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """(failed units that are failures, failed units the site's lab data expects, with why).
+
+    ``units``: gpuinfra.parsers.system.parse_unit_states of the host; ``expected``: the host's
+    ``lab_expected_failures`` (only lab hosts have any: on a real node every failure counts)."""
+    failed = sorted(u for u, (active, _) in units.items() if active == "failed")
+    return ([u for u in failed if u not in expected],
+            [f"{u}: {expected[u]}" for u in failed if u in expected])

@@ -6,12 +6,16 @@ from collections.abc import Callable
 
 from testinfra.host import Host
 
+from gpuinfra.parsers.system import UNIT_STATES_COMMAND, parse_unit_states
 from gpuinfra.spec import NodeSpec
 from verify.expect import (
     Site,
     missing_hosts_entries,
+    problem,
     sysctl_mismatches,
+    unit_failures,
 )
+from verify.failure import fail
 
 Note = Callable[[str, object], None]
 
@@ -62,3 +66,18 @@ def test_base_packages(host: Host, node: NodeSpec) -> None:
     packages = node.settings["common_packages"]
     missing = [name for name in packages if not host.package(name).is_installed]
     assert not missing, "base packages not installed: " + ", ".join(missing)
+
+
+def test_no_failed_unit(host: Host, node: NodeSpec, node_data: dict, note: Note) -> None:
+    """Every unit came up: a failed one (a daemon that did not come back after a reboot, a
+    GPU helper without its driver) is a failure, unless the site's lab data expects it."""
+    units = parse_unit_states(host.run(UNIT_STATES_COMMAND).stdout)
+    failed, expected = unit_failures(units, node_data.get("lab_expected_failures") or {})
+    note("failed_units", ", ".join(failed) or "none")
+    if failed:
+        fail(note, problem(
+            node.name, f"failed systemd unit(s): {', '.join(failed)}",
+            "a service did not start or came back failed after a reboot (a dependency not "
+            "ready, a bad configuration, a missing driver)",
+            f"`systemctl status {failed[0]}` and `journalctl -b -u {failed[0]}` on the host; "
+            "fix the cause, then `systemctl restart` it and deploy again"))

@@ -117,6 +117,27 @@ def test_persistence_mode(host: Host, node: NodeSpec, driver: dict[str, Any],
             "nvidia-persistenced`"))
 
 
+def test_persistenced_running(host: Host, node: NodeSpec, driver: dict[str, Any],
+                              node_data: dict, reboot_reasons: list[str], note: Note) -> None:
+    """The deploy enables nvidia-persistenced; only a running one keeps the GPUs initialised
+    (a failed one leaves every job paying the driver's start-up, and hides a driver fault)."""
+    if not driver["nvidia_driver_persistence_mode"]:
+        pytest.skip("nvidia_driver_persistence_mode is False in this site's data")
+    _loaded_driver_needed(reboot_reasons)
+    state = host.run("systemctl is-active nvidia-persistenced").stdout.strip() or "unknown"
+    if state == "active":
+        return
+    why = (node_data.get("lab_expected_failures") or {}).get("nvidia-persistenced.service")
+    if why:
+        pytest.skip(f"nvidia-persistenced is {state}, as expected in this lab: {why}")
+    fail(note, problem(
+        node.name, f"nvidia-persistenced is {state}, not active",
+        "the daemon failed to start: the driver is not loaded, its user or group is missing, "
+        "or /dev/nvidia* is not accessible to the group its drop-in names",
+        "`systemctl status nvidia-persistenced` and `journalctl -b -u nvidia-persistenced`; "
+        "deploy the nvidia_driver role, reboot if a driver change is pending"))
+
+
 def test_nouveau_not_loaded(host: Host, node: NodeSpec, reboot_reasons: list[str],
                             note: Note) -> None:
     modules = loaded_modules(host.run("cat /proc/modules").stdout)

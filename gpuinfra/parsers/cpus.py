@@ -88,7 +88,7 @@ class CpuLayout:
 def parse_lscpu(text: str) -> CpuLayout:
     """Read ``lscpu -p=CPU,CORE,SOCKET,NODE`` output."""
     cpus = []
-    for no, line in enumerate(clean_lines(text), 1):
+    for no, line in enumerate(clean_lines(text, LSCPU), 1):
         if line.startswith("#") or not line.strip():
             continue
         fields = line.strip().split(",")
@@ -105,7 +105,7 @@ def parse_lscpu(text: str) -> CpuLayout:
 
 def parse_meminfo_mb(text: str) -> int:
     """MemTotal in MiB, as ``slurmd -C`` reports RealMemory (kB // 1024)."""
-    for no, line in enumerate(clean_lines(text), 1):
+    for no, line in enumerate(clean_lines(text, MEMINFO), 1):
         if line.startswith("MemTotal:"):
             words = line.split()
             if len(words) == 3 and words[1].isdigit() and words[2] == "kB":

@@ -112,7 +112,7 @@ def parse_gpus(text: str, fields: list[str] | None = None) -> GpuList:
     (``--format=csv,noheader[,nounits]``); a header that repeats them is recognised and skipped.
     Raises ParseError for anything else, naming the line.
     """
-    lines = clean_lines(text)
+    lines = clean_lines(text, SOURCE)
     numbered = [(n, line) for n, line in enumerate(lines, 1) if line.strip()]
     if not numbered:
         raise ParseError(SOURCE, "empty output (no GPU lines)")

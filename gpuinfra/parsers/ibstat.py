@@ -118,7 +118,7 @@ def parse_ibstat(text: str) -> IbStat:
     ca: IbCa | None = None
     port: IbPort | None = None
     last_no = 0
-    for no, line in enumerate(clean_lines(text), 1):
+    for no, line in enumerate(clean_lines(text, SOURCE), 1):
         stripped = line.strip()
         if not stripped:
             continue

@@ -117,7 +117,11 @@ def parse_ibv_devinfo(text: str) -> IbvDevInfo:
     device: IbvDevice | None = None
     port: IbvPort | None = None
     last_extra: tuple[dict[str, str], str] | None = None
-    lines = [(n, line.strip()) for n, line in enumerate(clean_lines(text), 1) if line.strip()]
+    # -v continuation lines, joined once per key (joining line by line copies the growing
+    # value each time: quadratic on a long capability list)
+    continued: dict[tuple[int, str], tuple[dict[str, str], list[str]]] = {}
+    lines = [(n, line.strip()) for n, line in enumerate(clean_lines(text, SOURCE), 1)
+             if line.strip()]
     if lines and lines[0][1] == NO_DEVICES and len(lines) == 1:
         return IbvDevInfo({})
     for no, stripped in lines:
@@ -127,7 +131,7 @@ def parse_ibv_devinfo(text: str) -> IbvDevInfo:
                 raise ParseError(SOURCE, f"expected 'key: value', got {stripped[:60]!r}",
                                  line=no)
             extra, key = last_extra  # a -v continuation line (e.g. a capability flag)
-            extra[key] = f"{extra[key]} {stripped}".strip()
+            continued.setdefault((id(extra), key), (extra, [extra[key]]))[1].append(stripped)
             continue
         key, value = match["key"].strip(), match["value"].strip()
         last_extra = None
@@ -147,6 +151,8 @@ def parse_ibv_devinfo(text: str) -> IbvDevInfo:
     if device is None:
         raise ParseError(SOURCE, "no 'hca_id:' line (empty output?)")
     _check_complete(device, lines[-1][0])
+    for (_, key), (extra, parts) in continued.items():
+        extra[key] = " ".join(parts).strip()
     return IbvDevInfo(devices)
 
 

@@ -29,10 +29,13 @@ _DEVICE_LINE = re.compile(
     r"^(?P<slot>(?:(?P<domain>[0-9a-fA-F]{4,8}):)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])"
     r" (?P<class>.+?)(?: \[(?P<class_code>[0-9a-fA-F]{4})\])?: (?P<rest>.*)$"
 )
-# The end of a description: -nn IDs, revision and (with -v) programming interface.
-_IDS = re.compile(r"^(?P<desc>.*?) ?\[(?P<vendor>[0-9a-f]{4}):(?P<device>[0-9a-f]{4})\]$")
-_REV = re.compile(r"^(?P<desc>.*?) \(rev (?P<rev>[0-9a-f]{2})\)$")
-_PROG_IF = re.compile(r"^(?P<desc>.*?) \(prog-if [^)]*\)$")
+# The end of a description: -nn IDs, revision and (with -v) programming interface. Each is
+# matched on the line's last characters only (a pattern with a lazy group in front of the
+# suffix would scan the whole line, once per suffix).
+_IDS = re.compile(r" ?\[(?P<vendor>[0-9a-f]{4}):(?P<device>[0-9a-f]{4})\]")
+_REV = re.compile(r" \(rev (?P<rev>[0-9a-f]{2})\)")
+_PROG_IF = re.compile(r" \(prog-if [^()]{0,40}\)")
+_SUFFIX_MAX = 52  # the longest of the three
 # Without -nn, lspci names devices it has no name for as "Device 2941".
 _UNNAMED_DEVICE = re.compile(r"(?:^| )Device (?P<device>[0-9a-f]{4})$")
 # Vendor names as pci.ids spells them; without -nn they are the only way to tell the vendor.
@@ -122,7 +125,7 @@ def parse_lspci(text: str) -> PciDevices:
     """Read `lspci` output with or without ``-nn`` and ``-k`` (see the module doc)."""
     devices: list[PciDevice] = []
     seen: set[str] = set()
-    for no, line in enumerate(clean_lines(text), 1):
+    for no, line in enumerate(clean_lines(text, SOURCE), 1):
         if not line.strip():
             continue
         if line[0] in " \t":
@@ -167,14 +170,14 @@ def _device(line: str, no: int) -> PciDevice:
         raise ParseError(SOURCE, f"expected a device line like '06:00.0 3D controller: ...', "
                          f"got {line[:60]!r}", line=no)
     rest = match["rest"].strip()
-    rest, _ = _strip(_PROG_IF, rest, "desc")
+    rest, _ = _strip(_PROG_IF, rest, None)
     rest, revision = _strip(_REV, rest, "rev")
     vendor_id = device_id = None
-    ids = _IDS.match(rest)
+    ids = _suffix(_IDS, rest)
     if ids:
-        rest, vendor_id, device_id = ids["desc"].strip(), ids["vendor"], ids["device"]
+        rest, vendor_id, device_id = rest[:ids[0]].strip(), ids[1]["vendor"], ids[1]["device"]
     else:
-        unnamed = _UNNAMED_DEVICE.search(rest)
+        unnamed = _UNNAMED_DEVICE.search(rest[-12:])  # " Device 2941" at the very end
         device_id = unnamed["device"] if unnamed else None
     slot = match["slot"]
     return PciDevice(
@@ -185,13 +188,22 @@ def _device(line: str, no: int) -> PciDevice:
     )
 
 
-def _strip(pattern: re.Pattern[str], text: str, group: str) -> tuple[str, str | None]:
+def _suffix(pattern: re.Pattern[str], text: str) -> tuple[int, re.Match[str]] | None:
+    """(where the suffix starts, its match) when ``pattern`` matches the end of ``text``."""
+    tail_start = max(0, len(text) - _SUFFIX_MAX)
+    match = pattern.search(text[tail_start:])
+    while match and match.end() != len(text) - tail_start:
+        match = pattern.search(text[tail_start:], match.start() + 1)
+    return (tail_start + match.start(), match) if match else None
+
+
+def _strip(pattern: re.Pattern[str], text: str, group: str | None) -> tuple[str, str | None]:
     """``text`` without the suffix ``pattern`` matches, and the captured ``group``."""
-    match = pattern.match(text)
-    if not match:
+    found = _suffix(pattern, text)
+    if not found:
         return text, None
-    captured = match[group] if group != "desc" else None
-    return match["desc"].strip(), captured
+    start, match = found
+    return text[:start].strip(), match[group] if group else None
 
 
 def _address(slot: str) -> str:

@@ -146,7 +146,7 @@ class MigListing:
 
 def parse_mig(text: str) -> MigListing:
     """Read any `nvidia-smi mig -lgip/-lgi/-lcip/-lci/-lgipp` output (see the module doc)."""
-    numbered = [(n, line) for n, line in enumerate(clean_lines(text), 1) if line.strip()]
+    numbered = [(n, line) for n, line in enumerate(clean_lines(text, SOURCE), 1) if line.strip()]
     if not numbered:
         raise ParseError(SOURCE, "empty output")
     first_no, first = numbered[0]

@@ -98,7 +98,7 @@ def parse_mlxconfig(text: str) -> MlxConfig:
     cfg = MlxConfig()
     columns: tuple[str, ...] | None = None
     devices = 0
-    for no, line in enumerate(clean_lines(text), 1):
+    for no, line in enumerate(clean_lines(text, SOURCE), 1):
         stripped = line.strip()
         if not stripped or set(stripped) == {"-"} or stripped.startswith(_FOOTER):
             continue

@@ -23,7 +23,6 @@ from gpuinfra.parsers._text import clean_lines
 
 SOURCE = "nvidia-smi nvlink --status"
 
-_GPU_LINE = re.compile(r"GPU (\d+): (.*?)\s*\(UUID: ([^)]*)\)")
 _LINK_LINE = re.compile(r"Link (\d+): (.*)")
 _RATE = re.compile(r"(\d+(?:\.\d+)?) GB/s")
 _ALL_INACTIVE = "all links are inactive"
@@ -33,7 +32,13 @@ _OTHER_OUTPUTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"Link \d+, .*(supported|Supported)"), "nvidia-smi nvlink --capabilities"),
     (re.compile(r"Link \d+: Remote Device"), "nvidia-smi nvlink -R (remote links)"),
     (re.compile(r"Link \d+: .*Errors?\b", re.IGNORECASE), "nvidia-smi nvlink -e (error counters)"),
+    (re.compile(r"MIG \S+\s+Device\s+\d+: \(UUID: "), "nvidia-smi -L (the GPU list)"),
 )
+# A GPU list (`nvidia-smi -L`) has the same `GPU n: NAME (UUID: ...)` lines as --status, and
+# nothing else; --status prints a `Link n:` line or the all-inactive message for each GPU.
+_GPU_LIST = ("this is `nvidia-smi -L` output (GPU lines only, no `Link n:` line and no "
+             "all-links-inactive message for any GPU), not `nvidia-smi nvlink --status`: "
+             "capture `nvidia-smi nvlink --status` instead")
 
 
 @dataclass(frozen=True)
@@ -105,7 +110,7 @@ def parse_nvlink(text: str) -> NvlinkStatus:
     """
     status = NvlinkStatus()
     current: NvlinkGpu | None = None
-    for lineno, line in enumerate(clean_lines(text), start=1):
+    for lineno, line in enumerate(clean_lines(text, SOURCE), start=1):
         stripped = line.strip()
         if not stripped:
             continue
@@ -117,15 +122,25 @@ def parse_nvlink(text: str) -> NvlinkStatus:
             raise ParseError(SOURCE, f"{_what_is(stripped)} before any `GPU n: ...` line",
                              line=lineno)
         _read_detail(current, stripped, lineno)
+    if status.gpus and not any(g.links or g.all_inactive for g in status.gpus.values()):
+        raise ParseError(SOURCE, _GPU_LIST)
     return status
 
 
 def _gpu_header(line: str) -> NvlinkGpu | None:
-    """The GPU a ``GPU n: NAME (UUID: ...)`` line opens, or None for other lines."""
-    match = _GPU_LINE.fullmatch(line)
-    if not match:
+    """The GPU a ``GPU n: NAME (UUID: ...)`` line opens, or None for other lines.
+
+    Split by hand, not with a pattern: ``NAME\\s*\\(UUID`` as a regex backtracks over long
+    runs of spaces (seconds on a 60 KB line); these string operations are linear."""
+    if not line.startswith("GPU ") or not line.endswith(")"):
         return None
-    return NvlinkGpu(int(match.group(1)), match.group(2), match.group(3).strip())
+    index, sep, rest = line[4:].partition(": ")
+    if not sep or not (index.isascii() and index.isdigit()) or len(index) > 4:
+        return None
+    name, sep, uuid = rest[:-1].partition("(UUID: ")
+    if not sep or ")" in uuid:
+        return None
+    return NvlinkGpu(int(index), name.rstrip(), uuid.strip())
 
 
 def _add_gpu(status: NvlinkStatus, gpu: NvlinkGpu, lineno: int) -> NvlinkGpu:

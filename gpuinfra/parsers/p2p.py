@@ -82,7 +82,7 @@ def normalize_mode(mode: str | None) -> str | None:
 def parse_p2p(text: str, mode: str | None = None) -> P2PMatrix:
     """Parse `nvidia-smi topo -p2p` output; returns a :class:`P2PMatrix` or raises ParseError."""
     letter = normalize_mode(mode)
-    lines = clean_lines(text)
+    lines = clean_lines(text, SOURCE)
     if not any(line.strip() for line in lines):
         raise ParseError(SOURCE, "empty output: no matrix to read")
     header_at = _find_header(lines)

@@ -70,7 +70,7 @@ def _null(value: str | None) -> str | None:
 def parse_slurmd_gres(text: str) -> SlurmdGres:
     """Read ``slurmd -G`` output (records and error lines)."""
     result = SlurmdGres()
-    for no, line in enumerate(clean_lines(text), 1):
+    for no, line in enumerate(clean_lines(text, SLURMD_G), 1):
         error = _ERROR.search(line)
         if error:
             result.errors.append(f"{error.group(1)}: {error.group(2)}")
@@ -137,7 +137,7 @@ def gres_counts(gres: str) -> dict[str, int]:
 def parse_sinfo_nodes(text: str) -> dict[str, SlurmNode]:
     """Read ``sinfo -N -h -o '%N|%T|%G|%E'``; a node in several partitions appears once."""
     nodes: dict[str, SlurmNode] = {}
-    for no, line in enumerate(clean_lines(text), 1):
+    for no, line in enumerate(clean_lines(text, SINFO), 1):
         if not line.strip():
             continue
         parts = line.split("|", 3)

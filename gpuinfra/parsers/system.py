@@ -49,7 +49,7 @@ class LoadedModules:
 def parse_proc_modules(text: str) -> LoadedModules:
     """Read /proc/modules; raises ParseError for a line that is not a module entry."""
     result = LoadedModules()
-    for no, line in enumerate(clean_lines(text), 1):
+    for no, line in enumerate(clean_lines(text, "/proc/modules"), 1):
         if not line.strip():
             continue
         parts = line.split()
@@ -64,7 +64,7 @@ def parse_proc_modules(text: str) -> LoadedModules:
 def parse_group_ids(text: str) -> dict[str, int]:
     """``{group name: gid}`` from ``getent group`` (or /etc/group) text."""
     groups: dict[str, int] = {}
-    for no, line in enumerate(clean_lines(text), 1):
+    for no, line in enumerate(clean_lines(text, "getent group"), 1):
         if not line.strip():
             continue
         parts = line.split(":")
@@ -117,3 +117,23 @@ def parse_gpu_minors(text: str) -> dict[str, int]:
                                  f"Device Minor {value!r} without a Bus Location before it", no)
             minors[bus] = int(value)
     return minors
+
+
+# Units that failed or are still starting (auto-restart included), one per line.
+UNIT_STATES_COMMAND = ("systemctl list-units --all --plain --no-legend --no-pager "
+                       "--state=failed,activating")
+
+
+def parse_unit_states(text: str) -> dict[str, tuple[str, str]]:
+    """``systemctl list-units --plain --no-legend`` output as {unit: (active, sub)}, e.g.
+    ``{"nvidia-persistenced.service": ("failed", "failed"), "slurmctld.service":
+    ("activating", "auto-restart")}``. Raises ParseError for a line that is not a unit."""
+    units = {}
+    for no, line in enumerate(clean_lines(text, "systemctl list-units"), 1):
+        fields = line.split(None, 4)
+        if not fields:
+            continue
+        if len(fields) < 4 or "." not in fields[0]:
+            raise ParseError("systemctl list-units", f"not a unit line: {line[:60]!r}", line=no)
+        units[fields[0]] = (fields[2], fields[3])
+    return units

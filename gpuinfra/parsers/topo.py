@@ -125,7 +125,7 @@ class _Header:
 
 def parse_topo(text: str) -> TopoMatrix:
     """Parse `nvidia-smi topo -m` output; returns a :class:`TopoMatrix` or raises ParseError."""
-    lines = clean_lines(text)
+    lines = clean_lines(text, SOURCE)
     if not any(line.strip() for line in lines):
         raise ParseError(SOURCE, "empty output: no matrix to read")
     header_at = _find_header(lines)

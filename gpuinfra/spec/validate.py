@@ -39,6 +39,7 @@ from gpuinfra.spec.model import (
     SCHEDULERS,
     SHARING_MODES,
     SPEC_KEYS,
+    WORKER_GROUP,
     ClusterSpec,
     GpuSharing,
     GpuSpec,
@@ -172,6 +173,27 @@ def _check_unknown_keys(host: HostInput, known: Sequence[str], errs: _Collector)
                      "(roles/<role>/defaults.py)", f"rename {key!r} to {close[0]!r}")
 
 
+def _check_nested_keys(host: str, field: str, mapping: Mapping[Any, Any],
+                       allowed: Sequence[str], problem: str, errs: _Collector) -> bool:
+    """Keys of a nested dict (a partition, gpu_sharing, an rdma_nics entry) outside
+    ``allowed``: each is refused, with the known key it is close to (in any case) when there
+    is one. True when every key is known."""
+    lowered = {k.lower(): k for k in allowed}
+    ok = True
+    for key in mapping:
+        if key in allowed:
+            continue
+        ok = False
+        text = key.lower() if isinstance(key, str) else ""
+        close = [lowered[text]] if text in lowered else \
+            [lowered[c] for c in get_close_matches(text, list(lowered), n=1, cutoff=0.75)]
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        errs.add(host, f"{field}[{clip(key)}]", mapping[key], f"{problem}{hint}",
+                 ", ".join(allowed),
+                 f"rename {clip(key)} to {close[0]!r}" if close else f"remove {clip(key)}")
+    return ok
+
+
 def _check_groups(host: HostInput, errs: _Collector) -> None:
     """A group named almost like a role group (``worker``) deploys nothing: a typo."""
     for group in host.groups:
@@ -196,12 +218,17 @@ def _check_host_name(host: HostInput, errs: _Collector) -> None:
 
 
 def _check_short_names(nodes: Sequence[NodeSpec], errs: _Collector) -> None:
-    counts = Counter(n.short_name for n in nodes)
+    """Short names must be unique, in any case: DNS, /etc/hosts and Slurm do not tell ``W1``
+    from ``w1``, so two such hosts would be one node deployed twice."""
+    counts = Counter(n.short_name.lower() for n in nodes)
     for short, count in counts.items():
         if count > 1:
-            names = sorted(n.name for n in nodes if n.short_name == short)
-            errs.add(names[0], "host name", names, f"{count} hosts share the short name {short!r}",
-                     "unique short host names (Slurm and /etc/hosts use them)",
+            names = sorted(n.name for n in nodes if n.short_name.lower() == short)
+            same = {n.short_name for n in nodes if n.short_name.lower() == short}
+            problem = (f"{count} host names differ only in case ({short!r} to DNS and Slurm)"
+                       if len(same) > 1 else f"{count} hosts share the short name {short!r}")
+            errs.add(names[0], "host name", names, problem,
+                     "unique short host names, in any case (Slurm and /etc/hosts use them)",
                      "rename one of the hosts")
 
 
@@ -224,10 +251,11 @@ def _cluster_values(hosts: Sequence[HostInput], errs: _Collector) -> dict[str, A
                                 errs, _WHERE_ALL),
         "reboot_policy": _choice(CLUSTER, "reboot_policy", raw["reboot_policy"], REBOOT_POLICIES,
                                  errs, _WHERE_ALL),
-        "apt_mirror": _apt_mirror(raw["apt_mirror"], errs),
+        "apt_mirror": (mirrors := _apt_mirror(raw["apt_mirror"], errs)),
         "apt_proxy": _url(CLUSTER, "apt_proxy", raw["apt_proxy"], errs, proxy=True),
-        "nvidia_repo_mirror": _url(CLUSTER, "nvidia_repo_mirror", raw["nvidia_repo_mirror"], errs),
-        "offline": _offline(raw, hosts, errs),
+        "nvidia_repo_mirror": (nvidia := _url(CLUSTER, "nvidia_repo_mirror",
+                                              raw["nvidia_repo_mirror"], errs)),
+        "offline": _offline(raw, mirrors, nvidia, hosts, errs),
         "slurm_partitions": raw["slurm_partitions"],
         "slurm_accounting": _flag("slurm_accounting", raw["slurm_accounting"], errs,
                                   "True runs slurmdbd with MariaDB on the head"),
@@ -355,7 +383,10 @@ def _apt_mirror(value: Any, errs: _Collector) -> dict[str, str]:
     return {}
 
 
-def _offline(raw: Mapping[str, Any], hosts: Sequence[HostInput], errs: _Collector) -> bool:
+def _offline(raw: Mapping[str, Any], mirrors: Mapping[str, str], nvidia: str | None,
+             hosts: Sequence[HostInput], errs: _Collector) -> bool:
+    """An offline site needs mirrors that are set (judged on the checked values: a mapping of
+    None, or a refused URL, is no mirror)."""
     value = raw["offline"]
     if not isinstance(value, bool):
         errs.add(CLUSTER, "offline", value, "must be True or False", "True, False",
@@ -363,12 +394,13 @@ def _offline(raw: Mapping[str, Any], hosts: Sequence[HostInput], errs: _Collecto
         return False
     if not value:
         return False
-    if not raw["apt_mirror"]:
-        errs.add(CLUSTER, "apt_mirror", None, "an offline site needs a local apt mirror",
+    if not mirrors:
+        errs.add(CLUSTER, "apt_mirror", raw["apt_mirror"],
+                 "an offline site needs a local apt mirror",
                  "an http(s):// URL", f"set apt_mirror {_WHERE_ALL}, or offline = False")
     has_gpus = any(h.data.get("gpu_model") for h in hosts)
-    if has_gpus and not raw["nvidia_repo_mirror"]:
-        errs.add(CLUSTER, "nvidia_repo_mirror", None,
+    if has_gpus and not nvidia:
+        errs.add(CLUSTER, "nvidia_repo_mirror", raw["nvidia_repo_mirror"],
                  "an offline site with GPUs needs a mirror of NVIDIA's container-toolkit repo",
                  "an http(s):// URL", f"set nvidia_repo_mirror {_WHERE_ALL}, or offline = False")
     return True
@@ -584,11 +616,8 @@ def _sharing(host: HostInput, gpus: GpuSpec | None, strategy: str,
         return GpuSharing()
     mode = _choice(host.name, "gpu_sharing['mode']", raw.get("mode"), SHARING_MODES, errs,
                    _WHERE_HOST)
-    for key in raw:
-        if key not in _SHARING_KEYS[mode]:
-            errs.add(host.name, f"gpu_sharing[{key!r}]", raw[key],
-                     f"not a setting of mode {mode!r}", ", ".join(_SHARING_KEYS[mode]),
-                     f"remove {key!r} from gpu_sharing (one sharing mode per node)")
+    _check_nested_keys(host.name, "gpu_sharing", raw, _SHARING_KEYS[mode],
+                       f"not a setting of mode {mode!r} (one sharing mode per node)", errs)
     if gpus is None:
         return GpuSharing(mode=mode)
     if mode == "mig":
@@ -710,6 +739,9 @@ def _rdma_nics(host: HostInput, errs: _Collector) -> tuple[RdmaNic, ...]:
     return tuple(nics)
 
 
+_NIC_KEYS = ("name", "pci", "ats", "link_layer")
+
+
 def _nic(host: str, index: int, item: Any, errs: _Collector) -> RdmaNic | None:
     field = f"rdma_nics[{index}]"
     if isinstance(item, str):
@@ -720,7 +752,9 @@ def _nic(host: str, index: int, item: Any, errs: _Collector) -> RdmaNic | None:
         return None
     name, pci = item.get("name"), item.get("pci")
     ats, layer = item.get("ats", True), item.get("link_layer", "infiniband")
-    ok = True
+    # ibv_devinfo prints "InfiniBand" / "Ethernet": accepted as it prints them, in any case.
+    layer = layer.lower() if isinstance(layer, str) else layer
+    ok = _check_nested_keys(host, field, item, _NIC_KEYS, "unknown NIC setting", errs)
     if not isinstance(name, str) or not _NIC_NAME.fullmatch(name):
         errs.add(host, f"{field}['name']", name, "missing or malformed RDMA device name",
                  "an ibv device name such as 'mlx5_0'", "set the name `ibv_devices` shows")
@@ -734,13 +768,9 @@ def _nic(host: str, index: int, item: Any, errs: _Collector) -> RdmaNic | None:
                  "write ats=True to enable ATS in firmware")
         ok = False
     if layer not in LINK_LAYERS:
-        errs.add(host, f"{field}['link_layer']", layer, "unknown link layer",
-                 ", ".join(LINK_LAYERS), "set link_layer as `ibv_devinfo` reports it")
-        ok = False
-    extra = set(item) - {"name", "pci", "ats", "link_layer"}
-    for key in sorted(extra):
-        errs.add(host, f"{field}[{key!r}]", item[key], "unknown NIC setting",
-                 "name, pci, ats, link_layer", f"remove {key!r}")
+        errs.add(host, f"{field}['link_layer']", item.get("link_layer"), "unknown link layer",
+                 ", ".join(LINK_LAYERS) + " (in any case)",
+                 "set link_layer as `ibv_devinfo` reports it")
         ok = False
     return RdmaNic(name, pci, ats, layer) if ok else None
 
@@ -754,6 +784,10 @@ def _check_heads(nodes: Sequence[NodeSpec], schedulers: Sequence[str], errs: _Co
         errs.add(CLUSTER, f"group '{HEAD_GROUP}'", heads, problem,
                  "exactly one host in the 'head' group (it runs slurmctld)",
                  "list exactly one host in head = [...] in inventory/<site>.py")
+    if "slurm" in schedulers and not any(n.is_worker for n in nodes):
+        errs.add(CLUSTER, f"group '{WORKER_GROUP}'", [], "no Slurm worker: slurmd would run "
+                 "nowhere and no job could start", "at least one host in the 'workers' group",
+                 "list the compute nodes in workers = [...] in inventory/<site>.py")
     if "kubernetes" in schedulers and not heads:
         errs.add(CLUSTER, f"group '{HEAD_GROUP}'", heads, "no Kubernetes control plane",
                  "at least one host in the 'head' group", "add a host to head = [...]")
@@ -792,6 +826,9 @@ def _partitions(cluster: Mapping[str, Any], nodes: Sequence[NodeSpec],
     return tuple(parts)
 
 
+_PARTITION_KEYS = ("name", "nodes", "default", "gpu")
+
+
 def _partition(index: int, item: Any, nodes: Mapping[str, NodeSpec],
                errs: _Collector) -> Partition | None:
     field = f"slurm_partitions[{index}]"
@@ -799,6 +836,8 @@ def _partition(index: int, item: Any, nodes: Mapping[str, NodeSpec],
         errs.add(CLUSTER, field, item, "must be a dict", "{'name': ..., 'nodes': [...]}",
                  "fix the entry")
         return None
+    _check_nested_keys(CLUSTER, field, item, _PARTITION_KEYS, "unknown partition setting",
+                       errs)
     name, members = item.get("name"), item.get("nodes")
     if not isinstance(name, str) or not _PARTITION.fullmatch(name):
         errs.add(CLUSTER, f"{field}['name']", name, "missing or malformed partition name",
@@ -811,10 +850,21 @@ def _partition(index: int, item: Any, nodes: Mapping[str, NodeSpec],
     ok = True
     gpu = item.get("gpu", False)
     for member in members:
-        node = nodes.get(member)
-        if node is None:
+        node = nodes.get(member) if isinstance(member, str) else None
+        if not isinstance(member, str):
+            errs.add(CLUSTER, f"{field}['nodes']", member, f"partition {name!r}: each node is "
+                     "one host name (a string), not a nested list", ", ".join(nodes),
+                     "write 'nodes': ['w1', 'w2']")
+            ok = False
+        elif node is None:
             errs.add(CLUSTER, f"{field}['nodes']", member, f"partition {name!r} names a host "
                      "that is not in the inventory", ", ".join(nodes), "fix the host name")
+            ok = False
+        elif not node.is_worker:
+            errs.add(CLUSTER, f"{field}['nodes']", member, f"partition {name!r} names "
+                     f"{member}, which is not a worker (no slurmd runs there)",
+                     ", ".join(n for n, s in nodes.items() if s.is_worker),
+                     f"remove {member} from {name!r}, or add it to the 'workers' group")
             ok = False
         elif gpu and node.gpus is None:
             errs.add(member, f"{field}['nodes']", member, f"GPU partition {name!r} names a host "

@@ -16,6 +16,7 @@ from pyinfra.operations import apt, files, server, systemd
 
 from gpuinfra.aptmirror import mirror_for, point_at_mirror
 from gpuinfra.platforms import hosts_block
+from gpuinfra.render import APT_PROXY_MODE, apt_proxy_conf
 from gpuinfra.spec import ClusterSpec, NodeSpec
 from roles.apt import APT_CACHE_S
 from roles.facts import host_distro
@@ -79,9 +80,8 @@ def common(site: Site, node: NodeSpec) -> None:
                     content=block, marker="# {mark} gpuinfra cluster nodes")
 
     if apt_proxy:
-        files.put(name="Send apt through the site's proxy", dest=PROXY_FILE, mode="644",
-                  src=StringIO(f'Acquire::http::Proxy "{apt_proxy}";\n'
-                               f'Acquire::https::Proxy "{apt_proxy}";\n'))
+        files.put(name="Send apt through the site's proxy", dest=PROXY_FILE, user="root",
+                  group="root", mode=APT_PROXY_MODE, src=StringIO(apt_proxy_conf(apt_proxy)))
     else:
         files.file(name="No apt proxy configured", path=PROXY_FILE, present=False)
 

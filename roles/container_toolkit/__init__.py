@@ -19,7 +19,11 @@ from pyinfra.operations import apt, files, server, systemd
 from pyinfra.operations.util import any_changed
 
 from gpuinfra import reboot
-from gpuinfra.knowledge.packages import DriverRelease, container_toolkit_packages
+from gpuinfra.knowledge.packages import (
+    SIGNING_KEYS,
+    DriverRelease,
+    container_toolkit_packages,
+)
 from gpuinfra.render import TOOLKIT_KEYRING, TOOLKIT_LIST, toolkit_key_url, toolkit_list
 from gpuinfra.runtimes import SERVICES, cdi_driver_version, has_nvidia_runtime
 from gpuinfra.spec import NodeSpec
@@ -42,7 +46,8 @@ def container_toolkit(site: Site, node: NodeSpec, driver: DriverRelease) -> None
     mirror = site.spec.nvidia_repo_mirror
 
     keyring = apt_keyring(name="Add the container toolkit repository's signing key",
-                          url=toolkit_key_url(mirror), path=TOOLKIT_KEYRING)
+                          url=toolkit_key_url(mirror), path=TOOLKIT_KEYRING,
+                          fingerprint=SIGNING_KEYS["container-toolkit"])
     listed = files.put(name="List the container toolkit repository in apt sources",
                        dest=TOOLKIT_LIST, src=StringIO(toolkit_list(mirror)), mode="644")
     apt.update(name="Refresh apt after adding the toolkit repository",

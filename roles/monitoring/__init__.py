@@ -29,10 +29,11 @@ from pyinfra.operations import apt, files, systemd
 from pyinfra.operations.util import any_changed
 
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.knowledge.packages import PinnedPackages
+from gpuinfra.knowledge.packages import SIGNING_KEYS, PinnedPackages
 from gpuinfra.monitoring import prometheus as prom
 from gpuinfra.spec import ClusterSpec, NodeSpec
 from roles.apt import APT_CACHE_S, apt_keyring, install_pinned, require_available
+from roles.boot import BootNeeds, boot_order
 from roles.checked import check_script, checked_files
 from roles.cuda_repo import CUDA_REPOS, cuda_repository, key_url_for
 from roles.facts import host_distro
@@ -113,8 +114,30 @@ def monitoring(site: Site, node: NodeSpec) -> None:
         _alertmanager(spec, mon)
         if mon.grafana:
             _grafana(spec, mon, data)
-        if data["monitoring_slurm_exporter"] is not None and "slurm" in spec.schedulers:
+        if slurm_exporter_on(spec, data):
             _slurm_exporter(node, data["monitoring_slurm_exporter"])
+    boot_order(boot_needs(spec, node, mon, data))
+
+
+def slurm_exporter_on(spec: ClusterSpec, data: Any) -> bool:
+    return data["monitoring_slurm_exporter"] is not None and "slurm" in spec.schedulers
+
+
+def boot_needs(spec: ClusterSpec, node: NodeSpec, mon: prom.Monitoring,
+               data: Any) -> list[BootNeeds]:
+    """Each daemon of this node listens on the node's cluster address, which exists only once
+    the network is up: started after network-online.target, restarted when it still fails."""
+    daemons = ["prometheus-node-exporter"]
+    if node.gpus is not None and mon.dcgm:
+        daemons.append("nvidia-dcgm-exporter")
+    if node.is_head:
+        daemons += ["prometheus", "prometheus-alertmanager"]
+        if mon.grafana:
+            daemons.append("grafana-server")
+        if slurm_exporter_on(spec, data):
+            daemons.append("prometheus-slurm-exporter")
+    return [BootNeeds(f"{d}.service", "the node's cluster address, to listen on",
+                      ("network-online.target",), ("network-online.target",)) for d in daemons]
 
 
 def _daemon_args(path: str, args: str, what: str) -> Any:
@@ -264,7 +287,7 @@ def grafana_files(spec: ClusterSpec, mon: prom.Monitoring) -> dict[str, str]:
 def _grafana(spec: ClusterSpec, mon: prom.Monitoring, data: Any) -> None:
     repo = data["monitoring_grafana_repo_url"].rstrip("/")
     keyring = apt_keyring(name="Add Grafana's signing key", url=f"{repo}/gpg.key",
-                          path=GRAFANA_KEYRING)
+                          path=GRAFANA_KEYRING, fingerprint=SIGNING_KEYS["grafana"])
     listed = files.put(name="List Grafana's repository in apt sources", dest=GRAFANA_LIST,
                        src=StringIO(f"deb [signed-by={GRAFANA_KEYRING}] {repo} stable main\n"),
                        mode="644")

@@ -4,15 +4,20 @@ The key is created once on the head (``mungekey``, from the kernel's random sour
 head already has one, which is then kept: a rerun never replaces it. Setting the spec's
 ``munge_key_rotation`` to a new value (any string, e.g. the date) makes the next deploy create
 a new key once. Every other node gets the head's key whenever its own differs, copied at
-execution time from the head to the node through this machine's memory: the key is never
-written on the machine running pyinfra, never put in a command line and never printed (only
-its SHA-256 is ever read, to compare). On every node: munge:munge, mode 0400, in /etc/munge
-(munge:munge, 0700). munged restarts only where the key changed.
+execution time from the head to the node through this machine's memory: read as the
+output of a command on the head, written as the input of a command on the node that creates
+it mode 0400 (umask 0277) inside /etc/munge. The key never touches a file outside /etc/munge
+(munge:munge, 0700) on any host, nor the machine running pyinfra; it is never put in a command
+line and never printed (only its SHA-256 is ever read, to compare). pyinfra's file transfer is
+not used for it: with sudo, that stages files in /tmp, readable by other users (a local user
+holding the key can forge credentials for any uid, root included). munged restarts only where
+the key changed.
 """
 
 from __future__ import annotations
 
-from io import BytesIO
+import base64
+import binascii
 from typing import TYPE_CHECKING, Any
 
 from pyinfra import host
@@ -22,6 +27,7 @@ from pyinfra.operations import apt, files, server, systemd
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.spec import NodeSpec
 from roles.apt import APT_CACHE_S
+from roles.boot import BootNeeds, boot_order
 
 if TYPE_CHECKING:  # the run's Site, built by roles.site (which imports the knobs)
     from roles.site import Site
@@ -69,22 +75,34 @@ def cluster_key(bits: int, rotation: str | None = None):
                             "'%s\\n'", QuoteString(rotation), ">", ROTATION_FILE)
 
 
+# The node's side of the copy: the key arrives base64-encoded on standard input and is written
+# by root with umask 0277 (mode 0400 from its first byte) beside the live key, inside the
+# 0700 directory, then given to munge and renamed over the live key.
+STAGED = f"{KEY}.gpuinfra-new"
+INSTALL_KEY = StringCommand("umask", "0277", "&&", "base64", "-d", ">", STAGED, "&&", "chown",
+                            "munge:munge", STAGED, "&&", "mv", "-f", STAGED, KEY)
+READ_KEY = StringCommand("base64", "-w0", KEY)
+
+
 def _copy_key(state: Any, host: Any, source: Any) -> None:  # noqa: ARG001 - pyinfra's names
-    """Execution time: the head's key into the node's /etc/munge, through memory only.
+    """Execution time: the head's key into the node's /etc/munge, through memory only (a
+    command's output on the head, a command's input on the node; never pyinfra's file
+    transfer, which stages files in /tmp under sudo).
 
     pyinfra passes (state, host) to callbacks whose parameters have exactly those names."""
     target = host
-    buffer = BytesIO()
-    if not source.get_file(KEY, buffer, **_sudo(source)):
-        raise GpuinfraError(f"munge: cannot read {KEY} on {source.name}")
-    if len(buffer.getvalue()) < 32:
-        raise GpuinfraError(f"munge: {KEY} on {source.name} is too short to be a key")
-    staged = f"{KEY}.gpuinfra-new"
-    if not target.put_file(BytesIO(buffer.getvalue()), staged, **_sudo(target)):
-        raise GpuinfraError(f"munge: cannot write {staged} on {target.name}")
-    command = StringCommand("chown", "munge:munge", staged, "&&", "chmod", "0400", staged,
-                            "&&", "mv", "-f", staged, KEY)
-    ok, output = target.run_shell_command(command, **_sudo(target))
+    ok, output = source.run_shell_command(READ_KEY, print_output=False, print_input=False,
+                                          **_sudo(source))
+    if not ok:
+        raise GpuinfraError(f"munge: cannot read {KEY} on {source.name}: {output.stderr}")
+    encoded = output.stdout.strip()
+    try:
+        if len(base64.b64decode(encoded, validate=True)) < 32:
+            raise GpuinfraError(f"munge: {KEY} on {source.name} is too short to be a key")
+    except binascii.Error:
+        raise GpuinfraError(f"munge: {KEY} on {source.name} could not be read whole") from None
+    ok, output = target.run_shell_command(INSTALL_KEY, _stdin=encoded, print_output=False,
+                                          print_input=False, **_sudo(target))
     if not ok:
         raise GpuinfraError(f"munge: installing the key on {target.name} failed: "
                             f"{output.stderr}")
@@ -128,6 +146,8 @@ def munge(site: Site, node: NodeSpec) -> None:
                             head=site.host(site.spec.head[0].name), rotation=rotation)
     files.file(name=f"{KEY}: munge:munge 0400", path=KEY, user="munge", group="munge",
                mode="400")
+    boot_order([BootNeeds("munge.service", "the network and the clock (its credentials carry "
+                          "a timestamp)", ("network-online.target", "time-sync.target"))])
     systemd.service(name="Run munged", service="munge", running=True, enabled=True)
     # Not systemd.service(restarted=True): that restarts only a unit running at plan time, and
     # on a fresh node the package's postinst starts munged with its own key after planning.

@@ -33,6 +33,7 @@ from gpuinfra.slurmconf import (
 )
 from gpuinfra.spec import ClusterSpec, NodeSpec
 from roles.apt import APT_CACHE_S
+from roles.boot import BootNeeds, boot_order
 from roles.facts import CpuLayout as CpuLayoutFact
 from roles.facts import MemTotalMb, NvidiaDeviceMinors, NvidiaGpus, NvidiaTopology, host_distro
 from roles.slurm.operations import accounting_db, checked_config
@@ -141,9 +142,7 @@ def slurm(site: Site, node: NodeSpec) -> None:
     spec = site.spec
     data = node.settings
     distro = DISTRO[host_distro()]
-    workers = spec.workers
-    if not workers:
-        raise GpuinfraError("slurm: no host in the 'workers' group: nothing to schedule on")
+    workers = spec.workers  # at least one: the spec gate refuses a Slurm site without workers
 
     texts, plan, notes = _configs(site, node, data, distro)
     for note in [*notes, *plan.notes]:
@@ -167,7 +166,10 @@ def slurm(site: Site, node: NodeSpec) -> None:
     config = checked_config(name="Slurm configuration, checked by Slurm before it goes in",
                             files=texts, check_as=check_as)
 
-    if spec.slurm_accounting and node.is_head:
+    accounting = spec.slurm_accounting and node.is_head
+    boot_order([*boot_needs(node, spec.slurm_accounting),
+                *([dbd_boot_needs(distro)] if accounting else [])])
+    if accounting:
         _accounting(data, distro, spec)
     if node.is_head:
         systemd.service(name="Run slurmctld", service="slurmctld", running=True, enabled=True)
@@ -183,6 +185,33 @@ def slurm(site: Site, node: NodeSpec) -> None:
         # The package's postinst enables slurmd after this run's facts were read.
         server.shell(name="slurmd off right after its install (the package enables it)",
                      commands=["systemctl disable --now slurmd"], _if=install.did_change)
+
+
+# What the daemons need at boot (gpuinfra.units: order and bounded restart). Without it
+# slurmctld races slurmdbd at boot and, with no saved state (a first boot, or a shutdown cut
+# short), exits for good: "You are running with a database but ... we have no TRES from it".
+_NETWORK = ("network-online.target", "nss-lookup.target")
+
+
+def boot_needs(node: NodeSpec, accounting: bool) -> list[BootNeeds]:
+    """What slurmctld (head) and slurmd (worker) need at boot."""
+    needs = []
+    if node.is_head:
+        dbd = ("slurmdbd.service",) if accounting else ()
+        needs.append(BootNeeds("slurmctld.service", "munged for credentials, the controller's "
+                               "name" + (", and slurmdbd answering" if accounting else ""),
+                               ("munge.service", *_NETWORK, *dbd), ("munge.service", *dbd)))
+    if node.is_worker:
+        needs.append(BootNeeds("slurmd.service", "munged for credentials and the "
+                               "controller's name", ("munge.service", *_NETWORK),
+                               ("munge.service",)))
+    return needs
+
+
+def dbd_boot_needs(distro: dict[str, Any]) -> BootNeeds:
+    mariadb = f"{distro['mariadb_service']}.service"
+    return BootNeeds("slurmdbd.service", "MariaDB answering, and munged",
+                     ("munge.service", mariadb, *_NETWORK), ("munge.service", mariadb))
 
 
 def _accounting(data: Any, distro: dict[str, Any], spec: ClusterSpec) -> None:

@@ -59,6 +59,9 @@ def test_site_proxy_and_ntp_servers_are_configured_and_chrony_reloaded():
     assert changed == {"Send apt through the site's proxy",
                        "Point chrony at the site's NTP servers", "Reload chrony sources"}
     assert any(PROXY_FILE in c for c in result.op("proxy").commands)
+    # The file may hold proxy credentials: root only, never world-readable.
+    assert f"chmod 640 {PROXY_FILE}" in result.op("proxy").commands
+    assert f"chown root:root {PROXY_FILE}" in result.op("proxy").commands
     assert any(CHRONY_SOURCES in c for c in result.op("NTP servers").commands)
     assert result.op("Reload chrony sources").commands == ("systemctl reload chrony.service",)
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from gpuinfra.knowledge.packages import SIGNING_KEYS
 from gpuinfra.render import TOOLKIT_KEYRING
+from roles.apt import keyring_script
 from roles.container_toolkit import CDI_SPEC, container_toolkit
 from tests.plan.harness import plan
 from tests.plan.test_nvidia_driver_plan import DISTROS, converged, fresh, uploads
@@ -28,9 +30,9 @@ def test_on_by_default_on_gpu_nodes_off_when_the_site_says_so(distro):
 @pytest.mark.parametrize("distro", DISTROS)
 def test_fresh_host_gets_repository_toolkit_and_runtime(distro):
     result = plan(container_toolkit, fresh(distro), ON)
-    assert result.op("signing key").commands == (
-        "curl -fsSL https://nvidia.github.io/libnvidia-container/gpgkey | "
-        f"gpg --batch --yes --dearmor -o {TOOLKIT_KEYRING}",)
+    assert result.op("signing key").commands == (keyring_script(
+        "https://nvidia.github.io/libnvidia-container/gpgkey", TOOLKIT_KEYRING,
+        SIGNING_KEYS["container-toolkit"]),)
     assert uploads(result.op("List the container toolkit repository"))
     assert result.op("Refresh apt after adding").commands == ("apt-get update",)
     assert result.op("Install the NVIDIA Container Toolkit").commands[-1].endswith(PACKAGES)
@@ -47,8 +49,9 @@ def test_fresh_host_gets_repository_toolkit_and_runtime(distro):
 def test_offline_mirror_replaces_nvidias_url():
     data = {**ON, "nvidia_repo_mirror": "http://mirror.example.internal/libnvidia-container"}
     result = plan(container_toolkit, fresh("debian-12"), data)
-    assert result.op("signing key").commands[0].startswith(
-        "curl -fsSL http://mirror.example.internal/libnvidia-container/gpgkey |")
+    assert "curl -fsSL http://mirror.example.internal/libnvidia-container/gpgkey -o" in \
+        result.op("signing key").commands[0]
+    assert SIGNING_KEYS["container-toolkit"] in result.op("signing key").commands[0]
 
 
 @pytest.mark.parametrize("distro", DISTROS)

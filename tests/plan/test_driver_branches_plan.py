@@ -13,7 +13,9 @@ from pyinfra.api.exceptions import PyinfraError
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge.drivers import SUPPORTED_BRANCHES
-from gpuinfra.knowledge.packages import DRIVER_VERSIONS
+from gpuinfra.knowledge.packages import DRIVER_VERSIONS, SIGNING_KEYS
+from roles.apt import keyring_script
+from roles.cuda_repo import CUDA_KEYRING
 from roles.fabric_manager import fabric_manager
 from roles.nvidia_driver import nvidia_driver
 from tests.plan.harness import plan
@@ -62,7 +64,7 @@ def test_each_branch_installs_its_packages_at_its_version(distro, branch):
 def test_debian_takes_later_branches_from_nvidias_repository(branch):
     result = plan(nvidia_driver, fresh("debian-12"), {**NODE, "driver_branch": branch})
     key = result.op("signing key").commands[0]
-    assert key.startswith(f"curl -fsSL {CUDA}/3bf863cc.pub ")
+    assert key == keyring_script(f"{CUDA}/3bf863cc.pub", CUDA_KEYRING, SIGNING_KEYS["cuda"])
     assert uploads(result.op("Add NVIDIA's CUDA repository (the driver and Fabric Manager)"))
     assert uploads(result.op("Take only the driver and Fabric Manager from the CUDA repository"))
     # NVIDIA's repository builds nvidia-persistenced with the driver (same version).

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.knowledge.packages import SIGNING_KEYS
+from roles.apt import keyring_script
 from roles.cuda_repo import CUDA_KEYRING
 from roles.fabric_manager import fabric_manager
 from tests.plan.harness import plan
@@ -45,7 +47,7 @@ def test_nvswitch_host_gets_fm_at_the_drivers_version(distro):
 def test_debian_takes_fm_from_nvidias_cuda_repository_pinned_low():
     result = plan(fabric_manager, fresh("debian-12"), NVSWITCH)
     assert result.op("signing key").commands == (
-        f"curl -fsSL {CUDA}/3bf863cc.pub | gpg --batch --yes --dearmor -o {CUDA_KEYRING}",)
+        keyring_script(f"{CUDA}/3bf863cc.pub", CUDA_KEYRING, SIGNING_KEYS["cuda"]),)
     assert uploads(result.op("Add NVIDIA's CUDA repository"))
     assert uploads(result.op("Take only Fabric Manager from the CUDA repository"))
     assert result.op("Refresh apt after adding the CUDA repository").commands == (

@@ -19,6 +19,7 @@ from functools import cache
 
 import pytest
 
+from gpuinfra.knowledge.packages import SIGNING_KEYS
 from roles.monitoring import (
     ALERTMANAGER_STAGE,
     DCGM_PIN_FILE,
@@ -96,6 +97,7 @@ def test_head_gets_prometheus_alertmanager_grafana_and_nodes_their_exporters(dis
         " ".join(op(head, "checked by promtool").commands)
     assert "amtool check-config" in " ".join(op(head, "checked by amtool").commands)
     assert op(head, "Install Grafana").commands[-1].endswith("grafana=12.1.1")
+    assert SIGNING_KEYS["grafana"] in op(head, "Grafana's signing key").commands[0]
     assert op(head, "Slurm exporter 1.6.0").commands
     # GPU nodes: the collector and DCGM; no Prometheus, no Grafana.
     assert op(gpu, "Install DCGM and its exporter").commands[-1].endswith(
@@ -117,6 +119,22 @@ def test_everything_listens_on_the_cluster_address(distro):
         files["/etc/systemd/system/nvidia-dcgm-exporter.service.d/gpuinfra.conf"]
     config = files[f"{PROMETHEUS_STAGE}/prometheus.yml"]
     assert "10.0.0.2:9400" in config and "rule_files:\n- gpuinfra-rules.yml" in config
+
+
+def test_every_daemon_waits_for_the_network_at_boot():
+    result = run("debian-12", monitoring_slurm_exporter=EXPORTER)
+    dropins = {host: {dest.split("/")[4]: text for dest, text in uploaded(plan).items()
+                      if dest.endswith("/gpuinfra-boot.conf")}
+               for host, plan in result.plans.items()}
+    assert sorted(dropins[HEAD]) == [
+        "grafana-server.service.d", "prometheus-alertmanager.service.d",
+        "prometheus-node-exporter.service.d", "prometheus-slurm-exporter.service.d",
+        "prometheus.service.d"]
+    assert sorted(dropins[GPU]) == ["nvidia-dcgm-exporter.service.d",
+                                    "prometheus-node-exporter.service.d"]
+    for text in (*dropins[HEAD].values(), *dropins[GPU].values()):
+        assert "After=network-online.target\nWants=network-online.target\n" in text
+        assert "Restart=on-failure" in text
 
 
 def test_dcgm_comes_from_the_distributions_cuda_repository_or_the_mirror():
@@ -227,6 +245,8 @@ def test_converged_hosts_plan_no_command(distro):
     (GPU, "/usr/local/lib/gpuinfra-gpu-metrics/collect.py", "GPU collector: /usr/local/lib/"
      "gpuinfra-gpu-metrics/collect.py"),
     (HEAD, GRAFANA_PIN_FILE, "Pin Grafana"),
+    (HEAD, "/etc/systemd/system/prometheus.service.d/gpuinfra-boot.conf",
+     "prometheus.service: boot order"),
 ])
 def test_each_drifted_file_is_put_back_and_its_daemon_told(host, path, step):
     facts = converged_facts("debian-12", **FULL)
@@ -237,7 +257,8 @@ def test_each_drifted_file_is_put_back_and_its_daemon_told(host, path, step):
     follow = {"checked by promtool": "Reload Prometheus", "checked by amtool":
               "Reload Alertmanager", "Prometheus's arguments": "Restart Prometheus",
               "checked by systemd-analyze": "systemd reads the collector's units",
-              "GPU collector: ": "Collect GPU metrics now"}
+              "GPU collector: ": "Collect GPU metrics now",
+              "boot order": "Reload systemd units (boot order drop-ins)"}
     for words, handler in follow.items():
         if words in step:
             assert any(handler in name for name in changed), changed

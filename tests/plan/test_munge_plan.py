@@ -9,7 +9,7 @@ converged (the same key digest on every node).
 
 from __future__ import annotations
 
-from io import BytesIO
+import base64
 from types import SimpleNamespace
 
 import pytest
@@ -17,7 +17,7 @@ from pyinfra.api import FunctionCommand
 from pyinfra.api.exceptions import PyinfraError
 
 from gpuinfra.errors import GpuinfraError
-from roles.munge import KEY, ROTATION_FILE, MungeKeyState, _copy_key, munge
+from roles.munge import KEY, READ_KEY, ROTATION_FILE, MungeKeyState, _copy_key, munge
 from roles.munge.defaults import DEFAULTS
 from tests.plan.harness import FakeHost, MissingFact, load_facts, plan_cluster, plan_hosts
 
@@ -210,41 +210,44 @@ def test_key_state_fact_reads_digest_and_rotation_never_the_key():
 # ----------------------------------------------------------------------------- the copy itself
 
 class FakeConnection:
-    """What _copy_key uses of a pyinfra Host: get_file, put_file, run_shell_command."""
+    """What _copy_key may use of a pyinfra Host: run_shell_command only. pyinfra's file
+    transfer (get_file/put_file) stages files in /tmp under sudo: using it fails the test."""
 
     def __init__(self, name: str, key: bytes | None = None, command_ok: bool = True):
         self.name, self.key, self.command_ok = name, key, command_ok
         self.data = {}
         self.state = SimpleNamespace(config=SimpleNamespace(SUDO=True))
-        self.uploads: dict[str, bytes] = {}
         self.commands: list[str] = []
+        self.stdin: list[str] = []
 
-    def get_file(self, path, buffer, **kwargs):
-        assert path == KEY and kwargs == {"_sudo": True}
-        if self.key is None:
-            return False
-        buffer.write(self.key)
-        return True
+    def get_file(self, *args, **kwargs):
+        raise AssertionError("the key went through pyinfra's file transfer (/tmp under sudo)")
 
-    def put_file(self, buffer, path, **kwargs):
-        assert kwargs == {"_sudo": True}
-        self.uploads[path] = buffer.read()
-        return True
+    put_file = get_file
 
     def run_shell_command(self, command, **kwargs):
+        assert kwargs.get("_sudo") is True and kwargs.get("print_output") is False
         self.commands.append(command.get_raw_value())
-        return self.command_ok, SimpleNamespace(stderr="mv: cannot move")
+        if command is READ_KEY:
+            if self.key is None:
+                return False, SimpleNamespace(stdout="", stderr="No such file")
+            return True, SimpleNamespace(stdout=base64.b64encode(self.key).decode() + "\n",
+                                         stderr="")
+        self.stdin.append(kwargs.get("_stdin"))
+        return self.command_ok, SimpleNamespace(stdout="", stderr="mv: cannot move")
 
 
-def test_copy_moves_the_key_through_memory_and_installs_it_atomically():
+def test_copy_moves_the_key_through_command_input_and_output_only():
     key = bytes(range(128))
     head, worker = FakeConnection(HEAD, key), FakeConnection(WORKER)
     _copy_key(None, worker, head)
     staged = f"{KEY}.gpuinfra-new"
-    assert worker.uploads == {staged: key}
-    assert worker.commands == [f"chown munge:munge {staged} && chmod 0400 {staged} && "
-                               f"mv -f {staged} {KEY}"]
-    assert not any(key.hex() in c or str(key) in c for c in worker.commands)
+    assert head.commands == [f"base64 -w0 {KEY}"]
+    assert worker.commands == [f"umask 0277 && base64 -d > {staged} && chown munge:munge "
+                               f"{staged} && mv -f {staged} {KEY}"]
+    assert [base64.b64decode(s) for s in worker.stdin] == [key]
+    encoded = base64.b64encode(key).decode()
+    assert not any(encoded in c or key.hex() in c for c in head.commands + worker.commands)
 
 
 @pytest.mark.parametrize("source_key, ok, problem", [
@@ -257,19 +260,4 @@ def test_copy_failures_name_the_host(source_key, ok, problem):
     with pytest.raises(GpuinfraError, match=problem):
         _copy_key(None, worker, head)
     if source_key is None or len(source_key) < 32:
-        assert worker.uploads == {}
-
-
-def test_copy_reads_into_a_fresh_buffer():
-    """The key only ever lives in BytesIO buffers (nothing written on the pyinfra machine)."""
-    seen = []
-    head = FakeConnection(HEAD, bytes(range(40)))
-    original = head.get_file
-
-    def spy(path, buffer, **kwargs):
-        seen.append(type(buffer))
-        return original(path, buffer, **kwargs)
-
-    head.get_file = spy
-    _copy_key(None, FakeConnection(WORKER), head)
-    assert seen == [BytesIO]
+        assert worker.commands == []

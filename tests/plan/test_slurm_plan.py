@@ -38,10 +38,20 @@ from gpuinfra.slurmconf import (
     node_hardware,
     slurm_conf,
 )
-from gpuinfra.spec import HostInput, build_cluster
+from gpuinfra.spec import HostInput, NodeSpec, build_cluster
+from gpuinfra.units import boot_dropin, dropin_path
 from roles.facts import GPU_FIELDS, CpuLayout, MemTotalMb, NvidiaGpus, NvidiaTopology
 from roles.site import current_site
-from roles.slurm import CGROUP_CONF, DISTRO, GRES_CONF, SLURM_CONF, SLURMDBD_CONF, slurm
+from roles.slurm import (
+    CGROUP_CONF,
+    DISTRO,
+    GRES_CONF,
+    SLURM_CONF,
+    SLURMDBD_CONF,
+    boot_needs,
+    dbd_boot_needs,
+    slurm,
+)
 from roles.slurm.defaults import DEFAULTS
 from roles.slurm.operations import STAGE_DIR, MariaDbAccounting, check_command
 from roles.templates import render
@@ -112,7 +122,20 @@ def converged_lab(distro: str, **cluster) -> dict[str, dict]:
             **facts["files.Sha256File"],
             **{f"path={path}": sha256(text)
                for path, text in expected_files(distro, name, **cluster).items()}}
+        facts["files.Sha1File"] = {**facts["files.Sha1File"],
+                                   **dropin_sums(distro, name, cluster.get("accounting", False))}
     return facts_of
+
+
+def dropin_sums(distro: str, name: str, accounting: bool) -> dict[str, str]:
+    """Sha1File values of the boot drop-ins the role writes on ``name``, as in place."""
+    groups = ("head",) if name == HEAD else ("workers",)
+    needs = boot_needs(NodeSpec(name, groups), accounting)
+    if accounting and name == HEAD:
+        needs.append(dbd_boot_needs(DISTRO[distro]))
+    return {f"path={dropin_path(n.unit)}":
+            hashlib.sha1(boot_dropin(n.why, n.after, n.wants).encode()).hexdigest()
+            for n in needs}
 
 
 def sha256(text: str) -> str:
@@ -429,7 +452,7 @@ def test_converged_head_with_accounting_plans_no_command(distro):
     head["deb.DebPackages"].update({"slurmdbd": version, "mariadb-server": ["1:10.11.6-0"]})
     head["files.File"][f"path={SLURMDBD_CONF}"] = {"mode": 600, "size": len(dbd),
                                                    "user": "slurm", "group": "slurm"}
-    head["files.Sha1File"] = {f"path={SLURMDBD_CONF}": hashlib.sha1(dbd.encode()).hexdigest()}
+    head["files.Sha1File"][f"path={SLURMDBD_CONF}"] = hashlib.sha1(dbd.encode()).hexdigest()
     for fact in ("systemd.SystemdStatus", "systemd.SystemdEnabled"):
         head[fact] = {"*": {**head[fact]["*"], "mariadb.service": True,
                             "slurmdbd.service": True}}
@@ -496,7 +519,7 @@ def test_each_run_gets_the_site_of_its_own_inventory_built_once():
     one run share the one built by the first host that asked."""
     def state_named(name: str) -> tuple[State, Inventory]:
         inventory = Inventory((["h1", "h2"], {"cluster_name": name}),
-                              head=(["h1"], {}))
+                              head=(["h1"], {}), workers=(["h2"], {}))
         return State(inventory, Config()), inventory
 
     sites = []
@@ -509,9 +532,9 @@ def test_each_run_gets_the_site_of_its_own_inventory_built_once():
     assert [s.spec.name for s in sites] == ["one", "two"]
 
 
-def test_a_cluster_without_workers_is_refused():
+def test_a_cluster_without_workers_is_refused_by_the_gate():
     only_head = [FakeHost(HEAD, ("head",), fresh("debian-12", HEAD), SPEC[HEAD])]
-    with pytest.raises(GpuinfraError, match="no host in the 'workers' group"):
+    with pytest.raises(PyinfraError, match="no Slurm worker"):
         plan_cluster(slurm, only_head, HEAD, CLUSTER)
 
 
@@ -592,3 +615,28 @@ def test_fact_fixtures_are_the_facts_of_their_captures():
         assert facts["roles.facts.NvidiaGpus"] == NvidiaGpus().process(rows)
         assert facts["roles.facts.NvidiaTopology"] == NvidiaTopology().process(topo)
         assert facts["roles.facts.NvidiaDeviceMinors"] == {}
+
+
+# ----------------------------------------------------------------------------- boot order
+
+def dropin_text(result: Plan, unit: str) -> str:
+    op = result.op(f"{unit}: boot order and bounded restart (drop-in)")
+    return next(c.src.getvalue() for c in op.raw if isinstance(c, FileUploadCommand))
+
+
+def test_the_controller_starts_after_munge_and_slurmdbd_and_restarts_a_bounded_number_of_times():
+    """The reboot fault: slurmctld raced slurmdbd at boot and, with no saved state, exited for
+    good. Its drop-in orders it after slurmdbd (accounting) and munge, with a bounded restart;
+    slurmdbd waits for MariaDB; a worker's slurmd for munge."""
+    head = plan_for(HEAD, fresh_lab("debian-12"), cluster={"slurm_accounting": True})
+    ctld = dropin_text(head, "slurmctld.service")
+    assert "After=munge.service network-online.target nss-lookup.target slurmdbd.service" in ctld
+    assert "Wants=munge.service slurmdbd.service" in ctld
+    assert "Restart=on-failure" in ctld and "StartLimitBurst=30" in ctld
+    assert "After=munge.service mariadb.service" in dropin_text(head, "slurmdbd.service")
+    assert head.op("Reload systemd units (boot order drop-ins)").commands == (
+        "systemctl daemon-reload",)
+    worker = plan_for(WORKER1, fresh_lab("debian-12"))
+    assert "Wants=munge.service" in dropin_text(worker, "slurmd.service")
+    no_accounting = plan_for(HEAD, fresh_lab("debian-12"))
+    assert "slurmdbd" not in dropin_text(no_accounting, "slurmctld.service")

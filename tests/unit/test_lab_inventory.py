@@ -41,7 +41,7 @@ def written_hosts(plan: list[HostPlan]) -> dict:
         for i, h in enumerate(plan)
     ]  # fmt: skip
     return state.hosts_document(hosts, Path("/lab/ssh/id_ed25519"), "localhost/gpuinfra-lab:x",
-                                "gpuinfra-lab-0")
+                                "gpuinfra-lab-0", Path("/lab/known_hosts"))
 
 
 def smi(profile: str, *args: str) -> subprocess.CompletedProcess:
@@ -83,9 +83,17 @@ def test_fixed_addresses_per_host() -> None:
 
 def test_ssh_config_names_every_host() -> None:
     hosts = written_hosts(plan_hosts())["hosts"]
-    text = state.ssh_config_text(hosts, Path("/k"))
+    text = state.ssh_config_text(hosts, Path("/k"), Path("/lab/known_hosts"))
     assert "Host lab-worker2\n    HostName 10.89.0.4\n" in text
-    assert "IdentityFile /k" in text and "UserKnownHostsFile /dev/null" in text
+    assert "IdentityFile /k" in text and "UserKnownHostsFile /lab/known_hosts" in text
+    assert "StrictHostKeyChecking yes" in text
+
+
+def test_known_hosts_names_each_host_by_name_and_address() -> None:
+    text = state.known_hosts_text({"lab-head": ("10.89.0.2", ["ssh-ed25519 AAAAC3 root@x",
+                                                              "ecdsa-sha2-nistp256 AAAAE2"])})
+    assert text == ("lab-head,10.89.0.2 ssh-ed25519 AAAAC3\n"
+                    "lab-head,10.89.0.2 ecdsa-sha2-nistp256 AAAAE2\n")
 
 
 # --- inventory/lab.py ---------------------------------------------------------------------------
@@ -95,11 +103,12 @@ def test_inventory_without_a_lab_lists_the_default_specs(tmp_path: Path) -> None
     groups = load_inventory(tmp_path, None)
     assert set(groups) == {"head", "workers"}
     assert groups["head"] == [("lab-head", {})]
+    expected = {"lab_expected_failures": dict(profiles.NO_NVIDIA_MODULE)}
     assert groups["workers"] == [
         ("lab-worker1", {"gpu_model": "H100-SXM5-80GB", "gpu_count": 8,
-                         "gpu_topology": "nvswitch-all-to-all"}),
+                         "gpu_topology": "nvswitch-all-to-all", **expected}),
         ("lab-worker2", {"gpu_model": "H100-PCIE-80GB", "gpu_count": 2,
-                         "gpu_topology": "bridged-pairs"}),
+                         "gpu_topology": "bridged-pairs", **expected}),
     ]  # fmt: skip
 
 
@@ -111,8 +120,8 @@ def test_inventory_reads_the_running_lab(tmp_path: Path) -> None:
     assert data["gpu_model"] == "A100-PCIE-40GB" and data["gpu_topology"] == "bridged-pairs"
     assert data["ssh_hostname"] == "10.89.0.5" and data["ssh_user"] == "root"
     assert data["ssh_key"] == "/lab/ssh/id_ed25519"
-    assert data["ssh_known_hosts_file"] == "/dev/null"
-    assert data["ssh_strict_host_key_checking"] == "no"
+    assert data["ssh_known_hosts_file"] == "/lab/known_hosts"  # written by `lab up`
+    assert data["ssh_strict_host_key_checking"] == "yes"
     assert groups["head"][0][1]["ssh_hostname"] == "10.89.0.2"
 
 

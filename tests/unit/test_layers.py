@@ -27,6 +27,7 @@ FORBIDDEN: dict[str, set[str]] = {
     "gpuinfra_cli": {"tests"},
     "inventory": {"gpuinfra_cli", "tests", "verify"},
     "group_data": {"gpuinfra_cli", "tests", "verify", "lab", "roles"},
+    "bench": {"gpuinfra_cli", "tests"},
 }
 
 

@@ -31,21 +31,17 @@ P2P_NS = Finding("p2p-w", "GPU0-GPU1", "OK", "NS", "fail", "NS (Not supported): 
 def test_ssh_target_from_pyinfra_data() -> None:
     target = ssh_target("lab-worker1", {
         "ssh_hostname": "10.89.0.11", "ssh_user": "root", "ssh_port": 2222,
-        "ssh_key": "/k/id", "ssh_strict_host_key_checking": "no",
+        "ssh_key": "/k/id", "ssh_strict_host_key_checking": "yes",
+        "ssh_known_hosts_file": "/lab/known_hosts",
     })
     assert target.address == "10.89.0.11" and target.port == 2222
-    assert not target.strict_host_key
-    assert target.ssh_config().splitlines() == [
-        "Host lab-worker1", "    HostName 10.89.0.11", "    User root", "    Port 2222",
-        "    IdentityFile /k/id", "    IdentitiesOnly yes",
-        "    StrictHostKeyChecking no", "    UserKnownHostsFile /dev/null",
-    ]
+    assert target.host_key_policy == "yes" and target.known_hosts_path == "/lab/known_hosts"
 
 
-def test_ssh_target_defaults_to_the_name_and_strict_keys() -> None:
+def test_ssh_target_defaults_to_the_name_and_pyinfra_s_accept_new() -> None:
     target = ssh_target("gpu01.example", {})
-    assert target.address == "gpu01.example" and target.strict_host_key
-    assert target.ssh_config() == "Host gpu01.example\n    HostName gpu01.example\n"
+    assert target.address == "gpu01.example" and target.host_key_policy == "accept-new"
+    assert target.known_hosts_path.endswith("/.ssh/known_hosts")
 
 
 @pytest.mark.parametrize(("data", "address"), [

@@ -1,0 +1,35 @@
+"""Boot order and bounded restart for the daemons a role runs (gpuinfra.units), one mechanism
+for every role: each unit's drop-in is written, and systemd reloads its units once when any
+changed. Nothing is restarted: the order matters at the next boot, and the restart policy
+applies to the running unit from the reload on."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from io import StringIO
+from typing import NamedTuple
+
+from pyinfra.operations import files, systemd
+from pyinfra.operations.util import any_changed
+
+from gpuinfra.units import boot_dropin, dropin_path
+
+
+class BootNeeds(NamedTuple):
+    """What ``unit`` needs at boot: started after ``after``, pulling in ``wants``."""
+
+    unit: str
+    why: str
+    after: Sequence[str] = ()
+    wants: Sequence[str] = ()
+
+
+def boot_order(needs: Sequence[BootNeeds]) -> None:
+    """Each unit's boot drop-in in place; one daemon-reload when any changed."""
+    changed = [files.put(name=f"{n.unit}: boot order and bounded restart (drop-in)",
+                         dest=dropin_path(n.unit), src=StringIO(boot_dropin(n.why, n.after,
+                                                                            n.wants)),
+                         mode="644")
+               for n in needs]
+    systemd.daemon_reload(name="Reload systemd units (boot order drop-ins)",
+                          _if=any_changed(*changed))
