@@ -140,6 +140,17 @@ def test_prometheus_config_and_its_rules_pass_promtool_as_the_role_stages_them(n
                            env={**os.environ, "PATH": f"{Path(promtool_path()).parent}:"
                                 f"{os.environ['PATH']}"})
     assert check.returncode == 0, check.stderr
+    # A broken rule under a valid config: the same check refuses it (promtool check config
+    # checks each rule file the config names, as `promtool check rules` does).
+    rules_file = tmp_path / Path(prom.RULES_PATH).name
+    rules_file.write_text(rules_file.read_text().replace("expr: ", "expr: sum by (", 1))
+    refused = subprocess.run(["sh", "-c", prometheus_check(str(tmp_path))],
+                             capture_output=True, text=True, check=False,
+                             env={**os.environ, "PATH": f"{Path(promtool_path()).parent}:"
+                                  f"{os.environ['PATH']}"})
+    assert refused.returncode == 1
+    assert "gpuinfra-rules.yml" in refused.stderr and "parse error" in refused.stderr
+    assert "gpuinfra: promtool refused the new configuration" in refused.stderr
     (tmp_path / "prometheus.yml").write_text("global:\n  scrape_interval: 30 seconds\n")
     refused = subprocess.run(["sh", "-c", prometheus_check(str(tmp_path))],
                              capture_output=True, text=True, check=False,
