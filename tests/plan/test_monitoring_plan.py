@@ -109,7 +109,8 @@ def test_head_gets_prometheus_alertmanager_grafana_and_nodes_their_exporters(dis
 
 @pytest.mark.parametrize("distro", DISTROS)
 def test_everything_listens_on_the_cluster_address(distro):
-    files = uploaded(run(distro).plans[HEAD]) | uploaded(run(distro).plans[GPU])
+    result = run(distro)
+    files = uploaded(result.plans[HEAD]) | uploaded(result.plans[GPU])
     assert 'ARGS="--web.listen-address=10.0.0.1:9090 --storage.tsdb.retention.time=30d"' in \
         files["/etc/default/prometheus"]
     assert "--web.listen-address=10.0.0.2:9100 " in files["/etc/default/prometheus-node-exporter"]
