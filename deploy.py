@@ -26,8 +26,8 @@ if node.gpus is not None:
     fabric_manager(site, node, driver)  # NVSwitch profiles only (and fabric_manager_enabled)
     container_toolkit(site, node, driver)  # unless container_toolkit_enabled is False
 
-if "slurm" in site.spec.schedulers:
-    munge(site, node)  # one key for the cluster, from the head
-    slurm(site, node)  # slurmctld on the head, slurmd on the workers
+if "slurm" in site.spec.schedulers:  # both need the head: a failed head stops them everywhere
+    munge(site, node, _if=site.head_up)  # one key for the cluster, from the head
+    slurm(site, node, _if=site.head_up)  # slurmctld on the head, slurmd on the workers
 
 monitoring(site, node)  # Prometheus + Alertmanager on the head, exporters and GPU metrics

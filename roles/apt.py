@@ -1,5 +1,6 @@
-"""apt operations every role shares: archive components, exact-version installs held against
-upgrades, repository keyrings, and the one cache age for `apt-get update`.
+"""apt operations every role shares: apt made ready (lock wait, interrupted dpkg finished),
+archive components, exact-version installs held against upgrades, repository keyrings, and the
+one cache age for `apt-get update`.
 
 Each reads facts, computes the difference with the gpuinfra library and yields commands only
 for what is missing, saying why otherwise: a converged host gets no command.
@@ -10,9 +11,10 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 from io import StringIO
+from typing import Any
 
 from pyinfra import host
-from pyinfra.api import QuoteString, StringCommand, operation
+from pyinfra.api import FactBase, QuoteString, StringCommand, operation
 from pyinfra.facts.files import File, FileContents
 from pyinfra.operations import apt, files
 
@@ -20,7 +22,8 @@ from gpuinfra.aptpolicy import pin_problems
 from gpuinfra.aptsources import enable_components
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge.packages import PinnedPackages
-from gpuinfra.render import apt_preferences
+from gpuinfra.render import HEADER, apt_preferences
+from roles.checked import check_script, checked_files
 from roles.facts import AptPolicy, HeldPackages
 
 # apt lists younger than this are not refreshed (`apt.packages(update=True, cache_time=...)`):
@@ -143,3 +146,85 @@ def apt_keyring(url: str, path: str, fingerprint: str):
         host.noop(f"keyring {path} already there")
         return
     yield StringCommand(keyring_script(url, path, fingerprint))
+
+
+# ------------------------------------------------------------------------------ apt ready
+
+# Every apt-get of a run waits this long for the dpkg lock instead of failing at once (a
+# deploy started while an interrupted one's apt still runs, or unattended-upgrades).
+LOCK_TIMEOUT_S = 300
+LOCK_CONF = "/etc/apt/apt.conf.d/90gpuinfra-lock-timeout"
+APT_STAGE = "/etc/apt/.gpuinfra-staged"
+# Package tools whose running instance holds (or will take) apt's and dpkg's locks.
+PACKAGE_TOOLS = ("apt", "apt-get", "aptitude", "dpkg", "unattended-upgr")
+
+
+def lock_timeout_conf(seconds: int = LOCK_TIMEOUT_S) -> str:
+    return (f"{HEADER}// Wait for the dpkg lock (an interrupted deploy's apt, "
+            f"unattended-upgrades) instead of failing.\nDPkg::Lock::Timeout \"{int(seconds)}\";\n")
+
+
+class AptHealth(FactBase):
+    """What stands between this run and apt: ``{"interrupted": True}`` when dpkg stopped
+    half-way (files in /var/lib/dpkg/updates, or packages `dpkg --audit` names: apt-get then
+    refuses with "dpkg was interrupted"), ``"running"``: package tools running now."""
+
+    @staticmethod
+    def default() -> dict[str, Any]:
+        """What pyinfra answers when the command prints nothing: all clear."""
+        return {"interrupted": False, "running": []}
+
+    def command(self) -> str:
+        tools = "|".join(PACKAGE_TOOLS)
+        return ("if [ -n \"$(ls -A /var/lib/dpkg/updates 2>/dev/null)\" ] || "
+                "[ -n \"$(dpkg --audit 2>/dev/null)\" ]; then echo interrupted; fi; "
+                f"pgrep -x '{tools}' -l 2>/dev/null | awk '{{print \"running \" $2}}'; true")
+
+    def process(self, output: list[str]) -> dict[str, Any]:
+        return {"interrupted": "interrupted" in output,
+                "running": sorted({line.split()[1] for line in output
+                                   if line.startswith("running ") and len(line.split()) > 1})}
+
+
+def _wait_for_package_tools(seconds: int) -> str:
+    tools = "|".join(PACKAGE_TOOLS)
+    message = (f"gpuinfra: apt/dpkg still running after {seconds} s (another deploy, or "
+               "unattended-upgrades): wait for it to finish, then deploy again")
+    return (f"end=$(( $(date +%s) + {int(seconds)} )); "
+            f"while pgrep -x '{tools}' >/dev/null; do "
+            f"if [ $(date +%s) -ge $end ]; then echo {shlex.quote(message)} >&2; exit 1; fi; "
+            "sleep 2; done")
+
+
+@operation()
+def dpkg_ready(wait_s: int = LOCK_TIMEOUT_S):
+    """apt usable: wait (at most ``wait_s``) for running package tools, then finish what an
+    interrupted dpkg left (``dpkg --configure -a``, which apt-get asks for by hand).
+
+    + wait_s: the longest wait for another apt/dpkg to finish
+
+    .. code:: python
+
+        dpkg_ready()
+    """
+    health = host.get_fact(AptHealth)
+    if not health["interrupted"] and not health["running"]:
+        host.noop("dpkg is not interrupted and no package tool is running")
+        return
+    if health["running"]:
+        yield StringCommand(_wait_for_package_tools(wait_s))
+    if health["interrupted"]:
+        yield StringCommand("DEBIAN_FRONTEND=noninteractive", "dpkg", "--configure", "-a",
+                            "--force-confdef", "--force-confold")
+
+
+def apt_ready() -> Any:
+    """The first apt step of every host: the lock-wait setting (checked by apt-config before it
+    goes live), then :func:`dpkg_ready`. Returns the setting's operation."""
+    conf = checked_files(
+        name=f"apt waits up to {LOCK_TIMEOUT_S} s for the dpkg lock ({LOCK_CONF})",
+        files={LOCK_CONF: lock_timeout_conf()}, stage=APT_STAGE,
+        check=check_script(f"apt-config -c {APT_STAGE}/{LOCK_CONF.rsplit('/', 1)[1]} dump",
+                           "apt", APT_STAGE))
+    dpkg_ready(name="dpkg ready: no interrupted install, no running apt")
+    return conf

@@ -58,6 +58,13 @@ class Site:
             self._once[key] = compute()
         return self._once[key]
 
+    def head_up(self) -> bool:
+        """At execution time: the head has not failed in this run. The scheduler roles need
+        it (the MUNGE key, slurmctld): pass ``_if=site.head_up`` so a failed head stops them
+        on every host, while the rest of the deploy goes on."""
+        heads = [self.host(n.name) for n in self.spec.head]
+        return bool(heads) and not any(h in h.state.failed_hosts for h in heads)
+
 
 # One Site per pyinfra State: weakly held, so it goes with the run (no id() reuse).
 _SITES: WeakKeyDictionary[Any, Site] = WeakKeyDictionary()
@@ -130,10 +137,10 @@ def validate_before_connect() -> None:
     """
     params = _cli_params()
     if not params:
-        return
+        return None
     inventory = params.get("inventory")
     if not isinstance(inventory, str) or not inventory.endswith(".py"):
-        return  # an ad-hoc host list: deploy.py gates it after connecting
+        return None  # an ad-hoc host list: deploy.py gates it after connecting
     if not Path(inventory).is_file():
         return  # pyinfra reports the missing file itself
     import pyinfra_cli.cli as cli
@@ -155,7 +162,31 @@ def validate_before_connect() -> None:
             raise SystemExit(1) from None
         if spec.warnings:
             print(format_warnings(spec.warnings), file=sys.stderr)
+        _fail_percent(params, spec)
+        _summary_at_exit(spec)
         return loaded
 
     gated.__wrapped__ = load  # type: ignore[attr-defined]
     cli.make_inventory = gated
+
+
+def _summary_at_exit(spec: ClusterSpec) -> None:
+    from pyinfra.context import ctx_state
+
+    from roles import summary
+
+    if ctx_state.isset():
+        summary.install(ctx_state.get(), frozenset(n.name for n in spec.head))
+
+
+def _fail_percent(params: dict[str, Any], spec: ClusterSpec) -> None:
+    """pyinfra's FAIL_PERCENT from the site's ``max_fail_percent``: a dead or failed worker
+    does not stop the healthy ones, more than that share failing stops the run. Not when the
+    command line gave --fail-percent, nor in pyinfra's interactive mode (without -y or --json
+    it asks the operator at the first failure)."""
+    from pyinfra.context import ctx_config
+
+    config = ctx_config.get()
+    interactive = not params.get("yes") and not params.get("json_output")
+    if config is not None and params.get("fail_percent") is None and not interactive:
+        config.FAIL_PERCENT = spec.max_fail_percent

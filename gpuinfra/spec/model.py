@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from gpuinfra.knowledge.drivers import DEFAULT_BRANCH
@@ -65,6 +66,10 @@ CLUSTER_KEYS: dict[str, Any] = {
     "slurm_partitions": None,
     "slurm_accounting": False,
     "munge_key_rotation": None,
+    # Stop the whole deploy when more than this percent of the hosts failed: above it the
+    # deploy itself is broken (data, a mirror, a pin), below it dead or sick nodes are the
+    # normal state of a large cluster and the healthy ones converge.
+    "max_fail_percent": 50,
 }
 
 SPEC_KEYS = (*HOST_KEYS, *CLUSTER_KEYS)
@@ -170,10 +175,15 @@ class ClusterSpec:
     partitions: tuple[Partition, ...] = ()
     slurm_accounting: bool = False
     munge_key_rotation: str | None = None
+    max_fail_percent: int = 50
     warnings: tuple[SpecWarning, ...] = ()
 
     def node(self, name: str) -> NodeSpec:
-        return next(n for n in self.nodes if n.name == name)
+        return self._by_name[name]
+
+    @cached_property
+    def _by_name(self) -> dict[str, NodeSpec]:
+        return {n.name: n for n in self.nodes}
 
     @property
     def workers(self) -> tuple[NodeSpec, ...]:

@@ -152,6 +152,7 @@ def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (
         partitions=partitions,
         slurm_accounting=cluster["slurm_accounting"],
         munge_key_rotation=cluster["munge_key_rotation"],
+        max_fail_percent=cluster["max_fail_percent"],
         warnings=tuple(_partial_effects(nodes)),
     )
 
@@ -260,6 +261,9 @@ def _cluster_values(hosts: Sequence[HostInput], errs: _Collector) -> dict[str, A
         "slurm_accounting": _flag("slurm_accounting", raw["slurm_accounting"], errs,
                                   "True runs slurmdbd with MariaDB on the head"),
         "munge_key_rotation": _rotation(raw["munge_key_rotation"], errs),
+        "max_fail_percent": _int(CLUSTER, "max_fail_percent", raw["max_fail_percent"], errs, 0,
+                                 100, f"set max_fail_percent {_WHERE_ALL}: the percent of "
+                                 "hosts that may fail before the whole deploy stops"),
     }
 
 

@@ -18,7 +18,7 @@ from gpuinfra.aptmirror import mirror_for, point_at_mirror
 from gpuinfra.platforms import hosts_block
 from gpuinfra.render import APT_PROXY_MODE, apt_proxy_conf
 from gpuinfra.spec import ClusterSpec, NodeSpec
-from roles.apt import APT_CACHE_S
+from roles.apt import APT_CACHE_S, apt_ready
 from roles.facts import host_distro
 
 if TYPE_CHECKING:  # the run's Site, built by roles.site (which imports the knobs)
@@ -73,6 +73,7 @@ def common(site: Site, node: NodeSpec) -> None:
     apt_proxy = site.spec.apt_proxy
     distro = DISTRO[host_distro()]
 
+    apt_ready()  # before any apt-get: wait for a running one, finish an interrupted dpkg
     server.hostname(name="Set the hostname", hostname=node.short_name)
     block = _hosts_block(site)
     if data["common_manage_hosts"] and block:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyinfra import host, logger
 from pyinfra.api import deploy
+from pyinfra.facts.systemd import SystemdStatus
 from pyinfra.operations import apt, files, server, systemd
 
 from gpuinfra.errors import GpuinfraError
@@ -115,8 +116,8 @@ def _node_gres(site: Site, node: NodeSpec) -> GresPlan:
     return GresPlan(plan.lines, tuple(notes) + plan.notes, plan.nvml_needed)
 
 
-def _configs(site: Site, node: NodeSpec, data: Any,
-             distro: dict[str, Any]) -> tuple[dict[str, str], GresPlan, list[str]]:
+def _slurm_conf(site: Site, data: Any, settings: dict[str, Any]) -> tuple[str, list[str]]:
+    """slurm.conf (the same text on every node) and its notes, computed once per run."""
     spec = site.spec
     conf = slurm_conf(
         spec,
@@ -126,15 +127,24 @@ def _configs(site: Site, node: NodeSpec, data: Any,
         accounting=spec.slurm_accounting,
         extra=data["slurm_conf_extra"],
     )
+    return render("slurm", SLURM_CONF, conf=conf, settings=settings), conf.notes
+
+
+def _configs(site: Site, node: NodeSpec, data: Any,
+             distro: dict[str, Any]) -> tuple[dict[str, str], GresPlan, list[str]]:
     settings = {"slurmd_timeout": int(data["slurm_slurmd_timeout"]),
                 "cgroup_plugin": distro["cgroup_plugin"]}
+    # Every input of slurm.conf is site-wide (slurm_conf_extra and the timeout must agree on
+    # every host; the cgroup plugin follows the distribution): one text per distribution.
+    conf_text, notes = site.once(("slurm.conf", distro["cgroup_plugin"]),
+                                 lambda: _slurm_conf(site, data, settings))
     plan = _node_gres(site, node)
     texts = {
-        SLURM_CONF: render("slurm", SLURM_CONF, conf=conf, settings=settings),
+        SLURM_CONF: conf_text,
         GRES_CONF: render("slurm", GRES_CONF, node=node.short_name, plan=plan),
         CGROUP_CONF: render("slurm", CGROUP_CONF, settings=settings),
     }
-    return texts, plan, conf.notes
+    return texts, plan, notes
 
 
 @deploy("slurm")
@@ -172,13 +182,9 @@ def slurm(site: Site, node: NodeSpec) -> None:
     if accounting:
         _accounting(data, distro, spec)
     if node.is_head:
-        systemd.service(name="Run slurmctld", service="slurmctld", running=True, enabled=True)
-        systemd.service(name="Restart slurmctld on the new configuration", service="slurmctld",
-                        restarted=True, _if=config.did_change)
+        _run("slurmctld", config)
     if node.is_worker:
-        systemd.service(name="Run slurmd", service="slurmd", running=True, enabled=True)
-        systemd.service(name="Restart slurmd on the new configuration", service="slurmd",
-                        restarted=True, _if=config.did_change)
+        _run("slurmd", config)
     else:
         systemd.service(name="slurmd off on a host that is not a worker", service="slurmd",
                         running=False, enabled=False)
@@ -228,6 +234,17 @@ def _accounting(data: Any, distro: dict[str, Any], spec: ClusterSpec) -> None:
                   settings={"db_name": db, "db_user": user})
     dbd = files.put(name=f"{SLURMDBD_CONF} (slurm only, 0600)", dest=SLURMDBD_CONF,
                     src=StringIO(text), user="slurm", group="slurm", mode="600")
-    systemd.service(name="Run slurmdbd", service="slurmdbd", running=True, enabled=True)
-    systemd.service(name="Restart slurmdbd on the new configuration", service="slurmdbd",
-                    restarted=True, _if=dbd.did_change)
+    _run("slurmdbd", dbd)
+
+
+def _run(service: str, config: Any) -> None:
+    """``service`` running and enabled, and restarted on a changed configuration only when it
+    was running before this run: a service this run starts reads the new files anyway, and a
+    restart right after its first start only costs a wait (slurmd's is about 9 s)."""
+    unit = f"{service}.service"
+    status = host.get_fact(SystemdStatus, user_mode=False, machine=None, user_name=None,
+                           services=[unit])  # the question systemd.service asks
+    was_running = bool(status.get(unit))
+    systemd.service(name=f"Run {service}", service=service, running=True, enabled=True)
+    systemd.service(name=f"Restart {service} on the new configuration", service=service,
+                    restarted=True, _if=lambda: was_running and config.did_change())

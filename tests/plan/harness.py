@@ -148,17 +148,41 @@ def _raw(command: Any) -> str:
 
 
 _FAKE = {"fake_delay": 0, "fake_delay_jitter": 0}
+
+
+def _ifs(state: State, host: Host, op_hash: str) -> list[Callable[[], bool]]:
+    found = state.get_op_data_for_host(host, op_hash).global_arguments.get("_if") or []
+    return found if isinstance(found, list) else [found]
+
+
+def _did_change(self: OperationMeta) -> bool:
+    """A handler's trigger changed when it would run commands and its own conditions hold
+    (an operation skipped by its ``_if`` changes nothing, as in a real run)."""
+    if not self._maybe_is_change:
+        return False
+    state, host = ctx_state.get(), ctx_host.get()
+    if state is None or host is None or self._hash not in state.ops.get(host, {}):
+        return True
+    return all(cond() for cond in _ifs(state, host, self._hash))
 # A single host planned alone is a worker of a site without a scheduler (so its spec needs no
 # head); a test's data overrides both.
 _ALONE = {"schedulers": []}
 
 
-def entry(deploy_func: Callable[..., Any]) -> Callable[[], None]:
+# Plan the whole deploy (``plan_hosts(DEPLOY, ...)``) rather than one role.
+DEPLOY = REPO / "deploy.py"
+
+
+def entry(deploy_func: Callable[..., Any] | Path) -> Callable[[], None]:
     """The role's own entry file (``roles/<role>/deploy.py``), run as pyinfra runs it: it takes
     the run's Site and this host's node (and the GPU roles the node's driver release), exactly
-    as deploy.py hands them over. ``deploy_func`` is the role's @deploy function."""
-    module = deploy_func.__module__  # roles.<role>
-    path = REPO / Path(*module.split(".")) / "deploy.py"
+    as deploy.py hands them over. ``deploy_func`` is the role's @deploy function, or the path of
+    a deploy file (:data:`DEPLOY`)."""
+    if isinstance(deploy_func, Path):
+        path, module = deploy_func, "deploy"
+    else:
+        module = deploy_func.__module__  # roles.<role>
+        path = REPO / Path(*module.split(".")) / "deploy.py"
     code = compile(path.read_text(), str(path), "exec")
 
     def run() -> None:
@@ -167,17 +191,16 @@ def entry(deploy_func: Callable[..., Any]) -> Callable[[], None]:
     return run
 
 
-def _collect(state: State, host: Host) -> Plan:
-    """The operations planned for ``host``, with the commands each would run."""
+def _collect(state: State, host: Host, order: Sequence[str] | None = None) -> Plan:
+    """The operations planned for ``host``, with the commands each would run (``order``: the
+    state's operation order, when the caller already has it)."""
     ops = []
-    for op_hash in state.get_op_order():
+    for op_hash in order if order is not None else state.get_op_order():
         if op_hash not in state.ops[host]:
             continue
         op_data = state.get_op_data_for_host(host, op_hash)
-        ifs = op_data.global_arguments.get("_if") or []
-        ifs = ifs if isinstance(ifs, list) else [ifs]
         with ctx_state.use(state), ctx_host.use(host):
-            run = all(cond() for cond in ifs)
+            run = all(cond() for cond in _ifs(state, host, op_hash))
             raw = tuple(op_data.command_generator()) if run else ()
         names = state.get_op_meta(op_hash).names
         ops.append(PlannedOp(", ".join(sorted(names)), tuple(_raw(c) for c in raw), raw))
@@ -198,8 +221,7 @@ def plan(deploy_func: Callable[..., Any], facts: Mapping[str, Any],
     asked: list[str] = []
     # Handlers (`_if=op.did_change`) follow their trigger: changed when it would run commands.
     with mock.patch.object(Host, "get_fact", _fact_answerer(facts, asked)), \
-            mock.patch.object(OperationMeta, "did_change",
-                              lambda self: bool(self._maybe_is_change)), \
+            mock.patch.object(OperationMeta, "did_change", _did_change), \
             ctx_inventory.use(inventory):
         add_deploy(state, entry(deploy_func))
         return _collect(state, host)
@@ -249,10 +271,12 @@ def _deploy_as_cli(state: State, deploy_func: Callable[..., Any], hosts: Sequenc
 
 
 def plan_hosts(deploy_func: Callable[..., Any], hosts: Sequence[FakeHost],
-               targets: Sequence[str], data: Mapping[str, Any] | None = None) -> ClusterPlan:
+               targets: Sequence[str], data: Mapping[str, Any] | None = None,
+               failed: Sequence[str] = ()) -> ClusterPlan:
     """The operations ``deploy_func`` plans on each host of ``targets``, in an inventory of
     ``hosts`` (``data``: data of every host, e.g. the cluster-wide spec keys). Operations are
-    identified and ordered as in a CLI run (:func:`_deploy_as_cli`)."""
+    identified and ordered as in a CLI run (:func:`_deploy_as_cli`). ``failed``: hosts that
+    have failed by the time the operations run (their ``_if`` conditions see it)."""
     names = {h.name: f"@fake/{h.name}" for h in hosts}
     groups: dict[str, tuple[list[str], dict[str, Any]]] = {}
     for h in hosts:
@@ -271,14 +295,15 @@ def plan_hosts(deploy_func: Callable[..., Any], hosts: Sequence[FakeHost],
     asked: list[str] = []
     with mock.patch.object(Host, "get_fact",
                               _per_host_answerer({h.name: h.facts for h in hosts}, asked)), \
-            mock.patch.object(OperationMeta, "did_change",
-                              lambda self: bool(self._maybe_is_change)), \
+            mock.patch.object(OperationMeta, "did_change", _did_change), \
             ctx_inventory.use(inventory):
         chosen = [inventory.get_host(t) for t in targets]
         _deploy_as_cli(state, entry(deploy_func), chosen)
-        plans = {host.name: _collect(state, host) for host in chosen}
+        state.failed_hosts.update(inventory.get_host(name) for name in failed)
+        op_order = state.get_op_order()
+        plans = {host.name: _collect(state, host, op_order) for host in chosen}
         order = tuple((host.name, ", ".join(sorted(state.get_op_meta(op_hash).names)))
-                      for op_hash in state.get_op_order()
+                      for op_hash in op_order
                       for host in chosen if op_hash in state.ops[host])
     return ClusterPlan(plans, order)
 

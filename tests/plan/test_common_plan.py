@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpuinfra.platforms import UnsupportedOS
+from roles.apt import APT_STAGE, AptHealth
 from roles.common import CHRONY_SOURCES, PROXY_FILE, common
 from roles.common.defaults import DEFAULTS
 from tests.plan.harness import MissingFact, load_facts, plan
@@ -110,3 +111,45 @@ def test_sources_already_on_the_mirror_plan_nothing():
         "deb http://mirror.site/debian bookworm main"], "*": None}
     result = plan(common, facts, {**NODE, "apt_mirror": "http://mirror.site/debian"})
     assert result.commands == []
+
+
+# ----------------------------------------------------------------------------- apt ready
+
+def test_fresh_host_gets_the_lock_wait_checked_by_apt_config_first():
+    result = plan(common, load_facts("base-fresh", "debian-12"), NODE)
+    first = result.changing[0]
+    assert "waits up to 300 s for the dpkg lock" in first.name
+    check = [c for c in first.commands if "apt-config" in c]
+    assert check and f"apt-config -c {APT_STAGE}/90gpuinfra-lock-timeout dump" in check[0]
+    assert result.op("dpkg ready").commands == ()  # nothing interrupted, nothing running
+
+
+def test_an_interrupted_dpkg_is_finished_before_any_apt_get():
+    facts = load_facts("base-fresh", "debian-12")
+    facts["roles.apt.AptHealth"] = {"interrupted": True, "running": []}
+    result = plan(common, facts, NODE)
+    assert result.op("dpkg ready").commands == (
+        "DEBIAN_FRONTEND=noninteractive dpkg --configure -a --force-confdef --force-confold",)
+    names = [op.name for op in result.changing]
+    position = {words: next(i for i, n in enumerate(names) if words in n)
+                for words in ("dpkg ready", "Install base packages")}
+    assert position["dpkg ready"] < position["Install base packages"]
+
+
+def test_a_running_apt_is_waited_for_with_a_bound():
+    facts = load_facts("base-fresh", "debian-12", "common-converged")
+    facts["roles.apt.AptHealth"] = {"interrupted": True, "running": ["apt-get"]}
+    wait, configure = plan(common, facts, NODE).op("dpkg ready").commands
+    assert "while pgrep -x 'apt|apt-get|aptitude|dpkg|unattended-upgr'" in wait
+    assert "+ 300 ))" in wait and "exit 1" in wait
+    assert configure.startswith("DEBIAN_FRONTEND=noninteractive dpkg --configure -a")
+
+
+def test_apt_health_fact_reads_dpkg_and_the_process_table():
+    fact = AptHealth()
+    assert "/var/lib/dpkg/updates" in fact.command() and "dpkg --audit" in fact.command()
+    assert fact.process([]) == {"interrupted": False, "running": []}
+    # pyinfra answers default() when the command prints nothing (the usual, healthy case)
+    assert fact.default() == {"interrupted": False, "running": []}
+    assert fact.process(["interrupted", "running apt-get", "running dpkg"]) == {
+        "interrupted": True, "running": ["apt-get", "dpkg"]}

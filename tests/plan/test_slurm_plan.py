@@ -394,6 +394,16 @@ def test_restarts_only_when_the_configuration_changes(distro):
         "systemctl restart slurmctld.service",)
 
 
+@pytest.mark.parametrize("name", [HEAD, WORKER1])
+def test_a_first_start_is_not_followed_by_a_restart(name):
+    """A daemon this run starts reads the new files: restarting it a second later only
+    costs a wait (and slurmd restarted before slurmctld exists waits the longest)."""
+    result = plan_for(name, fresh_lab("debian-12"))
+    daemon = "slurmctld" if name == HEAD else "slurmd"
+    assert f"systemctl start {daemon}.service" in result.op(f"Run {daemon}").commands
+    assert result.op(f"Restart {daemon}").commands == ()
+
+
 def test_fresh_head_disables_the_slurmd_its_package_enables():
     result = plan_for(HEAD, fresh_lab("debian-12"))
     assert any("slurmd" in c and "disable" in c for c in result.commands)

@@ -1,0 +1,154 @@
+"""Fault drills on the lab: a dead worker, a worker killed during the driver install, a deploy
+interrupted with Ctrl-C. Each must end with a rerun that converges with no manual step.
+
+    .venv/bin/python -m bench.faults [dead-worker] [killed-install] [interrupted]
+
+Each drill starts from a fresh lab (`gpuinfra lab down` + `up`), runs the deploy as an
+operator would (`pyinfra -y --json inventory/lab.py deploy.py`), breaks it, then reruns and
+prints what happened: which hosts failed, whether the healthy ones finished, whether the rerun
+converged (exit 0, no failed host) and how long each step took. Exit 0 when every drill
+behaved as it must. A benchmark/drill, not a test: it needs root and the lab, takes minutes,
+and `make test` does not run it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from lab.podman import Podman
+from lab.state import Paths, find_repo
+
+REPO = find_repo()
+BIN = REPO / ".venv" / "bin"
+DEPLOY = [str(BIN / "pyinfra"), "-y", "--json", "inventory/lab.py", "deploy.py"]
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def lab(*args: str) -> None:
+    subprocess.run([str(BIN / "gpuinfra"), "lab", *args], cwd=REPO, check=True,
+                   stdout=subprocess.DEVNULL)
+
+
+def deploy() -> tuple[int, dict, float]:
+    """(exit code, pyinfra's results or {}, seconds) of one deploy."""
+    start = time.monotonic()
+    run = subprocess.run(DEPLOY, cwd=REPO, capture_output=True, text=True)
+    return run.returncode, _results(run.stdout), time.monotonic() - start
+
+
+def _results(stdout: str) -> dict:
+    try:
+        return json.loads(stdout)["results"]
+    except (ValueError, KeyError):
+        return {}
+
+
+def failed(results: dict) -> list[str]:
+    return sorted(results.get("failed_hosts") or [])
+
+
+def converged(label: str) -> bool:
+    rc, results, seconds = deploy()
+    ok = rc == 0 and not failed(results)
+    say(f"  {label}: exit {rc}, failed hosts {failed(results) or 'none'}, {seconds:.1f} s "
+        f"-> {'converged' if ok else 'NOT converged'}")
+    return ok
+
+
+def wait_for(podman: Podman, host: str, pattern: str, timeout: float = 300) -> bool:
+    """Until a process matching ``pattern`` (pgrep -f) runs on ``host``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if podman.exec(host, f"pgrep -f {pattern!r} >/dev/null && echo yes",
+                       check=False).strip() == "yes":
+            return True
+        time.sleep(0.5)
+    return False
+
+
+# ------------------------------------------------------------------------------ the drills
+
+def dead_worker(podman: Podman) -> bool:
+    """lab-worker2 is down for the whole deploy: the head and lab-worker1 must finish; the
+    deploy names lab-worker2 as failed; once it is back a rerun converges."""
+    podman.run("stop", "-t", "0", podman.container("lab-worker2"))
+    rc, results, seconds = deploy()
+    others_done = failed(results) == ["lab-worker2"] and bool(results.get("operations"))
+    say(f"  deploy with lab-worker2 down: exit {rc}, failed {failed(results)}, "
+        f"{seconds:.1f} s -> healthy hosts {'finished' if others_done else 'STOPPED'}")
+    podman.start("lab-worker2")
+    lab("up")  # provisioning again: key, replayed hardware
+    return others_done and converged("rerun with lab-worker2 back")
+
+
+def killed_install(podman: Podman) -> bool:
+    """lab-worker1 loses power while apt installs the driver: dpkg is left interrupted; the
+    rerun must finish it (dpkg --configure -a) and converge."""
+    proc = subprocess.Popen(DEPLOY, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    if not wait_for(podman, "lab-worker1", "dpkg.*nvidia|apt-get.*nvidia-smi"):
+        proc.kill()
+        say("  the driver install never started on lab-worker1")
+        return False
+    time.sleep(3)
+    podman.run("kill", podman.container("lab-worker1"))  # power cut
+    out, _ = proc.communicate()
+    say(f"  deploy during the power cut: exit {proc.returncode}, failed "
+        f"{failed(_results(out))}")
+    podman.start("lab-worker1")
+    lab("up")
+    state = podman.exec("lab-worker1", "ls -A /var/lib/dpkg/updates | wc -l; dpkg --audit | "
+                        "wc -l", check=False).split()
+    say(f"  after restart: dpkg updates pending {state[0]}, audit lines {state[1]}")
+    return converged("rerun")
+
+
+def interrupted(podman: Podman) -> bool:
+    """Ctrl-C during the driver install; a rerun started at once must wait for the apt that
+    is still running on the hosts (bounded) and converge."""
+    proc = subprocess.Popen(DEPLOY, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    if not wait_for(podman, "lab-worker1", "apt-get.*nvidia-smi"):
+        proc.kill()
+        say("  the driver install never started on lab-worker1")
+        return False
+    proc.send_signal(signal.SIGINT)
+    proc.communicate()
+    running = podman.exec("lab-worker1", "pgrep -x 'apt-get|dpkg' | wc -l", check=False).strip()
+    say(f"  Ctrl-C: pyinfra exit {proc.returncode}; package processes still running on "
+        f"lab-worker1: {running}")
+    return converged("rerun started at once")
+
+
+DRILLS = {"dead-worker": dead_worker, "killed-install": killed_install,
+          "interrupted": interrupted}
+
+
+def main(argv: list[str]) -> int:
+    if os.geteuid() != 0:
+        say("bench.faults needs root (the lab)")
+        return 2
+    chosen = argv or list(DRILLS)
+    podman = Podman(Paths(REPO))
+    results = {}
+    for name in chosen:
+        say(f"drill {name}: {DRILLS[name].__doc__.splitlines()[0]}")
+        lab("down")
+        lab("up")
+        results[name] = DRILLS[name](podman)
+    lab("down")
+    for name, ok in results.items():
+        say(f"{name}: {'ok' if ok else 'FAILED'}")
+    return 0 if all(results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,70 @@
+"""Planning at scale: 1 head + N workers, the whole deploy.py, on recorded facts.
+
+    .venv/bin/python -m bench.plan_scale [10 100 1000 ...]
+
+Each size is planned in a fresh child process (so memory is measured per size) with the plan
+harness of tests/plan (a real pyinfra State over @fake hosts whose facts come from the
+recorded JSON files, as the CLI orders operations) and with the project's engine installed
+(roles/engine.py, as config.py installs it). Prints, per size: wall time, peak RSS, operations
+planned per host, and the ratio of time per host to the smallest size's (1.0 = linear).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import time
+
+SIZES = [10, 100, 1000]
+
+
+def plan_once(workers: int) -> dict:
+    from roles import engine
+    from tests.plan.harness import DEPLOY, FakeHost, load_facts, plan_hosts
+
+    engine.install()
+    head_facts = load_facts("base-fresh", "debian-12", "munge-fresh", "slurm-fresh")
+    worker_facts = load_facts("base-fresh", "debian-12", "gpu-fresh", "gpu-debian-12",
+                              "munge-fresh", "slurm-fresh", "slurm-lab-worker1")
+    spec = {"gpu_model": "H100-SXM5-80GB", "gpu_count": 8, "gpu_topology": "nvswitch-all-to-all"}
+    hosts = [FakeHost("head", ("head",), head_facts, {"ssh_hostname": "10.0.0.1"})]
+    hosts += [FakeHost(f"gpu{i:05d}", ("workers",), worker_facts,
+                       {**spec, "ssh_hostname": f"10.{i // 65536}.{i // 256 % 256}.{i % 256}"})
+              for i in range(1, workers + 1)]
+    site = {"cluster_name": "bench", "nvidia_driver_kernel_headers": False,
+            "fabric_manager_enabled": False, "container_toolkit_enabled": False}
+    start = time.perf_counter()
+    result = plan_hosts(DEPLOY, hosts, [h.name for h in hosts], site)
+    seconds = time.perf_counter() - start
+    ops = len(result.plans["gpu00001"].ops)
+    return {"workers": workers, "seconds": round(seconds, 2), "ops_per_worker": ops,
+            "peak_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--child"]:
+        print(json.dumps(plan_once(int(argv[1]))))
+        return 0
+    sizes = [int(a) for a in argv] or SIZES
+    rows = []
+    for n in sizes:
+        out = subprocess.run([sys.executable, "-m", "bench.plan_scale", "--child", str(n)],
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            print(out.stderr[-3000:], file=sys.stderr)
+            return 1
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    base = rows[0]["seconds"] / (rows[0]["workers"] + 1)
+    print(f"{'workers':>8} {'seconds':>9} {'peak MiB':>9} {'ops/worker':>10} "
+          f"{'s/host vs first':>16}")
+    for r in rows:
+        per_host = r["seconds"] / (r["workers"] + 1)
+        print(f"{r['workers']:>8} {r['seconds']:>9.2f} {r['peak_mib']:>9} "
+              f"{r['ops_per_worker']:>10} {per_host / base:>16.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,197 @@
+"""How the project runs pyinfra: three changes to its engine, installed once by config.py.
+
+pyinfra 3.10 (pinned: these read its internals, docs/pyinfra-notes.md) spends a no-op rerun
+of this project mostly waiting and re-reading:
+
+1. **TCP_NODELAY on SSH.** paramiko leaves Nagle's algorithm on; each small command then
+   waits for the peer's delayed ACK (about 40 ms of the 48 ms a command costs on the lab).
+   :func:`_connect_nodelay` sets TCP_NODELAY on the transport's socket once connected, as
+   OpenSSH does for interactive sessions (docs/pyinfra-upstream-nodelay.md is the report text
+   for pyinfra).
+2. **Each fact read once per host, until the host changes.** pyinfra re-runs a fact's command
+   every time an operation asks (``dpkg -l`` five times per worker in one run). The cache kept
+   here answers a repeated question from the first answer, and is dropped for a host the
+   moment any command, upload or callback runs on it (and for every host when a callback runs,
+   since a callback may reach other hosts), so a fact is never older than the last change.
+3. **Per-operation CPU.** In CLI mode pyinfra orders operations by the line numbers of the
+   deploy code on the call stack, read with ``inspect.stack()``, which also loads a line of
+   source for every frame of every operation call: the same line numbers come straight from
+   the frames (:func:`operation_order_from_stack`). And every operation re-evaluates the type
+   hints of its ~30 global arguments (``all_global_arguments``), a constant: computed once.
+
+Each change keeps pyinfra's behaviour (tests/unit/test_engine.py compares them with the
+originals and shows the cache re-reading after a change).
+"""
+
+from __future__ import annotations
+
+import functools
+import socket
+import sys
+from importlib import import_module
+from typing import Any
+
+import pyinfra
+from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
+from pyinfra.api.util import PYINFRA_INSTALL_DIR
+from pyinfra.connectors.ssh import SSHConnector
+
+# The modules themselves (``pyinfra.api`` re-exports a function called ``operation``).
+pyinfra_arguments = import_module("pyinfra.api.arguments")
+pyinfra_command = import_module("pyinfra.api.command")
+pyinfra_host = import_module("pyinfra.api.host")
+pyinfra_operation = import_module("pyinfra.api.operation")
+
+_INSTALLED: dict[str, Any] = {}
+
+
+# ------------------------------------------------------------------------------ TCP_NODELAY
+
+def nodelay(client: Any) -> None:
+    """Nagle off on a connected paramiko client's socket (no-op without one)."""
+    transport = client.get_transport() if client is not None else None
+    sock = getattr(transport, "sock", None)
+    if isinstance(sock, socket.socket) and sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def _connect_nodelay(self: SSHConnector) -> None:
+    _INSTALLED["ssh_connect"](self)
+    nodelay(getattr(self, "client", None))
+
+
+# ------------------------------------------------------------------------------ fact cache
+
+class FactCache:
+    """Facts per host, valid until that host runs anything (see the module docstring). Kept on
+    the host object itself, so it goes with the run's hosts."""
+
+    ATTR = "_gpuinfra_facts"
+
+    @staticmethod
+    def key(host: Any, cls: Any, args: tuple, kwargs: dict) -> Any:
+        """What makes two fact reads the same question: the fact, its arguments, and the
+        connector arguments (sudo, user, shell...) it would run with."""
+        context = {k: v for k, v in (host.current_op_global_arguments or {}).items()
+                   if k in CONNECTOR_ARGUMENT_KEYS}
+        context.update({k: v for k, v in kwargs.items() if k.startswith("_")})
+        plain = {k: v for k, v in kwargs.items() if not k.startswith("_")}
+        return (cls, repr(args), repr(sorted(plain.items())), repr(sorted(context.items())))
+
+    def get(self, host: Any, key: Any) -> tuple[bool, Any]:
+        facts = getattr(host, self.ATTR, None)
+        if facts is not None and key in facts:
+            return True, facts[key]
+        return False, None
+
+    def put(self, host: Any, key: Any, value: Any) -> None:
+        facts = getattr(host, self.ATTR, None)
+        if facts is None:
+            facts = {}
+            setattr(host, self.ATTR, facts)
+        facts[key] = value
+
+    def forget(self, host: Any) -> None:
+        """Drop ``host``'s facts, or every host's of its run when it is a callback's."""
+        if host is not None:
+            setattr(host, self.ATTR, {})
+
+
+CACHE = FactCache()
+
+
+def _get_fact_cached(self: Any, name_or_cls: Any, *args: Any, **kwargs: Any) -> Any:
+    key = FactCache.key(self, name_or_cls, args, kwargs)
+    found, value = CACHE.get(self, key)
+    if found:
+        return value
+    value = _INSTALLED["get_fact"](self, name_or_cls, *args, **kwargs)
+    CACHE.put(self, key, value)
+    return value
+
+
+def _forgetting(name: str, every_host: bool = False) -> Any:
+    def execute(self: Any, state: Any, host: Any, connector_arguments: Any) -> Any:
+        hosts = list(state.inventory) if every_host else [host]
+        for each in hosts:
+            CACHE.forget(each)
+        try:
+            return _INSTALLED[name](self, state, host, connector_arguments)
+        finally:
+            for each in hosts:
+                CACHE.forget(each)
+
+    return execute
+
+
+# ------------------------------------------------------------------------------ op order
+
+def operation_order_from_stack(state: Any) -> list[int]:
+    """pyinfra's ``get_operation_order_from_stack`` (api/util.py) from the frames themselves:
+    the same line numbers, without ``inspect.stack()`` reading a source line per frame."""
+    frames = []
+    frame = sys._getframe(1)
+    while frame is not None:
+        frames.append(frame)
+        frame = frame.f_back
+    frames.reverse()  # outermost first, as list(reversed(stack()))
+    start = 0
+    if state.current_deploy_filename:  # none matching: pyinfra keeps no frame at all
+        start = next((i for i, item in enumerate(frames)
+                      if item.f_code.co_filename == state.current_deploy_filename),
+                     len(frames))
+    line_numbers = [state.current_op_file_number] if pyinfra.is_cli else []
+    for item in frames[start:]:
+        if item.f_code.co_filename.startswith(PYINFRA_INSTALL_DIR):
+            continue
+        line_numbers.append(item.f_lineno)
+    return line_numbers
+
+
+@functools.cache
+def _global_arguments() -> tuple[tuple[str, type], ...]:
+    return tuple(_INSTALLED["global_arguments"]())
+
+
+def all_global_arguments() -> list[tuple[str, type]]:
+    """pyinfra's ``all_global_arguments`` (api/arguments.py), evaluated once."""
+    return list(_global_arguments())
+
+
+# ------------------------------------------------------------------------------ install
+
+def install() -> None:
+    """Apply the three changes (idempotent)."""
+    if _INSTALLED:
+        return
+    _INSTALLED["ssh_connect"] = SSHConnector._connect
+    SSHConnector._connect = _connect_nodelay  # type: ignore[method-assign]
+    _INSTALLED["get_fact"] = pyinfra_host.Host.get_fact
+    pyinfra_host.Host.get_fact = _get_fact_cached  # type: ignore[method-assign]
+    for cls, every_host in ((pyinfra_command.StringCommand, False),
+                            (pyinfra_command.FileUploadCommand, False),
+                            (pyinfra_command.FileDownloadCommand, False),
+                            (pyinfra_command.RsyncCommand, False),
+                            (pyinfra_command.FunctionCommand, True)):
+        name = f"{cls.__name__}.execute"
+        _INSTALLED[name] = cls.execute
+        cls.execute = _forgetting(name, every_host)  # type: ignore[method-assign]
+    _INSTALLED["order"] = pyinfra_operation.get_operation_order_from_stack
+    pyinfra_operation.get_operation_order_from_stack = operation_order_from_stack
+    _INSTALLED["global_arguments"] = pyinfra_arguments.all_global_arguments
+    pyinfra_arguments.all_global_arguments = all_global_arguments
+
+
+def uninstall() -> None:
+    """Undo :func:`install` (tests)."""
+    if not _INSTALLED:
+        return
+    SSHConnector._connect = _INSTALLED.pop("ssh_connect")  # type: ignore[method-assign]
+    pyinfra_host.Host.get_fact = _INSTALLED.pop("get_fact")  # type: ignore[method-assign]
+    for cls in (pyinfra_command.StringCommand, pyinfra_command.FileUploadCommand,
+                pyinfra_command.FileDownloadCommand, pyinfra_command.RsyncCommand,
+                pyinfra_command.FunctionCommand):
+        cls.execute = _INSTALLED.pop(f"{cls.__name__}.execute")  # type: ignore[method-assign]
+    pyinfra_operation.get_operation_order_from_stack = _INSTALLED.pop("order")
+    pyinfra_arguments.all_global_arguments = _INSTALLED.pop("global_arguments")
+    _global_arguments.cache_clear()
