@@ -22,9 +22,10 @@ $(STAMP): pyproject.toml
 	touch $@
 
 # Lint, unit and plan tests (promtool and amtool unpacked from Debian's packages first: the
-# alert rules' unit tests run `promtool test rules`), then the lab scenarios (deploy, idempotence, verify; and the
-# broken-NVLink lab, which must fail verification on its broken worker only). pytest's exit 5
-# ("no tests collected") is a failure here: a suite that collects nothing has proven nothing.
+# alert rules' unit tests run `promtool test rules`), then the lab scenarios (deploy,
+# idempotence, verify; and the broken-NVLink lab, which must fail verification on its broken
+# worker only). pytest's exit 5 ("no tests collected") is a failure here: a suite that
+# collects nothing has proven nothing.
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m lab.tools
