@@ -83,8 +83,7 @@ def gpu_series_problems(spec: ClusterSpec, counts: Mapping[str, int], metric: st
             cause = ("the GPU collector wrote no GPU: nvidia-smi fails (driver not loaded, "
                      "no GPU), or gpuinfra-gpu-metrics.timer is not running")
             fix = ("`systemctl status gpuinfra-gpu-metrics.service` and `nvidia-smi -L` on the "
-                   f"node; the metrics are in {'/var/lib/prometheus/node-exporter'}/"
-                   "gpuinfra-gpu.prom")
+                   "node; the metrics are in /var/lib/prometheus/node-exporter/gpuinfra-gpu.prom")
         else:
             cause = ("nvidia-smi lists fewer GPUs than the spec: a GPU fell off the bus (XID "
                      "79), is not seated, or gpu_count is wrong")
