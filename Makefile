@@ -33,13 +33,15 @@ test-tools:
 	  { apt-get update -q >/dev/null && \
 	    apt-get install -y -q --no-install-recommends $(TEST_PACKAGES) >/dev/null; }; }
 
-# Lint, unit and plan tests, then the lab scenarios (deploy, idempotence, verify; the
-# broken-NVLink lab, which must fail verification on its broken worker only; the VFIO role on
-# the QEMU hypervisor guest). pytest's exit 5 ("no tests collected") is a failure here: a
-# suite that collects nothing has proven nothing.
+# Lint, unit and plan tests (promtool and amtool unpacked from Debian's packages first: the
+# alert rules' unit tests run `promtool test rules`), then the lab scenarios (deploy,
+# idempotence, verify; the broken-NVLink lab, which must fail verification on its broken
+# worker only; the VFIO role on the QEMU hypervisor guest). pytest's exit 5 ("no tests
+# collected") is a failure here: a suite that collects nothing has proven nothing.
 test: $(STAMP) test-tools
 	$(BIN)/ruff check .
-	$(BIN)/pytest -q -p no:cacheprovider; rc=$$?; \
+	$(BIN)/python -m lab.tools
+	GPUINFRA_REQUIRE_TOOLS=1 $(BIN)/pytest -q -p no:cacheprovider; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 	$(MAKE) molecule
 
@@ -64,7 +66,8 @@ plan: $(STAMP)
 # The main job on the local lab: validate the spec, start the lab, deploy, reboot the lab
 # (the first driver install records "reboot needed"; a reboot applies it), deploy again (must
 # change nothing), verify, report; then a deploy with a broken slurm.conf must be refused while
-# slurmctld keeps running. The lab stays up afterwards.
+# slurmctld keeps running, and one with a broken prometheus.yml while Prometheus keeps serving.
+# The lab stays up afterwards.
 demo: $(STAMP)
 	$(BIN)/gpuinfra validate inventory/lab.py
 	$(BIN)/gpuinfra lab up
@@ -73,6 +76,7 @@ demo: $(STAMP)
 	$(BIN)/python -m gpuinfra_cli.idempotence inventory/lab.py
 	$(BIN)/gpuinfra report --inventory inventory/lab.py
 	$(BIN)/python -m lab.bad_slurm_conf inventory/lab.py
+	$(BIN)/python -m lab.bad_prometheus_conf inventory/lab.py
 	@echo
 	@echo "The lab is still up. Look inside: ssh -F .lab/ssh_config lab-worker1"
 	@echo "                     or: $(BIN)/gpuinfra lab status"

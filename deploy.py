@@ -12,6 +12,7 @@ from roles.containerd import containerd
 from roles.fabric_manager import fabric_manager
 from roles.gpu import node_driver
 from roles.kubernetes import kubernetes
+from roles.monitoring import monitoring
 from roles.munge import munge
 from roles.nvidia_driver import nvidia_driver
 from roles.site import this_node
@@ -38,3 +39,5 @@ if "slurm" in node.schedulers:  # both need the head: a failed head stops them e
 
 if "kubernetes" in node.schedulers:  # the control plane is the head: as for Slurm
     kubernetes(site, node, _if=site.head_up)  # control plane, workers joined, GPU layer
+
+monitoring(site, node)  # Prometheus + Alertmanager on the head, exporters and GPU metrics

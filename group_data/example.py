@@ -11,3 +11,6 @@ slurm_partitions = [
     {"name": "hgx", "nodes": ["hgx01", "hgx02"], "default": True, "gpu": True},
     {"name": "pcie", "nodes": ["pcie01"], "gpu": True},
 ]
+# Monitoring from the site's mirrors of NVIDIA's CUDA repository (DCGM) and Grafana's.
+monitoring_dcgm_repo_url = "http://mirror.example.internal/cuda/debian12/x86_64"
+monitoring_grafana_repo_url = "http://mirror.example.internal/grafana"

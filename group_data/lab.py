@@ -22,3 +22,12 @@ slurm_accounting = True
 # not: no kubelet/kubeadm package is reachable, and this kernel gives cgroup v1 only, which
 # kubelet 1.35 refuses. So the lab runs containerd without Kubernetes (roles/containerd).
 containerd_everywhere = True
+
+# Monitoring: Debian's Prometheus, Alertmanager and node_exporter run for real, and the GPU
+# collector reads the replayed nvidia-smi. DCGM (NVIDIA's CUDA repository) and Grafana (its own
+# repository) are unreachable from the lab: off here, plan-tested. The webhook receiver shows a
+# route from data checked by amtool; nothing listens on that port in the lab.
+monitoring_dcgm = False
+monitoring_grafana = False
+monitoring_alert_receivers = [{"name": "ops", "webhook_url": "http://127.0.0.1:5001/alerts",
+                               "severities": ["critical", "warning"]}]

@@ -81,6 +81,23 @@ Q_FIELDS = {
     "power.limit": "GPU Power Readings/Current Power Limit",
 }
 
+# `--query-gpu` fields the monitoring collector asks, read from an `nvidia-smi -q` capture whose
+# text differs from the CSV text only by the unit (`29 C` -> `29`) or by N/A's brackets (`N/A`
+# -> `[N/A]`). The ECC totals are the sums of the capture's SRAM and DRAM counters of that kind:
+# every counter in the captures used is 0, so the sum is 0 however nvidia-smi adds them.
+Q_MONITORING_FIELDS = {
+    "temperature.gpu": "Temperature/GPU Current Temp",
+    "power.draw": "GPU Power Readings/Power Draw",
+    "utilization.gpu": "Utilization/Gpu",
+    "retired_pages.double_bit.count": "Retired Pages/Double Bit ECC",
+    "retired_pages.single_bit_ecc.count": "Retired Pages/Single Bit ECC",
+    "retired_pages.pending": "Retired Pages/Pending Page Blacklist",
+}
+ECC_TOTALS = {
+    "ecc.errors.uncorrected.volatile.total": ("ECC Errors/Volatile", "Uncorrectable"),
+    "ecc.errors.corrected.volatile.total": ("ECC Errors/Volatile", "Correctable"),
+}
+
 
 def read_real(rel: str) -> bytes:
     """The bytes of one capture under ``tests/fixtures/real``."""
@@ -122,6 +139,23 @@ def parse_q(text: str) -> tuple[dict[str, str], list[dict[str, str]]]:
         else:
             header[name] = value.strip()
     return header, gpus
+
+
+def q_monitoring_fields(entries: dict[str, str]) -> dict[str, str]:
+    """The monitoring fields (Q_MONITORING_FIELDS, ECC_TOTALS) of one GPU of a -q capture, in
+    `--query-gpu` CSV text; a field the capture lacks is left out (the replay then refuses it,
+    as it refuses any field it has no captured value for)."""
+    out = {}
+    for field_name, path in Q_MONITORING_FIELDS.items():
+        if path in entries:
+            value = entries[path]
+            out[field_name] = "[N/A]" if value == "N/A" else value.removesuffix(" C")
+    for field_name, (section, kind) in ECC_TOTALS.items():
+        counters = [int(v) for k, v in entries.items() if k.startswith(section + "/")
+                    and k.rsplit("/", 1)[1].split(" ", 1)[1].startswith(kind)]
+        if counters:
+            out[field_name] = str(sum(counters))
+    return out
 
 
 def parse_gpu_lines(text: str) -> list[tuple[str, str]]:
@@ -237,6 +271,7 @@ def h100_sxm_nvswitch() -> Profile:
     for index, entries in enumerate(q_gpus):
         row = {"index": str(index)}
         row.update({f: entries[path] for f, path in Q_FIELDS.items() if path in entries})
+        row.update(q_monitoring_fields(entries))
         row["driver_version"] = header["Driver Version"]
         gpus.append(row)
     p = Profile(
@@ -268,9 +303,22 @@ def h100_sxm_nvswitch() -> Profile:
     p.derive("L.txt", list_gpus(gpus), "derived: gpus.json in `nvidia-smi -L` format", "-L")
     p.sources["gpus.json"] = (
         f"derived: per GPU of tests/fixtures/real/{q_rel} (index = order in the capture = "
-        "Minor Number), the -q entries of Q_FIELDS in lab/profiles.py"
+        "Minor Number), the -q entries of Q_FIELDS in lab/replay.py, and the monitoring "
+        "fields of Q_MONITORING_FIELDS and ECC_TOTALS (unit and N/A brackets as CSV prints "
+        "them; ECC totals: sums of counters that are all 0)"
     )
     return p
+
+
+# The two GPUs' rows of the plain `nvidia-smi` summary on HPE_H100_PAGE, as `--query-gpu` CSV
+# text: Temp (28C, 29C), Pwr:Usage (44W, 49W: whole watts, as the summary prints them),
+# Memory-Usage (1MiB), GPU-Util (0%) and Volatile Uncorr. ECC (0).
+HPE_H100_SUMMARY = (
+    {"temperature.gpu": "28", "power.draw": "44 W", "memory.used": "1 MiB",
+     "utilization.gpu": "0 %", "ecc.errors.uncorrected.volatile.total": "0"},
+    {"temperature.gpu": "29", "power.draw": "49 W", "memory.used": "1 MiB",
+     "utilization.gpu": "0 %", "ecc.errors.uncorrected.volatile.total": "0"},
+)
 
 
 def h100_pcie_bridged() -> Profile:
@@ -290,6 +338,7 @@ def h100_pcie_bridged() -> Profile:
             "pstate": "P0",
             "memory.total": "81559 MiB",
             "power.limit": "350.00 W",
+            **HPE_H100_SUMMARY[i],
         }
         for i, (name, uuid) in enumerate(parse_gpu_lines(read_real_text(nvlink)))
     ]
@@ -317,8 +366,10 @@ def h100_pcie_bridged() -> Profile:
     p.sources["gpus.json"] = (
         f"derived: name and UUID from tests/fixtures/real/{nvlink}; pci.bus_id from "
         f"tests/fixtures/real/{remote} (GPU 0's links lead to GPU 1 and back); driver_version "
-        "from tests/fixtures/real/INDEX.md (same host); persistence_mode, pstate, memory.total "
-        f"and power.limit from the plain `nvidia-smi` output on {HPE_H100_PAGE}"
+        "from tests/fixtures/real/INDEX.md (same host); persistence_mode, pstate, memory.total, "
+        "power.limit, temperature.gpu, power.draw, memory.used, utilization.gpu and "
+        "ecc.errors.uncorrected.volatile.total from the plain `nvidia-smi` output on "
+        f"{HPE_H100_PAGE} (HPE_H100_SUMMARY in lab/replay.py)"
         + SUBSTITUTED_FIELDS
     )
     return p

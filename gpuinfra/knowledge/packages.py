@@ -85,10 +85,11 @@ PERSISTENCED_VERSIONS: dict[str, str] = {"debian-12": "535.171.04-1~deb12u1"}
 # <upstream>-1. So the default is the driver's own version everywhere.
 FABRIC_MANAGER_VERSIONS: dict[tuple[str, str], str] = dict(DRIVER_VERSIONS)
 
-# NVIDIA's repository signing keys, pinned by fingerprint: a key fetched from the repository (or
-# a site mirror of it) is installed only when its one primary key has this fingerprint, so a
-# tampered download or a wrong mirror cannot add a key apt would then trust. Where NVIDIA
-# rotates a key, change it here (`gpg --show-keys --with-colons KEYFILE`, `fpr` of the `pub`).
+# Repository signing keys (NVIDIA's, Grafana's), pinned by fingerprint: a key fetched from the
+# repository (or a site mirror of it) is installed only when its one primary key has this
+# fingerprint, so a tampered download or a wrong mirror cannot add a key apt would then trust.
+# Where a vendor rotates a key, change it here (`gpg --show-keys --with-colons KEYFILE`, `fpr`
+# of the `pub`).
 # The apt errors NVIDIA's own issue trackers quote name the long key IDs (the last 16 digits):
 # NO_PUBKEY DDCAE044F796ECB0 (toolkit), NO_PUBKEY A4B469963BF863CC (CUDA, "3bf863cc.pub").
 SIGNING_KEYS = {
@@ -99,6 +100,10 @@ SIGNING_KEYS = {
     # https://pkgs.k8s.io/core:/stable:/v1.<minor>/deb/Release.key: one key (isv:kubernetes OBS
     # Project) for every minor, its expiry extended in place (kubernetes/kubernetes#128609)
     "kubernetes": "DE15B14486CD377B9E876E1A234654DA9A296436",
+    # https://apt.grafana.com/gpg.key: the one key "Grafana Labs <engineering@grafana.com>"
+    # (rsa3072, 2023; apt's EXPKEYSIG/NO_PUBKEY name it 963FA27710458545). gpg-full.key beside
+    # it also carries the revoked predecessor: never that file.
+    "grafana": "B53AE77BADB630A683046005963FA27710458545",
 }
 
 # NVIDIA Container Toolkit: the four packages NVIDIA's install guide pins together [ctk-install]

@@ -1,0 +1,287 @@
+"""The GPU textfile collector: what it asks `nvidia-smi` and the kernel log, and the metric text.
+
+The collector (roles/monitoring/collector.py, run by a systemd timer on every GPU node) runs
+the commands below, hands their output to :func:`metrics_text` and writes the result where
+node_exporter's textfile collector reads it. Everything here is pure, so the unit tests run it
+on real captures; the collector ships this module and the parsers it imports to the node.
+
+The queries are split by what a driver or a GPU may not answer: a driver that does not know a
+field fails the whole ``--query-gpu`` (exit 2, "Field ... is not a valid field to query"), so
+one unknown field must not blind the others. Each query's success is itself a metric
+(``gpuinfra_gpu_collector_query_ok{query=...}``). Values a GPU does not support
+(``[N/A]``, ``[Not Supported]``) give no series.
+
+XID errors are not a query field: the driver logs them to the kernel log as
+``NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus`` (docs/hardware-reference.md 8.6);
+they are counted per GPU since boot. A GPU that fell off the bus is gone from nvidia-smi, so
+every XID series also names the PCI address it was logged for.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from gpuinfra.errors import ParseError
+from gpuinfra.parsers.gpus import Gpu, parse_gpus
+from gpuinfra.parsers.nvlink import parse_nvlink
+
+PREFIX = "gpuinfra_gpu"
+MIB = 1048576
+
+
+@dataclass(frozen=True)
+class Query:
+    """One `nvidia-smi` CSV query: its name (the metric label), option and fields."""
+
+    name: str
+    option: str
+    fields: tuple[str, ...]
+
+    def command(self) -> list[str]:
+        return ["nvidia-smi", f"{self.option}={','.join(self.fields)}",
+                "--format=csv,noheader,nounits"]
+
+
+# The GPU list first: without it no other series can be labelled.
+QUERIES: tuple[Query, ...] = (
+    Query("gpus", "--query-gpu", ("index", "uuid", "name", "pci.bus_id")),
+    Query("telemetry", "--query-gpu", ("index", "temperature.gpu", "power.draw",
+                                       "utilization.gpu", "memory.used", "memory.total")),
+    Query("ecc", "--query-gpu", ("index", "ecc.errors.uncorrected.volatile.total",
+                                 "ecc.errors.corrected.volatile.total")),
+    Query("retired_pages", "--query-gpu", ("index", "retired_pages.double_bit.count",
+                                           "retired_pages.single_bit_ecc.count",
+                                           "retired_pages.pending")),
+    # Ampere and later remap rows instead of retiring pages (own query, keyed by UUID).
+    Query("remapped_rows", "--query-remapped-rows", (
+        "gpu_uuid", "remapped_rows.correctable", "remapped_rows.uncorrectable",
+        "remapped_rows.pending", "remapped_rows.failure")),
+)
+NVLINK_COMMAND = ["nvidia-smi", "nvlink", "--status"]
+# The kernel log of this boot, message text only (journald keeps it; dmesg is the fallback).
+KERNEL_LOG_COMMANDS = (["journalctl", "-k", "-b", "-o", "cat", "--no-pager", "-q"],
+                       ["dmesg"])
+
+
+@dataclass(frozen=True)
+class Output:
+    """What one command gave: ``ok`` (exit 0) and its standard output."""
+
+    ok: bool
+    text: str = ""
+
+
+# (metric suffix, help, query, field, scale); the value is the field times scale.
+GAUGES: tuple[tuple[str, str, str, str, float], ...] = (
+    ("temperature_celsius", "GPU core temperature (temperature.gpu)", "telemetry",
+     "temperature.gpu", 1),
+    ("power_draw_watts", "GPU power draw (power.draw)", "telemetry", "power.draw", 1),
+    ("utilization_ratio", "share of time a kernel ran (utilization.gpu / 100)", "telemetry",
+     "utilization.gpu", 0.01),
+    ("memory_used_bytes", "framebuffer memory in use (memory.used)", "telemetry",
+     "memory.used", MIB),
+    ("memory_total_bytes", "framebuffer memory (memory.total)", "telemetry", "memory.total",
+     MIB),
+    ("ecc_uncorrected_volatile_errors", "uncorrectable ECC errors since the driver loaded "
+     "(ecc.errors.uncorrected.volatile.total)", "ecc", "ecc.errors.uncorrected.volatile.total",
+     1),
+    ("ecc_corrected_volatile_errors", "corrected ECC errors since the driver loaded "
+     "(ecc.errors.corrected.volatile.total)", "ecc", "ecc.errors.corrected.volatile.total", 1),
+    ("retired_pages_double_bit", "pages retired for double-bit ECC errors "
+     "(retired_pages.double_bit.count)", "retired_pages", "retired_pages.double_bit.count", 1),
+    ("retired_pages_single_bit", "pages retired for single-bit ECC errors "
+     "(retired_pages.single_bit_ecc.count)", "retired_pages",
+     "retired_pages.single_bit_ecc.count", 1),
+    ("retired_pages_pending", "1 when a page retirement waits for a GPU reset "
+     "(retired_pages.pending)", "retired_pages", "retired_pages.pending", 1),
+    ("remapped_rows_uncorrectable", "rows remapped for uncorrectable errors "
+     "(remapped_rows.uncorrectable)", "remapped_rows", "remapped_rows.uncorrectable", 1),
+    ("remapped_rows_correctable", "rows remapped for correctable errors "
+     "(remapped_rows.correctable)", "remapped_rows", "remapped_rows.correctable", 1),
+    ("remapped_rows_pending", "1 when a row remap waits for a GPU reset "
+     "(remapped_rows.pending)", "remapped_rows", "remapped_rows.pending", 1),
+    ("remapped_rows_failure", "1 when a row remap failed: the GPU needs service "
+     "(remapped_rows.failure)", "remapped_rows", "remapped_rows.failure", 1),
+)
+_FLAGS = {"yes": 1, "no": 0, "enabled": 1, "disabled": 0, "true": 1, "false": 0}
+
+_XID = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)(?:\.\d)?\):"
+                  r" (\d+)")
+_FALLEN_GPU = re.compile(r"NVRM: The NVIDIA GPU ([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)")
+_FALLEN_OFF = "fallen off the bus"
+FALLEN_OFF_XID = 79  # the multi-line "fallen off the bus" message is XID 79 without its line
+
+
+@dataclass(frozen=True)
+class XidEvent:
+    """One XID the kernel logged: the GPU's PCI address (domain, bus, device) and the code."""
+
+    address: tuple[int, int, int]
+    xid: int
+
+
+def parse_xids(text: str) -> list[XidEvent]:
+    """XID events in kernel log text, in order.
+
+    ``NVRM: Xid (PCI:0000:44:00): 79, ...`` lines, and the driver's multi-line "The NVIDIA GPU
+    0000:b3:00.0 ... has fallen off the bus" message (counted as XID 79, which it is without the
+    Xid line on some drivers). Other lines are ignored: the log holds everything the kernel said.
+    """
+    events: list[XidEvent] = []
+    lines = text.splitlines()
+    for number, line in enumerate(lines):
+        match = _XID.search(line)
+        if match:
+            events.append(XidEvent(_address(match.groups()[:3]), int(match[4])))
+            continue
+        fallen = _FALLEN_GPU.search(line)
+        if fallen and any(_FALLEN_OFF in later for later in lines[number:number + 4]):
+            events.append(XidEvent(_address(fallen.groups()), FALLEN_OFF_XID))
+    return events
+
+
+def _address(parts: Iterable[str]) -> tuple[int, int, int]:
+    domain, bus, device = (int(p, 16) for p in parts)
+    return domain, bus, device
+
+
+def bus_address(pci_bus_id: str) -> tuple[int, int, int] | None:
+    """(domain, bus, device) of nvidia-smi's ``00000000:19:00.0``; None when unreadable."""
+    match = re.fullmatch(r"([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)(?:\.\d)?", pci_bus_id)
+    return _address(match.groups()) if match else None
+
+
+def _pci_text(address: tuple[int, int, int]) -> str:
+    return "{:04x}:{:02x}:{:02x}".format(*address)
+
+
+# ------------------------------------------------------------------------------- the text
+
+class _Metrics:
+    """Prometheus text exposition: HELP and TYPE once per metric, samples in order."""
+
+    def __init__(self) -> None:
+        self._families: dict[str, tuple[str, list[str]]] = {}
+
+    def add(self, name: str, help_text: str, labels: Mapping[str, str], value: float) -> None:
+        full = f"{PREFIX}_{name}"
+        family = self._families.setdefault(full, (help_text, []))
+        text = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
+        family[1].append(f"{full}{{{text}}} {_number(value)}" if text else
+                         f"{full} {_number(value)}")
+
+    def text(self) -> str:
+        out = []
+        for name, (help_text, samples) in self._families.items():
+            out += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", *samples]
+        return "\n".join(out) + "\n"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _value(raw: object, scale: float) -> float | None:
+    if isinstance(raw, bool) or raw is None:
+        return None
+    if isinstance(raw, (int, float)):
+        return raw * scale
+    flag = _FLAGS.get(str(raw).strip().lower())
+    return None if flag is None else flag * scale
+
+
+def _parsed(query: Query, output: Output | None) -> list[Gpu] | None:
+    if output is None or not output.ok:
+        return None
+    try:
+        return parse_gpus(output.text, fields=list(query.fields)).gpus
+    except ParseError:
+        return None
+
+
+def metrics_text(outputs: Mapping[str, Output], nvlink: Output | None,
+                 kernel_log: Output | None, now: float) -> str:
+    """The collector's metric text from each query's output (keyed by :data:`QUERIES` name),
+    ``nvidia-smi nvlink --status`` and the kernel log; ``now`` is the run's Unix time."""
+    metrics = _Metrics()
+    parsed = {q.name: _parsed(q, outputs.get(q.name)) for q in QUERIES}
+    gpus = parsed["gpus"] or []
+    labels = {g.index: {"gpu": str(g.index), "uuid": g.uuid or ""} for g in gpus}
+    by_uuid = {g.uuid: g.index for g in gpus if g.uuid}
+
+    for gpu in gpus:
+        metrics.add("info", "one series per GPU nvidia-smi lists (value 1)",
+                    {**labels[gpu.index], "name": gpu.name or "",
+                     "pci_bus_id": str(gpu.fields.get("pci.bus_id") or "")}, 1)
+    for suffix, help_text, query, field, scale in GAUGES:
+        for row in parsed[query] or []:
+            index = by_uuid.get(row.uuid) if query == "remapped_rows" else row.index
+            value = _value(row.fields.get(field), scale)
+            if index in labels and value is not None:
+                metrics.add(suffix, help_text, labels[index], value)
+
+    nvlink_ok = _nvlink(metrics, nvlink, labels)
+    xid_ok = _xids(metrics, kernel_log, gpus, labels)
+    status = {q.name: parsed[q.name] is not None for q in QUERIES}
+    status.update(nvlink=nvlink_ok, kernel_log=xid_ok)
+    for name, ok in status.items():
+        metrics.add("collector_query_ok", "1 when the query answered and was understood",
+                    {"query": name}, 1 if ok else 0)
+    metrics.add("collector_last_run_timestamp_seconds", "when the collector last ran", {},
+                round(now))
+    return metrics.text()
+
+
+def _nvlink(metrics: _Metrics, output: Output | None,
+            labels: Mapping[int, Mapping[str, str]]) -> bool:
+    """Active and inactive link counts per GPU, and the slowest active link's rate."""
+    if output is None or not output.ok:
+        return False
+    try:
+        status = parse_nvlink(output.text)
+    except ParseError:
+        return False
+    for gpu in status.gpus.values():
+        if gpu.index not in labels:
+            continue
+        active = [link for link in gpu.links.values() if link.active]
+        metrics.add("nvlink_links_active", "NVLink links up (nvidia-smi nvlink --status)",
+                    labels[gpu.index], len(active))
+        metrics.add("nvlink_links_inactive", "NVLink links listed as <inactive>",
+                    labels[gpu.index], len(gpu.inactive_links))
+        rates = [link.gbps for link in active if link.gbps is not None]
+        if rates:
+            metrics.add("nvlink_link_min_gbps", "slowest active NVLink link, GB/s per direction",
+                        labels[gpu.index], min(rates))
+    return True
+
+
+def _xids(metrics: _Metrics, output: Output | None, gpus: list[Gpu],
+          labels: Mapping[int, Mapping[str, str]]) -> bool:
+    """XIDs since boot per GPU (0 for a GPU without any), and per address nvidia-smi lost."""
+    if output is None or not output.ok:
+        return False
+    events = parse_xids(output.text)
+    known = {bus_address(str(g.fields.get("pci.bus_id") or "")): g.index for g in gpus}
+    counts: dict[tuple[int, int, int], list[int]] = {}
+    for event in events:
+        counts.setdefault(event.address, []).append(event.xid)
+    for gpu in gpus:
+        address = bus_address(str(gpu.fields.get("pci.bus_id") or ""))
+        seen = counts.get(address, []) if address else []
+        base = {**labels[gpu.index], "pci_bus_id": _pci_text(address) if address else ""}
+        metrics.add("xid_errors", "XID errors the driver logged since boot", base, len(seen))
+        if seen:
+            metrics.add("last_xid", "the last XID code logged since boot", base, seen[-1])
+    for address, seen in counts.items():
+        if address not in known:
+            base = {"gpu": "", "uuid": "", "pci_bus_id": _pci_text(address)}
+            metrics.add("xid_errors", "XID errors the driver logged since boot", base, len(seen))
+            metrics.add("last_xid", "the last XID code logged since boot", base, seen[-1])
+    return True

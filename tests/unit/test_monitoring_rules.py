@@ -1,0 +1,294 @@
+"""The monitoring files built from a spec, judged by their consumers: promtool (config, rules and
+the rules' unit tests, each alert firing and not firing), amtool (Alertmanager's routes), and
+the spec gate for the role's knobs.
+
+promtool and amtool come from Debian's packages (`python -m lab.tools`, run by `make test`,
+which also sets GPUINFRA_REQUIRE_TOOLS=1 so that a missing tool fails instead of skipping).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpuinfra.monitoring import prometheus as prom
+from gpuinfra.spec import ClusterSpec, HostInput, SpecInvalid
+from lab.tools import tool_path
+from roles.inventory import load_hosts
+from roles.knobs import build_spec
+from roles.monitoring import alertmanager_check, prometheus_check, prometheus_files
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _tool(name: str) -> str:
+    path = tool_path(name)
+    if path is None:
+        message = f"{name} not found: run `.venv/bin/python -m lab.tools` (make test does)"
+        if os.environ.get("GPUINFRA_REQUIRE_TOOLS"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return str(path)
+
+
+def promtool_path() -> str:
+    return _tool("promtool")
+
+
+def site(name: str) -> ClusterSpec:
+    hosts, duplicates = load_hosts(str(REPO / "inventory" / f"{name}.py"))
+    return build_spec(hosts, duplicates)
+
+
+SITES = ("lab", "example")
+
+
+def monitoring_of(spec: ClusterSpec) -> prom.Monitoring:
+    return prom.Monitoring.from_settings(spec.head[0].settings)
+
+
+def write(folder: Path, name: str, data) -> Path:
+    path = folder / name
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def run(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(list(argv), capture_output=True, text=True, check=False, cwd=cwd)
+
+
+# ---------------------------------------------------------------------------- the rules
+
+@pytest.mark.parametrize("name", SITES)
+def test_rules_load_and_each_alert_fires_and_stays_quiet(name, tmp_path):
+    """`promtool test rules`: on the healthy site no alert fires (each value just on the safe
+    side of its threshold); in each alert's own cases exactly that alert fires."""
+    spec = site(name)
+    mon = monitoring_of(spec)
+    write(tmp_path, "rules.yml", prom.rules(spec, mon))
+    check = run(promtool_path(), "check", "rules", "rules.yml", cwd=tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    write(tmp_path, "tests.yml", prom.rule_tests(spec, mon, "rules.yml"))
+    tested = run(promtool_path(), "test", "rules", "tests.yml", cwd=tmp_path)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    assert "SUCCESS" in tested.stdout
+
+
+@pytest.mark.parametrize("name", SITES)
+def test_every_alert_has_a_quiet_case_and_a_firing_case(name):
+    spec = site(name)
+    mon = monitoring_of(spec)
+    tests = prom.rule_tests(spec, mon, "rules.yml")["tests"]
+    alerts = {rule["alert"] for group in prom.rules(spec, mon)["groups"]
+              for rule in group["rules"]}
+    quiet = {t["alertname"] for t in tests[0]["alert_rule_test"] if t["exp_alerts"] == []}
+    firing = {t["alertname"] for test in tests[1:] for t in test["alert_rule_test"]
+              if t["exp_alerts"]}
+    assert quiet == firing == alerts
+    assert alerts <= set(prom.ALERT_NAMES)
+    # The lab and the example site have Slurm and GPUs: every alert of the project is there.
+    assert alerts == set(prom.ALERT_NAMES)
+
+
+def test_the_rule_tests_go_red_when_a_rule_is_wrong(tmp_path):
+    """Rules built with a higher temperature limit than their tests expect, and a NodeDown
+    that never fires: promtool names both failures."""
+    spec = site("lab")
+    mon = monitoring_of(spec)
+    rules = prom.rules(spec, prom.Monitoring(gpu_temperature_max=mon.gpu_temperature_max + 10))
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            if rule["alert"] == "NodeDown":
+                rule["expr"] = 'up{job="node"} == 2'
+    write(tmp_path, "rules.yml", rules)
+    write(tmp_path, "tests.yml", prom.rule_tests(spec, mon, "rules.yml"))
+    tested = run(promtool_path(), "test", "rules", "tests.yml", cwd=tmp_path)
+    assert tested.returncode != 0
+    assert "GpuTemperatureHigh fires" in tested.stdout + tested.stderr
+    assert "NodeDown fires" in tested.stdout + tested.stderr
+
+
+def test_gpu_alerts_follow_the_spec():
+    spec = site("lab")
+    rules = {r["alert"]: r for g in prom.rules(spec, monitoring_of(spec))["groups"]
+             for r in g["rules"]}
+    # lab-worker1: 8x H100 SXM (18 links each); lab-worker2: a bridged H100 PCIe pair (12).
+    assert "count by (instance) (gpuinfra_gpu_info{instance=\"lab-worker1\"}) < 8" in \
+        rules["GpuMissing"]["expr"]
+    assert "(gpuinfra_gpu_info{instance=\"lab-worker2\"}) < 2" in rules["GpuMissing"]["expr"]
+    assert 'instance="lab-worker1",gpu=~"0|1|2|3|4|5|6|7"} < 18' in rules["NvlinkDown"]["expr"]
+    assert 'instance="lab-worker2",gpu=~"0|1"} < 12' in rules["NvlinkDown"]["expr"]
+    assert "< 26.552" in rules["NvlinkDegraded"]["expr"]
+
+
+# ---------------------------------------------------------------------------- prometheus.yml
+
+@pytest.mark.parametrize("name", SITES)
+def test_prometheus_config_and_its_rules_pass_promtool_as_the_role_stages_them(name, tmp_path):
+    """The role's own check (roles/monitoring: prometheus_check) on the files it would stage:
+    the rule file is named relative to the config, so promtool reads the staged rules."""
+    spec = site(name)
+    for path, text in prometheus_files(spec, monitoring_of(spec)).items():
+        (tmp_path / Path(path).name).write_text(text)
+    check = subprocess.run(["sh", "-c", prometheus_check(str(tmp_path))], capture_output=True,
+                           text=True, check=False,
+                           env={**os.environ, "PATH": f"{Path(promtool_path()).parent}:"
+                                f"{os.environ['PATH']}"})
+    assert check.returncode == 0, check.stderr
+    # A broken rule under a valid config: the same check refuses it (promtool check config
+    # checks each rule file the config names, as `promtool check rules` does).
+    rules_file = tmp_path / Path(prom.RULES_PATH).name
+    rules_file.write_text(rules_file.read_text().replace("expr: ", "expr: sum by (", 1))
+    refused = subprocess.run(["sh", "-c", prometheus_check(str(tmp_path))],
+                             capture_output=True, text=True, check=False,
+                             env={**os.environ, "PATH": f"{Path(promtool_path()).parent}:"
+                                  f"{os.environ['PATH']}"})
+    assert refused.returncode == 1
+    assert "gpuinfra-rules.yml" in refused.stderr and "parse error" in refused.stderr
+    assert "gpuinfra: promtool refused the new configuration" in refused.stderr
+    (tmp_path / "prometheus.yml").write_text("global:\n  scrape_interval: 30 seconds\n")
+    refused = subprocess.run(["sh", "-c", prometheus_check(str(tmp_path))],
+                             capture_output=True, text=True, check=False,
+                             env={**os.environ, "PATH": f"{Path(promtool_path()).parent}:"
+                                  f"{os.environ['PATH']}"})
+    assert refused.returncode == 1
+    assert "gpuinfra: promtool refused the new configuration" in refused.stderr
+
+
+def test_every_node_scraped_by_name_on_its_cluster_address():
+    spec = build_spec(_hosts())
+    mon = monitoring_of(spec)
+    config = prom.prometheus_config(spec, mon)
+    node_job = next(j for j in config["scrape_configs"] if j["job_name"] == "node")
+    seen = {c["labels"]["instance"]: c["targets"][0] for c in node_job["static_configs"]}
+    assert set(seen) == {n.short_name for n in spec.nodes}
+    for node in spec.nodes:
+        assert seen[node.short_name] == f"{node.address}:9100"
+    assert seen == {"head1": "10.0.0.1:9100", "gpu01": "10.0.0.2:9100"}
+    assert config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == [
+        f"{spec.head[0].address}:9093"]
+    assert config["rule_files"] == [prom.RULES_PATH]
+    # DCGM on by default (GPU nodes only); no Slurm exporter unless the site names one.
+    assert [j["job_name"] for j in config["scrape_configs"]] == ["prometheus", "alertmanager",
+                                                                  "node", "dcgm"]
+
+
+def test_daemons_listen_on_the_cluster_address_only():
+    spec = build_spec(_hosts())
+    mon = prom.Monitoring(retention="90d")
+    head = spec.head[0]
+    assert prom.prometheus_args(spec, mon) == (
+        f"--web.listen-address={head.address}:9090 --storage.tsdb.retention.time=90d")
+    worker = spec.workers[0]
+    args = prom.node_exporter_args(worker, mon, "/var/lib/prometheus/node-exporter")
+    assert args.startswith(f"--web.listen-address={worker.address}:9100 ")
+    assert "\\" not in args and '"' not in args
+    assert "0.0.0.0" not in prom.alertmanager_args(spec, mon)
+
+
+def test_dcgm_and_slurm_exporter_jobs_where_enabled():
+    spec = site("example")
+    mon = prom.Monitoring(dcgm=True, slurm_exporter=True)
+    jobs = {j["job_name"]: j for j in prom.prometheus_config(spec, mon)["scrape_configs"]}
+    assert {c["labels"]["instance"] for c in jobs["dcgm"]["static_configs"]} == {
+        n.short_name for n in spec.gpu_nodes}
+    assert jobs["slurm"]["static_configs"][0]["targets"][0].endswith(":9092")
+
+
+# ---------------------------------------------------------------------------- alertmanager
+
+def test_alertmanager_routes_from_data_pass_amtool(tmp_path):
+    spec = site("lab")
+    receivers = (
+        {"name": "ops", "webhook_url": "http://hooks.example.internal:5001/x",
+         "severities": ["critical"]},
+        {"name": "mail", "email_to": "ops@example.org", "email_from": "am@example.org",
+         "smarthost": "mail.example.org:25", "alerts": ["GpuMissing", "NodeDown"]},
+    )
+    config = prom.alertmanager_config(spec, prom.Monitoring(receivers=receivers))
+    routes = config["route"]["routes"]
+    assert routes[0] == {"receiver": "ops", "matchers": ['severity=~"critical"'],
+                         "continue": True}
+    assert routes[1]["matchers"][1] == 'alertname=~"GpuMissing|NodeDown"'
+    (tmp_path / "alertmanager.yml").write_text(yaml.safe_dump(config))
+    env = {**os.environ, "PATH": f"{Path(_tool('amtool')).parent}:{os.environ['PATH']}"}
+    check = subprocess.run(["sh", "-c", alertmanager_check(str(tmp_path))],
+                           capture_output=True, text=True, check=False, env=env)
+    assert check.returncode == 0, check.stderr
+    broken = {**config, "route": {**config["route"], "receiver": "nobody"}}
+    (tmp_path / "alertmanager.yml").write_text(yaml.safe_dump(broken))
+    refused = subprocess.run(["sh", "-c", alertmanager_check(str(tmp_path))],
+                             capture_output=True, text=True, check=False, env=env)
+    assert refused.returncode == 1
+    assert "gpuinfra: amtool refused the new configuration" in refused.stderr
+
+
+def test_no_receiver_keeps_every_alert_unsent():
+    config = prom.alertmanager_config(site("example"), prom.Monitoring())
+    assert config["route"]["receiver"] == prom.NO_RECEIVER
+    assert "routes" not in config["route"]
+    assert config["receivers"] == [{"name": prom.NO_RECEIVER}]
+
+
+# ---------------------------------------------------------------------------- grafana
+
+def test_dashboard_reads_the_provisioned_datasource_and_the_spec():
+    spec = site("example")
+    mon = prom.Monitoring(dcgm=True)
+    board = prom.grafana_dashboard(spec, mon)
+    json.dumps(board)
+    assert len({p["id"] for p in board["panels"]}) == len(board["panels"])
+    uid = prom.grafana_datasource(spec, mon)["datasources"][0]["uid"]
+    assert {p["datasource"]["uid"] for p in board["panels"]} == {uid}
+    seen_vs_spec = board["panels"][0]["targets"][1]["expr"]
+    for node in spec.gpu_nodes:
+        assert f'vector({node.gpus.count}), "instance", "{node.short_name}"' in seen_vs_spec
+    assert "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE" in json.dumps(board)
+    assert prom.grafana_datasource(spec, mon)["datasources"][0]["url"] == (
+        f"http://{spec.head[0].address}:9090")
+
+
+# ---------------------------------------------------------------------------- the gate
+
+def _hosts(**data) -> list[HostInput]:
+    base = {"ssh_hostname": "10.0.0.1"}
+    return [HostInput("head1", ("head",), {**base, **data}),
+            HostInput("gpu01", ("workers",), {"ssh_hostname": "10.0.0.2",
+                                               "gpu_model": "H100-SXM5-80GB", "gpu_count": 8,
+                                               "gpu_topology": "nvswitch-all-to-all",
+                                               **data})]
+
+
+@pytest.mark.parametrize(("key", "value", "words"), [
+    ("monitoring_retention", "30 days", "not a Prometheus duration"),
+    ("monitoring_scrape_interval", "0s", "not a Prometheus duration"),
+    ("monitoring_prometheus_port", 80, "out of range"),
+    ("monitoring_alert_receivers", [{"name": "ops"}], "exactly one of 'webhook_url'"),
+    ("monitoring_alert_receivers", [{"name": "ops", "webhook_url": "http://x/'; rm"}],
+     "webhook_url"),
+    ("monitoring_alert_receivers", [{"name": "m", "email_to": "a@b.org"}],
+     "needs 'email_from' and 'smarthost'"),
+    ("monitoring_alert_receivers", [{"name": "ops", "webhook_url": "http://x/",
+                                     "alerts": ["GpuMisisng"]}], "not one of the site's alerts"),
+    ("monitoring_slurm_exporter", {"version": "1.6.0", "sha256": "abc"}, "needs 'sha256'"),
+    ("monitoring_slurm_exporter", {"version": "latest", "sha256": "a" * 64}, "needs 'version'"),
+    ("monitoring_dcgm", "yes", "True or False"),
+])
+def test_gate_refuses_bad_monitoring_values(key, value, words):
+    with pytest.raises(SpecInvalid) as caught:
+        build_spec(_hosts(**{key: value}))
+    found = [e for e in caught.value.errors if e.field == key]
+    assert found and words in found[0].problem, caught.value.errors
+
+
+def test_gate_accepts_good_monitoring_values():
+    spec = build_spec(_hosts(
+        monitoring_retention="1y", monitoring_alert_receivers=[
+            {"name": "ops", "webhook_url": "http://hooks:5001/", "severities": ["critical"]}],
+        monitoring_slurm_exporter={"version": "1.6.0", "sha256": "0" * 64}))
+    assert spec.head[0].settings["monitoring_retention"] == "1y"
