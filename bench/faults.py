@@ -41,7 +41,11 @@ def deploy() -> tuple[int, dict, float]:
     """(exit code, pyinfra's results or {}, seconds) of one deploy."""
     start = time.monotonic()
     run = subprocess.run(DEPLOY, cwd=REPO, capture_output=True, text=True)
-    return run.returncode, _results(run.stdout), time.monotonic() - start
+    results = _results(run.stdout)
+    if run.returncode and not results:  # pyinfra stopped before its results: say why
+        say("  pyinfra printed no results; its last lines:\n    " + "\n    ".join(
+            line for line in run.stderr.splitlines()[-12:] if "is currently in beta" not in line))
+    return run.returncode, results, time.monotonic() - start
 
 
 def _results(stdout: str) -> dict:

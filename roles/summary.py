@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from pyinfra.api.state import BaseStateCallback
+from pyinfra.api.state import BaseStateCallback, StateStage
 
 
 @dataclass(frozen=True)
@@ -23,15 +23,20 @@ class Failure:
     head: bool
 
 
-def failure_summary(failures: list[Failure], total: int, fail_percent: Any) -> str:
-    """The closing lines for ``failures`` out of ``total`` hosts ('' when none failed)."""
+def failure_summary(failures: list[Failure], total: int, fail_percent: Any,
+                    finished: bool = True) -> str:
+    """The closing lines for ``failures`` out of ``total`` hosts ('' when none failed);
+    ``finished``: the run reached its end (else pyinfra stopped it part-way)."""
     if not failures:
         return ""
     lines = [f"gpuinfra: {len(failures)} of {total} host(s) failed in this run:"]
     for f in sorted(failures, key=lambda f: (not f.head, f.host)):
         role = " (head)" if f.head else ""
         lines.append(f"  - {f.host}{role}: failed at {f.step}")
-    if any(f.head for f in failures):
+    if not finished:
+        lines.append("  The run stopped before its end (pyinfra's error above): hosts may be "
+                     "part-deployed.")
+    elif any(f.head for f in failures):
         lines.append("  The head failed: munge and slurm were skipped on every host (they need "
                      "the head's key and controller); the other roles went on.")
     elif len(failures) < total:
@@ -77,8 +82,8 @@ def install(state: Any, head_names: frozenset[str]) -> None:
         failed = sorted(h.name for h in state.failed_hosts)
         failures = [Failure(n, recorder.steps.get(n, "an earlier step"), n in head_names)
                     for n in failed]
-        text = failure_summary(failures, len(state.activated_hosts) or len(state.inventory),
-                               state.config.FAIL_PERCENT)
+        text = failure_summary(failures, len(state.inventory), state.config.FAIL_PERCENT,
+                               finished=state.current_stage == StateStage.Disconnect)
         if text:
             print(text, file=sys.stderr)
 

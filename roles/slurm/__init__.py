@@ -82,6 +82,10 @@ def cpu_facts(site: Site, name: str) -> tuple[CpuLayout | None, int | None]:
     needs every worker's, and each worker's gres.conf its own."""
     def read() -> tuple[dict[str, Any], int | None]:
         other = site.host(name)
+        if other in other.state.failed_hosts or not other.connected:
+            # Unreachable in this run (a dead worker must not stop the others): its node line
+            # says CPUs=1 with a note, and the rerun once it is back writes its hardware.
+            return {}, None
         return other.get_fact(CpuLayoutFact), other.get_fact(MemTotalMb)
 
     layout, memory = site.once(("cpu facts", name), read)

@@ -52,3 +52,10 @@ def test_installed_before_init_the_recorder_joins_the_initialised_state(monkeypa
     state.init(Inventory((["head", "w1"], {})), Config())
     assert any(isinstance(h, summary._Recorder) for h in state.callback_handlers)
     assert len(exits) == 1
+
+
+def test_a_run_stopped_part_way_does_not_claim_the_healthy_hosts_were_deployed():
+    text = failure_summary([Failure("w2", "connecting (refused)", False)], 3, 50,
+                           finished=False)
+    assert "stopped before its end" in text
+    assert "healthy hosts were deployed" not in text
