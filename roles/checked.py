@@ -13,7 +13,8 @@ from __future__ import annotations
 import hashlib
 import shlex
 from collections.abc import Mapping
-from io import StringIO
+from functools import lru_cache
+from io import BytesIO
 
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, StringCommand, operation
@@ -21,7 +22,23 @@ from pyinfra.facts.files import Sha256File
 
 
 def digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+    return _encoded(text)[1]
+
+
+@lru_cache(maxsize=64)
+def _encoded(text: str) -> tuple[bytes, str]:
+    """(bytes, sha256) of ``text``, once per text: a cluster-wide file (slurm.conf has a line
+    per node) is the same object on every host, so a 10,000-host plan hashes and encodes it
+    once (a str's hash is cached in the object), not once per host."""
+    data = text.encode()
+    return data, hashlib.sha256(data).hexdigest()
+
+
+def upload_source(text: str) -> BytesIO:
+    """A file object over ``text``'s shared bytes for one host's upload: CPython's BytesIO
+    shares its initial bytes until written, so each host's plan holds a small object instead
+    of its own copy of the file (per-host copies made planning quadratic in memory)."""
+    return BytesIO(_encoded(text)[0])
 
 
 def check_script(command: str, tool: str, stage: str, fail_pattern: str | None = None) -> str:
@@ -64,7 +81,7 @@ def checked_files(files: Mapping[str, str], stage: str, check: str, mode: str = 
         return
     yield StringCommand("install", "-d", "-m", "0700", stage)
     for path, text in files.items():
-        yield FileUploadCommand(StringIO(text), f"{stage}/{path.rsplit('/', 1)[1]}")
+        yield FileUploadCommand(upload_source(text), f"{stage}/{path.rsplit('/', 1)[1]}")
     yield StringCommand(check)
     for path in changed:
         staged = f"{stage}/{path.rsplit('/', 1)[1]}"
