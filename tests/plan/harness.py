@@ -76,6 +76,12 @@ def _decode(obj: dict[str, Any]) -> Any:
     return obj
 
 
+def upload_text(src: Any) -> str:
+    """The text an upload command sends (a StringIO, or the BytesIO of roles/checked.py)."""
+    value = src.getvalue()
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def load_facts(*names: str) -> dict[str, Any]:
     """Facts from tests/plan/facts/<name>.json; later files override earlier ones per fact."""
     facts: dict[str, Any] = {}

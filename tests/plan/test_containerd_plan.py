@@ -19,7 +19,7 @@ from gpuinfra.knowledge.kubernetes import pause_image
 from gpuinfra.units import boot_dropin, dropin_path
 from roles.containerd import BOOT, CHECK, STAGE, _stage_from_installed, containerd
 from tests.conftest import REPO
-from tests.plan.harness import FakeHost, load_facts, plan, plan_cluster
+from tests.plan.harness import FakeHost, load_facts, plan, plan_cluster, upload_text
 
 DISTROS = ["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
 FIXTURES = REPO / "tests" / "fixtures" / "containerd"
@@ -97,7 +97,7 @@ def test_fresh_node_installs_renders_on_the_node_checks_and_starts(distro):
     assert result.op("Restart containerd").commands == ("systemctl restart containerd.service",)
     assert result.op("Run containerd").commands  # start and enable
     dropin = result.op("containerd.service: boot order")
-    assert any("Restart=on-failure" in c.src.getvalue() for c in dropin.raw
+    assert any("Restart=on-failure" in upload_text(c.src) for c in dropin.raw
                if isinstance(c, FileUploadCommand))
     assert result.op("Reload systemd units").commands == ("systemctl daemon-reload",)
 
@@ -116,7 +116,7 @@ def test_a_changed_sandbox_image_is_checked_then_moved_in_then_restarts(distro):
     assert config.commands[0] == f"install -d -m 0700 {STAGE}"
     assert config.commands[2] == CHECK
     assert result.op("Restart containerd").commands == ("systemctl restart containerd.service",)
-    assert "SystemdCgroup = true" in config.raw[1].src.getvalue()
+    assert "SystemdCgroup = true" in upload_text(config.raw[1].src)
 
 
 def test_the_check_runs_containerd_on_the_staged_file():

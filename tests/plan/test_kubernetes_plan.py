@@ -18,7 +18,6 @@ import logging
 import re
 from datetime import datetime
 from functools import cache
-from io import StringIO
 from typing import Any
 
 import pytest
@@ -30,7 +29,7 @@ from gpuinfra.knowledge import kubernetes as k8s
 from roles.apt import keyring_script
 from roles.kubernetes import CLUSTER_OBJECTS, NAMESPACES, STAGE, kubernetes
 from roles.kubernetes.operations import _join
-from tests.plan.harness import DEPLOY, FakeHost, load_facts, plan_hosts
+from tests.plan.harness import DEPLOY, FakeHost, load_facts, plan_hosts, upload_text
 from tests.plan.test_containerd_plan import merge
 
 DISTROS = ["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
@@ -83,13 +82,13 @@ def _uploads(result) -> dict[str, str]:
     out = {}
     for op in result.ops:
         for command in op.raw:
-            if isinstance(command, FileUploadCommand) and isinstance(command.src, StringIO):
+            if isinstance(command, FileUploadCommand) and hasattr(command.src, "getvalue"):
                 dest = command.dest
                 if dest.startswith(STAGE + "/"):
                     name = dest.rsplit("/", 1)[1]
                     dest = kubeadm.INIT_CONFIG if name == "kubeadm-init.yaml" else \
                         f"{CLUSTER_OBJECTS.rsplit('/', 1)[0]}/{name}"
-                out[dest] = command.src.getvalue()
+                out[dest] = upload_text(command.src)
     return out
 
 

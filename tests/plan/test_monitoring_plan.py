@@ -28,7 +28,7 @@ from roles.monitoring import (
     UNIT_STAGE,
     monitoring,
 )
-from tests.plan.harness import FakeHost, load_facts, plan_hosts
+from tests.plan.harness import FakeHost, load_facts, plan_hosts, upload_text
 
 DISTROS = ["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
 HEAD, GPU = "head1", "gpu01"
@@ -81,7 +81,7 @@ def uploaded(plan) -> dict[str, str]:
         for command in planned.raw:
             src = getattr(command, "src", None)
             if hasattr(src, "getvalue"):
-                out[command.dest] = src.getvalue()
+                out[command.dest] = upload_text(src)
     return out
 
 

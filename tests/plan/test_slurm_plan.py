@@ -64,6 +64,7 @@ from tests.plan.harness import (
     load_facts,
     plan_cluster,
     plan_hosts,
+    upload_text,
 )
 
 DISTROS = ["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
@@ -194,7 +195,7 @@ def plan_for(name: str, facts_of: dict[str, dict], cluster: dict | None = None,
 def staged(result: Plan) -> dict[str, str]:
     """Live path -> text of each file the configuration op stages."""
     uploads = [c for c in result.op(CONFIG_OP).raw if isinstance(c, FileUploadCommand)]
-    return {f"/etc/slurm/{c.dest.rsplit('/', 1)[1]}": c.src.getvalue().decode() for c in uploads}
+    return {f"/etc/slurm/{c.dest.rsplit('/', 1)[1]}": upload_text(c.src) for c in uploads}
 
 
 def installed(result: Plan, op: str = "Install Slurm") -> str:
@@ -631,8 +632,7 @@ def test_fact_fixtures_are_the_facts_of_their_captures():
 
 def dropin_text(result: Plan, unit: str) -> str:
     op = result.op(f"{unit}: boot order and bounded restart (drop-in)")
-    value = next(c.src.getvalue() for c in op.raw if isinstance(c, FileUploadCommand))
-    return value.decode() if isinstance(value, bytes) else value
+    return next(upload_text(c.src) for c in op.raw if isinstance(c, FileUploadCommand))
 
 
 def test_the_controller_starts_after_munge_and_slurmdbd_and_restarts_a_bounded_number_of_times():

@@ -36,7 +36,7 @@ from lab.profiles import HV_SPEC, HV_SPEC_GROUP_SPLIT
 from roles.vfio import vfio
 from roles.vfio.defaults import DEFAULTS
 from tests.conftest import REPO
-from tests.plan.harness import FakeHost, load_facts, plan_cluster
+from tests.plan.harness import FakeHost, load_facts, plan_cluster, upload_text
 
 DISTROS = ["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
 CAPTURES = REPO / "tests" / "fixtures" / "vfio"
@@ -100,9 +100,7 @@ def uploaded(result, words: str) -> str:
     op = result.op(words)
     uploads = [c for c in op.raw if type(c).__name__ == "FileUploadCommand"]
     assert len(uploads) == 1, op
-    src = uploads[0].src
-    src.seek(0)
-    return src.read()
+    return upload_text(uploads[0].src)
 
 
 # ----------------------------------------------------------------------------- fresh host
