@@ -12,6 +12,7 @@ planned per host, and the ratio of time per host to the smallest size's (1.0 = l
 from __future__ import annotations
 
 import json
+import math
 import resource
 import subprocess
 import sys
@@ -81,12 +82,18 @@ def main(argv: list[str]) -> int:
 
 
 def _projected_mib(rows: list[dict], workers: int) -> int:
-    """Peak memory for ``workers``, extrapolated quadratically from the largest size done
-    (measured: 10,000 workers went past 23 GiB after 1,000 took 0.86 GiB)."""
+    """Peak memory for ``workers``, extrapolated from the sizes done: with the growth seen
+    between the last two (at least linear), else quadratically from the one done (a
+    quadratic plan once went past 23 GiB at 10,000 workers, thrashing the machine)."""
     if not rows:
         return 0
     last = rows[-1]
-    return round(last["peak_mib"] * ((workers + 1) / (last["workers"] + 1)) ** 2)
+    exponent = 2.0
+    if len(rows) >= 2 and rows[-2]["peak_mib"] > 0:
+        before = rows[-2]
+        exponent = max(1.0, math.log(last["peak_mib"] / before["peak_mib"])
+                       / math.log((last["workers"] + 1) / (before["workers"] + 1)))
+    return round(last["peak_mib"] * ((workers + 1) / (last["workers"] + 1)) ** exponent)
 
 
 def _available_mib() -> int:
