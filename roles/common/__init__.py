@@ -19,6 +19,7 @@ from gpuinfra.platforms import hosts_block
 from gpuinfra.render import APT_PROXY_MODE, apt_proxy_conf
 from gpuinfra.spec import ClusterSpec, NodeSpec
 from roles.apt import APT_CACHE_S, apt_ready
+from roles.block import shared_block
 from roles.facts import host_distro
 
 if TYPE_CHECKING:  # the run's Site, built by roles.site (which imports the knobs)
@@ -77,8 +78,8 @@ def common(site: Site, node: NodeSpec) -> None:
     server.hostname(name="Set the hostname", hostname=node.short_name)
     block = _hosts_block(site)
     if data["common_manage_hosts"] and block:
-        files.block(name="List every cluster node in /etc/hosts", path="/etc/hosts",
-                    content=block, marker="# {mark} gpuinfra cluster nodes")
+        shared_block(name="List every cluster node in /etc/hosts", path="/etc/hosts",
+                     content=block, marker="# {mark} gpuinfra cluster nodes")
 
     if apt_proxy:
         files.put(name="Send apt through the site's proxy", dest=PROXY_FILE, user="root",

@@ -8,7 +8,7 @@ from gpuinfra.platforms import UnsupportedOS
 from roles.apt import APT_STAGE, AptHealth
 from roles.common import CHRONY_SOURCES, PROXY_FILE, common
 from roles.common.defaults import DEFAULTS
-from tests.plan.harness import MissingFact, load_facts, plan
+from tests.plan.harness import MissingFact, load_facts, plan, upload_text
 
 DISTROS = ["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
 NODE = {"ssh_hostname": "10.0.0.5"}
@@ -18,7 +18,9 @@ NODE = {"ssh_hostname": "10.0.0.5"}
 def test_fresh_host_gets_the_whole_base(distro):
     result = plan(common, load_facts("base-fresh", distro), NODE)
     assert result.op("Set the hostname").commands[0] == "hostnamectl set-hostname node1"
-    assert "10.0.0.5 node1" in result.op("List every cluster node").commands[0]
+    hosts = result.op("List every cluster node")
+    assert upload_text(hosts.raw[0].src) == "10.0.0.5 node1\n"
+    assert hosts.commands[1].startswith("touch /etc/hosts && ")
     install = result.op("Install base packages").commands
     assert install[0] == "apt-get update"
     assert install[-1].endswith("install --no-install-recommends " +
