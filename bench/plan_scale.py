@@ -26,9 +26,10 @@ def plan_once(workers: int) -> dict:
     from tests.plan.harness import DEPLOY, FakeHost, load_facts, plan_hosts
 
     engine.install()
-    head_facts = load_facts("base-fresh", "debian-12", "munge-fresh", "slurm-fresh")
-    worker_facts = load_facts("base-fresh", "debian-12", "gpu-fresh", "gpu-debian-12",
-                              "munge-fresh", "slurm-fresh", "slurm-lab-worker1")
+    head_facts = load_facts("base-fresh", "debian-12", "monitoring-fresh", "munge-fresh",
+                            "slurm-fresh")
+    worker_facts = load_facts("base-fresh", "debian-12", "monitoring-fresh", "gpu-fresh",
+                              "gpu-debian-12", "munge-fresh", "slurm-fresh", "slurm-lab-worker1")
     spec = {"gpu_model": "H100-SXM5-80GB", "gpu_count": 8, "gpu_topology": "nvswitch-all-to-all"}
     hosts = [FakeHost("head", ("head",), head_facts, {"ssh_hostname": "10.0.0.1"})]
     hosts += [FakeHost(f"gpu{i:05d}", ("workers",), worker_facts,
