@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+SETTLE_S = 90  # a daemon a deploy has just started may still be "activating" (slurmctld)
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,10 @@ def prove(proof: Refusal, argv: list[str]) -> int:
     inventory = argv[0] if argv else "inventory/lab.py"
     lab_head = head()
     before = proof.probe(lab_head)
+    deadline = time.monotonic() + SETTLE_S
+    while before["active"] in ("activating", "reloading") and time.monotonic() < deadline:
+        time.sleep(2)
+        before = proof.probe(lab_head)
     deploy = subprocess.run([str(REPO / ".venv" / "bin" / "pyinfra"), "-y", inventory,
                              *proof.deploy], cwd=REPO, capture_output=True, text=True,
                             check=False, timeout=600)
