@@ -68,7 +68,9 @@ def converged(label: str) -> bool:
 
 
 def wait_for(podman: Podman, host: str, pattern: str, timeout: float = 300) -> bool:
-    """Until a process matching ``pattern`` (pgrep -f) runs on ``host``."""
+    """Until a process matching ``pattern`` (pgrep -f) runs on ``host``. Write the pattern so
+    that it does not match itself (``[d]pkg``, not ``dpkg``): pgrep leaves itself out, but not
+    the ``sh -c`` around it, whose command line holds the pattern (every drill fired at once)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if podman.exec(host, f"pgrep -f {pattern!r} >/dev/null && echo yes",
@@ -98,7 +100,7 @@ def killed_install(podman: Podman) -> bool:
     rerun must finish it (dpkg --configure -a) and converge."""
     proc = subprocess.Popen(DEPLOY, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    if not wait_for(podman, "lab-worker1", "dpkg.*nvidia|apt-get.*nvidia-smi"):
+    if not wait_for(podman, "lab-worker1", "[d]pkg.*nvidia|[a]pt-get.*nvidia-smi"):
         proc.kill()
         say("  the driver install never started on lab-worker1")
         return False
@@ -122,7 +124,7 @@ def interrupted(podman: Podman) -> bool:
     is still running on the hosts (bounded) and converge."""
     proc = subprocess.Popen(DEPLOY, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    if not wait_for(podman, "lab-worker1", "apt-get.*nvidia-smi"):
+    if not wait_for(podman, "lab-worker1", "[a]pt-get.*nvidia-smi"):
         proc.kill()
         say("  the driver install never started on lab-worker1")
         return False
