@@ -17,8 +17,8 @@ from roles.fabric_manager.defaults import KNOBS as FABRIC_MANAGER
 from roles.kubernetes.defaults import KNOBS as KUBERNETES
 from roles.monitoring.defaults import KNOBS as MONITORING
 from roles.munge.defaults import KNOBS as MUNGE
-from roles.rdma.defaults import KNOBS as RDMA
 from roles.nvidia_driver.defaults import KNOBS as NVIDIA_DRIVER
+from roles.rdma.defaults import KNOBS as RDMA
 from roles.slurm.defaults import KNOBS as SLURM
 from roles.vfio.defaults import KNOBS as VFIO
 
