@@ -197,7 +197,7 @@ def test_ib_write_bw(host: Host, site: Site, node: NodeSpec, note: Note,
     server = ["timeout", str(BW_SECONDS + 60), "ib_write_bw", "-d", peer_nic.name, *common,
               *cuda]
     peer_host.run("sh -c " + shlex.quote(" ".join(map(shlex.quote, server))
-                                         + " >/dev/null 2>&1 &"))
+                                         + " </dev/null >/dev/null 2>&1 &"))
     time.sleep(2)
     client = ["timeout", str(BW_SECONDS + 50), "ib_write_bw", "-d", nic.name, *common, *cuda,
               _address(peer_host, peer)]
