@@ -168,7 +168,8 @@ def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (
         scheduler_sharing=cluster["scheduler_sharing"],
         max_fail_percent=cluster["max_fail_percent"],
         rdma_stack=cluster["rdma_stack"],
-        warnings=tuple(_partial_effects(nodes)),
+        warnings=tuple(_partial_effects(nodes) + _gpudirect_warnings(nodes,
+                                                                   cluster["rdma_stack"])),
     )
 
 
@@ -509,6 +510,27 @@ def _knob_settings(hosts: Sequence[HostInput], knobs: Sequence[Knob],
 
 
 # ---------------------------------------------------------------------------- partial effects
+
+def _gpudirect_warnings(nodes: Sequence[NodeSpec], stack: str) -> list[SpecWarning]:
+    """GPU nodes with RDMA NICs but no GPUDirect RDMA path (gpuinfra.rdma.gpudirect_path):
+    valid, but GPU memory then goes through host memory. Said now, not only at deploy."""
+    from gpuinfra.knowledge.packages import open_modules_for  # imported here: no import
+    from gpuinfra.rdma import gpudirect_path  # cycle through gpuinfra.spec
+
+    found = []
+    for node in nodes:
+        if not node.rdma_nics or node.gpus is None or node.soft_roce:
+            continue
+        try:
+            open_modules = open_modules_for(node.gpus.model,
+                                            node.settings.get("nvidia_driver_open_modules"))
+        except GpuinfraError:
+            continue  # refused elsewhere
+        path = gpudirect_path(stack, open_modules, node.settings.get("rdma_peermem", True))
+        if path.path == "none":
+            found.append(SpecWarning(node.name, "rdma_nics", f"no GPUDirect RDMA: {path.reason}"))
+    return found
+
 
 def _partial_effects(nodes: Sequence[NodeSpec]) -> list[SpecWarning]:
     """Valid settings that today have only part of their effect: said, never silent."""

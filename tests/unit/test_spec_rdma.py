@@ -165,3 +165,11 @@ def test_a_fingerprint_of_another_key_is_refused():
 
 def test_an_unknown_stack_is_refused():
     assert problems(site(everywhere={"rdma_stack": "mlnx-ofed"}), "rdma_stack")
+
+
+def test_no_gpudirect_path_is_warned_at_validation():
+    spec = build_spec(site())  # inbox stack, H100 PCIe on the proprietary modules (default)
+    warned = [w for w in spec.warnings if w.host == "gpu01" and w.field == "rdma_nics"]
+    assert warned and "no GPUDirect RDMA" in warned[0].message
+    spec = build_spec(site(gpu01={"nvidia_driver_open_modules": True}))  # DMA-BUF
+    assert not [w for w in spec.warnings if w.field == "rdma_nics"]
