@@ -193,7 +193,13 @@ def test_ib_write_bw(host: Host, site: Site, node: NodeSpec, note: Note,
     index = gid_index(node.rdma_nics)
     if index is not None:
         common += ["-x", str(index)]
-    cuda = ["--use_cuda=0"] if node.gpus is not None and peer.gpus is not None else []
+    # GPU memory where both ends have GPUs and perftest was built with CUDA (the
+    # distributions' perftest is not: then host memory, said in the test's properties).
+    has_cuda = "ib_write_bw --help 2>&1 | grep -q -- --use_cuda"
+    cuda = ["--use_cuda=0"] if (node.gpus is not None and peer.gpus is not None
+                                and host.run(has_cuda).rc == 0
+                                and peer_host.run(has_cuda).rc == 0) else []
+    note("memory", "GPU (--use_cuda=0)" if cuda else "host")
     server = ["timeout", str(BW_SECONDS + 60), "ib_write_bw", "-d", peer_nic.name, *common,
               *cuda]
     peer_host.run("sh -c " + shlex.quote(" ".join(map(shlex.quote, server))
