@@ -36,7 +36,8 @@ test-tools:
 # Lint, unit and plan tests (promtool and amtool unpacked from Debian's packages first: the
 # alert rules' unit tests run `promtool test rules`), then the lab scenarios (deploy,
 # idempotence, verify; the broken-NVLink lab, which must fail verification on its broken
-# worker only; the VFIO role on the QEMU hypervisor guest). pytest's exit 5 ("no tests
+# worker only; the VFIO role on the QEMU hypervisor guest; the RDMA role on two QEMU guests
+# with Soft-RoCE and live ib_write_bw between them). pytest's exit 5 ("no tests
 # collected") is a failure here: a suite that collects nothing has proven nothing.
 test: $(STAMP) test-tools
 	$(BIN)/ruff check .
@@ -49,7 +50,7 @@ test: $(STAMP) test-tools
 # hand) and ends by removing its own: `make test` leaves no lab behind.
 molecule: $(STAMP)
 	$(PRIVATE_STATE) $(MOLECULE) test -s default && $(MOLECULE) test -s broken-nvlink && \
-	  $(MOLECULE) test -s vfio
+	  $(MOLECULE) test -s vfio && $(MOLECULE) test -s rdma
 
 unit: $(STAMP) test-tools
 	$(BIN)/pytest -q tests/unit

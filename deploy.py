@@ -15,6 +15,7 @@ from roles.kubernetes import kubernetes
 from roles.monitoring import monitoring
 from roles.munge import munge
 from roles.nvidia_driver import nvidia_driver
+from roles.rdma import rdma
 from roles.site import this_node
 from roles.slurm import slurm
 from roles.vfio import vfio
@@ -32,6 +33,9 @@ if node.gpus is not None:
     nvidia_driver(site, node, driver)
     fabric_manager(site, node, driver)  # NVSwitch profiles only (and fabric_manager_enabled)
     container_toolkit(site, node, driver)  # after containerd; unless container_toolkit_enabled
+
+if node.rdma_nics:
+    rdma(site, node)  # after the driver (nvidia-peermem); ATS, ACS, the IOMMU mode, Soft-RoCE
 
 if "slurm" in node.schedulers:  # both need the head: a failed head stops them everywhere
     munge(site, node, _if=site.head_up)  # one key for the cluster, from the head

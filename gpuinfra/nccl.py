@@ -454,17 +454,19 @@ def sbatch_script(
     gpu_type: str,
     ib_hcas: Sequence[str] = (),
     settings: JobSettings | None = None,
+    ib_gid_index: int | None = None,
 ) -> str:
     """The sbatch script that runs all_reduce_perf on ``threshold.nodes`` nodes of
     ``partition`` and exits non-zero unless the run passes ``threshold``.
 
     ib_hcas: the nodes' RDMA device names (exported as NCCL_IB_HCA when the job spans nodes).
+    ib_gid_index: their RoCE GID index (NCCL_IB_GID_INDEX; None: NCCL's own choice).
     Raises ScriptError for names that Slurm or the shell could misread.
     """
     job = settings or JobSettings()
     _check_values(partition, gpu_type, ib_hcas, job)
     lines = _header(partition, threshold, gpu_type, job)
-    lines += _body(threshold, ib_hcas, job)
+    lines += _body(threshold, ib_hcas, job, ib_gid_index)
     return "\n".join(lines) + "\n"
 
 
@@ -512,7 +514,8 @@ def _header(partition: str, threshold: BusbwThreshold, gpu_type: str,
     ]
 
 
-def _body(threshold: BusbwThreshold, ib_hcas: Sequence[str], job: JobSettings) -> list[str]:
+def _body(threshold: BusbwThreshold, ib_hcas: Sequence[str], job: JobSettings,
+          gid_index: int | None = None) -> list[str]:
     run = ["srun", f"--mpi={job.mpi}", job.binary, "-b", "8", "-e", "8G", "-f", "2", "-g", "1"]
     lines = [
         "set -u -o pipefail",
@@ -527,6 +530,8 @@ def _body(threshold: BusbwThreshold, ib_hcas: Sequence[str], job: JobSettings) -
     if threshold.nodes > 1 and ib_hcas:
         # '=': exact device names, so mlx5_1 does not also select mlx5_10..mlx5_19
         lines.append(f"export NCCL_IB_HCA='={','.join(ib_hcas)}'")
+        if gid_index is not None:  # RoCE: the GID of the spec's type (RoCE v2, IPv4)
+            lines.append(f"export NCCL_IB_GID_INDEX={int(gid_index)}")
     lines += [
         "",
         " ".join(shlex.quote(part) for part in run) + ' 2>&1 | tee "$LOG"',

@@ -21,6 +21,7 @@ DEVICE_OPTIONS_CHANGED = "NVIDIA device file options changed"
 KERNEL_ARGS_CHANGED = "IOMMU kernel arguments changed (boot loader updated)"
 VFIO_OPTIONS_CHANGED = "vfio-pci options changed (initramfs rebuilt)"
 VFIO_INITRAMFS_CHANGED = "VFIO modules added to the initramfs"
+ATS_CHANGED = "ATS_ENABLED set in NIC firmware (applies at the next reboot or mstfwreset)"
 
 
 def reboot_reasons(text: str | None) -> list[str]:

@@ -80,13 +80,30 @@ def missing_kernel_args(cmdline: str, args: Iterable[str]) -> list[str]:
     return [arg for arg in args if arg not in present]
 
 
-def grub_dropin(args: Sequence[str]) -> str:
+VFIO_WHY = "IOMMU on for VFIO passthrough"
+RDMA_WHY = "IOMMU passthrough mode for RDMA (GPUDirect)"
+RDMA_ARGS = ("iommu=pt",)  # NVIDIA's GPUDirect RDMA guide: no IOMMU translation for DMA
+
+
+def node_kernel_args(hypervisor: bool, rdma: bool, cpu_vendor: str) -> tuple[tuple[str, ...],
+                                                                           str]:
+    """Every IOMMU argument a node needs, and why: one list for the vfio and rdma roles, so
+    both write the same GRUB drop-in (one mechanism; whichever runs second changes nothing).
+    ``rdma``: the node has real RDMA NICs (not Soft-RoCE, which does no device DMA)."""
+    args: tuple[str, ...] = kernel_args(cpu_vendor) if hypervisor else ()
+    if rdma:
+        args += tuple(a for a in RDMA_ARGS if a not in args)
+    why = VFIO_WHY if hypervisor else RDMA_WHY
+    return args, why
+
+
+def grub_dropin(args: Sequence[str], why: str = VFIO_WHY) -> str:
     """/etc/default/grub.d/gpuinfra-vfio.cfg: the arguments added to every kernel entry.
 
     update-grub reads /etc/default/grub, then the drop-ins in name order; the line appends to
     ``GRUB_CMDLINE_LINUX`` so it keeps what the site and other drop-ins set.
     """
-    return (HEADER + "# IOMMU on for VFIO passthrough; applied by update-grub at the next boot.\n"
+    return (HEADER + f"# {why}; applied by update-grub at the next boot.\n"
             f'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX {" ".join(args)}"\n')
 
 

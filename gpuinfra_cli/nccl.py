@@ -26,6 +26,7 @@ from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge.nccl import min_busbw
 from gpuinfra.knowledge.topology import PROFILES
 from gpuinfra.nccl import JobSettings, judge_all_reduce, parse_all_reduce, sbatch_script
+from gpuinfra.rdma import gid_index
 from gpuinfra.slurmconf import node_gres_type
 from gpuinfra.spec import ClusterSpec, NodeSpec, Partition
 
@@ -122,12 +123,17 @@ def run_script(args: argparse.Namespace) -> int:
     plan = plan_job(spec, args.partition, args.nodes, gres_types)
     node, gpus = plan.first, plan.first.gpus
     assert gpus is not None  # plan_job keeps GPU nodes only
+    rates = {nic.rate_gbps for nic in node.rdma_nics}
+    nic_gbps = args.nic_gbps  # else the spec's rate, when every NIC of the node declares one
+    if nic_gbps is None and args.min_busbw is None and len(rates) == 1 and None not in rates:
+        nic_gbps = rates.pop()
     threshold = min_busbw(gpus.topology.name, gpus.model.key, gpus.count, len(plan.nodes),
-                          len(node.rdma_nics), args.nic_gbps, args.min_busbw)
+                          len(node.rdma_nics), nic_gbps, args.min_busbw)
     settings = JobSettings(mpi=args.mpi, binary=args.binary, time_limit=args.time,
                            exclude=plan.excluded)
     text = sbatch_script(plan.partition, threshold, plan.gpu_type,
-                         [nic.name for nic in node.rdma_nics], settings)
+                         [nic.name for nic in node.rdma_nics], settings,
+                         gid_index(node.rdma_nics))
     for note in plan.notes:
         print(f"note: {note}", file=sys.stderr)
     summary = (f"{len(plan.nodes)} node(s) x {gpus.count} {gpus.model.key} in partition "

@@ -9,8 +9,10 @@ _HGX_H100 = {
     "gpu_model": "H100-SXM5-80GB",
     "gpu_count": 8,
     "gpu_topology": "nvswitch-all-to-all",
-    "rdma_nics": [{"name": f"mlx5_{i}", "ats": True, "link_layer": "infiniband"}
-                  for i in range(8)],
+    # One NDR ConnectX-7 per GPU (roles/rdma): addresses as `lspci -D` lists them.
+    "rdma_nics": [{"name": f"mlx5_{i}", "pci": f"0000:{bus}:00.0", "ats": True,
+                   "link_layer": "infiniband", "rate_gbps": 400, "model": "ConnectX-7"}
+                  for i, bus in enumerate(("18", "2a", "3a", "5d", "9a", "ab", "ba", "db"))],
 }
 
 head = [("head01", {"ssh_hostname": "10.0.0.10"})]

@@ -117,6 +117,21 @@ HV_MACHINE = GuestMachine(devices=(
     "-audiodev", "none,id=snd0",
     "-device", "ich9-intel-hda,bus=br1,addr=0x3",
 ))
+# The segment NIC's place on the guest's root bus (lab/qemu.py puts it there), hence its name:
+# systemd's predictable name for bus 0, slot 0x10. The Soft-RoCE device is made on it.
+SEGMENT_SLOT = 0x10
+SEGMENT_NETDEV = f"enp0s{SEGMENT_SLOT}"
+# Two guests on a private segment with Soft-RoCE (rdma_rxe) on it: real verbs devices and
+# traffic, emulated speed. rxe derives its rate from the netdev's speed, which QEMU's
+# virtio-net leaves unknown: 1000 Mb/s assumed, width 1X SDR, 2.5 Gb/s (gpuinfra/knowledge/
+# nics.py). GID index 1: RoCE v2 over the IPv4 address (0 is the IPv6 link-local one).
+RDMA_SPEC = {
+    "soft_roce": True,
+    "rdma_nics": [{"name": "rxe0", "netdev": SEGMENT_NETDEV, "rate_gbps": 2.5,
+                   "gid_index": 1}],
+}
+RDMA_MACHINE = GuestMachine(memory_mib=1024, cpus=1, segment="rdma")
+
 # Healthy: GPU 0 to one VM; the NVLink-"bridged" pair and the audio device of their group to
 # another (the audio device by ID, the GPUs by address); GPU 1 stays the host's.
 HV_SPEC = {
@@ -160,6 +175,8 @@ PROFILES: dict[str, LabProfile] = {p.name: p for p in (
     LabProfile("hv-standins-group-split", HV_SPEC_GROUP_SPLIT, machine=HV_MACHINE,
                broken=True, broken_of="hv-standins", groups=("hypervisors",),
                host_prefix="lab-hv"),
+    # Two RDMA workers (`lab up --vm rdma-soft-roce=2`) on one segment, Soft-RoCE between them.
+    LabProfile("rdma-soft-roce", RDMA_SPEC, machine=RDMA_MACHINE, host_prefix="lab-rdma"),
 )}
 
 # Healthy workers take these profiles in turn; `lab up --broken` adds one broken worker.

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.podman import last_line, sbin_path
-from lab.profiles import GuestMachine, HostPlan
+from lab.profiles import SEGMENT_SLOT, GuestMachine, HostPlan
 from lab.state import LabError, ensure_ed25519, say
 
 VM_TOOLS = {"qemu-system-x86_64": "qemu-system-x86", "qemu-img": "qemu-utils"}
@@ -133,7 +133,8 @@ def qemu_command(plan: HostPlan, machine: GuestMachine, folder: Path, port: int,
         side = "listen" if segment.listen else "connect"
         cmd += [
             "-netdev", f"socket,id=segment,{side}=127.0.0.1:{segment.port}",
-            "-device", f"virtio-net-pci,netdev=segment,mac={segment.mac}",
+            "-device", f"virtio-net-pci,netdev=segment,mac={segment.mac},"
+                       f"addr={SEGMENT_SLOT:#x}",
             "-fw_cfg", f"name=opt/gpuinfra/segment,string={segment.address} {segment.mac}",
         ]  # fmt: skip
     return cmd + list(machine.devices)

@@ -18,11 +18,12 @@ from roles.kubernetes.defaults import KNOBS as KUBERNETES
 from roles.monitoring.defaults import KNOBS as MONITORING
 from roles.munge.defaults import KNOBS as MUNGE
 from roles.nvidia_driver.defaults import KNOBS as NVIDIA_DRIVER
+from roles.rdma.defaults import KNOBS as RDMA
 from roles.slurm.defaults import KNOBS as SLURM
 from roles.vfio.defaults import KNOBS as VFIO
 
 ROLE_KNOBS = (*COMMON, *NVIDIA_DRIVER, *FABRIC_MANAGER, *CONTAINERD, *CONTAINER_TOOLKIT, *MUNGE,
-              *SLURM, *KUBERNETES, *VFIO, *MONITORING)
+              *SLURM, *KUBERNETES, *VFIO, *RDMA, *MONITORING)
 
 
 def build_spec(hosts: Sequence[HostInput], duplicates: Sequence[str] = ()) -> ClusterSpec:

@@ -7,7 +7,8 @@ child process: see inventory_json.py) and turned into the typed cluster spec
 (gpuinfra.spec.build_cluster): the expectations. Each test
 runs once per host (test id ``test_x[HOST]``); a module may set ``VERIFY_NODES = "gpu"`` to
 run only on hosts whose spec lists GPUs
-(``"workers"``: only the workers group; ``"hypervisors"``: only the hypervisors group), and
+(``"workers"``: only the workers group; ``"hypervisors"``: only the hypervisors group;
+``"rdma"``: only hosts with rdma_nics), and
 ``VERIFY_SCHEDULER = "slurm"`` only on the nodes of that scheduler (node_schedulers). Hosts are
 reached with testinfra's paramiko backend (one connection per host and process) on a client
 that checks each host's SSH key against the site's known_hosts (verify/ssh.py: a changed key
@@ -101,6 +102,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         nodes = tuple(n for n in nodes if n.is_worker)
     elif which == "hypervisors":
         nodes = tuple(n for n in nodes if n.is_hypervisor)
+    elif which == "rdma":
+        nodes = tuple(n for n in nodes if n.rdma_nics)
     scheduler = getattr(metafunc.module, "VERIFY_SCHEDULER", None)
     if scheduler:
         nodes = tuple(n for n in nodes if scheduler in n.schedulers)
@@ -145,6 +148,12 @@ def _reach(site: Site, name: str) -> Host:
         return testinfra_host(site.target(name))
     except HostKeyProblem as exc:
         pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def reach(site: Site) -> Callable[[str], Host]:
+    """Another host of the site by name (for checks between two hosts: ib_write_bw)."""
+    return lambda name: _reach(site, name)
 
 
 @pytest.fixture(scope="module")

@@ -92,6 +92,17 @@ class MlxConfig:
                 "description": self.description, "truncated": self.truncated,
                 "params": {k: p.to_json() for k, p in self.params.items()}}
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> MlxConfig:
+        """The inverse of :meth:`to_json` (a fact's plain data back to the typed query)."""
+        params = {name: MlxParam(raw=p["raw"], value=p["value"], label=p["label"],
+                                 default=p.get("default"), current=p.get("current"),
+                                 modified=bool(p.get("modified")))
+                  for name, p in data.get("params", {}).items()}
+        return cls(device=data.get("device"), device_type=data.get("device_type"),
+                   name=data.get("name"), description=data.get("description"),
+                   truncated=bool(data.get("truncated")), params=params)
+
 
 def parse_mlxconfig(text: str) -> MlxConfig:
     """Read `mlxconfig`/`mstconfig` ``query`` output for one device (see the module doc)."""

@@ -2,12 +2,13 @@
 
 Where each value lives (pyinfra's own places, see README "Describing a site"):
 - ``inventory/<site>.py``: hosts, their groups (``head``, ``workers``, ``hypervisors``) and
-  per-host data (``gpu_model``, ``gpu_count``, ``gpu_topology``, ``gpu_sharing``, ``rdma_nics``;
+  per-host data (``gpu_model``, ``gpu_count``, ``gpu_topology``, ``gpu_sharing``, ``rdma_nics``,
+  ``soft_roce`` (lab only);
   on hypervisors ``vfio_devices``, ``vms``, ``vfio_nvlink``);
 - ``group_data/all.py``: cluster-wide values (``cluster_name``, ``schedulers``,
   ``driver_branch``, ``mig_strategy``, ``reboot_policy``, ``apt_mirror``, ``apt_proxy``,
   ``nvidia_repo_mirror``, ``offline``, ``slurm_partitions``, ``slurm_accounting``,
-  ``munge_key_rotation``, the ``kubernetes_*`` keys, ``scheduler_sharing``);
+  ``munge_key_rotation``, the ``kubernetes_*`` keys, ``scheduler_sharing``, ``rdma_stack``);
 - ``group_data/<group>.py``: values shared by a group (e.g. every worker's GPU model).
 """
 
@@ -42,6 +43,7 @@ MIG_STRATEGIES = ("single", "mixed")
 REBOOT_POLICIES = ("never", "if-needed")
 SHARING_MODES = ("none", "mig", "mps", "time-slicing")
 LINK_LAYERS = ("infiniband", "ethernet")
+RDMA_STACKS = ("inbox", "doca-ofed")
 # How passed-through GPUs are joined by NVLink: a bridge (or direct links) between the GPUs of
 # a group, or an NVSwitch board whose GPUs all reach each other through the switches.
 NVLINK_FABRICS = ("bridge", "nvswitch")
@@ -53,6 +55,9 @@ HOST_KEYS: dict[str, Any] = {
     "gpu_topology": None,
     "gpu_sharing": None,
     "rdma_nics": None,
+    # Lab only: the node's rdma_nics are Soft-RoCE (rdma_rxe) devices on its netdevs, made by
+    # the rdma role at boot; a real site never sets it.
+    "soft_roce": None,
     # The node's address on the cluster network (/etc/hosts, slurm.conf NodeAddr); default:
     # ssh_hostname when it is an IP.
     "node_address": None,
@@ -86,6 +91,9 @@ CLUSTER_KEYS: dict[str, Any] = {
     "kubernetes_device_plugin_version": k8s.DEFAULT_DEVICE_PLUGIN_VERSION,
     "kubernetes_image_repository": k8s.DEFAULT_IMAGE_REPOSITORY,
     "scheduler_sharing": None,
+    # The RDMA stack on hosts with rdma_nics: "inbox" (the distribution's rdma-core) or
+    # "doca-ofed" (NVIDIA's DOCA-OFED, pinned by roles/rdma/defaults.py). Never both.
+    "rdma_stack": "inbox",
     # Stop the whole deploy when more than this percent of the hosts failed: above it the
     # deploy itself is broken (data, a mirror, a pin), below it dead or sick nodes are the
     # normal state of a large cluster and the healthy ones converge.
@@ -130,10 +138,24 @@ class GpuSharing:
 
 @dataclass(frozen=True)
 class RdmaNic:
+    """One RDMA NIC of a node.
+
+    name: the verbs device (``mlx5_0``; ``rxe0`` for Soft-RoCE). pci: its PCI address,
+    ``DDDD:BB:SS.F`` lower case (None: Soft-RoCE, or not given). ats: ATS wanted in firmware.
+    link_layer: "infiniband" or "ethernet". rate_gbps: the port's expected rate (None: not
+    checked). model: a key of gpuinfra.knowledge.nics (None: not said). gid_index: RoCE GID
+    index NCCL uses (NCCL_IB_GID_INDEX; None: NCCL's own choice). netdev: the network
+    interface (RoCE; required for Soft-RoCE, whose device is made on it).
+    """
+
     name: str
     pci: str | None = None
     ats: bool = True
     link_layer: str = "infiniband"
+    rate_gbps: float | None = None
+    model: str | None = None
+    gid_index: int | None = None
+    netdev: str | None = None
 
 
 @dataclass(frozen=True)
@@ -196,6 +218,8 @@ class NodeSpec:
     vfio: VfioSpec | None = None
     # The schedulers this node belongs to (node_schedulers; default: the site's).
     schedulers: tuple[str, ...] = ()
+    # Lab only: rdma_nics are Soft-RoCE devices (see HOST_KEYS).
+    soft_roce: bool = False
 
     @property
     def is_head(self) -> bool:
@@ -261,6 +285,7 @@ class ClusterSpec:
     kubernetes: KubernetesSpec = field(default_factory=KubernetesSpec)
     scheduler_sharing: str | None = None
     max_fail_percent: int = 50
+    rdma_stack: str = "inbox"
     warnings: tuple[SpecWarning, ...] = ()
 
     def node(self, name: str) -> NodeSpec:

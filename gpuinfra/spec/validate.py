@@ -27,16 +27,17 @@ from gpuinfra.knowledge.gpus import (
 )
 from gpuinfra.knowledge.topology import PROFILES, gpu_count_problem
 from gpuinfra.platforms import node_address
+from gpuinfra.spec import rdma
 from gpuinfra.spec.knobs import Knob
 from gpuinfra.spec.model import (
     CLUSTER_KEYS,
     HEAD_GROUP,
     HOST_KEYS,
     HYPERVISOR_GROUP,
-    LINK_LAYERS,
     MIG_STRATEGIES,
     NOT_DEPLOYED,
     NVLINK_FABRICS,
+    RDMA_STACKS,
     REBOOT_POLICIES,
     ROLE_GROUPS,
     SCHEDULER_SHARING,
@@ -68,8 +69,6 @@ MPS_MIN_CLIENTS, MPS_MAX_CLIENTS = 2, 48  # Volta+ MPS: 48 clients per device [m
 # Names are matched whole (fullmatch): "$" would accept a trailing newline.
 _CLUSTER_NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}")
 _HOST_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9-]+)*")
-_NIC_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-_PCI_BDF = re.compile(r"([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
 _PARTITION = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _MEM_LIMIT = re.compile(r"\d{1,12}[KMGT]?B?", re.IGNORECASE)
 
@@ -148,6 +147,7 @@ def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (
     if "kubernetes" in cluster["schedulers"]:
         _check_kubernetes(nodes, cluster["kubernetes"], errs)
     partitions = _partitions(cluster, nodes, errs)
+    _check_rdma_stack(nodes, cluster["rdma_stack"], errs)
     if errs.errors:
         raise SpecInvalid(errs.errors)
     return ClusterSpec(
@@ -167,7 +167,9 @@ def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (
         kubernetes=cluster["kubernetes"],
         scheduler_sharing=cluster["scheduler_sharing"],
         max_fail_percent=cluster["max_fail_percent"],
-        warnings=tuple(_partial_effects(nodes)),
+        rdma_stack=cluster["rdma_stack"],
+        warnings=tuple(_partial_effects(nodes) + _gpudirect_warnings(nodes,
+                                                                   cluster["rdma_stack"])),
     )
 
 
@@ -273,6 +275,8 @@ def _cluster_values(hosts: Sequence[HostInput], errs: _Collector) -> dict[str, A
         "munge_key_rotation": _rotation(raw["munge_key_rotation"], errs),
         "kubernetes": _kubernetes(raw, errs),
         "scheduler_sharing": _scheduler_sharing(raw["scheduler_sharing"], errs),
+        "rdma_stack": _choice(CLUSTER, "rdma_stack", raw["rdma_stack"], RDMA_STACKS, errs,
+                              _WHERE_ALL),
         "max_fail_percent": _int(CLUSTER, "max_fail_percent", raw["max_fail_percent"], errs, 0,
                                  100, f"set max_fail_percent {_WHERE_ALL}: the percent of "
                                  "hosts that may fail before the whole deploy stops"),
@@ -434,7 +438,9 @@ def _node(host: HostInput, cluster: Mapping[str, Any], settings: Mapping[str, An
         groups=tuple(host.groups),
         gpus=gpus,
         sharing=sharing,
-        rdma_nics=(nics := _rdma_nics(host, errs)),
+        rdma_nics=(nics := rdma.rdma_nics(host, (soft := rdma.soft_roce(host, errs)), errs,
+                                           _check_nested_keys)),
+        soft_roce=soft,
         address=_address(host, errs),
         settings=settings,
         vfio=_vfio(host, gpus, nics, errs),
@@ -505,6 +511,27 @@ def _knob_settings(hosts: Sequence[HostInput], knobs: Sequence[Knob],
 
 # ---------------------------------------------------------------------------- partial effects
 
+def _gpudirect_warnings(nodes: Sequence[NodeSpec], stack: str) -> list[SpecWarning]:
+    """GPU nodes with RDMA NICs but no GPUDirect RDMA path (gpuinfra.rdma.gpudirect_path):
+    valid, but GPU memory then goes through host memory. Said now, not only at deploy."""
+    from gpuinfra.knowledge.packages import open_modules_for  # imported here: no import
+    from gpuinfra.rdma import gpudirect_path  # cycle through gpuinfra.spec
+
+    found = []
+    for node in nodes:
+        if not node.rdma_nics or node.gpus is None or node.soft_roce:
+            continue
+        try:
+            open_modules = open_modules_for(node.gpus.model,
+                                            node.settings.get("nvidia_driver_open_modules"))
+        except GpuinfraError:
+            continue  # refused elsewhere
+        path = gpudirect_path(stack, open_modules, node.settings.get("rdma_peermem", True))
+        if path.path == "none":
+            found.append(SpecWarning(node.name, "rdma_nics", f"no GPUDirect RDMA: {path.reason}"))
+    return found
+
+
 def _partial_effects(nodes: Sequence[NodeSpec]) -> list[SpecWarning]:
     """Valid settings that today have only part of their effect: said, never silent."""
     found = []
@@ -540,10 +567,6 @@ def _partial_effects(nodes: Sequence[NodeSpec]) -> list[SpecWarning]:
                                      "daemon (nvidia-imex) on every compute tray: no role "
                                      "installs or configures it yet; the fabric registration "
                                      "is checked by `gpuinfra check --smi-q`"))
-        if node.rdma_nics:
-            found.append(SpecWarning(node.name, "rdma_nics",
-                                     "read by the NCCL script only (NCCL_IB_HCA): no RDMA role "
-                                     "yet, so ATS, GPUDirect RDMA and ACS are not configured"))
     return found
 
 
@@ -769,56 +792,19 @@ def _check_gpu_layout(host: str, field: str, layout: Mapping[str, Any], model: G
 
 # ---------------------------------------------------------------------------- NICs
 
-def _rdma_nics(host: HostInput, errs: _Collector) -> tuple[RdmaNic, ...]:
-    raw = host.data.get("rdma_nics")
-    if raw is None:
-        return ()
-    if isinstance(raw, (str, bytes)) or not isinstance(raw, (list, tuple)):
-        errs.add(host.name, "rdma_nics", raw, "must be a list", "[{'name': 'mlx5_0', 'pci': "
-                 "'0000:17:00.0', 'ats': True}]", f"fix rdma_nics {_WHERE_HOST}")
-        return ()
-    nics = [n for n in (_nic(host.name, i, item, errs) for i, item in enumerate(raw)) if n]
-    for name, count in Counter(n.name for n in nics).items():
-        if count > 1:
-            errs.add(host.name, "rdma_nics", name, "NIC listed twice", "each NIC once",
-                     "remove the duplicate")
-    return tuple(nics)
-
-
-_NIC_KEYS = ("name", "pci", "ats", "link_layer")
-
-
-def _nic(host: str, index: int, item: Any, errs: _Collector) -> RdmaNic | None:
-    field = f"rdma_nics[{index}]"
-    if isinstance(item, str):
-        item = {"name": item}
-    if not isinstance(item, Mapping):
-        errs.add(host, field, item, "must be a NIC name or a dict", "'mlx5_0' or {'name': "
-                 "'mlx5_0', 'pci': ..., 'ats': ..., 'link_layer': ...}", "fix the entry")
-        return None
-    name, pci = item.get("name"), item.get("pci")
-    ats, layer = item.get("ats", True), item.get("link_layer", "infiniband")
-    # ibv_devinfo prints "InfiniBand" / "Ethernet": accepted as it prints them, in any case.
-    layer = layer.lower() if isinstance(layer, str) else layer
-    ok = _check_nested_keys(host, field, item, _NIC_KEYS, "unknown NIC setting", errs)
-    if not isinstance(name, str) or not _NIC_NAME.fullmatch(name):
-        errs.add(host, f"{field}['name']", name, "missing or malformed RDMA device name",
-                 "an ibv device name such as 'mlx5_0'", "set the name `ibv_devices` shows")
-        ok = False
-    if pci is not None and not (isinstance(pci, str) and _PCI_BDF.fullmatch(pci)):
-        errs.add(host, f"{field}['pci']", pci, "malformed PCI address",
-                 "DDDD:BB:SS.F or BB:SS.F, as `lspci -D` prints", "copy the address from lspci")
-        ok = False
-    if not isinstance(ats, bool):
-        errs.add(host, f"{field}['ats']", ats, "must be True or False", "True, False",
-                 "write ats=True to enable ATS in firmware")
-        ok = False
-    if layer not in LINK_LAYERS:
-        errs.add(host, f"{field}['link_layer']", item.get("link_layer"), "unknown link layer",
-                 ", ".join(LINK_LAYERS) + " (in any case)",
-                 "set link_layer as `ibv_devinfo` reports it")
-        ok = False
-    return RdmaNic(name, pci, ats, layer) if ok else None
+def _check_rdma_stack(nodes: Sequence[NodeSpec], stack: str, errs: _Collector) -> None:
+    """DOCA-OFED comes from NVIDIA's repository: its signing key must be pinned (the
+    fingerprint the operator checked), as every other repository's is."""
+    if stack != "doca-ofed":
+        return
+    for node in nodes:
+        if node.rdma_nics and not node.settings.get("rdma_doca_key_fingerprint"):
+            errs.add(node.name, "rdma_doca_key_fingerprint", None, "rdma_stack = 'doca-ofed' "
+                     "without the fingerprint of the repository's signing key",
+                     "the 40 hex digits of GPG-KEY-Mellanox.pub (long key id "
+                     "A024F6F0E6D6A281), as `gpg --show-keys` prints them",
+                     f"set rdma_doca_key_fingerprint {_WHERE_ALL}, or rdma_stack = 'inbox'")
+            return
 
 
 # ---------------------------------------------------------------------------- hypervisors (VFIO)

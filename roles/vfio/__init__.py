@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 from pyinfra import host, logger
 from pyinfra.api import OperationError, deploy
-from pyinfra.facts.files import FileContents
 from pyinfra.operations import apt, files, server
 
 from gpuinfra import reboot
@@ -29,9 +28,7 @@ from gpuinfra.spec import NodeSpec
 from gpuinfra.spec.model import VfioSpec
 from gpuinfra.vfio import (
     GROUP_FIX,
-    GRUB_DROPIN,
     INITRAMFS_MODULES,
-    KERNEL_CMDLINE,
     LIBVIRT_DIR,
     MODPROBE_CONF,
     MODULES_LOAD,
@@ -40,24 +37,22 @@ from gpuinfra.vfio import (
     binding,
     domain_xml,
     group_problems,
-    grub_dropin,
-    kernel_args,
-    kernel_cmdline,
     modprobe_conf,
     modules_load_conf,
+    node_kernel_args,
     qm_hostpci,
     vm_functions,
 )
 from roles.apt import APT_CACHE_S
 from roles.checked import check_script, checked_files
 from roles.facts import (
-    BootLoader,
     CpuVendor,
     LibvirtDomains,
     PciFunctions,
     ProxmoxVersion,
     host_distro,
 )
+from roles.kernel_args import kernel_arguments
 from roles.reboot import reboot_when_needed
 from roles.vfio.operations import qm_vm, vfio_overrides
 
@@ -93,7 +88,9 @@ def vfio(site: Site, node: NodeSpec) -> None:
     bound = binding(spec.addresses, spec.ids, pci)
     _refuse_what_cannot_work(node.name, spec, bound, pci)
 
-    arguments = _kernel_arguments(kernel_args(host.get_fact(CpuVendor)))
+    arguments = kernel_arguments(*node_kernel_args(True, bool(node.rdma_nics) and
+                                                   not node.soft_roce,
+                                                   host.get_fact(CpuVendor)))
     options, in_initramfs = _boot_binding(spec.ids, node.settings["vfio_host_drivers"])
     vfio_overrides(name="Bind the devices passed by address to vfio-pci (driverctl)",
                    functions=list(bound.by_address))
@@ -139,42 +136,6 @@ def _refuse_what_cannot_work(name: str, spec: VfioSpec, bound: Binding, pci: Pci
     for pci_id in bound.unmatched_ids:
         logger.warning(f"{host.print_prefix}vfio: no device with ID {pci_id} on this host "
                        "(vfio_devices): nothing to claim")
-
-
-def _kernel_arguments(args: tuple[str, ...]) -> Any:
-    """The IOMMU arguments in the boot loader's configuration; returns the operation that
-    changed it (a reboot applies it)."""
-    loader = host.get_fact(BootLoader)
-    if loader == "systemd-boot":
-        current = "\n".join(host.get_fact(FileContents, path=KERNEL_CMDLINE) or [])
-        if "root=" not in current:
-            raise OperationError(f"vfio: {host.name}: {KERNEL_CMDLINE} has no root= "
-                                 "argument: not touching the kernel command line of a "
-                                 "systemd-boot host that does not boot from it")
-        stage = f"{STAGE}/cmdline"
-        changed = checked_files(
-            name=f"IOMMU kernel arguments in {KERNEL_CMDLINE}: {' '.join(args)}",
-            files={KERNEL_CMDLINE: kernel_cmdline(current, args)}, stage=stage,
-            check=check_script(f"test $(wc -l < {stage}/cmdline) -eq 1 && grep -q 'root=' "
-                               f"{stage}/cmdline", "the kernel command line check", stage))
-        server.shell(name="Copy the kernel command line to the ESPs (proxmox-boot-tool)",
-                     commands=["proxmox-boot-tool refresh"], _if=changed.did_change)
-        return changed
-    if loader != "grub":
-        raise OperationError(f"vfio: {host.name}: no update-grub and no proxmox-boot-tool "
-                             "with systemd-boot: cannot set the kernel arguments")
-    stage = f"{STAGE}/grub"
-    staged = f"{stage}/{GRUB_DROPIN.rsplit('/', 1)[1]}"
-    files.directory(name="GRUB drop-in directory", path=GRUB_DROPIN.rsplit("/", 1)[0])
-    changed = checked_files(
-        name=f"IOMMU kernel arguments for GRUB: {' '.join(args)}",
-        files={GRUB_DROPIN: grub_dropin(args)}, stage=stage,
-        # update-grub sources /etc/default/grub, then the drop-ins: the new one must source.
-        check=check_script(f"sh -ec '. /etc/default/grub; . {staged}; "
-                           "echo \"$GRUB_CMDLINE_LINUX\"'", "sh (GRUB's defaults)", stage))
-    server.shell(name="Regenerate the GRUB configuration (update-grub)",
-                 commands=["update-grub"], _if=changed.did_change)
-    return changed
 
 
 def _boot_binding(ids: tuple[str, ...], host_drivers: list[str]) -> tuple[Any, Any]:

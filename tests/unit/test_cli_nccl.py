@@ -238,3 +238,16 @@ def test_generated_job_runs_and_its_diagnosis_command_agrees(tmp_path, monkeypat
     argv = shlex.split(hint.removeprefix("diagnosis: "))
     assert argv[:4] == ["gpuinfra", "nccl", "check", "nccl-all-reduce-42.log"]
     assert main(argv[1:]) == 0
+
+
+def test_roce_nics_give_the_gid_index_and_their_rate_from_the_spec(tmp_path, monkeypatch,
+                                                                    capsys):
+    nics = ", ".join(f'{{"name": "mlx5_{i}", "link_layer": "ethernet", "rate_gbps": 400, '
+                     f'"gid_index": 3, "ats": False}}' for i in range(8))
+    node = ('{"gpu_model": "H100-SXM5-80GB", "gpu_count": 8, '
+            '"gpu_topology": "nvswitch-all-to-all", "rdma_nics": [' + nics + ']}')
+    inv = site(tmp_path, monkeypatch, f'[("hgx01", {node}), ("hgx02", {node})]')
+    code, out, err = run(capsys, "nccl", "script", "--inventory", inv)  # no --nic-gbps
+    assert code == 0, err
+    assert "MIN_BUSBW=387" in out  # the spec's 400 Gb/s, as with --nic-gbps 400
+    assert "export NCCL_IB_GID_INDEX=3" in out.splitlines()

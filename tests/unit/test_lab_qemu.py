@@ -33,11 +33,12 @@ def test_guests_follow_the_containers_and_broken_gives_the_broken_variant():
 
 
 def test_guest_profiles_are_table_entries():
-    assert profiles.GUEST_PROFILES == ("hv-standins",)
+    assert profiles.GUEST_PROFILES == ("hv-standins", "rdma-soft-roce")
     assert profiles.BROKEN_GUESTS == {"hv-standins": "hv-standins-group-split"}
     assert profiles.guest_problem("hv-standins", 1) is None
     assert "unknown guest profile" in profiles.guest_problem("rdma", 1)
     assert "between 1 and 4" in profiles.guest_problem("hv-standins", 5)
+    assert "between 1 and 2" in profiles.guest_problem("rdma-soft-roce", 3)  # one segment
     with pytest.raises(ValueError, match="guest profile"):
         profiles.build("hv-standins")
 
@@ -142,3 +143,14 @@ def test_a_guest_host_key_is_made_here_private_and_trusted_under_its_port(tmp_pa
     # ssh, paramiko and pyinfra look a non-22 port up as [address]:port.
     assert state.known_hosts_text({"lab-hv1": ("[127.0.0.1]:40022", [line])}) == \
         f"lab-hv1,[127.0.0.1]:40022 {kind} {blob}\n"
+
+
+def test_the_segment_nic_has_a_fixed_slot_so_its_name_is_known():
+    from lab.profiles import RDMA_SPEC, SEGMENT_NETDEV
+
+    plan = plan_hosts(workers=0, guests={"rdma-soft-roce": 2})
+    places = qemu.segment_places(plan[1:], {"rdma": 41000})
+    cmd = qemu.qemu_command(plan[1], plan[1].machine, Path("/x"), 2222, "tcg", "t",
+                            Path("/k"), places["lab-rdma1"])
+    assert any(part.endswith(",addr=0x10") and "netdev=segment" in part for part in cmd)
+    assert SEGMENT_NETDEV == "enp0s16" and RDMA_SPEC["rdma_nics"][0]["netdev"] == "enp0s16"

@@ -28,7 +28,8 @@ def test_knob_keys_are_unique_and_role_prefixed():
     keys = [k.key for k in ROLE_KNOBS]
     assert len(keys) == len(set(keys))
     prefixes = ("common_", "nvidia_driver_", "fabric_manager_", "containerd_",
-                "container_toolkit_", "munge_", "slurm_", "kubernetes_", "vfio_", "monitoring_")
+                "container_toolkit_", "munge_", "slurm_", "kubernetes_", "vfio_", "rdma_",
+                "monitoring_")
     assert all(k.startswith(prefixes) for k in keys), keys
 
 

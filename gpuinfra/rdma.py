@@ -1,0 +1,318 @@
+"""RDMA on a node, decided from data: ATS in NIC firmware, ACS on the GPU-NIC bridges, the
+GPUDirect RDMA path, NCCL's NIC settings, and the files the rdma role writes.
+
+Pure: no pyinfra, no I/O. The role hands it parsed facts and the typed spec; the verify suite
+and the unit tests call the same functions on captured outputs.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from gpuinfra.errors import GpuinfraError, ParseError, clip
+from gpuinfra.parsers._text import clean_lines
+from gpuinfra.parsers.mlxconfig import MlxConfig
+from gpuinfra.spec.model import RdmaNic
+
+HEADER = "# Managed by gpuinfra (roles/rdma): local edits are overwritten on the next deploy.\n"
+
+ACS_SCRIPT = "/usr/local/sbin/gpuinfra-acs-off"
+ACS_UNIT = "/etc/systemd/system/gpuinfra-acs-off.service"
+RXE_SCRIPT = "/usr/local/sbin/gpuinfra-soft-roce"
+RXE_UNIT = "/etc/systemd/system/gpuinfra-soft-roce.service"
+MODULES_LOAD = "/etc/modules-load.d/gpuinfra-rdma.conf"
+PEERMEM = "nvidia_peermem"  # /proc/modules spells it with "_"; modprobe takes either
+ATS = "ATS_ENABLED"
+# GPUDirect RDMA and IOMMU: translation off for the host's own devices (NVIDIA's GPUDirect
+# RDMA guide; one mechanism with the vfio role: gpuinfra.vfio.grub_dropin).
+KERNEL_ARGS = ("iommu=pt",)
+
+_BDF = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+
+# ---------------------------------------------------------------------------- ATS in firmware
+
+
+@dataclass(frozen=True)
+class AtsPlan:
+    """What to do about ``ATS_ENABLED`` on one NIC.
+
+    action: "none" (as wanted, now and after boot), "set" (Next-Boot differs: set it, then a
+    reboot or firmware reset applies it), "reboot" (Next-Boot is right, Current is not yet: a
+    reboot is pending). current/next_boot: the values read (None: not shown).
+    """
+
+    nic: str
+    action: str
+    wanted: bool
+    current: bool | None
+    next_boot: bool | None
+
+    @property
+    def why(self) -> str:
+        shown = (f"{self.nic}: {ATS} Current {_word(self.current)}, Next-Boot "
+                 f"{_word(self.next_boot)}")
+        if self.action == "set":
+            return f"{shown}: set to {_word(self.wanted)} (applies at the next reboot)"
+        if self.action == "reboot":
+            return f"{shown}: set, waiting for a reboot (or mstfwreset) to take effect"
+        return f"{shown}: as wanted"
+
+
+def _word(value: bool | None) -> str:
+    return "unknown" if value is None else ("True" if value else "False")
+
+
+def ats_plan(nic: str, wanted: bool, query: MlxConfig) -> AtsPlan:
+    """The plan for ``nic`` from its ``mstconfig -d <pci> -e query`` (or plain ``query``:
+    Next-Boot only, Current then unknown). Raises GpuinfraError when the firmware has no
+    ``ATS_ENABLED`` (old firmware or mstflint: nothing to set)."""
+    param = query.params.get(ATS)
+    if param is None:
+        raise GpuinfraError(f"{nic}: the firmware query shows no {ATS} (firmware or mstflint "
+                            "older than 4.13, or not a ConnectX-5 or later): update them, or "
+                            "set ats=False for this NIC")
+    next_boot = param.value if isinstance(param.value, bool) else None
+    current = param.current if isinstance(param.current, bool) else None
+    if next_boot != wanted:
+        action = "set"
+    elif current is not None and current != wanted:
+        action = "reboot"
+    else:
+        action = "none"
+    return AtsPlan(nic, action, wanted, current, next_boot)
+
+
+def ats_set_command(pci: str, wanted: bool) -> list[str]:
+    """mstconfig's command setting ATS for the next boot (-y: no prompt)."""
+    return ["mstconfig", "-y", "-d", pci, "set", f"{ATS}={1 if wanted else 0}"]
+
+
+# ---------------------------------------------------------------------------- the PCI tree
+
+# Each function's place in the tree: sysfs resolves /sys/bus/pci/devices/<addr> to
+# /sys/devices/pci0000:00/<root port>/<switch port>/.../<addr>.
+PCI_PATHS_COMMAND = ("for d in /sys/bus/pci/devices/*; do echo \"${d##*/} $(readlink -f "
+                     "\"$d\")\"; done")
+# Each RDMA device's PCI function (Soft-RoCE devices have none: "-").
+NIC_ADDRESSES_COMMAND = ("for d in /sys/class/infiniband/*; do [ -e \"$d\" ] || continue; "
+                         "a=-; [ -e \"$d/device\" ] && { l=$(readlink -f \"$d/device\"); "
+                         "a=${l##*/}; }; echo \"${d##*/} $a\"; done")
+
+
+def parse_pci_paths(text: str) -> dict[str, tuple[str, ...]]:
+    """``{address: (ancestor bridges from the root port down, ...)}`` from
+    :data:`PCI_PATHS_COMMAND` output."""
+    paths: dict[str, tuple[str, ...]] = {}
+    for no, line in enumerate(clean_lines(text), 1):
+        if not line.strip():
+            continue
+        address, _, path = line.strip().partition(" ")
+        if not _BDF.fullmatch(address) or not path.startswith("/sys/devices/"):
+            raise ParseError("sysfs PCI paths", f"expected 'ADDRESS /sys/devices/...', got "
+                             f"{line[:60]!r}", line=no)
+        chain = tuple(p for p in path.split("/") if _BDF.fullmatch(p))
+        if not chain or chain[-1] != address:
+            raise ParseError("sysfs PCI paths", f"{address} is not at the end of its path",
+                             line=no)
+        paths[address] = chain[:-1]
+    return paths
+
+
+def parse_nic_addresses(text: str) -> dict[str, str | None]:
+    """``{device: PCI address or None}`` from :data:`NIC_ADDRESSES_COMMAND` output."""
+    found: dict[str, str | None] = {}
+    for line in clean_lines(text):
+        parts = line.split()
+        if len(parts) == 2:
+            found[parts[0]] = parts[1] if _BDF.fullmatch(parts[1]) else None
+    return found
+
+
+def acs_control_command(bridges: Sequence[str]) -> str:
+    """Shell printing ``ADDRESS VALUE`` per bridge: its ACS Control register (4 hex digits),
+    or ``-`` when the bridge has no ACS capability."""
+    quoted = " ".join(shlex.quote(b) for b in bridges)
+    return (f"for b in {quoted}; do v=$(setpci -s \"$b\" ECAP_ACS+0x6.w 2>/dev/null) || v=-; "
+            "echo \"$b ${v:--}\"; done")
+
+
+def parse_acs_control(text: str) -> dict[str, int | None]:
+    """``{bridge: ACS Control value, None without ACS}`` from :func:`acs_control_command`."""
+    found: dict[str, int | None] = {}
+    for line in clean_lines(text):
+        parts = line.split()
+        if len(parts) == 2 and _BDF.fullmatch(parts[0]):
+            found[parts[0]] = int(parts[1], 16) if re.fullmatch(r"[0-9a-fA-F]{1,4}",
+                                                                parts[1]) else None
+    return found
+
+
+@dataclass(frozen=True)
+class GpuNicPair:
+    """A GPU and its nearest NIC, with the bridges peer traffic between them crosses below
+    their common ancestor (``shared``: how many ancestors they share)."""
+
+    gpu: str
+    nic: str
+    shared: int
+    bridges: tuple[str, ...]
+
+
+def nearest_pairs(gpus: Iterable[str], nics: Iterable[str],
+                  paths: Mapping[str, tuple[str, ...]]) -> list[GpuNicPair]:
+    """Each GPU with its nearest NIC(s) in the PCI tree: the most ancestors in common (ties:
+    every one of them). A GPU sharing not even a root port with any NIC has no pair: its
+    traffic to a NIC crosses the root complex, where NCCL does not use GPUDirect RDMA by
+    default (NCCL_NET_GDR_LEVEL), and ACS there is the IOMMU's business."""
+    pairs = []
+    nics = [n for n in nics if n in paths]
+    for gpu in gpus:
+        if gpu not in paths:
+            continue
+        ranked = [(_shared(paths[gpu], paths[nic]), nic) for nic in nics]
+        best = max((s for s, _ in ranked), default=0)
+        if best == 0:
+            continue
+        for shared, nic in ranked:
+            if shared == best:
+                below = paths[gpu][shared:] + paths[nic][shared:]
+                pairs.append(GpuNicPair(gpu, nic, shared, tuple(dict.fromkeys(below))))
+    return pairs
+
+
+def _shared(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    count = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        count += 1
+    return count
+
+
+def acs_bridges(pairs: Iterable[GpuNicPair], protected: Iterable[str] = ()) -> list[str]:
+    """The bridges whose ACS the role turns off: on some GPU-NIC path, never one in
+    ``protected`` (on a hypervisor, the bridges above a passed-through device: VFIO needs
+    their ACS for isolation)."""
+    keep = set(protected)
+    return sorted({b for p in pairs for b in p.bridges} - keep)
+
+
+def ancestors_of(devices: Iterable[str], paths: Mapping[str, tuple[str, ...]]) -> set[str]:
+    return {bridge for d in devices for bridge in paths.get(d, ())}
+
+
+def acs_script(bridges: Sequence[str]) -> str:
+    """The boot script turning ACS Control off on ``bridges`` (setpci writes do not survive a
+    reboot). Each write is read back: a bridge that kept ACS fails the unit."""
+    lines = [
+        "#!/bin/sh",
+        HEADER.rstrip("\n"),
+        "# ACS off on the PCIe bridges between each GPU and its nearest RDMA NIC, so peer",
+        "# traffic (GPUDirect RDMA) stays below the switch instead of going to the root complex.",
+        "set -e",
+    ]
+    for bridge in bridges:
+        if not _BDF.fullmatch(bridge):
+            raise GpuinfraError(f"not a PCI address: {clip(bridge)}")
+        lines += [f"setpci -s {bridge} ECAP_ACS+0x6.w=0000",
+                  f"[ \"$(setpci -s {bridge} ECAP_ACS+0x6.w)\" = 0000 ] || "
+                  f"{{ echo \"{bridge}: ACS still on\" >&2; exit 1; }}"]
+    return "\n".join(lines) + "\n"
+
+
+def oneshot_unit(description: str, script: str, after: Sequence[str] = (),
+                 wants: Sequence[str] = ()) -> str:
+    """A boot-time oneshot unit running ``script`` once per boot."""
+    order = [f"After={' '.join(after)}"] if after else []
+    pulls = [f"Wants={' '.join(wants)}"] if wants else []
+    return "\n".join([
+        HEADER.rstrip("\n"), "[Unit]", f"Description={description}", *pulls, *order, "",
+        "[Service]", "Type=oneshot", "RemainAfterExit=yes", f"ExecStart={script}", "",
+        "[Install]", "WantedBy=multi-user.target", "",
+    ])
+
+
+def acs_unit() -> str:
+    return oneshot_unit("gpuinfra: ACS off on the GPU-NIC PCIe bridges", ACS_SCRIPT)
+
+
+# ---------------------------------------------------------------------------- Soft-RoCE (lab)
+
+def rxe_script(nics: Sequence[RdmaNic]) -> str:
+    """The boot script making each Soft-RoCE device on its netdev (once: a device already
+    there is kept)."""
+    lines = ["#!/bin/sh", HEADER.rstrip("\n"),
+             "# Soft-RoCE (rdma_rxe) devices on the lab's segment: lab only (soft_roce).",
+             "set -e", "modprobe rdma_rxe"]
+    for nic in nics:
+        if nic.netdev is None:
+            raise GpuinfraError(f"Soft-RoCE NIC {nic.name} has no netdev")
+        name, netdev = shlex.quote(nic.name), shlex.quote(nic.netdev)
+        lines.append(f"rdma link show {name}/1 >/dev/null 2>&1 || "
+                     f"rdma link add {name} type rxe netdev {netdev}")
+    return "\n".join(lines) + "\n"
+
+
+def rxe_unit(nics: Sequence[RdmaNic]) -> str:
+    devices = [f"sys-subsystem-net-devices-{n.netdev}.device" for n in nics if n.netdev]
+    return oneshot_unit("gpuinfra: Soft-RoCE devices (lab)", RXE_SCRIPT,
+                        after=["network-online.target", *devices],
+                        wants=["network-online.target"])
+
+
+# ---------------------------------------------------------------------------- GPUDirect RDMA
+
+@dataclass(frozen=True)
+class GpuDirect:
+    """How GPU memory reaches the NICs: "peermem" (nvidia-peermem over PeerDirect),
+    "dma-buf" (the open GPU modules' DMA-BUF export) or "none"; with the reason."""
+
+    path: str
+    reason: str
+
+
+def gpudirect_path(stack: str, open_modules: bool, peermem: bool) -> GpuDirect:
+    """The GPUDirect RDMA path for a GPU node (docs/hardware-reference.md 3.3)."""
+    if stack == "doca-ofed" and peermem:
+        return GpuDirect("peermem", "DOCA-OFED's ib_core exports PeerDirect, which "
+                         "nvidia-peermem (shipped with the driver since R470) registers GPU "
+                         "memory with; it works with the open and the proprietary modules")
+    if open_modules:
+        return GpuDirect("dma-buf", "the open GPU kernel modules export GPU memory as DMA-BUF "
+                         "and the distribution's kernel (5.12+) and rdma-core (34+) import it "
+                         "(ibv_reg_dmabuf_mr), NVIDIA's recommended path; the inbox ib_core "
+                         "has no PeerDirect, so nvidia-peermem would not load")
+    return GpuDirect("none", "the inbox ib_core has no PeerDirect (nvidia-peermem cannot "
+                     "load) and the proprietary GPU modules export no DMA-BUF: GPU memory "
+                     "goes through host memory. Fix: nvidia_driver_open_modules = True, or "
+                     "rdma_stack = 'doca-ofed'")
+
+
+def peermem_modules_load() -> str:
+    return HEADER + "# GPUDirect RDMA through PeerDirect (DOCA-OFED).\nnvidia-peermem\n"
+
+
+# ---------------------------------------------------------------------------- NCCL
+
+def gid_index(nics: Sequence[RdmaNic]) -> int | None:
+    """The one RoCE GID index of a node's NICs (None: NCCL's own choice)."""
+    indexes = {n.gid_index for n in nics if n.gid_index is not None}
+    if len(indexes) > 1:
+        raise GpuinfraError(f"NICs with different GID indexes: {sorted(indexes)}")
+    return indexes.pop() if indexes else None
+
+
+def nccl_env(nics: Sequence[RdmaNic]) -> dict[str, str]:
+    """NCCL's NIC settings from the spec: ``NCCL_IB_HCA`` (exact names, ``=`` prefix: no
+    prefix matching, so mlx5_1 does not also select mlx5_10) and, for RoCE NICs with a GID
+    index, ``NCCL_IB_GID_INDEX``."""
+    if not nics:
+        return {}
+    env = {"NCCL_IB_HCA": "=" + ",".join(n.name for n in nics)}
+    index = gid_index(nics)
+    if index is not None:
+        env["NCCL_IB_GID_INDEX"] = str(index)
+    return env
