@@ -100,7 +100,7 @@ def killed_install(podman: Podman) -> bool:
     rerun must finish it (dpkg --configure -a) and converge."""
     proc = subprocess.Popen(DEPLOY, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    if not wait_for(podman, "lab-worker1", "[d]pkg --status-fd"):
+    if not wait_for(podman, "lab-worker1", "[d]pkg .*--status-fd"):
         proc.kill()
         say("  the driver install never started on lab-worker1")
         return False
