@@ -30,9 +30,14 @@ from gpuinfra.errors import ParseError
 from gpuinfra.knowledge.gpus import GpuModel
 from gpuinfra.parsers.gpus import parse_gpus
 from gpuinfra.parsers.mig import ComputeInstance, GpuInstance, parse_mig
-from gpuinfra.reboot import REBOOT_MARKER
 
 MIG_ENABLED = "Enabled"
+BOOT_SCRIPT = "/usr/local/sbin/gpuinfra-mig-layout"
+BOOT_UNIT = "gpuinfra-mig.service"
+BOOT_UNIT_PATH = f"/etc/systemd/system/{BOOT_UNIT}"
+# What reads the MIG devices and must start after them: the schedulers' node daemons and NVIDIA's
+# DCGM (the host engine enumerates MIG devices once, at its start).
+MIG_CONSUMERS = ("slurmd.service", "kubelet.service", "nvidia-dcgm.service")
 MIG_PENDING_REASON = "MIG mode changed on GPU {gpu} (takes effect after a GPU reset or a reboot)"
 
 # One command reads everything the plan needs; each part prints under its own marker line, and
@@ -337,17 +342,15 @@ def mode_is_current(index: int) -> str:
             f')" = {MIG_ENABLED} ]')
 
 
-def _record_pending(index: int) -> str:
-    reason = shlex.quote(MIG_PENDING_REASON.format(gpu=index))
-    marker = shlex.quote(REBOOT_MARKER)
-    directory = shlex.quote(REBOOT_MARKER.rsplit("/", 1)[0])
-    return f"mkdir -p {directory} && echo {reason} >> {marker}"
+def _say_pending(index: int) -> str:
+    return "echo " + shlex.quote(f"GPU {index}: MIG mode pending until a GPU reset or a "
+                                 f"reboot; {BOOT_UNIT} creates the instances at boot")
 
 
 def commands(plan: GpuPlan) -> list[str]:
     """The shell commands of a plan, in order. After a mode change, the instances are created
-    only when the mode is current; else the reboot marker records why a reset/reboot is due
-    (the boot unit creates them after it)."""
+    only when the mode is current (else the boot unit creates them after the reset/reboot the
+    role records in the reboot marker, :data:`MIG_PENDING_REASON`)."""
     if plan.refusal:
         raise ValueError(plan.refusal)
     out = []
@@ -365,9 +368,7 @@ def commands(plan: GpuPlan) -> list[str]:
     out.append(_smi("-i", i, "-mig", 1 if plan.set_mode else 0))
     if plan.set_mode:
         then = create or "true"
-        out.append(f"if {mode_is_current(i)}; then {then}; else {_record_pending(i)}; fi")
-    else:
-        out.append(f"if {mode_is_current(i)}; then {_record_pending(i)}; fi")
+        out.append(f"if {mode_is_current(i)}; then {then}; else {_say_pending(i)}; fi")
     return out
 
 
@@ -406,13 +407,6 @@ def boot_script(layout: Sequence[Mapping[str, int]], model: GpuModel) -> str:
     return "\n".join(lines) + "\n"
 
 
-
-BOOT_SCRIPT = "/usr/local/sbin/gpuinfra-mig-layout"
-BOOT_UNIT = "gpuinfra-mig.service"
-BOOT_UNIT_PATH = f"/etc/systemd/system/{BOOT_UNIT}"
-# What reads the MIG devices and must start after them: the schedulers' node daemons and NVIDIA's
-# DCGM (the host engine enumerates MIG devices once, at its start).
-MIG_CONSUMERS = ("slurmd.service", "kubelet.service", "nvidia-dcgm.service")
 
 
 def boot_unit_text() -> str:

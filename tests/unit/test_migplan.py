@@ -23,7 +23,6 @@ from gpuinfra.migplan import (
     plan_node,
     split_sections,
 )
-from gpuinfra.reboot import REBOOT_MARKER
 from tests.conftest import REAL, REPO
 
 MIG = REPO / "tests" / "fixtures" / "mig"
@@ -80,9 +79,9 @@ def test_fresh_gpu_plans_enable_then_create():
     assert plan.set_mode is True and plan.create == ("3g.40gb", "3g.40gb")
     cmds = commands(plan)
     assert cmds[0] == "nvidia-smi -i 0 -mig 1"
-    # Created at once where the mode went current; otherwise the marker says a reset is due.
+    # Created at once where the mode went current; otherwise at boot, after the reset.
     assert "nvidia-smi mig -i 0 -cgi 3g.40gb,3g.40gb -C" in cmds[1]
-    assert "mig.mode.current" in cmds[1] and REBOOT_MARKER in cmds[1]
+    assert "mig.mode.current" in cmds[1] and "pending" in cmds[1]
 
 
 def test_pending_mode_waits_for_the_reset():
@@ -132,7 +131,7 @@ def test_mig_off_destroys_everything_then_turns_the_mode_off():
     plan = plan_gpu(h100_seven(), {}, H100)
     cmds = commands(plan)
     assert plan.set_mode is False and len(plan.destroy) == 7
-    assert cmds[-2] == "nvidia-smi -i 0 -mig 0" and REBOOT_MARKER in cmds[-1]
+    assert cmds[-1] == "nvidia-smi -i 0 -mig 0" and plan.pending
 
 
 def test_gpu_without_mig_mode_is_refused():
