@@ -80,8 +80,9 @@ def _control(command: str) -> str:
     return f"/bin/sh -c {shlex.quote(f'echo {command} | {CONTROL}')}"
 
 
-def unit_text(sharing: GpuSharing, gpu_count: int) -> str:
-    """The control daemon's unit: compute mode first, then the daemon, then its limits.
+def unit_text(sharing: GpuSharing, gpu_count: int, compute_mode: bool = True) -> str:
+    """The control daemon's unit: compute mode first (unless ``compute_mode`` is False: no
+    GPU answers, as in the lab), then the daemon, then its limits.
 
     Boot order and bounded restart come from the shared boot drop-in (gpuinfra.units); the
     unit itself orders the schedulers after it (``Before=``), so no job starts without MPS."""
@@ -97,7 +98,10 @@ def unit_text(sharing: GpuSharing, gpu_count: int) -> str:
         f"Environment=CUDA_MPS_PIPE_DIRECTORY={PIPE_DIRECTORY}",
         f"Environment=CUDA_MPS_LOG_DIRECTORY={LOG_DIRECTORY}",
         f"ExecStartPre=/bin/mkdir -p {PIPE_DIRECTORY} {LOG_DIRECTORY}",
-        f"ExecStartPre={NVIDIA_SMI} -c {COMPUTE_MODE}",
+    ]
+    if compute_mode:
+        lines.append(f"ExecStartPre={NVIDIA_SMI} -c {COMPUTE_MODE}")
+    lines += [
         f"ExecStart={CONTROL} -d",
     ]
     lines += [f"ExecStartPost={_control(c)}" for c in control_commands(sharing, gpu_count)]

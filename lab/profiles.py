@@ -146,7 +146,10 @@ PROFILES: dict[str, LabProfile] = {p.name: p for p in (
                 "gpu_topology": "nvswitch-all-to-all"}, h100_sxm_nvswitch,
                expected_failures=NO_NVIDIA_MODULE),
     LabProfile("2x-h100-pcie-bridged",
-               {"gpu_model": "H100-PCIE-80GB", "gpu_count": 2, "gpu_topology": "bridged-pairs"},
+               {"gpu_model": "H100-PCIE-80GB", "gpu_count": 2, "gpu_topology": "bridged-pairs",
+                # MPS: the daemon runs for real without a GPU (roles/gpu_sharing/README.md)
+                "gpu_sharing": {"mode": "mps", "clients": 4, "thread_percentage": 50,
+                                "pinned_mem_limit": "8G"}},
                h100_pcie_bridged, expected_failures=NO_NVIDIA_MODULE),
     # Spec: NVLink-bridged pairs; hardware: PCIe only, P2P "NS" (the bridge is missing).
     LabProfile("2x-a100-pcie-bridge-missing",

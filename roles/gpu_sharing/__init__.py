@@ -164,14 +164,14 @@ def _mps(node: NodeSpec, driver: DriverRelease) -> None:
     stage = f"{STAGE}/mps"
     staged = shlex.quote(f"{stage}/{mps.UNIT_NAME}")
     unit = checked_files(name=f"MPS control daemon unit ({mps.UNIT_NAME}), checked by systemd",
-                         files={mps.UNIT_PATH: mps.unit_text(node.sharing, node.gpus.count)},
+                         files={mps.UNIT_PATH: mps.unit_text(
+                             node.sharing, node.gpus.count,
+                             node.settings["gpu_sharing_mps_compute_mode"])},
                          stage=stage, check=check_script(f"systemd-analyze verify {staged}",
                                                          "systemd", stage))
     boot_order([MPS_BOOT])
     systemd.daemon_reload(name="Reload systemd units (new MPS unit)", _if=unit.did_change)
-    start = bool(node.settings["gpu_sharing_mps_start"])
-    systemd.service(name=f"Run {mps.UNIT_NAME} (limits: "
-                    f"{'; '.join(mps.control_commands(node.sharing, node.gpus.count)) or 'none'})",
-                    service=mps.UNIT_NAME, enabled=True, running=start or None,
-                    restarted=start and (unit.will_change or bool(installed and
-                                                                  installed.will_change)))
+    limits = "; ".join(mps.control_commands(node.sharing, node.gpus.count)) or "none"
+    systemd.service(name=f"Run {mps.UNIT_NAME} (limits: {limits})", service=mps.UNIT_NAME,
+                    enabled=True, running=True,
+                    restarted=unit.will_change or bool(installed and installed.will_change))

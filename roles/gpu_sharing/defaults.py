@@ -12,9 +12,10 @@ KNOBS = (
     # Off: the role leaves MIG and MPS as they are (the schedulers still count the spec's
     # MIG/MPS resources: lay the GPUs out by hand, or with NVIDIA's MIG manager).
     Knob("gpu_sharing_enabled", True, boolean(), "the node-side MIG layout and MPS daemon"),
-    # Off: the MPS unit is written and enabled but not started now (it starts at the next
-    # boot). The lab turns it off: without a GPU the unit cannot set the compute mode.
-    Knob("gpu_sharing_mps_start", True, boolean(), "start the MPS daemon during the deploy"),
+    # Off: the MPS daemon's unit does not set compute mode EXCLUSIVE_PROCESS when it starts.
+    # Only where no GPU answers (the lab): the MPS documentation recommends the mode.
+    Knob("gpu_sharing_mps_compute_mode", True, boolean(),
+         "set EXCLUSIVE_PROCESS on the GPUs when the MPS daemon starts"),
 )
 
 DEFAULTS = defaults(KNOBS)

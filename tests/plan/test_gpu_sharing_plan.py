@@ -63,7 +63,7 @@ def rendered(data: dict) -> dict[str, str]:
     node = node_of(data)
     assert node.gpus is not None
     if node.sharing.mode == "mps":
-        return {mps.UNIT_PATH: mps.unit_text(node.sharing, node.gpus.count)}
+        return {mps.UNIT_PATH: mps.unit_text(node.sharing, node.gpus.count)}  # compute mode on
     return {MIG_PARTED_CONFIG: mig_parted_yaml([node]),
             migplan.BOOT_SCRIPT: migplan.boot_script(node.sharing.mig_layout, node.gpus.model),
             migplan.BOOT_UNIT_PATH: migplan.boot_unit_text()}

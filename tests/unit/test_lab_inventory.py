@@ -109,7 +109,9 @@ def test_inventory_without_a_lab_lists_the_default_specs(tmp_path: Path) -> None
         ("lab-worker1", {"gpu_model": "H100-SXM5-80GB", "gpu_count": 8,
                          "gpu_topology": "nvswitch-all-to-all", **expected}),
         ("lab-worker2", {"gpu_model": "H100-PCIE-80GB", "gpu_count": 2,
-                         "gpu_topology": "bridged-pairs", **expected}),
+                         "gpu_topology": "bridged-pairs",
+                         "gpu_sharing": {"mode": "mps", "clients": 4, "thread_percentage": 50,
+                                         "pinned_mem_limit": "8G"}, **expected}),
     ]  # fmt: skip
 
 

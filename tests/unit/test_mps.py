@@ -49,3 +49,7 @@ def test_unit_sets_compute_mode_dirs_and_limits():
     assert ("ExecStartPost=/bin/sh -c 'echo set_default_active_thread_percentage 25 | "
             "/usr/bin/nvidia-cuda-mps-control'") in unit
     assert "Before=slurmd.service" in unit and "PrivateTmp" not in unit
+
+
+def test_unit_without_compute_mode_for_gpuless_hosts():
+    assert "-c EXCLUSIVE_PROCESS" not in unit_text(MPS, 2, compute_mode=False)
