@@ -36,3 +36,7 @@ monitoring_alert_receivers = [{"name": "ops", "webhook_url": "http://127.0.0.1:5
 # without a GPU and takes its limits (roles/gpu_sharing/README.md), but no GPU answers a
 # compute-mode change: the unit leaves it out here.
 gpu_sharing_mps_compute_mode = False
+# The MIG lab profiles (lab/profiles.py) replay an all-balanced layout: a mixed layout, which
+# the spec accepts under mig_strategy "mixed" only (it sets the device plugin's strategy: no
+# Kubernetes in the lab).
+mig_strategy = "mixed"
