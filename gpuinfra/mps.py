@@ -90,7 +90,7 @@ def unit_text(sharing: GpuSharing, gpu_count: int, compute_mode: bool = True) ->
         "# Managed by gpuinfra (gpu_sharing mode mps): local edits are overwritten.",
         "[Unit]",
         "Description=NVIDIA CUDA MPS control daemon (all GPUs of this node)",
-        "Documentation=man:nvidia-cuda-mps-control(1)",
+        "Documentation=https://docs.nvidia.com/deploy/mps/index.html",
         "Before=slurmd.service kubelet.service",
         "",
         "[Service]",
