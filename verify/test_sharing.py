@@ -110,6 +110,8 @@ def test_mps_daemon_limits(host: Host, node: NodeSpec, note: Note) -> None:
 
 def test_mps_compute_mode(host: Host, node: NodeSpec, note: Note) -> None:
     _mps_node(node)
+    if not node.settings.get("gpu_sharing_mps_compute_mode", True):
+        pytest.skip("gpu_sharing_mps_compute_mode is False: the daemon leaves the mode as is")
     query = host.run("nvidia-smi --query-gpu=index,compute_mode --format=csv,noheader")
     if query.rc != 0:
         pytest.skip("nvidia-smi cannot query the GPUs (driver not loaded: see test_driver.py)")
