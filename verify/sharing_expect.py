@@ -112,6 +112,12 @@ def slurm_gres_findings(advertised: str, states: Sequence[GpuMigState]) -> list[
             f"{', '.join(f'{k}:{n}' for k, n in sorted(want.items())) or 'no MIG devices'}"]
 
 
+def boot_unit_findings(is_enabled: str) -> list[str]:
+    """`systemctl is-enabled` of the MIG boot unit: anything but ``enabled`` is a finding."""
+    state = is_enabled.strip()
+    return [] if state == "enabled" else [f"{BOOT_UNIT} is {state or 'not installed'}"]
+
+
 def mps_limit_findings(answered: str, expected: int) -> list[str]:
     """``get_default_active_thread_percentage``'s answer against the spec's percentage."""
     try:

@@ -24,6 +24,7 @@ from verify.expect import problem
 from verify.failure import fail
 from verify.sharing_expect import (
     ADVICE,
+    boot_unit_findings,
     compute_mode_findings,
     instance_findings,
     mig_mode_findings,
@@ -76,10 +77,11 @@ def test_mig_instances(node: NodeSpec, mig_states: list[GpuMigState], note: Note
 
 def test_mig_boot_unit_enabled(host: Host, node: NodeSpec, mig_states: list[GpuMigState],
                                note: Note) -> None:
-    enabled = host.run(f"systemctl is-enabled {BOOT_UNIT}").stdout.strip()
-    note("boot_unit", enabled)
-    if enabled != "enabled":
-        _fail(note, node, "boot", [f"{BOOT_UNIT} is {enabled or 'not installed'}"])
+    enabled = host.run(f"systemctl is-enabled {BOOT_UNIT}").stdout
+    note("boot_unit", enabled.strip())
+    found = boot_unit_findings(enabled)
+    if found:
+        _fail(note, node, "boot", found)
 
 
 def test_slurm_gres_equal_to_instances(controller: Host, node: NodeSpec,

@@ -8,6 +8,7 @@ from gpuinfra.migplan import node_state
 from tests.conftest import REAL, REPO
 from verify.sharing_expect import (
     ADVICE,
+    boot_unit_findings,
     compute_mode_findings,
     instance_findings,
     mig_mode_findings,
@@ -87,3 +88,9 @@ def test_h100_capture_instances():
     # -L printed before the instances existed: no MIG devices listed, the layout's missing.
     assert instance_findings(states, [{"1g.10gb": 7}]) == [
         "GPU 0: MIG devices none, the spec wants 7x 1g.10gb"]
+
+
+def test_boot_unit_enabled_or_named():
+    assert boot_unit_findings("enabled\n") == []
+    assert boot_unit_findings("disabled\n") == ["gpuinfra-mig.service is disabled"]
+    assert boot_unit_findings("") == ["gpuinfra-mig.service is not installed"]
