@@ -11,6 +11,7 @@ from roles.container_toolkit import container_toolkit
 from roles.containerd import containerd
 from roles.fabric_manager import fabric_manager
 from roles.gpu import node_driver
+from roles.gpu_sharing import gpu_sharing
 from roles.kubernetes import kubernetes
 from roles.monitoring import monitoring
 from roles.munge import munge
@@ -33,6 +34,7 @@ if node.gpus is not None:
     nvidia_driver(site, node, driver)
     fabric_manager(site, node, driver)  # NVSwitch profiles only (and fabric_manager_enabled)
     container_toolkit(site, node, driver)  # after containerd; unless container_toolkit_enabled
+    gpu_sharing(site, node, driver)  # MIG layout (kept at boot), MPS daemon: before the schedulers
 
 if node.rdma_nics:
     rdma(site, node)  # after the driver (nvidia-peermem); ATS, ACS, the IOMMU mode, Soft-RoCE

@@ -23,6 +23,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import yaml
+
 from gpuinfra.spec.model import NodeSpec
 
 MIG_PARTED_CONFIG = "/etc/nvidia-mig-manager/config.yaml"
@@ -67,3 +69,33 @@ def instances(layout: Sequence[Mapping[str, int]]) -> dict[str, int]:
         for profile, count in gpu.items():
             total[profile] += count
     return dict(total)
+
+
+def mig_parted_yaml(nodes: Iterable[NodeSpec]) -> str:
+    """:func:`mig_parted_config` as the file's text (YAML, keys in the documented order)."""
+    return ("# Managed by gpuinfra: the spec's MIG layout in nvidia-mig-parted's format.\n"
+            + yaml.safe_dump(mig_parted_config(nodes), sort_keys=False,
+                             default_flow_style=None))
+
+
+# The check the role runs on the staged file before it goes live (no mig-parted on the nodes:
+# this reads the file back as mig-parted does, version and per-entry keys).
+MIG_PARTED_CHECK = (
+    "import sys, yaml\n"
+    "c = yaml.safe_load(open(sys.argv[1]))\n"
+    "assert c['version'] == 'v1', 'version must be v1'\n"
+    "assert sys.argv[2] in c['mig-configs'], 'no config ' + sys.argv[2]\n"
+    "for entry in c['mig-configs'][sys.argv[2]]:\n"
+    "    assert set(entry) <= {'devices', 'mig-enabled', 'mig-devices', 'device-filter'}, entry\n"
+    "    assert isinstance(entry['mig-enabled'], bool), entry\n"
+    "    assert all(isinstance(n, int) and n > 0\n"
+    "               for n in entry.get('mig-devices', {}).values()), entry\n"
+)
+
+
+def slurm_mig_gres(mig_devices: Sequence[Sequence[str]]) -> list[str]:
+    """``Gres=`` items for the MIG devices a node really has (per GPU, the profiles
+    `nvidia-smi -L` lists), in the form of gpuinfra.slurmconf.node_gres: ``gpu:<profile>:<n>``;
+    a GPU without MIG devices is not counted (a whole GPU on a MIG node is not scheduled)."""
+    total: Counter[str] = Counter(p for gpu in mig_devices for p in gpu)
+    return [f"gpu:{profile}:{n}" for profile, n in sorted(total.items())]

@@ -31,3 +31,12 @@ monitoring_dcgm = False
 monitoring_grafana = False
 monitoring_alert_receivers = [{"name": "ops", "webhook_url": "http://127.0.0.1:5001/alerts",
                                "severities": ["critical", "warning"]}]
+
+# MPS on lab-worker2 (lab/profiles.py): Debian's nvidia-cuda-mps control daemon runs for real
+# without a GPU and takes its limits (roles/gpu_sharing/README.md), but no GPU answers a
+# compute-mode change: the unit leaves it out here.
+gpu_sharing_mps_compute_mode = False
+# The MIG lab profiles (lab/profiles.py) replay an all-balanced layout: a mixed layout, which
+# the spec accepts under mig_strategy "mixed" only (it sets the device plugin's strategy: no
+# Kubernetes in the lab).
+mig_strategy = "mixed"

@@ -24,6 +24,8 @@ from lab.replay import (
     HARDWARE,
     Profile,
     a100_pcie_bridge_missing,
+    a100_sxm_mig_balanced,
+    a100_sxm_mig_gpu1_differs,
     h100_pcie_bridged,
     h100_sxm_nvswitch,
 )
@@ -77,6 +79,9 @@ class LabProfile:
     groups: tuple[str, ...] = ("workers",)
     host_prefix: str = "lab-worker"
     expected_failures: Mapping[str, str] = field(default_factory=dict)
+    # Replayed hardware the unit tests read (tests/unit/test_lab_mig_replay.py); `lab up`
+    # never starts it (neither a default worker nor the --broken one).
+    replay_only: bool = False
 
     @property
     def is_guest(self) -> bool:
@@ -155,18 +160,36 @@ HV_SPEC_GROUP_SPLIT = {
 }
 
 
+# The MIG profiles' spec: all-balanced on both GPUs (a mixed layout: mig_strategy "mixed" in
+# group_data/lab.py).
+MIG_SPEC = {"gpu_model": "A100-SXM4-80GB", "gpu_count": 2, "gpu_topology": "pcie-only",
+            "gpu_sharing": {"mode": "mig", "mig_layout": {"3g.40gb": 1, "2g.20gb": 1,
+                                                          "1g.10gb": 2}}}
+
+
 PROFILES: dict[str, LabProfile] = {p.name: p for p in (
     LabProfile("8x-h100-sxm-nvswitch",
                {"gpu_model": "H100-SXM5-80GB", "gpu_count": 8,
                 "gpu_topology": "nvswitch-all-to-all"}, h100_sxm_nvswitch,
                expected_failures=NO_NVIDIA_MODULE),
     LabProfile("2x-h100-pcie-bridged",
-               {"gpu_model": "H100-PCIE-80GB", "gpu_count": 2, "gpu_topology": "bridged-pairs"},
+               {"gpu_model": "H100-PCIE-80GB", "gpu_count": 2, "gpu_topology": "bridged-pairs",
+                # MPS: the daemon runs for real without a GPU (roles/gpu_sharing/README.md)
+                "gpu_sharing": {"mode": "mps", "clients": 4, "thread_percentage": 50,
+                                "pinned_mem_limit": "8G"}},
                h100_pcie_bridged, expected_failures=NO_NVIDIA_MODULE),
     # Spec: NVLink-bridged pairs; hardware: PCIe only, P2P "NS" (the bridge is missing).
     LabProfile("2x-a100-pcie-bridge-missing",
                {"gpu_model": "A100-PCIE-40GB", "gpu_count": 2, "gpu_topology": "bridged-pairs"},
                a100_pcie_bridge_missing, broken=True, expected_failures=NO_NVIDIA_MODULE),
+    # MIG nodes, replayed from the DGX A100 `-L` capture (not among the default workers: a MIG
+    # node's slurmd needs NVML, AutoDetect=nvml, which a container without a GPU cannot give).
+    # The verify suite's MIG checks pass on the first and fail on GPU 1 of the second
+    # (tests/unit/test_lab_mig_replay.py).
+    LabProfile("2x-a100-sxm4-mig-balanced", MIG_SPEC, a100_sxm_mig_balanced,
+               expected_failures=NO_NVIDIA_MODULE, replay_only=True),
+    LabProfile("2x-a100-sxm4-mig-gpu1-differs", MIG_SPEC, a100_sxm_mig_gpu1_differs,
+               broken=True, expected_failures=NO_NVIDIA_MODULE, replay_only=True),
     # QEMU guests (`lab up --vm NAME[=N]`).
     LabProfile("hv-standins", HV_SPEC, machine=HV_MACHINE, groups=("hypervisors",),
                host_prefix="lab-hv"),
@@ -180,8 +203,11 @@ PROFILES: dict[str, LabProfile] = {p.name: p for p in (
 )}
 
 # Healthy workers take these profiles in turn; `lab up --broken` adds one broken worker.
-WORKER_PROFILES = tuple(name for name, p in PROFILES.items() if not p.broken and not p.is_guest)
-BROKEN_PROFILE = next(name for name, p in PROFILES.items() if p.broken and not p.is_guest)
+WORKER_PROFILES = tuple(name for name, p in PROFILES.items()
+                        if not p.broken and not p.is_guest and not p.replay_only)
+BROKEN_PROFILE = next(name for name, p in PROFILES.items()
+                      if p.broken and not p.is_guest and not p.replay_only)
+REPLAY_ONLY = tuple(name for name, p in PROFILES.items() if p.replay_only)
 # Guests `lab up --vm` may start, and the broken variant `--broken` gives each of them.
 GUEST_PROFILES = tuple(name for name, p in PROFILES.items() if p.is_guest and not p.broken)
 BROKEN_GUESTS = {p.broken_of: name for name, p in PROFILES.items() if p.broken_of}

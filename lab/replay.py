@@ -435,3 +435,77 @@ def a100_pcie_bridge_missing() -> Profile:
         + SUBSTITUTED_FIELDS
     )
     return p
+
+
+# MIG: the only real `nvidia-smi -L` capture with MIG devices is the first two GPUs of a DGX A100
+# 80GB laid out "all-balanced" (3g.40gb + 2g.20gb + 2x 1g.10gb per GPU; the author cut it at
+# `head -n10`). Its profiles replay it as a 2-GPU host: what the verify suite's MIG checks read.
+DGX_MIG_LISTING = "nvidia-smi-L/dgx-a100-80gb-mig-all-balanced-L-head-n10.txt"
+DGX_MIG_PAGE = (
+    "https://github.com/NVIDIA/deepops/blob/3957a42fb9af0b09c91b6d2ac9dc7925daf00523/"
+    "docs/slurm-cluster/nvml.md"
+)
+# GPU 1's 3g.40gb device: the line the broken variant drops.
+DGX_MIG_GPU1_3G = "  MIG 3g.40gb     Device  0: (UUID: MIG-51872ee5-5410-564e-abd2-27382756d2d4)\n"
+
+
+def _dgx_mig_gpus() -> list[dict[str, str]]:
+    return [
+        {
+            "index": str(i),
+            "name": name,
+            "uuid": uuid,
+            "driver_version": LAB_DRIVER_VERSION,
+            "persistence_mode": LAB_PERSISTENCE_MODE,
+            "mig.mode.current": "Enabled",
+            "mig.mode.pending": "Enabled",
+        }
+        for i, (name, uuid) in enumerate(parse_gpu_lines(read_real_text(DGX_MIG_LISTING)))
+    ]
+
+
+def _dgx_mig_sources(p: Profile) -> None:
+    p.sources["gpus.json"] = (
+        f"derived: name and UUID from tests/fixtures/real/{DGX_MIG_LISTING} ({DGX_MIG_PAGE}); "
+        "mig.mode.current and mig.mode.pending Enabled: the capture lists MIG devices, which "
+        "exist only with MIG mode on" + SUBSTITUTED_FIELDS.replace("this host was captured on "
+                                                                   "555.42.02", "the capture "
+                                                                   "does not say its driver")
+    )
+
+
+def a100_sxm_mig_balanced() -> Profile:
+    """A MIG node: 2x A100 SXM4 80GB, each GPU laid out all-balanced (the DGX capture)."""
+    p = Profile(
+        "2x-a100-sxm4-mig-balanced",
+        "2x A100-SXM4-80GB with MIG on, each laid out all-balanced (3g.40gb + 2g.20gb + "
+        "2x 1g.10gb): the first two GPUs of a DGX A100's `nvidia-smi -L`",
+        _dgx_mig_gpus(),
+    )
+    p.copy("L.txt", DGX_MIG_LISTING, "-L")
+    _dgx_mig_sources(p)
+    return p
+
+
+def a100_sxm_mig_gpu1_differs() -> Profile:
+    """BROKEN on purpose: the same node whose GPU 1 lost its 3g.40gb instance."""
+    p = Profile(
+        "2x-a100-sxm4-mig-gpu1-differs",
+        "BROKEN on purpose: the MIG node above whose GPU 1 has no 3g.40gb instance (what a "
+        "reboot without the boot unit, or a hand-made change, leaves): its instances differ "
+        "from the spec's layout on that GPU alone",
+        _dgx_mig_gpus(),
+    )
+    listing = read_real_text(DGX_MIG_LISTING)
+    assert DGX_MIG_GPU1_3G in listing
+    p.derive(
+        "L.txt",
+        listing.replace(DGX_MIG_GPU1_3G, ""),
+        f"SYNTHESIZED from tests/fixtures/real/{DGX_MIG_LISTING}: GPU 1's 3g.40gb line "
+        "removed, every other byte as captured",
+        "-L",
+    )
+    p.copy("L-captured.txt", DGX_MIG_LISTING, note=" (the listing L.txt is derived from; not "
+           "replayed)")
+    _dgx_mig_sources(p)
+    return p

@@ -23,6 +23,8 @@ from pyinfra.api.exceptions import FactProcessError
 
 from gpuinfra.aptpolicy import parse_apt_policy
 from gpuinfra.errors import ParseError
+from gpuinfra.migplan import STATE_COMMAND as MIG_STATE_COMMAND
+from gpuinfra.migplan import split_sections
 from gpuinfra.parsers.cpus import LSCPU_COMMAND, parse_lscpu, parse_meminfo_mb
 from gpuinfra.parsers.gpus import parse_gpus
 from gpuinfra.parsers.lspci import parse_lspci
@@ -85,6 +87,27 @@ class NvidiaGpus(FactBase):
 
     def process(self, output: list[str]) -> dict[str, Any]:
         return _parsed(parse_gpus, output, fields=GPU_FIELDS)
+
+
+class NvidiaMigState(FactBase):
+    """What the MIG plan reads (gpuinfra.migplan.STATE_COMMAND), one text per part:
+    ``{"list": <nvidia-smi -L>, "mode": <index, uuid, mig.mode.current, mig.mode.pending>,
+    "lgi": <nvidia-smi mig -lgi>, "lci": <-lci>, "apps": <--query-compute-apps>}``; ``{}``
+    without nvidia-smi. Turned into each GPU's state by gpuinfra.migplan.node_state."""
+
+    default = dict
+
+    def requires_command(self) -> str:
+        return "nvidia-smi"
+
+    def command(self) -> str:
+        return MIG_STATE_COMMAND
+
+    def process(self, output: list[str]) -> dict[str, str]:
+        try:
+            return split_sections("\n".join(output))
+        except ParseError as exc:
+            raise FactProcessError(str(exc)) from exc
 
 
 class NvidiaTopology(FactBase):

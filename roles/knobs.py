@@ -14,6 +14,7 @@ from roles.common.defaults import KNOBS as COMMON
 from roles.container_toolkit.defaults import KNOBS as CONTAINER_TOOLKIT
 from roles.containerd.defaults import KNOBS as CONTAINERD
 from roles.fabric_manager.defaults import KNOBS as FABRIC_MANAGER
+from roles.gpu_sharing.defaults import KNOBS as GPU_SHARING
 from roles.kubernetes.defaults import KNOBS as KUBERNETES
 from roles.monitoring.defaults import KNOBS as MONITORING
 from roles.munge.defaults import KNOBS as MUNGE
@@ -23,7 +24,7 @@ from roles.slurm.defaults import KNOBS as SLURM
 from roles.vfio.defaults import KNOBS as VFIO
 
 ROLE_KNOBS = (*COMMON, *NVIDIA_DRIVER, *FABRIC_MANAGER, *CONTAINERD, *CONTAINER_TOOLKIT, *MUNGE,
-              *SLURM, *KUBERNETES, *VFIO, *RDMA, *MONITORING)
+              *GPU_SHARING, *SLURM, *KUBERNETES, *VFIO, *RDMA, *MONITORING)
 
 
 def build_spec(hosts: Sequence[HostInput], duplicates: Sequence[str] = ()) -> ClusterSpec:

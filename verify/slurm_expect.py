@@ -60,8 +60,24 @@ def node_state_problem(name: str, seen: SlurmNode | None) -> str | None:
                    fix.replace("NODE", name))
 
 
+# GRES that share a GPU: Slurm 22.05 reports them typed with the GPU's type
+# (``mps:h100-pcie-80gb:200`` in sinfo, seen in the lab), while slurm.conf counts them untyped.
+SHARED_GRES = ("mps", "shard")
+
+
+def _untyped_sharing(seen: Mapping[str, int]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for key, count in seen.items():
+        name = key.split(":", 1)[0]
+        key = name if name in SHARED_GRES else key
+        out[key] = out.get(key, 0) + count
+    return out
+
+
 def gres_problems(expected: Mapping[str, int], seen: Mapping[str, int]) -> list[str]:
-    """``gpu:h100: expected 8, Slurm has 7`` per GRES whose count differs (both ways)."""
+    """``gpu:h100: expected 8, Slurm has 7`` per GRES whose count differs (both ways); shared
+    GRES (mps, shard) are compared untyped, as slurm.conf counts them."""
+    seen = _untyped_sharing(seen)
     out = []
     for key in sorted(set(expected) | set(seen)):
         if expected.get(key, 0) != seen.get(key, 0):

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from difflib import get_close_matches
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,9 @@ class MigProfile:
 
     media_extensions: the profile owns media engines that exist once per GPU (``+me``,
     ``+me.all``), so at most one such instance fits on a GPU.
+    placements: the memory slices where an instance may start (`nvidia-smi mig -lgipp`
+        ``Placements: {0,2,4}:2``); it covers ``memory_slices`` slices from there. Empty: not
+        known here (the layout is then checked by slice counts only).
     """
 
     name: str
@@ -43,6 +47,7 @@ class MigProfile:
     memory_slices: int
     max_instances: int
     media_extensions: bool = False
+    placements: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -99,25 +104,38 @@ class GpuModel:
         return bool(self.mig_profiles)
 
 
-def _mig(*rows: tuple[str, int, int, int]) -> dict[str, MigProfile]:
+def _mig(*rows: tuple[Any, ...]) -> dict[str, MigProfile]:
+    """Rows ``(name, compute slices, memory slices, max instances[, placements])``."""
     return {
-        name: MigProfile(name, c, m, n, media_extensions="+me" in name)
-        for name, c, m, n in rows
+        row[0]: MigProfile(row[0], row[1], row[2], row[3], media_extensions="+me" in row[0],
+                           placements=tuple(row[4]) if len(row) > 4 else ())
+        for row in rows
     }
 
 
 # Memory slices are eighths of the GPU's memory (1g 1/8, 1g-large and 2g 2/8, 3g/4g 4/8, 7g 8/8)
 # and compute slices sevenths of its SMs [mig-profiles]; the same on Ampere, Hopper and
 # Blackwell datacenter GPUs (MIG guide: B200/GB200 tables have the same fractions).
+# Placements (start slices on the 8-slice memory axis), as `nvidia-smi mig -lgipp` prints them
+# on an H100 80GB HBM3 (profile IDs 19/20/15/14/9/5/0: {0..6}:1, {0..6}:1, {0,2,4,6}:2,
+# {0,2,4}:2, {0,4}:4, {0}:4, {0}:8), the same on the H100 NVL in NVIDIA's MIG blog post and on
+# A100 in the MIG user guide's placement figure [mig-profiles]; posted captures:
+# tests/fixtures/mig/h100-80gb-hbm3-mig-lgipp-UNRESOLVED-SOURCE.txt.
+# No 1g instance starts on slice 7: 7x 1g fills slices 0-6, and a layout like
+# 3g + 2g + 2x 1g fits only with the 3g on slices 4-7.
+_PLACE_1, _PLACE_2_1G, _PLACE_2, _PLACE_4, _PLACE_0 = (
+    tuple(range(7)), (0, 2, 4, 6), (0, 2, 4), (0, 4), (0,))
+
+
 def _mig_7(g1: str, g1_large: str, g2: str, g3: str, g4: str, g7: str) -> dict[str, MigProfile]:
     return _mig(
-        (f"1g.{g1}", 1, 1, 7),
-        (f"1g.{g1}+me", 1, 1, 1),
-        (f"1g.{g1_large}", 1, 2, 4),
-        (f"2g.{g2}", 2, 2, 3),
-        (f"3g.{g3}", 3, 4, 2),
-        (f"4g.{g4}", 4, 4, 1),
-        (f"7g.{g7}", 7, 8, 1),
+        (f"1g.{g1}", 1, 1, 7, _PLACE_1),
+        (f"1g.{g1}+me", 1, 1, 1, _PLACE_1),
+        (f"1g.{g1_large}", 1, 2, 4, _PLACE_2_1G),
+        (f"2g.{g2}", 2, 2, 3, _PLACE_2),
+        (f"3g.{g3}", 3, 4, 2, _PLACE_4),
+        (f"4g.{g4}", 4, 4, 1, _PLACE_0),
+        (f"7g.{g7}", 7, 8, 1, _PLACE_0),
     )
 
 
@@ -184,8 +202,11 @@ _MODELS: tuple[GpuModel, ...] = (
         key="A30", smi_names=("NVIDIA A30",), pci_ids=("20b7",), memory_gb=24, form_factor="PCIe",
         nvlink_gen=3, nvlink_links=4, bridge_links=4, link_gbps=25.0,
         mig_slices=(4, 4),
-        mig_profiles=_mig(("1g.6gb", 1, 1, 4), ("1g.6gb+me", 1, 1, 1), ("2g.12gb", 2, 2, 2),
-                          ("2g.12gb+me", 2, 2, 1), ("4g.24gb", 4, 4, 1)),
+        # Placements: fixture nvidia-smi-mig-lgip/a30-24gb-mig-lgipp-placements.txt (profiles
+        # 14, 21, 5, 0: {0,1,2,3}:1, {0,1,2,3}:1, {0,2}:2, {0}:4); 2g.12gb+me as 2g.12gb.
+        mig_profiles=_mig(("1g.6gb", 1, 1, 4, (0, 1, 2, 3)), ("1g.6gb+me", 1, 1, 1, (0, 1, 2, 3)),
+                          ("2g.12gb", 2, 2, 2, (0, 2)), ("2g.12gb+me", 2, 2, 1, (0, 2)),
+                          ("4g.24gb", 4, 4, 1, (0,))),
         mig_min_branch=460,
     ),
     # NVLink 4, 18 links at 26.562: fixtures nvidia-smi-nvlink/h100-sxm-gpu0-...-26.562 and

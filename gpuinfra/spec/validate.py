@@ -537,25 +537,13 @@ def _partial_effects(nodes: Sequence[NodeSpec]) -> list[SpecWarning]:
     found = []
     for node in nodes:
         slurm, kube = "slurm" in node.schedulers, "kubernetes" in node.schedulers
-        if node.sharing.mode == "mig":
-            users = " and ".join(u for u, on in (("Slurm's GRES", slurm),
-                                                 ("the device plugin's resources", kube)) if on)
-            found.append(SpecWarning(node.name, "gpu_sharing['mig_layout']",
-                                     f"counted into {users or 'no scheduler'}, but no role "
-                                     "creates the MIG instances yet: create them by hand "
-                                     "(nvidia-smi mig -cgi) before jobs ask for them"))
-        elif node.sharing.mode == "mps" and slurm:
-            found.append(SpecWarning(node.name, "gpu_sharing",
-                                     "Slurm counts mps GRES, but no role starts the MPS daemon "
-                                     "or applies clients/thread_percentage/pinned_mem_limit "
-                                     "yet"))
-        elif node.sharing.mode == "mps" and kube and (node.sharing.mps_thread_percentage or
-                                                      node.sharing.mps_pinned_mem_limit):
+        if node.sharing.mode == "mps" and kube and not slurm and (
+                node.sharing.mps_thread_percentage or node.sharing.mps_pinned_mem_limit):
             found.append(SpecWarning(node.name, "gpu_sharing",
                                      "Kubernetes: the device plugin's MPS daemon gives each of "
                                      "the 'clients' replicas 1/clients of the GPU's memory and "
-                                     "SMs; thread_percentage and pinned_mem_limit are not "
-                                     "applied"))
+                                     "SMs; thread_percentage and pinned_mem_limit are applied "
+                                     "by the gpu_sharing role's daemon on Slurm nodes only"))
         if node.gpus is not None and node.gpus.model.fabric_services:
             found.append(SpecWarning(node.name, "gpu_model",
                                      f"{node.gpus.model.key}'s NVSwitch fabric also needs "

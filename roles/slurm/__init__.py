@@ -177,9 +177,12 @@ def slurm(site: Site, node: NodeSpec) -> None:
                            update=True, cache_time=APT_CACHE_S)
     files.directory(name=f"{CONF_DIR} exists", path=CONF_DIR, user="root", group="root",
                     mode="755")
-    check_as = node.short_name if node.is_worker else workers[0].short_name
+    # The head checks as a worker; one whose GPUs are not shared (mps, shard) when there is
+    # one: Slurm cannot merge a sharing node's GRES without its gres.conf (operations.py).
+    unshared = [w for w in workers if w.sharing.mode not in ("mps", "time-slicing")]
+    check_as = node.short_name if node.is_worker else (unshared or workers)[0].short_name
     config = checked_config(name="Slurm configuration, checked by Slurm before it goes in",
-                            files=texts, check_as=check_as)
+                            files=texts, check_as=check_as, elsewhere=not node.is_worker)
 
     accounting = spec.slurm_accounting and node.is_head
     boot_order([*boot_needs(node, spec.slurm_accounting),

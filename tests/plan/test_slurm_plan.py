@@ -318,7 +318,14 @@ def test_head_gres_conf_has_no_gpu_lines_and_the_check_runs_as_the_first_worker(
     result = plan_for(HEAD, fresh_lab("debian-12"))
     gres = staged(result)[GRES_CONF]
     assert [line for line in lines(gres) if line and not line.startswith("#")] == []
-    assert check_command(STAGE_DIR, WORKER1) in result.op(CONFIG_OP).commands
+    assert check_command(STAGE_DIR, WORKER1, elsewhere=True) in result.op(CONFIG_OP).commands
+
+
+def test_head_checks_as_a_worker_whose_gpus_are_not_shared():
+    # lab-worker2 shares its GPUs with MPS: Slurm cannot merge its GRES on the head (no
+    # gres.conf of its own there), so the head checks as lab-worker1, never as lab-worker2.
+    commands = plan_for(HEAD, fresh_lab("debian-12")).op(CONFIG_OP).commands
+    assert not [c for c in commands if f"-N {WORKER2}" in c]
 
 
 def test_site_gpu_type_and_extra_settings_reach_the_files():
@@ -339,8 +346,10 @@ def test_site_gpu_type_and_extra_settings_reach_the_files():
 def test_fresh_host_stages_then_lets_slurm_check_before_anything_goes_in(distro, name):
     op = plan_for(name, fresh_lab(distro)).op(CONFIG_OP)
     commands = list(op.commands)
-    check_as = WORKER1 if name == HEAD else name  # the head checks as its first worker
-    check = check_command(STAGE_DIR, check_as)
+    # The head checks as its first worker whose GPUs are not shared (lab-worker2 uses MPS),
+    # dropping the one line Slurm prints there about the worker's GPU files (operations.py).
+    check_as = WORKER1 if name == HEAD else name
+    check = check_command(STAGE_DIR, check_as, elsewhere=name == HEAD)
     assert f"slurmd -G -f {STAGE_DIR}/slurm.conf -N {check_as} " in check
     assert commands[0] == f"install -d -m 0700 {STAGE_DIR}"  # private: root only
     assert [(type(c), c.dest) for c in op.raw[1:4]] == [

@@ -109,7 +109,9 @@ def test_inventory_without_a_lab_lists_the_default_specs(tmp_path: Path) -> None
         ("lab-worker1", {"gpu_model": "H100-SXM5-80GB", "gpu_count": 8,
                          "gpu_topology": "nvswitch-all-to-all", **expected}),
         ("lab-worker2", {"gpu_model": "H100-PCIE-80GB", "gpu_count": 2,
-                         "gpu_topology": "bridged-pairs", **expected}),
+                         "gpu_topology": "bridged-pairs",
+                         "gpu_sharing": {"mode": "mps", "clients": 4, "thread_percentage": 50,
+                                         "pinned_mem_limit": "8G"}, **expected}),
     ]  # fmt: skip
 
 
@@ -133,7 +135,8 @@ def test_inventory_omits_hosts_the_lab_does_not_run(tmp_path: Path) -> None:
 
 def test_every_lab_profile_has_a_spec_and_a_folder(tmp_path: Path) -> None:
     specs = {name: p.spec for name, p in profiles.PROFILES.items()}
-    assert {*profiles.WORKER_PROFILES, profiles.BROKEN_PROFILE} == set(ALL_PROFILES)
+    assert {*profiles.WORKER_PROFILES, profiles.BROKEN_PROFILE, *profiles.REPLAY_ONLY} == \
+        set(ALL_PROFILES)
     assert {p.name for p in HARDWARE.iterdir()} == set(ALL_PROFILES)
     for name in ALL_PROFILES:
         manifest = json.loads((HARDWARE / name / "manifest.json").read_text())

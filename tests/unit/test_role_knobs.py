@@ -27,7 +27,7 @@ def test_every_knob_default_passes_its_own_rule():
 def test_knob_keys_are_unique_and_role_prefixed():
     keys = [k.key for k in ROLE_KNOBS]
     assert len(keys) == len(set(keys))
-    prefixes = ("common_", "nvidia_driver_", "fabric_manager_", "containerd_",
+    prefixes = ("common_", "gpu_sharing_", "nvidia_driver_", "fabric_manager_", "containerd_",
                 "container_toolkit_", "munge_", "slurm_", "kubernetes_", "vfio_", "rdma_",
                 "monitoring_")
     assert all(k.startswith(prefixes) for k in keys), keys

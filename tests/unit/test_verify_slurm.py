@@ -58,6 +58,11 @@ def test_gres_counts_compare_both_ways():
     assert gres_problems(want, {"gpu:h100-sxm5-80gb": 7}) == [
         "gpu:h100-sxm5-80gb: expected 8, Slurm has 7", "mps: expected 800, Slurm has 0"]
     assert gres_problems({}, {"shard": 4}) == ["shard: expected 0, Slurm has 4"]
+    # sinfo on the lab's MPS worker: the mps GRES typed with the GPU's type.
+    assert gres_problems({"gpu:h100-pcie-80gb": 2, "mps": 200},
+                         {"gpu:h100-pcie-80gb": 2, "mps:h100-pcie-80gb": 200}) == []
+    assert gres_problems({"mps": 200}, {"mps:h100-pcie-80gb": 100}) == [
+        "mps: expected 200, Slurm has 100"]
 
 
 def test_links_match_the_nvswitch_and_bridged_topologies():

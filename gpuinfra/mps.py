@@ -1,0 +1,114 @@
+"""CUDA MPS on a node whose spec says ``gpu_sharing = {"mode": "mps", ...}``: the control
+daemon's systemd unit and the limits it applies (docs/hardware-reference.md 7.3).
+
+One control daemon per node, for all its GPUs (one sharing mode per node): the node-wide
+daemon model of Slurm's gres/mps documentation [gres-guide], rather than a per-job daemon
+started by a Prolog, because the daemon must also be there for the limits to hold (set at its
+start, for every server it spawns) and for the verify suite to read them back. Jobs asking
+``--gres=mps:N`` get ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` = their share from Slurm itself.
+
+- Directories: the documented defaults (``/tmp/nvidia-mps`` pipes, ``/var/log/nvidia-mps``
+  logs) [mps-env], set explicitly in the unit: clients (Slurm jobs, containers) find the
+  daemon without any environment of their own. The unit must not use PrivateTmp.
+- Limits, through the control interface after the daemon started [mps-tools] [mps-v2]:
+  ``set_default_active_thread_percentage <pct>`` (SMs a server's clients may use) and
+  ``set_default_device_pinned_mem_limit <dev> <size>`` per GPU (per client); both apply to
+  servers started afterwards, and the daemon starts none before a client connects.
+- ``clients``: MPS accepts at most 48 client contexts per device on Volta and newer
+  [mps-doc]; the MPS documents cited here give no control command that lowers it, so the spec's
+  value is the Kubernetes device plugin's replica count and is checked (2..48) there; on Slurm
+  nodes the per-job share is ``--gres=mps:N`` of 100 per GPU.
+- Compute mode ``EXCLUSIVE_PROCESS`` on every GPU before the daemon starts, as the MPS
+  documentation recommends, so only the MPS server opens the GPUs.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from gpuinfra.errors import GpuinfraError
+from gpuinfra.spec.model import GpuSharing
+
+UNIT_NAME = "gpuinfra-mps.service"
+UNIT_PATH = f"/etc/systemd/system/{UNIT_NAME}"
+PIPE_DIRECTORY = "/tmp/nvidia-mps"
+LOG_DIRECTORY = "/var/log/nvidia-mps"
+CONTROL = "/usr/bin/nvidia-cuda-mps-control"
+NVIDIA_SMI = "/usr/bin/nvidia-smi"
+COMPUTE_MODE = "EXCLUSIVE_PROCESS"
+DEFAULT_THREAD_PERCENTAGE = 100  # the daemon's own default [mps-tools]
+
+_SIZE = re.compile(r"(?P<n>\d{1,12})(?P<unit>[KMGT]?)B?", re.IGNORECASE)
+
+
+def pinned_limit(size: str) -> str:
+    """The spec's ``pinned_mem_limit`` ("8G", "512MB", "8589934592") as the control command
+    takes it: an integer with ``M`` or ``G`` [mps-tools]."""
+    match = _SIZE.fullmatch(size.strip())
+    if not match:
+        raise GpuinfraError(f"not a memory size: {size!r}")
+    n, unit = int(match["n"]), match["unit"].upper()
+    if unit == "T":
+        return f"{n * 1024}G"
+    if unit in ("G", "M"):
+        return f"{n}{unit}"
+    mib = -(-n // 1024) if unit == "K" else -(-n // (1024 * 1024))
+    return f"{max(mib, 1)}M"
+
+
+def control_commands(sharing: GpuSharing, gpu_count: int) -> list[str]:
+    """The control-interface commands that apply the spec's limits (one per line of input)."""
+    if sharing.mode != "mps":
+        raise GpuinfraError(f"MPS limits asked for a node in mode {sharing.mode!r}")
+    lines = []
+    if sharing.mps_thread_percentage is not None:
+        lines.append(f"set_default_active_thread_percentage {sharing.mps_thread_percentage}")
+    if sharing.mps_pinned_mem_limit is not None:
+        limit = pinned_limit(sharing.mps_pinned_mem_limit)
+        lines += [f"set_default_device_pinned_mem_limit {dev} {limit}"
+                  for dev in range(gpu_count)]
+    return lines
+
+
+def expected_thread_percentage(sharing: GpuSharing) -> int:
+    """What ``get_default_active_thread_percentage`` must answer on the node."""
+    return sharing.mps_thread_percentage or DEFAULT_THREAD_PERCENTAGE
+
+
+def _control(command: str) -> str:
+    return f"/bin/sh -c {shlex.quote(f'echo {command} | {CONTROL}')}"
+
+
+def unit_text(sharing: GpuSharing, gpu_count: int, compute_mode: bool = True) -> str:
+    """The control daemon's unit: compute mode first (unless ``compute_mode`` is False: no
+    GPU answers, as in the lab), then the daemon, then its limits.
+
+    Boot order and bounded restart come from the shared boot drop-in (gpuinfra.units); the
+    unit itself orders the schedulers after it (``Before=``), so no job starts without MPS."""
+    lines = [
+        "# Managed by gpuinfra (gpu_sharing mode mps): local edits are overwritten.",
+        "[Unit]",
+        "Description=NVIDIA CUDA MPS control daemon (all GPUs of this node)",
+        "Documentation=https://docs.nvidia.com/deploy/mps/index.html",
+        "Before=slurmd.service kubelet.service",
+        "",
+        "[Service]",
+        "Type=forking",
+        f"Environment=CUDA_MPS_PIPE_DIRECTORY={PIPE_DIRECTORY}",
+        f"Environment=CUDA_MPS_LOG_DIRECTORY={LOG_DIRECTORY}",
+        f"ExecStartPre=/bin/mkdir -p {PIPE_DIRECTORY} {LOG_DIRECTORY}",
+    ]
+    if compute_mode:
+        lines.append(f"ExecStartPre={NVIDIA_SMI} -c {COMPUTE_MODE}")
+    lines += [
+        f"ExecStart={CONTROL} -d",
+    ]
+    lines += [f"ExecStartPost={_control(c)}" for c in control_commands(sharing, gpu_count)]
+    lines += [
+        f"ExecStop={_control('quit')}",
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,65 @@
+"""The MIG checks of the verify suite on the lab's replayed MIG hardware (lab/hardware/
+2x-a100-sxm4-mig-*): the stand-in nvidia-smi answers the checks' own command, part by part, as
+on a lab worker; the healthy node passes, the broken one fails on GPU 1 alone."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+
+import pytest
+
+from gpuinfra.migplan import STATE_COMMAND, node_state, split_sections
+from lab.profiles import PROFILES
+from tests.conftest import REPO
+from verify.sharing_expect import instance_findings, mig_mode_findings, slurm_gres_findings
+
+STAND_IN = REPO / "lab" / "nvidia-smi"
+
+
+def replayed_state(profile: str, tmp_path):
+    """Run the verify suite's MIG state command with the stand-in as `nvidia-smi`."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\nexec {os.sys.executable} {STAND_IN} \"$@\"\n")
+    smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+           "GPUINFRA_LAB_HARDWARE": str(REPO / "lab" / "hardware" / profile)}
+    out = subprocess.run(["sh", "-c", STATE_COMMAND], capture_output=True, text=True, env=env,
+                         check=True).stdout
+    return node_state(split_sections(out))
+
+
+def layout(profile: str):
+    return [PROFILES[profile].spec["gpu_sharing"]["mig_layout"]] * 2
+
+
+def test_healthy_mig_node_passes(tmp_path):
+    name = "2x-a100-sxm4-mig-balanced"
+    states = replayed_state(name, tmp_path)
+    assert [s.mig_current for s in states] == [True, True]
+    assert mig_mode_findings(states, layout(name)) == []
+    assert instance_findings(states, layout(name)) == []
+    assert slurm_gres_findings("gpu:1g.10gb:4,gpu:2g.20gb:2,gpu:3g.40gb:2", states) == []
+
+
+def test_broken_mig_node_fails_on_gpu_1_alone(tmp_path):
+    name = "2x-a100-sxm4-mig-gpu1-differs"
+    assert PROFILES[name].broken
+    states = replayed_state(name, tmp_path)
+    assert mig_mode_findings(states, layout(name)) == []
+    found = instance_findings(states, layout(name))
+    assert len(found) == 1 and found[0].startswith("GPU 1: ")
+    # Slurm, told the spec's layout, advertises a 3g.40gb device GPU 1 does not have.
+    assert slurm_gres_findings("gpu:1g.10gb:4,gpu:2g.20gb:2,gpu:3g.40gb:2", states)
+
+
+@pytest.mark.parametrize("profile", ["2x-a100-sxm4-mig-balanced", "2x-a100-sxm4-mig-gpu1-differs"])
+def test_mig_profiles_spec_is_valid(profile):
+    from gpuinfra.spec import HostInput
+    from roles.knobs import build_spec
+    spec = build_spec([HostInput("w", ("workers",), {"schedulers": [], "mig_strategy": "mixed",
+                                                     **PROFILES[profile].spec})])
+    assert spec.node("w").sharing.mode == "mig"
