@@ -46,9 +46,9 @@ def check_script(command: str, tool: str, stage: str, fail_pattern: str | None =
     output and gpuinfra's refusal ("gpuinfra: <tool> refused the new configuration") when it
     fails, or when its output matches ``fail_pattern`` (an ERE, for tools that report some
     errors with exit 0)."""
-    message = (f"gpuinfra: {tool} refused the new configuration ({command.split()[0]} on the "
-               f"files staged in {stage}); nothing was installed and the running service keeps "
-               "its current configuration. Fix the site data and deploy again.")
+    message = (f"gpuinfra: {tool} refused the new configuration (checked on the files staged "
+               f"in {stage}); nothing was installed and the running service keeps its current "
+               "configuration. Fix the site data and deploy again.")
     failed = "[ $rc -ne 0 ]"
     shown = "printf '%s\\n' \"$out\""
     if fail_pattern:

@@ -19,7 +19,7 @@ def test_a_failing_tool_refuses_with_its_own_output_and_gpuinfras_message():
     done = run(check_script("sh -c 'echo bad key >&2; exit 3'", "Tool", "/stage"))
     assert done.returncode == 1
     assert "bad key" in done.stderr
-    assert "gpuinfra: Tool refused the new configuration (sh on the files staged in /stage)" \
+    assert "gpuinfra: Tool refused the new configuration (checked on the files staged in /stage)" \
         in done.stderr
 
 
