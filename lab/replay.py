@@ -72,6 +72,7 @@ Q_FIELDS = {
     "pci.sub_device_id": "PCI/Sub System Id",
     "persistence_mode": "Persistence Mode",
     "mig.mode.current": "MIG Mode/Current",
+    "mig.mode.pending": "MIG Mode/Pending",
     "pstate": "Performance State",
     "compute_mode": "Compute Mode",
     "ecc.mode.current": "ECC Mode/Current",
