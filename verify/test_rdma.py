@@ -12,13 +12,13 @@ emulated speed (lab/README.md); firmware and GPU checks skip there, said why.
 from __future__ import annotations
 
 import shlex
-import time
 import warnings
 from collections.abc import Callable
 
 import pytest
 from testinfra.host import Host
 
+from gpuinfra.errors import ParseError
 from gpuinfra.knowledge.packages import open_modules_for
 from gpuinfra.parsers.mlxconfig import parse_mlxconfig
 from gpuinfra.parsers.pcisysfs import PCI_SYSFS_COMMAND, parse_pci_sysfs
@@ -63,6 +63,17 @@ from verify.rdma_expect import (
 VERIFY_NODES = "rdma"
 Note = Callable[[str, object], None]
 BW_SECONDS = 5  # perftest -D: seconds of traffic
+PERFTEST_PORT = 18515  # perftest's default TCP port for the connection exchange
+LISTEN_WAIT_S = 30
+
+
+def _measured(text: str) -> bool:
+    """Whether ``text`` holds a complete ib_write_bw result (banner and result rows)."""
+    try:
+        parse_ib_write_bw(text)
+    except ParseError:
+        return False
+    return True
 
 
 @pytest.fixture(scope="module")
@@ -202,13 +213,22 @@ def test_ib_write_bw(host: Host, site: Site, node: NodeSpec, note: Note,
     note("memory", "GPU (--use_cuda=0)" if cuda else "host")
     server = ["timeout", str(BW_SECONDS + 60), "ib_write_bw", "-d", peer_nic.name, *common,
               *cuda]
+    # No server left from an earlier run holds perftest's port on either end.
+    for end in (host, peer_host):
+        end.run("pkill -x ib_write_bw; true")
     peer_host.run("sh -c " + shlex.quote(" ".join(map(shlex.quote, server))
                                          + " </dev/null >/dev/null 2>&1 &"))
-    time.sleep(2)
+    # Until the server listens (seconds on a slow emulated guest), not a fixed pause.
+    peer_host.run(f"for i in $(seq {LISTEN_WAIT_S * 2}); do ss -ltn | grep -q ':{PERFTEST_PORT} ' "
+                  "&& break; sleep 0.5; done")
     client = ["timeout", str(BW_SECONDS + 50), "ib_write_bw", "-d", nic.name, *common, *cuda,
               _address(peer_host, peer)]
     out = host.run(" ".join(map(shlex.quote, client)))
-    if out.rc != 0:
+    if out.rc == 124 and _measured(out.stdout):
+        # The run measured and printed its result, then hung closing the connection (seen on
+        # Soft-RoCE under emulation) until timeout killed it: the measurement stands.
+        note("client", "printed its result, then was stopped by timeout while closing")
+    elif out.rc != 0:
         fail(note, message(node.name, [Finding(
             f"ib_write_bw from {nic.name} to {peer.name}/{peer_nic.name} failed (exit "
             f"{out.rc}): {(out.stderr or out.stdout).strip()[-300:]}",
