@@ -25,7 +25,7 @@ import sys
 
 from gpuinfra.migconfig import MIG_PARTED_CONFIG
 from gpuinfra.migplan import BOOT_SCRIPT, BOOT_UNIT, BOOT_UNIT_PATH
-from lab.refusal import REPO
+from lab.refusal import REPO, lab_ssh
 
 NODE = "lab-worker1"
 LAYOUT = {"mode": "mig", "mig_layout": {"3g.40gb": 2}}
@@ -48,8 +48,7 @@ FILE_STEPS = ("gpu_sharing | MIG layout as mig-parted config", "gpu_sharing | MI
 
 
 def on_node(command: str) -> tuple[int, str]:
-    run = subprocess.run(["ssh", "-F", str(REPO / ".lab" / "ssh_config"), NODE, command],
-                         capture_output=True, text=True, check=False, timeout=120)
+    run = lab_ssh(NODE, command, timeout=120)
     return run.returncode, (run.stdout + run.stderr).strip()
 
 

@@ -38,10 +38,14 @@ def head() -> dict:
     return next(h for h in lab["hosts"] if "head" in h["groups"])
 
 
+def lab_ssh(name: str, command: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``command`` on the lab host ``name`` over the lab's SSH configuration."""
+    return subprocess.run(["ssh", "-F", str(REPO / ".lab" / "ssh_config"), name, command],
+                          capture_output=True, text=True, check=False, timeout=timeout)
+
+
 def on_head(name: str, command: str) -> str:
-    run = subprocess.run(["ssh", "-F", str(REPO / ".lab" / "ssh_config"), name, command],
-                         capture_output=True, text=True, check=False, timeout=60)
-    return run.stdout.strip()
+    return lab_ssh(name, command).stdout.strip()
 
 
 def prove(proof: Refusal, argv: list[str]) -> int:
