@@ -41,7 +41,7 @@ test-tools:
 # collected") is a failure here: a suite that collects nothing has proven nothing.
 test: $(STAMP) test-tools
 	$(BIN)/ruff check .
-	$(BIN)/python -m lab.tools
+	$(BIN)/python -m gpuinfra_lab.tools
 	GPUINFRA_REQUIRE_TOOLS=1 $(BIN)/pytest -q -p no:cacheprovider; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 	$(MAKE) molecule
@@ -76,8 +76,8 @@ demo: $(STAMP)
 	$(BIN)/gpuinfra lab reboot
 	$(BIN)/python -m gpuinfra_cli.idempotence inventory/lab.py
 	$(BIN)/gpuinfra report --inventory inventory/lab.py
-	$(BIN)/python -m lab.bad_slurm_conf inventory/lab.py
-	$(BIN)/python -m lab.bad_prometheus_conf inventory/lab.py
+	$(BIN)/python -m gpuinfra_lab.bad_slurm_conf inventory/lab.py
+	$(BIN)/python -m gpuinfra_lab.bad_prometheus_conf inventory/lab.py
 	@echo
 	@echo "The lab is still up. Look inside: ssh -F .lab/ssh_config lab-worker1"
 	@echo "                     or: $(BIN)/gpuinfra lab status"
@@ -87,7 +87,7 @@ deploy: $(STAMP)
 	$(BIN)/pyinfra -y inventory/lab.py deploy.py
 
 verify: $(STAMP)
-	$(BIN)/pytest -q -p no:cacheprovider verify --inventory inventory/lab.py -n 4
+	$(BIN)/pytest -q -p no:cacheprovider gpuinfra_verify --inventory inventory/lab.py -n 4
 
 lab-up: $(STAMP)
 	$(BIN)/gpuinfra lab up

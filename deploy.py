@@ -2,48 +2,44 @@
 
 The table of contents of a deploy. config.py has validated the site's spec and every role's
 data before pyinfra connected; here the run's Site (the typed spec, built once per run) and
-this host's node are handed to each role, on the hosts whose spec asks for it. Every role is
-also usable alone: `pyinfra inventory/<site>.py roles/<role>/deploy.py`.
+this host's node are handed to each role in order. Where a role applies (GPU nodes, Slurm
+nodes, hypervisors...) is the role's own declaration (``applies`` in its ``__init__.py``),
+the same one its entry file uses: `pyinfra inventory/<site>.py gpuinfra_roles/<role>/deploy.py`.
 """
 
-from roles.common import common
-from roles.container_toolkit import container_toolkit
-from roles.containerd import containerd
-from roles.fabric_manager import fabric_manager
-from roles.gpu import node_driver
-from roles.gpu_sharing import gpu_sharing
-from roles.kubernetes import kubernetes
-from roles.monitoring import monitoring
-from roles.munge import munge
-from roles.nvidia_driver import nvidia_driver
-from roles.rdma import rdma
-from roles.site import this_node
-from roles.slurm import slurm
-from roles.vfio import vfio
+from gpuinfra_deploy.run.site import this_node
+from gpuinfra_roles import (
+    common,
+    container_toolkit,
+    containerd,
+    fabric_manager,
+    gpu_sharing,
+    kubernetes,
+    monitoring,
+    munge,
+    nvidia_driver,
+    rdma,
+    slurm,
+    vfio,
+)
 
 site, node = this_node()
 
-common(site, node)  # hostname, /etc/hosts, apt mirror and proxy, chrony, sysctls: every host
-containerd(site, node)  # Kubernetes nodes (every host with containerd_everywhere)
+common.apply(site, node)  # hostname, /etc/hosts, apt mirror and proxy, chrony, sysctls: every host
+containerd.apply(site, node)  # Kubernetes nodes (every host with containerd_everywhere)
+vfio.apply(site, node)  # hypervisors: IOMMU, vfio-pci for the VMs' devices, before any GPU driver
 
-if node.is_hypervisor:
-    vfio(site, node)  # IOMMU, vfio-pci for the VMs' devices, before any GPU driver claims them
+# GPU nodes; the four share one driver release per node
+nvidia_driver.apply(site, node)
+fabric_manager.apply(site, node)  # NVSwitch profiles only (and fabric_manager_enabled)
+container_toolkit.apply(site, node)  # after containerd; unless container_toolkit_enabled
+gpu_sharing.apply(site, node)  # MIG layout (kept at boot), MPS daemon: before the schedulers
 
-if node.gpus is not None:
-    driver = node_driver(site, node)  # one driver release for the three GPU roles
-    nvidia_driver(site, node, driver)
-    fabric_manager(site, node, driver)  # NVSwitch profiles only (and fabric_manager_enabled)
-    container_toolkit(site, node, driver)  # after containerd; unless container_toolkit_enabled
-    gpu_sharing(site, node, driver)  # MIG layout (kept at boot), MPS daemon: before the schedulers
+rdma.apply(site, node)  # hosts with rdma_nics, after the driver (nvidia-peermem); ATS, ACS
 
-if node.rdma_nics:
-    rdma(site, node)  # after the driver (nvidia-peermem); ATS, ACS, the IOMMU mode, Soft-RoCE
+# The scheduler roles need the head: a failed head stops them everywhere
+munge.apply(site, node)  # Slurm nodes: one key for the cluster, from the head
+slurm.apply(site, node)  # slurmctld on the head, slurmd on the workers
+kubernetes.apply(site, node)  # Kubernetes nodes: control plane on the head, workers joined
 
-if "slurm" in node.schedulers:  # both need the head: a failed head stops them everywhere
-    munge(site, node, _if=site.head_up)  # one key for the cluster, from the head
-    slurm(site, node, _if=site.head_up)  # slurmctld on the head, slurmd on the workers
-
-if "kubernetes" in node.schedulers:  # the control plane is the head: as for Slurm
-    kubernetes(site, node, _if=site.head_up)  # control plane, workers joined, GPU layer
-
-monitoring(site, node)  # Prometheus + Alertmanager on the head, exporters and GPU metrics
+monitoring.apply(site, node)  # Prometheus + Alertmanager on the head, exporters, GPU metrics

@@ -21,8 +21,8 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from lab.podman import Podman
-from lab.state import Paths, find_repo
+from gpuinfra_lab.podman import Podman
+from gpuinfra_lab.state import Paths, find_repo
 
 REPO = find_repo()
 BIN = REPO / ".venv" / "bin"
@@ -37,7 +37,7 @@ def fresh_lab() -> list[str]:
     for verb in ("down", "up"):
         if sh(str(BIN / "gpuinfra"), "lab", verb).returncode != 0:
             raise SystemExit(f"gpuinfra lab {verb} failed")
-    from lab.profiles import plan_hosts
+    from gpuinfra_lab.profiles import plan_hosts
 
     return [h.name for h in plan_hosts()]
 

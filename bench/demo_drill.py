@@ -8,7 +8,7 @@ gate, the verify report, the broken slurm.conf refusal. Stops at the first failu
 the tail of its log (.lab/demo-drill-<n>.log keeps each run's output). The lab is removed at
 the end unless --keep. Exit 0 when every run passed.
 
-Not part of `make test` (each run takes minutes); its results are quoted in lab/README.md.
+Not part of `make test` (each run takes minutes); its results are quoted in gpuinfra_lab/README.md.
 """
 
 from __future__ import annotations

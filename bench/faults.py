@@ -20,8 +20,8 @@ import subprocess
 import sys
 import time
 
-from lab.podman import Podman
-from lab.state import Paths, find_repo
+from gpuinfra_lab.podman import Podman
+from gpuinfra_lab.state import Paths, find_repo
 
 REPO = find_repo()
 BIN = REPO / ".venv" / "bin"

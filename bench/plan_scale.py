@@ -5,7 +5,8 @@
 Each size is planned in a fresh child process (so memory is measured per size) with the plan
 harness of tests/plan (a real pyinfra State over @fake hosts whose facts come from the
 recorded JSON files, as the CLI orders operations) and with the project's engine installed
-(roles/engine.py, as config.py installs it). Prints, per size: wall time, peak RSS, operations
+(gpuinfra_deploy/pyinfra_patches/engine.py, as config.py installs it). Prints, per size: wall time,
+peak RSS, operations
 planned per host, and the ratio of time per host to the smallest size's (1.0 = linear).
 """
 
@@ -22,7 +23,7 @@ SIZES = [10, 100, 1000]
 
 
 def plan_once(workers: int) -> dict:
-    from roles import engine
+    from gpuinfra_deploy.pyinfra_patches import engine
     from tests.plan.harness import DEPLOY, FakeHost, load_facts, plan_hosts
 
     engine.install()

@@ -15,7 +15,7 @@ cut short under load. slurmctld then needs slurmdbd answering when it starts: wi
 order it races slurmdbd (and MariaDB), and loses when the machine is busy.
 Exit 0 when every round came back whole; 1 otherwise, naming what did not come back.
 
-Not part of `make test` (minutes of wall time); its results are quoted in lab/README.md.
+Not part of `make test` (minutes of wall time); its results are quoted in gpuinfra_lab/README.md.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from lab.profiles import HEAD_NAME
+from gpuinfra_lab.profiles import HEAD_NAME
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = REPO / ".venv" / "bin"

@@ -4,7 +4,7 @@ Each function returns plain dicts (one per object); :func:`render` writes them a
 stream. Every object is checked twice before it reaches a cluster: offline by the unit tests
 against the OpenAPI schema of the pinned Kubernetes minor (kubernetes-validate, strict), and
 on the control plane by the API server's own schema (``kubectl apply --dry-run=server``,
-roles/kubernetes).
+gpuinfra_roles/kubernetes).
 
 The GPU layer, and why this one (docs/hardware-reference.md 6.4, 6.5): the NVIDIA device plugin
 (and, optionally, GPU Feature Discovery) as static manifests, not the GPU Operator. This

@@ -17,7 +17,7 @@ from gpuinfra.parsers._text import clean_lines
 from gpuinfra.parsers.mlxconfig import MlxConfig
 from gpuinfra.spec.model import RdmaNic
 
-HEADER = "# Managed by gpuinfra (roles/rdma): local edits are overwritten on the next deploy.\n"
+HEADER = "# Managed by gpuinfra (the rdma role): local edits are overwritten on the next deploy.\n"
 
 ACS_SCRIPT = "/usr/local/sbin/gpuinfra-acs-off"
 ACS_UNIT = "/etc/systemd/system/gpuinfra-acs-off.service"

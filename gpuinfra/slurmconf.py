@@ -1,6 +1,7 @@
 """Slurm's configuration for a GPU cluster, computed from the spec and each node's facts.
 
-Pure functions; the slurm role renders their results with templates/slurm/etc/slurm/*.j2.
+Pure functions; the slurm role renders their results with
+gpuinfra_roles/slurm/templates/etc/slurm/*.j2.
 Formats follow slurm.conf(5), gres.conf(5) and cgroup.conf(5) of Slurm 22.05 (Debian 12), also
 valid for 21.08 (Ubuntu 22.04) and 23.11 (Ubuntu 24.04); docs/hardware-reference.md section 5.
 
@@ -31,7 +32,7 @@ from gpuinfra.spec.model import ClusterSpec, NodeSpec
 from gpuinfra.spec.rules import Rule, clip, mapping_of, text
 
 MPS_COUNT_PER_GPU = 100  # gres/mps counts in percent of a GPU (gres.conf(5), mps)
-# The knobs' rules (roles/slurm/defaults.py) and the checks below are the same rules.
+# The knobs' rules (gpuinfra_roles/slurm/defaults.py) and the checks below are the same rules.
 GRES_TYPE = text(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", "a GRES type: letters, digits, '.', '_' "
                  "or '-' (no ':' or ','), at most 64 characters", "a GRES type")
 _SLURM_KEY = text(r"[A-Za-z][A-Za-z0-9]{0,63}", "a slurm.conf key: letters and digits")
@@ -347,7 +348,7 @@ def extra_lines(extra: Any) -> list[str]:
 
 @dataclass
 class SlurmConf:
-    """Everything templates/slurm/etc/slurm/slurm.conf.j2 needs."""
+    """Everything gpuinfra_roles/slurm/templates/etc/slurm/slurm.conf.j2 needs."""
 
     cluster_name: str
     controller: str

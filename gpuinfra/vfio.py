@@ -22,8 +22,8 @@ from gpuinfra.parsers.pcisysfs import PciFunction, PciSysfs
 if TYPE_CHECKING:  # the spec imports this module's patterns; no import cycle at run time
     from gpuinfra.spec.model import VmSpec
 
-HEADER = "# Managed by gpuinfra (roles/vfio): local edits are overwritten on the next deploy.\n"
-XML_HEADER = ("<!-- Managed by gpuinfra (roles/vfio): local edits are overwritten on the next "
+HEADER = "# Managed by gpuinfra (the vfio role): local edits are overwritten on the next deploy.\n"
+XML_HEADER = ("<!-- Managed by gpuinfra (the vfio role): local edits are overwritten on the next "
               "deploy. -->\n")
 
 # A PCI function as `lspci -D` prints it (the domain may be left out: 0000), and a

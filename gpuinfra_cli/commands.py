@@ -33,16 +33,45 @@ def _read(path: str) -> str:
 
 def add_validate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="check a site's spec before any host is touched",
-                       description="Validate inventory/<site>.py with its group_data/ "
-                       "(run from the project root, as pyinfra does). Exit 0 valid, 1 invalid.")
+                       description="Validate inventory/<site>.py with its group_data/ (found "
+                       "beside the working directory or the inventory, or given with "
+                       "--group-data). Exit 0 valid, 1 invalid, 2 unusable input.")
     p.add_argument("inventory", help="the pyinfra inventory file, e.g. inventory/lab.py")
+    add_group_data(p)
     p.set_defaults(func=run_validate)
 
 
-def run_validate(args: argparse.Namespace) -> int:
-    from roles.site import validated_site
+def add_group_data(p: argparse.ArgumentParser) -> None:
+    """--group-data / --no-group-data: where a site's group_data is, said explicitly."""
+    p.add_argument("--group-data", metavar="DIR",
+                   help="the site's group_data folder (default: group_data/ in the working "
+                   "directory, beside the inventory file, or in the folder above it)")
+    p.add_argument("--no-group-data", action="store_true",
+                   help="the site has no group_data: every key not in the inventory takes "
+                   "its default")
 
-    site = validated_site(args.inventory)
+
+def group_data_of(args: argparse.Namespace) -> str | None:
+    """The group_data folder to read (None: found beside the inventory); GpuinfraError when
+    none is found and --no-group-data was not given: a site read without its group_data
+    would be judged on defaults, silently."""
+    from gpuinfra_deploy.run.inventory import group_data_folders
+
+    if args.group_data or args.no_group_data:
+        return args.group_data
+    if not Path(args.inventory).is_file() or group_data_folders(args.inventory):
+        return None
+    inventory = Path(args.inventory).resolve()
+    raise GpuinfraError(
+        f"{args.inventory}: no group_data/ folder found (looked in {Path.cwd()}, "
+        f"{inventory.parent}, {inventory.parent.parent}): run from the site's root, give "
+        "--group-data DIR, or --no-group-data if the site keeps all its data in the inventory")
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    from gpuinfra_deploy.run.site import validated_site
+
+    site = validated_site(args.inventory, group_data_of(args))
     if site is None:
         return EXIT_FAIL
     hosts = site[0]

@@ -3,14 +3,15 @@
 `up` builds (or reuses) a Debian 12 image with debootstrap, starts one head and N GPU workers as
 systemd containers on their own podman network, authorizes the lab's SSH key for root, gives
 every worker replayed GPU hardware (device nodes and an `nvidia-smi` stand-in, from
-lab/hardware/), and writes .lab/hosts.json, which inventory/lab.py reads. With `--vm PROFILE`
+gpuinfra_lab/hardware/), and writes .lab/hosts.json, which inventory/lab.py reads. With `--vm
+PROFILE`
 it also boots QEMU guests with Debian's own kernel (a hypervisor: VFIO for real), reached
 through an SSH port forward on 127.0.0.1. The deploy then reaches the lab over SSH exactly as
 it reaches real hosts. `reboot` restarts every container (`podman restart`: fresh /run and
 /dev) and reboots every guest, as an operator reboots after a first driver install.
 
 This module is the command line only; the lab itself is the `lab` package (profiles, podman,
-image, provisioning: lab/README.md).
+image, provisioning: gpuinfra_lab/README.md).
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ import sys
 import time
 from collections.abc import Sequence
 
-from lab.cluster import lab_down, lab_reboot, lab_status, lab_up, print_table
-from lab.profiles import GUEST_PROFILES, MAX_WORKERS, guest_problem, plan_hosts
-from lab.state import LabError, Paths, ensure_lab_dir, find_repo, locked, say
+from gpuinfra_lab.cluster import lab_down, lab_reboot, lab_status, lab_up, print_table
+from gpuinfra_lab.profiles import GUEST_PROFILES, MAX_WORKERS, guest_problem, plan_hosts
+from gpuinfra_lab.state import LabError, Paths, ensure_lab_dir, find_repo, locked, say
 
 
 def guest_counts(values: Sequence[str]) -> dict[str, int] | str:

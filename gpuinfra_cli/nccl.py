@@ -113,7 +113,7 @@ class JobPlan:
 
 
 def run_script(args: argparse.Namespace) -> int:
-    from roles.site import validated_site
+    from gpuinfra_deploy.run.site import validated_site
 
     site = validated_site(args.inventory)
     if site is None:

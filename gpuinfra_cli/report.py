@@ -1,9 +1,9 @@
-"""`gpuinfra report`: run the verify suite (verify/) and print its per-node report.
+"""`gpuinfra report`: run the verify suite (gpuinfra_verify/) and print its per-node report.
 
     gpuinfra report --inventory inventory/lab.py               run the suite, then report
     gpuinfra report --inventory inventory/lab.py --junit FILE  report on a finished run
 
-The report itself is verify/report.py. Exit 0 when every test passed or was skipped, 1 when
+The report itself is gpuinfra_verify/report.py. Exit 0 when every test passed or was skipped, 1 when
 any failed, 2 when there is nothing to report on.
 """
 
@@ -17,17 +17,19 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 
+import gpuinfra_verify
 from gpuinfra.errors import GpuinfraError
-from roles.knobs import build_spec
-from verify.report import read_junit, render
+from gpuinfra_deploy.run.knobs import build_spec
+from gpuinfra_verify.report import read_junit, render
 
-SUITE = Path("verify")
+# The installed suite itself (a checkout or the wheel): `gpuinfra report` runs from anywhere.
+SUITE = Path(gpuinfra_verify.__file__).resolve().parent
 
 
 def _run_suite(inventory: str, junit: Path, workers: str) -> int:
     """Run the verify suite (its output goes to the terminal); pytest's exit code."""
     if not SUITE.is_dir():
-        raise GpuinfraError(f"{SUITE} not found: run `gpuinfra report` from the repository root")
+        raise GpuinfraError(f"{SUITE} not found: reinstall gpuinfra (pip install gpuinfra)")
     command = [sys.executable, "-m", "pytest", str(SUITE), "--inventory", inventory, "-q",
                "-p", "no:cacheprovider", f"--junitxml={junit}"]
     if workers != "0":
@@ -37,10 +39,10 @@ def _run_suite(inventory: str, junit: Path, workers: str) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from roles.inventory import load_hosts
+    from gpuinfra_deploy.run.inventory import load_hosts
 
     if args.junit and not Path(args.junit).is_file():
-        raise GpuinfraError(f"{args.junit}: no such file (write it with `pytest verify "
+        raise GpuinfraError(f"{args.junit}: no such file (write it with `pytest gpuinfra_verify "
                             f"--inventory {args.inventory} --junitxml {args.junit}`)")
     hosts, duplicates = load_hosts(args.inventory)
     spec = build_spec(hosts, duplicates)

@@ -5,10 +5,11 @@ schedulers = ["slurm"]
 
 # GPU roles in the lab (Debian 12 containers, no GPU, only Debian's archive reachable):
 # containers have no kernel of Debian's to build DKMS modules for, so no headers metapackage;
-# the driver packages themselves install for real from non-free (roles/nvidia_driver/README.md).
+# the driver packages themselves install for real from non-free
+# (gpuinfra_roles/nvidia_driver/README.md).
 nvidia_driver_kernel_headers = False
 # NVIDIA's CUDA repository (Debian's only source of Fabric Manager) is unreachable from the lab:
-# the role warns on the NVSwitch worker instead (roles/fabric_manager/README.md).
+# the role warns on the NVSwitch worker instead (gpuinfra_roles/fabric_manager/README.md).
 fabric_manager_enabled = False
 # The container toolkit is on by default on GPU nodes, but NVIDIA's repository (its only
 # source: Debian has no toolkit package) is unreachable from the lab: off here, plan-tested.
@@ -18,9 +19,10 @@ container_toolkit_enabled = False
 slurm_accounting = True
 
 # containerd runs for real in the lab (Debian 12's 1.6.20 in the systemd containers, a container
-# started through it with the systemd cgroup driver: verify/test_containerd.py). Kubernetes does
+# started through it with the systemd cgroup driver: gpuinfra_verify/test_containerd.py).
+# Kubernetes does
 # not: no kubelet/kubeadm package is reachable, and this kernel gives cgroup v1 only, which
-# kubelet 1.35 refuses. So the lab runs containerd without Kubernetes (roles/containerd).
+# kubelet 1.35 refuses. So the lab runs containerd without Kubernetes (gpuinfra_roles/containerd).
 containerd_everywhere = True
 
 # Monitoring: Debian's Prometheus, Alertmanager and node_exporter run for real, and the GPU
@@ -32,11 +34,13 @@ monitoring_grafana = False
 monitoring_alert_receivers = [{"name": "ops", "webhook_url": "http://127.0.0.1:5001/alerts",
                                "severities": ["critical", "warning"]}]
 
-# MPS on lab-worker2 (lab/profiles.py): Debian's nvidia-cuda-mps control daemon runs for real
-# without a GPU and takes its limits (roles/gpu_sharing/README.md), but no GPU answers a
+# MPS on lab-worker2 (gpuinfra_lab/profiles.py): Debian's nvidia-cuda-mps control daemon runs for
+# real
+# without a GPU and takes its limits (gpuinfra_roles/gpu_sharing/README.md), but no GPU answers a
 # compute-mode change: the unit leaves it out here.
 gpu_sharing_mps_compute_mode = False
-# The MIG lab profiles (lab/profiles.py) replay an all-balanced layout: a mixed layout, which
+# The MIG lab profiles (gpuinfra_lab/profiles.py) replay an all-balanced layout: a mixed layout,
+# which
 # the spec accepts under mig_strategy "mixed" only (it sets the device plugin's strategy: no
 # Kubernetes in the lab).
 mig_strategy = "mixed"

@@ -3,7 +3,7 @@ and, with `lab up --vm`, QEMU guests (a hypervisor, `lab-hv1`, in the `hyperviso
 
 Each host's spec (what the node is meant to be) and what it is made of (a worker's replayed
 hardware, a guest's emulated machine) come from the lab's one table of profiles,
-lab/profiles.py; the broken profile's spec says NVLink-bridged pairs while its replayed
+gpuinfra_lab/profiles.py; the broken profile's spec says NVLink-bridged pairs while its replayed
 hardware is PCIe only. Guests are reached through an SSH port forward on 127.0.0.1.
 
 Connection data come from .lab/hosts.json, written by `gpuinfra lab up`: with it, the hosts are
@@ -15,7 +15,7 @@ with its specs only, so `gpuinfra validate inventory/lab.py` works anywhere.
 import json
 from pathlib import Path
 
-from lab.profiles import PROFILES, plan_hosts
+from gpuinfra_lab.profiles import PROFILES, plan_hosts
 
 _HOSTS_JSON = Path(__file__).resolve().parent.parent / ".lab" / "hosts.json"
 

@@ -9,7 +9,7 @@ preferences (docs/hardware-reference.md 1.1, 1.3, 1.6, 2):
   ``...22.04.2`` transitional in jammy-security). ``apt install x-535-server`` therefore lands
   580; only the exact version keeps 535, and only while a pocket still lists it: the roles read
   ``apt-cache policy`` on the host before touching it and stop, naming what apt lists, when the
-  pinned version is not there (roles/apt.py).
+  pinned version is not there (gpuinfra_deploy/ops/apt.py).
 - Debian 12: ``nvidia-smi=535.261.03-1`` alone fails on a host that also has
   bookworm-security (535.309.01-0+deb12u1): its dependencies (``libnvidia-ml1 (= 535.261.03-1)``,
   ``nvidia-alternative``...) are not named on the command line, apt picks their newest version
@@ -20,7 +20,7 @@ preferences (docs/hardware-reference.md 1.1, 1.3, 1.6, 2):
   (``535.171.04-1~deb12u1``): it is pinned separately.
 
 Versions are defaults: the operator sets the exact version current in their archive or mirror
-(see roles/nvidia_driver/README.md).
+(see gpuinfra_roles/nvidia_driver/README.md).
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ from gpuinfra.knowledge.gpus import GpuModel
 # debian-12 550/570/580: NVIDIA's CUDA repository for debian12, which names its builds
 #   <upstream>-1 (as its nvidia-fabricmanager-535 535.261.03-1); inferred upstreams: the
 #   releases Ubuntu carries (below). The repository index was not reachable from here: the
-#   plan-time check (roles/apt.py require_available) names what the host's apt lists instead.
+#   plan-time check (gpuinfra_deploy/ops/apt.py require_available) names what the host's apt lists
+# instead.
 # ubuntu-24.04 535: noble-updates ...24.04.1 (the .2 revision in noble-security, and by now in
 #   noble-updates too, is the 580 transitional: TRANSITIONAL below, risk R3 of the knowledge
 #   audit: the .1 build may be gone from the archive's index; the role then fails before any
@@ -107,7 +108,8 @@ SIGNING_KEYS = {
 }
 
 # NVIDIA Container Toolkit: the four packages NVIDIA's install guide pins together [ctk-install]
-# (their version is the container_toolkit role's knob, roles/container_toolkit/defaults.py).
+# (their version is the container_toolkit role's knob,
+# gpuinfra_roles/container_toolkit/defaults.py).
 CONTAINER_TOOLKIT_PACKAGES = (
     "nvidia-container-toolkit",
     "nvidia-container-toolkit-base",

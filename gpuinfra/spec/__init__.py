@@ -1,5 +1,6 @@
 """The cluster spec: typed model (``model``), value rules (``rules``), role knobs (``knobs``)
-and validation (``validate``)."""
+and validation (``validate``, with ``checks``, ``gpus``, ``sharing``, ``rdma``, ``vfio``,
+``kubernetes`` and ``effects``)."""
 
 from gpuinfra.spec.model import (
     ClusterSpec,

@@ -6,14 +6,15 @@ model) cannot have, ATS where the NIC model has none, a RoCE GID index on Infini
 different GID indexes on one host (NCCL takes one), a Soft-RoCE NIC that is not one (a PCI
 address, no netdev), and RDMA NICs on a hypervisor that keeps no GPU (its GPUs all go to VMs:
 GPUDirect RDMA happens in the VMs, and the host's ACS stays as VFIO isolation needs it).
+Site-wide: ``rdma_stack = 'doca-ofed'`` needs the pinned fingerprint of its repository's key.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from gpuinfra.knowledge.nics import (
     NIC_MODELS,
@@ -22,9 +23,9 @@ from gpuinfra.knowledge.nics import (
     nic_model,
     rates_for,
 )
-from gpuinfra.spec.model import HYPERVISOR_GROUP, LINK_LAYERS, HostInput, RdmaNic
+from gpuinfra.spec.checks import WHERE_ALL, WHERE_HOST, Collector, check_nested_keys
+from gpuinfra.spec.model import HYPERVISOR_GROUP, LINK_LAYERS, HostInput, NodeSpec, RdmaNic
 
-WHERE_HOST = "in the host's data in inventory/<site>.py (or group_data/<group>.py)"
 NIC_KEYS = ("name", "pci", "ats", "link_layer", "rate_gbps", "model", "gid_index", "netdev")
 _NIC_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _NETDEV = re.compile(r"[A-Za-z0-9_.-]{1,15}")  # IFNAMSIZ - 1
@@ -33,15 +34,7 @@ _EXAMPLE = ("{'name': 'mlx5_0', 'pci': '0000:17:00.0', 'link_layer': 'infiniband
             "'rate_gbps': 400, 'model': 'ConnectX-7'}")
 
 
-class Errors(Protocol):
-    def add(self, host: str, field: str, value: Any, problem: str, allowed: str,
-            fix: str) -> None: ...
-
-
-CheckKeys = Callable[[str, str, Mapping[Any, Any], Sequence[str], str, Errors], bool]
-
-
-def soft_roce(host: HostInput, errs: Errors) -> bool:
+def soft_roce(host: HostInput, errs: Collector) -> bool:
     value = host.data.get("soft_roce")
     if value is None:
         return False
@@ -52,8 +45,7 @@ def soft_roce(host: HostInput, errs: Errors) -> bool:
     return value
 
 
-def rdma_nics(host: HostInput, on_soft_roce: bool, errs: Errors,
-              check_keys: CheckKeys) -> tuple[RdmaNic, ...]:
+def rdma_nics(host: HostInput, on_soft_roce: bool, errs: Collector) -> tuple[RdmaNic, ...]:
     raw = host.data.get("rdma_nics")
     if raw is None:
         if on_soft_roce:
@@ -66,7 +58,7 @@ def rdma_nics(host: HostInput, on_soft_roce: bool, errs: Errors,
         errs.add(host.name, "rdma_nics", raw, "must be a list", f"[{_EXAMPLE}]",
                  f"fix rdma_nics {WHERE_HOST}")
         return ()
-    nics = [n for n in (_nic(host.name, i, item, on_soft_roce, errs, check_keys)
+    nics = [n for n in (_nic(host.name, i, item, on_soft_roce, errs)
                         for i, item in enumerate(raw)) if n]
     _check_unique(host.name, nics, errs)
     _check_gid_index(host.name, nics, errs)
@@ -74,8 +66,8 @@ def rdma_nics(host: HostInput, on_soft_roce: bool, errs: Errors,
     return tuple(nics)
 
 
-def _nic(host: str, index: int, item: Any, on_soft_roce: bool, errs: Errors,
-         check_keys: CheckKeys) -> RdmaNic | None:
+def _nic(host: str, index: int, item: Any, on_soft_roce: bool,
+         errs: Collector) -> RdmaNic | None:
     field = f"rdma_nics[{index}]"
     if isinstance(item, str):
         item = {"name": item}
@@ -83,7 +75,7 @@ def _nic(host: str, index: int, item: Any, on_soft_roce: bool, errs: Errors,
         errs.add(host, field, item, "must be a NIC name or a dict", f"'mlx5_0' or {_EXAMPLE}",
                  "fix the entry")
         return None
-    ok = check_keys(host, field, item, NIC_KEYS, "unknown NIC setting", errs)
+    ok = check_nested_keys(host, field, item, NIC_KEYS, "unknown NIC setting", errs)
     name, pci, netdev = item.get("name"), item.get("pci"), item.get("netdev")
     model_key = item.get("model", SOFT_ROCE if on_soft_roce else None)
     model = nic_model(model_key) if isinstance(model_key, str) else None
@@ -137,7 +129,7 @@ def _normal_pci(pci: str | None) -> str | None:
 
 
 def _rate(host: str, field: str, value: Any, layer: Any, on_soft_roce: bool,
-          errs: Errors) -> float | None | bool:
+          errs: Collector) -> float | None | bool:
     """The checked rate; None when not given; False when refused."""
     if value is None:
         return None
@@ -158,7 +150,7 @@ def _rate(host: str, field: str, value: Any, layer: Any, on_soft_roce: bool,
     return float(value)
 
 
-def _gid_index(host: str, field: str, value: Any, layer: Any, errs: Errors) -> int | None | bool:
+def _gid_index(host: str, field: str, value: Any, layer: Any, errs: Collector) -> int | None | bool:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 255:
@@ -174,7 +166,7 @@ def _gid_index(host: str, field: str, value: Any, layer: Any, errs: Errors) -> i
 
 
 def _fits_model(host: str, field: str, model: Any, ats: bool, layer: str,
-                rate: float | None, errs: Errors) -> bool:
+                rate: float | None, errs: Collector) -> bool:
     ok = True
     if ats and not model.ats:
         errs.add(host, f"{field}['ats']", True, f"ATS requested on a {model.key}, which has "
@@ -194,7 +186,7 @@ def _fits_model(host: str, field: str, model: Any, ats: bool, layer: str,
 
 
 def _fits_stack(host: str, field: str, pci: str | None, netdev: str | None,
-                model_key: str | None, on_soft_roce: bool, errs: Errors) -> bool:
+                model_key: str | None, on_soft_roce: bool, errs: Collector) -> bool:
     """Soft-RoCE NICs are rxe devices on a netdev (no PCI function, no firmware); rxe is for
     the lab only. (A real NIC without ``pci`` is found by the role through sysfs.)"""
     if on_soft_roce:
@@ -209,7 +201,7 @@ def _fits_stack(host: str, field: str, pci: str | None, netdev: str | None,
             problems.append(("model", model_key, "soft_roce hosts have only Soft-RoCE NICs",
                              f"remove model (or set {SOFT_ROCE!r})"))
         for key, value, problem, fix in problems:
-            errs.add(host, f"{field}['{key}']", value, problem, "see roles/rdma/README.md",
+            errs.add(host, f"{field}['{key}']", value, problem, "see gpuinfra_roles/rdma/README.md",
                      fix)
         return not problems
     if model_key == SOFT_ROCE:
@@ -220,7 +212,7 @@ def _fits_stack(host: str, field: str, pci: str | None, netdev: str | None,
     return True
 
 
-def _check_unique(host: str, nics: Sequence[RdmaNic], errs: Errors) -> None:
+def _check_unique(host: str, nics: Sequence[RdmaNic], errs: Collector) -> None:
     for name, count in Counter(n.name for n in nics).items():
         if count > 1:
             errs.add(host, "rdma_nics", name, "NIC listed twice", "each NIC once",
@@ -233,7 +225,7 @@ def _check_unique(host: str, nics: Sequence[RdmaNic], errs: Errors) -> None:
                      "functions .0 and .1)", "fix the copied address")
 
 
-def _check_gid_index(host: str, nics: Sequence[RdmaNic], errs: Errors) -> None:
+def _check_gid_index(host: str, nics: Sequence[RdmaNic], errs: Collector) -> None:
     indexes = {n.gid_index for n in nics if n.gid_index is not None}
     if len(indexes) > 1:
         errs.add(host, "rdma_nics", sorted(indexes), "different RoCE GID indexes on one host: "
@@ -241,7 +233,7 @@ def _check_gid_index(host: str, nics: Sequence[RdmaNic], errs: Errors) -> None:
                  "use the same GID type (RoCE v2, IPv4) on every NIC")
 
 
-def _check_hypervisor(host: HostInput, nics: Sequence[RdmaNic], errs: Errors) -> None:
+def _check_hypervisor(host: HostInput, nics: Sequence[RdmaNic], errs: Collector) -> None:
     """A hypervisor keeping no GPU (all go to VMs) has no GPU for its NICs to pair with; the
     rdma role would weaken ACS that VFIO isolation needs: refused unless VFIO agrees, i.e.
     the host keeps GPUs (gpu_model) whose paths are not passed through."""
@@ -254,3 +246,18 @@ def _check_hypervisor(host: HostInput, nics: Sequence[RdmaNic], errs: Errors) ->
              "on the host stays as VFIO isolation needs it", "rdma_nics on hosts that keep "
              "GPUs", "pass the NIC (or a VF) to the VM with its GPUs in vfio_devices and "
              "remove it from rdma_nics, or keep GPUs on the host (gpu_model, gpu_count)")
+
+
+def check_stack(nodes: Sequence[NodeSpec], stack: str, errs: Collector) -> None:
+    """DOCA-OFED comes from NVIDIA's repository: its signing key must be pinned (the
+    fingerprint the operator checked), as every other repository's is."""
+    if stack != "doca-ofed":
+        return
+    for node in nodes:
+        if node.rdma_nics and not node.settings.get("rdma_doca_key_fingerprint"):
+            errs.add(node.name, "rdma_doca_key_fingerprint", None, "rdma_stack = 'doca-ofed' "
+                     "without the fingerprint of the repository's signing key",
+                     "the 40 hex digits of GPG-KEY-Mellanox.pub (long key id "
+                     "A024F6F0E6D6A281), as `gpg --show-keys` prints them",
+                     f"set rdma_doca_key_fingerprint {WHERE_ALL}, or rdma_stack = 'inbox'")
+            return

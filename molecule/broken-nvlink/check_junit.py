@@ -2,7 +2,7 @@
 
     .venv/bin/python molecule/broken-nvlink/check_junit.py VERIFY.xml [BROKEN_HOST]
 
-BROKEN_HOST defaults to the worker `gpuinfra lab up --broken` adds (lab/profiles.py).
+BROKEN_HOST defaults to the worker `gpuinfra lab up --broken` adds (gpuinfra_lab/profiles.py).
 
 The broken worker (lab-worker3, `gpuinfra lab up --broken`) is specified as NVLink-bridged
 pairs but replays PCIe-only hardware with P2P "NS". Expected: its nvlink-topology test fails
@@ -16,8 +16,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from lab.profiles import broken_host
-from verify.report import Case, read_junit
+from gpuinfra_lab.profiles import broken_host
+from gpuinfra_verify.report import Case, read_junit
 
 # Broken host's tests that must fail, with a word their message must contain.
 MUST_FAIL = {"test_nvlink_topology": "bridge", "test_p2p": "NS"}

@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from verify.report import read_junit
+from gpuinfra_verify.report import read_junit
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = REPO / ".venv" / "bin"
@@ -41,7 +41,7 @@ def main() -> int:
         inventory.write_text(INVENTORY)
         junit = Path(tmp) / "verify.xml"
         suite = subprocess.run(
-            [str(BIN / "pytest"), "verify/test_rdma.py", "--inventory", str(inventory),
+            [str(BIN / "pytest"), "gpuinfra_verify/test_rdma.py", "--inventory", str(inventory),
              "-p", "no:cacheprovider", "-k", "not ib_write_bw", f"--junitxml={junit}"],
             cwd=REPO, capture_output=True, text=True, check=False, timeout=600)
         cases = read_junit(junit.read_text()) if junit.is_file() else []

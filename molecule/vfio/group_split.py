@@ -27,8 +27,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from lab.profiles import HV_SPEC, HV_SPEC_GROUP_SPLIT, STANDIN_AUDIO
-from verify.report import read_junit
+from gpuinfra_lab.profiles import HV_SPEC, HV_SPEC_GROUP_SPLIT, STANDIN_AUDIO
+from gpuinfra_verify.report import read_junit
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = REPO / ".venv" / "bin"
@@ -57,7 +57,7 @@ def main(argv: list[str]) -> int:
     if broken.returncode != 0:
         print(broken.stdout + broken.stderr)
         return 1
-    deploy = _run([str(BIN / "pyinfra"), "-y", "inventory/lab.py", "roles/vfio/deploy.py"])
+    deploy = _run([str(BIN / "pyinfra"), "-y", "inventory/lab.py", "gpuinfra_roles/vfio/deploy.py"])
     output = deploy.stdout + deploy.stderr
     refusal = next((line.strip() for line in output.splitlines()
                     if "shares an IOMMU group" in line), "")
@@ -79,7 +79,7 @@ def main(argv: list[str]) -> int:
                         f"snd_hda_intel (driver now: {driver or 'none'})")
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "verify.xml"
-        suite = _run([str(BIN / "pytest"), "verify/test_vfio.py", "--inventory",
+        suite = _run([str(BIN / "pytest"), "gpuinfra_verify/test_vfio.py", "--inventory",
                       "inventory/lab.py", "-p", "no:cacheprovider", f"--junitxml={junit}"])
         cases = read_junit(junit.read_text()) if junit.is_file() else []
     failed = {c.test: c.message for c in cases if c.outcome == "failed" and c.node == GUEST}

@@ -77,7 +77,8 @@ def _decode(obj: dict[str, Any]) -> Any:
 
 
 def upload_text(src: Any) -> str:
-    """The text an upload command sends (a StringIO, or the BytesIO of roles/checked.py)."""
+    """The text an upload command sends (a StringIO, or the BytesIO of
+    gpuinfra_deploy/ops/checked.py)."""
     value = src.getvalue()
     return value.decode() if isinstance(value, bytes) else value
 
@@ -180,7 +181,8 @@ DEPLOY = REPO / "deploy.py"
 
 
 def entry(deploy_func: Callable[..., Any] | Path) -> Callable[[], None]:
-    """The role's own entry file (``roles/<role>/deploy.py``), run as pyinfra runs it: it takes
+    """The role's own entry file (``gpuinfra_roles/<role>/deploy.py``), run as pyinfra runs it: it
+    takes
     the run's Site and this host's node (and the GPU roles the node's driver release), exactly
     as deploy.py hands them over. ``deploy_func`` is the role's @deploy function, or the path of
     a deploy file (:data:`DEPLOY`)."""

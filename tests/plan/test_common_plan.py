@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from gpuinfra.platforms import UnsupportedOS
-from roles.apt import APT_STAGE, AptHealth
-from roles.common import CHRONY_SOURCES, PROXY_FILE, common
-from roles.common.defaults import DEFAULTS
+from gpuinfra_deploy.ops.apt import APT_STAGE, AptHealth
+from gpuinfra_roles.common import CHRONY_SOURCES, PROXY_FILE, common
+from gpuinfra_roles.common.defaults import DEFAULTS
 from tests.plan.harness import MissingFact, load_facts, plan, upload_text
 
 DISTROS = ["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
@@ -128,7 +128,7 @@ def test_fresh_host_gets_the_lock_wait_checked_by_apt_config_first():
 
 def test_an_interrupted_dpkg_is_finished_before_any_apt_get():
     facts = load_facts("base-fresh", "debian-12")
-    facts["roles.apt.AptHealth"] = {"interrupted": True, "running": []}
+    facts["gpuinfra_deploy.ops.apt.AptHealth"] = {"interrupted": True, "running": []}
     result = plan(common, facts, NODE)
     assert result.op("dpkg ready").commands == (
         "DEBIAN_FRONTEND=noninteractive dpkg --configure -a --force-confdef --force-confold",)
@@ -140,7 +140,7 @@ def test_an_interrupted_dpkg_is_finished_before_any_apt_get():
 
 def test_a_running_apt_is_waited_for_with_a_bound():
     facts = load_facts("base-fresh", "debian-12", "common-converged")
-    facts["roles.apt.AptHealth"] = {"interrupted": True, "running": ["apt-get"]}
+    facts["gpuinfra_deploy.ops.apt.AptHealth"] = {"interrupted": True, "running": ["apt-get"]}
     wait, configure = plan(common, facts, NODE).op("dpkg ready").commands
     assert "while pgrep -x 'apt|apt-get|aptitude|dpkg|unattended-upgr'" in wait
     assert "+ 300 ))" in wait and "exit 1" in wait

@@ -7,8 +7,8 @@ import pytest
 
 from gpuinfra.knowledge.packages import SIGNING_KEYS
 from gpuinfra.render import TOOLKIT_KEYRING
-from roles.apt import keyring_script
-from roles.container_toolkit import CDI_SPEC, container_toolkit
+from gpuinfra_deploy.ops.apt import keyring_script
+from gpuinfra_roles.container_toolkit import CDI_SPEC, container_toolkit
 from tests.plan.harness import plan
 from tests.plan.test_nvidia_driver_plan import DISTROS, converged, fresh, uploads
 
@@ -63,7 +63,8 @@ def test_converged_host_plans_no_command(distro):
 def test_converged_check_can_fail_when_the_runtime_lost_its_entry():
     """E.g. a Kubespray re-run rewrote config.toml without the nvidia runtime."""
     facts = converged("ubuntu-22.04")
-    facts["roles.facts.ContainerRuntimeConfig"]["runtime=containerd"] = "version = 2\n"
+    runtime = facts["gpuinfra_deploy.facts.nvidia.ContainerRuntimeConfig"]
+    runtime["runtime=containerd"] = "version = 2\n"
     result = plan(container_toolkit, facts, ON)
     assert [op.commands for op in result.changing] == [
         ("nvidia-ctk runtime configure --runtime=containerd",),
@@ -73,7 +74,8 @@ def test_converged_check_can_fail_when_the_runtime_lost_its_entry():
 def test_docker_as_default_runtime():
     data = {**ON, "container_toolkit_runtimes": ["docker"], "container_toolkit_set_default": True}
     facts = converged("debian-12")
-    facts["roles.facts.ContainerRuntimeConfig"]["runtime=docker"] = '{"log-driver": "local"}'
+    runtime = facts["gpuinfra_deploy.facts.nvidia.ContainerRuntimeConfig"]
+    runtime["runtime=docker"] = '{"log-driver": "local"}'
     result = plan(container_toolkit, facts, data)
     assert result.op("Add the nvidia runtime to docker").commands == (
         "nvidia-ctk runtime configure --runtime=docker --set-as-default",)

@@ -3,7 +3,7 @@
 The facts are the recorded distribution layers (tests/plan/facts) plus, for a converged node,
 the config.toml the role renders from that distribution's real `containerd config default`
 (tests/fixtures/containerd: 1.6.20 for Debian 12, the 1.7 series for Ubuntu). The role also
-runs for real in the lab (molecule's default scenario, verify/test_containerd.py).
+runs for real in the lab (molecule's default scenario, gpuinfra_verify/test_containerd.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pyinfra.api import FileUploadCommand, FunctionCommand
 from gpuinfra.containerd import CONFIG, containerd_config
 from gpuinfra.knowledge.kubernetes import pause_image
 from gpuinfra.units import boot_dropin, dropin_path
-from roles.containerd import BOOT, CHECK, STAGE, _stage_from_installed, containerd
+from gpuinfra_roles.containerd import BOOT, CHECK, STAGE, _stage_from_installed, containerd
 from tests.conftest import REPO
 from tests.plan.harness import FakeHost, load_facts, plan, plan_cluster, upload_text
 
@@ -42,7 +42,7 @@ def default_text(distro: str) -> str:
 
 def fresh(distro: str) -> dict[str, Any]:
     facts = load_facts("base-fresh", distro)
-    facts["roles.containerd.ContainerdDefaultConfig"] = None
+    facts["gpuinfra_roles.containerd.ContainerdDefaultConfig"] = None
     return facts
 
 
@@ -63,7 +63,7 @@ def converged_containerd(distro: str, pause: str = PAUSE) -> dict[str, Any]:
     rendered = containerd_config(default_text(distro), pause)
     return {
         "deb.DebPackages": {"containerd": [VERSION[distro]]},
-        "roles.containerd.ContainerdDefaultConfig": default_text(distro),
+        "gpuinfra_roles.containerd.ContainerdDefaultConfig": default_text(distro),
         "files.FileContents": {f"path={CONFIG}": rendered.rstrip("\n").split("\n")},
         "files.Sha256File": {f"path={CONFIG}": hashlib.sha256(rendered.encode()).hexdigest()},
         "files.File": {"path=/var/lib/apt/periodic/update-success-stamp":

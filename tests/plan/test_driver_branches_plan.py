@@ -14,10 +14,10 @@ from pyinfra.api.exceptions import PyinfraError
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge.drivers import SUPPORTED_BRANCHES
 from gpuinfra.knowledge.packages import DRIVER_VERSIONS, SIGNING_KEYS
-from roles.apt import keyring_script
-from roles.cuda_repo import CUDA_KEYRING
-from roles.fabric_manager import fabric_manager
-from roles.nvidia_driver import nvidia_driver
+from gpuinfra_deploy.ops.apt import keyring_script
+from gpuinfra_deploy.ops.cuda_repo import CUDA_KEYRING
+from gpuinfra_roles.fabric_manager import fabric_manager
+from gpuinfra_roles.nvidia_driver import nvidia_driver
 from tests.plan.harness import plan
 from tests.plan.test_nvidia_driver_plan import DISTROS, NODE, fresh, uploads
 

@@ -6,9 +6,9 @@ import pytest
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge.packages import SIGNING_KEYS
-from roles.apt import keyring_script
-from roles.cuda_repo import CUDA_KEYRING
-from roles.fabric_manager import fabric_manager
+from gpuinfra_deploy.ops.apt import keyring_script
+from gpuinfra_deploy.ops.cuda_repo import CUDA_KEYRING
+from gpuinfra_roles.fabric_manager import fabric_manager
 from tests.plan.harness import plan
 from tests.plan.test_nvidia_driver_plan import DISTROS, converged, fresh, uploads
 

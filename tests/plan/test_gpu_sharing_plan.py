@@ -1,6 +1,7 @@
 """Plan tests of the `gpu_sharing` role on recorded facts: Debian 12, Ubuntu 22.04 and 24.04.
 
-The GPUs' MIG state is what the role's one fact reads (roles.facts.NvidiaMigState), made of
+The GPUs' MIG state is what the role's one fact reads
+(gpuinfra_deploy.facts.nvidia.NvidiaMigState), made of
 real captures (tests/fixtures/mig: an H100 80GB HBM3 with 7x 1g.10gb, its `-lgi` and `-lci`)
 on a 2-GPU H100 PCIe node: fresh (MIG off), converged (the layout exists), changed (another
 layout), busy (a process on a GPU). The files the role writes are "in place" in the converged
@@ -18,8 +19,8 @@ from gpuinfra import migplan, mps
 from gpuinfra.migconfig import MIG_PARTED_CONFIG, mig_parted_yaml
 from gpuinfra.spec import HostInput
 from gpuinfra.units import boot_dropin, dropin_path
-from roles.gpu_sharing import MPS_BOOT, gpu_sharing
-from roles.knobs import build_spec
+from gpuinfra_deploy.run.knobs import build_spec
+from gpuinfra_roles.gpu_sharing import MPS_BOOT, gpu_sharing
 from tests.conftest import REPO
 from tests.plan.harness import load_facts, plan
 from tests.plan.test_nvidia_driver_plan import DISTROS, fresh
@@ -74,7 +75,7 @@ def facts(distro: str, state: dict[str, str], data: dict = MIG_NODE,
     """Facts of a GPU node of ``distro`` (the driver role's layers) and the MIG ``state``;
     ``converged``: everything this role writes, installs and enables is in place."""
     out = fresh(distro)
-    out["roles.facts.NvidiaMigState"] = state
+    out["gpuinfra_deploy.facts.nvidia.NvidiaMigState"] = state
     sha = out.setdefault("files.Sha256File", {})
     for path, text in rendered(data).items():
         sha[f"path={path}"] = hashlib.sha256(text.encode()).hexdigest() if converged else None

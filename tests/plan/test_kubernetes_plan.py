@@ -26,9 +26,9 @@ from pyinfra.api import FileUploadCommand, FunctionCommand
 
 from gpuinfra import kubeadm
 from gpuinfra.knowledge import kubernetes as k8s
-from roles.apt import keyring_script
-from roles.kubernetes import CLUSTER_OBJECTS, NAMESPACES, STAGE, kubernetes
-from roles.kubernetes.operations import _join
+from gpuinfra_deploy.ops.apt import keyring_script
+from gpuinfra_roles.kubernetes import CLUSTER_OBJECTS, NAMESPACES, STAGE, kubernetes
+from gpuinfra_roles.kubernetes.operations import _join
 from tests.plan.harness import DEPLOY, FakeHost, load_facts, plan_hosts, upload_text
 from tests.plan.test_containerd_plan import merge
 
@@ -59,10 +59,10 @@ def fresh(distro: str) -> dict[str, Any]:
     return merge(load_facts("base-fresh", distro), {
         "files.FileContents": {"path=/etc/fstab": FSTAB, "path=/proc/swaps": SWAPS},
         "files.Sha256File": {"*": None},
-        "roles.facts.LoadedModules": {"modules": {}},
-        "roles.facts.HeldPackages": [],
-        "roles.kubernetes.operations.KubeNodes": {},
-        "roles.kubernetes.operations.ManifestsInSync": {"*": None},
+        "gpuinfra_deploy.facts.kernel.LoadedModules": {"modules": {}},
+        "gpuinfra_deploy.facts.apt.HeldPackages": [],
+        "gpuinfra_roles.kubernetes.operations.KubeNodes": {},
+        "gpuinfra_roles.kubernetes.operations.ManifestsInSync": {"*": None},
     })
 
 
@@ -113,7 +113,7 @@ def _converged(distro: str) -> dict[str, dict[str, Any]]:
         facts = fresh(distro)
         merge(facts, {
             "deb.DebPackages": {p: [PACKAGE] for p in k8s.PACKAGES},
-            "roles.facts.HeldPackages": sorted(k8s.PACKAGES),
+            "gpuinfra_deploy.facts.apt.HeldPackages": sorted(k8s.PACKAGES),
             "files.File": {"path=/var/lib/apt/periodic/update-success-stamp": STAMP,
                            f"path={k8s.KEYRING}": META,
                            **{f"path={p}": META for p in written}},
@@ -126,7 +126,8 @@ def _converged(distro: str) -> dict[str, dict[str, Any]]:
                                  for p, t in written.items()},
             "files.FileContents": {"path=/etc/fstab": written["/etc/fstab"].splitlines(),
                                    "path=/proc/swaps": SWAPS[:1]},
-            "roles.facts.LoadedModules": {"modules": {m: {} for m in kubeadm.KERNEL_MODULES}},
+            "gpuinfra_deploy.facts.kernel.LoadedModules":
+                {"modules": {m: {} for m in kubeadm.KERNEL_MODULES}},
             "server.Sysctl": {f"keys=['{k}']": {k: int(v)} for k, v in kubeadm.SYSCTLS.items()},
             "systemd.SystemdEnabled": {"*": {"kubelet.service": True}},
             "systemd.SystemdStatus": {"*": {"kubelet.service": True}},
@@ -136,8 +137,8 @@ def _converged(distro: str) -> dict[str, dict[str, Any]]:
                 "files.File": {f"path={kubeadm.ADMIN_CONF}": META},
                 "files.FileContents": {f"path={kubeadm.INIT_CONFIG}":
                                        head_uploads[kubeadm.INIT_CONFIG].splitlines()},
-                "roles.kubernetes.operations.KubeNodes": nodes,
-                "roles.kubernetes.operations.ManifestsInSync": {"*": True},
+                "gpuinfra_roles.kubernetes.operations.KubeNodes": nodes,
+                "gpuinfra_roles.kubernetes.operations.ManifestsInSync": {"*": True},
             })
         else:
             merge(facts, {"files.File": {f"path={kubeadm.KUBELET_CONF}": META}})
@@ -271,7 +272,7 @@ def test_a_new_minor_moves_the_repository_line_then_stops_with_the_upgrade_steps
 
 def test_a_cluster_that_drifted_from_its_manifests_gets_them_again():
     facts = converged("debian-12")
-    facts[HEAD]["roles.kubernetes.operations.ManifestsInSync"] = {
+    facts[HEAD]["gpuinfra_roles.kubernetes.operations.ManifestsInSync"] = {
         f"path={CLUSTER_OBJECTS}": False, "*": True}
     head = plan_all(facts).plans[HEAD]
     assert [op.name.split(" | ")[1] for op in head.changing] == [
@@ -329,7 +330,8 @@ def test_a_containerd_below_the_recommendation_is_warned_about(containerd, warne
 def test_a_failed_head_stops_kubernetes_on_the_workers_in_the_whole_deploy():
     """deploy.py runs the role with _if=site.head_up: no join is attempted against a control
     plane that failed in this run, while the rest of the worker's deploy goes on."""
-    facts = {n: merge(fresh("debian-12"), {"roles.containerd.ContainerdDefaultConfig": None})
+    unread = {"gpuinfra_roles.containerd.ContainerdDefaultConfig": None}
+    facts = {n: merge(fresh("debian-12"), unread)
              for n in (HEAD, "cpu01")}
     nodes = [FakeHost(HEAD, ("head",), facts[HEAD], DATA[HEAD]),
              FakeHost("cpu01", ("workers",), facts["cpu01"], {"node_address": "10.0.0.13"})]

@@ -20,7 +20,7 @@ from functools import cache
 import pytest
 
 from gpuinfra.knowledge.packages import SIGNING_KEYS
-from roles.monitoring import (
+from gpuinfra_roles.monitoring import (
     ALERTMANAGER_STAGE,
     DCGM_PIN_FILE,
     GRAFANA_PIN_FILE,
@@ -199,8 +199,8 @@ def _converged(distro: str, data_json: str) -> dict:
             host.setdefault(key, {"*": None})
         host.setdefault("deb.DebPackages", {}).update(
             {p: [v] for p, v in PACKAGES.items()})
-        held = set(host.get("roles.facts.HeldPackages", []))
-        host["roles.facts.HeldPackages"] = sorted(held | {
+        held = set(host.get("gpuinfra_deploy.facts.apt.HeldPackages", []))
+        host["gpuinfra_deploy.facts.apt.HeldPackages"] = sorted(held | {
             "grafana", "datacenter-gpu-manager-4-core", "datacenter-gpu-manager-exporter"})
         for kind in ("systemd.SystemdStatus", "systemd.SystemdEnabled"):
             states = dict(host.get(kind, {}).get("*", {}))

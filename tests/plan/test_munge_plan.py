@@ -17,8 +17,8 @@ from pyinfra.api import FunctionCommand
 from pyinfra.api.exceptions import PyinfraError
 
 from gpuinfra.errors import GpuinfraError
-from roles.munge import KEY, READ_KEY, ROTATION_FILE, MungeKeyState, _copy_key, munge
-from roles.munge.defaults import DEFAULTS
+from gpuinfra_roles.munge import KEY, READ_KEY, ROTATION_FILE, MungeKeyState, _copy_key, munge
+from gpuinfra_roles.munge.defaults import DEFAULTS
 from tests.plan.harness import FakeHost, MissingFact, load_facts, plan_cluster, plan_hosts
 
 DISTROS = ["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
@@ -45,12 +45,12 @@ def cluster(head: dict, worker: dict) -> list[FakeHost]:
 
 
 def with_key(facts: dict, digest: str | None, rotation: str | None = None) -> dict:
-    facts["roles.munge.MungeKeyState"] = {"digest": digest, "rotation": rotation}
+    facts["gpuinfra_roles.munge.MungeKeyState"] = {"digest": digest, "rotation": rotation}
     return facts
 
 
 def head_digest(distro: str) -> str:
-    return converged(distro, "head")["roles.munge.MungeKeyState"]["digest"]
+    return converged(distro, "head")["gpuinfra_roles.munge.MungeKeyState"]["digest"]
 
 
 # ----------------------------------------------------------------------------- the head
@@ -121,7 +121,7 @@ def test_worker_without_a_key_copies_the_head_key_created_in_the_same_run():
 
 def test_the_worker_needs_the_heads_facts():
     head = converged("debian-12", "head")
-    del head["roles.munge.MungeKeyState"]
+    del head["gpuinfra_roles.munge.MungeKeyState"]
     with pytest.raises(MissingFact, match="lab-head"):
         plan_cluster(munge, cluster(head, converged("debian-12", "worker")), WORKER)
 

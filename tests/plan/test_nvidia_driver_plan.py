@@ -28,11 +28,12 @@ from gpuinfra.render import (
     nvidia_device_options,
     persistenced_dropin,
 )
-from roles.nvidia_driver import DISTRO, PIN_FILE, nvidia_driver
+from gpuinfra_roles.nvidia_driver import DISTRO, PIN_FILE, nvidia_driver
 from tests.plan.harness import FACTS, load_facts, plan
 
 DISTROS = ["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
-# A GPU node: the entry file (roles/nvidia_driver/deploy.py) runs the role on GPU nodes only.
+# A GPU node: the entry file (gpuinfra_roles/nvidia_driver/deploy.py) runs the role on GPU nodes
+# only.
 NODE = {"ssh_hostname": "10.0.0.5", "gpu_model": "H100-PCIE-80GB", "gpu_count": 2,
         "gpu_topology": "bridged-pairs"}
 HOLD = "apt-mark hold"
@@ -176,7 +177,7 @@ def test_converged_host_plans_no_command(distro):
 
 def test_converged_check_can_fail_on_a_missing_hold():
     facts = converged("ubuntu-22.04")
-    facts["roles.facts.HeldPackages"].remove("nvidia-utils-535-server")
+    facts["gpuinfra_deploy.facts.apt.HeldPackages"].remove("nvidia-utils-535-server")
     result = plan(nvidia_driver, facts, NODE)
     assert [op.commands for op in result.changing] == [(f"{HOLD} nvidia-utils-535-server",)]
 
@@ -194,7 +195,8 @@ def test_a_new_pinned_version_installs_it_and_records_a_reboot():
 
 def test_device_nodes_with_the_drivers_default_access_are_fixed():
     facts = converged("debian-12")
-    facts["roles.facts.NvidiaDeviceNodes"]["/dev/nvidia0"] = {"gid": 0, "group": "root",
+    nodes = facts["gpuinfra_deploy.facts.nvidia.NvidiaDeviceNodes"]
+    nodes["/dev/nvidia0"] = {"gid": 0, "group": "root",
                                                               "mode": "0666"}
     result = plan(nvidia_driver, facts, NODE)
     assert [op.commands for op in result.changing] == [

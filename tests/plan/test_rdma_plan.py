@@ -30,7 +30,15 @@ from gpuinfra.rdma import (
 from gpuinfra.render import flat_repo_list, origin_preference
 from gpuinfra.spec.model import RdmaNic
 from gpuinfra.vfio import GRUB_DROPIN, RDMA_WHY, grub_dropin
-from roles.rdma import DISTRO, DOCA_KEYRING, DOCA_LIST, DOCA_PIN, DOCA_PRIORITY, DOCA_URL, rdma
+from gpuinfra_roles.rdma import (
+    DISTRO,
+    DOCA_KEYRING,
+    DOCA_LIST,
+    DOCA_PIN,
+    DOCA_PRIORITY,
+    DOCA_URL,
+    rdma,
+)
 from tests.conftest import REPO
 from tests.plan.harness import FakeHost, load_facts, plan_cluster, upload_text
 
@@ -64,7 +72,7 @@ def doca_url_of(distro: str) -> str:
 
 def fresh(distro: str) -> dict:
     facts = load_facts("base-fresh", distro, "rdma-gpu-node-SYNTHESIZED")
-    facts["roles.rdma.facts.FirmwareAts"] = {"pci=0000:04:00.0": firmware(False)}
+    facts["gpuinfra_roles.rdma.facts.FirmwareAts"] = {"pci=0000:04:00.0": firmware(False)}
     return facts
 
 
@@ -88,13 +96,14 @@ def converged(distro: str, stack: str, rendered: dict[str, str]) -> dict:
             t.encode()).hexdigest() for p, t in put.items()}}
     packages = DISTRO[distro]["doca" if stack == "doca-ofed" else "inbox"]
     facts["deb.DebPackages"] = {**facts["deb.DebPackages"], **{p: ["1"] for p in packages}}
-    facts["roles.rdma.facts.FirmwareAts"] = {"pci=0000:04:00.0": firmware(True, True)}
+    facts["gpuinfra_roles.rdma.facts.FirmwareAts"] = {"pci=0000:04:00.0": firmware(True, True)}
     facts["files.Sha256File"] = {"*": None, **{f"path={path}": hashlib.sha256(
         text.encode()).hexdigest() for path, text in rendered.items()}}
     units = {"gpuinfra-acs-off.service": True, "gpuinfra-soft-roce.service": True}
     facts["systemd.SystemdStatus"] = {"*": units}
     facts["systemd.SystemdEnabled"] = {"*": units}
-    facts["roles.facts.LoadedModules"] = {"modules": {"nvidia": {}, "nvidia_peermem": {}}}
+    facts["gpuinfra_deploy.facts.kernel.LoadedModules"] = {
+        "modules": {"nvidia": {}, "nvidia_peermem": {}}}
     return facts
 
 
@@ -179,7 +188,7 @@ def test_open_modules_on_the_inbox_stack_use_dma_buf():
 
 def test_next_boot_set_but_not_rebooted_is_not_set_again():
     facts = fresh("debian-12")
-    facts["roles.rdma.facts.FirmwareAts"] = {"pci=0000:04:00.0": firmware(True, False)}
+    facts["gpuinfra_roles.rdma.facts.FirmwareAts"] = {"pci=0000:04:00.0": firmware(True, False)}
     assert run(facts).op("mlx5_0: ATS_ENABLED=True").commands == ()
 
 
@@ -189,7 +198,7 @@ def test_firmware_without_ats_enabled_stops_the_host():
     facts = fresh("debian-12")
     query = firmware(False)
     del query["params"]["ATS_ENABLED"]
-    facts["roles.rdma.facts.FirmwareAts"] = {"pci=0000:04:00.0": query}
+    facts["gpuinfra_roles.rdma.facts.FirmwareAts"] = {"pci=0000:04:00.0": query}
     with pytest.raises(OperationError, match="set ats=False"):
         run(facts)
 

@@ -40,21 +40,23 @@ from gpuinfra.slurmconf import (
 )
 from gpuinfra.spec import HostInput, NodeSpec, build_cluster
 from gpuinfra.units import boot_dropin, dropin_path
-from roles.facts import GPU_FIELDS, CpuLayout, MemTotalMb, NvidiaGpus, NvidiaTopology
-from roles.site import current_site
-from roles.slurm import (
+from gpuinfra_deploy.facts._base import GPU_FIELDS
+from gpuinfra_deploy.facts.nvidia import NvidiaGpus, NvidiaTopology
+from gpuinfra_deploy.facts.system import CpuLayout, MemTotalMb
+from gpuinfra_deploy.run.site import current_site
+from gpuinfra_roles.slurm import (
     CGROUP_CONF,
     DISTRO,
     GRES_CONF,
     SLURM_CONF,
     SLURMDBD_CONF,
+    TEMPLATES,
     boot_needs,
     dbd_boot_needs,
     slurm,
 )
-from roles.slurm.defaults import DEFAULTS
-from roles.slurm.operations import STAGE_DIR, MariaDbAccounting, check_command
-from roles.templates import render
+from gpuinfra_roles.slurm.defaults import DEFAULTS
+from gpuinfra_roles.slurm.operations import STAGE_DIR, MariaDbAccounting, check_command
 from tests.conftest import REPO
 from tests.plan.harness import (
     FACTS,
@@ -71,7 +73,7 @@ DISTROS = ["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
 HEAD, WORKER1, WORKER2 = "lab-head", "lab-worker1", "lab-worker2"
 CLUSTER = {"cluster_name": "lab"}
 CAPTURES = REPO / "tests" / "fixtures" / "slurm"
-HARDWARE = REPO / "lab" / "hardware"
+HARDWARE = REPO / "gpuinfra_lab" / "hardware"
 PROFILE = {WORKER1: "8x-h100-sxm-nvswitch", WORKER2: "2x-h100-pcie-bridged"}
 SPEC = {
     HEAD: {"ssh_hostname": "10.0.0.10"},
@@ -180,9 +182,9 @@ def expected_files(distro: str, name: str, accounting: bool = False,
         topo = parse_topo((HARDWARE / PROFILE[name] / "topo-m.txt").read_text())
         plan = gres_plan(node, gpu_type(node.gpus.model.key), devices, topo, capture_layout())
         plan = GresPlan(plan.lines, (*notes, *plan.notes), plan.nvml_needed)
-    return {SLURM_CONF: render("slurm", SLURM_CONF, conf=conf, settings=settings),
-            GRES_CONF: render("slurm", GRES_CONF, node=name, plan=plan),
-            CGROUP_CONF: render("slurm", CGROUP_CONF, settings=settings)}
+    return {SLURM_CONF: TEMPLATES.render(SLURM_CONF, conf=conf, settings=settings),
+            GRES_CONF: TEMPLATES.render(GRES_CONF, node=name, plan=plan),
+            CGROUP_CONF: TEMPLATES.render(CGROUP_CONF, settings=settings)}
 
 
 # ----------------------------------------------------------------------------- plan helpers
@@ -262,8 +264,8 @@ def test_slurm_conf_is_the_same_on_every_node_and_describes_each_worker():
 
 def test_each_worker_is_described_from_its_own_facts():
     facts_of = fresh_lab("debian-12")
-    facts_of[WORKER2]["roles.facts.MemTotalMb"] = 515703
-    facts_of[WORKER2]["roles.facts.CpuLayout"] = parse_lscpu(
+    facts_of[WORKER2]["gpuinfra_deploy.facts.system.MemTotalMb"] = 515703
+    facts_of[WORKER2]["gpuinfra_deploy.facts.system.CpuLayout"] = parse_lscpu(
         (CAPTURES / "lscpu-p-hgx-2x48c-SYNTHESIZED.txt").read_text()).to_json()
     conf = lines(staged(plan_for(WORKER1, facts_of))[SLURM_CONF])
     assert ("NodeName=lab-worker2 NodeAddr=10.0.0.12 CPUs=192 Sockets=2 CoresPerSocket=48 "
@@ -274,14 +276,15 @@ def test_each_worker_is_described_from_its_own_facts():
 
 def test_every_workers_facts_are_asked_for():
     facts_of = fresh_lab("debian-12")
-    del facts_of[WORKER2]["roles.facts.MemTotalMb"]
-    with pytest.raises(MissingFact, match="lab-worker2: fixture lacks fact roles.facts.MemTotal"):
+    del facts_of[WORKER2]["gpuinfra_deploy.facts.system.MemTotalMb"]
+    with pytest.raises(MissingFact, match="lab-worker2: fixture lacks fact .*MemTotal"):
         plan_for(HEAD, facts_of)
 
 
 def test_a_worker_whose_lscpu_failed_registers_one_cpu_until_the_next_deploy():
     facts_of = fresh_lab("debian-12")
-    facts_of[WORKER2]["roles.facts.CpuLayout"] = {}  # the fact's value when lscpu fails
+    # the fact's value when lscpu fails
+    facts_of[WORKER2]["gpuinfra_deploy.facts.system.CpuLayout"] = {}
     conf = lines(staged(plan_for(HEAD, facts_of))[SLURM_CONF])
     assert ("NodeName=lab-worker2 NodeAddr=10.0.0.12 CPUs=1 Gres=gpu:h100-pcie-80gb:2 "
             "State=UNKNOWN") in conf
@@ -301,9 +304,9 @@ def test_gres_conf_of_the_lab_h100_worker():
 
 def test_gres_conf_of_a_real_hgx_host_pins_gpus_to_their_numa_half():
     facts_of = fresh_lab("debian-12")
-    facts_of[WORKER1]["roles.facts.CpuLayout"] = parse_lscpu(
+    facts_of[WORKER1]["gpuinfra_deploy.facts.system.CpuLayout"] = parse_lscpu(
         (CAPTURES / "lscpu-p-hgx-2x48c-SYNTHESIZED.txt").read_text()).to_json()
-    facts_of[WORKER1]["roles.facts.NvidiaDeviceMinors"] = {
+    facts_of[WORKER1]["gpuinfra_deploy.facts.nvidia.NvidiaDeviceMinors"] = {
         g["pci.bus_id"][-12:].lower(): int(g["index"]) for g in capture_gpus(WORKER1)}
     gres = lines(staged(plan_for(WORKER1, facts_of))[GRES_CONF])
     gpu_lines = [line for line in gres if line.startswith("Name=gpu ")]
@@ -386,7 +389,7 @@ def test_converged_check_can_fail_on_one_file():
 
 def test_a_workers_new_hardware_rewrites_slurm_conf_and_restarts_the_controller():
     facts_of = converged_lab("ubuntu-24.04")
-    facts_of[WORKER2]["roles.facts.MemTotalMb"] = 48000  # worker2 got more memory
+    facts_of[WORKER2]["gpuinfra_deploy.facts.system.MemTotalMb"] = 48000  # worker2 got more memory
     head = plan_for(HEAD, facts_of)
     assert [op.name for op in head.changing] == [
         f"slurm | {CONFIG_OP}", "slurm | Restart slurmctld on the new configuration"]
@@ -444,11 +447,11 @@ def test_accounting_on_the_head_installs_mariadb_slurmdbd_and_creates_the_databa
 
 def test_accounting_database_already_there_runs_no_sql():
     facts_of = fresh_lab("debian-12")
-    facts_of[HEAD]["roles.slurm.operations.MariaDbAccounting"] = {
+    facts_of[HEAD]["gpuinfra_roles.slurm.operations.MariaDbAccounting"] = {
         ACCOUNTING_KEY: {"database": True, "user": True}}
     result = plan_for(HEAD, facts_of, {"slurm_accounting": True})
     assert result.op("Accounting database").commands == ()
-    facts_of[HEAD]["roles.slurm.operations.MariaDbAccounting"] = {
+    facts_of[HEAD]["gpuinfra_roles.slurm.operations.MariaDbAccounting"] = {
         ACCOUNTING_KEY: {"database": True, "user": False}}
     again = plan_for(HEAD, facts_of, {"slurm_accounting": True})
     assert again.op("Accounting database").commands[0].startswith("mysql -e ")
@@ -465,7 +468,7 @@ def test_accounting_is_the_heads_alone():
 def test_converged_head_with_accounting_plans_no_command(distro):
     facts_of = converged_lab(distro, accounting=True)
     head = facts_of[HEAD]
-    dbd = render("slurm", SLURMDBD_CONF, cluster_name="lab", controller=HEAD,
+    dbd = TEMPLATES.render(SLURMDBD_CONF, cluster_name="lab", controller=HEAD,
                  settings={"db_name": DEFAULTS["slurm_db_name"],
                            "db_user": DEFAULTS["slurm_db_user"]})
     version = head["deb.DebPackages"]["slurmctld"]
@@ -476,7 +479,7 @@ def test_converged_head_with_accounting_plans_no_command(distro):
     for fact in ("systemd.SystemdStatus", "systemd.SystemdEnabled"):
         head[fact] = {"*": {**head[fact]["*"], "mariadb.service": True,
                             "slurmdbd.service": True}}
-    head["roles.slurm.operations.MariaDbAccounting"] = {
+    head["gpuinfra_roles.slurm.operations.MariaDbAccounting"] = {
         ACCOUNTING_KEY: {"database": True, "user": True}}
     result = plan_for(HEAD, facts_of, {"slurm_accounting": True})
     assert result.commands == [], result.changing
@@ -630,11 +633,12 @@ def test_fact_fixtures_are_the_facts_of_their_captures():
         rows = [", ".join(str(g[f]).removesuffix(" MiB") for f in GPU_FIELDS)
                 for g in capture_gpus(name)]
         topo = (HARDWARE / PROFILE[name] / "topo-m.txt").read_text().split("\n")
-        assert facts["roles.facts.CpuLayout"] == layout
-        assert facts["roles.facts.MemTotalMb"] == memory == 24105
-        assert facts["roles.facts.NvidiaGpus"] == NvidiaGpus().process(rows)
-        assert facts["roles.facts.NvidiaTopology"] == NvidiaTopology().process(topo)
-        assert facts["roles.facts.NvidiaDeviceMinors"] == {}
+        assert facts["gpuinfra_deploy.facts.system.CpuLayout"] == layout
+        assert facts["gpuinfra_deploy.facts.system.MemTotalMb"] == memory == 24105
+        assert facts["gpuinfra_deploy.facts.nvidia.NvidiaGpus"] == NvidiaGpus().process(rows)
+        topology = facts["gpuinfra_deploy.facts.nvidia.NvidiaTopology"]
+        assert topology == NvidiaTopology().process(topo)
+        assert facts["gpuinfra_deploy.facts.nvidia.NvidiaDeviceMinors"] == {}
 
 
 # ----------------------------------------------------------------------------- boot order

@@ -4,7 +4,8 @@ libvirt) and Proxmox VE 8 (systemd-boot through proxmox-boot-tool, or GRUB; qm).
 The host's PCI functions are the lab hypervisor guest's, captured from sysfs on its real kernel
 (tests/fixtures/vfio/): before the role (fresh), after it and a reboot (converged), and with the
 audio device of the stand-in pair's IOMMU group handed back to its host driver (split). The
-spec is the lab's (lab/profiles.py). Fixture layers (tests/plan/facts/): base-fresh, <distro>,
+spec is the lab's (gpuinfra_lab/profiles.py). Fixture layers (tests/plan/facts/): base-fresh,
+<distro>,
 vfio-fresh (recorded on the lab guest), vfio-converged, and proxmox-ve-8 / proxmox-ve-8-grub.
 """
 
@@ -32,9 +33,9 @@ from gpuinfra.vfio import (
     modules_load_conf,
     vm_functions,
 )
-from lab.profiles import HV_SPEC, HV_SPEC_GROUP_SPLIT
-from roles.vfio import vfio
-from roles.vfio.defaults import DEFAULTS
+from gpuinfra_lab.profiles import HV_SPEC, HV_SPEC_GROUP_SPLIT
+from gpuinfra_roles.vfio import vfio
+from gpuinfra_roles.vfio.defaults import DEFAULTS
 from tests.conftest import REPO
 from tests.plan.harness import FakeHost, load_facts, plan_cluster, upload_text
 
@@ -52,7 +53,7 @@ def pci(capture: str) -> dict:
 def fresh(distro: str, *more: str) -> dict:
     facts = load_facts("base-fresh", distro.replace("proxmox-ve-8", "debian-12"), "vfio-fresh",
                        *more)
-    facts["roles.facts.PciFunctions"] = pci("fresh")
+    facts["gpuinfra_deploy.facts.pci.PciFunctions"] = pci("fresh")
     return facts
 
 
@@ -60,7 +61,7 @@ def converged(distro: str, *more: str, spec: dict = HV_SPEC) -> dict:
     """A host the role converged and that rebooted since: every file the role renders in
     place (its digest), the modules block there, overrides saved and bound."""
     facts = fresh(distro, "vfio-converged", *more)
-    facts["roles.facts.PciFunctions"] = pci("converged")
+    facts["gpuinfra_deploy.facts.pci.PciFunctions"] = pci("converged")
     digests = facts.setdefault("files.Sha256File", {})
     for path, text in rendered(spec, facts).items():
         digests[f"path={path}"] = hashlib.sha256(text.encode()).hexdigest()
@@ -75,7 +76,7 @@ def rendered(spec: dict, facts: dict) -> dict[str, str]:
     ids = [d for d in spec["vfio_devices"] if "." not in d]
     files = {MODPROBE_CONF: modprobe_conf(ids, DEFAULTS["vfio_host_drivers"]),
              MODULES_LOAD: modules_load_conf()}
-    if facts.get("roles.facts.BootLoader") == "systemd-boot":
+    if facts.get("gpuinfra_deploy.facts.kernel.BootLoader") == "systemd-boot":
         files[KERNEL_CMDLINE] = kernel_cmdline(PROXMOX_CMDLINE, INTEL)
     else:
         files[GRUB_DROPIN] = grub_dropin(INTEL)
@@ -142,7 +143,7 @@ def test_fresh_host_gets_iommu_arguments_early_binding_and_vms(distro):
 
 def test_an_amd_host_gets_amd_iommu_on():
     facts = fresh("debian-12")
-    facts["roles.facts.CpuVendor"] = "AuthenticAMD"
+    facts["gpuinfra_deploy.facts.kernel.CpuVendor"] = "AuthenticAMD"
     assert "amd_iommu=on iommu=pt" in uploaded(run(facts), "IOMMU kernel arguments for GRUB")
 
 
@@ -154,7 +155,7 @@ def test_the_vm_xml_has_every_function_of_each_card_on_its_own_root_port():
 
 def test_with_libvirt_running_the_vms_it_lacks_are_defined():
     facts = converged("debian-12")
-    facts["roles.facts.LibvirtDomains"] = ["lab-vm1"]
+    facts["gpuinfra_deploy.facts.virt.LibvirtDomains"] = ["lab-vm1"]
     result = run(facts)
     assert commands(result, "Define VM lab-vm1") == ()
     assert commands(result, "Define VM lab-vm2") == (
@@ -179,7 +180,7 @@ def test_converged_host_plans_no_command(distro):
 
 def test_converged_check_goes_red_when_an_override_is_lost():
     facts = converged("debian-12")
-    del facts["roles.facts.DriverctlOverrides"]["0000:04:02.0"]
+    del facts["gpuinfra_deploy.facts.pci.DriverctlOverrides"]["0000:04:02.0"]
     result = run(facts)
     assert commands(result, "Bind the devices passed by address") == (
         "driverctl set-override 0000:04:02.0 vfio-pci",)
@@ -214,7 +215,8 @@ def test_a_vm_device_that_no_id_covers_is_refused_at_deploy():
 
 def test_a_device_in_use_is_not_rebound_and_the_process_is_named():
     facts = fresh("debian-12")
-    facts["roles.facts.DeviceUsers"] = {"*": {"0000:04:01.0": ["2345 (qemu-system-x86)"]}}
+    facts["gpuinfra_deploy.facts.pci.DeviceUsers"] = {
+        "*": {"0000:04:01.0": ["2345 (qemu-system-x86)"]}}
     with pytest.raises(OperationError, match=r"not rebinding .*in use: 0000:04:01.0 by 2345 "
                                              r"\(qemu-system-x86\). Stop those processes"):
         run(facts)
@@ -222,7 +224,7 @@ def test_a_device_in_use_is_not_rebound_and_the_process_is_named():
 
 def test_with_the_iommu_off_overrides_are_saved_for_the_next_boot():
     facts = fresh("debian-12")
-    for function in facts["roles.facts.PciFunctions"]["functions"]:
+    for function in facts["gpuinfra_deploy.facts.pci.PciFunctions"]["functions"]:
         function["iommu_group"] = None
     result = run(facts)
     assert commands(result, "Bind the devices passed by address")[0] == \
@@ -231,7 +233,7 @@ def test_with_the_iommu_off_overrides_are_saved_for_the_next_boot():
 
 def test_an_override_no_longer_listed_is_removed():
     facts = converged("debian-12")
-    facts["roles.facts.DriverctlOverrides"]["0000:02:00.0"] = "vfio-pci"
+    facts["gpuinfra_deploy.facts.pci.DriverctlOverrides"]["0000:02:00.0"] = "vfio-pci"
     result = run(facts)
     assert commands(result, "Bind the devices passed by address") == (
         "driverctl unset-override 0000:02:00.0",)
@@ -245,7 +247,7 @@ PROXMOX_SPEC = {**HV_SPEC, "vms": [{**HV_SPEC["vms"][0], "vmid": 101},
 
 def test_proxmox_systemd_boot_gets_its_kernel_cmdline_and_qm_hostpci():
     facts = fresh("proxmox-ve-8", "proxmox-ve-8")
-    facts["roles.facts.QmConfig"] = {"vmid=101": None, "vmid=102": {
+    facts["gpuinfra_deploy.facts.virt.QmConfig"] = {"vmid=101": None, "vmid=102": {
         "name": "lab-vm2", "machine": "q35", "hostpci0": "0000:04:01,pcie=1",
         "hostpci3": "0000:81:00,pcie=1"}}
     result = run(facts, PROXMOX_SPEC)
@@ -266,8 +268,8 @@ def test_proxmox_systemd_boot_gets_its_kernel_cmdline_and_qm_hostpci():
 
 def test_proxmox_with_grub_uses_the_grub_drop_in():
     facts = fresh("proxmox-ve-8", "proxmox-ve-8")
-    facts["roles.facts.BootLoader"] = "grub"
-    facts["roles.facts.QmConfig"] = {"*": None}
+    facts["gpuinfra_deploy.facts.kernel.BootLoader"] = "grub"
+    facts["gpuinfra_deploy.facts.virt.QmConfig"] = {"*": None}
     result = run(facts, PROXMOX_SPEC)
     assert commands(result, "update-grub") == ("update-grub",)
     assert not [op for op in result.ops if "proxmox-boot-tool" in op.name]

@@ -1,7 +1,8 @@
 """Repository signing keys are pinned: the keyring script installs only the pinned key.
 
 Run for real: gpg makes two keys in a private home, curl fetches them from file:// URLs, and
-the role's shell (roles/apt.py keyring_script) must install the one whose fingerprint is
+the role's shell (gpuinfra_deploy/ops/apt.py keyring_script) must install the one whose fingerprint
+is
 pinned and refuse the other, installing nothing.
 """
 
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from gpuinfra.knowledge.packages import SIGNING_KEYS
-from roles.apt import keyring_script
+from gpuinfra_deploy.ops.apt import keyring_script
 
 pytestmark = pytest.mark.skipif(not (shutil.which("gpg") and shutil.which("curl")),
                                 reason="needs gpg and curl")

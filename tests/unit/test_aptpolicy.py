@@ -64,7 +64,7 @@ def test_a_package_apt_lists_nothing_of_is_left_to_apt():
 
 
 def test_the_plan_layer_is_the_parsed_capture():
-    layer = json.loads(PLAN_LAYER.read_text())["roles.facts.AptPolicy"]["*"]
+    layer = json.loads(PLAN_LAYER.read_text())["gpuinfra_deploy.facts.apt.AptPolicy"]["*"]
     assert layer == {name: entry.to_json() for name, entry in bookworm().items()}
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from gpuinfra.aptmirror import point_at_mirror
 from gpuinfra.spec import HostInput, SpecInvalid, format_errors
-from roles.knobs import build_spec, spec_problems
+from gpuinfra_deploy.run.knobs import build_spec, spec_problems
 
 Site = dict[str, tuple[tuple[str, ...], dict[str, Any]]]
 NIC = {"name": "mlx5_0", "pci": "0000:17:00.0", "ats": True, "link_layer": "infiniband"}

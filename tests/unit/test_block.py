@@ -1,4 +1,5 @@
-"""roles/block.py's shell, run for real on temporary files: the digest fact and the splice."""
+"""gpuinfra_deploy/ops/block.py's shell, run for real on temporary files: the digest fact
+and the splice."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import subprocess
 
 import pytest
 
-from roles.block import EMPTY_DIGEST, digest_command, splice_command
-from roles.checked import digest
+from gpuinfra_deploy.ops.block import EMPTY_DIGEST, digest_command, splice_command
+from gpuinfra_deploy.ops.checked import digest
 
 BEGIN, END = "# BEGIN gpuinfra cluster nodes", "# END gpuinfra cluster nodes"
 NEW = "10.0.0.1 head\n10.0.0.2 gpu1\n"

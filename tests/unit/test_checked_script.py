@@ -1,10 +1,11 @@
-"""roles/checked.py's judge: the consumer's verdict on the staged files, run by bash."""
+"""gpuinfra_deploy/ops/checked.py's judge: the consumer's verdict on the staged files, run
+by bash."""
 
 from __future__ import annotations
 
 import subprocess
 
-from roles.checked import check_script
+from gpuinfra_deploy.ops.checked import check_script
 
 
 def run(script: str) -> subprocess.CompletedProcess:

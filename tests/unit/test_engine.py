@@ -1,4 +1,5 @@
-"""roles/engine.py: pyinfra's behaviour kept, its waiting and re-reading removed."""
+"""gpuinfra_deploy/pyinfra_patches/engine.py: pyinfra's behaviour kept, its waiting and
+re-reading removed."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from pyinfra.api.connect import connect_all
 from pyinfra.api.util import get_operation_order_from_stack
 from pyinfra.facts.server import Hostname, LinuxDistribution
 
-from roles import engine
-from roles.engine import pyinfra_host, pyinfra_operation
+from gpuinfra_deploy.pyinfra_patches import engine
+from gpuinfra_deploy.pyinfra_patches.engine import pyinfra_host, pyinfra_operation
 
 
 @pytest.fixture
@@ -139,7 +140,7 @@ def test_nodelay_leaves_non_tcp_transports_alone():
 
 
 def test_global_arguments_are_pyinfras_computed_once():
-    from roles.engine import pyinfra_arguments
+    from gpuinfra_deploy.pyinfra_patches.engine import pyinfra_arguments
 
     original = pyinfra_arguments.all_global_arguments()
     engine.install()

@@ -1,4 +1,4 @@
-"""The GPU facts (roles/facts.py): process() on real captures, commands that never fail.
+"""The GPU facts (gpuinfra_deploy/facts/): process() on real captures, commands that never fail.
 
 No host is needed: process() gets the lines a command printed, command() is checked as text and,
 for the guard, run in a local shell.
@@ -13,26 +13,21 @@ import sys
 import pytest
 from pyinfra.api.exceptions import FactProcessError
 
-from roles import facts
-from roles.facts import (
-    GPU_FIELDS,
+from gpuinfra_deploy.facts import nvidia
+from gpuinfra_deploy.facts._base import GPU_FIELDS, quiet
+from gpuinfra_deploy.facts.apt import HeldPackages
+from gpuinfra_deploy.facts.kernel import LoadedModules
+from gpuinfra_deploy.facts.nvidia import (
     ContainerRuntimeConfig,
-    GroupIds,
-    HeldPackages,
-    LoadedModules,
     NvidiaDeviceNodes,
     NvidiaGpus,
-    NvidiaNvlink,
-    NvidiaP2P,
     NvidiaTopology,
-    PciDevices,
-    quiet,
 )
+from gpuinfra_deploy.facts.system import GroupIds
 from tests.conftest import REAL, REPO, real_files
 
-LAB = REPO / "lab"
+LAB = REPO / "gpuinfra_lab"
 TOPO = REAL / "nvidia-smi-topo-m"
-NVLINK = REAL / "nvidia-smi-nvlink"
 
 
 def lines(path) -> list[str]:
@@ -52,44 +47,6 @@ def test_topology_of_an_hgx_h100_is_nv18_everywhere():
     assert topo["gpus"] == [f"GPU{i}" for i in range(8)]
     assert {topo["links"]["GPU0"][f"GPU{i}"] for i in range(1, 8)} == {"NV18"}
 
-
-@pytest.mark.parametrize("path", real_files("nvidia-smi-topo-p2p"), ids=lambda p: p.name)
-def test_p2p_reads_every_real_capture(path):
-    fact = NvidiaP2P()
-    fact.command("r")
-    p2p = fact.process(lines(path))
-    assert p2p["mode"] == "r" and p2p["gpus"]
-
-
-def test_p2p_read_ok_on_hgx_and_ns_on_consumer_cards():
-    fact = NvidiaP2P()
-    assert fact.command("read").endswith("true") and "topo -p2p r " in fact.command("read")
-    hgx = fact.process(lines(REAL / "nvidia-smi-topo-p2p/8x-h100-80gb-hbm3-p2p-r-all-OK.txt"))
-    assert {hgx["status"]["GPU0"][f"GPU{i}"] for i in range(1, 8)} == {"OK"}
-    fact.command("p")
-    consumer = fact.process(lines(REAL / "nvidia-smi-topo-p2p/autodl-2x-rtx2080ti-p2p-p-NS.txt"))
-    assert consumer["mode"] == "p" and consumer["status"]["GPU0"]["GPU1"] == "NS"
-
-
-def test_p2p_rejects_an_unknown_mode():
-    with pytest.raises(Exception, match="unknown p2p mode"):
-        NvidiaP2P().command("x")
-
-
-def test_nvlink_counts_the_bridged_h100_links():
-    status = NvidiaNvlink().process(
-        lines(REAL / "nvidia-smi-nvlink/hpe-dl380a-2x-h100-pcie-nvlink-s-12-of-18-active.txt"))
-    assert list(status) == ["GPU0", "GPU1"]
-    assert sum(link["active"] for link in status["GPU0"]["links"].values()) == 12
-
-
-def test_nvlink_all_inactive_and_no_nvlink():
-    inactive = NvidiaNvlink().process(
-        lines(NVLINK / "hpe-dl380-gen11-2x-a100-pcie-no-bridge-nvlink-s-all-inactive.txt"))
-    assert all(gpu["all_inactive"] for gpu in inactive.values())
-    # An A10 prints nothing: pyinfra then returns the default without calling process().
-    assert (NVLINK / "kvm-vm-1x-a10-nvlink-status-empty-output.txt").read_text() == ""
-    assert NvidiaNvlink().default() == {}
 
 
 def _stand_in(profile: str, *args: str) -> subprocess.CompletedProcess:
@@ -123,18 +80,6 @@ def test_unreadable_output_fails_the_host_with_the_parser_message():
 
 
 # ----------------------------------------------------------------------------- other facts
-
-@pytest.mark.parametrize("path", real_files("lspci"), ids=lambda p: p.name)
-def test_pci_devices_read_every_real_capture(path):
-    assert PciDevices().process(lines(path))["devices"]
-
-
-def test_pci_devices_with_kernel_driver():
-    devices = PciDevices().process(
-        lines(REAL / "lspci/dgx-8x-v100-sxm2-10de-1db1-lspci-nnk-vfio-pci.txt"))["devices"]
-    assert len(devices) == 8
-    assert {(d["vendor_id"], d["device_id"], d["driver"]) for d in devices} == {
-        ("10de", "1db1", "vfio-pci")}
 
 
 # /proc/modules lines in the kernel's format (no real capture in tests/fixtures/real).
@@ -174,7 +119,7 @@ def test_container_runtime_config_reads_main_file_and_drop_ins(tmp_path, monkeyp
     # Run the real command on files under tmp_path: a missing drop-in folder hides nothing.
     main = tmp_path / "config.toml"
     main.write_text("version = 2\n")
-    monkeypatch.setitem(facts.CONFIG_PATHS, "containerd",
+    monkeypatch.setitem(nvidia.CONFIG_PATHS, "containerd",
                         (str(main), str(tmp_path / "conf.d" / "*.toml")))
     out = subprocess.run(["sh", "-c", ContainerRuntimeConfig().command("containerd")],
                          capture_output=True, text=True, check=False)
@@ -188,9 +133,9 @@ def test_container_runtime_config_reads_main_file_and_drop_ins(tmp_path, monkeyp
 
 # ----------------------------------------------------------------------------- never an error
 
-@pytest.mark.parametrize("fact", [NvidiaGpus, NvidiaTopology, NvidiaNvlink, PciDevices])
+@pytest.mark.parametrize("fact", [NvidiaGpus, NvidiaTopology])
 def test_facts_on_optional_tools_are_guarded(fact):
-    assert fact().requires_command() in ("nvidia-smi", "lspci")
+    assert fact().requires_command() == "nvidia-smi"
     assert fact().command().endswith("; true")
     assert fact.default() == {}
 

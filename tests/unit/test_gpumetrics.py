@@ -21,13 +21,13 @@ from gpuinfra.monitoring.gpumetrics import (
     metrics_text,
     parse_xids,
 )
-from roles.monitoring import collector_files
+from gpuinfra_roles.monitoring import collector_files
 
 KERNEL_LOG = Path(__file__).resolve().parents[1] / "fixtures" / "kernel-log"
 
 REPO = Path(__file__).resolve().parents[2]
-REPLAY = REPO / "lab" / "nvidia-smi"
-HARDWARE = REPO / "lab" / "hardware"
+REPLAY = REPO / "gpuinfra_lab" / "nvidia-smi"
+HARDWARE = REPO / "gpuinfra_lab" / "hardware"
 
 
 def replay(profile: str, argv: list[str]) -> Output:

@@ -12,7 +12,7 @@ import yaml
 
 from gpuinfra import kubeadm
 from gpuinfra.errors import GpuinfraError
-from roles.kubernetes.operations import JOIN_STAGED, _join
+from gpuinfra_roles.kubernetes.operations import JOIN_STAGED, _join
 
 TOKEN = "q7w2z1.k3v9x4m1n8b5c2d6"
 CA_HASH = "0" * 63 + "f"

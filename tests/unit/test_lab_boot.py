@@ -1,5 +1,6 @@
-"""`gpuinfra lab reboot` waits for each host to come back whole (lab/boot.py), and the verify
-suite tells the lab's expected failures from real ones (verify/expect.py unit_failures)."""
+"""`gpuinfra lab reboot` waits for each host to come back whole (gpuinfra_lab/boot.py), and the
+verify
+suite tells the lab's expected failures from real ones (gpuinfra_verify/expect.py unit_failures)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import pytest
 
 from gpuinfra.errors import ParseError
 from gpuinfra.parsers.system import parse_unit_states
-from lab.boot import judge, wait_whole
-from lab.profiles import NO_NVIDIA_MODULE, PROFILES, expected_failures
-from verify.expect import unit_failures
+from gpuinfra_lab.boot import judge, wait_whole
+from gpuinfra_lab.profiles import NO_NVIDIA_MODULE, PROFILES, expected_failures
+from gpuinfra_verify.expect import unit_failures
 
 PERSISTENCED = ("nvidia-persistenced.service loaded failed failed NVIDIA Persistence Daemon")
 MODULES = "systemd-modules-load.service loaded failed failed Load Kernel Modules"

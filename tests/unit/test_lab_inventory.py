@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from gpuinfra_cli import lab as lab_cli
-from lab import image, podman, profiles, replay, state
-from lab.profiles import HostPlan, plan_hosts
+from gpuinfra_lab import image, podman, profiles, replay, state
+from gpuinfra_lab.profiles import HostPlan, plan_hosts
 from tests.conftest import REAL, REPO
 
-HARDWARE = REPO / "lab" / "hardware"
-STAND_IN = REPO / "lab" / "nvidia-smi"
+HARDWARE = REPO / "gpuinfra_lab" / "hardware"
+STAND_IN = REPO / "gpuinfra_lab" / "nvidia-smi"
 ALL_PROFILES = sorted(profiles.replayed())  # the container workers
 
 
@@ -151,7 +151,7 @@ def test_every_lab_profile_has_a_spec_and_a_folder(tmp_path: Path) -> None:
 def test_committed_profile_matches_its_builder(name: str) -> None:
     built = profiles.build(name)
     committed = {p.name: p.read_text() for p in (HARDWARE / name).iterdir()}
-    assert committed == built, "run: .venv/bin/python -m lab.profiles"
+    assert committed == built, "run: .venv/bin/python -m gpuinfra_lab.profiles"
 
 
 @pytest.mark.parametrize("name", ALL_PROFILES)

@@ -1,4 +1,4 @@
-"""The MIG checks of the verify suite on the lab's replayed MIG hardware (lab/hardware/
+"""The MIG checks of the verify suite on the lab's replayed MIG hardware (gpuinfra_lab/hardware/
 2x-a100-sxm4-mig-*): the stand-in nvidia-smi answers the checks' own command, part by part, as
 on a lab worker; the healthy node passes, the broken one fails on GPU 1 alone."""
 
@@ -11,11 +11,11 @@ import subprocess
 import pytest
 
 from gpuinfra.migplan import STATE_COMMAND, node_state, split_sections
-from lab.profiles import PROFILES
+from gpuinfra_lab.profiles import PROFILES
+from gpuinfra_verify.sharing_expect import instance_findings, mig_mode_findings, slurm_gres_findings
 from tests.conftest import REPO
-from verify.sharing_expect import instance_findings, mig_mode_findings, slurm_gres_findings
 
-STAND_IN = REPO / "lab" / "nvidia-smi"
+STAND_IN = REPO / "gpuinfra_lab" / "nvidia-smi"
 
 
 def replayed_state(profile: str, tmp_path):
@@ -26,7 +26,7 @@ def replayed_state(profile: str, tmp_path):
     smi.write_text(f"#!/bin/sh\nexec {os.sys.executable} {STAND_IN} \"$@\"\n")
     smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
-           "GPUINFRA_LAB_HARDWARE": str(REPO / "lab" / "hardware" / profile)}
+           "GPUINFRA_LAB_HARDWARE": str(REPO / "gpuinfra_lab" / "hardware" / profile)}
     out = subprocess.run(["sh", "-c", STATE_COMMAND], capture_output=True, text=True, env=env,
                          check=True).stdout
     return node_state(split_sections(out))
@@ -59,7 +59,7 @@ def test_broken_mig_node_fails_on_gpu_1_alone(tmp_path):
 @pytest.mark.parametrize("profile", ["2x-a100-sxm4-mig-balanced", "2x-a100-sxm4-mig-gpu1-differs"])
 def test_mig_profiles_spec_is_valid(profile):
     from gpuinfra.spec import HostInput
-    from roles.knobs import build_spec
+    from gpuinfra_deploy.run.knobs import build_spec
     spec = build_spec([HostInput("w", ("workers",), {"schedulers": [], "mig_strategy": "mixed",
                                                      **PROFILES[profile].spec})])
     assert spec.node("w").sharing.mode == "mig"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from gpuinfra_cli.lab import guest_counts
-from lab import profiles, qemu, state, vmimage
-from lab.profiles import GuestMachine, HostPlan, plan_hosts
+from gpuinfra_lab import profiles, qemu, state, vmimage
+from gpuinfra_lab.profiles import GuestMachine, HostPlan, plan_hosts
 from tests.conftest import REPO
 
 
@@ -146,7 +146,7 @@ def test_a_guest_host_key_is_made_here_private_and_trusted_under_its_port(tmp_pa
 
 
 def test_the_segment_nic_has_a_fixed_slot_so_its_name_is_known():
-    from lab.profiles import RDMA_SPEC, SEGMENT_NETDEV
+    from gpuinfra_lab.profiles import RDMA_SPEC, SEGMENT_NETDEV
 
     plan = plan_hosts(workers=0, guests={"rdma-soft-roce": 2})
     places = qemu.segment_places(plan[1:], {"rdma": 41000})

@@ -2,7 +2,7 @@
 the rules' unit tests, each alert firing and not firing), amtool (Alertmanager's routes), and
 the spec gate for the role's knobs.
 
-promtool and amtool come from Debian's packages (`python -m lab.tools`, run by `make test`,
+promtool and amtool come from Debian's packages (`python -m gpuinfra_lab.tools`, run by `make test`,
 which also sets GPUINFRA_REQUIRE_TOOLS=1 so that a missing tool fails instead of skipping).
 """
 
@@ -18,10 +18,10 @@ import yaml
 
 from gpuinfra.monitoring import prometheus as prom
 from gpuinfra.spec import ClusterSpec, HostInput, SpecInvalid
-from lab.tools import tool_path
-from roles.inventory import load_hosts
-from roles.knobs import build_spec
-from roles.monitoring import alertmanager_check, prometheus_check, prometheus_files
+from gpuinfra_deploy.run.inventory import load_hosts
+from gpuinfra_deploy.run.knobs import build_spec
+from gpuinfra_lab.tools import tool_path
+from gpuinfra_roles.monitoring import alertmanager_check, prometheus_check, prometheus_files
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 def _tool(name: str) -> str:
     path = tool_path(name)
     if path is None:
-        message = f"{name} not found: run `.venv/bin/python -m lab.tools` (make test does)"
+        message = f"{name} not found: run `.venv/bin/python -m gpuinfra_lab.tools` (make test does)"
         if os.environ.get("GPUINFRA_REQUIRE_TOOLS"):
             pytest.fail(message)
         pytest.skip(message)
@@ -130,7 +130,8 @@ def test_gpu_alerts_follow_the_spec():
 
 @pytest.mark.parametrize("name", SITES)
 def test_prometheus_config_and_its_rules_pass_promtool_as_the_role_stages_them(name, tmp_path):
-    """The role's own check (roles/monitoring: prometheus_check) on the files it would stage:
+    """The role's own check (gpuinfra_roles/monitoring: prometheus_check) on the files it would
+    stage:
     the rule file is named relative to the config, so promtool reads the staged rules."""
     spec = site(name)
     for path, text in prometheus_files(spec, monitoring_of(spec)).items():

@@ -20,7 +20,7 @@ from gpuinfra.parsers.topo import parse_topo
 from tests.conftest import REPO
 
 SLURM = REPO / "tests" / "fixtures" / "slurm"
-HGX_TOPO = REPO / "lab" / "hardware" / "8x-h100-sxm-nvswitch" / "topo-m.txt"
+HGX_TOPO = REPO / "gpuinfra_lab" / "hardware" / "8x-h100-sxm-nvswitch" / "topo-m.txt"
 
 
 def fixture(name: str) -> str:

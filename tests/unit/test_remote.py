@@ -11,7 +11,7 @@ import pytest
 from pyinfra.api import StringCommand
 
 from gpuinfra.errors import GpuinfraError
-from roles.remote import put_text, run
+from gpuinfra_deploy.ops.remote import put_text, run
 
 
 class LocalHost:

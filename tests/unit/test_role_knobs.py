@@ -7,7 +7,9 @@ import pytest
 
 from gpuinfra.spec import HostInput, SpecInvalid
 from gpuinfra.spec.knobs import Knob
-from roles.knobs import ROLE_KNOBS, build_spec, spec_problems
+from gpuinfra_deploy.run.knobs import build_spec, knobs_of, role_knobs, role_names, spec_problems
+
+ROLE_KNOBS = knobs_of()
 
 
 def hosts(**worker_data) -> list[HostInput]:
@@ -25,12 +27,26 @@ def test_every_knob_default_passes_its_own_rule():
 
 
 def test_knob_keys_are_unique_and_role_prefixed():
+    """Each role's knobs carry its folder's name as prefix: the registry finds the roles by
+    folder, and a foreign deploy's typo check covers exactly the prefixes of its roles."""
     keys = [k.key for k in ROLE_KNOBS]
     assert len(keys) == len(set(keys))
-    prefixes = ("common_", "gpu_sharing_", "nvidia_driver_", "fabric_manager_", "containerd_",
-                "container_toolkit_", "munge_", "slurm_", "kubernetes_", "vfio_", "rdma_",
-                "monitoring_")
-    assert all(k.startswith(prefixes) for k in keys), keys
+    assert len(role_names()) == 12
+    for role in role_names():
+        assert all(k.key.startswith(f"{role}_") for k in role_knobs(role)), role
+
+
+def test_loading_the_knobs_loads_no_role_and_no_pyinfra():
+    """roles' defaults.py are read by file: the gate's registry pulls in no role package."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from gpuinfra_deploy.run.knobs import knobs_of; knobs_of(); "
+            "print(sorted(m for m in sys.modules if m.startswith(('pyinfra', 'gpuinfra_roles'))"
+            " and not m.endswith('.defaults') and m != 'gpuinfra_roles'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_settings_carry_host_data_over_the_defaults():

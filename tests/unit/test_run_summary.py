@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from roles.summary import Failure, _Recorder, failure_summary
+from gpuinfra_deploy.run.summary import Failure, _Recorder, failure_summary
 
 
 def test_nothing_failed_prints_nothing():
@@ -43,7 +43,7 @@ def test_installed_before_init_the_recorder_joins_the_initialised_state(monkeypa
 
     from pyinfra.api import Config, Inventory, State
 
-    from roles import summary
+    from gpuinfra_deploy.run import summary
 
     exits = []
     monkeypatch.setattr(atexit, "register", exits.append)

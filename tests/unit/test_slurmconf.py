@@ -33,11 +33,11 @@ from gpuinfra.slurmconf import (
     slurm_conf,
 )
 from gpuinfra.spec import ClusterSpec, HostInput, NodeSpec, build_cluster
-from roles.templates import render
+from gpuinfra_roles.slurm import TEMPLATES
 from tests.conftest import REAL, REPO
 
 SLURM = REPO / "tests" / "fixtures" / "slurm"
-HARDWARE = REPO / "lab" / "hardware"
+HARDWARE = REPO / "gpuinfra_lab" / "hardware"
 TOPO = REAL / "nvidia-smi-topo-m"
 
 HGX = {"gpu_model": "H100-SXM5-80GB", "gpu_count": 8, "gpu_topology": "nvswitch-all-to-all"}
@@ -431,7 +431,7 @@ def settings_lines(text: str) -> list[str]:
 
 def test_rendered_slurm_conf():
     conf = lab_conf()
-    text = render("slurm", "/etc/slurm/slurm.conf", conf=conf, settings=SETTINGS)
+    text = TEMPLATES.render("/etc/slurm/slurm.conf", conf=conf, settings=SETTINGS)
     lines = settings_lines(text)
     for expected in ("ClusterName=lab", "SlurmctldHost=lab-head(10.0.0.10)", "GresTypes=gpu",
                      "SelectType=select/cons_tres", "SlurmdTimeout=300",
@@ -445,7 +445,7 @@ def test_rendered_slurm_conf():
 
 def test_rendered_slurm_conf_with_accounting_and_site_settings():
     conf = lab_conf(accounting=True, extra={"MaxJobCount": 20000})
-    lines = settings_lines(render("slurm", "/etc/slurm/slurm.conf", conf=conf,
+    lines = settings_lines(TEMPLATES.render("/etc/slurm/slurm.conf", conf=conf,
                                   settings=SETTINGS))
     assert "AccountingStorageType=accounting_storage/slurmdbd" in lines
     assert "AccountingStorageHost=lab-head" in lines
@@ -456,7 +456,7 @@ def test_rendered_slurm_conf_with_accounting_and_site_settings():
 def test_rendered_slurm_conf_without_gpus_has_no_gres_types():
     spec = spec_of({"lab-worker1": {}})
     conf = slurm_conf(spec, ADDRESSES, {"lab-worker1": None}, {"lab-worker1": "none"})
-    text = render("slurm", "/etc/slurm/slurm.conf", conf=conf, settings=SETTINGS)
+    text = TEMPLATES.render("/etc/slurm/slurm.conf", conf=conf, settings=SETTINGS)
     assert "GresTypes" not in text
     assert "NodeName=lab-worker1 NodeAddr=10.0.0.11 CPUs=1 State=UNKNOWN" in text.splitlines()
 
@@ -464,7 +464,7 @@ def test_rendered_slurm_conf_without_gpus_has_no_gres_types():
 def test_rendered_gres_conf_has_the_lines_and_the_notes_as_comments():
     plan = gres_plan(node_of(HGX), HGX_TYPE, devices_of("8x-h100-sxm-nvswitch"),
                      topo(HGX_TOPO), lab_layout())
-    text = render("slurm", "/etc/slurm/gres.conf", node="lab-worker1", plan=plan)
+    text = TEMPLATES.render("/etc/slurm/gres.conf", node="lab-worker1", plan=plan)
     assert text.startswith("# gres.conf of lab-worker1:")
     assert settings_lines(text) == list(plan.lines)
     assert f"# note: {plan.notes[0]}" in text.splitlines()
@@ -472,14 +472,14 @@ def test_rendered_gres_conf_has_the_lines_and_the_notes_as_comments():
 
 @pytest.mark.parametrize("plugin", ["autodetect", "cgroup/v1"])
 def test_rendered_cgroup_conf_constrains_devices(plugin):
-    text = render("slurm", "/etc/slurm/cgroup.conf", settings={**SETTINGS,
+    text = TEMPLATES.render("/etc/slurm/cgroup.conf", settings={**SETTINGS,
                                                                "cgroup_plugin": plugin})
     assert settings_lines(text) == [f"CgroupPlugin={plugin}", "ConstrainCores=yes",
                                     "ConstrainRAMSpace=yes", "ConstrainDevices=yes"]
 
 
 def test_rendered_slurmdbd_conf():
-    text = render("slurm", "/etc/slurm/slurmdbd.conf", cluster_name="lab", controller="lab-head",
+    text = TEMPLATES.render("/etc/slurm/slurmdbd.conf", cluster_name="lab", controller="lab-head",
                   settings={"db_name": "slurm_acct_db", "db_user": "slurm"})
     lines = settings_lines(text)
     assert {"DbdHost=lab-head", "StorageType=accounting_storage/mysql",
@@ -489,6 +489,6 @@ def test_rendered_slurmdbd_conf():
 
 def test_templates_refuse_missing_values():
     with pytest.raises(UndefinedError):
-        render("slurm", "/etc/slurm/cgroup.conf", settings={})
+        TEMPLATES.render("/etc/slurm/cgroup.conf", settings={})
     with pytest.raises(UndefinedError):
-        render("slurm", "/etc/slurm/slurm.conf", conf=lab_conf(), settings={})
+        TEMPLATES.render("/etc/slurm/slurm.conf", conf=lab_conf(), settings={})

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gpuinfra.spec import HostInput
-from roles.knobs import build_spec, spec_problems
+from gpuinfra_deploy.run.knobs import build_spec, spec_problems
 
 NIC = {"name": "mlx5_0", "pci": "0000:17:00.0", "link_layer": "infiniband", "rate_gbps": 400,
        "model": "ConnectX-7"}

@@ -4,7 +4,7 @@ exactly what a scan of the nodes answers."""
 from __future__ import annotations
 
 from gpuinfra.spec import HostInput
-from roles.knobs import build_spec
+from gpuinfra_deploy.run.knobs import build_spec
 
 SITE = {"schedulers": ["slurm", "kubernetes"], "scheduler_sharing": "drain"}
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib.util
 from types import ModuleType
 
+from gpuinfra_verify.report import Case
 from tests.conftest import REPO
-from verify.report import Case
 
 
 def _check() -> ModuleType:

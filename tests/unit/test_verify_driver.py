@@ -1,4 +1,4 @@
-"""The driver suite's pure helpers (verify/expect.py) and the lab's device-node script."""
+"""The driver suite's pure helpers (gpuinfra_verify/expect.py) and the lab's device-node script."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import importlib.machinery
 import importlib.util
 from pathlib import Path
 
-from verify.expect import (
+from gpuinfra_verify.expect import (
     csv_column,
     device_problems,
     driver_version_problems,
@@ -14,7 +14,7 @@ from verify.expect import (
     reboot_pending_message,
 )
 
-DEVICES_SCRIPT = Path(__file__).resolve().parents[2] / "lab" / "gpuinfra-lab-devices"
+DEVICES_SCRIPT = Path(__file__).resolve().parents[2] / "gpuinfra_lab" / "gpuinfra-lab-devices"
 
 
 def _devices_module():

@@ -1,4 +1,4 @@
-"""The verify suite's pure helpers (verify/expect.py), without a lab."""
+"""The verify suite's pure helpers (gpuinfra_verify/expect.py), without a lab."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from gpuinfra.platforms import node_address
 from gpuinfra.spec import SpecInvalid
 from gpuinfra.verdicts import Finding
-from verify.expect import (
+from gpuinfra_verify.expect import (
     NO_SMI,
     family,
     format_failures,
@@ -97,9 +97,9 @@ def test_failure_message_lists_every_failed_finding() -> None:
 
 
 @pytest.mark.parametrize(("test_id", "host"), [
-    ("verify/test_gpu.py::test_p2p[lab-worker3]", "lab-worker3"),
+    ("gpuinfra_verify/test_gpu.py::test_p2p[lab-worker3]", "lab-worker3"),
     ("test_p2p[gpu01.example]@gpu01.example", "gpu01.example"),
-    ("verify/test_gpu.py::test_p2p", None),
+    ("gpuinfra_verify/test_gpu.py::test_p2p", None),
 ])
 def test_host_of(test_id: str, host: str | None) -> None:
     assert host_of(test_id) == host

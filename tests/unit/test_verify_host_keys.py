@@ -1,4 +1,5 @@
-"""The verify suite's SSH connections check host keys (verify/ssh.py), on a real SSH handshake.
+"""The verify suite's SSH connections check host keys (gpuinfra_verify/ssh.py), on a real SSH
+handshake.
 
 An in-process paramiko SSH server on loopback plays the node, with a host key of the test's
 choosing: a changed key must be refused whatever the policy but "no"; a new key only when the
@@ -15,8 +16,8 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from verify.expect import ssh_target
-from verify.ssh import HostKeyProblem, connect, fingerprint
+from gpuinfra_verify.expect import ssh_target
+from gpuinfra_verify.ssh import HostKeyProblem, connect, fingerprint
 
 
 class _Accept(paramiko.ServerInterface):

@@ -17,8 +17,7 @@ from gpuinfra.parsers.kubectl import (
     parse_pods,
 )
 from gpuinfra.spec import HostInput, build_cluster
-from tests.conftest import REPO
-from verify.kubernetes_expect import (
+from gpuinfra_verify.kubernetes_expect import (
     allocatable_problem,
     containerd_problems,
     cri_plugin_status,
@@ -29,6 +28,7 @@ from verify.kubernetes_expect import (
     product_label_problem,
     visible_gpus,
 )
+from tests.conftest import REPO
 
 FIXTURES = REPO / "tests" / "fixtures" / "kubectl"
 

@@ -1,11 +1,11 @@
-"""The monitoring checks' judgements (verify/monitoring_expect.py), each shown failing."""
+"""The monitoring checks' judgements (gpuinfra_verify/monitoring_expect.py), each shown failing."""
 
 from __future__ import annotations
 
 from gpuinfra.monitoring import prometheus as prom
 from gpuinfra.spec import HostInput
-from roles.knobs import build_spec
-from verify.monitoring_expect import (
+from gpuinfra_deploy.run.knobs import build_spec
+from gpuinfra_verify.monitoring_expect import (
     counts_by_instance,
     expected_targets,
     gpu_series_problems,

@@ -1,4 +1,4 @@
-"""The RDMA verify judgements (verify/rdma_expect.py): green on real captures of healthy
+"""The RDMA verify judgements (gpuinfra_verify/rdma_expect.py): green on real captures of healthy
 NICs, red with the right cause on each broken state (a real capture where one exists)."""
 
 from __future__ import annotations
@@ -9,9 +9,7 @@ from gpuinfra.parsers.topo import parse_topo
 from gpuinfra.perftest import parse_ib_write_bw
 from gpuinfra.rdma import gpudirect_path
 from gpuinfra.spec.model import RdmaNic
-from tests.conftest import REPO
-from tests.unit.test_rdma_lib import CX5, PENDING
-from verify.rdma_expect import (
+from gpuinfra_verify.rdma_expect import (
     acs_findings,
     affinity_findings,
     ats_findings,
@@ -24,6 +22,8 @@ from verify.rdma_expect import (
     presence_findings,
     rate_findings,
 )
+from tests.conftest import REPO
+from tests.unit.test_rdma_lib import CX5, PENDING
 
 REAL = REPO / "tests" / "fixtures" / "real"
 HEALTHY = REAL / "ibstat/h100-node-8x-cx7-400g-roce-plus-4x-cx6dx-100g-all-active.txt"

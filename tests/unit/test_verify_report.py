@@ -7,23 +7,23 @@ import sys
 from pathlib import Path
 
 from gpuinfra.spec import HostInput, build_cluster
+from gpuinfra_verify import report
 from tests.conftest import REPO
-from verify import report
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" tests="6">
- <testcase classname="verify.test_common" name="test_chrony[head1]" time="0.1">
+ <testcase classname="gpuinfra_verify.test_common" name="test_chrony[head1]" time="0.1">
   <properties><property name="chrony" value="running, enabled"/></properties></testcase>
- <testcase classname="verify.test_common" name="test_sshd[head1]" time="0.1">
+ <testcase classname="gpuinfra_verify.test_common" name="test_sshd[head1]" time="0.1">
   <properties><property name="sshd" value="running, enabled"/></properties></testcase>
- <testcase classname="verify.test_common" name="test_sysctls[gpu1]" time="0.1">
+ <testcase classname="gpuinfra_verify.test_common" name="test_sysctls[gpu1]" time="0.1">
   <failure message="AssertionError: sysctls differ:&#10;  a: expected 1">...</failure></testcase>
- <testcase classname="verify.test_gpu" name="test_gpu_count[gpu1]" time="0.1">
+ <testcase classname="gpuinfra_verify.test_gpu" name="test_gpu_count[gpu1]" time="0.1">
   <properties><property name="gpus_seen" value="2x NVIDIA H100 PCIe"/></properties></testcase>
- <testcase classname="verify.test_gpu" name="test_p2p[gpu1]" time="0.1">
+ <testcase classname="gpuinfra_verify.test_gpu" name="test_p2p[gpu1]" time="0.1">
   <properties><property name="failure" value="p2p-r GPU0-GPU1: expected OK, observed NS; NS"/>
   </properties><failure message="gpu1: 2 failed check(s)">...</failure></testcase>
- <testcase classname="verify.test_gpu" name="test_nvlink_links[gpu1]" time="0.1">
+ <testcase classname="gpuinfra_verify.test_gpu" name="test_nvlink_links[gpu1]" time="0.1">
   <skipped type="pytest.skip" message="no checks">...</skipped></testcase>
  <testcase classname="tests.unit.test_x" name="test_plain" time="0.1"/>
 </testsuite></testsuites>
@@ -51,10 +51,10 @@ def test_read_junit_keeps_node_tests_with_outcomes_and_properties() -> None:
 
 
 def test_render_gives_each_node_its_verdicts() -> None:
-    text, code = report.render(_spec(), report.read_junit(JUNIT), "verify.xml")
+    text, code = report.render(_spec(), report.read_junit(JUNIT), "gpuinfra_verify.xml")
     assert code == 1
     assert text.splitlines() == [
-        "gpuinfra report: 3 nodes, 6 checks: 3 passed, 2 failed, 1 skipped (verify.xml)",
+        "gpuinfra report: 3 nodes, 6 checks: 3 passed, 2 failed, 1 skipped (gpuinfra_verify.xml)",
         "head1 (head)",
         "  GPUs       none in the spec",
         "  base role  pass (2 checks)",
@@ -85,7 +85,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_cli_reads_a_junit_file(tmp_path: Path) -> None:
-    junit = tmp_path / "verify.xml"
+    junit = tmp_path / "gpuinfra_verify.xml"
     junit.write_text("<testsuites/>")
     out = _cli("--inventory", "inventory/lab.py", "--junit", str(junit))
     assert out.returncode == 0, out.stderr
@@ -93,7 +93,7 @@ def test_cli_reads_a_junit_file(tmp_path: Path) -> None:
 
 
 def test_cli_rejects_a_file_that_is_not_junit(tmp_path: Path) -> None:
-    junit = tmp_path / "verify.xml"
+    junit = tmp_path / "gpuinfra_verify.xml"
     junit.write_text("not xml")
     out = _cli("--inventory", "inventory/lab.py", "--junit", str(junit))
     assert out.returncode == 2 and "not a junit XML file" in out.stderr

@@ -1,12 +1,12 @@
-"""The GPU sharing checks' judgements (verify/sharing_expect.py): each goes red once, on real
+"""The GPU sharing checks' judgements (gpuinfra_verify/sharing_expect.py): each goes red once, on
+real
 MIG captures (tests/fixtures/real/nvidia-smi-L: a DGX A100 80GB all-balanced; tests/fixtures/mig:
 an H100 with 7x 1g.10gb) and the outputs the checks read."""
 
 from __future__ import annotations
 
 from gpuinfra.migplan import node_state
-from tests.conftest import REAL, REPO
-from verify.sharing_expect import (
+from gpuinfra_verify.sharing_expect import (
     ADVICE,
     boot_unit_findings,
     compute_mode_findings,
@@ -16,6 +16,7 @@ from verify.sharing_expect import (
     parse_gres,
     slurm_gres_findings,
 )
+from tests.conftest import REAL, REPO
 
 BALANCED = {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}
 L_TEXT = (REAL / "nvidia-smi-L" / "dgx-a100-80gb-mig-all-balanced-L-head-n10.txt").read_text()
@@ -61,7 +62,7 @@ def test_slurm_counts_what_the_spec_counts():
     from gpuinfra.migconfig import slurm_mig_gres
     from gpuinfra.slurmconf import node_gres
     from gpuinfra.spec import HostInput
-    from roles.knobs import build_spec
+    from gpuinfra_deploy.run.knobs import build_spec
     spec = build_spec([HostInput("dgx", ("workers",), {
         "schedulers": [], "gpu_model": "A100-SXM4-80GB", "gpu_count": 2,
         "gpu_topology": "pcie-only",

@@ -1,4 +1,4 @@
-"""The Slurm/munge verify judgements (verify/slurm_expect.py) pass healthy input and fail,
+"""The Slurm/munge verify judgements (gpuinfra_verify/slurm_expect.py) pass healthy input and fail,
 with the right cause, on broken input. Slurm outputs are real lab captures (Slurm 22.05.8)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gpuinfra.parsers.slurm import GresRecord, SlurmNode, parse_sinfo_nodes
 from gpuinfra.parsers.topo import parse_topo
-from verify.slurm_expect import (
+from gpuinfra_verify.slurm_expect import (
     expected_gres,
     gres_problems,
     isolation_problems,
@@ -16,7 +16,7 @@ from verify.slurm_expect import (
     reason_advice,
 )
 
-HARDWARE = Path(__file__).resolve().parents[2] / "lab" / "hardware"
+HARDWARE = Path(__file__).resolve().parents[2] / "gpuinfra_lab" / "hardware"
 SINFO = ("lab-worker1|idle|gpu:h100-sxm5-80gb:8|none\n"
          "lab-worker2|idle|gpu:h100-pcie-80gb:2|none\n")
 

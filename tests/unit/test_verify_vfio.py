@@ -1,19 +1,19 @@
-"""The VFIO verify judgements (verify/vfio_expect.py): green on the converged lab guest's
+"""The VFIO verify judgements (gpuinfra_verify/vfio_expect.py): green on the converged lab guest's
 captures, red with the right words on each broken state."""
 
 from __future__ import annotations
 
 from gpuinfra.parsers.pcisysfs import parse_pci_sysfs
 from gpuinfra.vfio import binding
-from lab.profiles import HV_SPEC, HV_SPEC_GROUP_SPLIT
-from tests.conftest import REPO
-from verify.vfio_expect import (
+from gpuinfra_lab.profiles import HV_SPEC, HV_SPEC_GROUP_SPLIT
+from gpuinfra_verify.vfio_expect import (
     binding_findings,
     group_findings,
     host_driver_findings,
     iommu_findings,
     kernel_arg_findings,
 )
+from tests.conftest import REPO
 
 CAPTURES = REPO / "tests" / "fixtures" / "vfio"
 CMDLINE = (CAPTURES / "proc-cmdline-lab-hv-converged.txt").read_text()

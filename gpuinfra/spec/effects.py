@@ -1,0 +1,56 @@
+"""Warnings, not errors: valid settings that today have only part of their effect (said when
+the spec is checked, never silent)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpuinfra.errors import GpuinfraError
+from gpuinfra.spec.model import NodeSpec, SpecWarning
+
+
+def gpudirect_warnings(nodes: Sequence[NodeSpec], stack: str) -> list[SpecWarning]:
+    """GPU nodes with RDMA NICs but no GPUDirect RDMA path (gpuinfra.rdma.gpudirect_path):
+    valid, but GPU memory then goes through host memory. Said now, not only at deploy."""
+    from gpuinfra.knowledge.packages import open_modules_for  # imported here: no import
+    from gpuinfra.rdma import gpudirect_path  # cycle through gpuinfra.spec
+
+    found = []
+    for node in nodes:
+        if not node.rdma_nics or node.gpus is None or node.soft_roce:
+            continue
+        try:
+            open_modules = open_modules_for(node.gpus.model,
+                                            node.settings.get("nvidia_driver_open_modules"))
+        except GpuinfraError:
+            continue  # refused elsewhere
+        path = gpudirect_path(stack, open_modules, node.settings.get("rdma_peermem", True))
+        if path.path == "none":
+            found.append(SpecWarning(node.name, "rdma_nics", f"no GPUDirect RDMA: {path.reason}"))
+    return found
+
+
+def partial_effects(nodes: Sequence[NodeSpec]) -> list[SpecWarning]:
+    """Valid settings that today have only part of their effect: said, never silent."""
+    found = []
+    for node in nodes:
+        slurm, kube = "slurm" in node.schedulers, "kubernetes" in node.schedulers
+        if node.sharing.mode == "mps" and kube and not slurm and (
+                node.sharing.mps_thread_percentage or node.sharing.mps_pinned_mem_limit):
+            found.append(SpecWarning(node.name, "gpu_sharing",
+                                     "Kubernetes: the device plugin's MPS daemon gives each of "
+                                     "the 'clients' replicas 1/clients of the GPU's memory and "
+                                     "SMs; thread_percentage and pinned_mem_limit are applied "
+                                     "by the gpu_sharing role's daemon on Slurm nodes only"))
+        if node.gpus is not None and node.gpus.model.fabric_services:
+            found.append(SpecWarning(node.name, "gpu_model",
+                                     f"{node.gpus.model.key}'s NVSwitch fabric also needs "
+                                     f"{', '.join(node.gpus.model.fabric_services)} (NVLink "
+                                     "subnet manager): no role installs it yet"))
+        if node.gpus is not None and node.gpus.topology.needs_nvl_domain:
+            found.append(SpecWarning(node.name, "gpu_topology",
+                                     "memory shared across the NVLink domain needs the IMEX "
+                                     "daemon (nvidia-imex) on every compute tray: no role "
+                                     "installs or configures it yet; the fabric registration "
+                                     "is checked by `gpuinfra check --smi-q`"))
+    return found

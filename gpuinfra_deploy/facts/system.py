@@ -1,0 +1,71 @@
+"""Facts about the host itself: its distribution, groups, CPU layout and memory.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyinfra.api import FactBase
+from pyinfra.api.exceptions import FactProcessError
+
+from gpuinfra.errors import ParseError
+from gpuinfra.parsers.cpus import LSCPU_COMMAND, parse_lscpu, parse_meminfo_mb
+from gpuinfra.parsers.system import (
+    parse_group_ids,
+)
+from gpuinfra.platforms import distro_key
+from gpuinfra_deploy.facts._base import parsed, quiet
+
+
+class GroupIds(FactBase):
+    """Every group with its numeric gid (``getent group``): ``{"video": 44, ...}``."""
+
+    default = dict
+
+    def command(self) -> str:
+        return quiet("getent group")
+
+    def process(self, output: list[str]) -> dict[str, int]:
+        try:
+            return parse_group_ids("\n".join(output))
+        except ParseError as exc:
+            raise FactProcessError(str(exc)) from exc
+
+
+class CpuLayout(FactBase):
+    """Online logical CPUs with core and socket (``lscpu -p``): ``{"cpus": [[cpu, core,
+    socket, node], ...], "sockets", "cores_per_socket", "threads_per_core"}``; ``{}`` when
+    lscpu is missing or fails. :meth:`gpuinfra.parsers.cpus.CpuLayout.from_json` reads it."""
+
+    default = dict
+
+    def requires_command(self) -> str:
+        return "lscpu"
+
+    def command(self) -> str:
+        return quiet(LSCPU_COMMAND)
+
+    def process(self, output: list[str]) -> dict[str, Any]:
+        return parsed(parse_lscpu, output)
+
+
+class MemTotalMb(FactBase):
+    """MemTotal in MiB (as ``slurmd -C`` reports RealMemory); None when unreadable."""
+
+    def command(self) -> str:
+        return quiet("cat /proc/meminfo")
+
+    def process(self, output: list[str]) -> int | None:
+        try:
+            return parse_meminfo_mb("\n".join(output))
+        except ParseError:
+            return None
+
+
+def host_distro() -> str:
+    """The planned host's distribution key (``debian-12``, ``ubuntu-24.04``): the key of every
+    role's per-distribution table. Raises gpuinfra's UnsupportedOS for any other system."""
+    from pyinfra import host
+    from pyinfra.facts.server import LinuxDistribution
+
+    return distro_key(host.get_fact(LinuxDistribution))

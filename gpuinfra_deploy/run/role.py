@@ -1,0 +1,62 @@
+"""One role as every caller runs it: where it applies, and how it is called.
+
+Each role declares, in its ``__init__.py``, ``ROLE = Role(name, its @deploy, applies=...)``:
+the one place that decides which nodes it is for, from the typed spec. ``deploy.py``, the
+role's own entry file (``gpuinfra_roles/<role>/deploy.py``) and another project's deploy all
+call ``ROLE.apply(...)``, so the three plan the same operations on the same host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpuinfra.spec import NodeSpec
+from gpuinfra_deploy.run.site import Site, this_node
+
+
+@dataclass(frozen=True)
+class Role:
+    """A role: its name (the folder under gpuinfra_roles/, the prefix of its knobs), its
+    ``@deploy`` function, and ``applies(site, node)``: whether this node gets it at all.
+
+    ``needs_head``: a scheduler role (MUNGE, Slurm, Kubernetes) whose every node needs the
+    head: a head that failed in this run stops it on every host (``_if=site.head_up``), while
+    the rest of the deploy goes on. ``takes_driver``: a GPU role, handed the node's driver
+    release (one per node for the run, so the GPU roles agree on one version).
+    """
+
+    name: str
+    deploy: Callable[..., Any]
+    applies: Callable[[Site, NodeSpec], bool]
+    needs_head: bool = False
+    takes_driver: bool = False
+
+    def apply(self, site: Site | None = None, node: NodeSpec | None = None, *,
+              groups: Mapping[str, str] | None = None) -> None:
+        """Run the role on the host being planned, where it applies.
+
+        Without ``site`` (another project's deploy): the spec is built for this role alone,
+        its knobs and the spec keys judged, the rest of the host data left alone; ``groups``
+        names the operator's groups for gpuinfra's (head, workers, hypervisors).
+        """
+        if site is None or node is None:
+            site, node = this_node(roles=(self.name,), groups=groups)
+        if not self.applies(site, node):
+            return
+        args: tuple[Any, ...] = ()
+        if self.takes_driver:
+            from gpuinfra_deploy.ops.gpu import node_driver
+
+            args = (site.once(("driver", node.name), lambda: node_driver(site, node)),)
+        if self.needs_head:
+            self.deploy(site, node, *args, _if=site.head_up)
+        else:
+            self.deploy(site, node, *args)
+
+
+def entry(role: Role) -> None:
+    """The body of a role's own entry file: the role on this host of the whole site, as
+    deploy.py runs it (``pyinfra inventory/<site>.py gpuinfra_roles/<role>/deploy.py``)."""
+    role.apply(*this_node())

@@ -1,0 +1,212 @@
+"""The deploy layer's front door: the spec gate, and the one :class:`Site` of a pyinfra run.
+
+pyinfra runs ``config.py`` before it loads the inventory and connects, so the project's
+``config.py`` calls :func:`validate_before_connect`, which gates pyinfra's own load of the
+inventory named on the command line (with ``--data`` overrides): a broken file or any problem
+of the spec and of the roles' data stops the run, listed, before any connection.
+``deploy.py`` then takes the run's :class:`Site` (the typed spec, built once per run) and its
+own node, and hands both to every role (:func:`this_node`). API users and runs with another
+``--config`` are gated there too.
+
+The CLI imports this module; nothing here imports the CLI.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+from weakref import WeakKeyDictionary
+
+from gpuinfra.spec import (
+    ClusterSpec,
+    HostInput,
+    NodeSpec,
+    SpecInvalid,
+    format_errors,
+    format_warnings,
+)
+from gpuinfra_deploy.run.inventory import (
+    InventoryError,
+    checked_loading,
+    duplicates,
+    host_inputs,
+    load_hosts,
+)
+from gpuinfra_deploy.run.knobs import build_spec
+
+T = TypeVar("T")
+
+
+class Site:
+    """One pyinfra run's view of the cluster: the typed spec, and the run's inventory to reach
+    other hosts (the head's MUNGE key, each worker's CPUs for slurm.conf).
+
+    ``once(key, compute)`` keeps a value computed for the whole run (a fact read from another
+    host, a file every node shares): computed by the first host that asks, reused by the rest.
+    """
+
+    def __init__(self, spec: ClusterSpec, inventory: Any) -> None:
+        self.spec = spec
+        self._inventory = inventory
+        self._once: dict[Any, Any] = {}
+
+    def node(self, name: str) -> NodeSpec:
+        return self.spec.node(name)
+
+    def host(self, name: str) -> Any:
+        """The pyinfra host called ``name`` in this run (to read its facts)."""
+        return self._inventory.get_host(name)
+
+    def once(self, key: Any, compute: Callable[[], T]) -> T:
+        if key not in self._once:
+            self._once[key] = compute()
+        return self._once[key]
+
+    def head_up(self) -> bool:
+        """At execution time: the head has not failed in this run. The scheduler roles need
+        it (the MUNGE key, slurmctld): pass ``_if=site.head_up`` so a failed head stops them
+        on every host, while the rest of the deploy goes on."""
+        heads = [self.host(n.name) for n in self.spec.head]
+        return bool(heads) and not any(h in h.state.failed_hosts for h in heads)
+
+
+# The Sites of each pyinfra State, one per scope (all roles, or the roles a foreign deploy
+# runs): weakly held, so they go with the run (no id() reuse).
+_SITES: WeakKeyDictionary[Any, dict[Any, Site]] = WeakKeyDictionary()
+
+
+def current_site(roles: Sequence[str] | None = None,
+                 groups: Mapping[str, str] | None = None) -> Site:
+    """The :class:`Site` of the running deploy (built at the first call of the run).
+
+    ``roles`` None: the whole site, every role's knobs judged (this project's deploy.py and
+    its config.py gate). A list of roles: a deploy that runs only those (see
+    :func:`this_node`). Raises pyinfra's error listing every problem when the spec is invalid
+    (the gate in config.py has normally stopped the run before it connected).
+    """
+    from pyinfra.context import ctx_inventory, ctx_state
+
+    state, inventory = ctx_state.get(), ctx_inventory.get()
+    scope = (None if roles is None else tuple(roles),
+             None if groups is None else tuple(sorted(groups.items())))
+    sites = _SITES.setdefault(state, {})
+    site = sites.get(scope)
+    if site is None:
+        try:
+            spec = build_spec(host_inputs(inventory), roles=roles, groups=groups)
+        except SpecInvalid as exc:
+            from pyinfra.api.exceptions import PyinfraError
+
+            raise PyinfraError(format_errors(exc.errors)) from None
+        site = sites[scope] = Site(spec, inventory)
+    return site
+
+
+def this_node(roles: Sequence[str] | None = None,
+              groups: Mapping[str, str] | None = None) -> tuple[Site, NodeSpec]:
+    """(the run's Site, the spec of the host being planned): what every role takes.
+
+    In another project's deploy, name the roles it runs and, where its groups have other
+    names, which of its groups are gpuinfra's (``groups={"head": "slurmctld", "workers":
+    "compute"}``): only those roles' keys are judged, the rest of the host data is left alone.
+    """
+    from pyinfra import host
+
+    site = current_site(roles, groups)
+    return site, site.node(host.name)
+
+
+# ----------------------------------------------------------------------------- the CLI's side
+
+def validated_site(path: str, group_data: str | None = None
+                   ) -> tuple[list[HostInput], ClusterSpec] | None:
+    """The hosts and cluster spec of inventory ``path``, or None after printing every
+    problem of its spec to stderr (the CLI commands that read a site: validate, nccl)."""
+    hosts, duplicates = load_hosts(path, group_data=group_data)
+    try:
+        spec = build_spec(hosts, duplicates)
+    except SpecInvalid as exc:
+        print(format_errors(exc.errors, path), file=sys.stderr)
+        return None
+    if spec.warnings:
+        print(format_warnings(spec.warnings), file=sys.stderr)
+    return hosts, spec
+
+
+# ----------------------------------------------------------------------------- config.py's side
+
+def _cli_params() -> dict[str, Any] | None:
+    try:
+        import click
+    except ImportError:  # pragma: no cover - pyinfra always brings click
+        return None
+    ctx = click.get_current_context(silent=True)
+    return dict(ctx.params) if ctx is not None else None
+
+
+def validate_before_connect() -> None:
+    """Gate pyinfra's own inventory load: right after pyinfra read the inventory (once, with
+    ``--data`` overrides) and before it connects, exit 1 with every problem listed when a file
+    is broken or the site's spec is invalid.
+
+    pyinfra runs config.py before it loads the inventory, so the gate wraps the loader the CLI
+    calls next (pyinfra_cli.cli.make_inventory, pinned pyinfra 3.10): the spec is judged on the
+    very inventory the run then uses, and no file is executed twice.
+    """
+    params = _cli_params()
+    if not params:
+        return None
+    inventory = params.get("inventory")
+    if not isinstance(inventory, str) or not inventory.endswith(".py"):
+        return None  # an ad-hoc host list: deploy.py gates it after connecting
+    if not Path(inventory).is_file():
+        return  # pyinfra reports the missing file itself
+    import pyinfra_cli.cli as cli
+
+    load = getattr(cli.make_inventory, "__wrapped__", cli.make_inventory)
+
+    def gated(*args: Any, **kwargs: Any) -> Any:
+        try:
+            with checked_loading() as groups:
+                loaded = load(*args, **kwargs)
+        except InventoryError as exc:
+            print(f"gpuinfra: {exc}", file=sys.stderr)
+            raise SystemExit(1) from None
+        hosts = host_inputs(loaded, ignore_groups=("all", Path(inventory).stem))
+        try:
+            spec = build_spec(hosts, duplicates(groups))
+        except SpecInvalid as exc:
+            print(format_errors(exc.errors, inventory), file=sys.stderr)
+            raise SystemExit(1) from None
+        if spec.warnings:
+            print(format_warnings(spec.warnings), file=sys.stderr)
+        _fail_percent(params, spec)
+        _summary_at_exit(spec)
+        return loaded
+
+    gated.__wrapped__ = load  # type: ignore[attr-defined]
+    cli.make_inventory = gated
+
+
+def _summary_at_exit(spec: ClusterSpec) -> None:
+    from pyinfra.context import ctx_state
+
+    from gpuinfra_deploy.run import summary
+
+    if ctx_state.isset():
+        summary.install(ctx_state.get(), frozenset(n.name for n in spec.head))
+
+
+def _fail_percent(params: dict[str, Any], spec: ClusterSpec) -> None:
+    """pyinfra's FAIL_PERCENT from the site's ``max_fail_percent``: a dead or failed worker
+    does not stop the healthy ones, more than that share failing stops the run. Not when the
+    command line gave --fail-percent, nor in pyinfra's interactive mode (without -y or --json
+    it asks the operator at the first failure)."""
+    from pyinfra.context import ctx_config
+
+    config = ctx_config.get()
+    interactive = not params.get("yes") and not params.get("json_output")
+    if config is not None and params.get("fail_percent") is None and not interactive:
+        config.FAIL_PERCENT = spec.max_fail_percent

@@ -1,0 +1,41 @@
+"""Lab proof: a deploy with a broken slurm.conf is refused, and the controller keeps running.
+
+    .venv/bin/python -m gpuinfra_lab.bad_slurm_conf [inventory/lab.py]
+
+On a converged lab: records slurmctld's PID and the live slurm.conf's SHA-256 on the head,
+deploys with a misspelt key (``--data slurm_conf_extra='{"SelectTypeParameter": ...}'``),
+and then requires: the deploy failed, its output carries Slurm's own error and gpuinfra's
+refusal, slurmctld is active with the same PID (never restarted), the live slurm.conf is
+unchanged, and sinfo still answers. Exit 0 when all hold, 1 listing what did not
+(gpuinfra_lab/refusal.py).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from gpuinfra_lab.refusal import Refusal, on_head, prove
+
+BAD_DATA = 'slurm_conf_extra={"SelectTypeParameter": "CR_Core_Memory"}'
+
+
+def _controller(head: dict) -> dict[str, str]:
+    name = head["name"]
+    return {
+        "active": on_head(name, "systemctl is-active slurmctld"),
+        "pid": on_head(name, "systemctl show -p MainPID --value slurmctld"),
+        "conf": on_head(name, "sha256sum /etc/slurm/slurm.conf | cut -c1-16"),
+        "answers": on_head(name, "sinfo -h -o %P >/dev/null && echo answers"),
+    }
+
+
+PROOF = Refusal(
+    tag="bad-slurm-conf", daemon="slurmctld", conf="slurm.conf",
+    deploy=("deploy.py", "--data", BAD_DATA),
+    must_say=("unrecognized key: SelectTypeParameter",
+              "gpuinfra: Slurm refused the new configuration"),
+    probe=_controller, answered="sinfo answers",
+    not_answered="sinfo does not answer after the refused deploy")
+
+if __name__ == "__main__":
+    sys.exit(prove(PROOF, sys.argv[1:]))

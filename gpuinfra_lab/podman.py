@@ -1,0 +1,180 @@
+"""podman for the lab: the client with the lab's containers.conf, the lab network, and one
+systemd container per host at a fixed address.
+
+Callers name hosts (``lab-head``); :class:`Podman` maps them to this checkout's containers
+(``lab-head-<lab id>``, labelled with the id), so another checkout's lab is never touched.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from gpuinfra_lab.boot import STATE_COMMAND, Boot, wait_whole
+from gpuinfra_lab.profiles import HEAD_NAME, HostPlan, expected_failures
+from gpuinfra_lab.state import LABEL, LabError, Paths, say
+
+HOST_TOOLS = ("podman", "runc", "debootstrap")
+
+
+def last_line(text: bytes) -> str:
+    lines = [line.strip() for line in text.decode(errors="replace").splitlines() if line.strip()]
+    return lines[-1] if lines else "no error message"
+
+
+class Podman:
+    """podman, always run with the lab's own containers.conf, for this checkout's lab."""
+
+    def __init__(self, paths: Paths) -> None:
+        self.env = {**os.environ, "CONTAINERS_CONF": str(paths.containers_conf)}
+        self.lab_id = paths.lab_id
+        self.network = paths.network
+
+    def container(self, host: str) -> str:
+        """The container of lab host ``host`` in this checkout's lab."""
+        return f"{host}-{self.lab_id}"
+
+    def run(self, *args: str, stdin: bytes | None = None, check: bool = True) -> str:
+        """stdout of ``podman ARGS``; a LabError naming podman's last error line on failure."""
+        try:
+            proc = subprocess.run(
+                ["podman", *args], input=stdin, capture_output=True, env=self.env, check=False
+            )
+        except OSError as exc:
+            raise LabError(f"cannot run podman: {exc}") from None
+        if check and proc.returncode != 0:
+            raise LabError(f"podman {args[0]} failed: {last_line(proc.stderr)}")
+        return proc.stdout.decode(errors="replace")
+
+    def ok(self, *args: str) -> bool:
+        """True when ``podman ARGS`` exits 0."""
+        return subprocess.run(["podman", *args], capture_output=True, env=self.env).returncode == 0
+
+    def exec(self, host: str, script: str, stdin: bytes | None = None, check: bool = True) -> str:
+        """Run a shell script in a host's container."""
+        args = ["exec", *(["-i"] if stdin is not None else []), self.container(host), "sh",
+                "-c", script]
+        return self.run(*args, stdin=stdin, check=check)
+
+    def lab_containers(self, every_lab: bool = False) -> dict[str, dict]:
+        """This lab's containers by host name: {state, labels, container}. ``every_lab``:
+        every gpuinfra lab on the machine, keyed by container name."""
+        label = f"label={LABEL}=1" if every_lab else f"label={LABEL}.id={self.lab_id}"
+        out = self.run("ps", "-a", "--filter", label, "--format", "json")
+        found = {}
+        for c in json.loads(out or "[]"):
+            labels = c.get("Labels") or {}
+            key = c["Names"][0] if every_lab else labels.get(f"{LABEL}.host", c["Names"][0])
+            found[key] = {"state": c["State"], "labels": labels, "container": c["Names"][0]}
+        return found
+
+    def remove(self, *hosts: str) -> None:
+        if hosts:
+            self.run("rm", "-f", "-t", "0", *(self.container(h) for h in hosts))
+
+    def start(self, host: str) -> None:
+        self.run("start", self.container(host))
+
+    def restart(self, *hosts: str) -> None:
+        self.run("restart", "-t", "5", *(self.container(h) for h in hosts))
+
+    def address(self, host: str) -> str:
+        """The host's IP address on the lab network."""
+        info = json.loads(self.run("inspect", self.container(host), "--format", "json"))[0]
+        return info["NetworkSettings"]["Networks"][self.network]["IPAddress"]
+
+
+def sbin_path() -> str:
+    return os.environ.get("PATH", "") + ":/usr/local/sbin:/usr/sbin:/sbin"
+
+
+def ensure_host_tools(log: Path) -> None:
+    """Install podman, runc and debootstrap with apt-get when any is missing."""
+    missing = [t for t in HOST_TOOLS if shutil.which(t, path=sbin_path()) is None]
+    if not missing:
+        return
+    if shutil.which("apt-get") is None:
+        raise LabError(f"{', '.join(missing)} missing and no apt-get to install it")
+    say(f"installing {' '.join(HOST_TOOLS)} (missing: {', '.join(missing)})")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    with log.open("wb") as out:
+        proc = subprocess.run(
+            ["apt-get", "install", "-y", *HOST_TOOLS], stdout=out, stderr=out, env=env
+        )
+    if proc.returncode != 0:
+        raise LabError(f"apt-get install {' '.join(HOST_TOOLS)} failed (see {log})")
+
+
+def ensure_network(podman: Podman) -> str:
+    """The lab network (created when missing, refused when not ours); its IPv4 subnet."""
+    network = podman.network
+    if not podman.ok("network", "exists", network):
+        podman.run("network", "create", "--label", f"{LABEL}=1",
+                   "--label", f"{LABEL}.id={podman.lab_id}", network)
+        say(f"network {network}: created")
+    info = json.loads(podman.run("network", "inspect", network))[0]
+    if (info.get("labels") or {}).get(LABEL) != "1":
+        raise LabError(f"a podman network {network} exists without label {LABEL}=1: not ours")
+    subnets = [s["subnet"] for s in info.get("subnets") or [] if "." in s["subnet"]]
+    if not subnets:
+        raise LabError(f"podman network {network} has no IPv4 subnet")
+    return subnets[0]
+
+
+def host_address(subnet: str, name: str) -> str:
+    """A fixed address per host (head .10, lab-workerN .10+N): restarts keep ssh_config valid."""
+    offset = 10 if name == HEAD_NAME else 10 + int(name.removeprefix("lab-worker"))
+    return str(ipaddress.ip_network(subnet)[offset])
+
+
+def wanted_labels(plan: HostPlan, image: str, address: str, lab_id: str) -> dict[str, str]:
+    """Every label of a container run as planned; any difference means: recreate it."""
+    return {
+        LABEL: "1",
+        f"{LABEL}.id": lab_id,
+        f"{LABEL}.host": plan.name,
+        f"{LABEL}.groups": ",".join(plan.groups),
+        f"{LABEL}.profile": plan.profile or "",
+        f"{LABEL}.image": image,
+        f"{LABEL}.address": address,
+    }
+
+
+def run_container(podman: Podman, plan: HostPlan, image: str, address: str) -> None:
+    wanted = wanted_labels(plan, image, address, podman.lab_id)
+    labels = [f"--label={k}={v}" for k, v in wanted.items()]
+    podman.run(
+        "run", "-d", "--name", podman.container(plan.name), "--hostname", plan.name,
+        "--network", podman.network, "--ip", address,
+        "--systemd=always", "--privileged", "--no-hosts",
+        *labels, image, "/sbin/init",
+    )  # fmt: skip
+
+
+def ensure_container(
+    podman: Podman, plan: HostPlan, image: str, address: str, found: dict | None
+) -> str:
+    """Make one host run as planned; returns what was done."""
+    if found is None:
+        run_container(podman, plan, image, address)
+        return "created"
+    wanted = wanted_labels(plan, image, address, podman.lab_id)
+    if any(found["labels"].get(k) != v for k, v in wanted.items()):
+        podman.remove(plan.name)
+        run_container(podman, plan, image, address)
+        return "recreated (image, profile or address changed)"
+    if found["state"] != "running":
+        podman.start(plan.name)
+        return "started"
+    return "reused"
+
+
+def wait_booted(podman: Podman, name: str, profile: str | None) -> Boot:
+    """Wait until systemd in the container finished booting and came back whole (gpuinfra_lab.boot),
+    or the boot timeout: the last look either way."""
+    return wait_whole(lambda: podman.exec(name, STATE_COMMAND, check=False),
+                      expected_failures(profile))

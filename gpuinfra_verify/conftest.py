@@ -1,0 +1,188 @@
+"""The verify suite's harness: any inventory of the project becomes testinfra hosts.
+
+    .venv/bin/pytest gpuinfra_verify --inventory inventory/<site>.py [-n 4]
+
+The inventory is read with the deploy's own loader (gpuinfra_deploy.run.inventory.load_hosts, in a
+child process: see inventory_json.py) and turned into the typed cluster spec
+(gpuinfra.spec.build_cluster): the expectations. Each test
+runs once per host (test id ``test_x[HOST]``); a module may set ``VERIFY_NODES = "gpu"`` to
+run only on hosts whose spec lists GPUs
+(``"workers"``: only the workers group; ``"hypervisors"``: only the hypervisors group;
+``"rdma"``: only hosts with rdma_nics), and
+``VERIFY_SCHEDULER = "slurm"`` only on the nodes of that scheduler (node_schedulers). Hosts are
+reached with testinfra's paramiko backend (one connection per host and process) on a client
+that checks each host's SSH key against the site's known_hosts (gpuinfra_verify/ssh.py: a changed
+key
+fails every test of that host). Under pytest-xdist every test of one host runs on the same
+worker (scheduler below), so each host is probed once.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from testinfra.host import Host
+
+from gpuinfra.spec import NodeSpec, SpecInvalid, format_errors
+from gpuinfra_verify.expect import Site, host_of, site_from_json
+from gpuinfra_verify.ssh import HostKeyProblem, testinfra_host
+
+_SITE = pytest.StashKey[Site]()
+_SITE_JSON_KEY = pytest.StashKey[str]()
+_SITE_JSON = "gpuinfra_verify_site"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--inventory", metavar="FILE",
+                     help="pyinfra inventory to verify (inventory/<site>.py)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    path = config.getoption("inventory", default=None)
+    if not path:
+        if _named(config):
+            raise pytest.UsageError("verify needs --inventory inventory/<site>.py")
+        return  # collected as part of a wider run (`pytest tests`): its tests skip
+    worker_input = getattr(config, "workerinput", {})
+    text = worker_input.get(_SITE_JSON) or _inventory_json(path, config.rootpath)
+    config.stash[_SITE_JSON_KEY] = text
+    try:
+        config.stash[_SITE] = site_from_json(path, text)
+    except SpecInvalid as exc:
+        raise pytest.UsageError(format_errors(exc.errors)) from None
+
+
+def _named(config: pytest.Config) -> bool:
+    """True when the command line names this folder or a file in it."""
+    here = Path(__file__).resolve().parent
+    return any((config.invocation_params.dir / arg.split("::")[0]).resolve().is_relative_to(here)
+               for arg in config.args)
+
+
+def _inventory_json(path: str, root: Path) -> str:
+    """The inventory as JSON, read in a child process (see gpuinfra_verify/inventory_json.py)."""
+    run = subprocess.run(
+        [sys.executable, "-m", "gpuinfra_verify.inventory_json", str(Path(path).resolve())],
+        cwd=root, capture_output=True, text=True, check=False,
+    )
+    if run.returncode != 0:
+        last = (run.stderr.strip().splitlines() or [f"{path}: cannot be loaded"])[-1]
+        raise pytest.UsageError(last)
+    return run.stdout
+
+
+def pytest_configure_node(node: Any) -> None:
+    """xdist: hand the workers the inventory the controller already read."""
+    if _SITE_JSON_KEY in node.config.stash:
+        node.workerinput[_SITE_JSON] = node.config.stash[_SITE_JSON_KEY]
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    site = config.stash.get(_SITE, None)
+    return f"inventory: {site.inventory} ({len(site.spec.nodes)} hosts)" if site else None
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "node_name" not in metafunc.fixturenames:
+        return
+    site = metafunc.config.stash.get(_SITE, None)
+    if site is None:
+        skip = pytest.mark.skip(reason="run as: pytest gpuinfra_verify --inventory FILE")
+        metafunc.parametrize("node_name", [pytest.param("", marks=skip)], ids=["no-inventory"])
+        return
+    nodes = site.spec.nodes
+    which = getattr(metafunc.module, "VERIFY_NODES", "all")
+    if which == "gpu":
+        nodes = tuple(n for n in nodes if n.gpus is not None)
+    elif which == "workers":
+        nodes = tuple(n for n in nodes if n.is_worker)
+    elif which == "hypervisors":
+        nodes = tuple(n for n in nodes if n.is_hypervisor)
+    elif which == "rdma":
+        nodes = tuple(n for n in nodes if n.rdma_nics)
+    scheduler = getattr(metafunc.module, "VERIFY_SCHEDULER", None)
+    if scheduler:
+        nodes = tuple(n for n in nodes if scheduler in n.schedulers)
+    names = [n.name for n in nodes]
+    metafunc.parametrize("node_name", names, ids=names, scope="module")
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under `-n N` (xdist's default `load` mode) send all tests of a host to one worker."""
+    if config.getvalue("dist") != "load":
+        return None  # another --dist mode (loadscope, loadgroup, ...) wins
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByHost(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return host_of(nodeid) or nodeid
+
+    return ByHost(config, log)
+
+
+@pytest.fixture(scope="session")
+def site(pytestconfig: pytest.Config) -> Site:
+    return pytestconfig.stash[_SITE]
+
+
+@pytest.fixture(scope="module")
+def node(site: Site, node_name: str) -> NodeSpec:
+    """The host's spec (groups, GPUs)."""
+    return site.spec.node(node_name)
+
+
+@pytest.fixture(scope="module")
+def node_data(site: Site, node_name: str) -> Mapping[str, Any]:
+    """The host's merged pyinfra data (inventory, group_data)."""
+    return site.data[node_name]
+
+
+def _reach(site: Site, name: str) -> Host:
+    """The testinfra host ``name``, its SSH key checked; a key the site does not trust fails
+    the test with both fingerprints and the fix (no test of that host runs on it)."""
+    try:
+        return testinfra_host(site.target(name))
+    except HostKeyProblem as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def reach(site: Site) -> Callable[[str], Host]:
+    """Another host of the site by name (for checks between two hosts: ib_write_bw)."""
+    return lambda name: _reach(site, name)
+
+
+@pytest.fixture(scope="module")
+def host(site: Site, node_name: str) -> Host:
+    """The testinfra host (paramiko backend; one connection per host and process)."""
+    return _reach(site, node_name)
+
+
+@pytest.fixture(scope="module")
+def slurm_site(site: Site) -> None:
+    """Skip a Slurm/munge module on a site whose schedulers do not include Slurm."""
+    if "slurm" not in site.spec.schedulers:
+        pytest.skip("schedulers has no 'slurm'")
+
+
+@pytest.fixture(scope="session")
+def controller(site: Site) -> Host:
+    """The head (Slurm controller) as a testinfra host, for checks run from the controller."""
+    if len(site.spec.head) != 1:
+        pytest.skip(f"{len(site.spec.head)} hosts in 'head': no single controller")
+    return _reach(site, site.spec.head[0].name)
+
+
+@pytest.fixture
+def note(request: pytest.FixtureRequest) -> Callable[[str, object], None]:
+    """Record a value in the test's junit XML properties (read by `gpuinfra report`)."""
+
+    def add(name: str, value: object) -> None:
+        request.node.user_properties.append((name, value))
+
+    return add

@@ -1,0 +1,183 @@
+"""Slurm on a site whose schedulers include "slurm", judged from the controller and each worker.
+
+Per worker: slurmd running; the controller knows the node and it takes jobs (idle, mixed or
+allocated; a drained/down node is named with Slurm's reason, its likely cause and the fix);
+its GRES equal the spec (gres/gpu counts, mps, shard); slurmd's GPU Links= equal the NVLink
+counts of `nvidia-smi topo -m`; a job given one GPU gets CUDA_VISIBLE_DEVICES and cannot open
+the node's other GPUs (cgroup ConstrainDevices). Cluster-wide: slurmctld running; one job
+across every worker with --gres=gpu:1; with slurm_accounting, that job recorded by sacct.
+In the lab, nvidia-smi replays captures (gpuinfra_lab/README.md): the GRES/Links checks prove
+the configuration logic there, the hardware only on a real cluster.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import pytest
+from testinfra.host import Host
+
+from gpuinfra.errors import GpuinfraError
+from gpuinfra.parsers.slurm import SINFO_FORMAT, parse_sinfo_nodes, parse_slurmd_gres
+from gpuinfra.parsers.topo import parse_topo
+from gpuinfra.slurmconf import node_gres, node_gres_type
+from gpuinfra.spec import NodeSpec
+from gpuinfra_verify.expect import problem
+from gpuinfra_verify.failure import fail
+from gpuinfra_verify.slurm_expect import (
+    expected_gres,
+    gres_problems,
+    isolation_problems,
+    links_problems,
+    node_state_problem,
+)
+
+VERIFY_NODES = "workers"
+VERIFY_SCHEDULER = "slurm"
+Note = Callable[[str, object], None]
+pytestmark = pytest.mark.usefixtures("slurm_site")
+JOB_TIMEOUT = 60
+# Opens each /dev/nvidiaN inside a job and prints "path outcome" (ok, or the OS error text).
+OPEN_PROBE = ('for p in /dev/nvidia[0-9]*; do if m=$( (exec 3<>"$p") 2>&1 ); '
+              'then echo "$p ok"; else echo "$p ${m##*: }"; fi; done')
+
+
+
+
+@pytest.fixture(scope="session")
+def sinfo(controller: Host) -> dict:
+    result = controller.run(f"sinfo -N -h -o '{SINFO_FORMAT}'")
+    if result.rc != 0:
+        pytest.fail(problem("controller", f"sinfo failed: {result.stderr.strip()}",
+                            "slurmctld is down or unreachable",
+                            "`systemctl status slurmctld` and /var/log/slurm/slurmctld.log on "
+                            "the head"), pytrace=False)
+    return parse_sinfo_nodes(result.stdout)
+
+
+def test_slurmctld_running(controller: Host, site, note: Note) -> None:
+    head = site.spec.head[0].name
+    if not controller.service("slurmctld").is_running:
+        fail(note, problem(head, "slurmctld is not running",
+                            "it failed at start (config, state directory, munge)",
+                            "`journalctl -u slurmctld`; deploy (slurm role)"))
+
+
+def test_slurmd_running(host: Host, node: NodeSpec, note: Note) -> None:
+    if not host.service("slurmd").is_running:
+        fail(note, problem(node.name, "slurmd is not running",
+                            "slurmd refused its config (a gres.conf File= that does not exist: "
+                            "GPU device nodes missing, driver not loaded) or munge is down",
+                            "`journalctl -u slurmd` on the node; reboot after a driver install"))
+
+
+def test_node_takes_jobs(node: NodeSpec, sinfo: dict, note: Note) -> None:
+    message = node_state_problem(node.short_name, sinfo.get(node.short_name))
+    note("slurm_state", sinfo[node.short_name].state if node.short_name in sinfo else "unknown")
+    if message:
+        fail(note, message)
+
+
+def test_node_gres_match_spec(node: NodeSpec, node_data, sinfo: dict, note: Note) -> None:
+    if node.gpus is None:
+        pytest.skip("no GPUs in this node's spec")
+    seen = sinfo.get(node.short_name)
+    if seen is None:
+        pytest.skip("the controller does not know this node (see test_node_takes_jobs)")
+    gres_type = node_gres_type(node, node_data.get("slurm_gpu_type"))
+    wrong = gres_problems(expected_gres(node_gres(node, gres_type)), seen.gres_counts())
+    if wrong:
+        fail(note, problem(node.name, "Slurm's GRES differ from the spec: " + "; ".join(wrong),
+                            "slurm.conf on the head is older than the spec, or was edited",
+                            "deploy (slurm role): slurm.conf takes Gres= from the spec"))
+
+
+def test_gres_links_match_topology(host: Host, node: NodeSpec, note: Note) -> None:
+    if node.gpus is None or node.sharing.mode == "mig":
+        pytest.skip("no GPUs, or MIG (Slurm reads MIG through NVML, without Links)")
+    topo_out = host.run("nvidia-smi topo -m")
+    if topo_out.rc != 0:
+        pytest.skip("nvidia-smi topo -m unavailable (driver not loaded: see test_driver.py)")
+    gres = parse_slurmd_gres(host.run("slurmd -G 2>&1").stdout)
+    try:
+        wrong = links_problems(gres.records, parse_topo(topo_out.stdout)) + gres.errors
+    except GpuinfraError as exc:
+        wrong = [str(exc)]
+    if wrong:
+        fail(note, problem(node.name, "gres.conf disagrees with the GPUs: " + "; ".join(wrong),
+                            "the topology changed since gres.conf was written (a bridge "
+                            "reseated or lost, a GPU replaced), or gres.conf was edited",
+                            "deploy (slurm role) to regenerate gres.conf from the node's facts"))
+
+
+def test_job_gets_only_its_gpu(controller: Host, node: NodeSpec, note: Note) -> None:
+    if node.gpus is None:
+        pytest.skip("no GPUs in this node's spec")
+    job = controller.run(f"timeout {JOB_TIMEOUT} srun --immediate=30 -N1 "
+                         f"-w {node.short_name} --gres=gpu:1 "
+                         f"bash -c 'echo CVD=$CUDA_VISIBLE_DEVICES; {OPEN_PROBE}'")
+    if job.rc != 0:
+        fail(note, problem(node.name, f"a one-GPU job did not run (exit {job.rc}): "
+                            f"{(job.stderr or job.stdout).strip()[-300:]}",
+                            "the node is not usable (see test_node_takes_jobs) or srun cannot "
+                            "reach it", "`scontrol show node` on the head; `journalctl -u slurmd`"))
+    visible = re.search(r"CVD=(\S*)", job.stdout)
+    outcomes = dict(line.split(" ", 1) for line in job.stdout.splitlines()
+                    if line.startswith("/dev/nvidia"))
+    wrong = [] if visible and visible.group(1) else ["CUDA_VISIBLE_DEVICES not set in the job"]
+    opened = [d for d, outcome in outcomes.items() if outcome != "Operation not permitted"]
+    if len(opened) != 1:
+        wrong.append(f"{len(opened)} GPU device(s) open-able in a one-GPU job: {outcomes}")
+    else:
+        wrong += isolation_problems(outcomes, opened[0])
+    if wrong:
+        fail(note, problem(node.name, "GPU isolation: " + "; ".join(wrong),
+                            "cgroup.conf lacks ConstrainDevices=yes, or gres.conf lacks File= "
+                            "(Slurm then cannot fence devices)",
+                            "deploy (slurm role); check /etc/slurm/cgroup.conf on the node"))
+
+
+@pytest.fixture(scope="session")
+def cluster_job(controller: Host, site) -> tuple[int, str, str]:
+    workers = [n for n in site.spec.workers_of("slurm") if n.gpus is not None]
+    if not workers:
+        pytest.skip("no GPU workers")
+    names = ",".join(n.short_name for n in workers)
+    job = controller.run(f"timeout {JOB_TIMEOUT} srun --immediate=30 -N{len(workers)} -w {names} "
+                         "--gres=gpu:1 -J gpuinfra-verify "
+                         "bash -c 'echo $(hostname -s) CVD=$CUDA_VISIBLE_DEVICES "
+                         "JOB=$SLURM_JOB_ID'")
+    return job.rc, job.stdout, job.stderr
+
+
+def test_job_across_all_gpu_workers(cluster_job, site, note: Note) -> None:
+    rc, out, err = cluster_job
+    workers = sorted(n.short_name for n in site.spec.workers_of("slurm") if n.gpus)
+    seen = {line.split()[0]: line for line in out.splitlines() if "CVD=" in line}
+    without = [w for w in workers if w not in seen or re.search(r"CVD=(\s|$)", seen[w])]
+    if rc != 0 or without:
+        fail(note, problem("cluster", f"a job over {len(workers)} GPU workers with "
+                            f"--gres=gpu:1 (exit {rc}) gave no GPU on: {', '.join(without)}; "
+                            f"{err.strip()[-300:]}",
+                            "a worker is not usable (see test_node_takes_jobs) or has no gres",
+                            "fix the named workers; `sinfo -N -l` on the head"))
+
+
+def test_accounting_records_the_job(controller: Host, cluster_job, site, note: Note) -> None:
+    if not site.spec.slurm_accounting:
+        pytest.skip("slurm_accounting is False in this site's data")
+    jobs = re.findall(r"JOB=(\d+)", cluster_job[1])
+    if not jobs:
+        pytest.skip("the cluster job did not run (see test_job_across_all_gpu_workers)")
+    # slurmctld sends job records to slurmdbd asynchronously: wait up to 30 s for this one.
+    query = f"sacct -n -X -j {jobs[0]} -o JobID,JobName,State,AllocTRES%60 -P"
+    out = controller.run(f"for i in $(seq 30); do out=$({query}); "
+                         "case \"$out\" in *COMPLETED*gres/gpu*) break;; esac; sleep 1; done; "
+                         "printf '%s\\n' \"$out\"")
+    if out.rc != 0 or jobs[0] not in out.stdout or "gres/gpu" not in out.stdout:
+        fail(note, problem("cluster", f"sacct does not record job {jobs[0]} with its GPUs: "
+                            f"{(out.stdout or out.stderr).strip()[:300]}",
+                            "slurmdbd or MariaDB is down, or slurmctld does not send to it",
+                            "`systemctl status slurmdbd mariadb` on the head; "
+                            "`sacctmgr show cluster`"))
