@@ -25,6 +25,8 @@ class Role:
     head: a head that failed in this run stops it on every host (``_if=site.head_up``), while
     the rest of the deploy goes on. ``takes_driver``: a GPU role, handed the node's driver
     release (one per node for the run, so the GPU roles agree on one version).
+    ``reads``: other roles whose knobs this one reads (the driver release is resolved from
+    nvidia_driver's): run alone, their keys are judged with its own.
     """
 
     name: str
@@ -32,6 +34,13 @@ class Role:
     applies: Callable[[Site, NodeSpec], bool]
     needs_head: bool = False
     takes_driver: bool = False
+    reads: tuple[str, ...] = ()
+
+    @property
+    def knob_roles(self) -> tuple[str, ...]:
+        """The roles whose knobs a deploy running this role alone must judge."""
+        driver = ("nvidia_driver",) if self.takes_driver else ()
+        return tuple(dict.fromkeys((self.name, *driver, *self.reads)))
 
     def apply(self, site: Site | None = None, node: NodeSpec | None = None, *,
               groups: Mapping[str, str] | None = None) -> None:
@@ -42,7 +51,7 @@ class Role:
         names the operator's groups for gpuinfra's (head, workers, hypervisors).
         """
         if site is None or node is None:
-            site, node = this_node(roles=(self.name,), groups=groups)
+            site, node = this_node(roles=self.knob_roles, groups=groups)
         if not self.applies(site, node):
             return
         args: tuple[Any, ...] = ()

@@ -251,5 +251,5 @@ def applies(site: Site, node: NodeSpec) -> bool:  # noqa: ARG001 - every role ta
 
 # The one declaration of where this role applies and how it is called: deploy.py, the entry
 # file beside this one and another project's deploy all run ``ROLE.apply``.
-ROLE = Role("rdma", rdma, applies)
+ROLE = Role("rdma", rdma, applies, reads=("nvidia_driver",))  # the driver's knobs
 apply = ROLE.apply

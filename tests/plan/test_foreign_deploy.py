@@ -1,0 +1,210 @@
+"""Each role, used alone in another project's own pyinfra deploy, from the installed wheel.
+
+The project lives in a temporary folder outside the checkout: its own deploy file (the one in
+README.md, section "Use one role in your own deploy", with the role's name put in), its own
+group names (given to the role as data), its own unrelated host data, no config.py and no
+gpuinfra group_data. gpuinfra is built into a wheel and installed into a folder of its own;
+the deploy is planned by a Python that cannot see the checkout (``-S``, the checkout off
+sys.path), with the plan harness of tests/plan on the same recorded facts as the role's own
+plan tests.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuinfra_deploy.run.knobs import role_names
+from tests.plan.harness import REPO, load_facts
+
+README = REPO / "README.md"
+HARNESS = REPO / "tests" / "plan" / "harness.py"
+
+# The operator's own keys, which no gpuinfra role reads: each is left alone unless it carries
+# the prefix of a role the deploy runs ("monitoring_enabled" is judged by the monitoring role).
+THEIRS = {"gpu_mode": "compute", "monitoring_enabled": "yes", "common_packages": "vim htop",
+          "rack": "r12", "owner": "team-a"}
+
+
+def readme_deploy() -> str:
+    """The deploy file of the README's section, between its two markers."""
+    found = re.search(r"<!-- foreign-deploy -->\n```python\n(.*?)```\n<!-- /foreign-deploy -->",
+                      README.read_text(), re.S)
+    assert found, "README.md lost its 'Use one role in your own deploy' deploy file"
+    return found.group(1)
+
+
+def readme_inventory() -> str:
+    found = re.search(r"<!-- foreign-inventory -->\n```python\n(.*?)```\n"
+                      r"<!-- /foreign-inventory -->", README.read_text(), re.S)
+    assert found, "README.md lost its 'Use one role in your own deploy' inventory"
+    return found.group(1)
+
+
+@pytest.fixture(scope="session")
+def wheel_site(tmp_path_factory) -> Path:
+    """gpuinfra built into a wheel (offline, from this checkout) and installed into a folder."""
+    out = tmp_path_factory.mktemp("wheel")
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                            "--no-build-isolation", "-w", str(out), str(REPO)],
+                           capture_output=True, text=True, check=False)
+    assert build.returncode == 0, build.stderr[-2000:]
+    wheel = next(out.glob("gpuinfra-*.whl"))
+    site = tmp_path_factory.mktemp("site-packages")
+    install = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                              "--target", str(site), str(wheel)],
+                             capture_output=True, text=True, check=False)
+    assert install.returncode == 0, install.stderr[-2000:]
+    return site
+
+
+def test_the_wheel_holds_only_project_prefixed_packages(wheel_site):
+    tops = sorted(p.name for p in wheel_site.iterdir()
+                  if p.is_dir() and p.name != "bin"  # the console script
+                  and not p.name.endswith((".dist-info", "__pycache__")))
+    assert tops and all(t == "gpuinfra" or t.startswith("gpuinfra_") for t in tops), tops
+    assert {"gpuinfra_roles", "gpuinfra_deploy"} <= set(tops)
+    # templates travel beside their role
+    assert (wheel_site / "gpuinfra_roles/slurm/templates/etc/slurm/slurm.conf.j2").is_file()
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return {"__datetime__": value.isoformat()}
+    raise TypeError(type(value))
+
+
+DRIVER = '''
+import json, sys
+from pathlib import Path
+import harness
+from pyinfra.api.exceptions import PyinfraError
+
+import gpuinfra_roles
+assert Path(gpuinfra_roles.__file__).is_relative_to(Path(sys.argv[1])), gpuinfra_roles.__file__
+site = json.loads(Path("hosts.json").read_text(), object_hook=harness._decode)
+hosts = [harness.FakeHost(h["name"], tuple(h["groups"]), h["facts"], h["data"])
+         for h in site["hosts"]]
+try:
+    result = harness.plan_hosts(Path("deploy.py").resolve(), hosts, site["targets"])
+except PyinfraError as exc:
+    print(exc)
+    sys.exit(3)
+print(json.dumps({name: [[op.name, list(op.commands)] for op in plan.ops]
+                  for name, plan in result.plans.items()}))
+'''
+
+
+def plan_foreign(wheel_site: Path, project: Path, role: str,
+                 hosts: list[dict[str, Any]]) -> tuple[int, str]:
+    """Plan the README's deploy file for ``role`` in ``project`` (outside the checkout)."""
+    project.mkdir(parents=True, exist_ok=True)
+    (project / "deploy.py").write_text(readme_deploy().replace("nvidia_driver", role))
+    shutil.copy(HARNESS, project / "harness.py")
+    (project / "plan_it.py").write_text(DRIVER)
+    (project / "hosts.json").write_text(json.dumps(
+        {"hosts": hosts, "targets": [h["name"] for h in hosts]}, default=_encode))
+    assert not project.resolve().is_relative_to(REPO)
+    deps = sysconfig.get_paths()["purelib"]  # pyinfra and the rest; its .pth files unread
+    run = subprocess.run([sys.executable, "-S", "plan_it.py", str(wheel_site)], cwd=project,
+                         env={"PYTHONPATH": f"{wheel_site}:{deps}", "PATH": "/usr/bin:/bin"},
+                         capture_output=True, text=True, check=False, timeout=120)
+    assert run.returncode in (0, 3), run.stderr[-3000:]
+    return run.returncode, run.stdout
+
+
+# ----------------------------------------------------------------------------- the sites
+
+GPU = {"gpu_model": "H100-SXM5-80GB", "gpu_count": 8, "gpu_topology": "nvswitch-all-to-all"}
+
+
+def _host(name: str, groups: tuple[str, ...], facts: dict, data: dict) -> dict[str, Any]:
+    return {"name": name, "groups": list(groups), "facts": facts, "data": data}
+
+
+def site_for(role: str) -> tuple[list[dict[str, Any]], set[str]]:
+    """(hosts in the operator's own groups, the hosts the role must plan changes on)."""
+    base = ("base-fresh", "debian-12")
+    if role in ("nvidia_driver", "fabric_manager", "container_toolkit", "gpu_sharing"):
+        facts = load_facts(*base, "gpu-fresh", "gpu-debian-12", "slurm-lab-worker2")
+        data = {**GPU, "ssh_hostname": "10.1.0.2"}
+        if role == "gpu_sharing":
+            data = {"gpu_model": "H100-PCIE-80GB", "gpu_count": 2, "gpu_topology": "pcie-only",
+                    "gpu_sharing": {"mode": "mps", "clients": 4}, "ssh_hostname": "10.1.0.2"}
+        return [_host("gpu01", ("gpu_nodes",), facts, data)], {"gpu01"}
+    if role == "common":
+        return [_host("web1", ("frontends",), load_facts(*base), {})], {"web1"}
+    if role == "monitoring":
+        return [_host("mgmt1", ("login",), load_facts(*base, "monitoring-fresh"),
+                      {"ssh_hostname": "10.1.0.1"}),
+                _host("gpu01", ("gpu_nodes",), load_facts(*base, "monitoring-fresh"),
+                      {"ssh_hostname": "10.1.0.2"})], {"mgmt1", "gpu01"}
+    if role == "containerd":
+        from tests.plan.test_containerd_plan import fresh
+
+        return [_host("web1", ("frontends",), fresh("debian-12"),
+                      {"containerd_everywhere": True})], {"web1"}
+    if role in ("munge", "slurm"):
+        head = load_facts(*base, "munge-fresh", "slurm-fresh")
+        node = load_facts(*base, "gpu-fresh", "gpu-debian-12", "munge-fresh", "slurm-fresh",
+                          "slurm-lab-worker1")
+        return [_host("ctl1", ("login",), head, {"ssh_hostname": "10.1.0.1"}),
+                _host("gpu01", ("gpu_nodes",), node, {**GPU, "ssh_hostname": "10.1.0.2"})], \
+            {"ctl1", "gpu01"}
+    if role == "kubernetes":
+        from tests.plan.test_kubernetes_plan import DATA, GPU1, HEAD, fresh
+
+        head, gpu = fresh("debian-12"), fresh("debian-12")
+        return [_host(HEAD, ("login",), head, DATA[HEAD]),
+                _host(GPU1, ("gpu_nodes",), gpu, DATA[GPU1])], {HEAD, GPU1}
+    if role == "rdma":
+        from tests.plan.test_rdma_plan import GPU_NODE, NIC
+        from tests.plan.test_rdma_plan import fresh as rdma_fresh
+
+        return [_host("ib1", ("gpu_nodes",), rdma_fresh("debian-12"),
+                      {**GPU_NODE, "rdma_nics": [NIC]})], {"ib1"}
+    if role == "vfio":
+        from tests.plan.test_vfio_plan import HV_SPEC
+        from tests.plan.test_vfio_plan import fresh as vfio_fresh
+
+        return [_host("kvm1", ("kvm_hosts",), vfio_fresh("debian-12"), HV_SPEC)], {"kvm1"}
+    raise AssertionError(f"no foreign site for {role}: add one here")
+
+
+@pytest.mark.parametrize("role", role_names())
+def test_one_role_in_a_foreign_deploy(role, wheel_site, tmp_path):
+    hosts, changing = site_for(role)
+    for host in hosts:  # the operator's own keys beside the spec's
+        host["data"] = {**{k: v for k, v in THEIRS.items() if not k.startswith(f"{role}_")},
+                        **host["data"]}
+    code, out = plan_foreign(wheel_site, tmp_path / "their-project", role, hosts)
+    assert code == 0, out
+    plans = json.loads(out)
+    for name, ops in plans.items():
+        assert all(op.startswith(f"{role} |") for op, _ in ops), (name, ops)
+        assert bool([op for op, commands in ops if commands]) == (name in changing), \
+            (name, ops)
+
+
+def test_a_foreign_deploy_still_refuses_the_roles_own_bad_keys(wheel_site, tmp_path):
+    """Left alone: the operator's keys. Judged before anything runs: the role's own keys and
+    the spec keys it reads, with host, field, value and fix."""
+    hosts, _ = site_for("nvidia_driver")
+    hosts[0]["data"] = {**hosts[0]["data"], "nvidia_driver_device_grup": "video",
+                        "gpu_count": "eight", **THEIRS}
+    code, out = plan_foreign(wheel_site, tmp_path / "their-project", "nvidia_driver", hosts)
+    assert code == 3, out
+    assert "no host was touched" in out
+    assert "[gpu01] nvidia_driver_device_grup = 'video': unknown key (did you mean " \
+           "'nvidia_driver_device_group'?)" in out
+    assert "[gpu01] gpu_count = 'eight'" in out
+    assert not any(key in out for key in THEIRS), out
