@@ -103,3 +103,43 @@ def test_pyinfra_data_override_is_validated(tmp_path):
     out = run(str(BIN / "pyinfra"), "-y", str(inv), "deploy.py", "--data", "gpu_count=5",
               cwd=tmp_path)
     assert out.returncode == 1 and "hold 8 GPUs, not 5" in out.stderr
+
+
+# ----------------------------------------------------------------------------- a site elsewhere
+
+SITE_BODY = f'head = [("head01", {{"ssh_hostname": "10.0.0.1"}})]\n' \
+            f'workers = [("gpu01", {{**{GOOD_WORKER}, "ssh_hostname": "10.0.0.2"}})]\n'
+
+
+def test_a_site_in_its_own_repository_is_read_with_its_group_data_from_anywhere(tmp_path):
+    """Started from another folder, validate still reads the site's group_data (the folder
+    above inventory/): its bad value is found, not silently replaced by the default."""
+    (tmp_path / "their-site").mkdir()
+    inv = site(tmp_path / "their-site", SITE_BODY)
+    (tmp_path / "their-site" / "group_data" / "all.py").write_text('driver_branch = "999"\n')
+    out = run(str(BIN / "gpuinfra"), "validate", str(inv), cwd=tmp_path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "driver_branch = '999'" in out.stderr
+    (tmp_path / "their-site" / "group_data" / "all.py").write_text('driver_branch = "535"\n')
+    out = run(str(BIN / "gpuinfra"), "validate", str(inv), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+
+
+def test_a_group_data_that_cannot_be_found_is_an_error_never_silence(tmp_path):
+    inv = tmp_path / "inventory" / "site.py"
+    inv.parent.mkdir()
+    inv.write_text(SITE_BODY)
+    out = run(str(BIN / "gpuinfra"), "validate", str(inv), cwd=tmp_path / "inventory")
+    assert out.returncode == 2
+    assert "no group_data/ folder found" in out.stderr and "--group-data DIR" in out.stderr
+    missing = run(str(BIN / "gpuinfra"), "validate", str(inv), "--group-data",
+                  str(tmp_path / "nowhere"), cwd=tmp_path)
+    assert missing.returncode == 2 and "nowhere: no such group_data folder" in missing.stderr
+    out = run(str(BIN / "gpuinfra"), "validate", str(inv), "--no-group-data", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    data = tmp_path / "elsewhere" / "group_data"
+    data.mkdir(parents=True)
+    (data / "all.py").write_text('driver_branch = "999"\n')
+    given = run(str(BIN / "gpuinfra"), "validate", str(inv), "--group-data", str(data),
+                cwd=tmp_path)
+    assert given.returncode == 1 and "driver_branch = '999'" in given.stderr
