@@ -1,1 +1,1 @@
-"""Roles: one folder each, with defaults.py (its data keys), README.md and the @deploy."""
+"""gpuinfra's roles: one folder each, nothing else (README.md: the import rule, adding one)."""
