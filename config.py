@@ -1,7 +1,7 @@
 """pyinfra configuration. It runs before pyinfra connects: the spec gate lives here."""
 
 from gpuinfra_deploy.pyinfra_patches import engine
-from gpuinfra_deploy.run.site import validate_before_connect
+from gpuinfra_deploy.pyinfra_patches.gate import validate_before_connect
 
 # TCP_NODELAY on SSH, each fact read once per host until it changes, a cheaper op order.
 engine.install()

@@ -1,0 +1,12 @@
+"""The only place the project patches pyinfra's internals (attributes of pyinfra's and
+pyinfra_cli's modules and classes), against the pinned pyinfra 3.10.0:
+
+- ``engine``: TCP_NODELAY on SSH, facts read once per host until it changes, a cheaper
+  operation order (installed by config.py);
+- ``gate``: the spec gate around the CLI's inventory load (called by config.py);
+- ``loader``: pyinfra's inventory loader with every file checked (the gate and
+  ``gpuinfra validate``).
+
+README.md here lists every patched symbol, why, and the tests that fail when pyinfra changes
+under it; tests/unit/test_pyinfra_patches.py keeps that list and the code in step.
+"""

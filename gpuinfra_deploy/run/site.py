@@ -1,12 +1,11 @@
-"""The deploy layer's front door: the spec gate, and the one :class:`Site` of a pyinfra run.
+"""The deploy layer's front door: the one :class:`Site` of a pyinfra run.
 
-pyinfra runs ``config.py`` before it loads the inventory and connects, so the project's
-``config.py`` calls :func:`validate_before_connect`, which gates pyinfra's own load of the
-inventory named on the command line (with ``--data`` overrides): a broken file or any problem
-of the spec and of the roles' data stops the run, listed, before any connection.
-``deploy.py`` then takes the run's :class:`Site` (the typed spec, built once per run) and its
-own node, and hands both to every role (:func:`this_node`). API users and runs with another
-``--config`` are gated there too.
+``deploy.py`` takes the run's :class:`Site` (the typed spec, built once per run) and its own
+node, and hands both to every role (:func:`this_node`). The spec gate that stops a CLI run
+before it connects is config.py's call of
+:func:`gpuinfra_deploy.pyinfra_patches.gate.validate_before_connect` (it wraps pyinfra's own
+inventory load); API users and runs with another ``--config`` are gated here
+(:func:`current_site`).
 
 The CLI imports this module; nothing here imports the CLI.
 """
@@ -15,7 +14,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any, TypeVar
 from weakref import WeakKeyDictionary
 
@@ -27,13 +25,7 @@ from gpuinfra.spec import (
     format_errors,
     format_warnings,
 )
-from gpuinfra_deploy.run.inventory import (
-    InventoryError,
-    checked_loading,
-    duplicates,
-    host_inputs,
-    load_hosts,
-)
+from gpuinfra_deploy.run.inventory import host_inputs, load_hosts
 from gpuinfra_deploy.run.knobs import build_spec
 
 T = TypeVar("T")
@@ -133,80 +125,3 @@ def validated_site(path: str, group_data: str | None = None
     if spec.warnings:
         print(format_warnings(spec.warnings), file=sys.stderr)
     return hosts, spec
-
-
-# ----------------------------------------------------------------------------- config.py's side
-
-def _cli_params() -> dict[str, Any] | None:
-    try:
-        import click
-    except ImportError:  # pragma: no cover - pyinfra always brings click
-        return None
-    ctx = click.get_current_context(silent=True)
-    return dict(ctx.params) if ctx is not None else None
-
-
-def validate_before_connect() -> None:
-    """Gate pyinfra's own inventory load: right after pyinfra read the inventory (once, with
-    ``--data`` overrides) and before it connects, exit 1 with every problem listed when a file
-    is broken or the site's spec is invalid.
-
-    pyinfra runs config.py before it loads the inventory, so the gate wraps the loader the CLI
-    calls next (pyinfra_cli.cli.make_inventory, pinned pyinfra 3.10): the spec is judged on the
-    very inventory the run then uses, and no file is executed twice.
-    """
-    params = _cli_params()
-    if not params:
-        return None
-    inventory = params.get("inventory")
-    if not isinstance(inventory, str) or not inventory.endswith(".py"):
-        return None  # an ad-hoc host list: deploy.py gates it after connecting
-    if not Path(inventory).is_file():
-        return  # pyinfra reports the missing file itself
-    import pyinfra_cli.cli as cli
-
-    load = getattr(cli.make_inventory, "__wrapped__", cli.make_inventory)
-
-    def gated(*args: Any, **kwargs: Any) -> Any:
-        try:
-            with checked_loading() as groups:
-                loaded = load(*args, **kwargs)
-        except InventoryError as exc:
-            print(f"gpuinfra: {exc}", file=sys.stderr)
-            raise SystemExit(1) from None
-        hosts = host_inputs(loaded, ignore_groups=("all", Path(inventory).stem))
-        try:
-            spec = build_spec(hosts, duplicates(groups))
-        except SpecInvalid as exc:
-            print(format_errors(exc.errors, inventory), file=sys.stderr)
-            raise SystemExit(1) from None
-        if spec.warnings:
-            print(format_warnings(spec.warnings), file=sys.stderr)
-        _fail_percent(params, spec)
-        _summary_at_exit(spec)
-        return loaded
-
-    gated.__wrapped__ = load  # type: ignore[attr-defined]
-    cli.make_inventory = gated
-
-
-def _summary_at_exit(spec: ClusterSpec) -> None:
-    from pyinfra.context import ctx_state
-
-    from gpuinfra_deploy.run import summary
-
-    if ctx_state.isset():
-        summary.install(ctx_state.get(), frozenset(n.name for n in spec.head))
-
-
-def _fail_percent(params: dict[str, Any], spec: ClusterSpec) -> None:
-    """pyinfra's FAIL_PERCENT from the site's ``max_fail_percent``: a dead or failed worker
-    does not stop the healthy ones, more than that share failing stops the run. Not when the
-    command line gave --fail-percent, nor in pyinfra's interactive mode (without -y or --json
-    it asks the operator at the first failure)."""
-    from pyinfra.context import ctx_config
-
-    config = ctx_config.get()
-    interactive = not params.get("yes") and not params.get("json_output")
-    if config is not None and params.get("fail_percent") is None and not interactive:
-        config.FAIL_PERCENT = spec.max_fail_percent

@@ -3,7 +3,7 @@
 pyinfra prints each error where it happens and a results table at the end; with a site's
 ``max_fail_percent`` a run goes on past a dead or failed worker, so the operator needs one
 list at the bottom naming every failed host, the step it failed at, and the next command.
-Installed by the gate (gpuinfra_deploy/run/site.py) on CLI runs only.
+Installed by the gate (gpuinfra_deploy/pyinfra_patches/gate.py) on CLI runs only.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ from pyinfra.api import Config
 from pyinfra.context import ctx_config
 
 from gpuinfra.spec import HostInput
+from gpuinfra_deploy.pyinfra_patches.gate import _fail_percent
 from gpuinfra_deploy.run.knobs import build_spec
-from gpuinfra_deploy.run.site import _fail_percent
 
 
 def spec(**site):
