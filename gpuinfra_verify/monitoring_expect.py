@@ -1,10 +1,10 @@
 """Pure judgements of the monitoring checks (gpuinfra_verify/test_monitoring.py).
 
 What Prometheus must show is computed from the same spec and builders as the files the role
-wrote (gpuinfra.monitoring.prometheus): every scrape target, every alert rule, one GPU series
-per GPU. Nothing here connects to a host: tests/unit/test_verify_monitoring.py shows each
-judgement failing on broken input. Messages follow the suite's form: what was seen, then the
-likely cause and the fix.
+wrote (gpuinfra.monitoring.scrape, gpuinfra.monitoring.alerts): every scrape target, every alert
+rule, one GPU series per GPU. Nothing here connects to a host: tests/unit/test_verify_monitoring.py
+shows each judgement failing on broken input. Messages follow the suite's form: what was seen,
+then the likely cause and the fix.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpuinfra.monitoring import prometheus as prom
+from gpuinfra.monitoring.scrape import RULES_PATH, prometheus_config
+from gpuinfra.monitoring.settings import Monitoring
 from gpuinfra.spec import ClusterSpec
 from gpuinfra_verify.expect import problem
 
@@ -36,10 +37,10 @@ TARGET_ADVICE: dict[str, tuple[str, str]] = {
 }
 
 
-def expected_targets(spec: ClusterSpec, mon: prom.Monitoring) -> dict[tuple[str, str], str]:
+def expected_targets(spec: ClusterSpec, mon: Monitoring) -> dict[tuple[str, str], str]:
     """(job, instance) -> scrape address, for every target prometheus.yml names."""
     out = {}
-    for job in prom.prometheus_config(spec, mon)["scrape_configs"]:
+    for job in prometheus_config(spec, mon)["scrape_configs"]:
         for group in job.get("static_configs", []):
             instance = group.get("labels", {}).get("instance")
             for address in group["targets"]:
@@ -101,7 +102,7 @@ def rule_problems(expected: Sequence[str], loaded: Sequence[str]) -> list[str]:
     return [problem("head", f"alert rules not loaded: {', '.join(missing)}",
                     "the live rule file is older than the spec, or Prometheus was not "
                     "reloaded after the deploy",
-                    f"deploy again; `promtool check rules {prom.RULES_PATH}` on the head")]
+                    f"deploy again; `promtool check rules {RULES_PATH}` on the head")]
 
 
 def counts_by_instance(result: Sequence[Mapping[str, Any]]) -> dict[str, int]:

@@ -22,7 +22,9 @@ from typing import Any
 import pytest
 from testinfra.host import Host
 
-from gpuinfra.monitoring import prometheus as prom
+from gpuinfra.monitoring.alerts import alerts
+from gpuinfra.monitoring.scrape import target
+from gpuinfra.monitoring.settings import Monitoring
 from gpuinfra_verify.expect import problem
 from gpuinfra_verify.failure import fail
 from gpuinfra_verify.monitoring_expect import (
@@ -42,11 +44,11 @@ FETCH = ("import sys, urllib.request; "
 
 
 @pytest.fixture(scope="session")
-def mon(site) -> prom.Monitoring:
+def mon(site) -> Monitoring:
     head = site.spec.head
     if len(head) != 1 or not head[0].settings["monitoring_enabled"]:
         pytest.skip("monitoring_enabled is False (or no single head)")
-    return prom.Monitoring.from_settings(head[0].settings)
+    return Monitoring.from_settings(head[0].settings)
 
 
 def fetch(controller: Host, url: str) -> str | None:
@@ -55,9 +57,9 @@ def fetch(controller: Host, url: str) -> str | None:
 
 
 @pytest.fixture(scope="session")
-def api(controller: Host, site, mon: prom.Monitoring) -> Callable[[str], Any]:
+def api(controller: Host, site, mon: Monitoring) -> Callable[[str], Any]:
     """GET Prometheus' API on the head's cluster address; fails the test naming the cause."""
-    base = f"http://{prom.target(site.spec.head[0], mon.prometheus_port)}/api/v1/"
+    base = f"http://{target(site.spec.head[0], mon.prometheus_port)}/api/v1/"
 
     def get(path: str) -> Any:
         text = fetch(controller, base + path)
@@ -126,7 +128,7 @@ def test_gpu_telemetry_flows(api, site, note: Note) -> None:
 
 
 def test_alert_rules_loaded(api, site, mon, note: Note) -> None:
-    expected = [a.name for a in prom.alerts(site.spec, mon)]
+    expected = [a.name for a in alerts(site.spec, mon)]
     loaded = [rule["name"] for group in api("rules")["groups"] for rule in group["rules"]
               if rule.get("type") == "alerting"]
     note("alert_rules", len(set(loaded)))
@@ -137,7 +139,7 @@ def test_alert_rules_loaded(api, site, mon, note: Note) -> None:
 
 def test_alertmanager_reachable(controller: Host, api, site, mon, note: Note) -> None:
     head = site.spec.head[0]
-    address = prom.target(head, mon.alertmanager_port)
+    address = target(head, mon.alertmanager_port)
     if fetch(controller, f"http://{address}/-/ready") is None:
         fail(note, problem(head.name, f"Alertmanager does not answer at {address}",
                            "prometheus-alertmanager is down (a refused alertmanager.yml keeps "

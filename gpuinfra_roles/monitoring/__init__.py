@@ -32,7 +32,26 @@ from pyinfra.operations.util import any_changed
 import gpuinfra
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge.packages import SIGNING_KEYS, PinnedPackages
-from gpuinfra.monitoring import prometheus as prom
+from gpuinfra.monitoring.alertmanager import ALERTMANAGER_CONFIG, alertmanager_config
+from gpuinfra.monitoring.alerts import rules
+from gpuinfra.monitoring.grafana import (
+    grafana_dashboard,
+    grafana_dashboards_provider,
+    grafana_datasource,
+)
+from gpuinfra.monitoring.knobs import slurm_exporter_url
+from gpuinfra.monitoring.scrape import (
+    DCGM_EXPORTER_PORT,
+    PROMETHEUS_CONFIG,
+    RULES_PATH,
+    SLURM_EXPORTER_PORT,
+    alertmanager_args,
+    node_exporter_args,
+    prometheus_args,
+    prometheus_config,
+    target,
+)
+from gpuinfra.monitoring.settings import Monitoring
 from gpuinfra.spec import ClusterSpec, NodeSpec
 from gpuinfra_deploy.facts.system import host_distro
 from gpuinfra_deploy.ops.apt import APT_CACHE_S, apt_keyring, install_pinned, require_available
@@ -59,7 +78,7 @@ COLLECTOR_UNITS = ("gpuinfra-gpu-metrics.service", "gpuinfra-gpu-metrics.timer")
 UNIT_STAGE = "/etc/systemd/system/.gpuinfra-staged"
 PROMETHEUS_STAGE = "/etc/prometheus/.gpuinfra-staged"
 ALERTMANAGER_STAGE = "/etc/prometheus/.gpuinfra-staged-alertmanager"
-RULES_FILE = Path(prom.RULES_PATH).name  # relative: promtool resolves it beside the config
+RULES_FILE = Path(RULES_PATH).name  # relative: promtool resolves it beside the config
 DCGM_PIN_FILE = "/etc/apt/preferences.d/gpuinfra-dcgm"
 DCGM_DROPIN = f"{UNIT_DIR}/nvidia-dcgm-exporter.service.d/gpuinfra.conf"
 GRAFANA_KEYRING = "/usr/share/keyrings/grafana.gpg"
@@ -91,8 +110,8 @@ DISTRO: dict[str, dict[str, Any]] = {
 }
 
 
-def settings_of(node: NodeSpec) -> prom.Monitoring:
-    return prom.Monitoring.from_settings(node.settings)
+def settings_of(node: NodeSpec) -> Monitoring:
+    return Monitoring.from_settings(node.settings)
 
 
 @deploy("monitoring")
@@ -129,7 +148,7 @@ def slurm_exporter_on(spec: ClusterSpec, data: Any) -> bool:
     return data["monitoring_slurm_exporter"] is not None and "slurm" in spec.schedulers
 
 
-def boot_needs(spec: ClusterSpec, node: NodeSpec, mon: prom.Monitoring,
+def boot_needs(spec: ClusterSpec, node: NodeSpec, mon: Monitoring,
                data: Any) -> list[BootNeeds]:
     """Each daemon of this node listens on the node's cluster address, which exists only once
     the network is up: started after network-online.target, restarted when it still fails."""
@@ -152,11 +171,11 @@ def _daemon_args(path: str, args: str, what: str) -> Any:
                                          args=args)), mode="644")
 
 
-def _node_exporter(node: NodeSpec, mon: prom.Monitoring, distro: dict[str, Any]) -> None:
+def _node_exporter(node: NodeSpec, mon: Monitoring, distro: dict[str, Any]) -> None:
     apt.packages(name="Install node_exporter", packages=distro["node"], no_recommends=True,
                  update=True, cache_time=APT_CACHE_S)
     args = _daemon_args("/etc/default/prometheus-node-exporter",
-                        prom.node_exporter_args(node, mon, TEXTFILE_DIR), "node_exporter")
+                        node_exporter_args(node, mon, TEXTFILE_DIR), "node_exporter")
     systemd.service(name="Run node_exporter", service="prometheus-node-exporter", running=True,
                     enabled=True)
     systemd.service(name="Restart node_exporter on its new arguments",
@@ -212,7 +231,7 @@ def _dcgm(site: Site, node: NodeSpec, data: Any, distro: dict[str, Any]) -> None
     require_available("DCGM", pinned, "monitoring_dcgm_version / "
                       "monitoring_dcgm_exporter_version")
     install_pinned("DCGM and its exporter", pinned, DCGM_PIN_FILE)
-    listen = prom.target(node, prom.DCGM_EXPORTER_PORT)
+    listen = target(node, DCGM_EXPORTER_PORT)
     dropin = files.put(name="DCGM exporter listens on the cluster network", dest=DCGM_DROPIN,
                        src=StringIO(TEMPLATES.render(DCGM_DROPIN, listen=listen)),
                        mode="644", create_remote_dir=True)
@@ -228,26 +247,28 @@ def _dcgm(site: Site, node: NodeSpec, data: Any, distro: dict[str, Any]) -> None
 
 # ---------------------------------------------------------------------------- the head
 
-def dump(data: Any) -> str:
+def yaml_with_header(data: Any) -> str:
+    """``data`` as the text of a YAML file (pyyaml, keys in their order, block style), under a
+    comment saying gpuinfra wrote it from the site's spec."""
     return "# Written by gpuinfra (monitoring role) from the site's spec.\n" + yaml.safe_dump(
         data, sort_keys=False, default_flow_style=False)
 
 
-def prometheus_files(spec: ClusterSpec, mon: prom.Monitoring) -> dict[str, str]:
-    return {prom.PROMETHEUS_CONFIG: dump(prom.prometheus_config(spec, mon, RULES_FILE)),
-            prom.RULES_PATH: dump(prom.rules(spec, mon))}
+def prometheus_files(spec: ClusterSpec, mon: Monitoring) -> dict[str, str]:
+    return {PROMETHEUS_CONFIG: yaml_with_header(prometheus_config(spec, mon, RULES_FILE)),
+            RULES_PATH: yaml_with_header(rules(spec, mon))}
 
 
 def prometheus_check(stage: str) -> str:
     """promtool judges the staged config and, through its rule_files, the staged rules."""
-    config = shlex.quote(f"{stage}/{Path(prom.PROMETHEUS_CONFIG).name}")
+    config = shlex.quote(f"{stage}/{Path(PROMETHEUS_CONFIG).name}")
     return check_script(f"promtool check config {config}", "promtool", stage)
 
 
-def _prometheus(spec: ClusterSpec, mon: prom.Monitoring, distro: dict[str, Any]) -> None:
+def _prometheus(spec: ClusterSpec, mon: Monitoring, distro: dict[str, Any]) -> None:
     apt.packages(name="Install Prometheus and Alertmanager", packages=distro["head"],
                  no_recommends=True, update=True, cache_time=APT_CACHE_S)
-    args = _daemon_args("/etc/default/prometheus", prom.prometheus_args(spec, mon),
+    args = _daemon_args("/etc/default/prometheus", prometheus_args(spec, mon),
                         "Prometheus")
     config = checked_files(name="Prometheus configuration and alert rules, checked by promtool",
                            files=prometheus_files(spec, mon), stage=PROMETHEUS_STAGE,
@@ -260,16 +281,16 @@ def _prometheus(spec: ClusterSpec, mon: prom.Monitoring, distro: dict[str, Any])
 
 
 def alertmanager_check(stage: str) -> str:
-    config = shlex.quote(f"{stage}/{Path(prom.ALERTMANAGER_CONFIG).name}")
+    config = shlex.quote(f"{stage}/{Path(ALERTMANAGER_CONFIG).name}")
     return check_script(f"amtool check-config {config}", "amtool", stage)
 
 
-def _alertmanager(spec: ClusterSpec, mon: prom.Monitoring) -> None:
+def _alertmanager(spec: ClusterSpec, mon: Monitoring) -> None:
     args = _daemon_args("/etc/default/prometheus-alertmanager",
-                        prom.alertmanager_args(spec, mon), "Alertmanager")
+                        alertmanager_args(spec, mon), "Alertmanager")
     config = checked_files(name="Alertmanager configuration, checked by amtool",
-                           files={prom.ALERTMANAGER_CONFIG: dump(
-                               prom.alertmanager_config(spec, mon))},
+                           files={ALERTMANAGER_CONFIG: yaml_with_header(
+                               alertmanager_config(spec, mon))},
                            stage=ALERTMANAGER_STAGE, check=alertmanager_check(ALERTMANAGER_STAGE))
     systemd.service(name="Run Alertmanager", service="prometheus-alertmanager", running=True,
                     enabled=True)
@@ -279,18 +300,18 @@ def _alertmanager(spec: ClusterSpec, mon: prom.Monitoring) -> None:
                     service="prometheus-alertmanager", reloaded=True, _if=config.did_change)
 
 
-def grafana_files(spec: ClusterSpec, mon: prom.Monitoring) -> dict[str, str]:
+def grafana_files(spec: ClusterSpec, mon: Monitoring) -> dict[str, str]:
     return {
-        f"{GRAFANA_PROVISIONING}/datasources/gpuinfra.yaml": dump(
-            prom.grafana_datasource(spec, mon)),
-        f"{GRAFANA_PROVISIONING}/dashboards/gpuinfra.yaml": dump(
-            prom.grafana_dashboards_provider(GRAFANA_DASHBOARDS)),
+        f"{GRAFANA_PROVISIONING}/datasources/gpuinfra.yaml": yaml_with_header(
+            grafana_datasource(spec, mon)),
+        f"{GRAFANA_PROVISIONING}/dashboards/gpuinfra.yaml": yaml_with_header(
+            grafana_dashboards_provider(GRAFANA_DASHBOARDS)),
         f"{GRAFANA_DASHBOARDS}/gpu-cluster.json": json.dumps(
-            prom.grafana_dashboard(spec, mon), indent=2) + "\n",
+            grafana_dashboard(spec, mon), indent=2) + "\n",
     }
 
 
-def _grafana(spec: ClusterSpec, mon: prom.Monitoring, data: Any) -> None:
+def _grafana(spec: ClusterSpec, mon: Monitoring, data: Any) -> None:
     repo = data["monitoring_grafana_repo_url"].rstrip("/")
     keyring = apt_keyring(name="Add Grafana's signing key", url=f"{repo}/gpg.key",
                           path=GRAFANA_KEYRING, fingerprint=SIGNING_KEYS["grafana"])
@@ -347,12 +368,12 @@ def verified_binary(url: str, sha256: str, member: str, dest: str):
 def _slurm_exporter(node: NodeSpec, exporter: dict[str, str]) -> None:
     binary = f"{SLURM_EXPORTER_DIR}/prometheus-slurm-exporter-{exporter['version']}"
     fetched = verified_binary(name=f"Slurm exporter {exporter['version']} (SHA-256 checked)",
-                              url=prom.slurm_exporter_url(exporter), sha256=exporter["sha256"],
+                              url=slurm_exporter_url(exporter), sha256=exporter["sha256"],
                               member="prometheus-slurm-exporter", dest=binary)
     unit = files.put(name="The Slurm exporter's unit", dest=SLURM_EXPORTER_UNIT,
                      src=StringIO(TEMPLATES.render(SLURM_EXPORTER_UNIT, binary=binary,
                                          version=exporter["version"],
-                                         listen=prom.target(node, prom.SLURM_EXPORTER_PORT))),
+                                         listen=target(node, SLURM_EXPORTER_PORT))),
                      mode="644")
     systemd.daemon_reload(name="systemd reads the Slurm exporter's unit", _if=unit.did_change)
     systemd.service(name="Run the Slurm exporter", service="prometheus-slurm-exporter",
@@ -369,5 +390,5 @@ def applies(site: Site, node: NodeSpec) -> bool:  # noqa: ARG001 - every role ta
 
 # The one declaration of where this role applies and how it is called: deploy.py, the entry
 # file beside this one and another project's deploy all run ``ROLE.apply``.
-ROLE = Role("monitoring", monitoring, applies)
+ROLE = Role("monitoring", monitoring, applies, reads=("nvidia_driver",))  # the driver's knobs
 apply = ROLE.apply

@@ -8,7 +8,7 @@ Slurm alerts) and ``cluster_name``. Checked by the spec gate before any host is 
 key here lands in the head's files, so each must agree on every host.
 """
 
-from gpuinfra.monitoring.prometheus import (
+from gpuinfra.monitoring.knobs import (
     DURATION,
     RECEIVERS,
     SCRAPE_EXTRA,

@@ -16,12 +16,24 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpuinfra.monitoring import prometheus as prom
+from gpuinfra.monitoring.alertmanager import NO_RECEIVER, alertmanager_config
+from gpuinfra.monitoring.alerts import ALERT_NAMES, rules
+from gpuinfra.monitoring.alerts_tests import rule_tests
+from gpuinfra.monitoring.grafana import grafana_dashboard, grafana_datasource
+from gpuinfra.monitoring.scrape import (
+    RULES_PATH,
+    alertmanager_args,
+    node_exporter_args,
+    prometheus_args,
+    prometheus_config,
+)
+from gpuinfra.monitoring.settings import Monitoring
 from gpuinfra.spec import ClusterSpec, HostInput, SpecInvalid
 from gpuinfra_deploy.run.inventory import load_hosts
 from gpuinfra_deploy.run.knobs import build_spec
 from gpuinfra_lab.tools import tool_path
 from gpuinfra_roles.monitoring import alertmanager_check, prometheus_check, prometheus_files
+from gpuinfra_roles.monitoring.defaults import DEFAULTS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -46,10 +58,16 @@ def site(name: str) -> ClusterSpec:
 
 
 SITES = ("lab", "example")
+EXPORTER = {"version": "1.6.0", "sha256": "0" * 64}
 
 
-def monitoring_of(spec: ClusterSpec) -> prom.Monitoring:
-    return prom.Monitoring.from_settings(spec.head[0].settings)
+def monitoring_of(spec: ClusterSpec) -> Monitoring:
+    return Monitoring.from_settings(spec.head[0].settings)
+
+
+def monitoring_with(**knobs) -> Monitoring:
+    """The settings of the role's knob defaults, with ``knobs`` (``monitoring_*``) over them."""
+    return Monitoring.from_settings({**DEFAULTS, **knobs})
 
 
 def write(folder: Path, name: str, data) -> Path:
@@ -70,10 +88,10 @@ def test_rules_load_and_each_alert_fires_and_stays_quiet(name, tmp_path):
     side of its threshold); in each alert's own cases exactly that alert fires."""
     spec = site(name)
     mon = monitoring_of(spec)
-    write(tmp_path, "rules.yml", prom.rules(spec, mon))
+    write(tmp_path, "rules.yml", rules(spec, mon))
     check = run(promtool_path(), "check", "rules", "rules.yml", cwd=tmp_path)
     assert check.returncode == 0, check.stdout + check.stderr
-    write(tmp_path, "tests.yml", prom.rule_tests(spec, mon, "rules.yml"))
+    write(tmp_path, "tests.yml", rule_tests(spec, mon, "rules.yml"))
     tested = run(promtool_path(), "test", "rules", "tests.yml", cwd=tmp_path)
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "SUCCESS" in tested.stdout
@@ -83,16 +101,16 @@ def test_rules_load_and_each_alert_fires_and_stays_quiet(name, tmp_path):
 def test_every_alert_has_a_quiet_case_and_a_firing_case(name):
     spec = site(name)
     mon = monitoring_of(spec)
-    tests = prom.rule_tests(spec, mon, "rules.yml")["tests"]
-    alerts = {rule["alert"] for group in prom.rules(spec, mon)["groups"]
+    tests = rule_tests(spec, mon, "rules.yml")["tests"]
+    alerts = {rule["alert"] for group in rules(spec, mon)["groups"]
               for rule in group["rules"]}
     quiet = {t["alertname"] for t in tests[0]["alert_rule_test"] if t["exp_alerts"] == []}
     firing = {t["alertname"] for test in tests[1:] for t in test["alert_rule_test"]
               if t["exp_alerts"]}
     assert quiet == firing == alerts
-    assert alerts <= set(prom.ALERT_NAMES)
+    assert alerts <= set(ALERT_NAMES)
     # The lab and the example site have Slurm and GPUs: every alert of the project is there.
-    assert alerts == set(prom.ALERT_NAMES)
+    assert alerts == set(ALERT_NAMES)
 
 
 def test_the_rule_tests_go_red_when_a_rule_is_wrong(tmp_path):
@@ -100,13 +118,14 @@ def test_the_rule_tests_go_red_when_a_rule_is_wrong(tmp_path):
     that never fires: promtool names both failures."""
     spec = site("lab")
     mon = monitoring_of(spec)
-    rules = prom.rules(spec, prom.Monitoring(gpu_temperature_max=mon.gpu_temperature_max + 10))
-    for group in rules["groups"]:
+    wrong = rules(spec, monitoring_with(
+        monitoring_gpu_temperature_max=mon.gpu_temperature_max + 10))
+    for group in wrong["groups"]:
         for rule in group["rules"]:
             if rule["alert"] == "NodeDown":
                 rule["expr"] = 'up{job="node"} == 2'
-    write(tmp_path, "rules.yml", rules)
-    write(tmp_path, "tests.yml", prom.rule_tests(spec, mon, "rules.yml"))
+    write(tmp_path, "rules.yml", wrong)
+    write(tmp_path, "tests.yml", rule_tests(spec, mon, "rules.yml"))
     tested = run(promtool_path(), "test", "rules", "tests.yml", cwd=tmp_path)
     assert tested.returncode != 0
     assert "GpuTemperatureHigh fires" in tested.stdout + tested.stderr
@@ -115,15 +134,15 @@ def test_the_rule_tests_go_red_when_a_rule_is_wrong(tmp_path):
 
 def test_gpu_alerts_follow_the_spec():
     spec = site("lab")
-    rules = {r["alert"]: r for g in prom.rules(spec, monitoring_of(spec))["groups"]
-             for r in g["rules"]}
+    by_name = {r["alert"]: r for g in rules(spec, monitoring_of(spec))["groups"]
+               for r in g["rules"]}
     # lab-worker1: 8x H100 SXM (18 links each); lab-worker2: a bridged H100 PCIe pair (12).
     assert "count by (instance) (gpuinfra_gpu_info{instance=\"lab-worker1\"}) < 8" in \
-        rules["GpuMissing"]["expr"]
-    assert "(gpuinfra_gpu_info{instance=\"lab-worker2\"}) < 2" in rules["GpuMissing"]["expr"]
-    assert 'instance="lab-worker1",gpu=~"0|1|2|3|4|5|6|7"} < 18' in rules["NvlinkDown"]["expr"]
-    assert 'instance="lab-worker2",gpu=~"0|1"} < 12' in rules["NvlinkDown"]["expr"]
-    assert "< 26.552" in rules["NvlinkDegraded"]["expr"]
+        by_name["GpuMissing"]["expr"]
+    assert "(gpuinfra_gpu_info{instance=\"lab-worker2\"}) < 2" in by_name["GpuMissing"]["expr"]
+    assert 'instance="lab-worker1",gpu=~"0|1|2|3|4|5|6|7"} < 18' in by_name["NvlinkDown"]["expr"]
+    assert 'instance="lab-worker2",gpu=~"0|1"} < 12' in by_name["NvlinkDown"]["expr"]
+    assert "< 26.552" in by_name["NvlinkDegraded"]["expr"]
 
 
 # ---------------------------------------------------------------------------- prometheus.yml
@@ -143,7 +162,7 @@ def test_prometheus_config_and_its_rules_pass_promtool_as_the_role_stages_them(n
     assert check.returncode == 0, check.stderr
     # A broken rule under a valid config: the same check refuses it (promtool check config
     # checks each rule file the config names, as `promtool check rules` does).
-    rules_file = tmp_path / Path(prom.RULES_PATH).name
+    rules_file = tmp_path / Path(RULES_PATH).name
     rules_file.write_text(rules_file.read_text().replace("expr: ", "expr: sum by (", 1))
     refused = subprocess.run(["sh", "-c", prometheus_check(str(tmp_path))],
                              capture_output=True, text=True, check=False,
@@ -164,7 +183,7 @@ def test_prometheus_config_and_its_rules_pass_promtool_as_the_role_stages_them(n
 def test_every_node_scraped_by_name_on_its_cluster_address():
     spec = build_spec(_hosts())
     mon = monitoring_of(spec)
-    config = prom.prometheus_config(spec, mon)
+    config = prometheus_config(spec, mon)
     node_job = next(j for j in config["scrape_configs"] if j["job_name"] == "node")
     seen = {c["labels"]["instance"]: c["targets"][0] for c in node_job["static_configs"]}
     assert set(seen) == {n.short_name for n in spec.nodes}
@@ -173,7 +192,7 @@ def test_every_node_scraped_by_name_on_its_cluster_address():
     assert seen == {"head1": "10.0.0.1:9100", "gpu01": "10.0.0.2:9100"}
     assert config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == [
         f"{spec.head[0].address}:9093"]
-    assert config["rule_files"] == [prom.RULES_PATH]
+    assert config["rule_files"] == [RULES_PATH]
     # DCGM on by default (GPU nodes only); no Slurm exporter unless the site names one.
     assert [j["job_name"] for j in config["scrape_configs"]] == ["prometheus", "alertmanager",
                                                                   "node", "dcgm"]
@@ -181,21 +200,21 @@ def test_every_node_scraped_by_name_on_its_cluster_address():
 
 def test_daemons_listen_on_the_cluster_address_only():
     spec = build_spec(_hosts())
-    mon = prom.Monitoring(retention="90d")
+    mon = monitoring_with(monitoring_retention="90d")
     head = spec.head[0]
-    assert prom.prometheus_args(spec, mon) == (
+    assert prometheus_args(spec, mon) == (
         f"--web.listen-address={head.address}:9090 --storage.tsdb.retention.time=90d")
     worker = spec.workers[0]
-    args = prom.node_exporter_args(worker, mon, "/var/lib/prometheus/node-exporter")
+    args = node_exporter_args(worker, mon, "/var/lib/prometheus/node-exporter")
     assert args.startswith(f"--web.listen-address={worker.address}:9100 ")
     assert "\\" not in args and '"' not in args
-    assert "0.0.0.0" not in prom.alertmanager_args(spec, mon)
+    assert "0.0.0.0" not in alertmanager_args(spec, mon)
 
 
 def test_dcgm_and_slurm_exporter_jobs_where_enabled():
     spec = site("example")
-    mon = prom.Monitoring(dcgm=True, slurm_exporter=True)
-    jobs = {j["job_name"]: j for j in prom.prometheus_config(spec, mon)["scrape_configs"]}
+    mon = monitoring_with(monitoring_dcgm=True, monitoring_slurm_exporter=EXPORTER)
+    jobs = {j["job_name"]: j for j in prometheus_config(spec, mon)["scrape_configs"]}
     assert {c["labels"]["instance"] for c in jobs["dcgm"]["static_configs"]} == {
         n.short_name for n in spec.gpu_nodes}
     assert jobs["slurm"]["static_configs"][0]["targets"][0].endswith(":9092")
@@ -211,7 +230,7 @@ def test_alertmanager_routes_from_data_pass_amtool(tmp_path):
         {"name": "mail", "email_to": "ops@example.org", "email_from": "am@example.org",
          "smarthost": "mail.example.org:25", "alerts": ["GpuMissing", "NodeDown"]},
     )
-    config = prom.alertmanager_config(spec, prom.Monitoring(receivers=receivers))
+    config = alertmanager_config(spec, monitoring_with(monitoring_alert_receivers=receivers))
     routes = config["route"]["routes"]
     assert routes[0] == {"receiver": "ops", "matchers": ['severity=~"critical"'],
                          "continue": True}
@@ -230,27 +249,27 @@ def test_alertmanager_routes_from_data_pass_amtool(tmp_path):
 
 
 def test_no_receiver_keeps_every_alert_unsent():
-    config = prom.alertmanager_config(site("example"), prom.Monitoring())
-    assert config["route"]["receiver"] == prom.NO_RECEIVER
+    config = alertmanager_config(site("example"), monitoring_with())
+    assert config["route"]["receiver"] == NO_RECEIVER
     assert "routes" not in config["route"]
-    assert config["receivers"] == [{"name": prom.NO_RECEIVER}]
+    assert config["receivers"] == [{"name": NO_RECEIVER}]
 
 
 # ---------------------------------------------------------------------------- grafana
 
 def test_dashboard_reads_the_provisioned_datasource_and_the_spec():
     spec = site("example")
-    mon = prom.Monitoring(dcgm=True)
-    board = prom.grafana_dashboard(spec, mon)
+    mon = monitoring_with(monitoring_dcgm=True)
+    board = grafana_dashboard(spec, mon)
     json.dumps(board)
     assert len({p["id"] for p in board["panels"]}) == len(board["panels"])
-    uid = prom.grafana_datasource(spec, mon)["datasources"][0]["uid"]
+    uid = grafana_datasource(spec, mon)["datasources"][0]["uid"]
     assert {p["datasource"]["uid"] for p in board["panels"]} == {uid}
     seen_vs_spec = board["panels"][0]["targets"][1]["expr"]
     for node in spec.gpu_nodes:
         assert f'vector({node.gpus.count}), "instance", "{node.short_name}"' in seen_vs_spec
     assert "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE" in json.dumps(board)
-    assert prom.grafana_datasource(spec, mon)["datasources"][0]["url"] == (
+    assert grafana_datasource(spec, mon)["datasources"][0]["url"] == (
         f"http://{spec.head[0].address}:9090")
 
 
@@ -291,5 +310,5 @@ def test_gate_accepts_good_monitoring_values():
     spec = build_spec(_hosts(
         monitoring_retention="1y", monitoring_alert_receivers=[
             {"name": "ops", "webhook_url": "http://hooks:5001/", "severities": ["critical"]}],
-        monitoring_slurm_exporter={"version": "1.6.0", "sha256": "0" * 64}))
+        monitoring_slurm_exporter=EXPORTER))
     assert spec.head[0].settings["monitoring_retention"] == "1y"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from gpuinfra.monitoring import prometheus as prom
+from gpuinfra.monitoring.alerts import alerts
+from gpuinfra.monitoring.settings import Monitoring
 from gpuinfra.spec import HostInput
 from gpuinfra_deploy.run.knobs import build_spec
+from gpuinfra_roles.monitoring.defaults import DEFAULTS
 from gpuinfra_verify.monitoring_expect import (
     counts_by_instance,
     expected_targets,
@@ -19,7 +21,7 @@ SPEC = build_spec([
                                       "gpu_model": "H100-PCIE-80GB", "gpu_count": 2,
                                       "gpu_topology": "bridged-pairs"}),
 ])
-MON = prom.Monitoring(dcgm=True)
+MON = Monitoring.from_settings({**DEFAULTS, "monitoring_dcgm": True})
 
 
 def active(health: dict[tuple[str, str], str]) -> list[dict]:
@@ -56,7 +58,7 @@ def test_gpu_series_count_against_the_spec():
 
 
 def test_rules_loaded_or_named():
-    names = [a.name for a in prom.alerts(SPEC, MON)]
+    names = [a.name for a in alerts(SPEC, MON)]
     assert rule_problems(names, names) == []
     assert "GpuMissing" in rule_problems(names, [n for n in names if n != "GpuMissing"])[0]
 

@@ -1,0 +1,44 @@
+"""alertmanager.yml of a site, built as data from the spec and the receivers of its data.
+
+The role dumps it with pyyaml and ``amtool check-config`` judges it before it goes live.
+Alertmanager's daemon arguments are built beside Prometheus' (:mod:`gpuinfra.monitoring.scrape`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuinfra.monitoring.settings import Monitoring
+from gpuinfra.spec.model import ClusterSpec
+
+ALERTMANAGER_CONFIG = "/etc/prometheus/alertmanager.yml"
+SEVERITIES = ("critical", "warning", "info")
+NO_RECEIVER = "gpuinfra-none"  # alerts nobody asked for: kept in Alertmanager, not sent
+
+
+def alertmanager_config(spec: ClusterSpec, mon: Monitoring) -> dict[str, Any]:
+    """alertmanager.yml: every alert kept (receiver gpuinfra-none: shown, not sent); each
+    receiver of the data gets the alerts of its severities and names (``continue``: several
+    receivers may get one alert)."""
+    receivers: list[dict[str, Any]] = [{"name": NO_RECEIVER}]
+    routes = []
+    for item in mon.receivers:
+        receiver: dict[str, Any] = {"name": item["name"]}
+        if "webhook_url" in item:
+            receiver["webhook_configs"] = [{"url": item["webhook_url"], "send_resolved": True}]
+        else:
+            receiver["email_configs"] = [{"to": item["email_to"], "from": item["email_from"],
+                                          "smarthost": item["smarthost"],
+                                          "send_resolved": True}]
+        receivers.append(receiver)
+        matchers = [f'severity=~"{"|".join(item.get("severities", SEVERITIES))}"']
+        if "alerts" in item:
+            matchers.append(f'alertname=~"{"|".join(item["alerts"])}"')
+        routes.append({"receiver": item["name"], "matchers": matchers, "continue": True})
+    route: dict[str, Any] = {"receiver": NO_RECEIVER, "group_by": ["alertname", "instance"],
+                             "group_wait": "30s", "group_interval": "5m",
+                             "repeat_interval": "4h"}
+    if routes:
+        route["routes"] = routes
+    return {"route": route, "receivers": receivers}
+

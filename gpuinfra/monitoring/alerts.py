@@ -1,0 +1,399 @@
+"""The alert rules of a site, built as data from the spec, each with the site states that must
+fire it (its :class:`Case` list, turned into ``promtool test rules`` input by
+:mod:`gpuinfra.monitoring.alerts_tests`).
+
+The role dumps :func:`rules` with pyyaml into the file prometheus.yml's ``rule_files`` names;
+``promtool check config`` loads it before it goes live. Alerts name nodes by ``instance`` = the
+node's short name, the label every scrape target carries (:mod:`gpuinfra.monitoring.scrape`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuinfra.knowledge.topology import expected_active_links
+from gpuinfra.monitoring.settings import Monitoring
+from gpuinfra.spec.model import ClusterSpec, NodeSpec
+
+# XIDs after which the GPU needs a reset or service, not just a look (NVIDIA's XID catalog,
+# docs/hardware-reference.md 8.6): 48 double-bit ECC, 63/64 row remapping, 74 NVLink error,
+# 79 fallen off the bus, 92 high single-bit ECC rate, 94/95 contained/uncontained ECC error.
+FATAL_XIDS = (48, 63, 64, 74, 79, 92, 94, 95)
+# File systems the disk alert ignores (memory, container layers, images).
+VIRTUAL_FS = "tmpfs|overlay|squashfs|ramfs|devtmpfs|nsfs|fuse.lxcfs"
+
+ALERT_NAMES = ("NodeDown", "DiskAlmostFull", "SlurmctldDown", "SlurmdDown", "SlurmNodesDrained",
+               "GpuMissing", "GpuXidErrors", "GpuFatalXid", "GpuUncorrectableEcc",
+               "GpuMemoryNeedsReset", "GpuRetiredPagesOrRemapFailure", "GpuTemperatureHigh",
+               "NvlinkDown", "NvlinkDegraded", "GpuMetricsStale")
+
+
+@dataclass(frozen=True)
+class Case:
+    """A site state for a rule test: series changed from the healthy site (``set``: series ->
+    promtool values; ``drop``: series removed) and the alert labels expected to fire."""
+
+    set: Mapping[str, str] = field(default_factory=dict)
+    drop: tuple[str, ...] = ()
+    fires: tuple[Mapping[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One alerting rule, with the site states that must (and must not) fire it."""
+
+    name: str
+    expr: str
+    duration: str
+    severity: str
+    summary: str  # may use {{ $labels.x }} only (rendered for the tests as well)
+    description: str  # cause and fix
+    firing: tuple[Case, ...]
+
+    def rule(self) -> dict[str, Any]:
+        return {"alert": self.name, "expr": self.expr, "for": self.duration,
+                "labels": {"severity": self.severity},
+                "annotations": {"summary": self.summary, "description": self.description}}
+
+
+# ------------------------------------------------------------------------------ series names
+# The series of the rule tests, with the labels the exporters give them.
+
+def selector(**labels: str) -> str:
+    """A PromQL label selector matching exactly ``labels``: ``{job="node",instance="n1"}``."""
+    return "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+
+
+def _gpu_labels(node: NodeSpec, index: int) -> dict[str, str]:
+    """The labels the GPU collector gives GPU ``index`` of ``node``."""
+    return {"instance": node.short_name, "gpu": str(index),
+            "uuid": f"GPU-{node.short_name}-{index}"}
+
+
+def gpu_labels_of(node: NodeSpec) -> list[dict[str, str]]:
+    """The labels of each GPU of ``node`` (none for a node without GPUs)."""
+    return [_gpu_labels(node, i) for i in range(node.gpus.count)] if node.gpus else []
+
+
+def _pci_bus_id(index: int) -> str:
+    """The PCI bus id the rule tests give GPU ``index`` (``0000:10:00`` for GPU 0)."""
+    return f"0000:{0x10 + index:02x}:00"
+
+
+def gpu_series(metric: str, node: NodeSpec, index: int) -> str:
+    """Series ``gpuinfra_gpu_<metric>`` of GPU ``index`` of ``node``, as node_exporter serves
+    the GPU collector's file (the XID series also carry ``pci_bus_id``)."""
+    labels = {"job": "node", **_gpu_labels(node, index)}
+    if metric in ("xid_errors", "last_xid"):
+        labels["pci_bus_id"] = _pci_bus_id(index)
+    return f"gpuinfra_gpu_{metric}{selector(**labels)}"
+
+
+def collector_series(node: NodeSpec) -> str:
+    """The series of when the GPU collector of ``node`` last ran."""
+    return (f"gpuinfra_gpu_collector_last_run_timestamp_seconds"
+            f"{selector(job='node', instance=node.short_name)}")
+
+
+def filesystem_series(kind: str, instance: str) -> str:
+    """node_exporter's ``node_filesystem_<kind>_bytes`` (avail, size) of the root file system
+    of ``instance``."""
+    labels = selector(job="node", instance=instance, mountpoint="/", fstype="ext4",
+                      device="/dev/sda1")
+    return f"node_filesystem_{kind}_bytes{labels}"
+
+
+def unit_active_series(instance: str, unit: str) -> str:
+    """node_exporter's series of whether systemd unit ``unit``.service of ``instance`` is
+    active."""
+    return (f"node_systemd_unit_state"
+            f'{selector(job="node", instance=instance, name=unit + ".service", state="active")}')
+
+
+def slurm_nodes_series(instance: str, state: str) -> str:
+    """The Slurm exporter's count of nodes in ``state`` (exporter on ``instance``)."""
+    return f"slurm_node_count_per_state{selector(job='slurm', instance=instance, state=state)}"
+
+
+def _link_groups(node: NodeSpec) -> dict[int, list[int]]:
+    """Expected active NVLink links -> the GPUs (indices) that must show them (0 left out)."""
+    assert node.gpus is not None
+    expected = expected_active_links(node.gpus.topology, node.gpus.model, node.gpus.count)
+    groups: dict[int, list[int]] = {}
+    for index, links in enumerate(expected):
+        if links:
+            groups.setdefault(links, []).append(index)
+    return groups
+
+
+def _gpu_regex(indices: Sequence[int]) -> str:
+    """A regular expression matching the ``gpu`` labels of ``indices``."""
+    return "|".join(str(i) for i in indices)
+
+
+# ------------------------------------------------------------------------------ the alerts
+
+def alerts(spec: ClusterSpec, mon: Monitoring) -> list[Alert]:
+    """The site's alert rules, with their test cases."""
+    out = _node_alerts(spec, mon)
+    if "slurm" in spec.schedulers:
+        out += _slurm_alerts(spec)
+    out += _gpu_alerts(spec, mon)
+    return out
+
+
+def rules(spec: ClusterSpec, mon: Monitoring) -> dict[str, Any]:
+    """The rule file (``promtool check rules``): one group per concern."""
+    found = alerts(spec, mon)
+    groups = {"gpuinfra-nodes": ("NodeDown", "DiskAlmostFull"),
+              "gpuinfra-slurm": ("SlurmctldDown", "SlurmdDown", "SlurmNodesDrained")}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for alert in found:
+        group = next((g for g, names in groups.items() if alert.name in names), "gpuinfra-gpus")
+        out.setdefault(group, []).append(alert.rule())
+    return {"groups": [{"name": name, "rules": rules} for name, rules in out.items()]}
+
+
+def _node_alerts(spec: ClusterSpec, mon: Monitoring) -> list[Alert]:
+    """Every node: node_exporter answers, disks keep free space."""
+    first = spec.nodes[0].short_name
+    return [Alert(
+        name="NodeDown", expr='up{job="node"} == 0', duration="2m", severity="critical",
+        summary="{{ $labels.instance }}: node_exporter does not answer",
+        description="The node is down, or node_exporter stopped, or the cluster "
+        f"network/firewall blocks port {mon.node_exporter_port}. Check `systemctl status "
+        "prometheus-node-exporter` on the node and reach it from the head.",
+        firing=(Case(set={f'up{selector(job="node", instance=first)}': "0x15"},
+                     fires=({"job": "node", "instance": first},)),),
+    ), Alert(
+        name="DiskAlmostFull",
+        expr=f'node_filesystem_avail_bytes{{fstype!~"{VIRTUAL_FS}"}} * 100 / '
+        f'node_filesystem_size_bytes{{fstype!~"{VIRTUAL_FS}"}} < {mon.disk_free_min_percent}',
+        duration="10m", severity="warning",
+        summary="{{ $labels.instance }}: {{ $labels.mountpoint }} has less than "
+        f"{mon.disk_free_min_percent}% free",
+        description="A full disk stops Slurm (state files), Prometheus (samples) and jobs. "
+        "Free space or grow the file system; `du -xh --max-depth=1` on the mount point.",
+        firing=(Case(set={filesystem_series("avail", first):
+                          f"{mon.disk_free_min_percent - 1}x15"},
+                     fires=({"instance": first, "mountpoint": "/", "fstype": "ext4",
+                             "device": "/dev/sda1", "job": "node"},)),),
+    )]
+
+
+def _slurm_alerts(spec: ClusterSpec) -> list[Alert]:
+    """Slurm sites: slurmctld on the head, slurmd on the workers, no drained nodes."""
+    head = spec.head[0].short_name
+    workers = [n.short_name for n in spec.workers]
+    out = [Alert(
+        name="SlurmctldDown", expr=f'{unit_active_series(head, "slurmctld")} == 0',
+        duration="2m", severity="critical",
+        summary="{{ $labels.instance }}: slurmctld is not running",
+        description="No job is scheduled while the controller is down. `journalctl -u "
+        "slurmctld` on the head (a refused slurm.conf, the state directory, munge); deploy "
+        "again.",
+        firing=(Case(set={unit_active_series(head, "slurmctld"): "0x15"},
+                     fires=({"job": "node", "instance": head, "name": "slurmctld.service",
+                             "state": "active"},)),),
+    )]
+    if workers:
+        regex = "|".join(workers)
+        out.append(Alert(
+            name="SlurmdDown",
+            expr=f'node_systemd_unit_state{{name="slurmd.service",state="active",'
+            f'instance=~"{regex}"}} == 0',
+            duration="2m", severity="critical",
+            summary="{{ $labels.instance }}: slurmd is not running",
+            description="The node takes no jobs. `journalctl -u slurmd` on the node: a "
+            "gres.conf File= that does not exist (GPU device nodes missing, driver not loaded), "
+            "or munge down.",
+            firing=(Case(set={unit_active_series(workers[0], "slurmd"): "0x15"},
+                         fires=({"job": "node", "instance": workers[0],
+                                 "name": "slurmd.service", "state": "active"},)),),
+        ))
+    out.append(Alert(
+        name="SlurmNodesDrained",
+        expr='sum(slurm_node_count_per_state{state=~"drain.*|down.*|fail.*"}) > 0',
+        duration="5m", severity="warning",
+        summary="Slurm has drained or down nodes",
+        description="Some nodes take no jobs. `sinfo -R` on the head names them with Slurm's "
+        "reason; fix the cause, then `scontrol update nodename=NODE state=resume`. (From the "
+        "Slurm exporter, monitoring_slurm_exporter.)",
+        firing=(Case(set={slurm_nodes_series(head, "drained"): "1x15"}, fires=({},)),),
+    ))
+    return out
+
+
+def _gpu_alerts(spec: ClusterSpec, mon: Monitoring) -> list[Alert]:
+    """GPU nodes: each family's alerts, tested on the first GPU node's first GPU."""
+    gpu_nodes = spec.gpu_nodes
+    if not gpu_nodes:
+        return []
+    node = gpu_nodes[0]
+    return [_gpu_missing_alert(gpu_nodes), *_xid_alerts(node), *_memory_alerts(node),
+            _temperature_alert(node, mon), *_nvlink_alerts(gpu_nodes),
+            _collector_stale_alert(node)]
+
+
+def _gpu_missing_alert(gpu_nodes: Sequence[NodeSpec]) -> Alert:
+    """Fewer GPUs seen on a node than its spec gives it."""
+    node = gpu_nodes[0]
+    info0 = f"gpuinfra_gpu_info{selector(job='node', **_gpu_labels(node, 0))}"
+    missing = []
+    for n in gpu_nodes:
+        assert n.gpus is not None
+        sel = selector(instance=n.short_name)
+        missing.append(f"count by (instance) (gpuinfra_gpu_info{sel}) < {n.gpus.count} "
+                       f"or absent(gpuinfra_gpu_info{sel})")
+    all_gpus = tuple(f"gpuinfra_gpu_info{selector(job='node', **g)}" for g in gpu_labels_of(node))
+    return Alert(
+        name="GpuMissing", expr=" or ".join(f"({m})" for m in missing), duration="2m",
+        severity="critical",
+        summary="{{ $labels.instance }} shows fewer GPUs than the spec gives it",
+        description="nvidia-smi lists fewer GPUs than gpu_count (or the GPU collector reports "
+        "none): a GPU fell off the bus (XID 79), is not seated, or the driver is not loaded. "
+        "`nvidia-smi -L` and the kernel log on the node; reseat/replace, or fix gpu_count in the "
+        "spec.",
+        firing=(Case(drop=(info0,), fires=({"instance": node.short_name},)),
+                Case(drop=all_gpus, fires=({"instance": node.short_name},))),
+    )
+
+
+def _xid_alerts(node: NodeSpec) -> list[Alert]:
+    """XID errors logged by the driver, and the fatal ones."""
+    fires = ({**_gpu_labels(node, 0), "job": "node", "pci_bus_id": _pci_bus_id(0)},)
+    fatal = "|".join(str(x) for x in FATAL_XIDS)
+    return [Alert(
+        name="GpuXidErrors", expr="gpuinfra_gpu_xid_errors > 0", duration="0m",
+        severity="warning",
+        summary="{{ $labels.instance }} GPU {{ $labels.gpu }} ({{ $labels.pci_bus_id }}) logged "
+        "XID errors since boot",
+        description="The driver reported GPU errors (NVRM: Xid in the kernel log). Read the "
+        "codes in `journalctl -k | grep Xid` and NVIDIA's XID catalog; many are application "
+        "faults, the fatal ones raise GpuFatalXid.",
+        firing=(Case(set={gpu_series("xid_errors", node, 0): "2x15"}, fires=fires),),
+    ), Alert(
+        name="GpuFatalXid",
+        expr=" or ".join(f"gpuinfra_gpu_last_xid == {x}" for x in FATAL_XIDS),
+        duration="0m", severity="critical",
+        summary="{{ $labels.instance }} GPU {{ $labels.gpu }} ({{ $labels.pci_bus_id }}): "
+        "fatal XID",
+        description=f"The last XID ({fatal}) means the GPU needs a reset or service: drain the "
+        "node, `nvidia-smi -r` or reboot, and replace the GPU if it comes back (79: fallen off "
+        "the bus; 48/94/95: uncorrectable ECC; 63/64: row remapping; 74: NVLink).",
+        firing=(Case(set={gpu_series("xid_errors", node, 0): "1x15",
+                          gpu_series("last_xid", node, 0): "79x15"}, fires=fires),),
+    )]
+
+
+def _memory_alerts(node: NodeSpec) -> list[Alert]:
+    """GPU memory: uncorrectable ECC errors, retirements and remaps waiting for a reset, and
+    memory past repair."""
+    fires = ({**_gpu_labels(node, 0), "job": "node"},)
+    return [Alert(
+        name="GpuUncorrectableEcc", expr="gpuinfra_gpu_ecc_uncorrected_volatile_errors > 0",
+        duration="0m", severity="critical",
+        summary="{{ $labels.instance }} GPU {{ $labels.gpu }}: uncorrectable ECC errors",
+        description="Memory errors the GPU could not correct since the driver loaded: jobs on "
+        "it may have computed garbage. Drain the node, reset the GPU (pending row "
+        "remaps/retirements apply then); replace it when they come back.",
+        firing=(Case(set={gpu_series("ecc_uncorrected_volatile_errors", node, 0): "3x15"},
+                     fires=fires),),
+    ), Alert(
+        name="GpuMemoryNeedsReset",
+        expr="gpuinfra_gpu_retired_pages_pending == 1 or gpuinfra_gpu_remapped_rows_pending == 1",
+        duration="0m", severity="warning",
+        summary="{{ $labels.instance }} GPU {{ $labels.gpu }}: a page retirement or row remap "
+        "waits for a GPU reset",
+        description="The bad memory is still in use until the GPU is reset. Drain the node and "
+        "reset the GPU (`nvidia-smi -r`) or reboot.",
+        firing=(Case(set={gpu_series("remapped_rows_pending", node, 0): "1x15"}, fires=fires),),
+    ), Alert(
+        name="GpuRetiredPagesOrRemapFailure",
+        expr="gpuinfra_gpu_remapped_rows_failure == 1 or gpuinfra_gpu_retired_pages_double_bit > 0",
+        duration="0m", severity="critical",
+        summary="{{ $labels.instance }} GPU {{ $labels.gpu }}: memory retired for uncorrectable "
+        "errors or row remapping failed",
+        description="The GPU's memory is failing (retired double-bit pages, or no spare row "
+        "left). Take it out of service and have it replaced (RMA).",
+        firing=(Case(set={gpu_series("remapped_rows_failure", node, 0): "1x15"}, fires=fires),),
+    )]
+
+
+def _temperature_alert(node: NodeSpec, mon: Monitoring) -> Alert:
+    """A GPU hotter than ``monitoring_gpu_temperature_max``."""
+    return Alert(
+        name="GpuTemperatureHigh",
+        expr=f"gpuinfra_gpu_temperature_celsius > {mon.gpu_temperature_max}",
+        duration="5m", severity="warning",
+        summary="{{ $labels.instance }} GPU {{ $labels.gpu }} runs hotter than "
+        f"{mon.gpu_temperature_max} C",
+        description="Cooling: fans, airflow, inlet temperature, a blocked heat sink. Hot GPUs "
+        "slow down (thermal throttling) and fail sooner.",
+        firing=(Case(set={gpu_series("temperature_celsius", node, 0):
+                          f"{mon.gpu_temperature_max + 5}x15"},
+                     fires=({**_gpu_labels(node, 0), "job": "node"},)),),
+    )
+
+
+def _nvlink_alerts(gpu_nodes: Sequence[NodeSpec]) -> list[Alert]:
+    """NVLink links down or slow against each node's topology (none where it has no links)."""
+    down, slow = [], []
+    down_case = slow_case = None
+    for node in gpu_nodes:
+        assert node.gpus is not None
+        groups = _link_groups(node)
+        for links, indices in groups.items():
+            sel = selector(instance=node.short_name)[:-1] + f',gpu=~"{_gpu_regex(indices)}"}}'
+            down.append(f"gpuinfra_gpu_nvlink_links_active{sel} < {links}")
+            if down_case is None:
+                down_case = Case(
+                    set={gpu_series("nvlink_links_active", node, indices[0]): f"{links - 1}x15"},
+                    fires=({**_gpu_labels(node, indices[0]), "job": "node"},))
+        if groups and node.gpus.model.link_gbps:
+            rate = node.gpus.model.link_gbps
+            slow.append(f"gpuinfra_gpu_nvlink_link_min_gbps{selector(instance=node.short_name)} "
+                        f"< {rate - 0.01:g}")
+            if slow_case is None:
+                first = min(i for idx in groups.values() for i in idx)
+                slow_case = Case(
+                    set={gpu_series("nvlink_link_min_gbps", node, first): f"{rate / 2:g}x15"},
+                    fires=({**_gpu_labels(node, first), "job": "node"},))
+    out = []
+    if down_case is not None:
+        out.append(Alert(
+            name="NvlinkDown", expr=" or ".join(down), duration="2m", severity="critical",
+            summary="{{ $labels.instance }} GPU {{ $labels.gpu }}: fewer NVLink links up than "
+            "its topology has",
+            description="An NVLink link is down: bridge not seated, NVSwitch/Fabric Manager "
+            "trouble, or a failing link (XID 74). `nvidia-smi nvlink --status` on the node; "
+            "`gpuinfra report`.",
+            firing=(down_case,),
+        ))
+    if slow_case is not None:
+        out.append(Alert(
+            name="NvlinkDegraded", expr=" or ".join(slow), duration="5m", severity="warning",
+            summary="{{ $labels.instance }} GPU {{ $labels.gpu }}: an NVLink link runs below "
+            "its rate",
+            description="A link trained at a lower speed than its generation's: reseat the "
+            "bridge, check Fabric Manager; `nvidia-smi nvlink --status` shows the rate of each "
+            "link.",
+            firing=(slow_case,),
+        ))
+    return out
+
+
+def _collector_stale_alert(node: NodeSpec) -> Alert:
+    """The GPU collector of a node stopped running."""
+    return Alert(
+        name="GpuMetricsStale",
+        expr="time() - gpuinfra_gpu_collector_last_run_timestamp_seconds > 300",
+        duration="5m", severity="warning",
+        summary="{{ $labels.instance }}: the GPU metrics collector has not run for 5 minutes",
+        description="gpuinfra-gpu-metrics.timer stopped or its runs fail: `systemctl status "
+        "gpuinfra-gpu-metrics.timer gpuinfra-gpu-metrics.service` on the node.",
+        firing=(Case(set={collector_series(node): "0x15"},
+                     fires=({"job": "node", "instance": node.short_name},)),),
+    )

@@ -1,0 +1,146 @@
+"""Rules of the `monitoring` role's knobs (gpuinfra_roles/monitoring/defaults.py declares the
+knobs with their defaults and these rules; the spec gate judges every host's values with them
+before any host is touched).
+
+The values whose shape the gate alone cannot see whole are judged later by their consumers as
+well: the extra scrape jobs by ``promtool check config``, the receivers by ``amtool
+check-config``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from gpuinfra.monitoring.alertmanager import NO_RECEIVER, SEVERITIES
+from gpuinfra.monitoring.alerts import ALERT_NAMES
+from gpuinfra.spec.rules import Rule, http_url, list_of, mapping_of, text
+
+DURATION = text(r"[1-9][0-9]{0,4}(s|m|h|d|w|y)", "a duration such as '15s', '30d' or '1y'",
+                "a Prometheus duration")
+RECEIVER_NAME = text(r"[a-z][a-z0-9_-]{0,31}", "a receiver name: lower-case letter first, "
+                     "then lower-case letters, digits, '_' or '-' (max 32)", "a receiver name")
+EMAIL = text(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}", "an e-mail address",
+             "an e-mail address")
+SMARTHOST = text(r"[A-Za-z0-9.-]+:[0-9]{1,5}", "host:port of the SMTP server", "host:port")
+ALERT_NAME = text(r"[A-Z][A-Za-z0-9]{0,63}", "an alert name such as 'GpuMissing'",
+                  "an alert name")
+
+
+def _receiver_problem(value: Any) -> str | None:
+    """The problem with one item of ``monitoring_alert_receivers`` (None: fine)."""
+    if not isinstance(value, Mapping):
+        return "must be a dict"
+    allowed = {"name", "webhook_url", "email_to", "email_from", "smarthost", "severities",
+               "alerts"}
+    unknown = sorted(set(map(str, value)) - allowed)
+    if unknown:
+        return f"unknown key {unknown[0]!r} (keys: {', '.join(sorted(allowed))})"
+    if "name" not in value:
+        return "needs a 'name'"
+    problem = RECEIVER_NAME.problem(value["name"])
+    if problem or value["name"] == NO_RECEIVER:
+        return f"name: {problem or 'reserved'}"
+    kinds = [k for k in ("webhook_url", "email_to") if k in value]
+    if len(kinds) != 1:
+        return "needs exactly one of 'webhook_url' or 'email_to'"
+    checks: dict[str, Rule] = {"webhook_url": http_url(), "email_to": EMAIL,
+                               "email_from": EMAIL, "smarthost": SMARTHOST,
+                               "severities": list_of(text("|".join(SEVERITIES), ", ".join(
+                                   SEVERITIES)), non_empty=True),
+                               "alerts": list_of(ALERT_NAME, non_empty=True)}
+    for key, rule in checks.items():
+        if key in value:
+            problem = rule.problem(value[key])
+            if problem:
+                return f"{key}: {problem}"
+    if "email_to" in value and not {"email_from", "smarthost"} <= set(value):
+        return "an e-mail receiver needs 'email_from' and 'smarthost'"
+    if "alerts" in value:
+        unknown_alerts = sorted(set(value["alerts"]) - set(ALERT_NAMES))
+        if unknown_alerts:
+            return f"alerts: {unknown_alerts[0]!r} is not one of the site's alerts"
+    return None
+
+
+RECEIVERS = list_of(
+    Rule("{'name': 'ops', 'webhook_url': 'http://...'} or {'name': 'mail', 'email_to': "
+         "'ops@site', 'email_from': 'am@site', 'smarthost': 'mail:25'}, optionally with "
+         f"'severities' (of {', '.join(SEVERITIES)}) and 'alerts' (alert names)",
+         _receiver_problem),
+    "a list of receivers: {'name', 'webhook_url' | 'email_to' + 'email_from' + 'smarthost', "
+    "'severities', 'alerts'}")
+SLURM_EXPORTER = mapping_of(
+    text("version|sha256|url", "'version', 'sha256', 'url'"),
+    text(r"[0-9A-Za-z.:/_~%+-]{1,200}", "text without spaces or quotes"),
+    "None, or {'version': '1.6.0', 'sha256': '<64 hex digits of the release tarball>'} "
+    "(optionally 'url': a mirror of the tarball)")
+
+
+def slurm_exporter_problem(value: Any) -> str | None:
+    """The problem with a ``monitoring_slurm_exporter`` value (None: fine)."""
+    if value is None:
+        return None
+    problem = SLURM_EXPORTER.problem(value)
+    if problem:
+        return problem
+    if not re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", str(value.get("version", ""))):
+        return "needs 'version' as three numbers, e.g. '1.6.0'"
+    if not re.fullmatch(r"[0-9a-f]{64}", str(value.get("sha256", ""))):
+        return "needs 'sha256': the tarball's SHA-256 (64 lower-case hex digits)"
+    if "url" in value:
+        return http_url().problem(value["url"])
+    return None
+
+
+SLURM_EXPORTER_RULE = Rule(SLURM_EXPORTER.allowed, slurm_exporter_problem)
+
+
+def slurm_exporter_url(value: Mapping[str, str]) -> str:
+    """Where the Slurm exporter's release tarball is (the site's mirror, else GitHub)."""
+    version = value["version"]
+    return value.get("url") or (
+        "https://github.com/rivosinc/prometheus-slurm-exporter/releases/download/"
+        f"v{version}/prometheus-slurm-exporter_{version}_linux_amd64.tar.gz")
+
+
+JOB_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_-]{0,63}")
+# The job names prometheus.yml gives its own jobs (gpuinfra.monitoring.scrape).
+OWN_JOBS = ("prometheus", "alertmanager", "node", "dcgm", "slurm")
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """YAML-able plain data: str, int, float, bool, None, lists and str-keyed dicts of it."""
+    if depth > 8:
+        return False
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_plain(v, depth + 1) for v in value)
+    if isinstance(value, Mapping):
+        return all(isinstance(k, str) and _plain(v, depth + 1) for k, v in value.items())
+    return False
+
+
+def _scrape_extra_problem(value: Any) -> str | None:
+    """The problem with a ``monitoring_scrape_extra`` value (None: fine)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        return "must be a list"
+    names = []
+    for index, job in enumerate(value):
+        if not isinstance(job, Mapping) or not _plain(job):
+            return f"item {index}: must be a dict of plain values (text, numbers, lists, dicts)"
+        name = job.get("job_name")
+        if not isinstance(name, str) or not JOB_NAME.fullmatch(name):
+            return f"item {index}: needs a 'job_name' (letters, digits, '_', '-')"
+        if name in OWN_JOBS or name in names:
+            return f"item {index}: job_name {name!r} is taken"
+        names.append(name)
+    return None
+
+
+# Extra scrape jobs of the site (IPMI, switches, storage...), as Prometheus' scrape_config
+# dicts: dumped as data into prometheus.yml and judged whole by `promtool check config`.
+SCRAPE_EXTRA = Rule("a list of Prometheus scrape_config dicts, each with its own 'job_name'",
+                    _scrape_extra_problem)

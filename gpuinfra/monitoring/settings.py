@@ -1,0 +1,50 @@
+"""The site's monitoring settings, as the builders of :mod:`gpuinfra.monitoring` read them.
+
+:class:`Monitoring` has no defaults of its own: it is always built from a node's checked knob
+values (``monitoring_*``, declared with their defaults in gpuinfra_roles/monitoring/defaults.py
+and checked by the spec gate), so each default lives in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Monitoring:
+    """The site's monitoring settings (the role's knobs, checked by the gate)."""
+
+    scrape_interval: str
+    scrape_extra: tuple[Mapping[str, Any], ...]
+    retention: str
+    prometheus_port: int
+    alertmanager_port: int
+    node_exporter_port: int
+    grafana_port: int
+    grafana: bool
+    dcgm: bool
+    slurm_exporter: bool
+    gpu_temperature_max: int
+    disk_free_min_percent: int
+    receivers: tuple[Mapping[str, Any], ...]
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> Monitoring:
+        """From a node's checked knob values (``monitoring_*``)."""
+        return cls(
+            scrape_interval=settings["monitoring_scrape_interval"],
+            scrape_extra=tuple(settings["monitoring_scrape_extra"]),
+            retention=settings["monitoring_retention"],
+            prometheus_port=settings["monitoring_prometheus_port"],
+            alertmanager_port=settings["monitoring_alertmanager_port"],
+            node_exporter_port=settings["monitoring_node_exporter_port"],
+            grafana_port=settings["monitoring_grafana_port"],
+            grafana=settings["monitoring_grafana"],
+            dcgm=settings["monitoring_dcgm"],
+            slurm_exporter=settings["monitoring_slurm_exporter"] is not None,
+            gpu_temperature_max=settings["monitoring_gpu_temperature_max"],
+            disk_free_min_percent=settings["monitoring_disk_free_min_percent"],
+            receivers=tuple(settings["monitoring_alert_receivers"]),
+        )
