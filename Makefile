@@ -50,7 +50,7 @@ test: $(STAMP) test-tools
 # hand) and ends by removing its own: `make test` leaves no lab behind.
 molecule: $(STAMP)
 	$(PRIVATE_STATE) $(MOLECULE) test -s default && $(MOLECULE) test -s broken-nvlink && \
-	  $(MOLECULE) test -s vfio && $(MOLECULE) test -s rdma
+	  $(MOLECULE) test -s roles && $(MOLECULE) test -s vfio && $(MOLECULE) test -s rdma
 
 unit: $(STAMP) test-tools
 	$(BIN)/pytest -q tests/unit

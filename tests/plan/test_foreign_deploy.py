@@ -52,10 +52,15 @@ def readme_inventory() -> str:
 
 @pytest.fixture(scope="session")
 def wheel_site(tmp_path_factory) -> Path:
-    """gpuinfra built into a wheel (offline, from this checkout) and installed into a folder."""
+    """gpuinfra built into a wheel (offline, from a copy of this checkout's files: a stale
+    build/ of the checkout cannot leak in) and installed into a folder."""
+    source = tmp_path_factory.mktemp("source") / "gpuinfra"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", ".lab", "build", "*.egg-info", "__pycache__", ".pytest_cache",
+        ".ruff_cache"))
     out = tmp_path_factory.mktemp("wheel")
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-                            "--no-build-isolation", "-w", str(out), str(REPO)],
+                            "--no-build-isolation", "-w", str(out), str(source)],
                            capture_output=True, text=True, check=False)
     assert build.returncode == 0, build.stderr[-2000:]
     wheel = next(out.glob("gpuinfra-*.whl"))
