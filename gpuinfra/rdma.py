@@ -1,20 +1,20 @@
 """RDMA on a node, decided from data: ATS in NIC firmware, ACS on the GPU-NIC bridges, the
 GPUDirect RDMA path, NCCL's NIC settings, and the files the rdma role writes.
 
-Pure: no pyinfra, no I/O. The role hands it parsed facts and the typed spec; the verify suite
-and the unit tests call the same functions on captured outputs.
+Pure: no pyinfra, no I/O. The role hands it parsed facts (the PCI tree:
+:mod:`gpuinfra.parsers.pcitree`; firmware: :mod:`gpuinfra.parsers.mlxconfig`) and the typed
+spec; the verify suite and the unit tests call the same functions on captured outputs.
 """
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from gpuinfra.errors import GpuinfraError, ParseError, clip
-from gpuinfra.parsers._text import clean_lines
+from gpuinfra.errors import GpuinfraError, clip
 from gpuinfra.parsers.mlxconfig import MlxConfig
+from gpuinfra.parsers.pcitree import BDF
 from gpuinfra.spec.model import RdmaNic
 
 HEADER = "# Managed by gpuinfra (the rdma role): local edits are overwritten on the next deploy.\n"
@@ -29,8 +29,6 @@ ATS = "ATS_ENABLED"
 # GPUDirect RDMA and IOMMU: translation off for the host's own devices (NVIDIA's GPUDirect
 # RDMA guide; one mechanism with the vfio role: gpuinfra.vfio.grub_dropin).
 KERNEL_ARGS = ("iommu=pt",)
-
-_BDF = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 
 # ---------------------------------------------------------------------------- ATS in firmware
 
@@ -91,64 +89,7 @@ def ats_set_command(pci: str, wanted: bool) -> list[str]:
 
 
 # ---------------------------------------------------------------------------- the PCI tree
-
-# Each function's place in the tree: sysfs resolves /sys/bus/pci/devices/<addr> to
-# /sys/devices/pci0000:00/<root port>/<switch port>/.../<addr>.
-PCI_PATHS_COMMAND = ("for d in /sys/bus/pci/devices/*; do echo \"${d##*/} $(readlink -f "
-                     "\"$d\")\"; done")
-# Each RDMA device's PCI function (Soft-RoCE devices have none: "-").
-NIC_ADDRESSES_COMMAND = ("for d in /sys/class/infiniband/*; do [ -e \"$d\" ] || continue; "
-                         "a=-; [ -e \"$d/device\" ] && { l=$(readlink -f \"$d/device\"); "
-                         "a=${l##*/}; }; echo \"${d##*/} $a\"; done")
-
-
-def parse_pci_paths(text: str) -> dict[str, tuple[str, ...]]:
-    """``{address: (ancestor bridges from the root port down, ...)}`` from
-    :data:`PCI_PATHS_COMMAND` output."""
-    paths: dict[str, tuple[str, ...]] = {}
-    for no, line in enumerate(clean_lines(text), 1):
-        if not line.strip():
-            continue
-        address, _, path = line.strip().partition(" ")
-        if not _BDF.fullmatch(address) or not path.startswith("/sys/devices/"):
-            raise ParseError("sysfs PCI paths", f"expected 'ADDRESS /sys/devices/...', got "
-                             f"{line[:60]!r}", line=no)
-        chain = tuple(p for p in path.split("/") if _BDF.fullmatch(p))
-        if not chain or chain[-1] != address:
-            raise ParseError("sysfs PCI paths", f"{address} is not at the end of its path",
-                             line=no)
-        paths[address] = chain[:-1]
-    return paths
-
-
-def parse_nic_addresses(text: str) -> dict[str, str | None]:
-    """``{device: PCI address or None}`` from :data:`NIC_ADDRESSES_COMMAND` output."""
-    found: dict[str, str | None] = {}
-    for line in clean_lines(text):
-        parts = line.split()
-        if len(parts) == 2:
-            found[parts[0]] = parts[1] if _BDF.fullmatch(parts[1]) else None
-    return found
-
-
-def acs_control_command(bridges: Sequence[str]) -> str:
-    """Shell printing ``ADDRESS VALUE`` per bridge: its ACS Control register (4 hex digits),
-    or ``-`` when the bridge has no ACS capability."""
-    quoted = " ".join(shlex.quote(b) for b in bridges)
-    return (f"for b in {quoted}; do v=$(setpci -s \"$b\" ECAP_ACS+0x6.w 2>/dev/null) || v=-; "
-            "echo \"$b ${v:--}\"; done")
-
-
-def parse_acs_control(text: str) -> dict[str, int | None]:
-    """``{bridge: ACS Control value, None without ACS}`` from :func:`acs_control_command`."""
-    found: dict[str, int | None] = {}
-    for line in clean_lines(text):
-        parts = line.split()
-        if len(parts) == 2 and _BDF.fullmatch(parts[0]):
-            found[parts[0]] = int(parts[1], 16) if re.fullmatch(r"[0-9a-fA-F]{1,4}",
-                                                                parts[1]) else None
-    return found
-
+# (paths: gpuinfra.parsers.pcitree.parse_pci_paths)
 
 @dataclass(frozen=True)
 class GpuNicPair:
@@ -215,7 +156,7 @@ def acs_script(bridges: Sequence[str]) -> str:
         "set -e",
     ]
     for bridge in bridges:
-        if not _BDF.fullmatch(bridge):
+        if not BDF.fullmatch(bridge):
             raise GpuinfraError(f"not a PCI address: {clip(bridge)}")
         lines += [f"setpci -s {bridge} ECAP_ACS+0x6.w=0000",
                   f"[ \"$(setpci -s {bridge} ECAP_ACS+0x6.w)\" = 0000 ] || "

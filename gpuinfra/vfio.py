@@ -287,16 +287,6 @@ def qm_hostpci(devices: Sequence[str]) -> dict[str, str]:
     return {f"hostpci{i}": f"{slot},pcie=1" for i, slot in enumerate(slots)}
 
 
-def parse_qm_config(text: str) -> dict[str, str]:
-    """``qm config VMID`` output (``key: value`` lines) as a dict; other lines are skipped."""
-    config = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition(": ")
-        if sep and key and " " not in key:
-            config[key] = value.strip()
-    return config
-
-
 def hostpci_changes(wanted: Mapping[str, str], current: Mapping[str, str]
                     ) -> tuple[dict[str, str], list[str]]:
     """(``hostpciN`` options to set, ``hostpciN`` options to delete) to go from ``current``

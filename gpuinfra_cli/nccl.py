@@ -17,25 +17,20 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge.nccl import min_busbw
 from gpuinfra.knowledge.topology import PROFILES
-from gpuinfra.nccl import JobSettings, judge_all_reduce, parse_all_reduce, sbatch_script
+from gpuinfra.nccl_job import JobSettings, plan_job, sbatch_script
+from gpuinfra.nccl_verdict import judge_all_reduce
+from gpuinfra.parsers.nccl import parse_all_reduce
 from gpuinfra.rdma import gid_index
-from gpuinfra.slurmconf import node_gres_type
-from gpuinfra.spec import ClusterSpec, NodeSpec, Partition
 
 EXIT_OK, EXIT_FAIL, EXIT_UNUSABLE = 0, 1, 2
 _SIZE = re.compile(r"^(\d+)([KMG]?)$", re.IGNORECASE)
-
-
-class NcclPlanError(GpuinfraError):
-    """The partition cannot be tested in one NCCL run; the message says what to change."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -97,30 +92,14 @@ def _bytes(text: str) -> int:
 
 # ---------------------------------------------------------------------------- script
 
-@dataclass(frozen=True)
-class JobPlan:
-    """The nodes one run uses, and what they have in common."""
-
-    partition: str
-    nodes: tuple[NodeSpec, ...]
-    excluded: tuple[str, ...]  # short names of partition nodes left out (MIG)
-    gpu_type: str
-    notes: tuple[str, ...]
-
-    @property
-    def first(self) -> NodeSpec:
-        return self.nodes[0]
-
-
 def run_script(args: argparse.Namespace) -> int:
     from gpuinfra_deploy.run.site import validated_site
 
     site = validated_site(args.inventory)
     if site is None:
         return EXIT_FAIL
-    hosts, spec = site
-    gres_types = {h.name: h.data.get("slurm_gpu_type") for h in hosts}
-    plan = plan_job(spec, args.partition, args.nodes, gres_types)
+    _, spec = site
+    plan = plan_job(spec, args.partition, args.nodes)  # GRES types: the nodes' settings
     node, gpus = plan.first, plan.first.gpus
     assert gpus is not None  # plan_job keeps GPU nodes only
     rates = {nic.rate_gbps for nic in node.rdma_nics}
@@ -145,73 +124,6 @@ def run_script(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         print(summary, file=sys.stderr)
     return EXIT_OK
-
-
-def plan_job(spec: ClusterSpec, partition: str | None = None, nodes: int | None = None,
-             gres_types: Mapping[str, Any] | None = None) -> JobPlan:
-    """The partition's GPU nodes for one run; raises NcclPlanError when there is none to run.
-
-    MIG nodes are left out (NCCL cannot all-reduce across MIG instances) and excluded in the
-    script; the others must share GPU model, count, topology, RDMA NICs and GRES type.
-    """
-    part = _partition(spec, partition)
-    members = [spec.node(name) for name in part.nodes]
-    gpu_nodes = [n for n in members if n.gpus is not None]
-    mig = [n for n in gpu_nodes if n.sharing.mode == "mig"]
-    eligible = [n for n in gpu_nodes if n.sharing.mode != "mig"]
-    notes = [f"{n.name} left out: its GPUs are split into MIG instances, and NCCL cannot "
-             "all-reduce across MIG instances" for n in mig]
-    if not eligible:
-        raise NcclPlanError(f"partition {part.name!r} has no GPU node without MIG to test "
-                            f"(members: {', '.join(part.nodes)})")
-    types = {n.name: node_gres_type(n, (gres_types or {}).get(n.name)) for n in eligible}
-    _require_uniform(part.name, eligible, types)
-    chosen = _count(part.name, eligible, nodes)
-    return JobPlan(part.name, tuple(chosen), tuple(n.short_name for n in mig),
-                   types[chosen[0].name], tuple(notes))
-
-
-def _partition(spec: ClusterSpec, name: str | None) -> Partition:
-    if not spec.partitions:
-        raise NcclPlanError("the spec has no Slurm partitions (is 'slurm' in schedulers?)")
-    known = ", ".join(p.name for p in spec.partitions)
-    if name is None:
-        defaults = [p for p in spec.partitions if p.default]
-        if defaults or len(spec.partitions) == 1:
-            return (defaults or list(spec.partitions))[0]
-        raise NcclPlanError(f"no default partition: pass --partition (one of: {known})")
-    for part in spec.partitions:
-        if part.name == name:
-            return part
-    raise NcclPlanError(f"--partition {name!r}: not in the spec (partitions: {known})")
-
-
-def _setup(node: NodeSpec, gres_type: str) -> str:
-    assert node.gpus is not None
-    nics = ",".join(nic.name for nic in node.rdma_nics) or "no RDMA NICs"
-    return (f"{node.gpus.count}x {node.gpus.model.key} {node.gpus.topology.name}, {nics}, "
-            f"gres gpu:{gres_type}")
-
-
-def _require_uniform(partition: str, nodes: Sequence[NodeSpec], types: Mapping[str, str]) -> None:
-    """One run needs identical nodes: the floor and --ntasks-per-node assume it."""
-    setups = {n.name: _setup(n, types[n.name]) for n in nodes}
-    if len(set(setups.values())) > 1:
-        listing = "; ".join(f"{name}: {setup}" for name, setup in setups.items())
-        raise NcclPlanError(
-            f"partition {partition!r} mixes GPU setups ({listing}); one NCCL run needs "
-            "identical nodes: give each setup its own partition (slurm_partitions in "
-            "group_data) and generate one script per partition")
-
-
-def _count(partition: str, nodes: Sequence[NodeSpec], wanted: int | None) -> list[NodeSpec]:
-    if wanted is None:
-        return list(nodes)
-    if not 1 <= wanted <= len(nodes):
-        raise NcclPlanError(f"--nodes {wanted}: partition {partition!r} has {len(nodes)} "
-                            "eligible GPU node(s) "
-                            f"({', '.join(n.name for n in nodes)})")
-    return list(nodes[:wanted])
 
 
 # ---------------------------------------------------------------------------- check

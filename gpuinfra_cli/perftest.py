@@ -36,7 +36,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from gpuinfra.perftest import judge_runs, parse_ib_write_bw
+    from gpuinfra.parsers.perftest import parse_ib_write_bw
+    from gpuinfra.perftest import judge_runs
     from gpuinfra_cli.commands import render_findings
 
     if args.nic_gbps <= 0:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from gpuinfra.knowledge.network import nic_floor
 from gpuinfra.parsers.ibstat import IbStat
 from gpuinfra.parsers.mlxconfig import MlxConfig
+from gpuinfra.parsers.perftest import IbWriteBw
 from gpuinfra.parsers.topo import TopoMatrix
-from gpuinfra.perftest import IbWriteBw
 from gpuinfra.rdma import ATS, PEERMEM, GpuDirect
 from gpuinfra.spec.model import RdmaNic
 

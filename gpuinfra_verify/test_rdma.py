@@ -22,23 +22,18 @@ from gpuinfra.errors import ParseError
 from gpuinfra.knowledge.packages import open_modules_for
 from gpuinfra.parsers.mlxconfig import parse_mlxconfig
 from gpuinfra.parsers.pcisysfs import PCI_SYSFS_COMMAND, parse_pci_sysfs
-from gpuinfra.parsers.system import parse_proc_modules
-from gpuinfra.parsers.topo import parse_topo
-from gpuinfra.perftest import parse_ib_write_bw
-from gpuinfra.rdma import (
-    ATS,
+from gpuinfra.parsers.pcitree import (
     NIC_ADDRESSES_COMMAND,
     PCI_PATHS_COMMAND,
-    acs_bridges,
     acs_control_command,
-    ancestors_of,
-    gid_index,
-    gpudirect_path,
-    nearest_pairs,
     parse_acs_control,
     parse_nic_addresses,
     parse_pci_paths,
 )
+from gpuinfra.parsers.perftest import parse_ib_write_bw
+from gpuinfra.parsers.system import parse_proc_modules
+from gpuinfra.parsers.topo import parse_topo
+from gpuinfra.rdma import ATS, acs_bridges, ancestors_of, gid_index, gpudirect_path, nearest_pairs
 from gpuinfra.spec import NodeSpec
 from gpuinfra.vfio import binding
 from gpuinfra_verify.expect import Site

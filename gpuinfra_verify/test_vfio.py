@@ -18,16 +18,9 @@ import pytest
 from testinfra.host import Host
 
 from gpuinfra.parsers.pcisysfs import PCI_SYSFS_COMMAND, PciSysfs, parse_pci_sysfs
+from gpuinfra.parsers.proxmox import parse_qm_config
 from gpuinfra.spec import NodeSpec
-from gpuinfra.vfio import (
-    GROUP_FIX,
-    LIBVIRT_DIR,
-    Binding,
-    binding,
-    parse_qm_config,
-    qm_hostpci,
-    vm_functions,
-)
+from gpuinfra.vfio import GROUP_FIX, LIBVIRT_DIR, Binding, binding, qm_hostpci, vm_functions
 from gpuinfra_verify.expect import problem
 from gpuinfra_verify.failure import fail
 from gpuinfra_verify.vfio_expect import (

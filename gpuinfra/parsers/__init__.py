@@ -1,8 +1,14 @@
-"""Parsers of vendor tool output: pure functions from text to typed results.
+"""Parsers of vendor tool output: pure functions from text to typed results, one module per
+tool or format.
 
-Every parser takes the full text a command printed and returns a dataclass with a
-``to_json()`` method giving plain JSON-able data (the shape `gpuinfra parse KIND` prints).
-Unreadable input raises :class:`gpuinfra.errors.ParseError` naming the command and line.
+Every parser takes the full text a command printed. Unreadable input raises
+:class:`gpuinfra.errors.ParseError` naming the command and line (a few line-oriented parsers
+skip the lines they do not know instead, and say so). The hardware inspections in
+:data:`PARSERS` (what `gpuinfra parse KIND` offers for support work) return a dataclass with a
+``to_json()`` method giving plain JSON-able data. The others are read by the roles' facts and
+the verify suite (``aptpolicy``, ``cpus``, ``kubectl``, ``pcisysfs``, ``pcitree``,
+``proxmox``, ``slurm``, ``system``) or by a check command with its own verdict (``nccl``:
+`gpuinfra nccl check`; ``perftest``: `gpuinfra perftest check`).
 """
 
 from __future__ import annotations

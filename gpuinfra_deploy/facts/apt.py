@@ -9,8 +9,8 @@ from typing import Any
 from pyinfra.api import FactBase
 from pyinfra.api.exceptions import FactProcessError
 
-from gpuinfra.aptpolicy import parse_apt_policy
 from gpuinfra.errors import ParseError
+from gpuinfra.parsers.aptpolicy import parse_apt_policy
 from gpuinfra.parsers.system import (
     parse_held_packages,
 )

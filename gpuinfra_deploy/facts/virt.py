@@ -7,7 +7,7 @@ import re
 
 from pyinfra.api import FactBase
 
-from gpuinfra.vfio import parse_qm_config
+from gpuinfra.parsers.proxmox import parse_qm_config
 from gpuinfra_deploy.facts._base import quiet
 
 

@@ -18,10 +18,10 @@ from pyinfra.api import FactBase, QuoteString, StringCommand, operation
 from pyinfra.facts.files import File, FileContents
 from pyinfra.operations import apt, files
 
-from gpuinfra.aptpolicy import pin_problems
 from gpuinfra.aptsources import enable_components
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge.packages import PinnedPackages
+from gpuinfra.parsers.aptpolicy import pin_problems
 from gpuinfra.render import HEADER, apt_preferences
 from gpuinfra_deploy.facts.apt import AptPolicy, HeldPackages
 from gpuinfra_deploy.ops.checked import check_script, checked_files

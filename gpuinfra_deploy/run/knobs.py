@@ -1,7 +1,7 @@
 """Every role's knobs, found without importing any role, and the cluster spec built with them.
 
-The spec gate (gpuinfra_deploy/pyinfra_patches/gate.py), the CLI (`gpuinfra validate`) and the verify suite
-build the spec here, so they all judge the same keys with the same rules.
+The spec gate (gpuinfra_deploy/pyinfra_patches/gate.py), the CLI (`gpuinfra validate`) and
+the verify suite build the spec here, so they all judge the same keys with the same rules.
 
 The registry reads each role's ``defaults.py`` by file (``gpuinfra_roles/<role>/defaults.py``,
 which imports only the library): loading the knobs loads no role and no pyinfra module, and a

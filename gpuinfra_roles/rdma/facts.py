@@ -1,6 +1,6 @@
 """Facts the rdma role reads: where each RDMA device and PCI function sits, the ACS Control
-of bridges, and a NIC's ATS setting in firmware. Each returns plain data (gpuinfra.rdma
-parses the output)."""
+of bridges, and a NIC's ATS setting in firmware. Each returns plain data (gpuinfra.parsers
+parses the output: pcitree, mlxconfig)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ from pyinfra.api.exceptions import FactProcessError
 
 from gpuinfra.errors import ParseError
 from gpuinfra.parsers.mlxconfig import parse_mlxconfig
-from gpuinfra.rdma import (
-    ATS,
+from gpuinfra.parsers.pcitree import (
     NIC_ADDRESSES_COMMAND,
     PCI_PATHS_COMMAND,
     acs_control_command,
@@ -21,6 +20,7 @@ from gpuinfra.rdma import (
     parse_nic_addresses,
     parse_pci_paths,
 )
+from gpuinfra.rdma import ATS
 from gpuinfra_deploy.facts._base import quiet
 
 

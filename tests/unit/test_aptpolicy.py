@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from gpuinfra.aptpolicy import parse_apt_policy, pin_problems
 from gpuinfra.errors import ParseError
 from gpuinfra.knowledge.packages import DRIVER_VERSIONS, driver_packages
+from gpuinfra.parsers.aptpolicy import parse_apt_policy, pin_problems
 from tests.conftest import REAL, REPO
 
 APT = REPO / "tests" / "fixtures" / "apt"

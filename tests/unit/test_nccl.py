@@ -24,14 +24,9 @@ from gpuinfra.knowledge.nccl import (
     node_min_busbw,
 )
 from gpuinfra.knowledge.topology import PROFILES, gpu_count_problem
-from gpuinfra.nccl import (
-    JobSettings,
-    ScriptError,
-    judge_all_reduce,
-    parse_all_reduce,
-    sbatch_script,
-    slurm_gpu_type,
-)
+from gpuinfra.nccl_job import JobSettings, ScriptError, sbatch_script
+from gpuinfra.nccl_verdict import judge_all_reduce
+from gpuinfra.parsers.nccl import parse_all_reduce
 from tests.conftest import REPO
 
 NCCL = REPO / "tests" / "fixtures" / "nccl"
@@ -418,16 +413,6 @@ def test_every_failure_carries_cause_and_fix():
 
 
 # ---------------------------------------------------------------------------- the job
-
-def test_slurm_gpu_type_is_the_lower_case_key():
-    assert slurm_gpu_type("H100-SXM5-80GB") == "h100-sxm5-80gb"
-    assert slurm_gpu_type(" NVIDIA A100 80GB PCIe ") == "nvidia-a100-80gb-pcie"
-    assert slurm_gpu_type("a:b,c") == "a-b-c"
-    types = [slurm_gpu_type(key) for key in GPU_MODELS]
-    assert len(set(types)) == len(types) and all(t == t.lower() for t in types)
-    with pytest.raises(ScriptError):
-        slurm_gpu_type("::")
-
 
 def two_hgx(nic_gbps: float = 400):
     return min_busbw("nvswitch-all-to-all", "H100-SXM5-80GB", 8, nodes=2, nics=8,

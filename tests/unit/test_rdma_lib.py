@@ -1,5 +1,6 @@
 """The RDMA library (gpuinfra.rdma): ATS decisions from real firmware queries, the GPU-NIC
-bridges from the PCI tree, the GPUDirect path, NCCL's settings, the boot scripts."""
+bridges from the PCI tree (parsed by gpuinfra.parsers.pcitree), the GPUDirect path, NCCL's
+settings, the boot scripts."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.parsers.mlxconfig import parse_mlxconfig
+from gpuinfra.parsers.pcitree import parse_acs_control, parse_nic_addresses, parse_pci_paths
 from gpuinfra.rdma import (
     acs_bridges,
     acs_script,
@@ -18,9 +20,6 @@ from gpuinfra.rdma import (
     gpudirect_path,
     nccl_env,
     nearest_pairs,
-    parse_acs_control,
-    parse_nic_addresses,
-    parse_pci_paths,
     rxe_script,
     rxe_unit,
 )

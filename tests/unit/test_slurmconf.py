@@ -11,6 +11,7 @@ import re
 import pytest
 from jinja2 import UndefinedError
 
+from gpuinfra.knowledge.gpus import GPU_MODELS
 from gpuinfra.parsers.cpus import CpuLayout, parse_lscpu, parse_meminfo_mb
 from gpuinfra.parsers.slurm import parse_slurmd_gres
 from gpuinfra.parsers.system import parse_gpu_minors
@@ -97,6 +98,12 @@ def links(i: int, n: int, value: int) -> str:
 def test_gpu_type_is_the_model_key_in_lower_case():
     assert gpu_type("H100-SXM5-80GB") == HGX_TYPE
     assert check_gres_type(HGX_TYPE) == HGX_TYPE
+    assert gpu_type(" NVIDIA A100 80GB PCIe ") == "nvidia-a100-80gb-pcie"
+    assert gpu_type("a:b,c") == "a-b-c"
+    types = [gpu_type(key) for key in GPU_MODELS]  # one type per SKU (the NCCL job's --gres)
+    assert len(set(types)) == len(types) and all(t == t.lower() for t in types)
+    with pytest.raises(SlurmConfigError):
+        gpu_type("::")
 
 
 @pytest.mark.parametrize("value", ["h100:sxm", "a,b", "", "-h100", "x" * 65, None, 100])

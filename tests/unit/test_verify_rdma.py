@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from gpuinfra.parsers.ibstat import parse_ibstat
 from gpuinfra.parsers.mlxconfig import parse_mlxconfig
+from gpuinfra.parsers.perftest import parse_ib_write_bw
 from gpuinfra.parsers.topo import parse_topo
-from gpuinfra.perftest import parse_ib_write_bw
 from gpuinfra.rdma import gpudirect_path
 from gpuinfra.spec.model import RdmaNic
 from gpuinfra_verify.rdma_expect import (

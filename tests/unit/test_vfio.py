@@ -20,6 +20,7 @@ from gpuinfra.parsers.pcisysfs import (
     parse_driverctl_saved,
     parse_pci_sysfs,
 )
+from gpuinfra.parsers.proxmox import parse_qm_config
 from gpuinfra.spec.model import VmSpec
 from gpuinfra.vfio import (
     binding,
@@ -33,7 +34,6 @@ from gpuinfra.vfio import (
     missing_kernel_args,
     modprobe_conf,
     normalize_address,
-    parse_qm_config,
     qm_hostpci,
     vm_functions,
 )
