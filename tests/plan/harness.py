@@ -189,7 +189,7 @@ def entry(deploy_func: Callable[..., Any] | Path) -> Callable[[], None]:
     if isinstance(deploy_func, Path):
         path, module = deploy_func, "deploy"
     else:
-        module = deploy_func.__module__  # roles.<role>
+        module = deploy_func.__module__  # gpuinfra_roles.<role>
         path = REPO / Path(*module.split(".")) / "deploy.py"
     code = compile(path.read_text(), str(path), "exec")
 
