@@ -108,7 +108,7 @@ def common(site: Site, node: NodeSpec) -> None:
     server.group(name="Create the admin group", group=data["common_admin_group"], system=True)
 
 
-def applies(site: Site, node: NodeSpec) -> bool:  # noqa: ARG001 - every role takes both
+def applies(site: Site, node: NodeSpec) -> bool:
     """Every host."""
     return True
 

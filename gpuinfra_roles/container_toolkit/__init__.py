@@ -91,7 +91,7 @@ def _cdi_spec(driver: str) -> None:
                                          f"--output={CDI_SPEC}")])
 
 
-def applies(site: Site, node: NodeSpec) -> bool:  # noqa: ARG001 - every role takes both
+def applies(site: Site, node: NodeSpec) -> bool:
     """GPU nodes."""
     return node.gpus is not None
 

@@ -119,7 +119,7 @@ def containerd(site: Site, node: NodeSpec) -> None:
     systemd.service(name="Run containerd", service="containerd", running=True, enabled=True)
 
 
-def applies(site: Site, node: NodeSpec) -> bool:  # noqa: ARG001 - every role takes both
+def applies(site: Site, node: NodeSpec) -> bool:
     """Kubernetes nodes, and every host where containerd_everywhere is set."""
     return runs_containerd(node)
 

@@ -104,7 +104,7 @@ def _fabric_services(node: NodeSpec) -> None:
                        "1.6): no role installs it yet, install it by hand")
 
 
-def applies(site: Site, node: NodeSpec) -> bool:  # noqa: ARG001 - every role takes both
+def applies(site: Site, node: NodeSpec) -> bool:
     """GPU nodes (the role itself says where the topology needs no Fabric Manager)."""
     return node.gpus is not None
 

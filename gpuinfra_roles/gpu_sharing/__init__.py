@@ -176,7 +176,7 @@ def _mps(node: NodeSpec, driver: DriverRelease) -> None:
                     restarted=unit.will_change or bool(installed and installed.will_change))
 
 
-def applies(site: Site, node: NodeSpec) -> bool:  # noqa: ARG001 - every role takes both
+def applies(site: Site, node: NodeSpec) -> bool:
     """GPU nodes (the role itself says where the spec shares nothing)."""
     return node.gpus is not None
 

@@ -217,7 +217,7 @@ def _cluster_objects(site: Site, spec: ClusterSpec, data: Any) -> None:
                     untaint=None if on else GPU_TAINT)
 
 
-def applies(site: Site, node: NodeSpec) -> bool:  # noqa: ARG001 - every role takes both
+def applies(site: Site, node: NodeSpec) -> bool:
     """Kubernetes nodes: the control plane on the head, the workers joined."""
     return "kubernetes" in node.schedulers
 

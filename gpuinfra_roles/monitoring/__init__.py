@@ -383,7 +383,7 @@ def _slurm_exporter(node: NodeSpec, exporter: dict[str, str]) -> None:
                     _if=any_changed(fetched, unit))
 
 
-def applies(site: Site, node: NodeSpec) -> bool:  # noqa: ARG001 - every role takes both
+def applies(site: Site, node: NodeSpec) -> bool:
     """Every host (the role itself says where monitoring_enabled is False)."""
     return True
 

@@ -150,7 +150,7 @@ def munge(site: Site, node: NodeSpec) -> None:
                  _if=key.did_change)
 
 
-def applies(site: Site, node: NodeSpec) -> bool:  # noqa: ARG001 - every role takes both
+def applies(site: Site, node: NodeSpec) -> bool:
     """Slurm nodes: the head and the workers whose node_schedulers include slurm."""
     return "slurm" in node.schedulers
 

@@ -171,7 +171,7 @@ def _persistence_mode(data: dict[str, Any], distro: dict[str, Any]) -> None:
                         running=None, enabled=True)
 
 
-def applies(site: Site, node: NodeSpec) -> bool:  # noqa: ARG001 - every role takes both
+def applies(site: Site, node: NodeSpec) -> bool:
     """GPU nodes (gpu_model and gpu_count in the spec)."""
     return node.gpus is not None
 

@@ -244,7 +244,7 @@ def _boot_unit(what: str, script_path: str, script: str, unit_path: str, unit: s
                     restarted=True, _if=any_changed(script_op, unit_op))
 
 
-def applies(site: Site, node: NodeSpec) -> bool:  # noqa: ARG001 - every role takes both
+def applies(site: Site, node: NodeSpec) -> bool:
     """Hosts with rdma_nics in the spec."""
     return bool(node.rdma_nics)
 

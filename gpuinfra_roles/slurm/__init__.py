@@ -260,7 +260,7 @@ def _run(service: str, config: Any) -> None:
                     restarted=True, _if=lambda: was_running and config.did_change())
 
 
-def applies(site: Site, node: NodeSpec) -> bool:  # noqa: ARG001 - every role takes both
+def applies(site: Site, node: NodeSpec) -> bool:
     """Slurm nodes: slurmctld on the head, slurmd on the workers."""
     return "slurm" in node.schedulers
 

@@ -196,7 +196,7 @@ def _proxmox_vms(spec: VfioSpec, pci: PciSysfs) -> None:
               hostpci=qm_hostpci(functions), memory_mib=vm.memory_mib, cores=vm.vcpus)
 
 
-def applies(site: Site, node: NodeSpec) -> bool:  # noqa: ARG001 - every role takes both
+def applies(site: Site, node: NodeSpec) -> bool:
     """The hypervisors (group hypervisors): VFIO passthrough for their VMs."""
     return node.is_hypervisor
 
