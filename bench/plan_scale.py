@@ -6,8 +6,8 @@ Each size is planned in a fresh child process (so memory is measured per size) w
 harness of tests/plan (a real pyinfra State over @fake hosts whose facts come from the
 recorded JSON files, as the CLI orders operations) and with the project's engine installed
 (gpuinfra_deploy/pyinfra_patches/engine.py, as config.py installs it). Prints, per size: wall time,
-peak RSS, operations
-planned per host, and the ratio of time per host to the smallest size's (1.0 = linear).
+peak RSS, operations planned per host, and the ratio of time per host to the smallest size's (1.0 =
+linear).
 """
 
 from __future__ import annotations

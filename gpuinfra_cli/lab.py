@@ -4,8 +4,7 @@
 systemd containers on their own podman network, authorizes the lab's SSH key for root, gives
 every worker replayed GPU hardware (device nodes and an `nvidia-smi` stand-in, from
 gpuinfra_lab/hardware/), and writes .lab/hosts.json, which inventory/lab.py reads. With `--vm
-PROFILE`
-it also boots QEMU guests with Debian's own kernel (a hypervisor: VFIO for real), reached
+PROFILE` it also boots QEMU guests with Debian's own kernel (a hypervisor: VFIO for real), reached
 through an SSH port forward on 127.0.0.1. The deploy then reaches the lab over SSH exactly as
 it reaches real hosts. `reboot` restarts every container (`podman restart`: fresh /run and
 /dev) and reboots every guest, as an operator reboots after a first driver install.

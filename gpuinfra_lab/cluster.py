@@ -2,8 +2,7 @@
 
 Everything podman does for the lab goes through gpuinfra_lab.podman with the lab's containers.conf,
 everything QEMU does through gpuinfra_lab.qemu; the hosts are planned by gpuinfra_lab.profiles (the
-one table of
-profiles): containers (the head, the GPU workers) and QEMU guests.
+one table of profiles): containers (the head, the GPU workers) and QEMU guests.
 """
 
 from __future__ import annotations
@@ -160,8 +159,7 @@ def lab_reboot(paths: Paths) -> list[dict]:
     restart`), a QEMU guest for real (`systemctl reboot`: GRUB boots its kernel with the
     arguments on its disk); and wait until each came back whole: a container's systemd
     running, or degraded by exactly the failures its profile expects (gpuinfra_lab/profiles.py),
-    else
-    a LabError naming every other failed unit; a guest's sshd answering on a new boot.
+    else a LabError naming every other failed unit; a guest's sshd answering on a new boot.
 
     A container restart boots systemd afresh with a new /run (so the reboot marker
     /run/gpuinfra/reboot-required is gone, as after a real reboot) and a new /dev, whose

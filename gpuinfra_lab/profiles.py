@@ -5,8 +5,7 @@ replays; for a QEMU guest (a virtual machine with Debian's own kernel), its emul
 Everything that names a lab profile reads it from here: `gpuinfra lab up` (which workers get
 which hardware, which guests run which machine), inventory/lab.py (each host's spec), the
 hardware builder (the committed folders under gpuinfra_lab/hardware/) and the broken scenarios
-(which
-host must fail). A new kind of guest is one more entry here (gpuinfra_lab/qemu.py builds any
+(which host must fail). A new kind of guest is one more entry here (gpuinfra_lab/qemu.py builds any
 machine).
 
 Regenerate the hardware folders after changing a builder (gpuinfra_lab/replay.py) or this table::
@@ -126,8 +125,7 @@ HV_MACHINE = GuestMachine(devices=(
     "-device", "ich9-intel-hda,bus=br1,addr=0x3",
 ))
 # The segment NIC's place on the guest's root bus (gpuinfra_lab/qemu.py puts it there), hence its
-# name:
-# systemd's predictable name for bus 0, slot 0x10. The Soft-RoCE device is made on it.
+# name: systemd's predictable name for bus 0, slot 0x10. The Soft-RoCE device is made on it.
 SEGMENT_SLOT = 0x10
 SEGMENT_NETDEV = f"enp0s{SEGMENT_SLOT}"
 # Two guests on a private segment with Soft-RoCE (rdma_rxe) on it: real verbs devices and

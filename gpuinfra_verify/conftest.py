@@ -6,14 +6,12 @@ The inventory is read with the deploy's own loader (gpuinfra_deploy.run.inventor
 child process: see inventory_json.py) and turned into the typed cluster spec
 (gpuinfra.spec.build_cluster): the expectations. Each test
 runs once per host (test id ``test_x[HOST]``); a module may set ``VERIFY_NODES = "gpu"`` to
-run only on hosts whose spec lists GPUs
-(``"workers"``: only the workers group; ``"hypervisors"``: only the hypervisors group;
-``"rdma"``: only hosts with rdma_nics), and
+run only on hosts whose spec lists GPUs (``"workers"``: only the workers group; ``"hypervisors"``:
+only the hypervisors group; ``"rdma"``: only hosts with rdma_nics), and
 ``VERIFY_SCHEDULER = "slurm"`` only on the nodes of that scheduler (node_schedulers). Hosts are
 reached with testinfra's paramiko backend (one connection per host and process) on a client
 that checks each host's SSH key against the site's known_hosts (gpuinfra_verify/ssh.py: a changed
-key
-fails every test of that host). Under pytest-xdist every test of one host runs on the same
+key fails every test of that host). Under pytest-xdist every test of one host runs on the same
 worker (scheduler below), so each host is probed once.
 """
 

@@ -1,6 +1,5 @@
 """containerd (gpuinfra_roles/containerd) on every host that runs it: Kubernetes nodes, and every
-host
-with containerd_everywhere (the lab, where it runs for real).
+host with containerd_everywhere (the lab, where it runs for real).
 
 Per host: containerd running and enabled; its live configuration (``containerd config dump``:
 the file as containerd reads it) has SystemdCgroup = true on runc and the pinned release's

@@ -20,9 +20,9 @@ slurm_accounting = True
 
 # containerd runs for real in the lab (Debian 12's 1.6.20 in the systemd containers, a container
 # started through it with the systemd cgroup driver: gpuinfra_verify/test_containerd.py).
-# Kubernetes does
-# not: no kubelet/kubeadm package is reachable, and this kernel gives cgroup v1 only, which
-# kubelet 1.35 refuses. So the lab runs containerd without Kubernetes (gpuinfra_roles/containerd).
+# Kubernetes does not: no kubelet/kubeadm package is reachable, and this kernel gives cgroup v1
+# only, which kubelet 1.35 refuses. So the lab runs containerd without Kubernetes
+# (gpuinfra_roles/containerd).
 containerd_everywhere = True
 
 # Monitoring: Debian's Prometheus, Alertmanager and node_exporter run for real, and the GPU
@@ -35,12 +35,10 @@ monitoring_alert_receivers = [{"name": "ops", "webhook_url": "http://127.0.0.1:5
                                "severities": ["critical", "warning"]}]
 
 # MPS on lab-worker2 (gpuinfra_lab/profiles.py): Debian's nvidia-cuda-mps control daemon runs for
-# real
-# without a GPU and takes its limits (gpuinfra_roles/gpu_sharing/README.md), but no GPU answers a
-# compute-mode change: the unit leaves it out here.
+# real without a GPU and takes its limits (gpuinfra_roles/gpu_sharing/README.md), but no GPU answers
+# a compute-mode change: the unit leaves it out here.
 gpu_sharing_mps_compute_mode = False
 # The MIG lab profiles (gpuinfra_lab/profiles.py) replay an all-balanced layout: a mixed layout,
-# which
-# the spec accepts under mig_strategy "mixed" only (it sets the device plugin's strategy: no
+# which the spec accepts under mig_strategy "mixed" only (it sets the device plugin's strategy: no
 # Kubernetes in the lab).
 mig_strategy = "mixed"

@@ -37,8 +37,8 @@ from gpuinfra.knowledge.gpus import GpuModel
 # debian-12 550/570/580: NVIDIA's CUDA repository for debian12, which names its builds
 #   <upstream>-1 (as its nvidia-fabricmanager-535 535.261.03-1); inferred upstreams: the
 #   releases Ubuntu carries (below). The repository index was not reachable from here: the
-#   plan-time check (gpuinfra_deploy/ops/apt.py require_available) names what the host's apt lists
-# instead.
+#   plan-time check (gpuinfra_deploy/ops/apt.py require_available) names what the host's apt
+#   lists instead.
 # ubuntu-24.04 535: noble-updates ...24.04.1 (the .2 revision in noble-security, and by now in
 #   noble-updates too, is the 580 transitional: TRANSITIONAL below, risk R3 of the knowledge
 #   audit: the .1 build may be gone from the archive's index; the role then fails before any

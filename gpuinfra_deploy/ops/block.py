@@ -7,8 +7,7 @@ workers: 849 s, 5.7 GiB, 2.4x the time per host of 1,000). Here each host report
 sha256 of the lines between its markers (:class:`BlockDigest`); the wanted digest is computed
 once per text; when they differ, the block goes up as one shared upload (the bytes of
 :func:`gpuinfra_deploy.ops.checked.upload_source`, shared by every host's plan) and a fixed ``awk``
-splices
-it in place of the old block, or appends it when the file has none. Same file format as
+splices it in place of the old block, or appends it when the file has none. Same file format as
 ``files.block``: ``BEGIN`` marker, the lines, ``END`` marker.
 """
 

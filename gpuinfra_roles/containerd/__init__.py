@@ -6,9 +6,8 @@ containerd's own ``containerd config default`` with ``SystemdCgroup = true`` and
 image of the pinned Kubernetes release (gpuinfra.containerd); staged, read by containerd
 itself (``containerd --config <staged> config dump``) and only then moved in
 (gpuinfra_deploy/ops/checked.py); containerd restarted only when the file changed; a boot drop-in
-bounds
-its restarts (gpuinfra_deploy/ops/boot.py). What the container toolkit adds to the file afterwards
-(the
+bounds its restarts (gpuinfra_deploy/ops/boot.py). What the container toolkit adds to the file
+afterwards (the
 nvidia runtime) is carried over by every rewrite.
 """
 

@@ -135,9 +135,8 @@ def _join(state: Any, host: Any, head: Any, settings: Mapping[str, Any]) -> None
     """Execution time: a single-use bootstrap token made on the control plane, the CA key's
     hash read there, the JoinConfiguration rendered in this machine's memory, written into the
     node's private staging directory as a command's input (gpuinfra_deploy.ops.remote), checked by
-    kubeadm,
-    used by ``kubeadm join --config`` and removed; the token is deleted on the control plane
-    afterwards. The token is never printed, logged, written here or put on a command line
+    kubeadm, used by ``kubeadm join --config`` and removed; the token is deleted on the control
+    plane afterwards. The token is never printed, logged, written here or put on a command line
     (pyinfra passes (state, host))."""
     node = host
     token = run(head, StringCommand(

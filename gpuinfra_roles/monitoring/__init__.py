@@ -5,8 +5,7 @@ their repositories are reachable.
 Table of contents (``monitoring()``), every host: node_exporter on the node's cluster address
 with the GPU collector's textfile directory and the state of the units the alerts watch. GPU
 nodes: the GPU collector (gpuinfra_roles/monitoring/collector.py with the library modules it needs,
-a
-systemd timer), and NVIDIA's DCGM exporter when ``monitoring_dcgm``. The head: Prometheus
+a systemd timer), and NVIDIA's DCGM exporter when ``monitoring_dcgm``. The head: Prometheus
 (prometheus.yml and the rule file from the spec, judged by ``promtool check config`` before
 they replace the live files, then a reload), Alertmanager (alertmanager.yml judged by
 ``amtool check-config``), Grafana with its datasource and dashboard, the Slurm exporter.

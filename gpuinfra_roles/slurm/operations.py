@@ -2,10 +2,9 @@
 
 A bad slurm.conf must never reach a running controller: a restart would take it down. So the
 new files go through gpuinfra_deploy/ops/checked.py: staged beside the live ones, judged as a set
-by Slurm's
-own parser (``slurmd -G -f <staged>/slurm.conf -N <node>``: it reads slurm.conf and gres.conf,
-loads the plugins they name and prints the node's GRES), and only then moved into place, each
-with an atomic rename. A refusal fails the host with Slurm's error lines and touches nothing
+by Slurm's own parser (``slurmd -G -f <staged>/slurm.conf -N <node>``: it reads slurm.conf and
+gres.conf, loads the plugins they name and prints the node's GRES), and only then moved into place,
+each with an atomic rename. A refusal fails the host with Slurm's error lines and touches nothing
 live, so the handlers (restart/reconfigure) never run and the daemons keep their configuration.
 """
 

@@ -182,8 +182,7 @@ DEPLOY = REPO / "deploy.py"
 
 def entry(deploy_func: Callable[..., Any] | Path) -> Callable[[], None]:
     """The role's own entry file (``gpuinfra_roles/<role>/deploy.py``), run as pyinfra runs it: it
-    takes
-    the run's Site and this host's node (and the GPU roles the node's driver release), exactly
+    takes the run's Site and this host's node (and the GPU roles the node's driver release), exactly
     as deploy.py hands them over. ``deploy_func`` is the role's @deploy function, or the path of
     a deploy file (:data:`DEPLOY`)."""
     if isinstance(deploy_func, Path):

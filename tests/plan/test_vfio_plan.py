@@ -5,8 +5,8 @@ The host's PCI functions are the lab hypervisor guest's, captured from sysfs on 
 (tests/fixtures/vfio/): before the role (fresh), after it and a reboot (converged), and with the
 audio device of the stand-in pair's IOMMU group handed back to its host driver (split). The
 spec is the lab's (gpuinfra_lab/profiles.py). Fixture layers (tests/plan/facts/): base-fresh,
-<distro>,
-vfio-fresh (recorded on the lab guest), vfio-converged, and proxmox-ve-8 / proxmox-ve-8-grub.
+<distro>, vfio-fresh (recorded on the lab guest), vfio-converged, and proxmox-ve-8 /
+proxmox-ve-8-grub.
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 
 Run for real: gpg makes two keys in a private home, curl fetches them from file:// URLs, and
 the role's shell (gpuinfra_deploy/ops/apt.py keyring_script) must install the one whose fingerprint
-is
-pinned and refuse the other, installing nothing.
+is pinned and refuse the other, installing nothing.
 """
 
 from __future__ import annotations

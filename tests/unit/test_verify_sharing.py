@@ -1,6 +1,6 @@
 """The GPU sharing checks' judgements (gpuinfra_verify/sharing_expect.py): each goes red once, on
-real
-MIG captures (tests/fixtures/real/nvidia-smi-L: a DGX A100 80GB all-balanced; tests/fixtures/mig:
+real MIG captures (tests/fixtures/real/nvidia-smi-L: a DGX A100 80GB all-balanced;
+tests/fixtures/mig:
 an H100 with 7x 1g.10gb) and the outputs the checks read."""
 
 from __future__ import annotations
