@@ -176,6 +176,15 @@ def test_accounting_records_the_job(controller: Host, cluster_job, site, note: N
                          "case \"$out\" in *COMPLETED*gres/gpu*) break;; esac; sleep 1; done; "
                          "printf '%s\\n' \"$out\"")
     if out.rc != 0 or jobs[0] not in out.stdout or "gres/gpu" not in out.stdout:
+        if jobs[0] in out.stdout and "COMPLETED" in out.stdout:  # recorded, without its GPUs
+            tres = controller.run("scontrol show node -o | grep -o 'CfgTRES=[^ ]*' | sort -u")
+            fail(note, problem("cluster", f"sacct records job {jobs[0]} without its GPUs: "
+                                f"{out.stdout.strip()[:200]}; slurmctld's node TRES: "
+                                f"{' '.join(tres.stdout.split())[:200]}",
+                                "slurmctld holds no gres/gpu TRES (it started before slurmdbd "
+                                "knew it): jobs are accounted as CPUs and memory only",
+                                "`systemctl restart slurmctld` on the head (a deploy does it: "
+                                "the slurm role's 'slurmctld counts GPUs in accounting')"))
         fail(note, problem("cluster", f"sacct does not record job {jobs[0]} with its GPUs: "
                             f"{(out.stdout or out.stderr).strip()[:300]}",
                             "slurmdbd or MariaDB is down, or slurmctld does not send to it",

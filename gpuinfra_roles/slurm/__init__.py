@@ -41,7 +41,11 @@ from gpuinfra_deploy.ops.boot import BootNeeds, boot_order
 from gpuinfra_deploy.ops.templates import RoleTemplates
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
-from gpuinfra_roles.slurm.operations import accounting_db, checked_config
+from gpuinfra_roles.slurm.operations import (
+    accounting_db,
+    checked_config,
+    controller_counts_gpus,
+)
 
 TEMPLATES = RoleTemplates(__file__)  # templates/<target>.j2 beside this file
 
@@ -193,6 +197,8 @@ def slurm(site: Site, node: NodeSpec) -> None:
         _accounting(data, distro, spec)
     if node.is_head:
         _run("slurmctld", config)
+        if accounting and any(w.gpus is not None for w in workers):
+            controller_counts_gpus(name="slurmctld counts GPUs in accounting (gres/gpu TRES)")
     if node.is_worker:
         _run("slurmd", config)
     else:

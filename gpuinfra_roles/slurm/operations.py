@@ -10,6 +10,7 @@ live, so the handlers (restart/reconfigure) never run and the daemons keep their
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Mapping
 from typing import Any
@@ -19,6 +20,7 @@ from pyinfra.api import FactBase, StringCommand, operation
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.spec.rules import clip, sql_name
+from gpuinfra_deploy.facts._base import quiet
 from gpuinfra_deploy.ops.checked import check_script, checked_files
 
 SQL_NAME = sql_name()
@@ -100,3 +102,62 @@ def accounting_db(database: str, user: str):
            f"CREATE USER IF NOT EXISTS '{user}'@'localhost' IDENTIFIED VIA unix_socket; "
            f"GRANT ALL ON {database}.* TO '{user}'@'localhost';")
     yield StringCommand("mysql", "-e", shlex.quote(sql))
+
+
+# slurmctld learns the id of a TRES that is not built in (gres/gpu, from slurm.conf's
+# AccountingStorageTRES) from slurmdbd. At a first start it races slurmdbd: measured in the lab,
+# it exits twice ("we have no TRES from it") before slurmdbd answers, then logs "Couldn't find
+# tres gres/gpu in the database, creating." Once in about ten CI runs it then ran without the
+# id: jobs were recorded as cpu/mem/billing only (sacct AllocTRES without gres/gpu). Its nodes'
+# CfgTRES shows the list it really holds: gres/gpu=N appears there only when the TRES is known.
+_GPU_TRES = re.compile(r"CfgTRES=\S*gres/gpu=")
+
+
+class SlurmctldTres(FactBase):
+    """What slurmctld's own TRES list holds, read from its nodes' CfgTRES (``scontrol show
+    node -o``): ``{"answering": bool, "gres_gpu": bool}``; both False when slurmctld is absent
+    or not answering."""
+
+    def command(self) -> str:
+        return quiet("scontrol show node -o")
+
+    @staticmethod
+    def default() -> dict[str, bool]:
+        return {"answering": False, "gres_gpu": False}
+
+    def process(self, output: list[str]) -> dict[str, bool]:
+        nodes = [line for line in output if line.startswith("NodeName=")]
+        return {"answering": bool(nodes), "gres_gpu": any(_GPU_TRES.search(n) for n in nodes)}
+
+
+WAIT_S, RESTART_WAIT_S = 60, 90
+
+
+def gpu_tres_script() -> str:
+    """Shell: wait (bounded) until slurmctld's nodes show gres/gpu in their CfgTRES; if they do
+    not, restart slurmctld once (it then reads the TRES from slurmdbd) and wait again; exit 1
+    naming what to look at when it still does not."""
+    check = "scontrol show node -o 2>/dev/null | grep -q 'CfgTRES=[^ ]*gres/gpu='"
+    restart = ("gpuinfra: slurmctld lists no gres/gpu TRES after "
+               f"{WAIT_S} s (it started before slurmdbd knew the TRES): restarting it once")
+    give_up = ("gpuinfra: slurmctld still lists no gres/gpu TRES: jobs would be recorded "
+               "without their GPUs. On the head: sacctmgr show tres; "
+               "journalctl -u slurmctld -u slurmdbd; then systemctl restart slurmctld")
+    return (f"for i in $(seq {WAIT_S}); do {check} && exit 0; sleep 1; done; "
+            f"echo {shlex.quote(restart)} >&2; systemctl restart slurmctld; "
+            f"for i in $(seq {RESTART_WAIT_S}); do {check} && exit 0; sleep 1; done; "
+            f"echo {shlex.quote(give_up)} >&2; exit 1")
+
+
+@operation()
+def controller_counts_gpus():
+    """slurmctld holds the gres/gpu TRES, so accounting records each job's GPUs.
+
+    Planned only where the fact does not already show it (a converged head plans nothing);
+    then waits for slurmctld, restarting it once if it came up without the TRES.
+    """
+    state = host.get_fact(SlurmctldTres)
+    if state["answering"] and state["gres_gpu"]:
+        host.noop("slurmctld counts gres/gpu in its TRES")
+        return
+    yield StringCommand(gpu_tres_script())

@@ -56,7 +56,13 @@ from gpuinfra_roles.slurm import (
     slurm,
 )
 from gpuinfra_roles.slurm.defaults import DEFAULTS
-from gpuinfra_roles.slurm.operations import STAGE_DIR, MariaDbAccounting, check_command
+from gpuinfra_roles.slurm.operations import (
+    STAGE_DIR,
+    MariaDbAccounting,
+    SlurmctldTres,
+    check_command,
+    gpu_tres_script,
+)
 from tests.conftest import REPO
 from tests.plan.harness import (
     FACTS,
@@ -443,6 +449,10 @@ def test_accounting_on_the_head_installs_mariadb_slurmdbd_and_creates_the_databa
         staged(result)[SLURM_CONF])
     order = [op.name for op in result.ops]
     assert order.index("slurm | Run slurmdbd") < order.index("slurm | Run slurmctld")
+    # then it waits for slurmctld to hold the gres/gpu TRES (restarting it once if not)
+    assert order.index("slurm | Run slurmctld") < order.index(
+        "slurm | slurmctld counts GPUs in accounting (gres/gpu TRES)")
+    assert result.op("gres/gpu TRES").commands == (gpu_tres_script(),)
 
 
 def test_accounting_database_already_there_runs_no_sql():
@@ -481,6 +491,7 @@ def test_converged_head_with_accounting_plans_no_command(distro):
                             "slurmdbd.service": True}}
     head["gpuinfra_roles.slurm.operations.MariaDbAccounting"] = {
         ACCOUNTING_KEY: {"database": True, "user": True}}
+    head["gpuinfra_roles.slurm.operations.SlurmctldTres"] = {"answering": True, "gres_gpu": True}
     result = plan_for(HEAD, facts_of, {"slurm_accounting": True})
     assert result.commands == [], result.changing
     head["files.Sha1File"][f"path={SLURMDBD_CONF}"] = "0" * 40  # slurmdbd.conf edited by hand
@@ -664,3 +675,46 @@ def test_the_controller_starts_after_munge_and_slurmdbd_and_restarts_a_bounded_n
     assert "Wants=munge.service" in dropin_text(worker, "slurmd.service")
     no_accounting = plan_for(HEAD, fresh_lab("debian-12"))
     assert "slurmdbd" not in dropin_text(no_accounting, "slurmctld.service")
+
+
+def test_a_controller_without_the_gpu_tres_is_made_to_count_gpus():
+    """Once in about ten CI runs slurmctld came up without the gres/gpu TRES (it started
+    before slurmdbd knew it) and sacct recorded jobs without their GPUs: a head whose
+    slurmctld shows no gres/gpu in its nodes' CfgTRES gets the wait-and-restart-once step."""
+    facts_of = fresh_lab("debian-12")
+    head = facts_of[HEAD]
+    head["gpuinfra_roles.slurm.operations.SlurmctldTres"] = {"answering": True, "gres_gpu": False}
+    assert plan_for(HEAD, facts_of, {"slurm_accounting": True}).op("gres/gpu TRES").commands
+    head["gpuinfra_roles.slurm.operations.SlurmctldTres"] = {"answering": True, "gres_gpu": True}
+    assert plan_for(HEAD, facts_of, {"slurm_accounting": True}).op("gres/gpu TRES").commands == ()
+    assert not [op for op in plan_for(HEAD, facts_of).ops if "TRES" in op.name]  # no accounting
+
+
+def test_slurmctld_tres_fact_and_its_script(tmp_path):
+    fact = SlurmctldTres()
+    with_gpu = ["NodeName=w1 Arch=x86_64 CoresPerSocket=1 CfgTRES=cpu=2,mem=23622M,billing=2,"
+                "gres/gpu=8 AllocTRES= CapWatts=n/a",
+                "NodeName=head Arch=x86_64 CfgTRES=cpu=2,mem=23622M,billing=2 AllocTRES="]
+    assert fact.process(with_gpu) == {"answering": True, "gres_gpu": True}
+    assert fact.process([with_gpu[1]]) == {"answering": True, "gres_gpu": False}
+    assert fact.default() == {"answering": False, "gres_gpu": False}
+    # the script, run for real against a stand-in scontrol/systemctl: restarts once, then
+    # succeeds when the TRES appears; gives up naming what to look at when it never does
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text(
+        "#!/bin/sh\n[ -f " + str(tmp_path / "restarted") + " ] && echo '" + with_gpu[0] + "'"
+        "\necho '" + with_gpu[1] + "'\n")
+    (bin_dir / "systemctl").write_text("#!/bin/sh\ntouch " + str(tmp_path / "restarted") + "\n")
+    (bin_dir / "sleep").write_text("#!/bin/sh\n:\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    run = subprocess.run(["sh", "-c", gpu_tres_script()], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 0 and "restarting it once" in run.stderr
+    (bin_dir / "systemctl").write_text("#!/bin/sh\n:\n")
+    (tmp_path / "restarted").unlink()
+    run = subprocess.run(["sh", "-c", gpu_tres_script()], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 1 and "sacctmgr show tres" in run.stderr
