@@ -28,6 +28,7 @@ import re
 import shlex
 
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.header import HEADER
 from gpuinfra.spec.model import GpuSharing
 
 UNIT_NAME = "gpuinfra-mps.service"
@@ -87,7 +88,7 @@ def unit_text(sharing: GpuSharing, gpu_count: int, compute_mode: bool = True) ->
     Boot order and bounded restart come from the shared boot drop-in (gpuinfra.units); the
     unit itself orders the schedulers after it (``Before=``), so no job starts without MPS."""
     lines = [
-        "# Managed by gpuinfra (gpu_sharing mode mps): local edits are overwritten.",
+        HEADER.rstrip("\n"),
         "[Unit]",
         "Description=NVIDIA CUDA MPS control daemon (all GPUs of this node)",
         "Documentation=https://docs.nvidia.com/deploy/mps/index.html",

@@ -13,11 +13,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuinfra.errors import GpuinfraError, clip
+from gpuinfra.header import HEADER
 from gpuinfra.parsers.mlxconfig import MlxConfig
 from gpuinfra.parsers.pcitree import BDF
 from gpuinfra.spec.model import RdmaNic
-
-HEADER = "# Managed by gpuinfra (the rdma role): local edits are overwritten on the next deploy.\n"
 
 ACS_SCRIPT = "/usr/local/sbin/gpuinfra-acs-off"
 ACS_UNIT = "/etc/systemd/system/gpuinfra-acs-off.service"

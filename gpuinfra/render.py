@@ -11,9 +11,8 @@ from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.header import HEADER, header
 from gpuinfra.spec.rules import clip, octal_mode, posix_name, url_problem
-
-HEADER = "# Managed by gpuinfra: local edits are overwritten on the next deploy.\n"
 
 NOUVEAU_BLACKLIST = "/etc/modprobe.d/blacklist-nouveau.conf"
 NVIDIA_OPTIONS = "/etc/modprobe.d/gpuinfra-nvidia-devices.conf"
@@ -113,8 +112,7 @@ def apt_proxy_conf(url: str) -> str:
     problem = url_problem(url, need_port=True)
     if problem:
         raise GpuinfraError(f"apt proxy {clip(url)}: {problem}")
-    return ("// Managed by gpuinfra: local edits are overwritten on the next deploy.\n"
-            f'Acquire::http::Proxy "{url}";\nAcquire::https::Proxy "{url}";\n')
+    return (header("//") + f'Acquire::http::Proxy "{url}";\nAcquire::https::Proxy "{url}";\n')
 
 
 def apt_preferences(pins: Mapping[str, str], why: str) -> str:

@@ -15,8 +15,8 @@ import re
 from collections.abc import Sequence
 
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.header import HEADER
 
-HEADER = "# Managed by gpuinfra: local edits are overwritten on the next deploy.\n"
 DROPIN_NAME = "gpuinfra-boot.conf"
 RESTART_SEC = 10
 START_LIMIT_INTERVAL_S = 600

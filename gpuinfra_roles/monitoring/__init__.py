@@ -31,6 +31,7 @@ from pyinfra.operations.util import any_changed
 
 import gpuinfra
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.header import HEADER
 from gpuinfra.knowledge.packages import SIGNING_KEYS, PinnedPackages
 from gpuinfra.monitoring.alertmanager import ALERTMANAGER_CONFIG, alertmanager_config
 from gpuinfra.monitoring.alerts import rules
@@ -248,9 +249,9 @@ def _dcgm(site: Site, node: NodeSpec, data: Any, distro: dict[str, Any]) -> None
 # ---------------------------------------------------------------------------- the head
 
 def yaml_with_header(data: Any) -> str:
-    """``data`` as the text of a YAML file (pyyaml, keys in their order, block style), under a
-    comment saying gpuinfra wrote it from the site's spec."""
-    return "# Written by gpuinfra (monitoring role) from the site's spec.\n" + yaml.safe_dump(
+    """``data`` as the text of a YAML file (pyyaml, keys in their order, block style), under
+    the managed-by header and a line saying it is built from the site's spec."""
+    return HEADER + "# Built from the site's spec (monitoring role).\n" + yaml.safe_dump(
         data, sort_keys=False, default_flow_style=False)
 
 
