@@ -31,6 +31,7 @@ from gpuinfra.header import HEADER
 from gpuinfra.knowledge.gpus import GpuModel
 from gpuinfra.parsers.gpus import parse_gpus
 from gpuinfra.parsers.mig import ComputeInstance, GpuInstance, parse_mig
+from gpuinfra.units import oneshot_unit
 
 MIG_ENABLED = "Enabled"
 BOOT_SCRIPT = "/usr/local/sbin/gpuinfra-mig-layout"
@@ -413,19 +414,7 @@ def boot_script(layout: Sequence[Mapping[str, int]], model: GpuModel) -> str:
 def boot_unit_text() -> str:
     """The oneshot unit running :func:`boot_script` at boot: after the driver is up
     (nvidia-persistenced keeps it loaded), before the daemons that read MIG devices."""
-    return "\n".join([
-        HEADER.rstrip("\n"),
-        "[Unit]",
-        "Description=MIG instances of the gpuinfra spec (they do not survive a reboot)",
-        "After=nvidia-persistenced.service systemd-modules-load.service",
-        "Wants=nvidia-persistenced.service",
-        f"Before={' '.join(MIG_CONSUMERS)}",
-        "",
-        "[Service]",
-        "Type=oneshot",
-        "RemainAfterExit=yes",
-        f"ExecStart={BOOT_SCRIPT}",
-        "",
-        "[Install]",
-        "WantedBy=multi-user.target",
-    ]) + "\n"
+    return oneshot_unit("MIG instances of the gpuinfra spec (they do not survive a reboot)",
+                        BOOT_SCRIPT,
+                        after=("nvidia-persistenced.service", "systemd-modules-load.service"),
+                        wants=("nvidia-persistenced.service",), before=MIG_CONSUMERS)

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.header import HEADER, header
 from gpuinfra.spec.rules import clip, octal_mode, posix_name, url_problem
+from gpuinfra.units import unit_file
 
 NOUVEAU_BLACKLIST = "/etc/modprobe.d/blacklist-nouveau.conf"
 NVIDIA_OPTIONS = "/etc/modprobe.d/gpuinfra-nvidia-devices.conf"
@@ -93,9 +94,10 @@ def persistenced_dropin(user: str, group: str) -> str:
     """
     user = check_name(user, "nvidia-persistenced user")
     group = check_name(group, "device group")
-    return (HEADER + "[Service]\nExecStart=\n"
-            f"ExecStart={PERSISTENCED_BINARY} --user {user} --group {group} "
-            "--persistence-mode --verbose\n")
+    return unit_file({"Service": [
+        ("ExecStart", ""),
+        ("ExecStart", f"{PERSISTENCED_BINARY} --user {user} --group {group} "
+                      "--persistence-mode --verbose")]})
 
 
 # The proxy file can hold credentials (http://user:password@proxy:3128): root only, and apt's
