@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.header import HEADER, header
+from gpuinfra.knowledge.repositories import TOOLKIT_REPO
 from gpuinfra.spec.rules import clip, octal_mode, posix_name, url_problem
 from gpuinfra.units import unit_file
 
@@ -21,8 +22,6 @@ DEVICE_UDEV_RULE = "/etc/udev/rules.d/70-gpuinfra-nvidia-devices.rules"
 PERSISTENCED_DROPIN = "/etc/systemd/system/nvidia-persistenced.service.d/gpuinfra.conf"
 PERSISTENCED_BINARY = "/usr/bin/nvidia-persistenced"
 
-# NVIDIA's container-toolkit apt repository (docs/hardware-reference.md 2) [ctk-install].
-TOOLKIT_REPO = "https://nvidia.github.io/libnvidia-container"
 TOOLKIT_KEYRING = "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
 TOOLKIT_LIST = "/etc/apt/sources.list.d/nvidia-container-toolkit.list"
 

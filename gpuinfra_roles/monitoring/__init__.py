@@ -33,6 +33,7 @@ import gpuinfra
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.header import HEADER
 from gpuinfra.knowledge.packages import SIGNING_KEYS, PinnedPackages
+from gpuinfra.knowledge.repositories import CUDA_REPOS
 from gpuinfra.monitoring.alertmanager import ALERTMANAGER_CONFIG, alertmanager_config
 from gpuinfra.monitoring.alerts import rules
 from gpuinfra.monitoring.grafana import (
@@ -65,7 +66,7 @@ from gpuinfra_deploy.facts.system import host_distro
 from gpuinfra_deploy.ops.apt import APT_CACHE_S, apt_keyring, install_pinned, require_available
 from gpuinfra_deploy.ops.boot import BootNeeds, boot_order
 from gpuinfra_deploy.ops.checked import check_script, checked_files
-from gpuinfra_deploy.ops.cuda_repo import CUDA_REPOS, cuda_repository, key_url_for
+from gpuinfra_deploy.ops.cuda_repo import cuda_repository, key_url_for
 from gpuinfra_deploy.ops.gpu import node_driver
 from gpuinfra_deploy.ops.templates import RoleTemplates
 from gpuinfra_deploy.run.role import Role
@@ -108,12 +109,12 @@ DISTRO: dict[str, dict[str, Any]] = {
     "ubuntu-22.04": {  # the same packages, from universe
         "node": ["prometheus-node-exporter", "dbus", "python3"],
         "head": ["prometheus", "prometheus-alertmanager"],
-        "cuda_repo": "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64",
+        "cuda_repo": CUDA_REPOS["ubuntu-22.04"],
     },
     "ubuntu-24.04": {  # the same packages, from universe
         "node": ["prometheus-node-exporter", "dbus", "python3"],
         "head": ["prometheus", "prometheus-alertmanager"],
-        "cuda_repo": "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64",
+        "cuda_repo": CUDA_REPOS["ubuntu-24.04"],
     },
 }
 
