@@ -13,16 +13,18 @@ What the container toolkit adds afterwards (``nvidia-ctk runtime configure``: th
 ``runtimes.nvidia`` table, ``default_runtime_name = "nvidia"`` with ``--set-as-default``, an
 ``imports`` line for drop-ins, gpuinfra.runtimes) belongs to the toolkit: a rewrite carries it
 over, so rerunning this role never takes the GPU runtime away (the failure kubespray has,
-docs/field.md). nvidia-ctk re-serialises the whole file, so the live file is compared by
-meaning (parsed TOML), not by bytes.
+docs/field.md); the carried-over tables are written by tomli-w. nvidia-ctk re-serialises the
+whole file, so the live file is compared by meaning (parsed TOML), not by bytes.
 """
 
 from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
+
+import tomli_w
 
 from gpuinfra.errors import GpuinfraError
 
@@ -66,11 +68,14 @@ def containerd_config(default: str, sandbox_image: str, live: str | None = None)
                             rf'\1default_runtime_name = "{_TOOLKIT_RUNTIME}"',
                             "default_runtime_name")
     if carried.get("imports"):
-        text = _replace_one(text, r"^imports = \[\]$", "imports = " + _value(carried["imports"]),
-                            "imports = []")
-    for name, table in carried.get("runtimes", {}).items():
-        prefix = f"{_runtime_table(version)}.{_key(name)}"
-        text = text.rstrip("\n") + "\n\n" + _tables(prefix, table)
+        line = tomli_w.dumps({"imports": carried["imports"]}).rstrip("\n")
+        text = _replace_one(text, r"^imports = \[\]$", lambda _: line, "imports = []")
+    if carried.get("runtimes"):
+        runtimes = {"plugins": {CRI_RUNTIME_PLUGIN[version]: {
+            "containerd": {"runtimes": carried["runtimes"]}}}}
+        # Only the runtime tables get headers ([plugins."<cri>".containerd.runtimes.nvidia]):
+        # tomli-w writes none for a table that holds nothing but tables.
+        text = text.rstrip("\n") + "\n\n" + tomli_w.dumps(runtimes)
     check(text, sandbox_image)
     return text
 
@@ -160,54 +165,11 @@ def _dig(data: Mapping[str, Any], *keys: str) -> dict[str, Any]:
     return dict(data)
 
 
-def _replace_one(text: str, pattern: str, replacement: str, what: str) -> str:
+def _replace_one(text: str, pattern: str, replacement: str | Callable[[re.Match[str]], str],
+                 what: str) -> str:
     new, count = re.subn(pattern, replacement, text, flags=re.MULTILINE)
     if count != 1:
         raise GpuinfraError(f"containerd's default config has {count} '{what}' line(s), "
                             "expected exactly 1: this containerd's default is not one the "
                             "containerd role knows")
     return new
-
-
-def _runtime_table(version: int) -> str:
-    quote = '"' if version == 2 else "'"
-    return f"plugins.{quote}{CRI_RUNTIME_PLUGIN[version]}{quote}.containerd.runtimes"
-
-
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
-
-
-def _key(key: str) -> str:
-    return key if _BARE_KEY.fullmatch(key) else _string(key)
-
-
-def _string(value: str) -> str:
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-    if any(ord(c) < 0x20 for c in escaped):
-        raise GpuinfraError(f"control character in a containerd config value: {value!r}")
-    return f'"{escaped}"'
-
-
-def _value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return _string(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_value(v) for v in value) + "]"
-    if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{_key(k)} = {_value(v)}" for k, v in value.items()) + "}"
-    raise GpuinfraError(f"cannot write {type(value).__name__} into a containerd config")
-
-
-def _tables(prefix: str, table: Mapping[str, Any]) -> str:
-    """TOML text of ``table`` at ``[prefix]``, sub-tables as their own ``[prefix.key]``."""
-    scalars = {k: v for k, v in table.items() if not isinstance(v, Mapping)}
-    lines = [f"[{prefix}]"] + [f"  {_key(k)} = {_value(v)}" for k, v in scalars.items()]
-    out = "\n".join(lines) + "\n"
-    for key, sub in table.items():
-        if isinstance(sub, Mapping):
-            out += "\n" + _tables(f"{prefix}.{_key(key)}", sub)
-    return out

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.header import HEADER
 from gpuinfra.knowledge import kubernetes as k8s
 
 CONFIG_DIR = "/etc/kubernetes/gpuinfra"
@@ -174,12 +175,12 @@ SYSCTLS = {
 
 
 def modules_file() -> str:
-    return "# Managed by gpuinfra: Kubernetes networking (bridge netfilter, overlayfs)\n" + \
+    return HEADER + "# Kubernetes networking (bridge netfilter, overlayfs).\n" + \
         "".join(f"{m}\n" for m in KERNEL_MODULES)
 
 
 def sysctl_file() -> str:
-    return "# Managed by gpuinfra: Kubernetes pod networking\n" + \
+    return HEADER + "# Kubernetes pod networking.\n" + \
         "".join(f"{k} = {v}\n" for k, v in SYSCTLS.items())
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from gpuinfra.header import HEADER
 from gpuinfra.spec.model import NodeSpec
 
 MIG_PARTED_CONFIG = "/etc/nvidia-mig-manager/config.yaml"
@@ -73,7 +74,7 @@ def instances(layout: Sequence[Mapping[str, int]]) -> dict[str, int]:
 
 def mig_parted_yaml(nodes: Iterable[NodeSpec]) -> str:
     """:func:`mig_parted_config` as the file's text (YAML, keys in the documented order)."""
-    return ("# Managed by gpuinfra: the spec's MIG layout in nvidia-mig-parted's format.\n"
+    return (HEADER + "# The spec's MIG layout in nvidia-mig-parted's format.\n"
             + yaml.safe_dump(mig_parted_config(nodes), sort_keys=False,
                              default_flow_style=None))
 

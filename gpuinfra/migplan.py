@@ -27,9 +27,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpuinfra.errors import ParseError
+from gpuinfra.header import HEADER
 from gpuinfra.knowledge.gpus import GpuModel
 from gpuinfra.parsers.gpus import parse_gpus
 from gpuinfra.parsers.mig import ComputeInstance, GpuInstance, parse_mig
+from gpuinfra.units import oneshot_unit
 
 MIG_ENABLED = "Enabled"
 BOOT_SCRIPT = "/usr/local/sbin/gpuinfra-mig-layout"
@@ -383,7 +385,7 @@ def boot_script(layout: Sequence[Mapping[str, int]], model: GpuModel) -> str:
     instance yet, create them largest first with their compute instances. Exit 1 when a GPU
     could not be laid out (the unit shows failed, slurmd still starts and drains on it)."""
     lines = ["#!/bin/sh",
-             "# Managed by gpuinfra (gpu_sharing mode mig): local edits are overwritten.",
+             HEADER.rstrip("\n"),
              "# Re-creates the MIG instances of the spec's layout at boot.",
              "rc=0",
              "layout() {",
@@ -412,19 +414,7 @@ def boot_script(layout: Sequence[Mapping[str, int]], model: GpuModel) -> str:
 def boot_unit_text() -> str:
     """The oneshot unit running :func:`boot_script` at boot: after the driver is up
     (nvidia-persistenced keeps it loaded), before the daemons that read MIG devices."""
-    return "\n".join([
-        "# Managed by gpuinfra (gpu_sharing mode mig): local edits are overwritten.",
-        "[Unit]",
-        "Description=MIG instances of the gpuinfra spec (they do not survive a reboot)",
-        "After=nvidia-persistenced.service systemd-modules-load.service",
-        "Wants=nvidia-persistenced.service",
-        f"Before={' '.join(MIG_CONSUMERS)}",
-        "",
-        "[Service]",
-        "Type=oneshot",
-        "RemainAfterExit=yes",
-        f"ExecStart={BOOT_SCRIPT}",
-        "",
-        "[Install]",
-        "WantedBy=multi-user.target",
-    ]) + "\n"
+    return oneshot_unit("MIG instances of the gpuinfra spec (they do not survive a reboot)",
+                        BOOT_SCRIPT,
+                        after=("nvidia-persistenced.service", "systemd-modules-load.service"),
+                        wants=("nvidia-persistenced.service",), before=MIG_CONSUMERS)

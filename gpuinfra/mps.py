@@ -29,6 +29,7 @@ import shlex
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.spec.model import GpuSharing
+from gpuinfra.units import unit_file
 
 UNIT_NAME = "gpuinfra-mps.service"
 UNIT_PATH = f"/etc/systemd/system/{UNIT_NAME}"
@@ -86,29 +87,19 @@ def unit_text(sharing: GpuSharing, gpu_count: int, compute_mode: bool = True) ->
 
     Boot order and bounded restart come from the shared boot drop-in (gpuinfra.units); the
     unit itself orders the schedulers after it (``Before=``), so no job starts without MPS."""
-    lines = [
-        "# Managed by gpuinfra (gpu_sharing mode mps): local edits are overwritten.",
-        "[Unit]",
-        "Description=NVIDIA CUDA MPS control daemon (all GPUs of this node)",
-        "Documentation=https://docs.nvidia.com/deploy/mps/index.html",
-        "Before=slurmd.service kubelet.service",
-        "",
-        "[Service]",
-        "Type=forking",
-        f"Environment=CUDA_MPS_PIPE_DIRECTORY={PIPE_DIRECTORY}",
-        f"Environment=CUDA_MPS_LOG_DIRECTORY={LOG_DIRECTORY}",
-        f"ExecStartPre=/bin/mkdir -p {PIPE_DIRECTORY} {LOG_DIRECTORY}",
-    ]
-    if compute_mode:
-        lines.append(f"ExecStartPre={NVIDIA_SMI} -c {COMPUTE_MODE}")
-    lines += [
-        f"ExecStart={CONTROL} -d",
-    ]
-    lines += [f"ExecStartPost={_control(c)}" for c in control_commands(sharing, gpu_count)]
-    lines += [
-        f"ExecStop={_control('quit')}",
-        "",
-        "[Install]",
-        "WantedBy=multi-user.target",
-    ]
-    return "\n".join(lines) + "\n"
+    return unit_file({
+        "Unit": [("Description", "NVIDIA CUDA MPS control daemon (all GPUs of this node)"),
+                 ("Documentation", "https://docs.nvidia.com/deploy/mps/index.html"),
+                 ("Before", "slurmd.service kubelet.service")],
+        "Service": [
+            ("Type", "forking"),
+            ("Environment", f"CUDA_MPS_PIPE_DIRECTORY={PIPE_DIRECTORY}"),
+            ("Environment", f"CUDA_MPS_LOG_DIRECTORY={LOG_DIRECTORY}"),
+            ("ExecStartPre", f"/bin/mkdir -p {PIPE_DIRECTORY} {LOG_DIRECTORY}"),
+            ("ExecStartPre", f"{NVIDIA_SMI} -c {COMPUTE_MODE}" if compute_mode else None),
+            ("ExecStart", f"{CONTROL} -d"),
+            *[("ExecStartPost", _control(c)) for c in control_commands(sharing, gpu_count)],
+            ("ExecStop", _control("quit")),
+        ],
+        "Install": [("WantedBy", "multi-user.target")],
+    })

@@ -13,11 +13,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuinfra.errors import GpuinfraError, clip
+from gpuinfra.header import HEADER
 from gpuinfra.parsers.mlxconfig import MlxConfig
 from gpuinfra.parsers.pcitree import BDF
 from gpuinfra.spec.model import RdmaNic
-
-HEADER = "# Managed by gpuinfra (the rdma role): local edits are overwritten on the next deploy.\n"
+from gpuinfra.units import oneshot_unit
 
 ACS_SCRIPT = "/usr/local/sbin/gpuinfra-acs-off"
 ACS_UNIT = "/etc/systemd/system/gpuinfra-acs-off.service"
@@ -162,18 +162,6 @@ def acs_script(bridges: Sequence[str]) -> str:
                   f"[ \"$(setpci -s {bridge} ECAP_ACS+0x6.w)\" = 0000 ] || "
                   f"{{ echo \"{bridge}: ACS still on\" >&2; exit 1; }}"]
     return "\n".join(lines) + "\n"
-
-
-def oneshot_unit(description: str, script: str, after: Sequence[str] = (),
-                 wants: Sequence[str] = ()) -> str:
-    """A boot-time oneshot unit running ``script`` once per boot."""
-    order = [f"After={' '.join(after)}"] if after else []
-    pulls = [f"Wants={' '.join(wants)}"] if wants else []
-    return "\n".join([
-        HEADER.rstrip("\n"), "[Unit]", f"Description={description}", *pulls, *order, "",
-        "[Service]", "Type=oneshot", "RemainAfterExit=yes", f"ExecStart={script}", "",
-        "[Install]", "WantedBy=multi-user.target", "",
-    ])
 
 
 def acs_unit() -> str:

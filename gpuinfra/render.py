@@ -11,9 +11,10 @@ from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.header import HEADER, header
+from gpuinfra.knowledge.repositories import TOOLKIT_REPO
 from gpuinfra.spec.rules import clip, octal_mode, posix_name, url_problem
-
-HEADER = "# Managed by gpuinfra: local edits are overwritten on the next deploy.\n"
+from gpuinfra.units import unit_file
 
 NOUVEAU_BLACKLIST = "/etc/modprobe.d/blacklist-nouveau.conf"
 NVIDIA_OPTIONS = "/etc/modprobe.d/gpuinfra-nvidia-devices.conf"
@@ -21,8 +22,6 @@ DEVICE_UDEV_RULE = "/etc/udev/rules.d/70-gpuinfra-nvidia-devices.rules"
 PERSISTENCED_DROPIN = "/etc/systemd/system/nvidia-persistenced.service.d/gpuinfra.conf"
 PERSISTENCED_BINARY = "/usr/bin/nvidia-persistenced"
 
-# NVIDIA's container-toolkit apt repository (docs/hardware-reference.md 2) [ctk-install].
-TOOLKIT_REPO = "https://nvidia.github.io/libnvidia-container"
 TOOLKIT_KEYRING = "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
 TOOLKIT_LIST = "/etc/apt/sources.list.d/nvidia-container-toolkit.list"
 
@@ -94,9 +93,10 @@ def persistenced_dropin(user: str, group: str) -> str:
     """
     user = check_name(user, "nvidia-persistenced user")
     group = check_name(group, "device group")
-    return (HEADER + "[Service]\nExecStart=\n"
-            f"ExecStart={PERSISTENCED_BINARY} --user {user} --group {group} "
-            "--persistence-mode --verbose\n")
+    return unit_file({"Service": [
+        ("ExecStart", ""),
+        ("ExecStart", f"{PERSISTENCED_BINARY} --user {user} --group {group} "
+                      "--persistence-mode --verbose")]})
 
 
 # The proxy file can hold credentials (http://user:password@proxy:3128): root only, and apt's
@@ -113,8 +113,7 @@ def apt_proxy_conf(url: str) -> str:
     problem = url_problem(url, need_port=True)
     if problem:
         raise GpuinfraError(f"apt proxy {clip(url)}: {problem}")
-    return ("// Managed by gpuinfra: local edits are overwritten on the next deploy.\n"
-            f'Acquire::http::Proxy "{url}";\nAcquire::https::Proxy "{url}";\n')
+    return (header("//") + f'Acquire::http::Proxy "{url}";\nAcquire::https::Proxy "{url}";\n')
 
 
 def apt_preferences(pins: Mapping[str, str], why: str) -> str:

@@ -1,28 +1,78 @@
-"""systemd drop-ins that make a daemon come back by itself after a reboot.
+"""systemd units and drop-ins: every one gpuinfra writes is built here, from data.
 
-A daemon that starts before what it needs is ready fails at boot and stays failed: slurmctld
-with accounting exits ("we have no TRES from it") when slurmdbd is not answering yet and no
-state was saved (a first boot, or a shutdown cut short), slurmdbd when MariaDB is still
-starting. Each managed daemon gets a drop-in with its boot order (``After=``/``Wants=`` on
-what it needs) and a bounded restart policy: restarted on failure every :data:`RESTART_SEC`
-seconds, at most :data:`START_LIMIT_BURST` starts in :data:`START_LIMIT_INTERVAL_S` seconds;
-after that the unit stays failed, visibly (``systemctl --failed``), instead of looping forever.
+:func:`unit_file` renders sections of ``Key=value`` lines under the managed-by header
+(gpuinfra.header). Built on it: :func:`oneshot_unit` (boot-time scripts: the MIG layout, ACS
+off, Soft-RoCE), the MPS daemon (gpuinfra.mps), the nvidia-persistenced drop-in
+(gpuinfra.render), the monitoring daemons' units and drop-ins (gpuinfra.monitoring.units),
+and the boot drop-ins below.
+
+Boot drop-ins: a daemon that starts before what it needs is ready fails at boot and stays
+failed: slurmctld with accounting exits ("we have no TRES from it") when slurmdbd is not
+answering yet and no state was saved (a first boot, or a shutdown cut short), slurmdbd when
+MariaDB is still starting. Each managed daemon gets a drop-in with its boot order
+(``After=``/``Wants=`` on what it needs) and a bounded restart policy: restarted on failure
+every :data:`RESTART_SEC` seconds, at most :data:`START_LIMIT_BURST` starts in
+:data:`START_LIMIT_INTERVAL_S` seconds; after that the unit stays failed, visibly
+(``systemctl --failed``), instead of looping forever.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.header import HEADER
 
-HEADER = "# Managed by gpuinfra: local edits are overwritten on the next deploy.\n"
 DROPIN_NAME = "gpuinfra-boot.conf"
 RESTART_SEC = 10
 START_LIMIT_INTERVAL_S = 600
 START_LIMIT_BURST = 30
 
 _UNIT = re.compile(r"[A-Za-z0-9@_.:-]{1,200}\.(service|target|socket|mount)")
+
+
+# One line of a section: ("After", "network-online.target"), ("ExecStart", "") (a drop-in's
+# reset of a list), ("#", "a comment"). A value given as a sequence is joined by spaces; None or
+# an empty sequence leaves the line out.
+Line = tuple[str, str | int | Sequence[str] | None]
+
+
+def unit_file(sections: Mapping[str, Sequence[Line]], about: str = "") -> str:
+    """A systemd unit or drop-in: the managed-by header, ``about`` as comment lines, then each
+    ``[Section]`` of ``sections`` (``{"Unit": [...], "Service": [...], "Install": [...]}``) with
+    its lines, both in the order given, one blank line between sections.
+
+    A value with a newline is refused: it would add directives to the unit."""
+    out = [HEADER.rstrip("\n"), *_comment(about)]
+    for number, (section, lines) in enumerate(sections.items()):
+        out += [""] * bool(number) + [f"[{section}]"]
+        for key, value in lines:
+            if key == "#":
+                out += _comment(str(value))
+                continue
+            if value is None or (not isinstance(value, (str, int)) and not value):
+                continue
+            text = str(value) if isinstance(value, (str, int)) else " ".join(value)
+            if "\n" in text or "\r" in text:
+                raise GpuinfraError(f"newline in the systemd setting {key}: {text!r}")
+            out.append(f"{key}={text}")
+    return "\n".join(out) + "\n"
+
+
+def _comment(text: str) -> list[str]:
+    return [f"# {line}" for line in text.strip().splitlines()]
+
+
+def oneshot_unit(description: str, script: str, after: Sequence[str] = (),
+                 wants: Sequence[str] = (), before: Sequence[str] = ()) -> str:
+    """A boot-time oneshot unit running ``script`` once per boot (enabled by multi-user)."""
+    return unit_file({
+        "Unit": [("Description", description), ("After", after), ("Wants", wants),
+                 ("Before", before)],
+        "Service": [("Type", "oneshot"), ("RemainAfterExit", "yes"), ("ExecStart", script)],
+        "Install": [("WantedBy", "multi-user.target")],
+    })
 
 
 def dropin_path(unit: str) -> str:
@@ -36,19 +86,14 @@ def boot_dropin(why: str, after: Sequence[str] = (), wants: Sequence[str] = ()) 
     ``why`` is one comment line saying what the daemon needs at boot."""
     for unit in (*after, *wants):
         _checked(unit)
-    lines = [HEADER, "[Unit]\n", f"# {why.strip()}\n"]
-    if after:
-        lines.append(f"After={' '.join(after)}\n")
-    if wants:
-        lines.append(f"Wants={' '.join(wants)}\n")
-    lines += [f"StartLimitIntervalSec={START_LIMIT_INTERVAL_S}\n",
-              f"StartLimitBurst={START_LIMIT_BURST}\n",
-              "\n[Service]\n",
-              "# Restarted when it fails (a dependency not ready yet), a bounded number of\n"
-              "# times.\n",
-              "Restart=on-failure\n",
-              f"RestartSec={RESTART_SEC}\n"]
-    return "".join(lines)
+    return unit_file({
+        "Unit": [("#", why), ("After", after), ("Wants", wants),
+                 ("StartLimitIntervalSec", START_LIMIT_INTERVAL_S),
+                 ("StartLimitBurst", START_LIMIT_BURST)],
+        "Service": [("#", "Restarted when it fails (a dependency not ready yet), a bounded "
+                          "number of\ntimes."),
+                    ("Restart", "on-failure"), ("RestartSec", RESTART_SEC)],
+    })
 
 
 def _checked(unit: str) -> str:

@@ -1,1 +1,2 @@
-"""Knowledge tables: GPU models, MIG profiles, topology profiles, driver branches."""
+"""Knowledge tables: GPU models, MIG profiles, topology profiles, driver branches, vendor
+repositories."""

@@ -10,9 +10,11 @@
 - :mod:`gpuinfra.monitoring.alerts`: the alert rules, and :mod:`gpuinfra.monitoring.alerts_tests`
   their promtool unit tests;
 - :mod:`gpuinfra.monitoring.alertmanager`: alertmanager.yml;
-- :mod:`gpuinfra.monitoring.grafana`: Grafana's datasource and dashboard.
+- :mod:`gpuinfra.monitoring.grafana`: Grafana's datasource and dashboard;
+- :mod:`gpuinfra.monitoring.units`: the daemons' systemd units and drop-ins (built by
+  gpuinfra.units).
 
-Every file is a Python structure dumped by the role with pyyaml/json (never text pasted
-together), and judged by its consumer before it goes live: ``promtool check config`` (which
+Every configuration file is a Python structure dumped by the role with pyyaml/json (never text
+pasted together), and judged by its consumer before it goes live: ``promtool check config`` (which
 also loads the rule file), ``promtool check rules``, ``amtool check-config``.
 """

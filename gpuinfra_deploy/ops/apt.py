@@ -20,9 +20,10 @@ from pyinfra.operations import apt, files
 
 from gpuinfra.aptsources import enable_components
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.header import header
 from gpuinfra.knowledge.packages import PinnedPackages
 from gpuinfra.parsers.aptpolicy import pin_problems
-from gpuinfra.render import HEADER, apt_preferences
+from gpuinfra.render import apt_preferences
 from gpuinfra_deploy.facts.apt import AptPolicy, HeldPackages
 from gpuinfra_deploy.ops.checked import check_script, checked_files
 
@@ -160,7 +161,7 @@ PACKAGE_TOOLS = ("apt", "apt-get", "aptitude", "dpkg", "unattended-upgr")
 
 
 def lock_timeout_conf(seconds: int = LOCK_TIMEOUT_S) -> str:
-    return (f"{HEADER}// Wait for the dpkg lock (an interrupted deploy's apt, "
+    return (f"{header('//')}// Wait for the dpkg lock (an interrupted deploy's apt, "
             f"unattended-upgrades) instead of failing.\nDPkg::Lock::Timeout \"{int(seconds)}\";\n")
 
 

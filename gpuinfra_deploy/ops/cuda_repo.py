@@ -16,10 +16,6 @@ from gpuinfra.knowledge.packages import SIGNING_KEYS
 from gpuinfra.render import flat_repo_list, origin_preference
 from gpuinfra_deploy.ops.apt import apt_keyring
 
-# Per-distribution repository (only where some NVIDIA package is not in the archive).
-CUDA_REPOS: dict[str, str] = {
-    "debian-12": "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64",
-}
 CUDA_KEYRING = "/usr/share/keyrings/cuda-archive-keyring.gpg"
 CUDA_LIST = "/etc/apt/sources.list.d/gpuinfra-cuda.list"
 CUDA_ORIGIN_PIN = "/etc/apt/preferences.d/gpuinfra-cuda-origin"

@@ -12,9 +12,10 @@ from dataclasses import replace
 
 from gpuinfra.knowledge.drivers import branch_source
 from gpuinfra.knowledge.packages import DriverRelease, driver_release
+from gpuinfra.knowledge.repositories import CUDA_REPOS
 from gpuinfra.spec import NodeSpec
 from gpuinfra_deploy.facts.system import host_distro
-from gpuinfra_deploy.ops.cuda_repo import CUDA_REPOS, key_url_for
+from gpuinfra_deploy.ops.cuda_repo import key_url_for
 from gpuinfra_deploy.run.site import Site
 
 

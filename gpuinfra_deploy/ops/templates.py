@@ -13,12 +13,15 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from gpuinfra.header import HEADER
+
 
 class RoleTemplates:
     """The templates of the role whose ``__init__.py`` is ``role_file``.
 
     ``RoleTemplates(__file__).render("/etc/slurm/slurm.conf", **context)`` renders
     ``templates/etc/slurm/slurm.conf.j2`` beside it; an unknown name in the template raises.
+    Every template starts with ``{{ header }}``: the one "managed by" line (gpuinfra.header).
     """
 
     def __init__(self, role_file: str) -> None:
@@ -26,6 +29,7 @@ class RoleTemplates:
         self._env = Environment(loader=FileSystemLoader(str(self.folder)),
                                 undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                                 keep_trailing_newline=True)
+        self._env.globals["header"] = HEADER.rstrip("\n")  # the template ends the line
 
     def render(self, target: str, **context: Any) -> str:
         return self._env.get_template(f"{target.lstrip('/')}.j2").render(**context)

@@ -28,10 +28,11 @@ from gpuinfra.knowledge.packages import (
     fabric_manager_packages,
     same_upstream,
 )
+from gpuinfra.knowledge.repositories import CUDA_REPOS
 from gpuinfra.spec import NodeSpec
 from gpuinfra_deploy.facts.kernel import LoadedModules
 from gpuinfra_deploy.ops.apt import install_pinned, require_available
-from gpuinfra_deploy.ops.cuda_repo import CUDA_REPOS, cuda_repository, key_url_for
+from gpuinfra_deploy.ops.cuda_repo import cuda_repository, key_url_for
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
 

@@ -30,7 +30,9 @@ from pyinfra.operations.util import any_changed
 
 import gpuinfra
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.header import HEADER
 from gpuinfra.knowledge.packages import SIGNING_KEYS, PinnedPackages
+from gpuinfra.knowledge.repositories import CUDA_REPOS
 from gpuinfra.monitoring.alertmanager import ALERTMANAGER_CONFIG, alertmanager_config
 from gpuinfra.monitoring.alerts import rules
 from gpuinfra.monitoring.grafana import (
@@ -51,19 +53,26 @@ from gpuinfra.monitoring.scrape import (
     target,
 )
 from gpuinfra.monitoring.settings import Monitoring
+from gpuinfra.monitoring.units import (
+    collector_service,
+    collector_timer,
+    dcgm_exporter_dropin,
+    grafana_dropin,
+    slurm_exporter_unit,
+)
 from gpuinfra.spec import ClusterSpec, NodeSpec
 from gpuinfra_deploy.facts.system import host_distro
 from gpuinfra_deploy.ops.apt import APT_CACHE_S, apt_keyring, install_pinned, require_available
 from gpuinfra_deploy.ops.boot import BootNeeds, boot_order
 from gpuinfra_deploy.ops.checked import check_script, checked_files
-from gpuinfra_deploy.ops.cuda_repo import CUDA_REPOS, cuda_repository, key_url_for
+from gpuinfra_deploy.ops.cuda_repo import cuda_repository, key_url_for
 from gpuinfra_deploy.ops.gpu import node_driver
 from gpuinfra_deploy.ops.templates import RoleTemplates
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
 from gpuinfra_roles.monitoring.collector import LIBRARY
 
-TEMPLATES = RoleTemplates(__file__)  # templates/<target>.j2 beside this file
+TEMPLATES = RoleTemplates(__file__)  # templates/etc/default/prometheus-daemon.j2
 
 # Where the collector's files are read from: the installed packages themselves (a checkout or
 # the wheel), so the nodes run the library the deploy itself judged with.
@@ -99,12 +108,12 @@ DISTRO: dict[str, dict[str, Any]] = {
     "ubuntu-22.04": {  # the same packages, from universe
         "node": ["prometheus-node-exporter", "dbus", "python3"],
         "head": ["prometheus", "prometheus-alertmanager"],
-        "cuda_repo": "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64",
+        "cuda_repo": CUDA_REPOS["ubuntu-22.04"],
     },
     "ubuntu-24.04": {  # the same packages, from universe
         "node": ["prometheus-node-exporter", "dbus", "python3"],
         "head": ["prometheus", "prometheus-alertmanager"],
-        "cuda_repo": "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64",
+        "cuda_repo": CUDA_REPOS["ubuntu-24.04"],
     },
 }
 
@@ -196,9 +205,10 @@ def _gpu_collector() -> None:
     for path, text in collector_files().items():
         changed.append(files.put(name=f"GPU collector: {path}", dest=path, src=StringIO(text),
                                  mode="644", create_remote_dir=True))
-    context = {"lib": COLLECTOR_LIB, "out": COLLECTOR_OUT, "textfile_dir": TEXTFILE_DIR}
-    units = {f"{UNIT_DIR}/{unit}": TEMPLATES.render(f"{UNIT_DIR}/{unit}", **context)
-             for unit in COLLECTOR_UNITS}
+    service, timer = COLLECTOR_UNITS
+    units = {f"{UNIT_DIR}/{service}": collector_service(COLLECTOR_LIB, COLLECTOR_OUT,
+                                                        TEXTFILE_DIR),
+             f"{UNIT_DIR}/{timer}": collector_timer()}
     verify = " ".join(shlex.quote(f"{UNIT_STAGE}/{unit}") for unit in COLLECTOR_UNITS)
     installed = checked_files(
         name="GPU collector units, checked by systemd-analyze", files=units, stage=UNIT_STAGE,
@@ -232,7 +242,7 @@ def _dcgm(site: Site, node: NodeSpec, data: Any, distro: dict[str, Any]) -> None
     install_pinned("DCGM and its exporter", pinned, DCGM_PIN_FILE)
     listen = target(node, DCGM_EXPORTER_PORT)
     dropin = files.put(name="DCGM exporter listens on the cluster network", dest=DCGM_DROPIN,
-                       src=StringIO(TEMPLATES.render(DCGM_DROPIN, listen=listen)),
+                       src=StringIO(dcgm_exporter_dropin(listen)),
                        mode="644", create_remote_dir=True)
     systemd.daemon_reload(name="systemd reads the DCGM exporter's drop-in",
                           _if=dropin.did_change)
@@ -247,9 +257,9 @@ def _dcgm(site: Site, node: NodeSpec, data: Any, distro: dict[str, Any]) -> None
 # ---------------------------------------------------------------------------- the head
 
 def yaml_with_header(data: Any) -> str:
-    """``data`` as the text of a YAML file (pyyaml, keys in their order, block style), under a
-    comment saying gpuinfra wrote it from the site's spec."""
-    return "# Written by gpuinfra (monitoring role) from the site's spec.\n" + yaml.safe_dump(
+    """``data`` as the text of a YAML file (pyyaml, keys in their order, block style), under
+    the managed-by header and a line saying it is built from the site's spec."""
+    return HEADER + "# Built from the site's spec (monitoring role).\n" + yaml.safe_dump(
         data, sort_keys=False, default_flow_style=False)
 
 
@@ -324,8 +334,7 @@ def _grafana(spec: ClusterSpec, mon: Monitoring, data: Any) -> None:
                                              pins={"grafana": version}), GRAFANA_PIN_FILE)
     head = spec.head[0]
     dropin = files.put(name="Grafana listens on the cluster network", dest=GRAFANA_DROPIN,
-                       src=StringIO(TEMPLATES.render(GRAFANA_DROPIN,
-                                           address=head.address, port=mon.grafana_port)),
+                       src=StringIO(grafana_dropin(head.address, mon.grafana_port)),
                        mode="644", create_remote_dir=True)
     provisioned = [files.put(name=f"Grafana provisioning: {path}", dest=path,
                              src=StringIO(text), mode="644", create_remote_dir=True)
@@ -370,9 +379,8 @@ def _slurm_exporter(node: NodeSpec, exporter: dict[str, str]) -> None:
                               url=slurm_exporter_url(exporter), sha256=exporter["sha256"],
                               member="prometheus-slurm-exporter", dest=binary)
     unit = files.put(name="The Slurm exporter's unit", dest=SLURM_EXPORTER_UNIT,
-                     src=StringIO(TEMPLATES.render(SLURM_EXPORTER_UNIT, binary=binary,
-                                         version=exporter["version"],
-                                         listen=target(node, SLURM_EXPORTER_PORT))),
+                     src=StringIO(slurm_exporter_unit(binary, exporter["version"],
+                                                      target(node, SLURM_EXPORTER_PORT))),
                      mode="644")
     systemd.daemon_reload(name="systemd reads the Slurm exporter's unit", _if=unit.did_change)
     systemd.service(name="Run the Slurm exporter", service="prometheus-slurm-exporter",

@@ -8,6 +8,7 @@ Slurm alerts) and ``cluster_name``. Checked by the spec gate before any host is 
 key here lands in the head's files, so each must agree on every host.
 """
 
+from gpuinfra.knowledge.repositories import GRAFANA_REPO
 from gpuinfra.monitoring.knobs import (
     DURATION,
     RECEIVERS,
@@ -62,7 +63,7 @@ KNOBS = (
          "the exact grafana package version", site_wide=True),
     Knob("monitoring_grafana_port", 3000, integer(1024, 65535), "Grafana's port",
          site_wide=True),
-    Knob("monitoring_grafana_repo_url", "https://apt.grafana.com", http_url(),
+    Knob("monitoring_grafana_repo_url", GRAFANA_REPO, http_url(),
          "Grafana's apt repository (or a mirror)", site_wide=True),
     # The Slurm exporter (rivosinc/prometheus-slurm-exporter: nodes by state, jobs) on the
     # head, from its release tarball checked against its SHA-256: no distribution packages it.

@@ -27,6 +27,7 @@ from pyinfra.operations.util import any_changed
 
 from gpuinfra import reboot
 from gpuinfra.knowledge.packages import open_modules_for
+from gpuinfra.knowledge.repositories import DOCA_URL
 from gpuinfra.parsers.pcisysfs import PciSysfs
 from gpuinfra.rdma import (
     ACS_SCRIPT,
@@ -61,7 +62,6 @@ from gpuinfra_roles.rdma.facts import AcsControl, PciPaths, RdmaDevices
 from gpuinfra_roles.rdma.operations import firmware_ats
 
 STAGE = "/etc/gpuinfra/.rdma-staged"
-DOCA_URL = "https://linux.mellanox.com/public/repo/doca"
 DOCA_KEYRING = "/usr/share/keyrings/gpuinfra-doca.gpg"
 DOCA_LIST = "/etc/apt/sources.list.d/gpuinfra-doca.list"
 DOCA_PIN = "/etc/apt/preferences.d/gpuinfra-doca-origin"

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from gpuinfra import reboot
+from gpuinfra.knowledge.repositories import DOCA_URL
 from gpuinfra.parsers.mlxconfig import parse_mlxconfig
 from gpuinfra.rdma import (
     ACS_SCRIPT,
@@ -36,7 +37,6 @@ from gpuinfra_roles.rdma import (
     DOCA_LIST,
     DOCA_PIN,
     DOCA_PRIORITY,
-    DOCA_URL,
     rdma,
 )
 from tests.conftest import REPO

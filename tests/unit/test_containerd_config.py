@@ -8,11 +8,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import tomli_w
 
 from gpuinfra.containerd import (
     CRI_RUNTIME_PLUGIN,
-    _tables,
-    _value,
     config_version,
     containerd_config,
     live_settings,
@@ -72,10 +71,7 @@ def _with_toolkit_runtime(rendered: str, default_runtime: bool) -> str:
     containerd["runtimes"]["nvidia"] = nvidia
     if default_runtime:
         containerd["default_runtime_name"] = "nvidia"
-    text = "".join(f"{k} = {_value(v)}\n" for k, v in data.items() if not isinstance(v, dict))
-    for key, value in data.items():
-        if isinstance(value, dict):
-            text += "\n" + _tables(key, value)
+    text = tomli_w.dumps(data)
     assert tomllib.loads(text) == data
     return text
 

@@ -11,6 +11,7 @@ import re
 import pytest
 from jinja2 import UndefinedError
 
+from gpuinfra.header import HEADER
 from gpuinfra.knowledge.gpus import GPU_MODELS
 from gpuinfra.parsers.cpus import CpuLayout, parse_lscpu, parse_meminfo_mb
 from gpuinfra.parsers.slurm import parse_slurmd_gres
@@ -472,7 +473,7 @@ def test_rendered_gres_conf_has_the_lines_and_the_notes_as_comments():
     plan = gres_plan(node_of(HGX), HGX_TYPE, devices_of("8x-h100-sxm-nvswitch"),
                      topo(HGX_TOPO), lab_layout())
     text = TEMPLATES.render("/etc/slurm/gres.conf", node="lab-worker1", plan=plan)
-    assert text.startswith("# gres.conf of lab-worker1:")
+    assert text.startswith(HEADER + "# gres.conf of lab-worker1 ")
     assert settings_lines(text) == list(plan.lines)
     assert f"# note: {plan.notes[0]}" in text.splitlines()
 

@@ -1,11 +1,14 @@
-"""Boot drop-ins (gpuinfra.units): order and a bounded restart; unit names checked."""
+"""systemd units (gpuinfra.units): the one builder, oneshot units, boot drop-ins (order and a
+bounded restart; unit names checked), and the monitoring daemons' units built on it."""
 
 from __future__ import annotations
 
 import pytest
 
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.units import boot_dropin, dropin_path
+from gpuinfra.header import HEADER
+from gpuinfra.monitoring import units as monitoring
+from gpuinfra.units import boot_dropin, dropin_path, oneshot_unit, unit_file
 
 
 def test_dropin_orders_pulls_in_and_bounds_restarts():
@@ -25,3 +28,48 @@ def test_dropin_orders_pulls_in_and_bounds_restarts():
 def test_a_unit_name_that_is_not_one_is_refused(unit):
     with pytest.raises(GpuinfraError):
         boot_dropin("why", (unit,))
+
+
+def test_unit_file_sections_lines_and_comments_in_order():
+    text = unit_file({
+        "Unit": [("#", "two\nlines"), ("Description", "x"), ("After", ("a.service", "b.target")),
+                 ("Wants", ()), ("Before", None)],
+        "Service": [("ExecStart", ""), ("ExecStart", "/bin/true"), ("RestartSec", 10)],
+    }, about="what this file is")
+    assert text == (HEADER + "# what this file is\n[Unit]\n# two\n# lines\nDescription=x\n"
+                    "After=a.service b.target\n\n[Service]\nExecStart=\nExecStart=/bin/true\n"
+                    "RestartSec=10\n")
+
+
+@pytest.mark.parametrize("value", ["/bin/true\nExecStartPre=/bin/sh", ("a.service", "b\rc")])
+def test_unit_file_refuses_a_newline_in_a_value(value):
+    with pytest.raises(GpuinfraError, match="newline in the systemd setting ExecStart"):
+        unit_file({"Service": [("ExecStart", value)]})
+
+
+def test_oneshot_unit():
+    assert oneshot_unit("d", "/usr/local/sbin/x", after=("a.service",), wants=("a.service",),
+                        before=("b.service", "c.service")).splitlines()[1:] == [
+        "[Unit]", "Description=d", "After=a.service", "Wants=a.service",
+        "Before=b.service c.service", "", "[Service]", "Type=oneshot", "RemainAfterExit=yes",
+        "ExecStart=/usr/local/sbin/x", "", "[Install]", "WantedBy=multi-user.target"]
+    assert "After=" not in oneshot_unit("d", "/x")
+
+
+def test_monitoring_units():
+    service = monitoring.collector_service("/lib/c", "/t/gpu.prom", "/t")
+    assert "ExecStart=/usr/bin/python3 -I /lib/c/collect.py --out /t/gpu.prom" in \
+        service.splitlines()
+    assert "ReadWritePaths=/t" in service.splitlines()
+    assert "[Install]" not in service  # started by the timer only
+    assert "WantedBy=timers.target" in monitoring.collector_timer().splitlines()
+    assert monitoring.dcgm_exporter_dropin("10.0.0.5:9400").splitlines()[2:] == [
+        "[Service]", "ExecStart=", "ExecStart=/usr/bin/dcgm-exporter -f "
+        "/etc/dcgm-exporter/default-counters.csv -a 10.0.0.5:9400"]
+    assert monitoring.grafana_dropin("10.0.0.1", 3000).splitlines()[2:] == [
+        "[Service]", "Environment=GF_SERVER_HTTP_ADDR=10.0.0.1",
+        "Environment=GF_SERVER_HTTP_PORT=3000"]
+    exporter = monitoring.slurm_exporter_unit("/opt/exporter-1.2", "1.2", "10.0.0.1:9092")
+    assert exporter.splitlines()[1] == "# rivosinc/prometheus-slurm-exporter 1.2 (monitoring role)."
+    assert "ExecStart=/opt/exporter-1.2 -web.listen-address=10.0.0.1:9092 -slurm.cli-fallback" \
+        in exporter.splitlines()

@@ -1,0 +1,33 @@
+"""Vendor apt repositories the roles add, with where each address comes from.
+
+Each site may replace one with a mirror of the same layout (the roles' ``*_mirror`` and
+``*_repo_url`` keys). Their signing keys are pinned by fingerprint in
+:data:`gpuinfra.knowledge.packages.SIGNING_KEYS`; Kubernetes' pkgs.k8s.io, one repository per
+minor, is with the rest of that release's facts in :mod:`gpuinfra.knowledge.kubernetes`.
+"""
+
+from __future__ import annotations
+
+# NVIDIA's CUDA repository per distribution release: the network repository layout
+# .../compute/cuda/repos/<distro><release>/<arch> of the CUDA installation guide [cuda-ig]
+# (docs/hardware-reference.md's references); flat (``deb [...] URL /``), signed by
+# 3bf863cc.pub in each. The roles take from it: the driver on Debian 12 for branches after 535,
+# Fabric Manager on Debian 12, DCGM (gpuinfra.knowledge.drivers says which branch comes from
+# where).
+CUDA_REPOS: dict[str, str] = {
+    "debian-12": "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64",
+    "ubuntu-22.04": "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64",
+    "ubuntu-24.04": "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64",
+}
+
+# NVIDIA's container-toolkit apt repository (docs/hardware-reference.md 2) [ctk-install].
+TOOLKIT_REPO = "https://nvidia.github.io/libnvidia-container"
+
+# NVIDIA's DOCA repository (docs/hardware-reference.md 3.1): DOCA-OFED for a release and
+# distribution below it, <release>/<distribution dir>/x86_64/ (the rdma role's DISTRO names
+# the directory), signed by GPG-KEY-Mellanox.pub at its root.
+DOCA_URL = "https://linux.mellanox.com/public/repo/doca"
+
+# Grafana's apt repository, suite "stable", component "main", signed by gpg.key at its root
+# (https://grafana.com/docs/grafana/latest/setup-grafana/installation/debian/).
+GRAFANA_REPO = "https://apt.grafana.com"

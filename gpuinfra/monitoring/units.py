@@ -1,0 +1,75 @@
+"""The monitoring daemons' systemd units and drop-ins, built by gpuinfra.units.unit_file.
+
+The GPU collector's service and timer (GPU nodes), the listen address of the DCGM exporter
+(GPU nodes) and of Grafana (the head) as drop-ins over their packaged units, and the Slurm
+exporter's unit (the head; the binary is a release tarball, no package ships a unit).
+"""
+
+from __future__ import annotations
+
+from gpuinfra.units import unit_file
+
+ROLE = "(monitoring role)"
+SLURM_EXPORTER_DOCS = "https://github.com/rivosinc/prometheus-slurm-exporter"
+DCGM_EXPORTER = "/usr/bin/dcgm-exporter"
+DCGM_COUNTERS = "/etc/dcgm-exporter/default-counters.csv"
+
+
+def collector_service(lib: str, out: str, textfile_dir: str) -> str:
+    """The GPU collector, run by its timer: ``{lib}/collect.py`` writes ``out`` (in
+    node_exporter's ``textfile_dir``, the only path it may write)."""
+    return unit_file({
+        "Unit": [("Description", "gpuinfra GPU metrics (nvidia-smi and the kernel log) for "
+                                 "node_exporter"),
+                 ("Documentation", f"file://{lib}/collect.py")],
+        "Service": [("Type", "oneshot"),
+                    ("ExecStart", f"/usr/bin/python3 -I {lib}/collect.py --out {out}"),
+                    ("TimeoutStartSec", "50s"),
+                    ("Nice", 10),
+                    ("NoNewPrivileges", "true"),
+                    ("ProtectSystem", "strict"),
+                    ("ProtectHome", "true"),
+                    ("PrivateTmp", "true"),
+                    ("ReadWritePaths", textfile_dir)],
+    }, about=f"GPU metrics for node_exporter's textfile collector {ROLE}.")
+
+
+def collector_timer() -> str:
+    """Runs the collector 20 s after boot, then every minute."""
+    return unit_file({
+        "Unit": [("Description", "gpuinfra GPU metrics every minute")],
+        "Timer": [("OnBootSec", "20s"), ("OnUnitActiveSec", "60s"), ("AccuracySec", "1s")],
+        "Install": [("WantedBy", "timers.target")],
+    }, about=f"Runs the GPU metrics collector every minute {ROLE}.")
+
+
+def dcgm_exporter_dropin(listen: str) -> str:
+    """dcgm-exporter on ``listen`` (``address:port``, the node's cluster address): the empty
+    ``ExecStart=`` drops the packaged command line."""
+    return unit_file({
+        "Service": [("ExecStart", ""),
+                    ("ExecStart", f"{DCGM_EXPORTER} -f {DCGM_COUNTERS} -a {listen}")],
+    }, about=f"Listen on the cluster network only {ROLE}.")
+
+
+def grafana_dropin(address: str, port: int) -> str:
+    """grafana-server on ``address``:``port`` (the head's cluster address)."""
+    return unit_file({
+        "Service": [("Environment", f"GF_SERVER_HTTP_ADDR={address}"),
+                    ("Environment", f"GF_SERVER_HTTP_PORT={port}")],
+    }, about=f"Listen on the cluster network only {ROLE}.")
+
+
+def slurm_exporter_unit(binary: str, version: str, listen: str) -> str:
+    """rivosinc/prometheus-slurm-exporter ``version`` (installed as ``binary``) on ``listen``,
+    after munge (it calls the Slurm commands, which authenticate through munge)."""
+    return unit_file({
+        "Unit": [("Description", "Prometheus exporter for Slurm (nodes by state, jobs)"),
+                 ("Documentation", SLURM_EXPORTER_DOCS),
+                 ("After", "network-online.target munge.service")],
+        "Service": [("ExecStart", f"{binary} -web.listen-address={listen} -slurm.cli-fallback"),
+                    ("DynamicUser", "yes"),
+                    ("Restart", "always"),
+                    ("RestartSec", 15)],
+        "Install": [("WantedBy", "multi-user.target")],
+    }, about=f"rivosinc/prometheus-slurm-exporter {version} {ROLE}.")
