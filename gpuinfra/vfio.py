@@ -17,11 +17,14 @@ from typing import TYPE_CHECKING
 from xml.etree import ElementTree as ET
 
 from gpuinfra.errors import GpuinfraError, clip
-from gpuinfra.header import HEADER, header
 from gpuinfra.parsers.pcisysfs import PciFunction, PciSysfs
 
 if TYPE_CHECKING:  # the spec imports this module's patterns; no import cycle at run time
     from gpuinfra.spec.model import VmSpec
+
+HEADER = "# Managed by gpuinfra (the vfio role): local edits are overwritten on the next deploy.\n"
+XML_HEADER = ("<!-- Managed by gpuinfra (the vfio role): local edits are overwritten on the next "
+              "deploy. -->\n")
 
 # A PCI function as `lspci -D` prints it (the domain may be left out: 0000), and a
 # vendor:device ID as `lspci -nn` prints it.
@@ -274,7 +277,7 @@ def domain_xml(vm: VmSpec, functions: Sequence[str]) -> str:
                 guest["multifunction"] = "on"
             ET.SubElement(hostdev, "address", guest)
     ET.indent(dom)
-    return header("<!--") + ET.tostring(dom, encoding="unicode") + "\n"
+    return XML_HEADER + ET.tostring(dom, encoding="unicode") + "\n"
 
 
 def qm_hostpci(devices: Sequence[str]) -> dict[str, str]:
