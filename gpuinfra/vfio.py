@@ -22,8 +22,12 @@ from gpuinfra.parsers.pcisysfs import PciFunction, PciSysfs
 if TYPE_CHECKING:  # the spec imports this module's patterns; no import cycle at run time
     from gpuinfra.spec.model import VmSpec
 
-HEADER = "# Managed by gpuinfra (the vfio role): local edits are overwritten on the next deploy.\n"
-XML_HEADER = ("<!-- Managed by gpuinfra (the vfio role): local edits are overwritten on the next "
+# The one line these files have carried since they were first deployed, kept byte for byte
+# (not gpuinfra.header's): the GRUB drop-in and modprobe.d file are judged by their bytes, and a
+# changed first line would run update-grub and update-initramfs and mark a reboot on every
+# hypervisor and RDMA node of a running cluster, for a comment.
+HEADER = "# Managed by gpuinfra (roles/vfio): local edits are overwritten on the next deploy.\n"
+XML_HEADER = ("<!-- Managed by gpuinfra (roles/vfio): local edits are overwritten on the next "
               "deploy. -->\n")
 
 # A PCI function as `lspci -D` prints it (the domain may be left out: 0000), and a
