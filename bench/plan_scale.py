@@ -32,7 +32,7 @@ def plan_once(workers: int) -> dict:
     worker_facts = load_facts("base-fresh", "debian-12", "monitoring-fresh", "gpu-fresh",
                               "gpu-debian-12", "munge-fresh", "slurm-fresh", "slurm-lab-worker1")
     spec = {"gpu_model": "H100-SXM5-80GB", "gpu_count": 8, "gpu_topology": "nvswitch-all-to-all"}
-    hosts = [FakeHost("head", ("head",), head_facts, {"ssh_hostname": "10.0.0.1"})]
+    hosts = [FakeHost("head", ("head",), head_facts, {"ssh_hostname": "10.255.255.1"})]
     hosts += [FakeHost(f"gpu{i:05d}", ("workers",), worker_facts,
                        {**spec, "ssh_hostname": f"10.{i // 65536}.{i // 256 % 256}.{i % 256}"})
               for i in range(1, workers + 1)]

@@ -29,7 +29,7 @@ from gpuinfra.errors import GpuinfraError
 from gpuinfra.parsers.cpus import CpuLayout, format_ranges, parse_cpu_list
 from gpuinfra.parsers.topo import TopoMatrix
 from gpuinfra.spec.model import ClusterSpec, NodeSpec
-from gpuinfra.spec.rules import Rule, clip, mapping_of, text
+from gpuinfra.spec.rules import Rule, clip, text
 
 MPS_COUNT_PER_GPU = 100  # gres/mps counts in percent of a GPU (gres.conf(5), mps)
 # The knobs' rules (gpuinfra_roles/slurm/defaults.py) and the checks below are the same rules.
@@ -46,8 +46,58 @@ def _extra_value(value: Any) -> str | None:
     return None
 
 
-CONF_EXTRA = mapping_of(_SLURM_KEY, Rule("a value without spaces, quotes or '#'", _extra_value),
-                        "{'Key': 'value'}, e.g. {'MaxJobCount': 20000}")
+# The slurm.conf keys the role writes itself (gpuinfra_roles/slurm/templates/etc/slurm/
+# slurm.conf.j2; a test holds this list to the template), and the node and partition lines:
+# an extra setting may not override them (Slurm takes the last value of a key, so
+# slurm_conf_extra = {"AuthType": "auth/none"} would quietly replace MUNGE). Compared without
+# case, as Slurm reads keys.
+MANAGED_KEYS = frozenset(k.lower() for k in (
+    "AccountingStorageHost", "AccountingStorageTRES", "AccountingStorageType", "AuthType",
+    "ClusterName", "CryptoType", "GresTypes", "JobAcctGatherType", "JobCompType", "MpiDefault",
+    "ProctrackType", "ReturnToService", "SchedulerType", "SelectType", "SelectTypeParameters",
+    "SlurmUser", "SlurmctldHost", "SlurmctldLogFile", "SlurmctldPidFile", "SlurmctldPort",
+    "SlurmdLogFile", "SlurmdPidFile", "SlurmdPort", "SlurmdSpoolDir", "SlurmdTimeout",
+    "StateSaveLocation", "TaskPlugin", "NodeName", "PartitionName", "Include",
+    "ControlMachine", "BackupController", "AccountingStorageUser", "AuthAltTypes",
+))
+# Programs slurmctld/slurmd run as root (slurm.conf(5)): only from root-owned system folders,
+# never a path a user could write (the spec cannot see owners; these folders are root's on
+# every distribution the roles support).
+_ROOT_PROGRAMS = frozenset(k.lower() for k in (
+    "Prolog", "Epilog", "PrologSlurmctld", "EpilogSlurmctld", "TaskProlog", "TaskEpilog",
+    "SrunProlog", "SrunEpilog", "HealthCheckProgram", "RebootProgram", "ResumeProgram",
+    "SuspendProgram", "ResvProlog", "ResvEpilog", "MailProg"))
+_ROOT_FOLDERS = ("/etc/slurm/", "/usr/sbin/", "/usr/bin/", "/usr/lib/", "/usr/libexec/",
+                 "/usr/local/sbin/", "/usr/local/lib/")
+
+
+def extra_problem(key: Any, value: Any) -> str | None:
+    """What is wrong with one ``slurm_conf_extra`` entry (None: fine)."""
+    problem = _SLURM_KEY.problem(key) or _extra_value(value)
+    if problem:
+        return problem
+    if key.lower() in MANAGED_KEYS:
+        return (f"{key} is written by the slurm role from the spec (cluster_name, the head, "
+                "MUNGE, the nodes and partitions): an extra setting may not override it")
+    if key.lower() in _ROOT_PROGRAMS and not (str(value).startswith(_ROOT_FOLDERS)
+                                              and ".." not in str(value)):
+        return (f"{key} runs as root: a program in a root-owned folder "
+                f"({', '.join(_ROOT_FOLDERS)})")
+    return None
+
+
+def _extra_check(extra: Any) -> str | None:
+    if not isinstance(extra, Mapping):
+        return "must be a dict"
+    for key, value in extra.items():
+        problem = extra_problem(key, value)
+        if problem:
+            return f"key {clip(key)}: {problem}"
+    return None
+
+
+CONF_EXTRA = Rule("{'Key': 'value'}, e.g. {'MaxJobCount': 20000}; not the keys the role "
+                  "writes; Prolog/Epilog programs in root-owned folders", _extra_check)
 
 
 class SlurmConfigError(GpuinfraError):
@@ -338,7 +388,7 @@ def extra_lines(extra: Any) -> list[str]:
         raise SlurmConfigError(f"slurm_conf_extra = {clip(extra)}: must be a dict of "
                                f"{CONF_EXTRA.allowed}")
     for key, value in extra.items():
-        problem = _SLURM_KEY.problem(key) or _extra_value(value)
+        problem = extra_problem(key, value)
         if problem:
             raise SlurmConfigError(f"slurm_conf_extra[{clip(key)}] = {clip(value)}: {problem} "
                                    "(a key is letters and digits)")

@@ -156,6 +156,26 @@ def sql_name() -> Rule:
                 "a database identifier")
 
 
+# MariaDB's own schemas: the slurm role grants ALL on its database to slurmdbd's user, so one
+# of these as slurm_db_name would hand that user the server's accounts and grants.
+SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")
+
+
+def database_name() -> Rule:
+    """A MariaDB database name the role may own: an identifier, not a system schema."""
+    name = sql_name()
+
+    def check(value: Any) -> str | None:
+        problem = name.problem(value)
+        if problem:
+            return problem
+        if value.lower() in SYSTEM_SCHEMAS:
+            return "a MariaDB system schema: slurmdbd's user would get ALL on it"
+        return None
+
+    return Rule(f"{name.allowed}, not {', '.join(SYSTEM_SCHEMAS)}", check)
+
+
 # ------------------------------------------------------------------------------ addresses
 
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"

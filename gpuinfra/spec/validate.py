@@ -9,6 +9,7 @@ Keys with more to check have their own modules (``gpus``, ``sharing``, ``rdma``,
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -110,6 +111,7 @@ def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (
     settings = _knob_settings(hosts, knobs, errs)
     nodes = tuple(_node(host, cluster, settings[host.name], errs) for host in hosts)
     _check_short_names(nodes, errs)
+    _check_unique_addresses(nodes, errs)
     _check_heads(nodes, cluster["schedulers"], errs)
     _check_shared_workers(nodes, cluster["scheduler_sharing"], errs)
     if "kubernetes" in cluster["schedulers"]:
@@ -426,7 +428,49 @@ def _address(host: HostInput, errs: Collector) -> str | None:
                  "the node's IPv4 or IPv6 address on the cluster network",
                  f"set node_address {WHERE_HOST}, or remove it (an IP ssh_hostname is used)")
         return None
-    return node_address(host.data)
+    address = node_address(host.data)
+    problem = _not_a_node_address(address)
+    if address is not None and problem:
+        field = "node_address" if value is not None else "ssh_hostname"
+        errs.add(host.name, field, host.data.get(field), problem,
+                 "one unicast address of this node on the cluster network",
+                 f"set node_address {WHERE_HOST} to the node's own address")
+        return None
+    return address
+
+
+def _not_a_node_address(address: str | None) -> str | None:
+    """Why ``address`` cannot be one node's address on the cluster network (every daemon of the
+    node listens there, /etc/hosts and slurm.conf name it): None when it can."""
+    if address is None:
+        return None
+    ip = ipaddress.ip_address(address)
+    if ip.is_unspecified:
+        return "the unspecified address: every daemon would listen on every interface"
+    if ip.is_loopback:
+        return "a loopback address: no other node reaches it"
+    if ip.is_multicast:
+        return "a multicast address, not one node's"
+    if isinstance(ip, ipaddress.IPv4Address) and ip == ipaddress.IPv4Address("255.255.255.255"):
+        return "the broadcast address, not one node's"
+    if ip.is_link_local:
+        return "a link-local address: valid on one link only, and not in /etc/hosts"
+    return None
+
+
+def _check_unique_addresses(nodes: Sequence[NodeSpec], errs: Collector) -> None:
+    """Two hosts at one address would be one machine deployed as two (and /etc/hosts would
+    name it twice)."""
+    by_address: dict[str, list[str]] = {}
+    for node in nodes:
+        if node.address is not None:
+            by_address.setdefault(node.address, []).append(node.name)
+    for address, names in by_address.items():
+        if len(names) > 1:
+            errs.add(names[0], "node_address", address,
+                     f"{len(names)} hosts have this address: {', '.join(names)}",
+                     "one address per host", "give each host its own node_address "
+                     f"{WHERE_HOST}")
 
 
 # ---------------------------------------------------------------------------- role knobs

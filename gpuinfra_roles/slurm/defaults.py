@@ -7,7 +7,7 @@ before any host is touched; keys whose value lands in slurm.conf must agree on e
 
 from gpuinfra.slurmconf import CONF_EXTRA, GRES_TYPE
 from gpuinfra.spec.knobs import Knob, defaults
-from gpuinfra.spec.rules import integer, optional, sql_name
+from gpuinfra.spec.rules import database_name, integer, optional, sql_name
 
 KNOBS = (
     # GRES type of the node's GPUs (``--gres=gpu:<type>:N``). None: the spec's gpu_model in
@@ -25,7 +25,7 @@ KNOBS = (
          site_wide=True),
     # Accounting database (slurm_accounting in the spec turns it on): database and user
     # (MariaDB, unix_socket authentication for the slurm user: no password to keep).
-    Knob("slurm_db_name", "slurm_acct_db", sql_name(), "the accounting database"),
+    Knob("slurm_db_name", "slurm_acct_db", database_name(), "the accounting database"),
     Knob("slurm_db_user", "slurm", sql_name(), "the accounting database's user (an OS user)"),
 )
 

@@ -19,11 +19,12 @@ from pyinfra import host
 from pyinfra.api import FactBase, StringCommand, operation
 
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.spec.rules import clip, sql_name
+from gpuinfra.spec.rules import clip, database_name, sql_name
 from gpuinfra_deploy.facts._base import quiet
 from gpuinfra_deploy.ops.checked import check_script, checked_files
 
 SQL_NAME = sql_name()
+DATABASE_NAME = database_name()
 
 STAGE_DIR = "/etc/slurm/.gpuinfra-staged"
 
@@ -64,9 +65,10 @@ def checked_config(files: Mapping[str, str], check_as: str, elsewhere: bool = Fa
 def check_sql_name(value: str, what: str) -> str:
     """``value`` when it is safe as a MariaDB identifier in the role's SQL (the rule the spec
     gate applies to slurm_db_name/slurm_db_user); raises GpuinfraError naming ``what``."""
-    problem = SQL_NAME.problem(value)
+    rule = DATABASE_NAME if what == "database" else SQL_NAME
+    problem = rule.problem(value)
     if problem:
-        raise GpuinfraError(f"slurm: {what} = {clip(value)}: {problem} ({SQL_NAME.allowed})")
+        raise GpuinfraError(f"slurm: {what} = {clip(value)}: {problem} ({rule.allowed})")
     return value
 
 

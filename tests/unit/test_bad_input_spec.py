@@ -168,3 +168,30 @@ def test_the_apt_proxy_file_never_carries_a_directive(proxy):
     with pytest.raises(GpuinfraError):
         apt_proxy_conf(proxy)
     assert apt_proxy_conf("http://u:pw@p.example:3128").count('"') == 4
+
+
+# ----------------------------------------------------------------------------- node addresses
+
+def _at(**addresses: str) -> list[HostInput]:
+    site = valid_site()
+    for name, address in addresses.items():
+        site[name][1]["node_address"] = address
+    return hosts(site)
+
+
+@pytest.mark.parametrize("address,words", [
+    ("0.0.0.0", "unspecified"), ("::", "unspecified"),
+    ("127.0.0.1", "loopback"), ("::1", "loopback"),
+    ("255.255.255.255", "broadcast"), ("224.0.0.1", "multicast"), ("ff02::1", "multicast"),
+    ("169.254.10.1", "link-local"), ("fe80::1", "link-local"),
+])
+def test_a_node_address_that_is_not_one_nodes_is_refused(address, words):
+    errors = [e for e in spec_problems(_at(gpu01=address)) if e.field == "node_address"]
+    assert len(errors) == 1 and errors[0].host == "gpu01" and words in errors[0].problem, errors
+
+
+def test_one_address_on_two_hosts_is_refused_naming_both():
+    errors = [e for e in spec_problems(_at(gpu01="10.0.0.5", gpu02="10.0.0.5"))
+              if e.field == "node_address"]
+    assert len(errors) == 1 and "gpu01, gpu02" in errors[0].problem, errors
+    assert not spec_problems(_at(gpu01="10.0.0.5", gpu02="10.0.0.6", head01="fd00::1"))

@@ -130,3 +130,11 @@ def test_knob_typo_check_can_fail():
     typo = hosts(slurm_memory_reserve_precent=3)
     assert validate(typo, (), ()) == []
     assert validate(typo, (), (Knob("slurm_memory_reserve_percent", 2, ROLE_KNOBS[0].rule, ""),))
+
+
+@pytest.mark.parametrize("name", ["mysql", "MySQL", "information_schema", "performance_schema",
+                                  "sys"])
+def test_the_accounting_database_is_never_a_system_schema(name):
+    errors = [e for e in spec_problems(hosts(slurm_db_name=name)) if e.field == "slurm_db_name"]
+    assert errors and "system schema" in errors[0].problem, errors
+    assert "slurm_acct_db" not in errors[0].problem

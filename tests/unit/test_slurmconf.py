@@ -18,6 +18,8 @@ from gpuinfra.parsers.slurm import parse_slurmd_gres
 from gpuinfra.parsers.system import parse_gpu_minors
 from gpuinfra.parsers.topo import TopoMatrix, parse_topo
 from gpuinfra.slurmconf import (
+    CONF_EXTRA,
+    MANAGED_KEYS,
     MPS_COUNT_PER_GPU,
     GpuDevice,
     NodeHardware,
@@ -500,3 +502,35 @@ def test_templates_refuse_missing_values():
         TEMPLATES.render("/etc/slurm/cgroup.conf", settings={})
     with pytest.raises(UndefinedError):
         TEMPLATES.render("/etc/slurm/slurm.conf", conf=lab_conf(), settings={})
+
+
+# ----------------------------------------------------------------------------- managed keys
+
+def test_managed_keys_cover_every_key_the_template_writes():
+    template = (REPO / "gpuinfra_roles/slurm/templates/etc/slurm/slurm.conf.j2").read_text()
+    written = {k.lower() for k in re.findall(r"^([A-Za-z]+)=", template, re.MULTILINE)}
+    assert written and written <= MANAGED_KEYS, written - MANAGED_KEYS
+
+
+@pytest.mark.parametrize("extra,words", [
+    ({"AuthType": "auth/none"}, "AuthType is written by the slurm role"),
+    ({"clustername": "other"}, "is written by the slurm role"),
+    ({"SlurmctldHost": "evil"}, "is written by the slurm role"),
+    ({"NodeName": "x"}, "is written by the slurm role"),
+    ({"PartitionName": "all"}, "is written by the slurm role"),
+    ({"Prolog": "/tmp/p.sh"}, "Prolog runs as root"),
+    ({"Epilog": "/etc/slurm/../../tmp/e"}, "Epilog runs as root"),
+    ({"HealthCheckProgram": "/home/u/x"}, "HealthCheckProgram runs as root"),
+])
+def test_extra_settings_may_not_override_what_the_role_writes_nor_run_user_programs(extra, words):
+    assert words in CONF_EXTRA.problem(extra)
+    with pytest.raises(SlurmConfigError, match=words):
+        extra_lines(extra)
+
+
+def test_extra_settings_the_role_does_not_write_pass():
+    fine = {"MaxJobCount": 20000, "Prolog": "/etc/slurm/prolog.d/gpu.sh",
+            "HealthCheckProgram": "/usr/sbin/nhc"}
+    assert CONF_EXTRA.problem(fine) is None
+    assert extra_lines(fine) == ["MaxJobCount=20000", "Prolog=/etc/slurm/prolog.d/gpu.sh",
+                                 "HealthCheckProgram=/usr/sbin/nhc"]
