@@ -40,7 +40,7 @@ NVIDIA_SMI = "/usr/bin/nvidia-smi"
 COMPUTE_MODE = "EXCLUSIVE_PROCESS"
 DEFAULT_THREAD_PERCENTAGE = 100  # the daemon's own default [mps-tools]
 
-_SIZE = re.compile(r"(?P<n>\d{1,12})(?P<unit>[KMGT]?)B?", re.IGNORECASE)
+_SIZE = re.compile(r"(?P<n>[0-9]{1,12})(?P<unit>[KMGT]?)B?", re.IGNORECASE)
 
 
 def pinned_limit(size: str) -> str:

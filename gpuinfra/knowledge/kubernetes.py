@@ -41,7 +41,7 @@ KUBELET_API = "kubelet.config.k8s.io/v1beta1"
 CRI_SOCKET = "unix:///run/containerd/containerd.sock"
 DEFAULT_IMAGE_REPOSITORY = "registry.k8s.io"
 # Where kubeadm and containerd pull the control-plane and pause images (a mirror keeps names).
-IMAGE_REPOSITORY = re.compile(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:\d{1,5})?(/[a-z0-9._-]+)*")
+IMAGE_REPOSITORY = re.compile(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9._-]+)*")
 API_SERVER_PORT = 6443
 
 PKGS_URL = "https://pkgs.k8s.io"
@@ -78,7 +78,7 @@ RELEASES: dict[str, KubernetesRelease] = {r.minor: r for r in (
 SUPPORTED_MINORS = tuple(RELEASES)
 DEFAULT_VERSION = "1.35.8"
 
-_VERSION = re.compile(r"1\.(\d{1,2})\.(\d{1,3})")
+_VERSION = re.compile(r"1\.([0-9]{1,2})\.([0-9]{1,3})")
 
 
 def minor_of(version: str) -> str:
@@ -124,7 +124,7 @@ def containerd_recommended(version: str, containerd_version: str) -> str | None:
     """Why ``containerd_version`` is not containerd's recommendation for Kubernetes
     ``version`` (None when it is). Versions as ``1.6.20`` (a Debian revision is ignored)."""
     floors = release(version).containerd_floor
-    match = re.match(r"(?:\d+:)?(\d+)\.(\d+)\.(\d+)", containerd_version or "")
+    match = re.match(r"(?:[0-9]+:)?([0-9]+)\.([0-9]+)\.([0-9]+)", containerd_version or "")
     if not match:
         return f"containerd version {containerd_version!r} unknown"
     series = f"{match[1]}.{match[2]}"
@@ -165,7 +165,7 @@ DEFAULT_CNI = "flannel"
 DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin"
 DEFAULT_DEVICE_PLUGIN_VERSION = "v0.17.1"
 # v0.15.0 brought MPS sharing and GFD into one image; the config file format v1 is older.
-DEVICE_PLUGIN_VERSION = re.compile(r"v0\.(1[5-9]|[2-9]\d)\.\d{1,3}")
+DEVICE_PLUGIN_VERSION = re.compile(r"v0\.(1[5-9]|[2-9][0-9])\.[0-9]{1,3}")
 MPS_ROOT = "/run/nvidia/mps"
 
 # Node labels the device plugin, GFD and the kubernetes role use (docs/hardware-reference.md 6).

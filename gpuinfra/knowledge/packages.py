@@ -117,7 +117,7 @@ CONTAINER_TOOLKIT_PACKAGES = (
     "libnvidia-container1",
 )
 
-_VERSION = re.compile(r"^(?:\d+:)?(?P<upstream>\d+(?:\.\d+)+)(?:-[0-9A-Za-z.+~]+)?$")
+_VERSION = re.compile(r"^(?:[0-9]+:)?(?P<upstream>[0-9]+(?:\.[0-9]+)+)(?:-[0-9A-Za-z.+~]+)?$")
 
 
 @dataclass(frozen=True)

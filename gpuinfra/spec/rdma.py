@@ -27,8 +27,8 @@ from gpuinfra.spec.checks import WHERE_ALL, WHERE_HOST, Collector, check_nested_
 from gpuinfra.spec.model import HYPERVISOR_GROUP, LINK_LAYERS, HostInput, NodeSpec, RdmaNic
 
 NIC_KEYS = ("name", "pci", "ats", "link_layer", "rate_gbps", "model", "gid_index", "netdev")
-_NIC_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-_NETDEV = re.compile(r"[A-Za-z0-9_.-]{1,15}")  # IFNAMSIZ - 1
+_NIC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # never "-x" (an option) or ".."
+_NETDEV = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,14}")  # IFNAMSIZ - 1; no "-x", ".."
 _PCI_BDF = re.compile(r"([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
 _EXAMPLE = ("{'name': 'mlx5_0', 'pci': '0000:17:00.0', 'link_layer': 'infiniband', "
             "'rate_gbps': 400, 'model': 'ConnectX-7'}")

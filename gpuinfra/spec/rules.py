@@ -146,7 +146,7 @@ def debian_package() -> Rule:
 
 def debian_version() -> Rule:
     """An exact package version as apt prints it (``535.261.03-1``, ``1:2.3-0ubuntu1``)."""
-    return text(r"(\d+:)?[0-9][A-Za-z0-9.+~-]{0,99}",
+    return text(r"([0-9]+:)?[0-9][A-Za-z0-9.+~-]{0,99}",
                 "an exact package version as `apt-cache policy` prints it, e.g. '535.261.03-1'",
                 "a package version")
 
@@ -211,7 +211,7 @@ def ip_address() -> Rule:
 
 _URL = re.compile(
     rf"(?P<scheme>https?)://(?:(?P<userinfo>{_USERINFO})@)?"
-    rf"(?P<host>{HOSTNAME}|\[[0-9A-Fa-f:.]+\])(?::(?P<port>\d{{1,5}}))?(?P<path>{_PATH})"
+    rf"(?P<host>{HOSTNAME}|\[[0-9A-Fa-f:.]+\])(?::(?P<port>[0-9]{{1,5}}))?(?P<path>{_PATH})"
 )
 
 

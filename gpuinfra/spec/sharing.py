@@ -13,7 +13,7 @@ from gpuinfra.spec.model import SHARING_MODES, GpuSharing, GpuSpec, HostInput
 from gpuinfra.spec.rules import clip
 
 MPS_MIN_CLIENTS, MPS_MAX_CLIENTS = 2, 48  # Volta+ MPS: 48 clients per device [mps-doc]
-_MEM_LIMIT = re.compile(r"\d{1,12}[KMGT]?B?", re.IGNORECASE)
+_MEM_LIMIT = re.compile(r"[0-9]{1,12}[KMGT]?B?", re.IGNORECASE)
 
 
 _SHARING_KEYS = {

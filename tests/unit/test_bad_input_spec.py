@@ -195,3 +195,13 @@ def test_one_address_on_two_hosts_is_refused_naming_both():
               if e.field == "node_address"]
     assert len(errors) == 1 and "gpu01, gpu02" in errors[0].problem, errors
     assert not spec_problems(_at(gpu01="10.0.0.5", gpu02="10.0.0.6", head01="fd00::1"))
+
+
+@pytest.mark.parametrize("limit", ["\u0661\u0660G", "1\u06f0G"])
+def test_unicode_digits_are_not_digits_to_the_files_they_land_in(limit):
+    """`\\d` matches Arabic-Indic digits; the MPS limit lands in a unit file and
+    nvidia-cuda-mps-control: ASCII digits only."""
+    site = valid_site()
+    site["gpu02"][1]["gpu_sharing"] = {"mode": "mps", "clients": 4,
+                                       "pinned_mem_limit": limit}
+    assert [e for e in spec_problems(hosts(site)) if "pinned_mem_limit" in e.field]

@@ -173,3 +173,16 @@ def test_no_gpudirect_path_is_warned_at_validation():
     assert warned and "no GPUDirect RDMA" in warned[0].message
     spec = build_spec(site(gpu01={"nvidia_driver_open_modules": True}))  # DMA-BUF
     assert not [w for w in spec.warnings if w.field == "rdma_nics"]
+
+
+@pytest.mark.parametrize("name", ["-d", "--help", "..", ".", "mlx5_0 x", "mlx5\u0660"])
+def test_a_nic_name_that_would_be_an_option_or_a_path_is_refused(name):
+    """`rdma link add NAME ...`, `ib_write_bw -d NAME`: a name starting with '-' is an option,
+    '..' a path; Unicode digits are not the kernel's."""
+    assert problems(site([{**NIC, "name": name}]), "rdma_nics[0]['name']")
+
+
+@pytest.mark.parametrize("netdev", ["-x", "..", "enp0s\u0663"])
+def test_a_netdev_that_would_be_an_option_or_a_path_is_refused(netdev):
+    hosts = site([{**RXE, "netdev": netdev}], everywhere={"soft_roce": True})
+    assert problems(hosts, "rdma_nics[0]['netdev']")
