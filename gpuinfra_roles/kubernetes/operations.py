@@ -139,12 +139,14 @@ def _join(state: Any, host: Any, head: Any, settings: Mapping[str, Any]) -> None
     plane afterwards. The token is never printed, logged, written here or put on a command line
     (pyinfra passes (state, host))."""
     node = host
+    # Everything the join needs from the head is read before the token exists: a failure
+    # there leaves no live token behind (it would stay valid for its whole TTL).
+    ca_hash = run(head, StringCommand(kubeadm.CA_HASH_COMMAND), "the CA key hash").strip()
     token = run(head, StringCommand(
         "kubeadm", "token", "create", "--kubeconfig", kubeadm.ADMIN_CONF,
         "--ttl", kubeadm.JOIN_TOKEN_TTL,
         "--description", QuoteString(f"gpuinfra: join of {settings['node_name']}")),
         "kubeadm token create").strip()
-    ca_hash = run(head, StringCommand(kubeadm.CA_HASH_COMMAND), "the CA key hash").strip()
     secrets = [token, token.split(".")[-1]]
     try:
         text = kubeadm.join_config(token=token, ca_hash=ca_hash, **settings)

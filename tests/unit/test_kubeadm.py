@@ -152,3 +152,13 @@ def test_upgrade_steps_go_one_minor_at_a_time_control_plane_first():
     assert "(w1, w2)" in steps and "kubectl drain" in steps
     same_minor = kubeadm.upgrade_steps("1.35.2-1.1", "1.35.8", "head", [])
     assert "first" not in same_minor
+
+
+def test_a_failure_reading_the_ca_hash_leaves_no_token_alive():
+    """The token is made only once everything else is read from the head: a CA hash that
+    cannot be read leaves no token (it would stay valid for its TTL)."""
+    head = FakeHost("k8s-head", {"openssl x509": (False, "", "no such file"),
+                                 "kubeadm token create": (True, f"{TOKEN}\n", "")})
+    with pytest.raises(GpuinfraError, match="the CA key hash failed on k8s-head"):
+        _join(None, FakeHost("gpu01"), head, SETTINGS)
+    assert not [c for c in head.commands if "token create" in c]
