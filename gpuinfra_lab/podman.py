@@ -92,21 +92,27 @@ def sbin_path() -> str:
     return os.environ.get("PATH", "") + ":/usr/local/sbin:/usr/sbin:/sbin"
 
 
+def apt_install(packages: list[str], missing: list[str], log: Path,
+                recommends: bool = True) -> None:
+    """Install ``packages`` with apt-get (``missing``: the tools that were not found, for the
+    messages); apt's output goes to ``log``. The lab's one way of installing host tools."""
+    if shutil.which("apt-get") is None:
+        raise LabError(f"{', '.join(missing)} missing and no apt-get to install it")
+    say(f"installing {' '.join(packages)} (missing: {', '.join(missing)})")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    options = [] if recommends else ["--no-install-recommends"]
+    with log.open("wb") as out:
+        proc = subprocess.run(["apt-get", "install", "-y", *options, *packages], stdout=out,
+                              stderr=out, env=env)
+    if proc.returncode != 0:
+        raise LabError(f"apt-get install {' '.join(packages)} failed (see {log})")
+
+
 def ensure_host_tools(log: Path) -> None:
     """Install podman, runc and debootstrap with apt-get when any is missing."""
     missing = [t for t in HOST_TOOLS if shutil.which(t, path=sbin_path()) is None]
-    if not missing:
-        return
-    if shutil.which("apt-get") is None:
-        raise LabError(f"{', '.join(missing)} missing and no apt-get to install it")
-    say(f"installing {' '.join(HOST_TOOLS)} (missing: {', '.join(missing)})")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    with log.open("wb") as out:
-        proc = subprocess.run(
-            ["apt-get", "install", "-y", *HOST_TOOLS], stdout=out, stderr=out, env=env
-        )
-    if proc.returncode != 0:
-        raise LabError(f"apt-get install {' '.join(HOST_TOOLS)} failed (see {log})")
+    if missing:
+        apt_install(list(HOST_TOOLS), missing, log)
 
 
 def ensure_network(podman: Podman) -> str:

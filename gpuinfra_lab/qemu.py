@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuinfra_lab.podman import last_line, sbin_path
+from gpuinfra_lab.podman import apt_install, last_line, sbin_path
 from gpuinfra_lab.profiles import SEGMENT_SLOT, GuestMachine, HostPlan
 from gpuinfra_lab.state import LabError, ensure_ed25519, say
 
@@ -87,17 +87,8 @@ def ensure_vm_tools(log: Path) -> None:
     """Install QEMU (qemu-system-x86, qemu-utils) with apt-get when it is missing."""
     missing = sorted({pkg for tool, pkg in VM_TOOLS.items()
                       if shutil.which(tool, path=sbin_path()) is None})
-    if not missing:
-        return
-    if shutil.which("apt-get") is None:
-        raise LabError(f"{', '.join(missing)} missing and no apt-get to install it")
-    say(f"installing {' '.join(missing)}")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    with log.open("wb") as out:
-        proc = subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", *missing],
-                              stdout=out, stderr=out, env=env)
-    if proc.returncode != 0:
-        raise LabError(f"apt-get install {' '.join(missing)} failed (see {log})")
+    if missing:
+        apt_install(missing, missing, log, recommends=False)
 
 
 # ---------------------------------------------------------------------------- the command line
