@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuinfra.spec import NodeSpec
+from gpuinfra_deploy.ops.gpu import node_driver
 from gpuinfra_deploy.run.site import Site, this_node
 
 
@@ -56,8 +57,6 @@ class Role:
             return
         args: tuple[Any, ...] = ()
         if self.takes_driver:
-            from gpuinfra_deploy.ops.gpu import node_driver
-
             args = (site.once(("driver", node.name), lambda: node_driver(site, node)),)
         if self.needs_head:
             self.deploy(site, node, *args, _if=site.head_up)
