@@ -55,17 +55,17 @@ def group_data_of(args: argparse.Namespace) -> str | None:
     """The group_data folder to read (None: found beside the inventory); GpuinfraError when
     none is found and --no-group-data was not given: a site read without its group_data
     would be judged on defaults, silently."""
-    from gpuinfra_deploy.run.inventory import group_data_folders
+    from gpuinfra_deploy.run.inventory import group_data_candidates, group_data_folders
 
     if args.group_data or args.no_group_data:
         return args.group_data
     if not Path(args.inventory).is_file() or group_data_folders(args.inventory):
         return None
-    inventory = Path(args.inventory).resolve()
+    looked = ", ".join(str(c) for c in group_data_candidates(args.inventory))
     raise GpuinfraError(
-        f"{args.inventory}: no group_data/ folder found (looked in {Path.cwd()}, "
-        f"{inventory.parent}, {inventory.parent.parent}): run from the site's root, give "
-        "--group-data DIR, or --no-group-data if the site keeps all its data in the inventory")
+        f"{args.inventory}: no group_data/ folder found (looked for {looked}): run from the "
+        "site's root, give --group-data DIR, or --no-group-data if the site keeps all its data "
+        "in the inventory")
 
 
 def run_validate(args: argparse.Namespace) -> int:

@@ -21,14 +21,18 @@ from gpuinfra.spec import HostInput
 from gpuinfra_deploy.pyinfra_patches.loader import InventoryError, checked_loading
 
 
-def group_data_folders(inventory: str, cwd: str | None = None) -> list[Path]:
-    """The group_data folders a deploy of ``inventory`` reads, as pyinfra finds them (beside
-    the working directory and beside the inventory file), plus the site's root (the folder
-    above ``inventory/``), so a site is read the same from any working directory."""
+def group_data_candidates(inventory: str, cwd: str | None = None) -> list[Path]:
+    """Where a site's group_data may be, in order: beside the working directory and beside
+    the inventory file (as pyinfra looks), and the site's root (the folder above
+    ``inventory/``), so a site is read the same from any working directory."""
     file = Path(inventory).resolve()
-    candidates = [Path(cwd or os.getcwd()).resolve() / "group_data",
-                  file.parent / "group_data", file.parent.parent / "group_data"]
-    return [c for c in dict.fromkeys(candidates) if c.is_dir()]
+    return list(dict.fromkeys([Path(cwd or os.getcwd()).resolve() / "group_data",
+                               file.parent / "group_data", file.parent.parent / "group_data"]))
+
+
+def group_data_folders(inventory: str, cwd: str | None = None) -> list[Path]:
+    """The group_data folders a deploy of ``inventory`` reads: the candidates that exist."""
+    return [c for c in group_data_candidates(inventory, cwd) if c.is_dir()]
 
 
 def load_hosts(path: str, cwd: str | None = None,

@@ -24,7 +24,6 @@ from gpuinfra.spec import (
     SpecError,
     SpecInvalid,
     build_cluster,
-    validate,
 )
 from gpuinfra.spec.knobs import Knob
 
@@ -97,8 +96,6 @@ def build_spec(hosts: Sequence[HostInput], duplicates: Sequence[str] = (),
 def spec_problems(hosts: Sequence[HostInput], duplicates: Sequence[str] = (),
                   roles: Sequence[str] | None = None) -> list[SpecError]:
     """Every problem of the site's spec and role data (empty when valid)."""
-    if roles is None:
-        return validate(hosts, duplicates, knobs_of(None))
     try:
         build_spec(hosts, duplicates, roles)
     except SpecInvalid as exc:

@@ -11,6 +11,7 @@ plan tests.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
@@ -35,19 +36,28 @@ THEIRS = {"gpu_mode": "compute", "monitoring_enabled": "yes", "common_packages":
           "rack": "r12", "owner": "team-a"}
 
 
-def readme_deploy() -> str:
-    """The deploy file of the README's section, between its two markers."""
-    found = re.search(r"<!-- foreign-deploy -->\n```python\n(.*?)```\n<!-- /foreign-deploy -->",
+def readme_block(name: str) -> str:
+    """A Python block of the README's section, between its ``<!-- name -->`` markers."""
+    found = re.search(rf"<!-- {name} -->\n```python\n(.*?)```\n<!-- /{name} -->",
                       README.read_text(), re.S)
-    assert found, "README.md lost its 'Use one role in your own deploy' deploy file"
+    assert found, f"README.md lost its 'Use one role in your own deploy' block {name}"
     return found.group(1)
 
 
-def readme_inventory() -> str:
-    found = re.search(r"<!-- foreign-inventory -->\n```python\n(.*?)```\n"
-                      r"<!-- /foreign-inventory -->", README.read_text(), re.S)
-    assert found, "README.md lost its 'Use one role in your own deploy' inventory"
-    return found.group(1)
+def readme_deploy() -> str:
+    """The README's foreign deploy file."""
+    return readme_block("foreign-deploy")
+
+
+def test_the_readme_inventory_uses_the_groups_its_deploy_names():
+    """The README's inventory and deploy file belong together: every group of the inventory
+    is one the deploy hands the role (GROUPS), and the tests use those group names."""
+    inventory: dict[str, Any] = {}
+    exec(readme_block("foreign-inventory"), inventory)  # noqa: S102 - our own README
+    groups = {k for k, v in inventory.items() if not k.startswith("__") and isinstance(v, list)}
+    assigned = re.search(r"^GROUPS = (\{.*\})$", readme_deploy(), re.M)
+    assert assigned and groups and groups <= set(ast.literal_eval(assigned.group(1)).values())
+    assert {"login", "gpu_nodes"} <= groups
 
 
 @pytest.fixture(scope="session")
