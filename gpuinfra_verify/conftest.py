@@ -33,11 +33,17 @@ from gpuinfra_verify.ssh import HostKeyProblem, testinfra_host
 _SITE = pytest.StashKey[Site]()
 _SITE_JSON_KEY = pytest.StashKey[str]()
 _SITE_JSON = "gpuinfra_verify_site"
+# Hosts named by --local: reached through testinfra's local backend (this machine).
+_LOCAL_HOSTS: set[str] = set()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--inventory", metavar="FILE",
                      help="pyinfra inventory to verify (inventory/<site>.py)")
+    parser.addoption("--local", metavar="HOST", action="append", default=[],
+                     help="HOST is the machine pytest runs on: its checks run here, through "
+                          "testinfra's local backend, not over SSH (repeatable; on a node "
+                          "with no SSH from the laptop, or to prove a node from itself)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -53,6 +59,14 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_SITE] = site_from_json(path, text)
     except SpecInvalid as exc:
         raise pytest.UsageError(format_errors(exc.errors)) from None
+    local = config.getoption("local", default=[]) or []
+    known = {n.name for n in config.stash[_SITE].spec.nodes}
+    unknown = [name for name in local if name not in known]
+    if unknown:
+        raise pytest.UsageError(
+            f"--local {unknown[0]}: no such host in {path} (hosts: {', '.join(sorted(known))}); "
+            "fix: name the inventory host this machine is")
+    _LOCAL_HOSTS.update(local)
 
 
 def _named(config: pytest.Config) -> bool:
@@ -143,6 +157,10 @@ def node_data(site: Site, node_name: str) -> Mapping[str, Any]:
 def _reach(site: Site, name: str) -> Host:
     """The testinfra host ``name``, its SSH key checked; a key the site does not trust fails
     the test with both fingerprints and the fix (no test of that host runs on it)."""
+    if name in _LOCAL_HOSTS:
+        import testinfra
+
+        return testinfra.get_host("local://")
     try:
         return testinfra_host(site.target(name))
     except HostKeyProblem as exc:

@@ -124,16 +124,27 @@ def test_persistenced_running(host: Host, node: NodeSpec, driver: dict[str, Any]
     if not driver["nvidia_driver_persistence_mode"]:
         pytest.skip("nvidia_driver_persistence_mode is False in this site's data")
     _loaded_driver_needed(reboot_reasons)
-    state = host.run("systemctl is-active nvidia-persistenced").stdout.strip() or "unknown"
+    run = host.run("systemctl is-active nvidia-persistenced")
+    state = run.stdout.strip() or "unknown"
     if state == "active":
         return
     why = (node_data.get("lab_expected_failures") or {}).get("nvidia-persistenced.service")
     if why:
         pytest.skip(f"nvidia-persistenced is {state}, as expected in this lab: {why}")
+    if run.rc == 127:
+        state = "not managed: this host has no systemctl"
+    cause = ("the daemon failed to start: the driver is not loaded, its user or group is "
+             "missing, or /dev/nvidia* is not accessible to the group its drop-in names")
+    modes = set(host.run("nvidia-smi --query-gpu=persistence_mode --format=csv,noheader")
+                .stdout.split())
+    if modes == {"Enabled"}:
+        # Seen on the lent H100 (tests/fixtures/device/h100-80gb-hbm3-vm-drv580.159.04): mode
+        # Enabled, no daemon; the driver logs "Persistence mode is deprecated and will be
+        # removed in a future release. Please use nvidia-persistenced instead."
+        cause = ("persistence mode is on without the daemon (`nvidia-smi -pm 1`, which the "
+                 "driver's own log calls deprecated): it is lost when the driver reloads")
     fail(note, problem(
-        node.name, f"nvidia-persistenced is {state}, not active",
-        "the daemon failed to start: the driver is not loaded, its user or group is missing, "
-        "or /dev/nvidia* is not accessible to the group its drop-in names",
+        node.name, f"nvidia-persistenced is {state}, not active", cause,
         "`systemctl status nvidia-persistenced` and `journalctl -b -u nvidia-persistenced`; "
         "deploy the nvidia_driver role, reboot if a driver change is pending"))
 

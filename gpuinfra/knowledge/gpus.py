@@ -119,7 +119,9 @@ def _mig(*rows: tuple[Any, ...]) -> dict[str, MigProfile]:
 # Placements (start slices on the 8-slice memory axis), as `nvidia-smi mig -lgipp` prints them
 # on an H100 80GB HBM3 (profile IDs 19/20/15/14/9/5/0: {0..6}:1, {0..6}:1, {0,2,4,6}:2,
 # {0,2,4}:2, {0,4}:4, {0}:4, {0}:8), the same on the H100 NVL in NVIDIA's MIG blog post and on
-# A100 in the MIG user guide's placement figure [mig-profiles]; posted captures:
+# A100 in the MIG user guide's placement figure [mig-profiles]; captured on a real H100 80GB
+# HBM3, driver 580.159.04: tests/fixtures/device/h100-80gb-hbm3-vm-drv580.159.04/mig-lgipp.txt
+# (tests/unit/test_device_captures.py holds this table to it); an earlier posted capture:
 # tests/fixtures/mig/h100-80gb-hbm3-mig-lgipp-UNRESOLVED-SOURCE.txt.
 # No 1g instance starts on slice 7: 7x 1g fills slices 0-6, and a layout like
 # 3g + 2g + 2x 1g fits only with the 3g on slices 4-7.

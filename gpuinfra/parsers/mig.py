@@ -13,8 +13,13 @@ The first four print a boxed table whose title names the listing::
 
 Each record sits between ``+---+`` borders: one main row, and for the profile listings one
 continuation row (the second line of the two-line header). ``-lgipp`` prints one line per
-profile (``GPU  0 Profile ID 14 Placements: {0,1,2,3}:1``). Without MIG every listing prints
-``No MIG-enabled devices found.``
+profile (``GPU  0 Profile ID 14 Placements: {0,1,2,3}:1``). Without MIG, ``-lgi``/``-lci``
+print ``No MIG-enabled devices found.``; so did ``-lgip`` on driver 460
+(tests/fixtures/real/nvidia-smi-mig-lgip/a100-pcie-40gb-mig-lgip-mig-disabled.txt), but driver
+580 lists the profiles of a MIG-capable GPU whose MIG mode is Disabled
+(tests/fixtures/device/h100-80gb-hbm3-vm-drv580.159.04: `mig -lgip` and `-lgipp` print the
+tables, `mig -lgi` the message, `--query-gpu=mig.mode.current` "Disabled"). A profile or
+placement listing therefore does not say whether MIG is on: ``mig_enabled`` is None there.
 """
 
 from __future__ import annotations
@@ -131,15 +136,17 @@ class MigListing:
 
     kind: "gpu-instance-profiles" (-lgip), "gpu-instances" (-lgi), "compute-instance-profiles"
         (-lcip), "compute-instances" (-lci), "placements" (-lgipp) or "none" (MIG disabled).
-    mig_enabled: False only for "No MIG-enabled devices found."
+    mig_enabled: False for "No MIG-enabled devices found."; None for the GPU instance profile
+        and placement listings (-lgip, -lgipp), which driver 580 prints with MIG disabled
+        (module doc); True for the others (-lgi, -lcip, -lci), which need MIG on.
     """
 
     kind: str
-    mig_enabled: bool
+    mig_enabled: bool | None
     entries: list[MigEntry]
 
     def to_json(self) -> dict[str, Any]:
-        """``{"kind": str, "mig_enabled": bool, "entries": [row fields as a dict, ...]}``."""
+        """``{"kind": str, "mig_enabled": bool | None, "entries": [row fields as a dict, ...]}``."""
         return {"kind": self.kind, "mig_enabled": self.mig_enabled,
                 "entries": [asdict(e) for e in self.entries]}
 
@@ -161,7 +168,7 @@ def parse_mig(text: str) -> MigListing:
         _expect_only_line(numbered)
         return MigListing("compute-instances", True, [])
     if message.startswith("GPU "):
-        return MigListing("placements", True, _parse_placements(numbered))
+        return MigListing("placements", None, _parse_placements(numbered))
     if _BORDER.match(message):
         return _parse_table(numbered)
     raise ParseError(SOURCE, f"not nvidia-smi mig output: {message[:60]!r}", line=first_no)
@@ -214,7 +221,8 @@ def _parse_table(numbered: list[tuple[int, str]]) -> MigListing:
         raise ParseError(_source(kind), "table header without rows (truncated output?)",
                          line=numbered[-1][0])
     reader = _READERS[kind]
-    return MigListing(kind, True, [reader(record) for record in records])
+    enabled = None if kind == "gpu-instance-profiles" else True
+    return MigListing(kind, enabled, [reader(record) for record in records])
 
 
 def _split_header(numbered: list[tuple[int, str]]) -> tuple[str, list[tuple[int, str]]]:
