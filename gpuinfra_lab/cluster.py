@@ -18,10 +18,9 @@ from gpuinfra_lab.podman import (
     ensure_container,
     ensure_host_tools,
     ensure_network,
-    host_address,
     wait_booted,
 )
-from gpuinfra_lab.profiles import HEAD_NAME, PROFILES, HostPlan
+from gpuinfra_lab.profiles import HEAD_NAME, PROFILES, HostPlan, host_address
 from gpuinfra_lab.provision import came_back_broken, provision, ssh_banner, wait_ssh
 from gpuinfra_lab.state import LABEL, LabError, Paths, ensure_ssh_key, say, write_state
 from gpuinfra_lab.vmimage import CACHE, ensure_vm_image

@@ -7,7 +7,6 @@ Callers name hosts (``lab-head``); :class:`Podman` maps them to this checkout's 
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import shutil
@@ -15,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 from gpuinfra_lab.boot import STATE_COMMAND, Boot, wait_whole
-from gpuinfra_lab.profiles import HEAD_NAME, HostPlan, expected_failures
+from gpuinfra_lab.profiles import HostPlan, expected_failures
 from gpuinfra_lab.state import LABEL, LabError, Paths, say
 
 HOST_TOOLS = ("podman", "runc", "debootstrap")
@@ -33,6 +32,7 @@ class Podman:
         self.env = {**os.environ, "CONTAINERS_CONF": str(paths.containers_conf)}
         self.lab_id = paths.lab_id
         self.network = paths.network
+        self.subnet = paths.subnet
 
     def container(self, host: str) -> str:
         """The container of lab host ``host`` in this checkout's lab."""
@@ -118,23 +118,24 @@ def ensure_host_tools(log: Path) -> None:
 def ensure_network(podman: Podman) -> str:
     """The lab network (created when missing, refused when not ours); its IPv4 subnet."""
     network = podman.network
-    if not podman.ok("network", "exists", network):
-        podman.run("network", "create", "--label", f"{LABEL}=1",
-                   "--label", f"{LABEL}.id={podman.lab_id}", network)
-        say(f"network {network}: created")
-    info = json.loads(podman.run("network", "inspect", network))[0]
-    if (info.get("labels") or {}).get(LABEL) != "1":
-        raise LabError(f"a podman network {network} exists without label {LABEL}=1: not ours")
-    subnets = [s["subnet"] for s in info.get("subnets") or [] if "." in s["subnet"]]
-    if not subnets:
-        raise LabError(f"podman network {network} has no IPv4 subnet")
-    return subnets[0]
-
-
-def host_address(subnet: str, name: str) -> str:
-    """A fixed address per host (head .10, lab-workerN .10+N): restarts keep ssh_config valid."""
-    offset = 10 if name == HEAD_NAME else 10 + int(name.removeprefix("lab-worker"))
-    return str(ipaddress.ip_network(subnet)[offset])
+    if podman.ok("network", "exists", network):
+        info = json.loads(podman.run("network", "inspect", network))[0]
+        if (info.get("labels") or {}).get(LABEL) != "1":
+            raise LabError(f"a podman network {network} exists without label {LABEL}=1: "
+                           "not ours")
+        subnets = [s["subnet"] for s in info.get("subnets") or [] if "." in s["subnet"]]
+        if subnets == [podman.subnet]:
+            return podman.subnet
+        # Made by an older lab with podman's own subnet: its containers go with it (lab up
+        # makes them again at their fixed addresses).
+        for name, found in podman.lab_containers().items():
+            podman.run("rm", "-f", "-t", "0", found["container"])
+            say(f"{name}: removed (its network moves to {podman.subnet})")
+        podman.run("network", "rm", network)
+    podman.run("network", "create", "--subnet", podman.subnet, "--label", f"{LABEL}=1",
+               "--label", f"{LABEL}.id={podman.lab_id}", network)
+    say(f"network {network}: created ({podman.subnet})")
+    return podman.subnet
 
 
 def wanted_labels(plan: HostPlan, image: str, address: str, lab_id: str) -> dict[str, str]:

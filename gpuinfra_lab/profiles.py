@@ -233,6 +233,15 @@ class HostPlan:
         return PROFILES[self.profile].machine if self.profile else None
 
 
+def host_address(subnet: str, name: str) -> str:
+    """A container's fixed address (head .10, lab-workerN .10+N): restarts keep ssh_config
+    valid, and inventory/lab.py lists it before the lab is up."""
+    import ipaddress
+
+    offset = 10 if name == HEAD_NAME else 10 + int(name.removeprefix("lab-worker"))
+    return str(ipaddress.ip_network(subnet)[offset])
+
+
 def plan_hosts(workers: int = 2, broken: bool = False,
                guests: Mapping[str, int] | None = None) -> list[HostPlan]:
     """The head, ``workers`` healthy workers (profiles cycled), the broken one if asked, and

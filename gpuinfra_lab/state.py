@@ -53,6 +53,13 @@ class Paths:
         return f"{NETWORK_PREFIX}-{self.lab_id}"
 
     @property
+    def subnet(self) -> str:
+        """This checkout's lab network, fixed (so inventory/lab.py knows every container's
+        address before the lab is up): a /24 in 10.100.0.0-10.199.255.0 from the lab id, clear
+        of podman's own pool (10.89.0.0/16) and of the guests' segment (10.77.0.0/24)."""
+        return f"10.{100 + int(self.lab_id[:2], 16) % 100}.{int(self.lab_id[2:4], 16)}.0/24"
+
+    @property
     def assets(self) -> Path:
         return self.repo / "gpuinfra_lab"
 

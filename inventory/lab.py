@@ -15,7 +15,8 @@ with its specs only, so `gpuinfra validate inventory/lab.py` works anywhere.
 import json
 from pathlib import Path
 
-from gpuinfra_lab.profiles import PROFILES, plan_hosts
+from gpuinfra_lab.profiles import PROFILES, host_address, plan_hosts
+from gpuinfra_lab.state import Paths
 
 _HOSTS_JSON = Path(__file__).resolve().parent.parent / ".lab" / "hosts.json"
 
@@ -30,6 +31,8 @@ def _host(entry: dict, ssh_key: str | None, known_hosts: str | None) -> tuple[st
         # Units that fail on this lab host by design (no NVIDIA kernel module in a container):
         # the verify suite reports them as expected here, and as failures on any real node.
         data["lab_expected_failures"] = dict(profile.expected_failures)
+    if entry.get("node_address"):
+        data["node_address"] = entry["node_address"]
     if entry.get("address"):
         data.update(
             ssh_hostname=entry["address"],
@@ -47,7 +50,11 @@ def _group(lab: dict, group: str) -> list[tuple[str, dict]]:
             if group in h["groups"]]
 
 
-_DEFAULT_LAB = {"hosts": [{"name": h.name, "groups": list(h.groups), "profile": h.profile}
+# Without a lab, the default one, each container at the fixed address `lab up` will give it
+# (its node_address: what the roles and the monitoring need), so the site validates anywhere.
+_SUBNET = Paths(_HOSTS_JSON.parent.parent).subnet
+_DEFAULT_LAB = {"hosts": [{"name": h.name, "groups": list(h.groups), "profile": h.profile,
+                           "node_address": host_address(_SUBNET, h.name)}
                           for h in plan_hosts()]}
 _lab = json.loads(_HOSTS_JSON.read_text()) if _HOSTS_JSON.is_file() else _DEFAULT_LAB
 

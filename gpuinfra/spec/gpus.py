@@ -13,7 +13,25 @@ from gpuinfra.spec.checks import WHERE_ALL, WHERE_HOST, Collector, int_value
 from gpuinfra.spec.model import GpuSharing, GpuSpec, HostInput
 
 
-def gpu_spec(host: HostInput, errs: Collector) -> GpuSpec | None:
+def gpu_spec(host: HostInput, errs: Collector) -> tuple[GpuSpec | None, GpuSpec | None]:
+    """(the host's GPUs, what is known of them for the checks that need only model and count).
+
+    The second is set whenever model and count are valid, also when the topology is not
+    (its profile then stands in as pcie-only): a topology error must not hide the host's
+    sharing or driver-branch problems. It never reaches a ClusterSpec: the topology error is
+    already recorded."""
+    gpus = _gpu_spec(host, errs)
+    if gpus is not None:
+        return gpus, gpus
+    model = gpu_model(host.data["gpu_model"]) if isinstance(host.data.get("gpu_model"), str) \
+        else None
+    count = host.data.get("gpu_count")
+    if model is None or type(count) is not int or not 1 <= count <= 16:
+        return None, None
+    return None, GpuSpec(model=model, count=count, topology=PROFILES["pcie-only"])
+
+
+def _gpu_spec(host: HostInput, errs: Collector) -> GpuSpec | None:
     name, count, topo = (host.data.get(k) for k in ("gpu_model", "gpu_count", "gpu_topology"))
     if name is None:
         for key in ("gpu_count", "gpu_topology", "gpu_sharing"):

@@ -30,6 +30,7 @@ from gpuinfra.spec.checks import (
     choice_value,
     int_value,
 )
+from gpuinfra.spec.cross import check_cross_keys, merge_repeated
 from gpuinfra.spec.effects import gpudirect_warnings, partial_effects
 from gpuinfra.spec.gpus import check_branch_drives, gpu_spec
 from gpuinfra.spec.knobs import Knob
@@ -118,8 +119,9 @@ def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (
         check_kubernetes(nodes, cluster["kubernetes"], errs)
     partitions = _partitions(cluster, nodes, errs)
     rdma.check_stack(nodes, cluster["rdma_stack"], errs)
+    check_cross_keys(nodes, cluster["schedulers"], errs)
     if errs.errors:
-        raise SpecInvalid(errs.errors)
+        raise SpecInvalid(merge_repeated(errs.errors, [h.name for h in hosts]))
     return ClusterSpec(
         name=cluster["cluster_name"],
         schedulers=tuple(cluster["schedulers"]),
@@ -404,9 +406,9 @@ def _offline(raw: Mapping[str, Any], mirrors: Mapping[str, str], nvidia: str | N
 
 def _node(host: HostInput, cluster: Mapping[str, Any], settings: Mapping[str, Any],
           errs: Collector) -> NodeSpec:
-    gpus = gpu_spec(host, errs)
-    sharing = gpu_sharing(host, gpus, cluster["mig_strategy"], errs)
-    check_branch_drives(host.name, gpus, sharing, cluster["driver_branch"], errs)
+    gpus, known = gpu_spec(host, errs)
+    sharing = gpu_sharing(host, known, cluster["mig_strategy"], errs)
+    check_branch_drives(host.name, known, sharing, cluster["driver_branch"], errs)
     return NodeSpec(
         name=host.name,
         groups=tuple(host.groups),
@@ -674,7 +676,11 @@ def format_errors(errors: Sequence[SpecError], source: str = "the cluster spec")
 
 def format_warnings(warnings: Sequence[SpecWarning]) -> str:
     """Settings that are valid but have only part of their effect today, one line each."""
-    return "\n".join(f"gpuinfra: warning: [{w.host}] {w.field}: {w.message}" for w in warnings)
+    hosts: dict[tuple[str, str], list[str]] = {}
+    for w in warnings:  # one line per cause, naming every host it concerns
+        hosts.setdefault((w.field, w.message), []).append(w.host)
+    return "\n".join(f"gpuinfra: warning: [{', '.join(dict.fromkeys(names))}] {field}: {message}"
+                     for (field, message), names in hosts.items())
 
 
 __all__ = ["SpecError", "SpecInvalid", "build_cluster", "validate", "HOST_KEYS",

@@ -61,6 +61,7 @@ from gpuinfra.monitoring.units import (
     slurm_exporter_unit,
 )
 from gpuinfra.spec import ClusterSpec, NodeSpec
+from gpuinfra.spec.cross import unaddressed
 from gpuinfra_deploy.facts.system import host_distro
 from gpuinfra_deploy.ops.apt import APT_CACHE_S, apt_keyring, install_pinned, require_available
 from gpuinfra_deploy.ops.boot import BootNeeds, boot_order
@@ -129,7 +130,7 @@ def monitoring(site: Site, node: NodeSpec) -> None:
         host.noop("monitoring disabled (monitoring_enabled = False)")
         return
     spec, mon = site.spec, settings_of(node)
-    missing = [n.name for n in spec.nodes if n.address is None]
+    missing = unaddressed(spec.nodes)  # refused at the gate; a plan without it stops here
     if missing:
         raise GpuinfraError(f"monitoring: no cluster-network address for {', '.join(missing)}: "
                             "Prometheus scrapes nodes there and every exporter listens only "

@@ -277,6 +277,15 @@ def _deploy_as_cli(state: State, deploy_func: Callable[..., Any], hosts: Sequenc
                 deploy_func()
 
 
+def _addressed(h: FakeHost, index: int) -> FakeHost:
+    """A host the test gives no address at all (no node_address, no ssh_hostname) gets one on
+    a documentation network (RFC 5737), as every host of a real site has one: the gate refuses
+    a site whose monitoring (on by default) has a host without."""
+    if "node_address" in h.data or "ssh_hostname" in h.data:
+        return h
+    return FakeHost(h.name, h.groups, h.facts, {**h.data, "node_address": f"192.0.2.{index + 1}"})
+
+
 def plan_hosts(deploy_func: Callable[..., Any], hosts: Sequence[FakeHost],
                targets: Sequence[str], data: Mapping[str, Any] | None = None,
                failed: Sequence[str] = ()) -> ClusterPlan:
@@ -285,6 +294,7 @@ def plan_hosts(deploy_func: Callable[..., Any], hosts: Sequence[FakeHost],
     identified and ordered as in a CLI run (:func:`_deploy_as_cli`). ``failed``: hosts that
     have failed by the time the operations run (their ``_if`` conditions see it)."""
     names = {h.name: f"@fake/{h.name}" for h in hosts}
+    hosts = [_addressed(h, i) for i, h in enumerate(hosts)]
     groups: dict[str, tuple[list[str], dict[str, Any]]] = {}
     for h in hosts:
         for group in h.groups:

@@ -119,7 +119,9 @@ def test_debians_own_open_modules_on_535():
 
 
 def test_blackwell_without_open_modules_is_refused():
-    with pytest.raises(GpuinfraError, match="only with NVIDIA's open kernel modules"):
+    """Refused at the gate (gpuinfra.spec.cross), before any host is touched."""
+    with pytest.raises(PyinfraError, match="(?s)no host was touched.*only with NVIDIA's open "
+                                           "kernel modules"):
         plan(nvidia_driver, fresh("ubuntu-24.04"),
              {**B200, "driver_branch": "570", "nvidia_driver_open_modules": False})
 
@@ -127,7 +129,8 @@ def test_blackwell_without_open_modules_is_refused():
 def test_volta_with_open_modules_is_refused():
     data = {"ssh_hostname": "10.0.0.5", "gpu_model": "V100-SXM2-32GB", "gpu_count": 8,
             "gpu_topology": "fixed-mesh", "nvidia_driver_open_modules": True}
-    with pytest.raises(GpuinfraError, match="Volta.*cannot run the open kernel modules"):
+    with pytest.raises(PyinfraError, match="(?s)no host was touched.*Volta.*cannot run the "
+                                           "open kernel modules"):
         plan(nvidia_driver, fresh("ubuntu-24.04"), data)
 
 

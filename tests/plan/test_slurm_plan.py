@@ -552,7 +552,8 @@ def test_each_run_gets_the_site_of_its_own_inventory_built_once():
     """The Site is kept per pyinfra State (weakly): two runs never share one, and the hosts of
     one run share the one built by the first host that asked."""
     def state_named(name: str) -> tuple[State, Inventory]:
-        inventory = Inventory((["h1", "h2"], {"cluster_name": name}),
+        inventory = Inventory(([("h1", {"node_address": "192.0.2.1"}),
+                                ("h2", {"node_address": "192.0.2.2"})], {"cluster_name": name}),
                               head=(["h1"], {}), workers=(["h2"], {}))
         return State(inventory, Config()), inventory
 

@@ -18,8 +18,9 @@ BIN = Path(sys.executable).parent
 WORKER = '{"gpu_model": "H100-PCIE-80GB", "gpu_count": 2, "gpu_topology": "bridged-pairs"}'
 # Hosts on a closed loopback port: a run that got past the gate would contact nothing else.
 CLOSED = '"ssh_hostname": "127.0.0.1", "ssh_port": 9'
-GOOD = (f'head = [("h1", {{{CLOSED}}})]\n'
-        f'workers = [("w1", {{**{WORKER}, {CLOSED}}})]\n')
+# (each with its cluster address: the loopback SSH address is not one)
+GOOD = (f'head = [("h1", {{{CLOSED}, "node_address": "192.0.2.1"}})]\n'
+        f'workers = [("w1", {{**{WORKER}, {CLOSED}, "node_address": "192.0.2.2"}})]\n')
 
 
 def project(tmp_path: Path, inventory: str, group_data: dict[str, bytes | str] = ()) -> Path:

@@ -23,10 +23,12 @@ NIC = {"name": "mlx5_0", "pci": "0000:17:00.0", "ats": True, "link_layer": "infi
 
 def valid_site() -> Site:
     return {
-        "head01": (("head",), {}),
-        "gpu01": (("workers",), {"gpu_model": "H100-PCIE-80GB", "gpu_count": 2,
+        "head01": (("head",), {"node_address": "10.0.0.1"}),
+        "gpu01": (("workers",), {"node_address": "10.0.0.2", "gpu_model": "H100-PCIE-80GB",
+                                 "gpu_count": 2,
                                  "gpu_topology": "bridged-pairs", "rdma_nics": [dict(NIC)]}),
-        "gpu02": (("workers",), {"gpu_model": "H100-PCIE-80GB", "gpu_count": 2,
+        "gpu02": (("workers",), {"node_address": "10.0.0.3", "gpu_model": "H100-PCIE-80GB",
+                                 "gpu_count": 2,
                                  "gpu_topology": "bridged-pairs"}),
     }
 

@@ -12,8 +12,8 @@ from gpuinfra_deploy.run.knobs import build_spec
 
 
 def spec(**site):
-    return build_spec([HostInput("head", ("head",), site),
-                       HostInput("w1", ("workers",), site)])
+    return build_spec([HostInput("head", ("head",), {"node_address": "10.0.0.1", **site}),
+                       HostInput("w1", ("workers",), {"node_address": "10.0.0.2", **site})])
 
 
 @pytest.mark.parametrize(("params", "expected"), [

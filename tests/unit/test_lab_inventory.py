@@ -75,10 +75,10 @@ def test_image_tag_follows_the_recipe() -> None:
 
 
 def test_fixed_addresses_per_host() -> None:
-    assert podman.host_address("10.89.0.0/24", "lab-head") == "10.89.0.10"
-    assert podman.host_address("10.89.0.0/24", "lab-worker3") == "10.89.0.13"
+    assert profiles.host_address("10.89.0.0/24", "lab-head") == "10.89.0.10"
+    assert profiles.host_address("10.89.0.0/24", "lab-worker3") == "10.89.0.13"
     last = f"lab-worker{profiles.MAX_WORKERS + 1}"
-    assert podman.host_address("10.89.1.0/24", last) == "10.89.1.27"
+    assert profiles.host_address("10.89.1.0/24", last) == "10.89.1.27"
 
 
 def test_ssh_config_names_every_host() -> None:
@@ -102,13 +102,18 @@ def test_known_hosts_names_each_host_by_name_and_address() -> None:
 def test_inventory_without_a_lab_lists_the_default_specs(tmp_path: Path) -> None:
     groups = load_inventory(tmp_path, None)
     assert set(groups) == {"head", "workers", "hypervisors"}
-    assert groups["head"] == [("lab-head", {})]
+    # Each container at the address `lab up` gives it in this checkout's fixed subnet.
+    subnet = state.Paths(tmp_path).subnet
+    assert groups["head"] == [("lab-head", {"node_address": profiles.host_address(subnet,
+                                                                                  "lab-head")})]
     assert groups["hypervisors"] == []  # guests only with `lab up --vm`
     expected = {"lab_expected_failures": dict(profiles.NO_NVIDIA_MODULE)}
+    address = {f"lab-worker{i}": profiles.host_address(subnet, f"lab-worker{i}") for i in (1, 2)}
     assert groups["workers"] == [
-        ("lab-worker1", {"gpu_model": "H100-SXM5-80GB", "gpu_count": 8,
-                         "gpu_topology": "nvswitch-all-to-all", **expected}),
-        ("lab-worker2", {"gpu_model": "H100-PCIE-80GB", "gpu_count": 2,
+        ("lab-worker1", {"node_address": address["lab-worker1"], "gpu_model": "H100-SXM5-80GB",
+                         "gpu_count": 8, "gpu_topology": "nvswitch-all-to-all", **expected}),
+        ("lab-worker2", {"node_address": address["lab-worker2"],
+                         "gpu_model": "H100-PCIE-80GB", "gpu_count": 2,
                          "gpu_topology": "bridged-pairs",
                          "gpu_sharing": {"mode": "mps", "clients": 4, "thread_percentage": 50,
                                          "pinned_mem_limit": "8G"}, **expected}),

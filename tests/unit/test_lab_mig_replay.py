@@ -61,5 +61,6 @@ def test_mig_profiles_spec_is_valid(profile):
     from gpuinfra.spec import HostInput
     from gpuinfra_deploy.run.knobs import build_spec
     spec = build_spec([HostInput("w", ("workers",), {"schedulers": [], "mig_strategy": "mixed",
+                                                     "node_address": "10.0.0.2",
                                                      **PROFILES[profile].spec})])
     assert spec.node("w").sharing.mode == "mig"

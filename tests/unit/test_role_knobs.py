@@ -14,8 +14,9 @@ ROLE_KNOBS = knobs_of()
 
 def hosts(**worker_data) -> list[HostInput]:
     return [
-        HostInput("head01", ("head",), {}),
-        HostInput("gpu01", ("workers",), {"gpu_model": "H100-SXM5-80GB", "gpu_count": 8,
+        HostInput("head01", ("head",), {"node_address": "10.0.0.1"}),
+        HostInput("gpu01", ("workers",), {"node_address": "10.0.0.2",
+                                          "gpu_model": "H100-SXM5-80GB", "gpu_count": 8,
                                           "gpu_topology": "nvswitch-all-to-all",
                                           **worker_data}),
     ]

@@ -22,8 +22,9 @@ def site(nics: list[Any] | None = None, gpu01: dict | None = None,
     worker = {"gpu_model": "H100-PCIE-80GB", "gpu_count": 2, "gpu_topology": "bridged-pairs",
               "rdma_nics": copy.deepcopy(nics if nics is not None else [NIC])}
     worker.update(gpu01 or {})
-    hosts = [HostInput("head01", ("head",), dict(everywhere or {})),
-             HostInput("gpu01", ("workers",), {**worker, **(everywhere or {})})]
+    hosts = [HostInput("head01", ("head",), {"node_address": "10.0.0.1", **(everywhere or {})}),
+             HostInput("gpu01", ("workers",), {"node_address": "10.0.0.2", **worker,
+                                               **(everywhere or {})})]
     return hosts
 
 
@@ -145,6 +146,7 @@ def test_nics_on_a_hypervisor_whose_gpus_all_go_to_vms_are_refused():
 
 def test_nics_on_a_hypervisor_that_keeps_gpus_are_accepted():
     kvm = HostInput("kvm01", ("hypervisors",), {
+        "node_address": "10.0.0.9",
         "vfio_devices": ["0000:3b:00.0"], "gpu_model": "H100-PCIE-80GB", "gpu_count": 1,
         "gpu_topology": "pcie-only", "rdma_nics": [dict(NIC, pci="0000:5e:00.0")]})
     assert not [e for e in spec_problems([*site(), kvm]) if e.host == "kvm01"]

@@ -14,9 +14,11 @@ def _spec():
            "gpu_topology": "nvswitch-all-to-all"}
     return build_spec([
         HostInput("head", ("head",), {**SITE, "node_address": "10.0.0.1"}),
-        HostInput("w1", ("workers",), {**SITE, "node_schedulers": ["slurm"], **gpu}),
-        HostInput("w2", ("workers",), {**SITE, "node_schedulers": ["kubernetes"], **gpu}),
-        HostInput("w3", ("workers",), SITE),
+        HostInput("w1", ("workers",), {**SITE, "node_address": "10.0.0.2",
+                                       "node_schedulers": ["slurm"], **gpu}),
+        HostInput("w2", ("workers",), {**SITE, "node_address": "10.0.0.3",
+                                       "node_schedulers": ["kubernetes"], **gpu}),
+        HostInput("w3", ("workers",), {**SITE, "node_address": "10.0.0.4"}),
     ])
 
 

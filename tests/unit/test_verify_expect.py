@@ -107,7 +107,8 @@ def test_host_of(test_id: str, host: str | None) -> None:
 
 def _inventory_json(**worker: object) -> str:
     hosts = [
-        {"name": "head1", "groups": ["head"], "data": {"cluster_name": "t"}},
+        {"name": "head1", "groups": ["head"],
+         "data": {"cluster_name": "t", "node_address": "10.0.0.1"}},
         {"name": "gpu1", "groups": ["workers"],
          "data": {"cluster_name": "t", "gpu_model": "H100-PCIE-80GB", "gpu_count": 2,
                   "gpu_topology": "bridged-pairs", **worker}},

@@ -64,7 +64,7 @@ def test_slurm_counts_what_the_spec_counts():
     from gpuinfra.spec import HostInput
     from gpuinfra_deploy.run.knobs import build_spec
     spec = build_spec([HostInput("dgx", ("workers",), {
-        "schedulers": [], "gpu_model": "A100-SXM4-80GB", "gpu_count": 2,
+        "schedulers": [], "node_address": "10.0.0.2", "gpu_model": "A100-SXM4-80GB", "gpu_count": 2,
         "gpu_topology": "pcie-only",
         "mig_strategy": "mixed", "gpu_sharing": {"mode": "mig", "mig_layout": BALANCED}})])
     assert node_gres(spec.node("dgx"), "a100") == slurm_mig_gres(

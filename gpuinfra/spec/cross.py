@@ -1,0 +1,109 @@
+"""Contradictions between keys that are each valid alone: refused at validate, before any host
+is touched, instead of failing (or silently doing half) at plan or deploy time."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpuinfra.errors import GpuinfraError
+from gpuinfra.spec.checks import WHERE_ALL, WHERE_HOST, Collector, SpecError
+from gpuinfra.spec.model import NodeSpec
+
+# What the head runs for each scheduler of the site (so it cannot be left out of one).
+_HEAD_RUNS = {"slurm": "slurmctld (the Slurm controller)",
+              "kubernetes": "the Kubernetes control plane"}
+
+
+def check_cross_keys(nodes: Sequence[NodeSpec], schedulers: Sequence[str],
+                     errs: Collector) -> None:
+    """Every cross-key contradiction of the site, each reported on its own."""
+    _heads_in_their_schedulers(nodes, schedulers, errs)
+    _mps_under_one_scheduler(nodes, errs)
+    _monitoring_addresses(nodes, errs)
+    _open_modules(nodes, errs)
+
+
+def _heads_in_their_schedulers(nodes: Sequence[NodeSpec], schedulers: Sequence[str],
+                               errs: Collector) -> None:
+    for node in nodes:
+        if not node.is_head:
+            continue
+        left_out = [s for s in schedulers if s not in node.schedulers]
+        if left_out:
+            errs.add(node.name, "node_schedulers", list(node.schedulers),
+                     f"leaves the head out of {', '.join(left_out)}, whose controller it runs "
+                     f"({'; '.join(_HEAD_RUNS[s] for s in left_out if s in _HEAD_RUNS)})",
+                     f"every scheduler the site runs: {list(schedulers)}",
+                     "remove node_schedulers from the head (it takes the site's schedulers); "
+                     "to keep jobs off it, leave it out of the 'workers' group")
+
+
+def _mps_under_one_scheduler(nodes: Sequence[NodeSpec], errs: Collector) -> None:
+    for node in nodes:
+        if node.sharing.mode == "mps" and {"slurm", "kubernetes"} <= set(node.schedulers):
+            errs.add(node.name, "gpu_sharing['mode']", "mps",
+                     "an MPS node in Slurm and Kubernetes would run two MPS control daemons "
+                     "(the gpu_sharing role's for Slurm, the device plugin's for Kubernetes): "
+                     "the second takes the GPUs from the first",
+                     "MPS on a node of one scheduler; time-slicing or none on a shared node",
+                     "set node_schedulers to ['slurm'] or ['kubernetes'] for this host, or "
+                     f"another gpu_sharing mode {WHERE_HOST}")
+
+
+def _monitoring_addresses(nodes: Sequence[NodeSpec], errs: Collector) -> None:
+    """Prometheus scrapes each node on its cluster address and every exporter listens only
+    there: monitoring needs an address for every host (a DNS name is not one to listen on)."""
+    # A host whose address was refused or asked for already is not told again.
+    told = {e.host for e in errs.errors if e.field in ("node_address", "ssh_hostname")}
+    for name in [n for n in unaddressed(nodes) if n not in told]:  # said once: merge_repeated
+        errs.add(name, "node_address", None,
+                 "monitoring is on and this host has no cluster-network address (no "
+                 "node_address, and its ssh_hostname is not an IP): its exporters would have "
+                 "nowhere to listen and Prometheus nowhere to scrape",
+                 "an IP node_address (or an IP ssh_hostname) on every host",
+                 f"set node_address {WHERE_HOST}, or monitoring_enabled = False "
+                 f"{WHERE_ALL}")
+
+
+def unaddressed(nodes: Sequence[NodeSpec]) -> list[str]:
+    """Hosts without a cluster address on a site whose monitoring is on (the rule the gate
+    and the monitoring role share)."""
+    if not any(n.settings.get("monitoring_enabled") for n in nodes):
+        return []
+    return [n.name for n in nodes if n.address is None]
+
+
+def _open_modules(nodes: Sequence[NodeSpec], errs: Collector) -> None:
+    from gpuinfra.knowledge.packages import open_modules_for  # no cycle through the roles
+
+    for node in nodes:
+        if node.gpus is None or "nvidia_driver_open_modules" not in node.settings:
+            continue
+        setting = node.settings["nvidia_driver_open_modules"]
+        try:
+            open_modules_for(node.gpus.model, setting)
+        except GpuinfraError as exc:
+            errs.add(node.name, "nvidia_driver_open_modules", setting, str(exc),
+                     "None (what the GPU model needs), or the kernel modules it can run",
+                     f"set nvidia_driver_open_modules = None {WHERE_HOST}")
+
+
+def merge_repeated(errors: Sequence[SpecError], hosts: Sequence[str]) -> list[SpecError]:
+    """The same problem on several hosts (a typo in group_data/all.py, one rule broken by every
+    worker) said once, naming the hosts ("every host" when it is all of them)."""
+    groups: dict[tuple[str, str, str, str, str], list[SpecError]] = {}
+    for err in errors:
+        key = (err.field, repr(err.value), err.problem, err.allowed, err.fix)
+        groups.setdefault(key, []).append(err)
+    merged = []
+    for same in groups.values():
+        names = list(dict.fromkeys(e.host for e in same))
+        if len(names) == 1:
+            merged.append(same[0])
+            continue
+        where = "every host" if len(hosts) > 2 and set(names) == set(hosts) \
+            else ", ".join(names)
+        first = same[0]
+        merged.append(SpecError(where, first.field, first.value, first.problem, first.allowed,
+                                first.fix))
+    return merged
