@@ -68,6 +68,7 @@ from gpuinfra_deploy.ops.boot import BootNeeds, boot_order
 from gpuinfra_deploy.ops.checked import check_script, checked_files
 from gpuinfra_deploy.ops.cuda_repo import cuda_repository, key_url_for
 from gpuinfra_deploy.ops.gpu import node_driver
+from gpuinfra_deploy.ops.service import restart_or_reload
 from gpuinfra_deploy.ops.templates import RoleTemplates
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
@@ -284,10 +285,7 @@ def _prometheus(spec: ClusterSpec, mon: Monitoring, distro: dict[str, Any]) -> N
                            files=prometheus_files(spec, mon), stage=PROMETHEUS_STAGE,
                            check=prometheus_check(PROMETHEUS_STAGE))
     systemd.service(name="Run Prometheus", service="prometheus", running=True, enabled=True)
-    systemd.service(name="Restart Prometheus on its new arguments", service="prometheus",
-                    restarted=True, _if=args.did_change)
-    systemd.service(name="Reload Prometheus on its new configuration", service="prometheus",
-                    reloaded=True, _if=config.did_change)
+    restart_or_reload("Prometheus", "prometheus", args.did_change, config.did_change)
 
 
 def alertmanager_check(stage: str) -> str:
@@ -304,10 +302,8 @@ def _alertmanager(spec: ClusterSpec, mon: Monitoring) -> None:
                            stage=ALERTMANAGER_STAGE, check=alertmanager_check(ALERTMANAGER_STAGE))
     systemd.service(name="Run Alertmanager", service="prometheus-alertmanager", running=True,
                     enabled=True)
-    systemd.service(name="Restart Alertmanager on its new arguments",
-                    service="prometheus-alertmanager", restarted=True, _if=args.did_change)
-    systemd.service(name="Reload Alertmanager on its new configuration",
-                    service="prometheus-alertmanager", reloaded=True, _if=config.did_change)
+    restart_or_reload("Alertmanager", "prometheus-alertmanager", args.did_change,
+                      config.did_change)
 
 
 def grafana_files(spec: ClusterSpec, mon: Monitoring) -> dict[str, str]:

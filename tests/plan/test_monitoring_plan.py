@@ -273,3 +273,21 @@ def test_a_stopped_collector_timer_is_started():
     status["gpuinfra-gpu-metrics.timer"] = False
     changed = [o.name for o in run("debian-12", facts).plans[GPU].changing]
     assert len(changed) == 1 and "Run the GPU collector every minute" in changed[0], changed
+
+
+@pytest.mark.parametrize(("args_file", "config_file", "label"), [
+    ("/etc/default/prometheus", "/etc/prometheus/gpuinfra-rules.yml", "Prometheus"),
+    ("/etc/default/prometheus-alertmanager", "/etc/prometheus/alertmanager.yml", "Alertmanager"),
+])
+def test_new_arguments_and_configuration_restart_once_and_never_reload(args_file, config_file,
+                                                                        label):
+    """A reload (SIGHUP) right after the restart can kill the new process before it handles
+    the signal, and systemd takes that death as a clean exit: the daemon stays down
+    (gpuinfra_deploy/ops/service.py). Both drifted: one restart, no reload."""
+    facts = converged_facts("debian-12", **FULL)
+    for path in (args_file, config_file):
+        facts[HEAD]["files.Sha1File"][f"path={path}"] = "0" * 40
+        facts[HEAD]["files.Sha256File"][f"path={path}"] = "0" * 64
+    changed = [o.name for o in run("debian-12", facts, **FULL).plans[HEAD].changing]
+    assert any(f"Restart {label} on its new arguments" in n for n in changed), changed
+    assert not any(f"Reload {label} on its new configuration" in n for n in changed), changed
