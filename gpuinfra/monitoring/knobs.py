@@ -17,13 +17,55 @@ from gpuinfra.monitoring.alertmanager import NO_RECEIVER, SEVERITIES
 from gpuinfra.monitoring.alerts import ALERT_NAMES
 from gpuinfra.spec.rules import Rule, http_url, list_of, mapping_of, text
 
-DURATION = text(r"[1-9][0-9]{0,4}(s|m|h|d|w|y)", "a duration such as '15s', '30d' or '1y'",
-                "a Prometheus duration")
+# Prometheus' duration units (https://prometheus.io/docs/prometheus/latest/configuration/
+# configuration/#duration: ms s m h d w y, y = 365 days), in seconds.
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "y": 365 * 86400}
+_DURATION = re.compile(r"([1-9][0-9]{0,5})(s|m|h|d|w|y)")
+
+
+def duration(low: str, high: str, why: str) -> Rule:
+    """A Prometheus duration between ``low`` and ``high`` (themselves durations)."""
+    def seconds(text_: str) -> int:
+        match = _DURATION.fullmatch(text_)
+        assert match, text_
+        return int(match[1]) * _UNITS[match[2]]
+
+    allowed = f"a duration from {low} to {high} such as '30s', '30d' or '1y' ({why})"
+
+    def check(value: Any) -> str | None:
+        if not isinstance(value, str) or not _DURATION.fullmatch(value):
+            return "not a Prometheus duration (a whole number and one of s m h d w y)"
+        if not seconds(low) <= seconds(value) <= seconds(high):
+            return f"outside {low}..{high}"
+        return None
+
+    return Rule(allowed, check)
+
+
+# Retention: Prometheus keeps at least its 2-hour head block; past 10 years is a typo.
+RETENTION = duration("2h", "10y", "Prometheus writes 2-hour blocks")
+# Scrape and evaluation interval: above 2m a series goes stale between two scrapes, since
+# Prometheus' lookback is 5 minutes (https://prometheus.io/docs/prometheus/latest/querying/
+# basics/#staleness) and a single missed scrape would then read as a gap.
+SCRAPE_INTERVAL = duration("1s", "2m", "Prometheus' 5-minute lookback must hold 2 scrapes")
 RECEIVER_NAME = text(r"[a-z][a-z0-9_-]{0,31}", "a receiver name: lower-case letter first, "
                      "then lower-case letters, digits, '_' or '-' (max 32)", "a receiver name")
 EMAIL = text(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}", "an e-mail address",
              "an e-mail address")
-SMARTHOST = text(r"[A-Za-z0-9.-]+:[0-9]{1,5}", "host:port of the SMTP server", "host:port")
+_SMARTHOST = re.compile(r"([A-Za-z0-9](?:[A-Za-z0-9.-]{0,252}[A-Za-z0-9])?):([0-9]{1,5})")
+
+
+def _smarthost_problem(value: Any) -> str | None:
+    match = _SMARTHOST.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        return "not host:port"
+    if not 1 <= int(match[2]) <= 65535:
+        return f"port {int(match[2])} is outside 1..65535"
+    return None
+
+
+SMARTHOST = Rule("host:port of the SMTP server (port 1..65535, e.g. 'mail.site:587')",
+                 _smarthost_problem)
 ALERT_NAME = text(r"[A-Z][A-Za-z0-9]{0,63}", "an alert name such as 'GpuMissing'",
                   "an alert name")
 

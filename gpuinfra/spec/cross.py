@@ -15,12 +15,76 @@ _HEAD_RUNS = {"slurm": "slurmctld (the Slurm controller)",
 
 
 def check_cross_keys(nodes: Sequence[NodeSpec], schedulers: Sequence[str],
-                     errs: Collector) -> None:
+                     errs: Collector, accounting: bool = False) -> None:
     """Every cross-key contradiction of the site, each reported on its own."""
     _heads_in_their_schedulers(nodes, schedulers, errs)
     _mps_under_one_scheduler(nodes, errs)
     _monitoring_addresses(nodes, errs)
     _open_modules(nodes, errs)
+    _port_clashes(nodes, accounting, errs)
+
+
+# Ports the roles' daemons listen on that no knob moves (each daemon's own default):
+# slurm.conf/slurmdbd.conf leave SlurmctldPort 6817, SlurmdPort 6818, DbdPort 6819 (slurm.conf
+# man page); kubeadm's control plane and kubelet (kubernetes.io "Ports and Protocols");
+# dcgm-exporter 9400 and the Slurm exporter 9092 (gpuinfra/monitoring/scrape.py).
+_FIXED = {"slurmctld": 6817, "slurmd": 6818, "slurmdbd": 6819, "kube-apiserver": 6443,
+          "etcd": 2379, "etcd peers": 2380, "kube-controller-manager": 10257,
+          "kube-scheduler": 10259, "kubelet": 10250, "kube-proxy": 10256,
+          "dcgm-exporter": 9400, "the Slurm exporter": 9092}
+_PORT_KNOBS = {"monitoring_prometheus_port": "Prometheus",
+               "monitoring_alertmanager_port": "Alertmanager",
+               "monitoring_node_exporter_port": "node_exporter",
+               "monitoring_grafana_port": "Grafana"}
+
+
+def _listeners(node: NodeSpec, accounting: bool) -> dict[str, int | None]:
+    """Daemon (or knob) -> the port it listens on, on this node."""
+    s = node.settings
+    found: dict[str, int | None] = {}
+    slurm, kube = "slurm" in node.schedulers, "kubernetes" in node.schedulers
+    if slurm and node.is_head:
+        found["slurmctld"] = _FIXED["slurmctld"]
+        if accounting:
+            found["slurmdbd"] = _FIXED["slurmdbd"]
+    if slurm and node.is_worker:
+        found["slurmd"] = _FIXED["slurmd"]
+    if kube:
+        found["kubelet"], found["kube-proxy"] = _FIXED["kubelet"], _FIXED["kube-proxy"]
+        if node.is_head:
+            found.update({k: _FIXED[k] for k in ("kube-apiserver", "etcd", "etcd peers",
+                                                 "kube-controller-manager", "kube-scheduler")})
+    if s.get("monitoring_enabled"):
+        found["monitoring_node_exporter_port"] = s.get("monitoring_node_exporter_port")
+        if node.is_head:
+            found["monitoring_prometheus_port"] = s.get("monitoring_prometheus_port")
+            found["monitoring_alertmanager_port"] = s.get("monitoring_alertmanager_port")
+            if s.get("monitoring_grafana"):
+                found["monitoring_grafana_port"] = s.get("monitoring_grafana_port")
+            if s.get("monitoring_slurm_exporter") and slurm:
+                found["the Slurm exporter"] = _FIXED["the Slurm exporter"]
+        if node.gpus is not None and s.get("monitoring_dcgm"):
+            found["dcgm-exporter"] = _FIXED["dcgm-exporter"]
+    return found
+
+
+def _port_clashes(nodes: Sequence[NodeSpec], accounting: bool, errs: Collector) -> None:
+    """Two daemons of one node on one port: the second would not start."""
+    for node in nodes:
+        by_port: dict[int, list[str]] = {}
+        for who, port in _listeners(node, accounting).items():
+            if isinstance(port, int) and not isinstance(port, bool):
+                by_port.setdefault(port, []).append(who)
+        for port, who in by_port.items():
+            knobs = [w for w in who if w in _PORT_KNOBS]
+            if len(who) < 2 or not knobs:
+                continue
+            names = [_PORT_KNOBS.get(w, w) for w in who]
+            errs.add(node.name, ", ".join(knobs), port,
+                     f"port {port} is {' and '.join(names)}'s on this host: the second daemon "
+                     "would not start",
+                     "a port no other daemon of the host listens on",
+                     f"set {' or '.join(knobs)} {WHERE_ALL} to a free port")
 
 
 def _heads_in_their_schedulers(nodes: Sequence[NodeSpec], schedulers: Sequence[str],

@@ -119,7 +119,7 @@ def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (
         check_kubernetes(nodes, cluster["kubernetes"], errs)
     partitions = _partitions(cluster, nodes, errs)
     rdma.check_stack(nodes, cluster["rdma_stack"], errs)
-    check_cross_keys(nodes, cluster["schedulers"], errs)
+    check_cross_keys(nodes, cluster["schedulers"], errs, cluster["slurm_accounting"])
     if errs.errors:
         raise SpecInvalid(merge_repeated(errs.errors, [h.name for h in hosts]))
     return ClusterSpec(

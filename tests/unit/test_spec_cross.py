@@ -113,3 +113,27 @@ def test_one_warning_per_cause_naming_its_hosts() -> None:
                             SpecWarning("pcie01", "gpu_model", "other")])
     assert text.splitlines() == [f"gpuinfra: warning: [hgx01, hgx02] rdma_nics: {same}",
                                  "gpuinfra: warning: [pcie01] gpu_model: other"]
+
+
+def test_two_daemons_on_one_port_are_refused() -> None:
+    clash = {"monitoring_grafana_port": 9093}  # Alertmanager's
+    found = about(site(everywhere=clash), "monitoring_alertmanager_port, monitoring_grafana_port")
+    assert len(found) == 1 and found[0].host == "head01" and found[0].value == 9093
+    assert "Alertmanager and Grafana" in found[0].problem
+    slurmd = {"monitoring_node_exporter_port": 6818}  # slurmd's, on every worker
+    found = about(site(everywhere=slurmd, gpu01={}, gpu02={}), "monitoring_node_exporter_port")
+    assert [(e.host, "slurmd" in e.problem) for e in found] == [("gpu01, gpu02", True)]
+    assert about(site(everywhere={"monitoring_grafana_port": 3001}),
+                 "monitoring_grafana_port") == []
+
+
+def test_durations_and_smtp_ports_are_bounded() -> None:
+    for key, value in (("monitoring_retention", "99999y"), ("monitoring_retention", "1m"),
+                       ("monitoring_scrape_interval", "10m")):
+        found = about(site(everywhere={key: value}), key)
+        assert found and "outside" in found[0].problem, (key, value, found)
+    mail = [{"name": "mail", "email_to": "ops@site.org", "email_from": "am@site.org",
+             "smarthost": "mail.site.org:99999"}]
+    found = [e for e in problems(site(everywhere={"monitoring_alert_receivers": mail}))
+             if e.field.startswith("monitoring_alert_receivers")]
+    assert found and "99999" in found[0].problem, found
