@@ -10,9 +10,10 @@ key here lands in the head's files, so each must agree on every host.
 
 from gpuinfra.knowledge.repositories import GRAFANA_REPO
 from gpuinfra.monitoring.knobs import (
-    DURATION,
     RECEIVERS,
+    RETENTION,
     SCRAPE_EXTRA,
+    SCRAPE_INTERVAL,
     SLURM_EXPORTER_RULE,
 )
 from gpuinfra.spec.knobs import Knob, defaults
@@ -21,9 +22,9 @@ from gpuinfra.spec.rules import boolean, debian_version, http_url, integer, opti
 KNOBS = (
     # The whole stack: off leaves every host as it is (nothing is removed).
     Knob("monitoring_enabled", True, boolean(), "the monitoring stack", site_wide=True),
-    Knob("monitoring_retention", "30d", DURATION, "how long Prometheus keeps samples",
+    Knob("monitoring_retention", "30d", RETENTION, "how long Prometheus keeps samples",
          site_wide=True),
-    Knob("monitoring_scrape_interval", "30s", DURATION,
+    Knob("monitoring_scrape_interval", "30s", SCRAPE_INTERVAL,
          "how often Prometheus scrapes and evaluates the alerts", site_wide=True),
     # The site's own scrape jobs (IPMI, switch or storage exporters), as Prometheus
     # scrape_config dicts: [{"job_name": "ipmi", "static_configs": [{"targets":
