@@ -67,8 +67,9 @@ plan: $(STAMP)
 # The main job on the local lab: validate the spec, start the lab, deploy, reboot the lab
 # (the first driver install records "reboot needed"; a reboot applies it), deploy again (must
 # change nothing), verify, report; then a deploy with a broken slurm.conf must be refused while
-# slurmctld keeps running, and one with a broken prometheus.yml while Prometheus keeps serving.
-# The lab stays up afterwards.
+# slurmctld keeps running, and one with a broken prometheus.yml while Prometheus keeps serving;
+# then a worker without credentials is refused by Prometheus and Alertmanager, one with them is
+# answered, and every target is up. The lab stays up afterwards.
 demo: $(STAMP)
 	$(BIN)/gpuinfra validate inventory/lab.py
 	$(BIN)/gpuinfra lab up
@@ -78,6 +79,7 @@ demo: $(STAMP)
 	$(BIN)/gpuinfra report --inventory inventory/lab.py
 	$(BIN)/python -m gpuinfra_lab.bad_slurm_conf inventory/lab.py
 	$(BIN)/python -m gpuinfra_lab.bad_prometheus_conf inventory/lab.py
+	$(BIN)/python -m gpuinfra_lab.monitoring_auth inventory/lab.py
 	@echo
 	@echo "The lab is still up. Look inside: ssh -F .lab/ssh_config lab-worker1"
 	@echo "                     or: $(BIN)/gpuinfra lab status"

@@ -53,9 +53,14 @@ def _taints(taints: Sequence[tuple[str, str, str]]) -> list[dict[str, str]]:
 def _registration(name: str, address: str, taints: Sequence[tuple[str, str, str]],
                   labels: Mapping[str, str] | None = None) -> dict[str, Any]:
     """nodeRegistration: the node's name, CRI socket, its taints (an empty list: none; kubeadm
-    would otherwise taint a control plane by default), the kubelet's node IP and the labels it
-    registers with (v1beta4 kubeletExtraArgs is a list of name/value pairs)."""
-    args = [{"name": "node-ip", "value": address}]
+    would otherwise taint a control plane by default), the kubelet's node IP, the address its
+    API listens on (the node's cluster address, not 0.0.0.0: issue 23, finding 2) and the labels
+    it registers with (v1beta4 kubeletExtraArgs is a list of name/value pairs).
+
+    The kubelet's ``--address`` is a per-node flag here, not ``address`` in the
+    KubeletConfiguration: kubeadm stores that document cluster-wide (the kubelet-config
+    ConfigMap) and every joining node would take the head's address."""
+    args = [{"name": "node-ip", "value": address}, {"name": "address", "value": address}]
     if labels:
         args.append({"name": "node-labels",
                      "value": ",".join(f"{k}={v}" for k, v in sorted(labels.items()))})
@@ -89,6 +94,9 @@ def init_documents(*, node_name: str, address: str, version: str, cluster_name: 
         "clusterName": cluster_name,
         "kubernetesVersion": f"v{version}",
         "controlPlaneEndpoint": f"{_host(address)}:{k8s.API_SERVER_PORT}",
+        # kube-apiserver listens on the control plane's cluster address only (its default
+        # --bind-address is 0.0.0.0); v1beta4 extraArgs: a list of name/value pairs.
+        "apiServer": {"extraArgs": [{"name": "bind-address", "value": address}]},
         "networking": {"podSubnet": pod_cidr, "serviceSubnet": service_cidr,
                        "dnsDomain": "cluster.local"},
     }

@@ -18,22 +18,33 @@ import json
 import shlex
 import sys
 
+from gpuinfra.monitoring.web import WEB_CERT, WEB_PASSWORD, WEB_USER
 from gpuinfra_lab.refusal import Refusal, head, on_head, prove
 
 BAD_JOB = [{"job_name": "ipmi", "scrape_interval": "1m", "scrape_timeout": "2m",
             "static_configs": [{"targets": ["bmc01.lab.invalid:9290"]}]}]
 BAD_DATA = f"monitoring_scrape_extra={json.dumps(BAD_JOB)}"
-QUERY = ("import sys, urllib.request; r = urllib.request.urlopen(sys.argv[1], timeout=10); "
+# Asks Prometheus' query API over HTTPS with the head's web credentials (monitoring_web_security,
+# the lab's default), read on the head by the command itself: nothing secret on a command line.
+QUERY = ("import base64, ssl, sys, urllib.request\n"
+         "url, user, password_file, ca = sys.argv[1:5]\n"
+         "token = base64.b64encode(f'{user}:{open(password_file).read().strip()}'.encode())\n"
+         "request = urllib.request.Request(url, headers={'Authorization': 'Basic ' + "
+         "token.decode()})\n"
+         "r = urllib.request.urlopen(request, timeout=10, "
+         "context=ssl.create_default_context(cafile=ca))\n"
          "print('answers' if b'\"success\"' in r.read() else 'no')")
 
 
 def _prometheus(head: dict) -> dict[str, str]:
-    name, url = head["name"], f"http://{head['address']}:9090/api/v1/query?query=up"
+    name, url = head["name"], f"https://{head['address']}:9090/api/v1/query?query=up"
+    ask = " ".join(shlex.quote(p) for p in ("python3", "-c", QUERY, url, WEB_USER, WEB_PASSWORD,
+                                             WEB_CERT))
     return {
         "active": on_head(name, "systemctl is-active prometheus"),
         "pid": on_head(name, "systemctl show -p MainPID --value prometheus"),
         "conf": on_head(name, "sha256sum /etc/prometheus/prometheus.yml | cut -c1-16"),
-        "answers": on_head(name, f"python3 -c {shlex.quote(QUERY)} {shlex.quote(url)}"),
+        "answers": on_head(name, ask),
     }
 
 

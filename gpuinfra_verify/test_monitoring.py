@@ -25,6 +25,15 @@ from testinfra.host import Host
 from gpuinfra.monitoring.alerts import alerts
 from gpuinfra.monitoring.scrape import target
 from gpuinfra.monitoring.settings import Monitoring
+from gpuinfra.monitoring.web import (
+    WEB_CERT,
+    WEB_CONFIG,
+    WEB_KEY,
+    WEB_PASSWORD,
+    WEB_PASSWORD_HASH,
+    WEB_USER,
+    scheme,
+)
 from gpuinfra_verify.expect import problem
 from gpuinfra_verify.failure import fail
 from gpuinfra_verify.monitoring_expect import (
@@ -38,9 +47,20 @@ from gpuinfra_verify.monitoring_expect import (
 Note = Callable[[str, object], None]
 WAIT_S = 120
 POLL_S = 5
-# Reads one URL on the head with Python's standard library (no curl in a minimal Debian).
-FETCH = ("import sys, urllib.request; "
-         "sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())")
+# Reads one URL on the head with Python's standard library (no curl in a minimal Debian). With
+# monitoring_web_security, run with sudo: it reads the head's password file and trusts the
+# head's certificate (gpuinfra.monitoring.web); the password is never on a command line.
+FETCH = ("import base64, ssl, sys, urllib.request\n"
+         "url, user, password_file, ca = sys.argv[1:5]\n"
+         "headers, context = {}, None\n"
+         "if password_file != '-':\n"
+         "    secret = open(password_file).read().strip()\n"
+         "    token = base64.b64encode(f'{user}:{secret}'.encode()).decode()\n"
+         "    headers['Authorization'] = 'Basic ' + token\n"
+         "    context = ssl.create_default_context(cafile=ca)\n"
+         "request = urllib.request.Request(url, headers=headers)\n"
+         "sys.stdout.write(urllib.request.urlopen(request, timeout=10, context=context)"
+         ".read().decode())")
 
 
 @pytest.fixture(scope="session")
@@ -51,22 +71,30 @@ def mon(site) -> Monitoring:
     return Monitoring.from_settings(head[0].settings)
 
 
-def fetch(controller: Host, url: str) -> str | None:
-    result = controller.run(f"python3 -c {shlex.quote(FETCH)} {shlex.quote(url)}")
+def fetch(controller: Host, url: str, secured: bool) -> str | None:
+    """GET ``url`` on the head; with ``secured`` over HTTPS with the head's credentials."""
+    extra = [WEB_USER, WEB_PASSWORD, WEB_CERT] if secured else ["-", "-", "-"]
+    command = " ".join(shlex.quote(p) for p in ["python3", "-c", FETCH, url, *extra])
+    if not secured:
+        result = controller.run(command)
+    else:
+        with controller.sudo():
+            result = controller.run(command)
     return result.stdout if result.rc == 0 else None
 
 
 @pytest.fixture(scope="session")
 def api(controller: Host, site, mon: Monitoring) -> Callable[[str], Any]:
     """GET Prometheus' API on the head's cluster address; fails the test naming the cause."""
-    base = f"http://{target(site.spec.head[0], mon.prometheus_port)}/api/v1/"
+    base = f"{scheme(mon.web_security)}://{target(site.spec.head[0], mon.prometheus_port)}/api/v1/"
 
     def get(path: str) -> Any:
-        text = fetch(controller, base + path)
+        text = fetch(controller, base + path, mon.web_security)
         if text is None:
             pytest.fail(problem(site.spec.head[0].name, f"Prometheus does not answer at {base}",
                                 "prometheus is down, or listens on another address than the "
-                                "head's node_address (refused config, changed address)",
+                                "head's node_address (refused config, changed address), or "
+                                f"refuses the credentials in {WEB_PASSWORD}",
                                 "`systemctl status prometheus` and `journalctl -u prometheus` "
                                 "on the head; deploy again"), pytrace=False)
         return json.loads(text)["data"]
@@ -140,7 +168,8 @@ def test_alert_rules_loaded(api, site, mon, note: Note) -> None:
 def test_alertmanager_reachable(controller: Host, api, site, mon, note: Note) -> None:
     head = site.spec.head[0]
     address = target(head, mon.alertmanager_port)
-    if fetch(controller, f"http://{address}/-/ready") is None:
+    ready = f"{scheme(mon.web_security)}://{address}/-/ready"
+    if fetch(controller, ready, mon.web_security) is None:
         fail(note, problem(head.name, f"Alertmanager does not answer at {address}",
                            "prometheus-alertmanager is down (a refused alertmanager.yml keeps "
                            "the old one; a bad one at start stops it) or listens elsewhere",
@@ -151,3 +180,47 @@ def test_alertmanager_reachable(controller: Host, api, site, mon, note: Note) ->
         fail(note, problem(head.name, f"Prometheus sends alerts to {known or 'nobody'}, not "
                            f"{address}", "the live prometheus.yml is older than the spec",
                            "deploy again (monitoring role)"))
+
+
+# Status code of a GET without credentials (trusting the head's certificate), or the error.
+UNAUTHENTICATED = ("import ssl, sys, urllib.error, urllib.request\n"
+                   "context = ssl.create_default_context(cafile=sys.argv[2])\n"
+                   "try:\n"
+                   "    print(urllib.request.urlopen(sys.argv[1], timeout=10, "
+                   "context=context).status)\n"
+                   "except urllib.error.HTTPError as error:\n"
+                   "    print(error.code)\n")
+
+
+def test_web_credentials_private_and_required(controller: Host, site, mon, note: Note) -> None:
+    """monitoring_web_security: the password, its hash and the key are root:prometheus 0640,
+    and Prometheus and Alertmanager answer 401 to a request without credentials."""
+    if not mon.web_security:
+        pytest.skip("monitoring_web_security is False")
+    head = site.spec.head[0]
+    problems = []
+    with controller.sudo():
+        for path in (WEB_PASSWORD, WEB_PASSWORD_HASH, WEB_KEY, WEB_CONFIG):
+            info = controller.file(path)
+            if not info.exists or (info.mode, info.user, info.group) != (0o640, "root",
+                                                                         "prometheus"):
+                seen = (f"{oct(info.mode)} {info.user}:{info.group}" if info.exists
+                        else "missing")
+                problems.append(problem(head.name, f"{path} is {seen}, not 0640 "
+                                        "root:prometheus", "changed by hand, or an older deploy",
+                                        "deploy again (monitoring role)"))
+    for port, what in ((mon.prometheus_port, "Prometheus"),
+                       (mon.alertmanager_port, "Alertmanager")):
+        url = f"https://{target(head, port)}/api/v1/status/buildinfo" if port == \
+            mon.prometheus_port else f"https://{target(head, port)}/api/v2/status"
+        answer = controller.run(" ".join(shlex.quote(p) for p in [
+            "python3", "-c", UNAUTHENTICATED, url, WEB_CERT])).stdout.strip()
+        note(f"{what.lower()}_unauthenticated", answer)
+        if answer != "401":
+            problems.append(problem(head.name, f"{what} answered {answer or 'nothing'} to a "
+                                    f"request without credentials at {url}, not 401",
+                                    "it does not serve web.yml (--web.config.file missing from "
+                                    "its ARGS) or web.yml has no basic_auth_users",
+                                    f"deploy again; `promtool check web-config {WEB_CONFIG}`"))
+    if problems:
+        fail(note, "\n".join(problems))

@@ -11,6 +11,8 @@
   their promtool unit tests;
 - :mod:`gpuinfra.monitoring.alertmanager`: alertmanager.yml;
 - :mod:`gpuinfra.monitoring.grafana`: Grafana's datasource and dashboard;
+- :mod:`gpuinfra.monitoring.web`: web.yml of Prometheus and Alertmanager (TLS, basic auth) and
+  what their clients send, with the paths of the secrets the head makes;
 - :mod:`gpuinfra.monitoring.units`: the daemons' systemd units and drop-ins (built by
   gpuinfra.units).
 

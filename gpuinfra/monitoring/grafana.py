@@ -9,18 +9,43 @@ from typing import Any
 
 from gpuinfra.monitoring.scrape import target
 from gpuinfra.monitoring.settings import Monitoring
+from gpuinfra.monitoring.web import WEB_USER, scheme
 from gpuinfra.spec.model import ClusterSpec
 
 DATASOURCE_UID = "gpuinfra-prometheus"
+# Grafana's copies of Prometheus' password and certificate (the role copies them on the head:
+# Grafana cannot read /etc/prometheus/gpuinfra-web, which is the prometheus group's).
+GRAFANA_SECRETS = "/etc/grafana/gpuinfra"  # root:grafana 0750
+GRAFANA_PROMETHEUS_PASSWORD = f"{GRAFANA_SECRETS}/prometheus-password"  # root:grafana 0640
+GRAFANA_PROMETHEUS_CA = f"{GRAFANA_SECRETS}/prometheus-ca.crt"
+# Grafana's admin password, made on the head (root:grafana 0640).
+GRAFANA_ADMIN_PASSWORD = f"{GRAFANA_SECRETS}/admin-password"
+
+
+def file_value(path: str) -> str:
+    """A Grafana setting or provisioning value read from ``path`` when Grafana starts
+    (``$__file{}``: Grafana's setting.ExpandVar, file expander, trims whitespace; used for
+    grafana.ini values and, through pkg/services/provisioning/values, provisioning values)."""
+    return f"$__file{{{path}}}"
 
 
 def grafana_datasource(spec: ClusterSpec, mon: Monitoring) -> dict[str, Any]:
-    """/etc/grafana/provisioning/datasources/gpuinfra.yaml."""
+    """/etc/grafana/provisioning/datasources/gpuinfra.yaml: Prometheus on the head; with
+    monitoring_web_security over HTTPS trusting the head's certificate, with basic auth, the
+    password and the certificate read from Grafana's copies (no secret in this file)."""
     head = spec.head[0]
-    return {"apiVersion": 1, "datasources": [{
+    source: dict[str, Any] = {
         "name": f"Prometheus ({spec.name})", "uid": DATASOURCE_UID, "type": "prometheus",
-        "access": "proxy", "url": f"http://{target(head, mon.prometheus_port)}",
-        "isDefault": True, "editable": False}]}
+        "access": "proxy", "url": f"{scheme(mon.web_security)}://"
+                                  f"{target(head, mon.prometheus_port)}",
+        "isDefault": True, "editable": False}
+    if mon.web_security:
+        source |= {"basicAuth": True, "basicAuthUser": WEB_USER,
+                   "jsonData": {"tlsAuthWithCACert": True},
+                   "secureJsonData": {
+                       "basicAuthPassword": file_value(GRAFANA_PROMETHEUS_PASSWORD),
+                       "tlsCACert": file_value(GRAFANA_PROMETHEUS_CA)}}
+    return {"apiVersion": 1, "datasources": [source]}
 
 
 def grafana_dashboards_provider(path: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpuinfra.monitoring.settings import Monitoring
+from gpuinfra.monitoring.web import client_config, web_args
 from gpuinfra.spec.model import ClusterSpec, NodeSpec
 
 # Where the role puts the rules (prometheus.yml's rule_files names this path).
@@ -63,9 +64,16 @@ def prometheus_config(spec: ClusterSpec, mon: Monitoring,
     DCGM on GPU nodes and the Slurm exporter on the head where enabled; alerts to the head's
     Alertmanager; the site's rule file."""
     head = _head(spec)
+    # The head's daemons serve web.yml (monitoring_web_security): HTTPS and basic auth. A
+    # fresh dict for each use: pyyaml would write one shared object as a YAML alias.
+    def secured() -> dict[str, Any]:
+        return client_config() if mon.web_security else {}
+
     jobs: list[dict[str, Any]] = [
-        {"job_name": "prometheus", "static_configs": _static([head], mon.prometheus_port)},
-        {"job_name": "alertmanager", "static_configs": _static([head], mon.alertmanager_port)},
+        {"job_name": "prometheus", **secured(),
+         "static_configs": _static([head], mon.prometheus_port)},
+        {"job_name": "alertmanager", **secured(),
+         "static_configs": _static([head], mon.alertmanager_port)},
         {"job_name": "node", "static_configs": _static(spec.nodes, mon.node_exporter_port,
                                                        role=True)},
     ]
@@ -81,7 +89,7 @@ def prometheus_config(spec: ClusterSpec, mon: Monitoring,
                    "evaluation_interval": mon.scrape_interval,
                    "external_labels": {"cluster": spec.name}},
         "alerting": {"alertmanagers": [
-            {"static_configs": [{"targets": [target(head, mon.alertmanager_port)]}]}]},
+            {**secured(), "static_configs": [{"targets": [target(head, mon.alertmanager_port)]}]}]},
         "rule_files": [rules_path],
         "scrape_configs": jobs,
     }
@@ -89,18 +97,19 @@ def prometheus_config(spec: ClusterSpec, mon: Monitoring,
 
 def prometheus_args(spec: ClusterSpec, mon: Monitoring) -> str:
     """``ARGS`` of /etc/default/prometheus: listen on the head's cluster address only, keep
-    ``retention`` of samples."""
+    ``retention`` of samples, serve web.yml (TLS, basic auth) where monitoring_web_security."""
     head = _head(spec)
     return (f"--web.listen-address={target(head, mon.prometheus_port)} "
-            f"--storage.tsdb.retention.time={mon.retention}")
+            f"--storage.tsdb.retention.time={mon.retention}{web_args(mon.web_security)}")
 
 
 def alertmanager_args(spec: ClusterSpec, mon: Monitoring) -> str:
     """``ARGS`` of /etc/default/prometheus-alertmanager: the head's cluster address; no
-    gossip port (one Alertmanager: ``--cluster.listen-address=`` empty turns it off)."""
+    gossip port (one Alertmanager: ``--cluster.listen-address=`` empty turns it off); web.yml
+    (TLS, basic auth) where monitoring_web_security."""
     head = _head(spec)
     return (f"--web.listen-address={target(head, mon.alertmanager_port)} "
-            "--cluster.listen-address=")
+            f"--cluster.listen-address={web_args(mon.web_security)}")
 
 
 def node_exporter_args(node: NodeSpec, mon: Monitoring, textfile_dir: str) -> str:

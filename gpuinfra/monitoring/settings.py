@@ -24,6 +24,7 @@ class Monitoring:
     node_exporter_port: int
     grafana_port: int
     grafana: bool
+    web_security: bool  # TLS and basic auth on Prometheus and Alertmanager
     dcgm: bool
     slurm_exporter: bool
     gpu_temperature_max: int
@@ -42,6 +43,7 @@ class Monitoring:
             node_exporter_port=settings["monitoring_node_exporter_port"],
             grafana_port=settings["monitoring_grafana_port"],
             grafana=settings["monitoring_grafana"],
+            web_security=settings["monitoring_web_security"],
             dcgm=settings["monitoring_dcgm"],
             slurm_exporter=settings["monitoring_slurm_exporter"] is not None,
             gpu_temperature_max=settings["monitoring_gpu_temperature_max"],

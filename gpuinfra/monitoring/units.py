@@ -52,12 +52,21 @@ def dcgm_exporter_dropin(listen: str) -> str:
     }, about=f"Listen on the cluster network only {ROLE}.")
 
 
-def grafana_dropin(address: str, port: int) -> str:
-    """grafana-server on ``address``:``port`` (the head's cluster address)."""
+def grafana_dropin(address: str, port: int, admin_password_file: str) -> str:
+    """grafana-server on ``address``:``port`` (the head's cluster address), its admin password
+    read from ``admin_password_file`` (made on the head) when Grafana creates its admin user.
+
+    ``GF_<SECTION>_<KEY>`` overrides grafana.ini, and Grafana then expands ``$__file{path}``
+    in every value (pkg/setting: applyEnvVariableOverrides, then expandConfig). Not
+    ``GF_SECURITY_ADMIN_PASSWORD__FILE``: that suffix is read by the Docker image's run.sh only
+    (packaging/docker/run.sh), not by the packaged grafana-server. systemd gives ``$`` no
+    meaning in Environment= (only ``%`` specifiers)."""
     return unit_file({
         "Service": [("Environment", f"GF_SERVER_HTTP_ADDR={address}"),
-                    ("Environment", f"GF_SERVER_HTTP_PORT={port}")],
-    }, about=f"Listen on the cluster network only {ROLE}.")
+                    ("Environment", f"GF_SERVER_HTTP_PORT={port}"),
+                    ("Environment",
+                     f"GF_SECURITY_ADMIN_PASSWORD=$__file{{{admin_password_file}}}")],
+    }, about=f"Listen on the cluster network only; the admin password made on the head {ROLE}.")
 
 
 def slurm_exporter_unit(binary: str, version: str, listen: str) -> str:

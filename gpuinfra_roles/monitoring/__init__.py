@@ -25,7 +25,7 @@ import yaml
 from pyinfra import host
 from pyinfra.api import StringCommand, deploy, operation
 from pyinfra.facts.files import File
-from pyinfra.operations import apt, files, systemd
+from pyinfra.operations import apt, files, server, systemd
 from pyinfra.operations.util import any_changed
 
 import gpuinfra
@@ -36,6 +36,10 @@ from gpuinfra.knowledge.repositories import CUDA_REPOS
 from gpuinfra.monitoring.alertmanager import ALERTMANAGER_CONFIG, alertmanager_config
 from gpuinfra.monitoring.alerts import rules
 from gpuinfra.monitoring.grafana import (
+    GRAFANA_ADMIN_PASSWORD,
+    GRAFANA_PROMETHEUS_CA,
+    GRAFANA_PROMETHEUS_PASSWORD,
+    GRAFANA_SECRETS,
     grafana_dashboard,
     grafana_dashboards_provider,
     grafana_datasource,
@@ -60,6 +64,18 @@ from gpuinfra.monitoring.units import (
     grafana_dropin,
     slurm_exporter_unit,
 )
+from gpuinfra.monitoring.web import (
+    BCRYPT_COST,
+    CERT_DAYS,
+    HASH_TOKEN,
+    WEB_CERT,
+    WEB_CONFIG,
+    WEB_DIR,
+    WEB_KEY,
+    WEB_PASSWORD,
+    WEB_PASSWORD_HASH,
+    web_config,
+)
 from gpuinfra.spec import ClusterSpec, NodeSpec
 from gpuinfra.spec.cross import unaddressed
 from gpuinfra_deploy.facts.system import host_distro
@@ -68,6 +84,7 @@ from gpuinfra_deploy.ops.boot import BootNeeds, boot_order
 from gpuinfra_deploy.ops.checked import check_script, checked_files
 from gpuinfra_deploy.ops.cuda_repo import cuda_repository, key_url_for
 from gpuinfra_deploy.ops.gpu import node_driver
+from gpuinfra_deploy.ops.made_on_host import copied_file, filled_file, secret_files
 from gpuinfra_deploy.ops.service import restart_or_reload
 from gpuinfra_deploy.ops.templates import RoleTemplates
 from gpuinfra_deploy.run.role import Role
@@ -88,6 +105,10 @@ COLLECTOR_UNITS = ("gpuinfra-gpu-metrics.service", "gpuinfra-gpu-metrics.timer")
 UNIT_STAGE = "/etc/systemd/system/.gpuinfra-staged"
 PROMETHEUS_STAGE = "/etc/prometheus/.gpuinfra-staged"
 ALERTMANAGER_STAGE = "/etc/prometheus/.gpuinfra-staged-alertmanager"
+WEB_STAGE = "/etc/prometheus/.gpuinfra-staged-web"
+DAEMON_GROUP = "prometheus"  # Debian's and Ubuntu's units run every Prometheus daemon as it
+GRAFANA_GROUP = "grafana"  # Grafana's package runs grafana-server as grafana:grafana
+GRAFANA_DB = "/var/lib/grafana/grafana.db"  # the package's default [paths] data, sqlite
 RULES_FILE = Path(RULES_PATH).name  # relative: promtool resolves it beside the config
 DCGM_PIN_FILE = "/etc/apt/preferences.d/gpuinfra-dcgm"
 DCGM_DROPIN = f"{UNIT_DIR}/nvidia-dcgm-exporter.service.d/gpuinfra.conf"
@@ -100,21 +121,26 @@ GRAFANA_DASHBOARDS = "/var/lib/grafana/dashboards/gpuinfra"
 SLURM_EXPORTER_DIR = "/usr/local/lib/gpuinfra-slurm-exporter"
 SLURM_EXPORTER_UNIT = f"{UNIT_DIR}/prometheus-slurm-exporter.service"
 
+# What the head makes its web secrets with: openssl (the certificate and key) and python3-bcrypt
+# (the password's hash): bookworm has python3-bcrypt 3.2.2-1 and openssl 3.0 (apt-cache policy);
+# Ubuntu ships both in main (python3-bcrypt is python3-paramiko's dependency).
+WEB_TOOLS = ["openssl", "python3-bcrypt"]
+
 # Per-distribution values: the task list below has no distro conditionals.
 DISTRO: dict[str, dict[str, Any]] = {
     "debian-12": {  # Prometheus 2.42, Alertmanager 0.25, node_exporter 1.5 (bookworm main)
         "node": ["prometheus-node-exporter", "dbus", "python3"],
-        "head": ["prometheus", "prometheus-alertmanager"],
+        "head": ["prometheus", "prometheus-alertmanager", *WEB_TOOLS],
         "cuda_repo": CUDA_REPOS["debian-12"],
     },
     "ubuntu-22.04": {  # the same packages, from universe
         "node": ["prometheus-node-exporter", "dbus", "python3"],
-        "head": ["prometheus", "prometheus-alertmanager"],
+        "head": ["prometheus", "prometheus-alertmanager", *WEB_TOOLS],
         "cuda_repo": CUDA_REPOS["ubuntu-22.04"],
     },
     "ubuntu-24.04": {  # the same packages, from universe
         "node": ["prometheus-node-exporter", "dbus", "python3"],
-        "head": ["prometheus", "prometheus-alertmanager"],
+        "head": ["prometheus", "prometheus-alertmanager", *WEB_TOOLS],
         "cuda_repo": CUDA_REPOS["ubuntu-24.04"],
     },
 }
@@ -145,10 +171,10 @@ def monitoring(site: Site, node: NodeSpec) -> None:
         if mon.dcgm:
             _dcgm(site, node, data, distro)
     if node.is_head:
-        _prometheus(spec, mon, distro)
+        renewed = _prometheus(spec, mon, distro)
         _alertmanager(spec, mon)
         if mon.grafana:
-            _grafana(spec, mon, data)
+            _grafana(spec, mon, data, renewed)
         if slurm_exporter_on(spec, data):
             _slurm_exporter(node, data["monitoring_slurm_exporter"])
     boot_order(boot_needs(spec, node, mon, data))
@@ -276,9 +302,69 @@ def prometheus_check(stage: str) -> str:
     return check_script(f"promtool check config {config}", "promtool", stage)
 
 
-def _prometheus(spec: ClusterSpec, mon: Monitoring, distro: dict[str, Any]) -> None:
+# ---------------------------------------------------------------------------- web security
+
+def password_command(path: str, hash_path: str, group: str) -> str:
+    """Shell (root): a random password in ``path`` and its bcrypt hash in ``hash_path``, both
+    root:``group`` 0640, written under umask 077 beside their targets and renamed into place.
+    The password goes from one command's file to the next one's standard input only."""
+    new, hash_new = f"{path}.gpuinfra-new", f"{hash_path}.gpuinfra-new"
+    make = "import secrets, sys; sys.stdout.write(secrets.token_urlsafe(32))"
+    digest = ("import bcrypt, sys; sys.stdout.write(bcrypt.hashpw(sys.stdin.buffer.read()"
+              f".strip(), bcrypt.gensalt({BCRYPT_COST})).decode())")
+    q = shlex.quote
+    return (f"umask 077 && python3 -I -c {q(make)} > {q(new)} && "
+            f"python3 -I -c {q(digest)} < {q(new)} > {q(hash_new)} && "
+            f"chgrp {q(group)} {q(new)} {q(hash_new)} && chmod 0640 {q(new)} {q(hash_new)} && "
+            f"mv -f {q(hash_new)} {q(hash_path)} && mv -f {q(new)} {q(path)}")
+
+
+def tls_command(node: NodeSpec, key: str, cert: str, group: str) -> str:
+    """Shell (root): a self-signed certificate (its own CA) for the node's cluster address, an
+    EC P-256 key root:``group`` 0640 (written 0600 under umask 077 first), the certificate
+    0644; ``openssl req -addext`` (OpenSSL 1.1.1 and later: 3.0 on every distribution here)."""
+    q = shlex.quote
+    key_new, cert_new = f"{key}.gpuinfra-new", f"{cert}.gpuinfra-new"
+    return (f"umask 077 && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
+            f"-nodes -keyout {q(key_new)} -out {q(cert_new)} -days {CERT_DAYS} "
+            f"-subj {q('/CN=' + node.short_name)} "
+            f"-addext {q('subjectAltName=IP:' + str(node.address))} 2>&1 && "
+            f"chgrp {q(group)} {q(key_new)} && chmod 0640 {q(key_new)} && "
+            f"chmod 0644 {q(cert_new)} && mv -f {q(key_new)} {q(key)} && "
+            f"mv -f {q(cert_new)} {q(cert)}")
+
+
+def web_check(stage: str) -> str:
+    """promtool judges the staged web.yml: the certificate and key load, each hash parses."""
+    config = shlex.quote(f"{stage}/{Path(WEB_CONFIG).name}")
+    return check_script(f"promtool check web-config {config}", "promtool", stage)
+
+
+def _web_security(head: NodeSpec) -> bool:
+    """The head's web secrets (made once, kept) and web.yml built from them (no daemon needs
+    telling: both read it on every request). True when this run makes any of them again."""
+    files.directory(name=f"{WEB_DIR}: root and the prometheus group only (0750)", path=WEB_DIR,
+                    user="root", group=DAEMON_GROUP, mode="750")
+    password = secret_files(name="The web password and its bcrypt hash, made on the head",
+                 paths=[WEB_PASSWORD, WEB_PASSWORD_HASH], what="the web password",
+                 command=password_command(WEB_PASSWORD, WEB_PASSWORD_HASH, DAEMON_GROUP))
+    tls = secret_files(name="The web TLS key and certificate, made on the head",
+                 paths=[WEB_KEY, WEB_CERT], what="the web TLS key and certificate",
+                 command=tls_command(head, WEB_KEY, WEB_CERT, DAEMON_GROUP))
+    filled_file(name="web.yml of Prometheus and Alertmanager (the head's hash), judged "
+                            "by promtool check web-config",
+                       template=yaml_with_header(web_config()),
+                       fills={HASH_TOKEN: WEB_PASSWORD_HASH}, dest=WEB_CONFIG, stage=WEB_STAGE,
+                       check=web_check(WEB_STAGE), group=DAEMON_GROUP,
+                       refresh=password.will_change)
+    return password.will_change or tls.will_change
+
+
+def _prometheus(spec: ClusterSpec, mon: Monitoring, distro: dict[str, Any]) -> bool:
+    """Prometheus on the head; True when this run makes web secrets again."""
     apt.packages(name="Install Prometheus and Alertmanager", packages=distro["head"],
                  no_recommends=True, update=True, cache_time=APT_CACHE_S)
+    renewed = _web_security(spec.head[0]) if mon.web_security else False
     args = _daemon_args("/etc/default/prometheus", prometheus_args(spec, mon),
                         "Prometheus")
     config = checked_files(name="Prometheus configuration and alert rules, checked by promtool",
@@ -286,6 +372,7 @@ def _prometheus(spec: ClusterSpec, mon: Monitoring, distro: dict[str, Any]) -> N
                            check=prometheus_check(PROMETHEUS_STAGE))
     systemd.service(name="Run Prometheus", service="prometheus", running=True, enabled=True)
     restart_or_reload("Prometheus", "prometheus", args.did_change, config.did_change)
+    return renewed
 
 
 def alertmanager_check(stage: str) -> str:
@@ -299,11 +386,15 @@ def _alertmanager(spec: ClusterSpec, mon: Monitoring) -> None:
     config = checked_files(name="Alertmanager configuration, checked by amtool",
                            files={ALERTMANAGER_CONFIG: yaml_with_header(
                                alertmanager_config(spec, mon))},
-                           stage=ALERTMANAGER_STAGE, check=alertmanager_check(ALERTMANAGER_STAGE))
+                           stage=ALERTMANAGER_STAGE, check=alertmanager_check(ALERTMANAGER_STAGE),
+                           mode="0640")
+    # Webhook URLs and SMTP settings are secrets: readable by root and the daemon's group only.
+    private = files.file(name=f"{ALERTMANAGER_CONFIG}: root:{DAEMON_GROUP} 0640",
+                         path=ALERTMANAGER_CONFIG, user="root", group=DAEMON_GROUP, mode="640")
     systemd.service(name="Run Alertmanager", service="prometheus-alertmanager", running=True,
                     enabled=True)
     restart_or_reload("Alertmanager", "prometheus-alertmanager", args.did_change,
-                      config.did_change)
+                      any_changed(config, private))
 
 
 def grafana_files(spec: ClusterSpec, mon: Monitoring) -> dict[str, str]:
@@ -317,7 +408,9 @@ def grafana_files(spec: ClusterSpec, mon: Monitoring) -> dict[str, str]:
     }
 
 
-def _grafana(spec: ClusterSpec, mon: Monitoring, data: Any) -> None:
+def _grafana(spec: ClusterSpec, mon: Monitoring, data: Any, renewed: bool) -> None:
+    """Grafana on the head; ``renewed``: this run makes Prometheus' web secrets again (its
+    copies follow)."""
     repo = data["monitoring_grafana_repo_url"].rstrip("/")
     keyring = apt_keyring(name="Add Grafana's signing key", url=f"{repo}/gpg.key",
                           path=GRAFANA_KEYRING, fingerprint=SIGNING_KEYS["grafana"])
@@ -330,17 +423,51 @@ def _grafana(spec: ClusterSpec, mon: Monitoring, data: Any) -> None:
     install_pinned("Grafana", PinnedPackages(packages={"grafana": version},
                                              pins={"grafana": version}), GRAFANA_PIN_FILE)
     head = spec.head[0]
+    files.directory(name=f"{GRAFANA_SECRETS}: root and the grafana group only (0750)",
+                    path=GRAFANA_SECRETS, user="root", group=GRAFANA_GROUP, mode="750")
+    admin = secret_files(name="Grafana's admin password, made on the head",
+                         paths=[GRAFANA_ADMIN_PASSWORD], what="Grafana's admin password",
+                         command=admin_password_command(GRAFANA_ADMIN_PASSWORD, GRAFANA_GROUP))
+    copies = []
+    if mon.web_security:
+        copies = [copied_file(name=f"Grafana's copy of {src}", src=src, dest=dest,
+                              group=GRAFANA_GROUP, refresh=renewed)
+                  for src, dest in ((WEB_PASSWORD, GRAFANA_PROMETHEUS_PASSWORD),
+                                    (WEB_CERT, GRAFANA_PROMETHEUS_CA))]
     dropin = files.put(name="Grafana listens on the cluster network", dest=GRAFANA_DROPIN,
-                       src=StringIO(grafana_dropin(head.address, mon.grafana_port)),
+                       src=StringIO(grafana_dropin(head.address, mon.grafana_port,
+                                                   GRAFANA_ADMIN_PASSWORD)),
                        mode="644", create_remote_dir=True)
     provisioned = [files.put(name=f"Grafana provisioning: {path}", dest=path,
                              src=StringIO(text), mode="644", create_remote_dir=True)
                    for path, text in grafana_files(spec, mon).items()]
     systemd.daemon_reload(name="systemd reads Grafana's drop-in", _if=dropin.did_change)
     systemd.service(name="Run Grafana", service="grafana-server", running=True, enabled=True)
-    systemd.service(name="Restart Grafana on its new address or provisioning",
+    systemd.service(name="Restart Grafana on its new address, provisioning or credentials",
                     service="grafana-server", restarted=True,
-                    _if=any_changed(dropin, *provisioned))
+                    _if=any_changed(dropin, *provisioned, *copies))
+    # Grafana takes admin_password only when it creates its database: one made before (an
+    # earlier deploy's admin/admin) gets the new password from grafana-cli, from stdin.
+    if host.get_fact(File, path=GRAFANA_DB):
+        server.shell(name="Grafana's existing admin user gets the password made on the head",
+                     commands=[admin_reset_command(GRAFANA_ADMIN_PASSWORD)],
+                     _if=admin.did_change)
+
+
+def admin_password_command(path: str, group: str) -> str:
+    """Shell (root): a random password in ``path``, root:``group`` 0640 (umask 077 first)."""
+    q = shlex.quote
+    new = f"{path}.gpuinfra-new"
+    make = "import secrets, sys; sys.stdout.write(secrets.token_urlsafe(32))"
+    return (f"umask 077 && python3 -I -c {q(make)} > {q(new)} && chgrp {q(group)} {q(new)} && "
+            f"chmod 0640 {q(new)} && mv -f {q(new)} {q(path)}")
+
+
+def admin_reset_command(path: str) -> str:
+    """``grafana-cli admin reset-admin-password --password-from-stdin`` (Grafana 9.1 and later)
+    as the grafana user, the password on its standard input (never on a command line)."""
+    return (f"runuser -u {GRAFANA_GROUP} -- grafana-cli admin reset-admin-password "
+            f"--password-from-stdin < {shlex.quote(path)} >/dev/null")
 
 
 # ---------------------------------------------------------------------------- Slurm exporter

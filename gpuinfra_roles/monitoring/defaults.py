@@ -36,6 +36,11 @@ KNOBS = (
          site_wide=True),
     Knob("monitoring_alertmanager_port", 9093, integer(1024, 65535), "Alertmanager's port",
          site_wide=True),
+    # Prometheus and Alertmanager only over HTTPS with basic auth (their web.yml,
+    # gpuinfra/monitoring/web.py): the password, its bcrypt hash, the certificate and its key
+    # are made on the head, once. False serves both in plain HTTP without a login, as before.
+    Knob("monitoring_web_security", True, boolean(),
+         "TLS and basic auth on Prometheus and Alertmanager", site_wide=True),
     Knob("monitoring_node_exporter_port", 9100, integer(1024, 65535), "node_exporter's port",
          site_wide=True),
     # Who gets which alerts: [{"name": "ops", "webhook_url": "http://...", "severities":

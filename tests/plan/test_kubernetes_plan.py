@@ -170,6 +170,12 @@ def test_fresh_head_prepares_the_node_and_plans_kubeadm_init(distro):
     assert init[4] == f"kubeadm init --config {kubeadm.INIT_CONFIG} --skip-token-print"
     config = _uploads(head)[kubeadm.INIT_CONFIG]
     assert "podSubnet: 10.244.0.0/16" in config and "advertiseAddress: 10.0.0.10" in config
+    # The API server and the head's kubelet listen on the head's cluster address only.
+    documents = list(yaml.safe_load_all(config))
+    assert documents[1]["apiServer"]["extraArgs"] == [{"name": "bind-address",
+                                                       "value": "10.0.0.10"}]
+    assert {"name": "address", "value": "10.0.0.10"} in \
+        documents[0]["nodeRegistration"]["kubeletExtraArgs"]
 
 
 @pytest.mark.parametrize("distro", DISTROS)

@@ -21,9 +21,25 @@ import pytest
 from pyinfra.api.exceptions import PyinfraError
 
 from gpuinfra.knowledge.packages import SIGNING_KEYS
+from gpuinfra.monitoring.alertmanager import ALERTMANAGER_CONFIG
+from gpuinfra.monitoring.grafana import (
+    GRAFANA_ADMIN_PASSWORD,
+    GRAFANA_PROMETHEUS_CA,
+    GRAFANA_PROMETHEUS_PASSWORD,
+    GRAFANA_SECRETS,
+)
+from gpuinfra.monitoring.web import (
+    WEB_CERT,
+    WEB_CONFIG,
+    WEB_DIR,
+    WEB_KEY,
+    WEB_PASSWORD,
+    WEB_PASSWORD_HASH,
+)
 from gpuinfra_roles.monitoring import (
     ALERTMANAGER_STAGE,
     DCGM_PIN_FILE,
+    GRAFANA_DB,
     GRAFANA_PIN_FILE,
     PROMETHEUS_STAGE,
     UNIT_STAGE,
@@ -45,6 +61,7 @@ PACKAGES = {
     "prometheus-node-exporter": "1.5.0-1+b6", "dbus": "1.14.10-1~deb12u1",
     "python3": "3.11.2-1+b1", "datacenter-gpu-manager-4-core": "1:4.6.0-1",
     "datacenter-gpu-manager-exporter": "4.8.3-1", "grafana": "12.1.1",
+    "openssl": "3.0.20-1~deb12u2", "python3-bcrypt": "3.2.2-1",
 }
 SERVICES = ("prometheus-node-exporter", "prometheus", "prometheus-alertmanager",
             "gpuinfra-gpu-metrics", "nvidia-dcgm", "nvidia-dcgm-exporter", "grafana-server",
@@ -93,7 +110,7 @@ def test_head_gets_prometheus_alertmanager_grafana_and_nodes_their_exporters(dis
     result = run(distro, monitoring_slurm_exporter=EXPORTER)
     head, gpu = result.plans[HEAD], result.plans[GPU]
     install = op(head, "Install Prometheus and Alertmanager").commands[-1]
-    assert install.endswith("prometheus prometheus-alertmanager")
+    assert install.endswith("prometheus prometheus-alertmanager openssl python3-bcrypt")
     assert "promtool check config /etc/prometheus/.gpuinfra-staged/prometheus.yml" in \
         " ".join(op(head, "checked by promtool").commands)
     assert "amtool check-config" in " ".join(op(head, "checked by amtool").commands)
@@ -112,7 +129,8 @@ def test_head_gets_prometheus_alertmanager_grafana_and_nodes_their_exporters(dis
 def test_everything_listens_on_the_cluster_address(distro):
     result = run(distro)
     files = uploaded(result.plans[HEAD]) | uploaded(result.plans[GPU])
-    assert 'ARGS="--web.listen-address=10.0.0.1:9090 --storage.tsdb.retention.time=30d"' in \
+    assert ('ARGS="--web.listen-address=10.0.0.1:9090 --storage.tsdb.retention.time=30d '
+            '--web.config.file=/etc/prometheus/gpuinfra-web/web.yml"') in \
         files["/etc/default/prometheus"]
     assert "--web.listen-address=10.0.0.2:9100 " in files["/etc/default/prometheus-node-exporter"]
     assert "Environment=GF_SERVER_HTTP_ADDR=10.0.0.1" in \
@@ -223,11 +241,33 @@ def _converged(distro: str, data_json: str) -> dict:
             folder = live.rsplit("/", 1)[0]
             host["files.Directory"][f"path={folder}"] = {"mode": 755, "user": "root",
                                                           "group": "root"}
+        if name == HEAD:
+            _converged_secrets(host)
         for path in ("/usr/share/keyrings/grafana.gpg",
                      "/usr/share/keyrings/cuda-archive-keyring.gpg",
                      "/usr/local/lib/gpuinfra-slurm-exporter/prometheus-slurm-exporter-1.6.0"):
             host["files.File"][f"path={path}"] = _file(100)
     return facts
+
+
+def _converged_secrets(host: dict) -> None:
+    """The head after a first deploy: its web secrets and Grafana's made (digests only), web.yml
+    filled, Grafana's copies equal to their sources, the private files' groups and modes."""
+    for path in (WEB_PASSWORD, WEB_PASSWORD_HASH, WEB_KEY, WEB_CERT, GRAFANA_ADMIN_PASSWORD):
+        host["files.Sha256File"][f"path={path}"] = hashlib.sha256(path.encode()).hexdigest()
+    for src, dest in ((WEB_PASSWORD, GRAFANA_PROMETHEUS_PASSWORD),
+                      (WEB_CERT, GRAFANA_PROMETHEUS_CA)):
+        host["files.Sha256File"][f"path={dest}"] = host["files.Sha256File"][f"path={src}"]
+        host["files.File"][f"path={dest}"] = {**_file(10), "mode": 640, "group": "grafana"}
+    for path in (WEB_CONFIG, ALERTMANAGER_CONFIG):
+        host["files.File"][f"path={path}"] = {**_file(10), "mode": 640, "group": "prometheus"}
+    host["gpuinfra_deploy.ops.made_on_host.FilledDigests"] = {
+        "*": {"want": "ab" * 32, "have": "ab" * 32}}
+    host["files.Directory"][f"path={WEB_DIR}"] = {"mode": 750, "user": "root",
+                                                  "group": "prometheus"}
+    host["files.Directory"][f"path={GRAFANA_SECRETS}"] = {"mode": 750, "user": "root",
+                                                          "group": "grafana"}
+    host["files.File"][f"path={GRAFANA_DB}"] = _file(1 << 20)
 
 
 FULL = {"monitoring_slurm_exporter": EXPORTER}
@@ -291,3 +331,121 @@ def test_new_arguments_and_configuration_restart_once_and_never_reload(args_file
     changed = [o.name for o in run("debian-12", facts, **FULL).plans[HEAD].changing]
     assert any(f"Restart {label} on its new arguments" in n for n in changed), changed
     assert not any(f"Reload {label} on its new configuration" in n for n in changed), changed
+
+
+# ----------------------------------------------------------------------------- web security
+
+def test_web_secrets_are_made_on_the_head_and_never_leave_it():
+    """The password, its hash, the key and the certificate are made by commands on the head
+    (umask 077, beside their targets, renamed into place); web.yml is built there from the
+    hash and judged by promtool; no upload and no command carries a secret."""
+    head = run("debian-12").plans[HEAD]
+    password = " ".join(op(head, "web password and its bcrypt hash").commands)
+    assert password.startswith("umask 077 && python3 -I -c")
+    assert "secrets.token_urlsafe(32)" in password and "bcrypt.gensalt(10)" in password
+    assert f"< {WEB_PASSWORD}.gpuinfra-new > {WEB_PASSWORD_HASH}.gpuinfra-new" in password
+    assert f"chgrp prometheus {WEB_PASSWORD}.gpuinfra-new" in password
+    tls = " ".join(op(head, "web TLS key and certificate").commands)
+    assert "openssl req -x509 -newkey ec" in tls and "subjectAltName=IP:10.0.0.1" in tls
+    assert f"chmod 0640 {WEB_KEY}.gpuinfra-new" in tls
+    web = op(head, "web.yml of Prometheus and Alertmanager").commands
+    assert any("promtool check web-config /etc/prometheus/.gpuinfra-staged-web/web.yml" in c
+               for c in web)
+    assert web[-1].endswith(f"chgrp prometheus {WEB_CONFIG}.gpuinfra-new && chmod 0640 "
+                            f"{WEB_CONFIG}.gpuinfra-new && mv -f {WEB_CONFIG}.gpuinfra-new "
+                            f"{WEB_CONFIG}")
+    for command in head.commands:
+        assert "/tmp" not in command
+    assert not {WEB_PASSWORD, WEB_PASSWORD_HASH, WEB_KEY, WEB_CONFIG} & set(uploaded(head))
+    # The secret ops come before the daemons are told to use them.
+    order = names(head)
+    first_use = min(order.index(n) for n in order if "Prometheus's arguments" in n)
+    assert order.index(next(n for n in order if "web.yml of" in n)) < first_use
+
+
+def test_prometheus_reaches_itself_and_alertmanager_with_the_credentials():
+    config = uploaded(run("debian-12").plans[HEAD])[f"{PROMETHEUS_STAGE}/prometheus.yml"]
+    assert config.count("scheme: https") == 3  # its own job, Alertmanager's, alerting
+    assert config.count(f"password_file: {WEB_PASSWORD}") == 3
+    assert config.count(f"ca_file: {WEB_CERT}") == 3
+    args = uploaded(run("debian-12").plans[HEAD])["/etc/default/prometheus-alertmanager"]
+    assert f"--web.config.file={WEB_CONFIG}" in args
+
+
+def test_web_security_off_leaves_no_secret_and_plain_http():
+    head = run("debian-12", monitoring_web_security=False).plans[HEAD]
+    assert not [n for n in names(head) if "web password" in n or "web.yml" in n
+                or "Grafana's copy" in n]
+    files = uploaded(head)
+    assert "--web.config.file" not in files["/etc/default/prometheus"]
+    assert "https" not in files[f"{PROMETHEUS_STAGE}/prometheus.yml"]
+    datasource = files["/etc/grafana/provisioning/datasources/gpuinfra.yaml"]
+    assert "url: http://10.0.0.1:9090" in datasource and "basicAuth" not in datasource
+
+
+WEB_FOLLOWERS = ["web.yml of Prometheus", f"Grafana's copy of {WEB_PASSWORD}",
+                 f"Grafana's copy of {WEB_CERT}", "Restart Grafana"]
+
+
+@pytest.mark.parametrize(("missing", "expected"), [
+    (WEB_PASSWORD, ["web password and its bcrypt hash", *WEB_FOLLOWERS]),
+    (WEB_PASSWORD_HASH, ["web password and its bcrypt hash", *WEB_FOLLOWERS]),
+    # web.yml names the key and certificate by path, and the daemons read them per request.
+    (WEB_KEY, ["web TLS key and certificate", *WEB_FOLLOWERS[1:]]),
+    (GRAFANA_ADMIN_PASSWORD, ["Grafana's admin password, made",
+                              "existing admin user gets the password"]),
+])
+def test_a_deleted_secret_is_made_again_with_what_reads_it(missing, expected):
+    """Rotation is deleting the files and deploying: the next deploy makes them again, and in
+    the same run rebuilds web.yml from the new hash and Grafana's copies (Grafana restarted);
+    nothing else changes (the converged secrets are kept on every other run)."""
+    facts = converged_facts("debian-12", **FULL)
+    facts[HEAD]["files.Sha256File"][f"path={missing}"] = None
+    changed = [o.name for o in run("debian-12", facts, **FULL).plans[HEAD].changing]
+    assert len(changed) == len(expected), changed
+    for words in expected:
+        assert any(words in name for name in changed), (words, changed)
+
+
+def test_grafana_reads_its_admin_password_and_prometheus_credentials_from_the_head():
+    head = run("debian-12").plans[HEAD]
+    files = uploaded(head)
+    dropin = files["/etc/systemd/system/grafana-server.service.d/gpuinfra.conf"]
+    assert f"Environment=GF_SECURITY_ADMIN_PASSWORD=$__file{{{GRAFANA_ADMIN_PASSWORD}}}" \
+        in dropin
+    assert "__FILE" not in dropin  # the Docker image's run.sh only
+    datasource = files["/etc/grafana/provisioning/datasources/gpuinfra.yaml"]
+    assert "url: https://10.0.0.1:9090" in datasource
+    assert f"basicAuthPassword: $__file{{{GRAFANA_PROMETHEUS_PASSWORD}}}" in datasource
+    assert f"tlsCACert: $__file{{{GRAFANA_PROMETHEUS_CA}}}" in datasource
+    copy = op(head, f"Grafana's copy of {WEB_PASSWORD}").commands
+    assert copy == (f"install -m 0640 -o root -g grafana {WEB_PASSWORD} "
+                    f"{GRAFANA_PROMETHEUS_PASSWORD}",)
+    admin = " ".join(op(head, "Grafana's admin password, made on the head").commands)
+    assert "secrets.token_urlsafe(32)" in admin and "chgrp grafana" in admin
+    # No Grafana database yet: Grafana creates its admin user with the file's password.
+    assert not [n for n in names(head) if "admin user gets" in n]
+
+
+def test_an_existing_grafana_gets_the_new_admin_password_from_stdin():
+    facts = converged_facts("debian-12", **FULL)
+    facts[HEAD]["files.Sha256File"][f"path={GRAFANA_ADMIN_PASSWORD}"] = None
+    reset = op(run("debian-12", facts, **FULL).plans[HEAD], "admin user gets").commands
+    assert reset == ("runuser -u grafana -- grafana-cli admin reset-admin-password "
+                     f"--password-from-stdin < {GRAFANA_ADMIN_PASSWORD} >/dev/null",)
+
+
+@pytest.mark.parametrize(("path", "mode", "group", "step", "follow"), [
+    (ALERTMANAGER_CONFIG, 644, "root", f"{ALERTMANAGER_CONFIG}: root:prometheus 0640",
+     "Reload Alertmanager"),
+    (GRAFANA_PROMETHEUS_PASSWORD, 644, "grafana", f"Grafana's copy of {WEB_PASSWORD}",
+     "Restart Grafana"),
+    (WEB_CONFIG, 644, "prometheus", "web.yml of Prometheus", None),
+])
+def test_a_private_file_made_readable_is_made_private_again(path, mode, group, step, follow):
+    facts = converged_facts("debian-12", **FULL)
+    facts[HEAD]["files.File"][f"path={path}"] = {**_file(10), "mode": mode, "group": group}
+    changed = [o.name for o in run("debian-12", facts, **FULL).plans[HEAD].changing]
+    assert any(step in name for name in changed), changed
+    if follow:
+        assert any(follow in name for name in changed), changed

@@ -70,7 +70,7 @@ def test_the_join_config_goes_up_from_memory_and_the_token_never_on_a_command_li
     config = yaml.safe_load(node.uploads[JOIN_STAGED])
     assert config["discovery"]["bootstrapToken"]["token"] == TOKEN
     assert config["discovery"]["bootstrapToken"]["caCertHashes"] == [f"sha256:{CA_HASH}"]
-    assert config["nodeRegistration"]["kubeletExtraArgs"][1] == {
+    assert config["nodeRegistration"]["kubeletExtraArgs"][2] == {
         "name": "node-labels", "value": "nvidia.com/gpu.present=true"}
     secret = TOKEN.split(".")[1]
     for command in head.commands + node.commands:
@@ -132,6 +132,23 @@ def test_active_swaps_reads_proc_swaps():
     header = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority"
     assert kubeadm.active_swaps(header + "\n") == []
     assert kubeadm.active_swaps(header + "\n/swap.img  file  2097148  0  -2\n") == ["/swap.img"]
+
+
+def test_api_server_and_kubelets_listen_on_their_node_address_only():
+    """kube-apiserver's bind-address (ClusterConfiguration) and each kubelet's --address (its
+    own nodeRegistration: the cluster-wide KubeletConfiguration would give every node the
+    head's) are the node's cluster address, never 0.0.0.0 (issue 23, finding 2)."""
+    init = kubeadm.init_documents(node_name="head", address="10.0.0.10", version="1.35.8",
+                                  cluster_name="lab", pod_cidr="10.244.0.0/16",
+                                  service_cidr="10.96.0.0/12")
+    assert init[1]["apiServer"]["extraArgs"] == [{"name": "bind-address", "value": "10.0.0.10"}]
+    assert {"name": "address", "value": "10.0.0.10"} in \
+        init[0]["nodeRegistration"]["kubeletExtraArgs"]
+    assert "address" not in init[2]  # KubeletConfiguration: shared by every node
+    join = kubeadm.join_documents(node_name="gpu01", address="10.0.0.11",
+                                  api_endpoint="10.0.0.10:6443", token=TOKEN, ca_hash=CA_HASH)
+    assert {"name": "address", "value": "10.0.0.11"} in \
+        join[0]["nodeRegistration"]["kubeletExtraArgs"]
 
 
 def test_init_settings_reads_back_what_cannot_change():

@@ -203,7 +203,12 @@ def test_daemons_listen_on_the_cluster_address_only():
     mon = monitoring_with(monitoring_retention="90d")
     head = spec.head[0]
     assert prometheus_args(spec, mon) == (
-        f"--web.listen-address={head.address}:9090 --storage.tsdb.retention.time=90d")
+        f"--web.listen-address={head.address}:9090 --storage.tsdb.retention.time=90d "
+        "--web.config.file=/etc/prometheus/gpuinfra-web/web.yml")
+    plain = monitoring_with(monitoring_web_security=False)
+    assert "--web.config.file" not in prometheus_args(spec, plain) + alertmanager_args(spec, plain)
+    assert alertmanager_args(spec, mon).endswith(
+        "--cluster.listen-address= --web.config.file=/etc/prometheus/gpuinfra-web/web.yml")
     worker = spec.workers[0]
     args = node_exporter_args(worker, mon, "/var/lib/prometheus/node-exporter")
     assert args.startswith(f"--web.listen-address={worker.address}:9100 ")
@@ -270,7 +275,7 @@ def test_dashboard_reads_the_provisioned_datasource_and_the_spec():
         assert f'vector({node.gpus.count}), "instance", "{node.short_name}"' in seen_vs_spec
     assert "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE" in json.dumps(board)
     assert grafana_datasource(spec, mon)["datasources"][0]["url"] == (
-        f"http://{spec.head[0].address}:9090")
+        f"https://{spec.head[0].address}:9090")
 
 
 # ---------------------------------------------------------------------------- the gate
@@ -298,6 +303,7 @@ def _hosts(**data) -> list[HostInput]:
     ("monitoring_slurm_exporter", {"version": "1.6.0", "sha256": "abc"}, "needs 'sha256'"),
     ("monitoring_slurm_exporter", {"version": "latest", "sha256": "a" * 64}, "needs 'version'"),
     ("monitoring_dcgm", "yes", "True or False"),
+    ("monitoring_web_security", "off", "True or False"),
 ])
 def test_gate_refuses_bad_monitoring_values(key, value, words):
     with pytest.raises(SpecInvalid) as caught:
@@ -312,3 +318,83 @@ def test_gate_accepts_good_monitoring_values():
             {"name": "ops", "webhook_url": "http://hooks:5001/", "severities": ["critical"]}],
         monitoring_slurm_exporter=EXPORTER))
     assert spec.head[0].settings["monitoring_retention"] == "1y"
+
+
+# ---------------------------------------------------------------------------- web.yml
+
+# A bcrypt hash in the form python3-bcrypt writes ($2b$, cost 10); its password is irrelevant
+# here: promtool parses the hash, it does not log in.
+HASH = "$2b$10$8E4pYQ1b6D0bEw7jKxq4fO1sO3m0kXq2m0b2Jd2Yw0n8z7w2Qe0nW"
+
+
+def _web_on_disk(tmp_path: Path, hash_text: str) -> tuple[Path, str]:
+    """web.yml as the head builds it, in ``tmp_path``: the role's own certificate command
+    (group: this user's), the role's template filled by the role's own filler, staged."""
+    import grp
+
+    from gpuinfra.monitoring import web
+    from gpuinfra_deploy.ops.made_on_host import filler
+    from gpuinfra_roles.monitoring import tls_command, web_check, yaml_with_header
+
+    key, cert = tmp_path / "tls.key", tmp_path / "tls.crt"
+    group = grp.getgrgid(os.getgid()).gr_name
+    node = build_spec(_hosts()).head[0]
+    made = run("sh", "-c", tls_command(node, str(key), str(cert), group), cwd=tmp_path)
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert oct(key.stat().st_mode & 0o777) == "0o640"
+    (tmp_path / "hash").write_text(hash_text)
+    template = yaml_with_header(web.web_config()).replace(web.WEB_KEY, str(key)).replace(
+        web.WEB_CERT, str(cert))
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    fill = filler("write", str(tmp_path / "web.yml"), template,
+                  {web.HASH_TOKEN: str(tmp_path / "hash")})
+    filled = run("sh", "-c", f"{fill} > {stage}/web.yml", cwd=tmp_path)
+    assert filled.returncode == 0, filled.stderr
+    return stage, web_check(str(stage))
+
+
+def test_web_config_filled_on_the_head_passes_promtool(tmp_path):
+    stage, check = _web_on_disk(tmp_path, HASH + "\n")
+    text = (stage / "web.yml").read_text()
+    assert f'gpuinfra: "{HASH}"' in text and "GPUINFRA_BCRYPT" not in text
+    env = {**os.environ, "PATH": f"{Path(promtool_path()).parent}:{os.environ['PATH']}"}
+    judged = subprocess.run(["sh", "-c", check], capture_output=True, text=True, check=False,
+                            env=env)
+    assert judged.returncode == 0, judged.stderr
+
+
+def test_web_config_with_a_broken_hash_is_refused_by_promtool(tmp_path):
+    stage, check = _web_on_disk(tmp_path, "not-a-bcrypt-hash")
+    env = {**os.environ, "PATH": f"{Path(promtool_path()).parent}:{os.environ['PATH']}"}
+    judged = subprocess.run(["sh", "-c", check], capture_output=True, text=True, check=False,
+                            env=env)
+    assert judged.returncode == 1
+    assert "bcrypt" in judged.stderr
+    assert "gpuinfra: promtool refused the new configuration" in judged.stderr
+
+
+def test_the_filler_digest_is_the_written_files_and_says_when_a_secret_is_missing(tmp_path):
+    import hashlib
+
+    from gpuinfra_deploy.ops.made_on_host import filler
+
+    (tmp_path / "secret").write_text("s3cret\n")
+    dest = tmp_path / "out.yml"
+    template = "user: TOKEN\n"
+    fills = {"TOKEN": str(tmp_path / "secret")}
+    written = run("sh", "-c", filler("write", str(dest), template, fills), cwd=tmp_path)
+    assert written.stdout == 'user: "s3cret"\n'
+    digest = run("sh", "-c", filler("digest", str(dest), template, fills), cwd=tmp_path)
+    want = hashlib.sha256(written.stdout.encode()).hexdigest()
+    assert digest.stdout.split() == [want, "-"]
+    dest.write_text(written.stdout)
+    assert run("sh", "-c", filler("digest", str(dest), template, fills),
+               cwd=tmp_path).stdout.split() == [want, want]
+    gone = {"TOKEN": str(tmp_path / "missing")}
+    assert run("sh", "-c", filler("digest", str(dest), template, gone),
+               cwd=tmp_path).stdout.split() == ["-", want]
+    refused = run("sh", "-c", filler("write", str(dest), template, gone), cwd=tmp_path)
+    assert refused.returncode != 0 and "is missing" in refused.stderr
+    # The secret is never among the command's words.
+    assert "s3cret" not in filler("write", str(dest), template, fills)

@@ -66,9 +66,10 @@ def test_monitoring_units():
     assert monitoring.dcgm_exporter_dropin("10.0.0.5:9400").splitlines()[2:] == [
         "[Service]", "ExecStart=", "ExecStart=/usr/bin/dcgm-exporter -f "
         "/etc/dcgm-exporter/default-counters.csv -a 10.0.0.5:9400"]
-    assert monitoring.grafana_dropin("10.0.0.1", 3000).splitlines()[2:] == [
+    assert monitoring.grafana_dropin("10.0.0.1", 3000, "/etc/grafana/x/pw").splitlines()[2:] == [
         "[Service]", "Environment=GF_SERVER_HTTP_ADDR=10.0.0.1",
-        "Environment=GF_SERVER_HTTP_PORT=3000"]
+        "Environment=GF_SERVER_HTTP_PORT=3000",
+        "Environment=GF_SECURITY_ADMIN_PASSWORD=$__file{/etc/grafana/x/pw}"]
     exporter = monitoring.slurm_exporter_unit("/opt/exporter-1.2", "1.2", "10.0.0.1:9092")
     assert exporter.splitlines()[1] == "# rivosinc/prometheus-slurm-exporter 1.2 (monitoring role)."
     assert "ExecStart=/opt/exporter-1.2 -web.listen-address=10.0.0.1:9092 -slurm.cli-fallback" \
