@@ -5,7 +5,10 @@ can reach the new process before it has installed its SIGHUP handler: the signal
 action ends it, and systemd counts a death by SIGHUP as a clean exit, so Restart=on-failure does
 not bring it back and the deploy reports success with the daemon stopped. (Issue 23: a deploy
 interrupted after the head's packages were installed and started, then rerun, left Alertmanager
-dead; the next run started it.) The restart reads the new configuration anyway.
+dead; the next run started it.) Seen on the lab's head (Debian 12, 2026-11-26): `systemctl
+restart X && systemctl reload X` left X inactive 3 times out of 3 for prometheus-alertmanager
+and once out of once for prometheus, with Result=success, ExecMainCode=2 (killed),
+ExecMainStatus=1 (SIGHUP). The restart reads the new configuration anyway.
 """
 
 from __future__ import annotations
