@@ -15,14 +15,28 @@ DCGM_EXPORTER = "/usr/bin/dcgm-exporter"
 DCGM_COUNTERS = "/etc/dcgm-exporter/default-counters.csv"
 
 
-def collector_service(lib: str, out: str, textfile_dir: str) -> str:
+# The group that may write node_exporter's textfile directory; the collector runs as a
+# transient user of systemd's (DynamicUser=, systemd.exec(5)) in that group, never as root.
+COLLECTOR_GROUP = "gpuinfra-metrics"
+# Reading the kernel log through journald takes its group (systemd-journal(7): "Users in
+# group 'systemd-journal' can see all messages").
+JOURNAL_GROUP = "systemd-journal"
+
+
+def collector_service(lib: str, out: str, textfile_dir: str, device_group: str = "video") -> str:
     """The GPU collector, run by its timer: ``{lib}/collect.py`` writes ``out`` (in
-    node_exporter's ``textfile_dir``, the only path it may write)."""
+    node_exporter's ``textfile_dir``, the only path it may write), as a transient unprivileged
+    user with the groups it needs: the textfile directory's, ``device_group`` (the GPUs'
+    device files, for nvidia-smi) and the journal's (the XIDs in the kernel log). No
+    capability at all."""
     return unit_file({
         "Unit": [("Description", "gpuinfra GPU metrics (nvidia-smi and the kernel log) for "
                                  "node_exporter"),
                  ("Documentation", f"file://{lib}/collect.py")],
         "Service": [("Type", "oneshot"),
+                    ("DynamicUser", "yes"),
+                    ("SupplementaryGroups", f"{COLLECTOR_GROUP} {device_group} {JOURNAL_GROUP}"),
+                    ("CapabilityBoundingSet", ""),
                     ("ExecStart", f"/usr/bin/python3 -I {lib}/collect.py --out {out}"),
                     ("TimeoutStartSec", "50s"),
                     ("Nice", 10),

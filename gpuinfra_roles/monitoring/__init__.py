@@ -58,6 +58,7 @@ from gpuinfra.monitoring.scrape import (
 )
 from gpuinfra.monitoring.settings import Monitoring
 from gpuinfra.monitoring.units import (
+    COLLECTOR_GROUP,
     collector_service,
     collector_timer,
     dcgm_exporter_dropin,
@@ -167,7 +168,7 @@ def monitoring(site: Site, node: NodeSpec) -> None:
 
     _node_exporter(node, mon, distro)
     if node.gpus is not None:
-        _gpu_collector()
+        _gpu_collector(node)
         if mon.dcgm:
             _dcgm(site, node, data, distro)
     if node.is_head:
@@ -228,14 +229,20 @@ def collector_files() -> dict[str, str]:
     return out
 
 
-def _gpu_collector() -> None:
+def _gpu_collector(node: NodeSpec) -> None:
+    # It runs as a transient user in this group (gpuinfra.monitoring.units), which may write
+    # node_exporter's textfile directory: never as root.
+    server.group(name=f"Group {COLLECTOR_GROUP} (writes the GPU metrics)", group=COLLECTOR_GROUP,
+                 system=True)
+    files.directory(name=f"{TEXTFILE_DIR}: writable by group {COLLECTOR_GROUP}",
+                    path=TEXTFILE_DIR, user="root", group=COLLECTOR_GROUP, mode="775")
     changed = []
     for path, text in collector_files().items():
         changed.append(files.put(name=f"GPU collector: {path}", dest=path, src=StringIO(text),
                                  mode="644", create_remote_dir=True))
     service, timer = COLLECTOR_UNITS
-    units = {f"{UNIT_DIR}/{service}": collector_service(COLLECTOR_LIB, COLLECTOR_OUT,
-                                                        TEXTFILE_DIR),
+    units = {f"{UNIT_DIR}/{service}": collector_service(
+        COLLECTOR_LIB, COLLECTOR_OUT, TEXTFILE_DIR, node.settings["nvidia_driver_device_group"]),
              f"{UNIT_DIR}/{timer}": collector_timer()}
     verify = " ".join(shlex.quote(f"{UNIT_STAGE}/{unit}") for unit in COLLECTOR_UNITS)
     installed = checked_files(

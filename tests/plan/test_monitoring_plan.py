@@ -229,6 +229,10 @@ def _converged(distro: str, data_json: str) -> dict:
             if kind == "systemd.SystemdStatus":  # a oneshot service: inactive between runs
                 states["gpuinfra-gpu-metrics.service"] = False
             host[kind] = {"*": states}
+        if name == GPU:  # the collector's group and the textfile directory it may write
+            host["server.Groups"] = [*host["server.Groups"], "gpuinfra-metrics"]
+            host["files.Directory"]["path=/var/lib/prometheus/node-exporter"] = {
+                **_file(4096), "mode": 775, "group": "gpuinfra-metrics"}
         host["files.File"]["path=/var/lib/apt/periodic/update-success-stamp"] = {
             **_file(0), "mtime": datetime(2026, 11, 22, 3, 30)}
         for dest, text in uploaded(host_plan).items():

@@ -61,6 +61,10 @@ def test_monitoring_units():
     assert "ExecStart=/usr/bin/python3 -I /lib/c/collect.py --out /t/gpu.prom" in \
         service.splitlines()
     assert "ReadWritePaths=/t" in service.splitlines()
+    # Never root: a transient user with the textfile directory's, the GPUs' and the journal's
+    # groups, and no capability
+    assert {"DynamicUser=yes", "SupplementaryGroups=gpuinfra-metrics video systemd-journal",
+            "CapabilityBoundingSet="} <= set(service.splitlines())
     assert "[Install]" not in service  # started by the timer only
     assert "WantedBy=timers.target" in monitoring.collector_timer().splitlines()
     assert monitoring.dcgm_exporter_dropin("10.0.0.5:9400").splitlines()[2:] == [
