@@ -98,14 +98,31 @@ def apt_install(packages: list[str], missing: list[str], log: Path,
     messages); apt's output goes to ``log``. The lab's one way of installing host tools."""
     if shutil.which("apt-get") is None:
         raise LabError(f"{', '.join(missing)} missing and no apt-get to install it")
-    say(f"installing {' '.join(packages)} (missing: {', '.join(missing)})")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     options = [] if recommends else ["--no-install-recommends"]
+    # Never remove anything of the machine's without asking (podman conflicts with Docker
+    # CE's packages, for one): apt's own dry run names what would go, and --no-remove makes
+    # apt-get abort rather than remove (apt-get(8)).
+    removed = would_remove(subprocess.run(
+        ["apt-get", "install", "-s", *options, *packages], capture_output=True, text=True,
+        env=env).stdout)
+    if removed:
+        raise LabError(f"installing {' '.join(packages)} (missing: {', '.join(missing)}) would "
+                       f"remove {', '.join(removed)} from this machine: not done. Install them "
+                       "yourself if that is fine (apt-get install "
+                       f"{' '.join(packages)}), or run the lab on another machine")
+    say(f"installing {' '.join(packages)} (missing: {', '.join(missing)})")
     with log.open("wb") as out:
-        proc = subprocess.run(["apt-get", "install", "-y", *options, *packages], stdout=out,
-                              stderr=out, env=env)
+        proc = subprocess.run(["apt-get", "install", "-y", "--no-remove", *options, *packages],
+                              stdout=out, stderr=out, env=env)
     if proc.returncode != 0:
         raise LabError(f"apt-get install {' '.join(packages)} failed (see {log})")
+
+
+def would_remove(simulation: str) -> list[str]:
+    """The packages an ``apt-get install -s`` run would remove (its ``Remv NAME ...`` lines)."""
+    return [line.split()[1] for line in simulation.splitlines()
+            if line.startswith("Remv ") and len(line.split()) > 1]
 
 
 def ensure_host_tools(log: Path) -> None:

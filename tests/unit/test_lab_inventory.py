@@ -280,3 +280,16 @@ def test_each_checkout_has_its_own_lab(tmp_path: Path) -> None:
     assert podman.Podman(one).container("lab-head") == f"lab-head-{one.lab_id}"
     labels = podman.wanted_labels(plan_hosts()[1], "img", "10.0.0.1", one.lab_id)
     assert labels["gpuinfra.lab.id"] == one.lab_id and labels["gpuinfra.lab.host"] == "lab-worker1"
+
+
+def test_host_tools_never_remove_a_package_of_the_machine() -> None:
+    """`lab up` installs podman with apt-get: a dry run that would remove a package (Docker
+    CE's containerd.io, say) stops it with the names, and the real run has --no-remove."""
+    simulation = ("NOTE: This is only a simulation!\n"
+                  "Remv containerd.io [1.7.27-1] [docker-ce ]\n"
+                  "Remv docker-ce [5:28.3.2-1~debian.12~bookworm]\n"
+                  "Inst runc (1.1.5+ds1-1+deb12u1 Debian:12.12/stable [amd64])\n"
+                  "Conf runc (1.1.5+ds1-1+deb12u1 Debian:12.12/stable [amd64])\n")
+    assert podman.would_remove(simulation) == ["containerd.io", "docker-ce"]
+    assert podman.would_remove(simulation.replace("Remv", "Inst")) == []
+    assert '"--no-remove"' in Path(podman.__file__).read_text()
