@@ -17,7 +17,7 @@ from gpuinfra.header import HEADER
 from gpuinfra.parsers.mlxconfig import MlxConfig
 from gpuinfra.parsers.pcitree import BDF
 from gpuinfra.spec.model import RdmaNic
-from gpuinfra.units import oneshot_unit
+from gpuinfra.units import oneshot_unit, path_unit
 
 ACS_SCRIPT = "/usr/local/sbin/gpuinfra-acs-off"
 ACS_UNIT = "/etc/systemd/system/gpuinfra-acs-off.service"
@@ -186,7 +186,8 @@ def rxe_script(nics: Sequence[RdmaNic]) -> str:
 
 
 def rxe_unit(nics: Sequence[RdmaNic]) -> str:
-    devices = [f"sys-subsystem-net-devices-{n.netdev}.device" for n in nics if n.netdev]
+    devices = [path_unit(f"/sys/subsystem/net/devices/{n.netdev}", "device")
+               for n in nics if n.netdev]
     return oneshot_unit("gpuinfra: Soft-RoCE devices (lab)", RXE_SCRIPT,
                         after=["network-online.target", *devices],
                         wants=["network-online.target"])

@@ -75,6 +75,28 @@ def oneshot_unit(description: str, script: str, after: Sequence[str] = (),
     })
 
 
+def path_unit(path: str, suffix: str) -> str:
+    """The unit name systemd gives ``path`` (``systemd-escape --path PATH`` + ``.suffix``):
+    '/' becomes '-', and every byte but ASCII letters, digits, ':', '_' and a '.' that does not
+    start the name becomes ``\\xNN`` (systemd.unit(5), "String Escaping for Inclusion in Unit
+    Names"). A netdev named ``eth-0`` is ``sys-subsystem-net-devices-eth\\x2d0.device``, not
+    ``...-eth-0.device`` (which names another path, so an After= on it orders nothing)."""
+    parts = [p for p in path.split("/") if p]
+    text = "/".join(parts) or "/"
+    if text == "/":
+        return f"-.{suffix}"
+    out = []
+    for i, byte in enumerate(text.encode()):
+        ch = chr(byte)
+        if ch == "/":
+            out.append("-")
+        elif (ch.isascii() and ch.isalnum()) or ch in ":_" or (ch == "." and i > 0):
+            out.append(ch)
+        else:
+            out.append(f"\\x{byte:02x}")
+    return "".join(out) + f".{suffix}"
+
+
 def dropin_path(unit: str) -> str:
     """Where the boot drop-in of ``unit`` (``slurmctld.service``) goes."""
     return f"/etc/systemd/system/{_checked(unit)}.d/{DROPIN_NAME}"

@@ -3,12 +3,15 @@ bounded restart; unit names checked), and the monitoring daemons' units built on
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+
 import pytest
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.header import HEADER
 from gpuinfra.monitoring import units as monitoring
-from gpuinfra.units import boot_dropin, dropin_path, oneshot_unit, unit_file
+from gpuinfra.units import boot_dropin, dropin_path, oneshot_unit, path_unit, unit_file
 
 
 def test_dropin_orders_pulls_in_and_bounds_restarts():
@@ -78,3 +81,20 @@ def test_monitoring_units():
     assert exporter.splitlines()[1] == "# rivosinc/prometheus-slurm-exporter 1.2 (monitoring role)."
     assert "ExecStart=/opt/exporter-1.2 -web.listen-address=10.0.0.1:9092 -slurm.cli-fallback" \
         in exporter.splitlines()
+
+
+@pytest.mark.parametrize(("path", "unit"), [
+    # as `systemd-escape --path PATH` printed them (systemd 252, Debian 12)
+    ("/sys/subsystem/net/devices/eth-0.100", "sys-subsystem-net-devices-eth\\x2d0.100.device"),
+    ("/sys/subsystem/net/devices/.x", "sys-subsystem-net-devices-.x.device"),
+    ("/sys/subsystem/net/devices/e th", "sys-subsystem-net-devices-e\\x20th.device"),
+    ("/sys/subsystem/net/devices/enp0s3", "sys-subsystem-net-devices-enp0s3.device"),
+    ("/", "-.device"),
+])
+def test_a_path_is_named_as_systemd_names_it(path, unit):
+    assert path_unit(path, "device") == unit
+    escape = shutil.which("systemd-escape")
+    if escape:  # and as this machine's systemd does, where it has one
+        done = subprocess.run([escape, "--path", path], capture_output=True, text=True,
+                              check=True)
+        assert f"{done.stdout.strip()}.device" == unit
