@@ -56,7 +56,7 @@ def apt_components(path: str, codename: str, components: Sequence[str]):
     if wanted == text:
         host.noop(f"{path} already has {' '.join(components)} where {codename} has main")
         return
-    yield from files.put._inner(src=StringIO(wanted), dest=path)
+    yield from files.put._inner(src=StringIO(wanted), dest=path, mode="644")
 
 
 @operation()
