@@ -7,9 +7,25 @@ started by a Prolog, because the daemon must also be there for the limits to hol
 start, for every server it spawns) and for the verify suite to read them back. Jobs asking
 ``--gres=mps:N`` get ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` = their share from Slurm itself.
 
-- Directories: the documented defaults (``/tmp/nvidia-mps`` pipes, ``/var/log/nvidia-mps``
-  logs) [mps-env], set explicitly in the unit: clients (Slurm jobs, containers) find the
-  daemon without any environment of their own. The unit must not use PrivateTmp.
+- Directories: pipes in ``/run/nvidia-mps``, logs in ``/var/log/nvidia-mps``, both made by
+  systemd for the unit (``RuntimeDirectory=``, ``LogsDirectory=``: root-owned, 0755, the
+  runtime one created afresh at each start and removed at stop). Not MPS' default pipe
+  directory ``/tmp/nvidia-mps`` [mps-env]: there any local user who makes the directory
+  first owns the namespace in which the daemon, run as root, creates its pipes and in which
+  every client looks for it (a ``mkdir -p`` then succeeds on their directory); ``/run`` is
+  writable by root only, and a job with a private /tmp still sees it. NVIDIA's
+  documentation: ``CUDA_MPS_PIPE_DIRECTORY`` "should be consistent across all MPS clients
+  sharing the same MPS server, and the MPS control daemon" [mps-env]; clients set it in
+  their environment [mps-client]. The node exports it to every login shell
+  (:data:`CLIENT_PROFILE`, ``/etc/profile.d``); a job inherits it from the shell that
+  submits it. ``CUDA_MPS_LOG_DIRECTORY`` is read by the control daemon and inherited by the
+  servers it starts [mps-log]: set in the unit only.
+
+  [mps-env]: https://docs.nvidia.com/deploy/mps/latest/appendix-environment-variables.html
+  (CUDA_MPS_PIPE_DIRECTORY: default /tmp/nvidia-mps)
+  [mps-client]: https://docs.nvidia.com/deploy/topics/topic_6_1_2_2.html ("Set to the same
+  location as the MPS control daemon")
+  [mps-log]: https://docs.nvidia.com/deploy/mps/latest/appendix-logging.html
 - Limits, through the control interface after the daemon started [mps-tools] [mps-v2]:
   ``set_default_active_thread_percentage <pct>`` (SMs a server's clients may use) and
   ``set_default_device_pinned_mem_limit <dev> <size>`` per GPU (per client); both apply to
@@ -28,13 +44,18 @@ import re
 import shlex
 
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.header import header
 from gpuinfra.spec.model import GpuSharing
 from gpuinfra.units import unit_file
 
 UNIT_NAME = "gpuinfra-mps.service"
 UNIT_PATH = f"/etc/systemd/system/{UNIT_NAME}"
-PIPE_DIRECTORY = "/tmp/nvidia-mps"
-LOG_DIRECTORY = "/var/log/nvidia-mps"
+# systemd's RuntimeDirectory=/LogsDirectory= name them relative to /run and /var/log.
+RUNTIME_NAME = "nvidia-mps"
+PIPE_DIRECTORY = f"/run/{RUNTIME_NAME}"
+LOG_DIRECTORY = f"/var/log/{RUNTIME_NAME}"
+# Where every login shell of the node learns the pipe directory (clients must use the daemon's).
+CLIENT_PROFILE = "/etc/profile.d/gpuinfra-mps.sh"
 CONTROL = "/usr/bin/nvidia-cuda-mps-control"
 NVIDIA_SMI = "/usr/bin/nvidia-smi"
 COMPUTE_MODE = "EXCLUSIVE_PROCESS"
@@ -93,9 +114,12 @@ def unit_text(sharing: GpuSharing, gpu_count: int, compute_mode: bool = True) ->
                  ("Before", "slurmd.service kubelet.service")],
         "Service": [
             ("Type", "forking"),
+            ("RuntimeDirectory", RUNTIME_NAME),
+            ("RuntimeDirectoryMode", "0755"),
+            ("LogsDirectory", RUNTIME_NAME),
+            ("LogsDirectoryMode", "0755"),
             ("Environment", f"CUDA_MPS_PIPE_DIRECTORY={PIPE_DIRECTORY}"),
             ("Environment", f"CUDA_MPS_LOG_DIRECTORY={LOG_DIRECTORY}"),
-            ("ExecStartPre", f"/bin/mkdir -p {PIPE_DIRECTORY} {LOG_DIRECTORY}"),
             ("ExecStartPre", f"{NVIDIA_SMI} -c {COMPUTE_MODE}" if compute_mode else None),
             ("ExecStart", f"{CONTROL} -d"),
             *[("ExecStartPost", _control(c)) for c in control_commands(sharing, gpu_count)],
@@ -103,3 +127,10 @@ def unit_text(sharing: GpuSharing, gpu_count: int, compute_mode: bool = True) ->
         ],
         "Install": [("WantedBy", "multi-user.target")],
     })
+
+
+def client_profile() -> str:
+    """``/etc/profile.d`` lines giving every login shell (and what it submits) the daemon's
+    pipe directory."""
+    return (f"{header()}# CUDA MPS clients must use the control daemon's pipe directory "
+            f"({UNIT_NAME}).\nexport CUDA_MPS_PIPE_DIRECTORY={PIPE_DIRECTORY}\n")

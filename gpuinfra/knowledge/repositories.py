@@ -26,7 +26,18 @@ TOOLKIT_REPO = "https://nvidia.github.io/libnvidia-container"
 # NVIDIA's DOCA repository (docs/hardware-reference.md 3.1): DOCA-OFED for a release and
 # distribution below it, <release>/<distribution dir>/x86_64/ (the rdma role's DISTRO names
 # the directory), signed by GPG-KEY-Mellanox.pub at its root.
+#
+# Its full fingerprint is NOT shipped here: it could not be verified from a public source
+# (checked 2026 for issue 23: NVIDIA's DOCA-Host installation pages describe package signing
+# without printing the fingerprint; public material cites only the long key id,
+# `apt-key adv --recv-keys A024F6F0E6D6A281`). A fingerprint copied from an unverified page
+# would be trusted as NVIDIA's, so the operator still supplies it (rdma_doca_key_fingerprint,
+# checked to end in that long id), and every run re-checks the installed keyring against it
+# (gpuinfra.aptkeys). To pin it here: read it from NVIDIA through a second channel (support,
+# a signed release note), then set DOCA_KEY_FINGERPRINT and make the knob optional.
 DOCA_URL = "https://linux.mellanox.com/public/repo/doca"
+DOCA_KEY_ID = "A024F6F0E6D6A281"
+DOCA_KEY_FINGERPRINT: str | None = None
 
 # Grafana's apt repository, suite "stable", component "main", signed by gpg.key at its root
 # (https://grafana.com/docs/grafana/latest/setup-grafana/installation/debian/).

@@ -9,6 +9,7 @@ from typing import Any
 from pyinfra.api import FactBase
 from pyinfra.api.exceptions import FactProcessError
 
+from gpuinfra.aptkeys import parse_show_keys
 from gpuinfra.errors import ParseError
 from gpuinfra.parsers.aptpolicy import parse_apt_policy
 from gpuinfra.parsers.system import (
@@ -50,3 +51,22 @@ class AptPolicy(FactBase):
         except ParseError as exc:
             raise FactProcessError(str(exc)) from exc
         return {name: entry.to_json() for name, entry in parsed.items()}
+
+
+class KeyringKeys(FactBase):
+    """The primary keys of the keyring ``path``, read with gpg on the node:
+    ``{"gpg": bool (False: no gpg to read it), "now": the node's clock (Unix seconds),
+    "keys": [{"fingerprint": "40 hex", "expires": seconds or None}, ...]}``."""
+
+    def command(self, path: str) -> str:
+        return (f"echo now:$(date +%s); if command -v gpg >/dev/null 2>&1; then "
+                f"gpg --batch --with-colons --show-keys {shlex.quote(path)} 2>/dev/null; "
+                "else echo gpuinfra:no-gpg; fi; true")
+
+    def process(self, output: list[str]) -> dict[str, Any]:
+        now = next((int(line[4:]) for line in output
+                    if line.startswith("now:") and line[4:].isascii() and line[4:].isdigit()),
+                   0)
+        keys = parse_show_keys("\n".join(output))
+        return {"gpg": "gpuinfra:no-gpg" not in output, "now": now,
+                "keys": [{"fingerprint": k.fingerprint, "expires": k.expires} for k in keys]}

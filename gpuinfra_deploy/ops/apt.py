@@ -14,17 +14,18 @@ from io import StringIO
 from typing import Any
 
 from pyinfra import host
-from pyinfra.api import FactBase, QuoteString, StringCommand, operation
+from pyinfra.api import FactBase, OperationError, QuoteString, StringCommand, operation
 from pyinfra.facts.files import File, FileContents
 from pyinfra.operations import apt, files
 
+from gpuinfra.aptkeys import KeyringKey, keyring_problem, needs_refresh
 from gpuinfra.aptsources import enable_components
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.header import header
 from gpuinfra.knowledge.packages import PinnedPackages
 from gpuinfra.parsers.aptpolicy import pin_problems
 from gpuinfra.render import apt_preferences
-from gpuinfra_deploy.facts.apt import AptPolicy, HeldPackages
+from gpuinfra_deploy.facts.apt import AptPolicy, HeldPackages, KeyringKeys
 from gpuinfra_deploy.ops.checked import check_script, checked_files
 
 # apt lists younger than this are not refreshed (`apt.packages(update=True, cache_time=...)`):
@@ -56,7 +57,7 @@ def apt_components(path: str, codename: str, components: Sequence[str]):
     if wanted == text:
         host.noop(f"{path} already has {' '.join(components)} where {codename} has main")
         return
-    yield from files.put._inner(src=StringIO(wanted), dest=path)
+    yield from files.put._inner(src=StringIO(wanted), dest=path, mode="644")
 
 
 @operation()
@@ -110,28 +111,47 @@ def install_pinned(what: str, pinned: PinnedPackages, pin_file: str):
     return install
 
 
-def keyring_script(url: str, path: str, fingerprint: str) -> str:
+def keyring_script(url: str, path: str, fingerprint: str, fresh_for_days: int = 0) -> str:
     """Shell: fetch the ASCII-armoured key at ``url`` into a private temporary directory and
     dearmor it into ``path`` only when it holds exactly one primary key whose fingerprint is
-    ``fingerprint``; else exit 1 naming what was found (nothing is installed)."""
+    ``fingerprint``; else exit 1 naming what was found (nothing is installed).
+
+    ``fresh_for_days`` (a refresh of a key whose expiry is near): also refuse, installing
+    nothing, a fetched key that expires within that many days, naming its expiry and the fix.
+    """
     expected = fingerprint.upper()
     refusal = (f"gpuinfra: the signing key at {url} is not the pinned key {expected}: "
                "refused (a tampered download, or a mirror serving another key)")
     primaries = "awk -F: '$1==\"pub\"{p=1;next} $1==\"fpr\"&&p{print $10;p=0}'"
+    fresh = ""
+    if fresh_for_days:
+        stale = (f"gpuinfra: the signing key at {url} ({expected}) still expires within "
+                 f"{int(fresh_for_days)} day(s) (expiry, Unix time:)")
+        fix = (f"; {path} was left as it was. The publisher has not extended it yet, or a "
+               "mirror serves an old copy: point the repository at a current mirror, or ask "
+               "the publisher")
+        expiry = "awk -F: '$1==\"pub\"{print $7; exit}'"
+        fresh = (f"expires=$(gpg --batch --with-colons --show-keys \"$tmp/key\" | {expiry}) && "
+                 f"if [ -n \"$expires\" ] && [ \"$expires\" -le "
+                 f"$(( $(date +%s) + {int(fresh_for_days) * 86400} )) ]; then "
+                 f"echo {shlex.quote(stale)} \"$expires\"{shlex.quote(fix)} >&2; exit 1; fi && ")
     return (
         "tmp=$(mktemp -d) && trap 'rm -rf \"$tmp\"' EXIT && "
         f"curl -fsSL {shlex.quote(url)} -o \"$tmp/key\" && "
         f"found=$(gpg --batch --with-colons --show-keys \"$tmp/key\" | {primaries}) && "
         f"if [ \"$found\" != {shlex.quote(expected)} ]; then "
         f"echo {shlex.quote(refusal)} \"(found: ${{found:-no key}})\" >&2; exit 1; fi && "
-        f"gpg --batch --yes --dearmor -o {shlex.quote(path)} \"$tmp/key\""
+        f"{fresh}gpg --batch --yes --dearmor -o {shlex.quote(path)} \"$tmp/key\""
     )
 
 
 @operation()
 def apt_keyring(url: str, path: str, fingerprint: str):
-    """The key at ``url`` dearmored into ``path``, fetched only when missing, and installed
-    only when its fingerprint is the pinned ``fingerprint`` (see :func:`keyring_script`).
+    """The key at ``url`` dearmored into ``path``, installed only when its fingerprint is the
+    pinned ``fingerprint`` (see :func:`keyring_script`); fetched when missing, and again when
+    a key in it expires within :data:`gpuinfra.aptkeys.REFRESH_DAYS` days. A keyring that
+    exists is re-read on every run (gpg on the node): any other key in it fails the host,
+    naming the file, both fingerprints and the fix (gpuinfra.aptkeys.keyring_problem).
 
     + url: where the repository publishes its signing key
     + path: keyring file named by the list file's ``signed-by=``
@@ -143,10 +163,31 @@ def apt_keyring(url: str, path: str, fingerprint: str):
                     path="/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg",
                     fingerprint=SIGNING_KEYS["container-toolkit"])
     """
-    if host.get_fact(File, path=path):
-        host.noop(f"keyring {path} already there")
+    if not host.get_fact(File, path=path):
+        yield StringCommand(keyring_script(url, path, fingerprint))
         return
-    yield StringCommand(keyring_script(url, path, fingerprint))
+    found = host.get_fact(KeyringKeys, path=path)
+    if not found["gpg"]:
+        raise OperationError(f"{host.name}: gpg is not installed, so the apt keyring {path} "
+                             f"cannot be checked against the pinned key {fingerprint}: install "
+                             "gnupg (apt-get install gnupg) and deploy again")
+    keys = [KeyringKey(k["fingerprint"], k["expires"]) for k in found["keys"]]
+    problem = keyring_problem(host.name, path, fingerprint, keys)
+    if problem:
+        raise OperationError(problem)
+    if not needs_refresh(keys, found["now"]):
+        host.noop(f"keyring {path} holds the pinned key {fingerprint} "
+                  f"({_expiry(keys, found['now'])})")
+        return
+    # Extended in place by its publisher (pkgs.k8s.io): fetched again before apt refuses it.
+    yield StringCommand(keyring_script(url, path, fingerprint, fresh_for_days=1))
+
+
+def _expiry(keys: Sequence[KeyringKey], now: int) -> str:
+    dated = [k.expires for k in keys if k.expires is not None]
+    if not dated:
+        return "no expiry"
+    return f"expires in {(min(dated) - now) // 86400} days"
 
 
 # ------------------------------------------------------------------------------ apt ready

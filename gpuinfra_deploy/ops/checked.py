@@ -6,6 +6,13 @@ files are staged in a private directory beside the live ones, the consumer judge
 set, and only then is each changed file moved into place with an atomic rename. A refusal
 fails the host with the tool's own message and touches nothing live, so the handlers
 (``_if=op.did_change``: restart, reload) never run and the daemon keeps its configuration.
+
+How a staged file gets there: as the standard input of one command run as root (with
+``--sudo`` too) under ``umask 077``, decoded in a ``mktemp -d`` directory (0700, a random name)
+and copied into the stage, 0600 (gpuinfra_deploy/pyinfra_patches/uploads.py, which every SSH
+upload of a run takes). pyinfra's own transfer under ``--sudo`` would first write it as the SSH
+user to ``/tmp/pyinfra-<sha1(dest)>``, a predictable name readable by every local user: the
+stage directory's 0700 alone does not make the path private.
 """
 
 from __future__ import annotations
@@ -64,8 +71,9 @@ def checked_files(files: Mapping[str, str], stage: str, check: str, mode: str = 
     """``files`` in place, after ``check`` accepted the staged set.
 
     + files: live path -> content (all in one directory: the staged copies keep the names)
-    + stage: the staging directory (created 0700, root only: nothing staged is readable by
-      other users, so a secret can go through it)
+    + stage: the staging directory beside the live files (created 0700, root only); each file
+      reaches it through the private upload of the module docstring, so a secret can go
+      through it
     + check: shell command judging the staged copies (see :func:`check_script`)
     + mode: the live files' mode
 

@@ -3,6 +3,8 @@ pyinfra_cli's modules and classes), against the pinned pyinfra 3.10.0:
 
 - ``engine``: TCP_NODELAY on SSH, facts read once per host until it changes, a cheaper
   operation order (installed by config.py);
+- ``uploads``: every SSH upload through a private path, stdin into ``umask 077`` and a
+  ``mktemp -d`` (installed by config.py and by every role's ``apply``);
 - ``gate``: the spec gate around the CLI's inventory load (called by config.py);
 - ``loader``: pyinfra's inventory loader with every file checked (the gate and
   ``gpuinfra validate``).

@@ -14,6 +14,7 @@ from typing import Any
 
 from gpuinfra.spec import NodeSpec
 from gpuinfra_deploy.ops.gpu import node_driver
+from gpuinfra_deploy.pyinfra_patches import uploads
 from gpuinfra_deploy.run.site import Site, this_node
 
 
@@ -51,6 +52,7 @@ class Role:
         its knobs and the spec keys judged, the rest of the host data left alone; ``groups``
         names the operator's groups for gpuinfra's (head, workers, hypervisors).
         """
+        uploads.install()  # another project's deploy has no config.py to install it
         if site is None or node is None:
             site, node = this_node(roles=self.knob_roles, groups=groups)
         if not self.applies(site, node):

@@ -12,8 +12,10 @@ GPU whose instances would be destroyed under running processes refused, naming t
 
 MPS (``{"mode": "mps", ...}``): the MPS control daemon package at the driver's version, and a
 unit (``gpuinfra-mps.service``, gpuinfra.mps) that sets compute mode EXCLUSIVE_PROCESS, runs
-``nvidia-cuda-mps-control -d`` with its pipe and log directories and applies the spec's
-limits through the control interface; checked by ``systemd-analyze verify`` before it goes
+``nvidia-cuda-mps-control -d`` with its pipes in ``/run/nvidia-mps`` (root's, made by systemd:
+never MPS' default /tmp/nvidia-mps, which a local user could create first) and applies the
+spec's limits through the control interface; every login shell of the node exports that pipe
+directory (``/etc/profile.d/gpuinfra-mps.sh``); checked by ``systemd-analyze verify`` before it goes
 live, restarted when it changed, bounded restarts at boot (gpuinfra_deploy/ops/boot.py).
 
 Time-slicing stays a scheduler feature (Slurm shards, the device plugin's replicas): nothing
@@ -24,6 +26,7 @@ Run it alone with ``pyinfra INVENTORY gpuinfra_roles/gpu_sharing/deploy.py``.
 from __future__ import annotations
 
 import shlex
+from io import StringIO
 
 from pyinfra import host, logger
 from pyinfra.api import OperationError, deploy
@@ -168,6 +171,9 @@ def _mps(node: NodeSpec, driver: DriverRelease) -> None:
                              node.settings["gpu_sharing_mps_compute_mode"])},
                          stage=stage, check=check_script(f"systemd-analyze verify {staged}",
                                                          "systemd", stage))
+    files.put(name=f"MPS clients find the daemon's pipes in {mps.PIPE_DIRECTORY} "
+                   f"({mps.CLIENT_PROFILE})", dest=mps.CLIENT_PROFILE,
+              src=StringIO(mps.client_profile()), mode="644")
     boot_order([MPS_BOOT])
     systemd.daemon_reload(name="Reload systemd units (new MPS unit)", _if=unit.did_change)
     limits = "; ".join(mps.control_commands(node.sharing, node.gpus.count)) or "none"

@@ -5,12 +5,14 @@ gpuinfra/spec/rdma.py), ``rdma_stack`` ("inbox" or "doca-ofed", site-wide) and
 ``reboot_policy``.
 """
 
+from gpuinfra.knowledge.repositories import DOCA_KEY_ID
 from gpuinfra.spec.knobs import Knob, defaults
 from gpuinfra.spec.rules import boolean, http_url, optional, text
 
 # The long key id of NVIDIA's (Mellanox's) repository signing key, GPG-KEY-Mellanox.pub: the
-# pinned fingerprint must end with it (apt_keyring checks the whole fingerprint).
-MELLANOX_KEY_ID = "A024F6F0E6D6A281"
+# pinned fingerprint must end with it (apt_keyring checks the whole fingerprint). Why no full
+# fingerprint ships: gpuinfra/knowledge/repositories.py.
+MELLANOX_KEY_ID = DOCA_KEY_ID
 
 KNOBS = (
     # DOCA-OFED (rdma_stack = "doca-ofed"): the release, which is also the repository's path

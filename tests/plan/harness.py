@@ -329,3 +329,15 @@ def plan_cluster(deploy_func: Callable[..., Any], hosts: Sequence[FakeHost], tar
                  data: Mapping[str, Any] | None = None) -> Plan:
     """The operations ``deploy_func`` plans on ``target`` among ``hosts``."""
     return plan_hosts(deploy_func, hosts, [target], data).plans[target]
+
+
+def pinned_keyrings(keyrings: Mapping[str, str], now: int = 1_780_000_000,
+                    expires: int | None = None) -> dict[str, Any]:
+    """The ``KeyringKeys`` facts of apt keyrings that exist: path -> the one key gpg reads in
+    it (a converged host: the pinned fingerprint, with ``expires``, None for none)."""
+    return {f"path={path}": {"gpg": True, "now": now,
+                             "keys": [{"fingerprint": fingerprint, "expires": expires}]}
+            for path, fingerprint in keyrings.items()}
+
+
+KEYRING_KEYS = "gpuinfra_deploy.facts.apt.KeyringKeys"

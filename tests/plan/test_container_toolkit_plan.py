@@ -4,17 +4,19 @@ these plan tests are the role's coverage until it runs on a real site."""
 from __future__ import annotations
 
 import pytest
+from pyinfra.api import OperationError
 
 from gpuinfra.knowledge.packages import SIGNING_KEYS
 from gpuinfra.render import TOOLKIT_KEYRING
 from gpuinfra_deploy.ops.apt import keyring_script
 from gpuinfra_roles.container_toolkit import CDI_SPEC, container_toolkit
-from tests.plan.harness import plan
+from tests.plan.harness import KEYRING_KEYS, pinned_keyrings, plan
 from tests.plan.test_nvidia_driver_plan import DISTROS, converged, fresh, uploads
 
 GPU = {"ssh_hostname": "10.0.0.5", "gpu_model": "H100-PCIE-80GB", "gpu_count": 2,
        "gpu_topology": "bridged-pairs"}
 ON = GPU  # on by default: a GPU site runs containers
+NOW = 1_780_000_000
 PACKAGES = ("nvidia-container-toolkit=1.17.8-1 nvidia-container-toolkit-base=1.17.8-1 "
             "libnvidia-container-tools=1.17.8-1 libnvidia-container1=1.17.8-1")
 
@@ -98,3 +100,41 @@ def test_cdi_spec_waits_for_a_pending_reboot(caplog):
     result = plan(container_toolkit, facts, ON)
     assert result.commands == []
     assert f"{CDI_SPEC} is missing" in caplog.text
+
+
+# Issue 23, finding 9: a keyring that exists is judged on every run, not trusted for being there.
+
+def _keyring(facts: dict, fingerprint: str, expires: int | None) -> dict:
+    facts[KEYRING_KEYS] = pinned_keyrings({TOOLKIT_KEYRING: fingerprint}, now=NOW,
+                                          expires=expires)
+    return facts
+
+
+def test_an_existing_keyring_with_another_key_fails_the_host_naming_both():
+    impostor = "0123456789ABCDEF0123456789ABCDEF01234567"
+    with pytest.raises(OperationError) as failed:
+        plan(container_toolkit, _keyring(converged("debian-12"), impostor, None), ON)
+    message = str(failed.value)
+    for part in ("node1", TOOLKIT_KEYRING, impostor, SIGNING_KEYS["container-toolkit"],
+                 f"rm {TOOLKIT_KEYRING}", "deploy again"):
+        assert part in message, part
+
+
+@pytest.mark.parametrize(("days_left", "refreshed"), [(365, False), (29, True), (-3, True)])
+def test_a_keyring_whose_expiry_is_near_is_fetched_again(days_left, refreshed):
+    facts = _keyring(converged("ubuntu-24.04"), SIGNING_KEYS["container-toolkit"],
+                     NOW + days_left * 86400)
+    result = plan(container_toolkit, facts, ON)
+    expected = (keyring_script("https://nvidia.github.io/libnvidia-container/gpgkey",
+                               TOOLKIT_KEYRING, SIGNING_KEYS["container-toolkit"],
+                               fresh_for_days=1),) if refreshed else ()
+    assert result.op("signing key").commands == expected
+    if not refreshed:
+        assert result.commands == [], result.changing
+
+
+def test_a_keyring_gpg_cannot_read_because_gpg_is_missing_fails_naming_the_fix():
+    facts = converged("debian-12")
+    facts[KEYRING_KEYS] = {f"path={TOOLKIT_KEYRING}": {"gpg": False, "now": NOW, "keys": []}}
+    with pytest.raises(OperationError, match=r"node1: gpg is not installed.*apt-get install gnupg"):
+        plan(container_toolkit, facts, ON)

@@ -90,14 +90,19 @@ def _converge(out: dict) -> None:
     directory = {"mode": 755, "user": "root", "group": "root"}
     out["files.Directory"] = {**out["files.Directory"],
                               f"path={MIG_PARTED_CONFIG.rsplit('/', 1)[0]}": directory,
-                              f"path={DROPIN.rsplit('/', 1)[0]}": directory}
+                              f"path={DROPIN.rsplit('/', 1)[0]}": directory,
+                              "path=/etc/profile.d": directory}
     stamp = "path=/var/lib/apt/periodic/update-success-stamp"  # apt's cache is fresh
     out["files.File"] = {**out["files.File"],
                          stamp: load_facts("gpu-converged")["files.File"][stamp],
                          f"path={DROPIN}":
                          {"mode": 644, "user": "root", "group": "root", "size": 1}}
+    out["files.File"][f"path={mps.CLIENT_PROFILE}"] = {"mode": 644, "user": "root",
+                                                       "group": "root", "size": 1}
     out["files.Sha1File"] = {**out.get("files.Sha1File", {}), f"path={DROPIN}":
-                             hashlib.sha1(DROPIN_TEXT.encode()).hexdigest()}
+                             hashlib.sha1(DROPIN_TEXT.encode()).hexdigest(),
+                             f"path={mps.CLIENT_PROFILE}":
+                             hashlib.sha1(mps.client_profile().encode()).hexdigest()}
     for fact, value in (("systemd.SystemdEnabled", True), ("systemd.SystemdStatus", True)):
         star = out[fact].get("*", {})
         out[fact] = {**out[fact], "*": {**star, migplan.BOOT_UNIT: value, mps.UNIT_NAME: value}}
@@ -171,6 +176,9 @@ def test_mps_node_gets_the_daemon_with_its_limits(distro):
     assert "set_default_active_thread_percentage 25" in run.name
     assert f"systemctl start {mps.UNIT_NAME}" in run.commands
     assert result.op("MPS control daemon unit").commands
+    profile = result.op(f"MPS clients find the daemon's pipes in {mps.PIPE_DIRECTORY}")
+    assert profile.commands and mps.PIPE_DIRECTORY == "/run/nvidia-mps"
+    assert f"export CUDA_MPS_PIPE_DIRECTORY={mps.PIPE_DIRECTORY}\n" in mps.client_profile()
 
 
 @pytest.mark.parametrize("distro", DISTROS)

@@ -26,10 +26,19 @@ from pyinfra.api import FileUploadCommand, FunctionCommand
 
 from gpuinfra import kubeadm
 from gpuinfra.knowledge import kubernetes as k8s
+from gpuinfra.knowledge.packages import SIGNING_KEYS
 from gpuinfra_deploy.ops.apt import keyring_script
 from gpuinfra_roles.kubernetes import CLUSTER_OBJECTS, NAMESPACES, STAGE, kubernetes
 from gpuinfra_roles.kubernetes.operations import _join
-from tests.plan.harness import DEPLOY, FakeHost, load_facts, plan_hosts, upload_text
+from tests.plan.harness import (
+    DEPLOY,
+    KEYRING_KEYS,
+    FakeHost,
+    load_facts,
+    pinned_keyrings,
+    plan_hosts,
+    upload_text,
+)
 from tests.plan.test_containerd_plan import merge
 
 DISTROS = ["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
@@ -114,6 +123,7 @@ def _converged(distro: str) -> dict[str, dict[str, Any]]:
         merge(facts, {
             "deb.DebPackages": {p: [PACKAGE] for p in k8s.PACKAGES},
             "gpuinfra_deploy.facts.apt.HeldPackages": sorted(k8s.PACKAGES),
+            KEYRING_KEYS: pinned_keyrings({k8s.KEYRING: SIGNING_KEYS["kubernetes"]}),
             "files.File": {"path=/var/lib/apt/periodic/update-success-stamp": STAMP,
                            f"path={k8s.KEYRING}": META,
                            **{f"path={p}": META for p in written}},

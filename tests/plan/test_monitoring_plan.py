@@ -45,7 +45,14 @@ from gpuinfra_roles.monitoring import (
     UNIT_STAGE,
     monitoring,
 )
-from tests.plan.harness import FakeHost, load_facts, plan_hosts, upload_text
+from tests.plan.harness import (
+    KEYRING_KEYS,
+    FakeHost,
+    load_facts,
+    pinned_keyrings,
+    plan_hosts,
+    upload_text,
+)
 
 DISTROS = ["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
 HEAD, GPU = "head1", "gpu01"
@@ -251,6 +258,9 @@ def _converged(distro: str, data_json: str) -> dict:
                      "/usr/share/keyrings/cuda-archive-keyring.gpg",
                      "/usr/local/lib/gpuinfra-slurm-exporter/prometheus-slurm-exporter-1.6.0"):
             host["files.File"][f"path={path}"] = _file(100)
+        host[KEYRING_KEYS] = pinned_keyrings({
+            "/usr/share/keyrings/grafana.gpg": SIGNING_KEYS["grafana"],
+            "/usr/share/keyrings/cuda-archive-keyring.gpg": SIGNING_KEYS["cuda"]})
     return facts
 
 

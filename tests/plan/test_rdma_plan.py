@@ -40,7 +40,14 @@ from gpuinfra_roles.rdma import (
     rdma,
 )
 from tests.conftest import REPO
-from tests.plan.harness import FakeHost, load_facts, plan_cluster, upload_text
+from tests.plan.harness import (
+    KEYRING_KEYS,
+    FakeHost,
+    load_facts,
+    pinned_keyrings,
+    plan_cluster,
+    upload_text,
+)
 
 DISTROS = ["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
 HOST = "gpu1"
@@ -87,6 +94,7 @@ def converged(distro: str, stack: str, rendered: dict[str, str]) -> dict:
     if stack == "doca-ofed":
         meta = {"mode": 644, "user": "root", "group": "root"}
         facts["files.File"][f"path={DOCA_KEYRING}"] = meta
+        facts[KEYRING_KEYS] = pinned_keyrings({DOCA_KEYRING: FINGERPRINT})
         put = {DOCA_LIST: flat_repo_list(doca_url_of(distro), DOCA_KEYRING),
                DOCA_PIN: origin_preference(doca_url_of(distro), DOCA_PRIORITY)}
         facts["files.File"].update({f"path={p}": meta for p in put})

@@ -6,8 +6,10 @@ import pytest
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.mps import (
+    CLIENT_PROFILE,
     COMPUTE_MODE,
     PIPE_DIRECTORY,
+    client_profile,
     control_commands,
     expected_thread_percentage,
     pinned_limit,
@@ -49,6 +51,23 @@ def test_unit_sets_compute_mode_dirs_and_limits():
     assert ("ExecStartPost=/bin/sh -c 'echo set_default_active_thread_percentage 25 | "
             "/usr/bin/nvidia-cuda-mps-control'") in unit
     assert "Before=slurmd.service" in unit and "PrivateTmp" not in unit
+
+
+def test_the_pipes_live_in_a_root_runtime_directory_not_in_tmp():
+    """Finding 6 of issue 23: in /tmp/nvidia-mps (MPS' default) a local user who makes the
+    directory first owns the daemon's pipe namespace. systemd makes /run/nvidia-mps for the
+    unit (root, 0755, afresh at each start); nothing in the unit or the clients' profile
+    names /tmp, and no ExecStartPre makes a directory with mkdir -p."""
+    unit = unit_text(MPS, 2)
+    assert PIPE_DIRECTORY == "/run/nvidia-mps"
+    assert "RuntimeDirectory=nvidia-mps\n" in unit and "RuntimeDirectoryMode=0755\n" in unit
+    assert "LogsDirectory=nvidia-mps\n" in unit
+    assert f"Environment=CUDA_MPS_PIPE_DIRECTORY={PIPE_DIRECTORY}\n" in unit
+    assert "/tmp" not in unit and "mkdir" not in unit
+    profile = client_profile()
+    assert f"export CUDA_MPS_PIPE_DIRECTORY={PIPE_DIRECTORY}\n" in profile
+    assert "/tmp" not in profile
+    assert CLIENT_PROFILE.startswith("/etc/profile.d/") and CLIENT_PROFILE.endswith(".sh")
 
 
 def test_unit_without_compute_mode_for_gpuless_hosts():

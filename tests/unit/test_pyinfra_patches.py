@@ -111,6 +111,17 @@ def test_each_module_patches_exactly_its_rows(monkeypatch, tmp_path):
         engine.uninstall()
     assert _changed(before, _pyinfra_attributes()) == set()
 
+    from gpuinfra_deploy.pyinfra_patches import uploads
+
+    uploads.uninstall()  # a plan test's Role.apply installed it; compared from pyinfra's own
+    before = _pyinfra_attributes()
+    uploads.install()
+    try:
+        assert _changed(before, _pyinfra_attributes()) == _expected("uploads.py")
+    finally:
+        uploads.uninstall()
+    assert _changed(before, _pyinfra_attributes()) == set()
+
     with checked_loading():
         assert _changed(before, _pyinfra_attributes()) == _expected("loader.py")
     assert _changed(before, _pyinfra_attributes()) == set()
