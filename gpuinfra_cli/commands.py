@@ -13,6 +13,7 @@ from gpuinfra.knowledge.gpus import GPU_MODELS, gpu_model
 from gpuinfra.knowledge.lookup import require_model, require_profile
 from gpuinfra.knowledge.topology import PROFILES
 from gpuinfra.parsers import PARSERS, parser_for
+from gpuinfra_cli import check_host
 
 EXIT_OK, EXIT_FAIL, EXIT_UNUSABLE = 0, 1, 2
 
@@ -122,6 +123,7 @@ def add_check(sub: argparse._SubParsersAction) -> None:
                    "NVLink fabric registration: NVSwitch and NVLink-domain profiles)")
     p.add_argument("--json", action="store_true", help="print findings as JSON")
     p.set_defaults(func=run_check)
+    check_host.add_to(p)  # the RDMA and kernel captures (issue 24)
 
 
 def run_check(args: argparse.Namespace) -> int:

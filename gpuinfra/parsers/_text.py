@@ -51,3 +51,33 @@ def clean_lines(text: str, source: str = "captured output") -> list[str]:
             raise ParseError(source, f"a number of {digits} digits: no {source} output holds "
                              f"one longer than {MAX_DIGITS}", line=no)
     return lines
+
+
+# A line a poster left where they cut output out: "...", "(...)", "[...]", "…", "<snip>".
+ELISION = re.compile(r"^\s*(?:\.{3,}|\(\s*\.{3}\s*\)|\[\s*\.{3}\s*\]|…|<\s*snip\s*>)\s*$",
+                     re.IGNORECASE)
+
+
+def split_blocks(text: str, starts: re.Pattern[str], source: str
+                 ) -> tuple[list[str], list[tuple[int, str]], list[str]]:
+    """A capture cut into its blocks, for judging the complete ones (issue 24, section 3).
+
+    Returns (lines before the first block header, [(first line number, block text)], the cuts
+    seen: each elision line a poster left, said with its line number). ``starts`` matches a
+    block's header line (stripped). Elision lines are taken out of the block they sit in: the
+    block's own parser then says whether what is left is complete.
+    """
+    head: list[str] = []
+    blocks: list[tuple[int, list[str]]] = []
+    cuts: list[str] = []
+    for no, line in enumerate(clean_lines(text, source), 1):
+        if ELISION.match(line):
+            cuts.append(f"line {no}: {line.strip()!r} (output left out by the poster)")
+            continue
+        if starts.match(line.strip()):
+            blocks.append((no, [line]))
+        elif blocks:
+            blocks[-1][1].append(line)
+        elif line.strip():
+            head.append(line)
+    return head, [(no, "\n".join(lines)) for no, lines in blocks], cuts

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuinfra.errors import ParseError
-from gpuinfra.parsers._text import clean_lines
+from gpuinfra.parsers._text import clean_lines, split_blocks
 
 SOURCE = "ibstat"
 
@@ -140,6 +140,49 @@ def parse_ibstat(text: str) -> IbStat:
         raise ParseError(SOURCE, "no \"CA '<name>'\" line (empty output?)")
     _check_complete(ca, last_no)
     return IbStat(cas)
+
+
+def parse_ibstat_partial(text: str) -> tuple[IbStat, list[str], IbPort | None]:
+    """A pasted `ibstat` read block by block (issue 24, section 3): (the complete CAs, the
+    cuts seen, the port read from rows without their ``CA``/``Port`` header).
+
+    A block a poster shortened (``...``), or the last one cut mid-way, is left out and said in
+    the cuts; every other block is read as :func:`parse_ibstat` reads it. Rows above the first
+    ``CA`` line (``ibstat mlx5_0 1`` prints a port's rows alone) are read as one port when
+    they hold its state; which adapter they belong to is the caller's to say.
+    """
+    head, blocks, cuts = split_blocks(text, _CA_LINE, SOURCE)
+    cas: dict[str, IbCa] = {}
+    for no, block in blocks:
+        try:
+            for name, ca in parse_ibstat(block).cas.items():
+                if name in cas:
+                    raise ParseError(SOURCE, f"CA {name!r} listed twice", line=no)
+                cas[name] = ca
+        except ParseError as exc:
+            cuts.append(f"the block at line {no} is incomplete ({exc}): not judged")
+    port = _headless_port(head)
+    if head and port is None:
+        cuts.append(f"{len(head)} line(s) above the first \"CA '<name>'\" line, not a port's "
+                    "rows: not judged")
+    return IbStat(cas), cuts, port
+
+
+def _headless_port(lines: list[str]) -> IbPort | None:
+    """The port whose rows ``lines`` are (no CA or Port header), when they hold its state."""
+    port = IbPort()
+    for line in lines:
+        match = _KEY_VALUE.match(line.strip())
+        attr = _PORT_KEYS.get(match["key"]) if match else None
+        if match is None or attr is None or _PORT_LINE.match(line.strip()):
+            if match is None and not _PORT_LINE.match(line.strip()):
+                return None
+            continue
+        try:
+            setattr(port, attr, _convert(attr, match["value"].strip(), "?", 0))
+        except ParseError:
+            return None
+    return port if port.state is not None and port.physical_state is not None else None
 
 
 def _new_ca(cas: dict[str, IbCa], name: str, no: int) -> IbCa:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuinfra.errors import ParseError
-from gpuinfra.parsers._text import clean_lines
+from gpuinfra.parsers._text import clean_lines, split_blocks
 
 SOURCE = "ibv_devinfo"
 
@@ -154,6 +154,26 @@ def parse_ibv_devinfo(text: str) -> IbvDevInfo:
     for (_, key), (extra, parts) in continued.items():
         extra[key] = " ".join(parts).strip()
     return IbvDevInfo(devices)
+
+
+_HCA_LINE = re.compile(r"^hca_id:\s*\S+$")
+
+
+def parse_ibv_devinfo_partial(text: str) -> tuple[IbvDevInfo, list[str]]:
+    """A pasted `ibv_devinfo` read block by block (issue 24, section 3): (the complete
+    devices, the cuts seen). A device block a poster shortened or that was cut off is left
+    out and said in the cuts; rows above the first ``hca_id:`` are not attributable."""
+    head, blocks, cuts = split_blocks(text, _HCA_LINE, SOURCE)
+    devices: dict[str, IbvDevice] = {}
+    for no, block in blocks:
+        try:
+            devices.update(parse_ibv_devinfo(block).devices)
+        except ParseError as exc:
+            cuts.append(f"the block at line {no} is incomplete ({exc}): not judged")
+    if head:
+        cuts.append(f"{len(head)} line(s) above the first 'hca_id:' line: which device they "
+                    "belong to is not in the capture, not judged")
+    return IbvDevInfo(devices), cuts
 
 
 def _new_device(devices: dict[str, IbvDevice], name: str, no: int) -> IbvDevice:

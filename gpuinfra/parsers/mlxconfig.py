@@ -138,6 +138,32 @@ def parse_mlxconfig(text: str) -> MlxConfig:
     return cfg
 
 
+def parse_mlxconfig_partial(text: str) -> tuple[MlxConfig, list[str]]:
+    """A pasted query read as far as it is whole (issue 24, section 3): (the parameters read,
+    the cuts seen). A poster's ``(...)``, a grep that left out the header, or a last line cut
+    mid-way (left out, with the lines after it) are cuts; a line mlxconfig never prints in the
+    middle of the output still makes the capture unreadable (ParseError)."""
+    lines = text.split("\n")
+    cuts: list[str] = []
+    while True:
+        try:
+            cfg = parse_mlxconfig("\n".join(lines))
+            break
+        except ParseError as exc:
+            last = max((n for n, line in enumerate(lines, 1) if line.strip()), default=0)
+            if exc.line is None or exc.line != last or exc.line <= 1:
+                raise
+            cuts.append(f"line {exc.line}: {lines[exc.line - 1].strip()[:60]!r} cut mid-way: "
+                        "not judged")
+            lines = lines[:exc.line - 1]
+    if cfg.truncated:
+        cuts.append("a '(...)' line: the poster left parameters out")
+    if not any(_DEVICE_NUMBER.match(line.strip()) for line in lines):
+        cuts.append("no 'Device #1:' line: the output was filtered (grep) or cut at the top, "
+                    "other parameters may be missing")
+    return cfg, cuts
+
+
 def ats_enabled(cfg: MlxConfig, column: str = "next_boot") -> bool | None:
     """ATS_ENABLED as a bool (``column``: "next_boot" or, with ``-e``, "current"), None if absent.
 

@@ -137,3 +137,28 @@ def parse_unit_states(text: str) -> dict[str, tuple[str, str]]:
             raise ParseError("systemctl list-units", f"not a unit line: {line[:60]!r}", line=no)
         units[fields[0]] = (fields[2], fields[3])
     return units
+
+
+# `lsmod` prints this header above its rows; a capture without it was filtered with grep.
+LSMOD_HEADER = ("Module", "Size", "Used", "by")
+
+
+def parse_lsmod(text: str) -> tuple[LoadedModules, bool]:
+    """`lsmod` rows (``name size instances [user,user,...]``) and whether its header was
+    there (False: filtered with grep, so a module not listed may still be loaded). Rows
+    without the header are read: each row is whole on its line. Raises ParseError for a line
+    that is not a module row."""
+    result = LoadedModules()
+    header = False
+    for no, line in enumerate(clean_lines(text, "lsmod"), 1):
+        parts = line.split()
+        if not parts:
+            continue
+        if tuple(parts) == LSMOD_HEADER:
+            header = True
+            continue
+        if len(parts) not in (3, 4) or not parts[1].isdigit() or not parts[2].isdigit():
+            raise ParseError("lsmod", f"not a module row: {line.strip()[:60]!r}", line=no)
+        users = [u for u in parts[3].split(",") if u] if len(parts) == 4 else []
+        result.modules[parts[0]] = KernelModule(parts[0], int(parts[1]), int(parts[2]), users)
+    return result, header
