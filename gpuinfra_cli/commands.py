@@ -122,6 +122,9 @@ def add_check(sub: argparse._SubParsersAction) -> None:
                    "NVLink fabric registration: NVSwitch and NVLink-domain profiles)")
     p.add_argument("--json", action="store_true", help="print findings as JSON")
     p.set_defaults(func=run_check)
+    from gpuinfra_cli import check_virt  # VFIO and Kubernetes capture kinds: check KIND FILE
+
+    check_virt.add_kinds(p)
 
 
 def run_check(args: argparse.Namespace) -> int:
