@@ -270,3 +270,23 @@ def test_hostdev_cut_before_its_source_is_incomplete(capsys, tmp_path):
     rc, out = check(capsys, "virsh-hostdev", cut_copy(tmp_path, HOSTDEV, lines=slice(0, 2)),
                     "--device", "0c:00.0")
     assert rc == 3 and out["verdict"] == "no verdict" and out["cuts"]
+
+
+# ---------------------------------------------------------------------------- vm-topo
+
+TOPO = REAL / "nvidia-smi-topo-m"
+
+
+def test_vm_topo_bridged_pairs_in_a_vm_pass(capsys):
+    """4x A100 PCIe in two NV12 pairs, PCI domains 1-4 (a Hyper-V VM; source unresolved)."""
+    name = "4x-a100-80gb-pcie-2-nvlink-bridged-pairs-nv12-4numa-UNRESOLVED-SOURCE.txt"
+    rc, out = check(capsys, "vm-topo", TOPO / name,
+                    "--profile", "bridged-pairs", "--gpus", "4", "--model", "A100-PCIE-80GB")
+    assert rc == 0 and out["verdict"] == "pass"
+
+
+def test_vm_topo_pair_without_nvlink_fails(capsys):
+    rc, out = check(capsys, "vm-topo", TOPO / "autodl-2x-rtx2080ti-pcie-pix-container-drv550.txt",
+                    "--profile", "bridged-pairs", "--gpus", "2")
+    assert rc == 1 and out["verdict"] == "fail"
+    assert any(f["cause"] for f in out["findings"] if f["severity"] == "fail")
