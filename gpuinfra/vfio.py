@@ -197,12 +197,20 @@ def _live_ok(f: PciFunction) -> bool:
     return f.is_bridge or f.driver is None or f.driver in _GROUP_SAFE_DRIVERS
 
 
-def group_problems(functions: Iterable[str], pci: PciSysfs,
-                   live: bool = False) -> list[GroupProblem]:
+def _bridge(f: PciFunction) -> bool:
+    return f.is_bridge
+
+
+def group_problems(functions: Iterable[str], pci: PciSysfs, live: bool = False,
+                   drivers_shown: bool = True) -> list[GroupProblem]:
     """Every function among ``functions`` whose IOMMU group also holds a function the host
-    keeps (planned: not passed through; ``live``: bound to another driver now)."""
+    keeps (planned: not passed through; ``live``: bound to another driver now). A listing
+    that does not show drivers (``drivers_shown`` False: an IOMMU group listing pasted from
+    ``lspci -nns``) lets only bridges share the group: any other device may be in use."""
     chosen = set(functions)
     ok = _live_ok if live else _planned_ok(chosen)
+    if not drivers_shown:
+        ok = _bridge
     by_group: dict[int, list[PciFunction]] = {}
     for f in pci.functions:
         if f.iommu_group is not None:

@@ -106,9 +106,22 @@ def run_parse(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- check
 
 def add_check(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("check", help="verdicts on captured outputs against a topology profile",
-                       description="Compare captured nvidia-smi outputs with what the topology "
-                       "profile expects. Exit 0 all pass, 1 any failure, 2 unusable input.")
+    p = sub.add_parser(
+        "check", help="verdicts on captured outputs (a node's or a pasted ticket's)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Judge what a node printed, saved to a file, with the same rules as the "
+        "verify suite.\n"
+        "  nvidia-smi:      --profile P --gpus N [--topo F] [--p2p MODE:F] [--nvlink F] "
+        "[--smi-q F]\n"
+        "  RDMA and kernel: --ibstat F, --ibv-devinfo F, --show-gids F, --mlxconfig F, "
+        "--lspci-vvv F,\n"
+        "                   --lsmod F, --dmesg F, --cmdline F (expectation: --nic/--iommu/... "
+        "or --inventory I --host H)\n"
+        "  VFIO/Kubernetes: check KIND FILE, KIND one of iommu-groups, lspci-nnk, "
+        "virsh-hostdev, vm-topo,\n"
+        "                   describe-node, gpu-pods, plugin-log (`gpuinfra check KIND -h`)\n"
+        "Exit 0 all pass, 1 any failure, 2 unusable input, 3 no failure found but the capture "
+        "was cut or held nothing to judge (never a pass).")
     p.add_argument("--profile", required=True, help=f"one of: {', '.join(PROFILES)}")
     p.add_argument("--gpus", required=True, type=int, help="GPUs the node must have")
     p.add_argument("--model", help=f"GPU model (sets link counts and speeds): "
@@ -124,6 +137,9 @@ def add_check(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print findings as JSON")
     p.set_defaults(func=run_check)
     check_host.add_to(p)  # the RDMA and kernel captures (issue 24)
+    from gpuinfra_cli import check_virt  # VFIO and Kubernetes capture kinds: check KIND FILE
+
+    check_virt.add_kinds(p)
 
 
 def run_check(args: argparse.Namespace) -> int:

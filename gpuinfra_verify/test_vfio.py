@@ -17,6 +17,15 @@ from collections.abc import Callable
 import pytest
 from testinfra.host import Host
 
+from gpuinfra.judge.vfio import (
+    BINDING_CAUSE,
+    BINDING_FIX,
+    GROUP_CAUSE,
+    HOST_DRIVER_CAUSE,
+    HOST_DRIVER_FIX,
+    VM_CAUSE,
+    VM_FIX,
+)
 from gpuinfra.parsers.pcisysfs import PCI_SYSFS_COMMAND, PciSysfs, parse_pci_sysfs
 from gpuinfra.parsers.proxmox import parse_qm_config
 from gpuinfra.spec import NodeSpec
@@ -79,20 +88,14 @@ def test_devices_bound_to_vfio(host: Host, node: NodeSpec, pci: PciSysfs, bound:
     note("vfio_functions", ", ".join(bound.functions))
     if findings:
         fail(note, problem(node.name, "; ".join(findings),
-                           "vfio-pci did not claim them: the host was not rebooted since the "
-                           "deploy, a host driver loaded first (softdep, initramfs), or the "
-                           "driverctl override is missing",
-                           "deploy the vfio role and reboot; `lspci -nnk -s <address>` shows "
-                           "the driver in use, `driverctl list-overrides` the overrides"))
+                           BINDING_CAUSE, BINDING_FIX))
 
 
 def test_iommu_groups_whole(node: NodeSpec, pci: PciSysfs, bound: Binding, note: Note) -> None:
     findings = group_findings(bound, pci)
     if findings:
         fail(note, problem(node.name, "; ".join(findings),
-                           "a device given to a VM shares an IOMMU group with a device the "
-                           "host keeps: the group can only go to VMs whole",
-                           GROUP_FIX))
+                           GROUP_CAUSE, GROUP_FIX))
 
 
 def test_no_passthrough_gpu_on_a_host_driver(node: NodeSpec, pci: PciSysfs, bound: Binding,
@@ -100,10 +103,7 @@ def test_no_passthrough_gpu_on_a_host_driver(node: NodeSpec, pci: PciSysfs, boun
     findings = host_driver_findings(bound, pci)
     if findings:
         fail(note, problem(node.name, "; ".join(findings),
-                           "the NVIDIA (or nouveau) driver claimed a GPU meant for a VM before "
-                           "vfio-pci did",
-                           "deploy the vfio role (softdep nvidia pre: vfio-pci, vfio in the "
-                           "initramfs) and reboot"))
+                           HOST_DRIVER_CAUSE, HOST_DRIVER_FIX))
 
 
 def test_vm_definitions(host: Host, node: NodeSpec, pci: PciSysfs, note: Note) -> None:
@@ -127,5 +127,4 @@ def test_vm_definitions(host: Host, node: NodeSpec, pci: PciSysfs, note: Note) -
             findings.append(f"{path}: {(result.stderr or result.stdout).strip()[:300]}")
     if findings:
         fail(note, problem(node.name, "; ".join(findings),
-                           "the VM definitions are missing or not what the spec says",
-                           "deploy the vfio role (it writes and checks them)"))
+                           VM_CAUSE, VM_FIX))

@@ -1,0 +1,298 @@
+"""Kubernetes GPU-node judgements with their causes and fixes: the verify suite
+(gpuinfra_verify/kubernetes_expect.py, on ``kubectl get -o json``) and `gpuinfra check` (on a
+pasted ``kubectl describe node``, ``kubectl get pods`` table or device-plugin log) use the same
+functions, so a node and its paste get the same verdict.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpuinfra.judge import CaptureVerdict
+from gpuinfra.parsers.kubectl import KubePod
+from gpuinfra.parsers.kubectl_text import DescribedNode, PodTable
+from gpuinfra.verdicts import Finding
+
+GPU_RESOURCE = "nvidia.com/gpu"
+PLUGIN_POD_PREFIXES = ("nvidia-device-plugin",)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What was seen, its likely cause and the fix."""
+
+    what: str
+    cause: str
+    fix: str
+
+
+# ---------------------------------------------------------------------------- device plugin log
+
+# What a device plugin's log says, what it means, and what to do: (pattern, cause, fix), the
+# first match wins (a root cause before the messages it leads to).
+PLUGIN_LOG_CAUSES: tuple[tuple[str, str, str], ...] = (
+    (r"could not load NVML|libnvidia-ml\.so\.1",
+     "the plugin cannot load NVML: its container does not get the driver's libraries (the "
+     "nvidia runtime is not configured in containerd, or not used for it), or the driver is not "
+     "installed",
+     "container_toolkit role (containerd has runtimes.nvidia; RuntimeClass nvidia); "
+     "`nvidia-smi` on the node"),
+    (r"unresolvable CDI devices|CDI device .* not found|failed to inject CDI",
+     "the CDI spec the runtime needs is missing or stale (/etc/cdi/nvidia.yaml)",
+     "deploy again once the driver is loaded (container_toolkit regenerates the CDI spec)"),
+    (r"More than one MIG device type present|mig-strategy=single|migStrategy=single",
+     "mig_strategy 'single' on a node with several MIG profiles",
+     "one profile on every GPU, or mig_strategy = 'mixed'"),
+    (r"Incompatible strategy detected|invalid device discovery strategy",
+     "the plugin found neither NVML nor a Tegra system in its container: it does not run under "
+     "the NVIDIA runtime (not containerd's default runtime, and no runtimeClassName nvidia), so "
+     "the driver's libraries are not in it",
+     "container_toolkit role (containerd's runtimes.nvidia; the plugin's DaemonSet with "
+     "runtimeClassName nvidia); `nvidia-ctk runtime configure --runtime=containerd` on a node "
+     "set up by hand"),
+    (r"No devices found|no valid resources",
+     "the plugin loaded NVML but sees no GPU it can advertise (driver not loaded, every GPU in "
+     "an unexpected MIG state, or failOnInitError false hiding an NVML failure above)",
+     "`nvidia-smi` and `nvidia-smi -L` on the node; reboot after a driver install"),
+    (r"error parsing config file|unable to load config|failed to parse",
+     "the plugin refused its config file", "compare the ConfigMap with the spec; deploy again"),
+)
+# The line a healthy plugin prints once its resource is registered with the kubelet.
+PLUGIN_REGISTERED = re.compile(r"Registered device plugin (?:for '[^']+' )?with Kubelet")
+
+
+def plugin_log_cause(log: str) -> tuple[str, str] | None:
+    """(cause, fix) for a device plugin's log, from the first known message in it."""
+    for pattern, cause, fix in PLUGIN_LOG_CAUSES:
+        if re.search(pattern, log):
+            return cause, fix
+    return None
+
+
+def _first_line(log: str, pattern: str) -> str:
+    for line in log.splitlines():
+        if re.search(pattern, line):
+            return line.strip()[:200]
+    return ""
+
+
+def judge_plugin_log(log: str, host: str | None, elided: Sequence[str] = ()) -> CaptureVerdict:
+    """Each known failure message is a failure with its cause; a log that registered its
+    resource with no failure passes; anything else is no verdict (never a pass)."""
+    verdict = CaptureVerdict("plugin-log", host, {"expect": "the plugin registers its "
+                             "resources with the kubelet, with no known failure message"},
+                             cuts=list(elided))
+    for pattern, cause, fix in PLUGIN_LOG_CAUSES:
+        line = _first_line(log, pattern)
+        if line:
+            verdict.findings.append(Finding("device-plugin-log", "device plugin",
+                                            "no failure message", line, "fail", cause, fix))
+            break
+    registered = [m.group(0) for m in PLUGIN_REGISTERED.finditer(log)]
+    verdict.blocks = len(registered)
+    if registered and not verdict.findings:
+        verdict.findings.append(Finding("device-plugin-log", "device plugin",
+                                        "registered with the kubelet", registered[-1], "ok"))
+    if not verdict.findings:
+        verdict.judged = False
+    return verdict
+
+
+# ---------------------------------------------------------------------------- allocatable
+
+def allocatable_problem(expected: Mapping[str, int], seen: Mapping[str, int]) -> Problem | None:
+    """The node's nvidia.com/* allocatable against what the spec implies (both ways)."""
+    wrong = [f"{key}: expected {expected.get(key, 0)}, allocatable {seen.get(key, 0)}"
+             for key in sorted(set(expected) | set(seen))
+             if expected.get(key, 0) != seen.get(key, 0)]
+    if not wrong:
+        return None
+    if not any(seen.values()):
+        return Problem("no GPU is allocatable: " + "; ".join(wrong),
+                       "the device plugin is not running on the node, or it found no GPU: "
+                       "the driver is not loaded (a reboot pending after its install), or the "
+                       "container toolkit / nvidia runtime is missing so the plugin cannot load "
+                       "NVML",
+                       "`nvidia-smi` on the node; test_driver.py and the device plugin pod's "
+                       "logs (test_device_plugin_running names the cause)")
+    if set(expected) != {k for k, v in seen.items() if v} and any(
+            k.startswith("nvidia.com/mig-") for k in set(expected) | set(seen)):
+        return Problem("the MIG resources differ from the spec: " + "; ".join(wrong),
+                       "the GPUs' MIG layout is not the spec's (not applied yet, or changed "
+                       "by hand), or the plugin's migStrategy differs",
+                       "`nvidia-smi -L` on the node; apply the layout of "
+                       "/etc/nvidia-mig-manager/config.yaml; check mig_strategy")
+    return Problem("allocatable GPUs differ from the spec: " + "; ".join(wrong),
+                   "the device plugin runs another config than the spec's (the node's "
+                   "nvidia.com/device-plugin.config label, time-slicing replicas or MPS "
+                   "clients), or a GPU is missing from the node",
+                   "deploy (kubernetes role) to relabel the node and re-apply the configs; "
+                   "compare `nvidia-smi -L` with gpu_count")
+
+
+UNHEALTHY = Problem("", "the device plugin marked GPU(s) unhealthy (it withdraws a GPU after "
+                    "a critical XID: capacity keeps it, allocatable drops it)",
+                    "`dmesg | grep -i xid` and `nvidia-smi -q -d ECC,PAGE_RETIREMENT` on the "
+                    "node; the plugin's log names the XID; reset or replace the GPU")
+
+
+def product_label_problem(labels: Mapping[str, str]) -> Problem | None:
+    """GFD marks a node whose MIG layout the single strategy cannot describe."""
+    product = labels.get("nvidia.com/gpu.product", "")
+    if not product.endswith("-MIG-INVALID"):
+        return None
+    return Problem(f"GPU product label {product!r}",
+                   "mig_strategy 'single' on a node whose GPUs hold different MIG profiles "
+                   "(or some without MIG): the device plugin cannot advertise one resource",
+                   "one profile on every GPU of the node, or mig_strategy = 'mixed'")
+
+
+def judge_describe_node(node: DescribedNode, expected: Mapping[str, int] | None,
+                        host: str | None, expectation: dict[str, Any]) -> CaptureVerdict:
+    """Allocatable against the expectation, capacity against allocatable (unhealthy GPUs),
+    and the GFD product label."""
+    verdict = CaptureVerdict("describe-node", host or node.name, expectation,
+                             cuts=list(node.cuts))
+    name = host or node.name or "node"
+    if node.allocatable is None:
+        verdict.cuts.append("no Allocatable section in the capture: allocatable not judged")
+        short = {k: v for k, v in (node.capacity or {}).items()
+                 if expected is not None and v < expected.get(k, 0)}
+        if short:  # allocatable never exceeds capacity: too little capacity is a failure
+            problem = allocatable_problem(expected or {}, short)
+            assert problem is not None
+            verdict.blocks += "Capacity" in node.complete
+            verdict.findings.append(Finding(
+                "k8s-allocatable", name,
+                ", ".join(f"{k}={v}" for k, v in sorted((expected or {}).items())),
+                problem.what.replace("allocatable", "capacity"), "fail", problem.cause,
+                problem.fix))
+    else:
+        whole = "Allocatable" in node.complete
+        verdict.blocks += whole
+        if expected is not None:
+            problem = allocatable_problem(expected, node.allocatable)
+            exp = ", ".join(f"{k}={v}" for k, v in sorted(expected.items())) or "none"
+            obs = ", ".join(f"{k}={v}" for k, v in sorted(node.allocatable.items())) or "none"
+            if problem is not None and (whole or any(node.allocatable.values())):
+                verdict.findings.append(Finding("k8s-allocatable", name, exp, problem.what,
+                                                "fail", problem.cause, problem.fix))
+            elif problem is None:
+                verdict.findings.append(Finding("k8s-allocatable", name, exp, obs, "ok"))
+        if node.capacity is not None:
+            verdict.blocks += "Capacity" in node.complete
+            for key, cap in sorted(node.capacity.items()):
+                got = node.allocatable.get(key, 0)
+                if cap > got and (whole or key in node.allocatable):
+                    verdict.findings.append(Finding(
+                        "k8s-unhealthy", f"{name} {key}", f"allocatable = capacity ({cap})",
+                        f"capacity {cap}, allocatable {got}", "fail", UNHEALTHY.cause,
+                        UNHEALTHY.fix))
+    if node.labels:
+        verdict.blocks += "Labels" in node.complete
+        label = product_label_problem(node.labels)
+        if label is not None:
+            verdict.findings.append(Finding("k8s-product-label", name, "no -MIG-INVALID",
+                                            label.what, "fail", label.cause, label.fix))
+    if expected is None and not verdict.findings:
+        verdict.judged = False
+        verdict.cuts.append("no expectation given (--expect, --gpus or the spec): "
+                            "allocatable not judged")
+    return verdict
+
+
+# ---------------------------------------------------------------------------- pods
+
+def pod_state_problem(pod: KubePod) -> tuple[str, str] | None:
+    """(cause, fix) of a pod that is not running ready, from its state alone."""
+    state = pod.waiting or pod.phase
+    logs = f"`kubectl -n {pod.namespace or '<namespace>'} logs {pod.name}`"
+    if state.startswith("Init:"):
+        return ("an init container fails or waits: the GPU Operator's device plugin and "
+                "validators wait for the driver and the container toolkit to validate on the "
+                "node (nvidia-operator-validator), so the driver or the toolkit is not ready",
+                f"{logs} --all-containers; the nvidia-operator-validator pod's logs; "
+                "`nvidia-smi` on the node")
+    if state in ("ImagePullBackOff", "ErrImagePull", "InvalidImageName"):
+        return ("the image cannot be pulled (name or tag wrong, registry unreachable, or no "
+                "pull secret)", f"`kubectl -n {pod.namespace} describe pod {pod.name}` (Events)")
+    if state in ("CreateContainerError", "RunContainerError", "CreateContainerConfigError",
+                 "StartError", "ContainerCannotRun"):
+        return ("the container runtime could not start it: for GPU pods the nvidia runtime "
+                "(containerd's runtimes.nvidia) or its CDI spec",
+                f"`kubectl -n {pod.namespace} describe pod {pod.name}`; container_toolkit role")
+    if state == "Pending":
+        return ("the pod is not scheduled or not started: a taint or node selector keeps it "
+                "off, or its volumes/images are not ready",
+                f"`kubectl -n {pod.namespace} describe pod {pod.name}` (Events)")
+    if state in ("CrashLoopBackOff", "Error", "Failed") or pod.phase == "Running":
+        return ("the container starts and exits (or never gets ready): its log names why",
+                f"{logs} --previous, then `gpuinfra check plugin-log` on it")
+    return None
+
+
+GENERIC_POD = ("the pod does not start (image pull, or the plugin exits at start)",
+               "`kubectl -n {ns} describe pod {name}` and its logs")
+
+
+def pod_problem(what: str, pods: Sequence[KubePod], log: str = "") -> Problem | None:
+    """``what`` (device plugin, GPU Feature Discovery) must run, ready, on the node."""
+    if not pods:
+        return Problem(f"no {what} pod on the node",
+                       "the node lacks the nvidia.com/device-plugin.config label its DaemonSet "
+                       "selects, or a taint keeps it off",
+                       "deploy (kubernetes role labels GPU nodes); "
+                       "`kubectl -n kube-system get ds`")
+    bad = [p for p in pods if not _healthy(p)]
+    if not bad:
+        return None
+    pod = bad[0]
+    state = pod.waiting or pod.phase
+    cause, fix = plugin_log_cause(log) or pod_state_problem(pod) or (
+        GENERIC_POD[0], GENERIC_POD[1].format(ns=pod.namespace, name=pod.name))
+    return Problem(f"{what} pod {pod.name} is {state} (restarts: {pod.restarts})", cause, fix)
+
+
+def _healthy(pod: KubePod) -> bool:
+    return (pod.phase == "Running" and pod.ready) or pod.phase == "Succeeded"
+
+
+def judge_pods(table: PodTable, node: str | None, host: str | None,
+               expectation: dict[str, Any]) -> CaptureVerdict:
+    """Every GPU pod of the capture runs ready (or completed, for validators), and the device
+    plugin has a pod (when the capture is the whole table)."""
+    verdict = CaptureVerdict("gpu-pods", host, expectation, cuts=list(table.cuts))
+    pods = [p for p in table.pods if not node or not p.node or p.node == node]
+    if not table.header:
+        verdict.cuts.append("no header line (filtered with grep?): pods not shown may exist")
+    for pod in pods:
+        verdict.blocks += 1
+        subject = f"{pod.namespace}/{pod.name}" if pod.namespace else pod.name
+        state = pod.waiting or pod.phase
+        if _healthy(pod):
+            verdict.findings.append(Finding("k8s-pod", subject, "Running and ready",
+                                            "Completed" if pod.phase == "Succeeded" else
+                                            "Running, ready", "ok"))
+            continue
+        problem = pod_problem("device plugin" if pod.name.startswith(PLUGIN_POD_PREFIXES)
+                              else "pod", [pod])
+        assert problem is not None
+        verdict.findings.append(Finding("k8s-pod", subject, "Running and ready",
+                                        f"{state}, {'ready' if pod.ready else 'not ready'}, "
+                                        f"{pod.restarts} restarts", "fail", problem.cause,
+                                        problem.fix))
+    plugins = [p for p in pods if p.name.startswith(PLUGIN_POD_PREFIXES)]
+    if not plugins:
+        if verdict.cuts:
+            verdict.cuts.append("no device plugin pod in the capture (it may be cut)")
+        else:
+            problem = pod_problem("device plugin", [])
+            assert problem is not None
+            verdict.findings.append(Finding("k8s-pod", "device plugin", "a pod running",
+                                            problem.what, "fail", problem.cause, problem.fix))
+    if not pods and not verdict.findings:
+        verdict.judged = False
+    return verdict

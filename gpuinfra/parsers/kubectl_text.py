@@ -1,0 +1,183 @@
+"""kubectl's human output as people paste it: ``kubectl describe node`` and the
+``kubectl get pods`` table (the JSON forms the verify suite reads are gpuinfra.parsers.kubectl).
+
+Read block by block, saying what was not shown (:attr:`cuts`):
+
+- ``describe node``: the sections Labels, Capacity, Allocatable and "Allocated resources"
+  (nvidia.com/* entries). A section followed by another top-level key is complete; the last
+  one may be cut. Rows above any section header are read when unambiguous: ``key=value`` rows
+  are labels, ``nvidia.com/gpu  1  1`` rows (requests, limits) are allocated resources, but a
+  ``nvidia.com/gpu:  8`` row could be Capacity or Allocatable and is not read.
+- ``get pods`` (``-n NS``, ``-A``, ``-o wide``): one pod per row. Without the header line (a
+  ``grep``), the columns are known from the READY field (``1/1``): second column without
+  namespaces, third with. A last row with fewer columns is cut.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from gpuinfra.parsers._text import clean_lines
+from gpuinfra.parsers.kubectl import NVIDIA_PREFIX, KubePod
+
+_TOP_KEY = re.compile(r"^([A-Z][A-Za-z -]*):\s*(.*)$")
+_LABEL = re.compile(r"^\s*([A-Za-z0-9./_-]+)=(\S*)\s*$")
+_RESOURCE = re.compile(r"^\s+([A-Za-z0-9./_-]+):\s+(\d+)\s*$")
+_ALLOCATED = re.compile(r"^\s+(nvidia\.com/[A-Za-z0-9./_-]+)\s+(\d+)(?:\s+\(\S+\))?\s+(\d+)")
+_ELISION = re.compile(r"^\s*(?:\.{3,}|…|\[\.{3}\]|\(\.{3}\)|<snip>)\s*$")
+SECTIONS = ("Labels", "Capacity", "Allocatable", "Allocated resources")
+
+
+@dataclass
+class DescribedNode:
+    """What ``kubectl describe node`` showed: nvidia.com/* counts per section, the labels,
+    which sections were read whole (``complete``), and the cuts."""
+
+    name: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    capacity: dict[str, int] | None = None
+    allocatable: dict[str, int] | None = None
+    allocated: dict[str, int] | None = None  # requests
+    complete: set[str] = field(default_factory=set)
+    cuts: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "labels": self.labels, "capacity": self.capacity,
+                "allocatable": self.allocatable, "allocated": self.allocated,
+                "complete": sorted(self.complete), "cuts": self.cuts}
+
+
+def parse_describe_node(text: str) -> DescribedNode:
+    """Read ``kubectl describe node`` (one node), whole or cut; see the module's doc."""
+    node = DescribedNode()
+    section: str | None = None
+    broken: set[str] = set()
+    ambiguous = 0
+    for no, line in enumerate(clean_lines(text, "kubectl describe node"), 1):
+        if not line.strip():
+            continue
+        if _ELISION.match(line):
+            node.cuts.append(f"line {no}: {line.strip()!r}, lines left out"
+                             + (f" in {section}" if section else ""))
+            if section:
+                broken.add(section)
+            continue
+        top = _TOP_KEY.match(line) if not line[:1].isspace() else None
+        if top:
+            if section and section not in broken:
+                node.complete.add(section)
+            key, value = top[1], top[2].strip()
+            section = key if key in SECTIONS else None
+            if key == "Name":
+                node.name = value
+            elif key == "Labels":
+                node.labels = {}
+                label = _LABEL.match(value)
+                if label:
+                    node.labels[label[1]] = label[2]
+            elif key == "Capacity":
+                node.capacity = {}
+            elif key == "Allocatable":
+                node.allocatable = {}
+            elif key == "Allocated resources":
+                node.allocated = {}
+            continue
+        if section == "Labels" or section is None:
+            label = _LABEL.match(line)
+            if label:
+                if section is None:  # a label row whose header was cut: unambiguous
+                    node.labels[label[1]] = label[2]
+                    continue
+                node.labels[label[1]] = label[2]
+                continue
+        if section in ("Capacity", "Allocatable"):
+            entry = _RESOURCE.match(line)
+            if entry:
+                if entry[1].startswith(NVIDIA_PREFIX):
+                    target = node.capacity if section == "Capacity" else node.allocatable
+                    assert target is not None
+                    target[entry[1]] = int(entry[2])
+                continue
+        allocated = _ALLOCATED.match(line)
+        if allocated and section in ("Allocated resources", None):
+            if node.allocated is None:
+                node.allocated = {}
+            node.allocated[allocated[1]] = int(allocated[2])
+            continue
+        if section is None and _RESOURCE.match(line) and \
+                _RESOURCE.match(line)[1].startswith(NVIDIA_PREFIX):  # type: ignore[index]
+            ambiguous += 1
+    if section and section not in broken and section != "Allocated resources":
+        node.cuts.append(f"the capture ends inside {section}: it may be cut")
+    elif section == "Allocated resources" and section not in broken:
+        node.complete.add(section)
+    if ambiguous:
+        node.cuts.append(f"{ambiguous} nvidia.com/* row(s) without their Capacity/Allocatable "
+                         "header: not read (either section could be meant)")
+    return node
+
+
+@dataclass
+class PodTable:
+    pods: list[KubePod] = field(default_factory=list)
+    header: bool = False
+    cuts: list[str] = field(default_factory=list)
+
+
+_READY = re.compile(r"^\d+/\d+$")
+_NODE_COLUMN = 7  # -o wide: NAME READY STATUS RESTARTS AGE IP NODE ...
+
+
+def _restarts(fields: list[str], at: int) -> tuple[int, int] | None:
+    """(restarts, index after them): "12" or "1 (75m ago)"."""
+    if at >= len(fields) or not fields[at].isdigit():
+        return None
+    after = at + 1
+    if after + 1 < len(fields) and fields[after].startswith("(") and fields[after + 1] == "ago)":
+        after += 2
+    return int(fields[at]), after
+
+
+def parse_pods_table(text: str) -> PodTable:
+    """Read a ``kubectl get pods`` table, whole, filtered or cut; see the module's doc."""
+    table = PodTable()
+    namespaced: bool | None = None
+    wide = False
+    rows = 0
+    for no, line in enumerate(clean_lines(text, "kubectl get pods"), 1):
+        fields = line.split()
+        if not fields or line.strip().startswith("```"):
+            continue
+        if _ELISION.match(line):
+            table.cuts.append(f"line {no}: {line.strip()!r}, rows left out")
+            continue
+        if fields[0] in ("NAME", "NAMESPACE") and "READY" in fields:
+            table.header = True
+            namespaced = fields[0] == "NAMESPACE"
+            wide = "NODE" in fields
+            continue
+        if re.match(r"^\S*[$#]\s|^\S+@\S+[:~]", line) or fields[0] in ("kubectl", "k"):
+            continue  # the command line pasted with its output
+        at = 2 if len(fields) > 2 and _READY.match(fields[2]) and not _READY.match(fields[1]) \
+            else 1 if len(fields) > 1 and _READY.match(fields[1]) else None
+        if at is None or (namespaced is not None and at != (2 if namespaced else 1)):
+            table.cuts.append(f"line {no}: {line.strip()[:60]!r} is not a whole pod row")
+            continue
+        restarts = _restarts(fields, at + 2)
+        if at + 2 >= len(fields) or restarts is None or restarts[1] >= len(fields):
+            table.cuts.append(f"line {no}: pod row cut: {line.strip()[:60]!r}")
+            continue
+        ready, total = (int(x) for x in fields[at].split("/"))
+        status = fields[at + 1]
+        node = ""
+        if wide and len(fields) > restarts[1] + 2:
+            node = fields[restarts[1] + 2]
+        phase = status if status in ("Running", "Pending", "Succeeded", "Failed") else (
+            "Succeeded" if status == "Completed" else "")
+        table.pods.append(KubePod(
+            namespace=fields[0] if at == 2 else "", name=fields[at - 1], node=node,
+            phase=phase, ready=ready == total and total > 0, restarts=restarts[0],
+            waiting="" if phase else status))
+        rows += 1
+    return table

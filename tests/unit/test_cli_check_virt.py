@@ -1,0 +1,292 @@
+"""`gpuinfra check KIND FILE` for the VFIO and Kubernetes kinds, through the CLI, on real
+captures (tests/fixtures/vfio/, tests/fixtures/kubectl/, tests/fixtures/real/lspci/: each in
+its INDEX.md), whole and cut inside the test (a `...` line, a grep, a last block cut mid-way,
+a header missing): a cut capture can fail, never pass."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpuinfra.judge.kubernetes import PLUGIN_LOG_CAUSES
+from gpuinfra.judge.vfio import GROUP_CAUSE, HOST_DRIVER_CAUSE, HOSTDEV_CAUSE
+from gpuinfra_cli.main import main
+from tests.conftest import REAL
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+VFIO, KUBE, LSPCI = FIX / "vfio", FIX / "kubectl", REAL / "lspci"
+GROUPS = VFIO / "iommu-groups-rtx3070ti-with-root-port-sgpupt-28.txt"
+ONELINE = VFIO / "iommu-groups-oneline-gtx1060-ich10-group10-vmra1n-4.txt"
+HOSTDEV = VFIO / "virsh-dumpxml-hostdev-source-0c-nixvirt-76.xml"
+CRASH = KUBE / "pods-device-plugin-crashloop-gpu-operator-35.txt"
+RUNNING = KUBE / "pods-device-plugin-running-k8s-device-plugin-1400.txt"
+INCOMPLETE = "incomplete: "
+
+
+def check(capsys, kind: str, path: Path | str, *options: str) -> tuple[int, dict]:
+    rc = main(["check", kind, str(path), "--json", *options])
+    return rc, json.loads(capsys.readouterr().out)
+
+
+def cut_copy(tmp_path: Path, source: Path, lines: slice | None = None, insert: dict | None = None,
+             keep: str | None = None, tail_chars: int = 0) -> Path:
+    """A copy of a real capture, cut the way pastes are: some lines, an elision, a grep, or
+    its last line cut mid-way (``tail_chars`` characters removed)."""
+    rows = source.read_text().splitlines()
+    if lines is not None:
+        rows = rows[lines]
+    for at, text in sorted((insert or {}).items(), reverse=True):
+        rows[at:at] = [text]
+    if keep is not None:
+        rows = [r for r in rows if keep in r]
+    text = "\n".join(rows) + "\n"
+    if tail_chars:
+        text = text.rstrip("\n")[:-tail_chars]
+    out = tmp_path / f"cut-{source.name}"
+    out.write_text(text)
+    return out
+
+
+def fails_with(result: dict, cause: str) -> bool:
+    return result["verdict"] == "fail" and any(f["severity"] == "fail" and f["cause"] == cause
+                                               and f["fix"] for f in result["findings"])
+
+
+# ---------------------------------------------------------------------------- iommu-groups
+
+def test_iommu_groups_gpu_with_its_root_port_passes(capsys):
+    rc, out = check(capsys, "iommu-groups", GROUPS)
+    assert rc == 0 and out["verdict"] == "pass"
+    assert out["kind"] == "iommu-groups" and out["expectation"]["devices"] == ["0000:01:00.0"]
+
+
+def test_iommu_groups_gpu_left_with_the_host_fails(capsys):
+    """The root port given to a VM without the GPU behind it: the GPU stays with the host in
+    the same group (the same rule as the verify suite's test_iommu_groups_whole)."""
+    rc, out = check(capsys, "iommu-groups", GROUPS, "--device", "00:01.0", "--host", "hv1")
+    assert rc == 1 and fails_with(out, GROUP_CAUSE) and out["host"] == "hv1"
+    assert "0000:01:00.0" in out["findings"][0]["observed"]
+
+
+def test_iommu_groups_gaps_make_it_incomplete_never_pass(capsys):
+    rc, out = check(capsys, "iommu-groups", ONELINE)
+    assert rc == 3 and out["verdict"].startswith(INCOMPLETE)
+    assert any("groups 1-9" in c for c in out["cuts"])
+
+
+def test_iommu_groups_last_line_cut_mid_way(capsys, tmp_path):
+    cut = cut_copy(tmp_path, GROUPS, lines=slice(0, 5), tail_chars=30)
+    rc, out = check(capsys, "iommu-groups", cut)
+    assert rc == 3 and out["verdict"].startswith(INCOMPLETE)
+    assert "0000:01:00.0" not in [f["subject"] for f in out["findings"] if f["severity"] == "ok"]
+
+
+def test_iommu_groups_elided_group_is_not_judged_but_others_fail(capsys, tmp_path):
+    cut = cut_copy(tmp_path, GROUPS, insert={7: "..."})  # inside group 2
+    rc, out = check(capsys, "iommu-groups", cut, "--device", "00:01.0")
+    assert rc == 1 and fails_with(out, GROUP_CAUSE)  # group 1 is whole: it still fails
+    cut = cut_copy(tmp_path, GROUPS, insert={6: "..."})  # inside group 1: not judged
+    rc, out = check(capsys, "iommu-groups", cut, "--device", "00:01.0")
+    assert rc == 3 and any("group 1 is cut" in c for c in out["cuts"])
+
+
+def test_iommu_groups_rows_without_their_header_are_not_guessed(capsys, tmp_path):
+    cut = cut_copy(tmp_path, GROUPS, lines=slice(3, None))  # "IOMMU Group 1:" cut off
+    rc, out = check(capsys, "iommu-groups", cut)
+    assert rc == 3 and any("IOMMU group is not in the capture" in c for c in out["cuts"])
+
+
+def test_iommu_groups_grep_of_the_one_line_form_is_still_incomplete(capsys, tmp_path):
+    cut = cut_copy(tmp_path, ONELINE, keep="NVIDIA")
+    rc, out = check(capsys, "iommu-groups", cut)
+    assert rc == 3 and out["verdict"].startswith(INCOMPLETE)
+
+
+# ---------------------------------------------------------------------------- lspci-nnk
+
+def test_lspci_nnk_all_on_vfio_passes(capsys):
+    rc, out = check(capsys, "lspci-nnk",
+                    LSPCI / "dgx-8x-v100-sxm2-10de-1db1-lspci-nnk-vfio-pci.txt")
+    assert rc == 0 and out["verdict"] == "pass" and out["blocks_judged"] == 8
+
+
+def test_lspci_nnk_gpu_on_nvidia_fails_with_cause(capsys):
+    rc, out = check(capsys, "lspci-nnk", LSPCI / "openshift-node-l40s-e1-00.0-lspci-k-nvidia.txt",
+                    "--device", "e1:00.0")
+    assert rc == 1 and fails_with(out, HOST_DRIVER_CAUSE)
+
+
+def test_lspci_nnk_cut_block_still_judges_the_complete_ones(capsys, tmp_path):
+    source = LSPCI / "dgx-8x-v100-sxm2-10de-1db1-lspci-nnk-vfio-pci.txt"
+    cut = cut_copy(tmp_path, source, lines=slice(0, 9), tail_chars=10)
+    rc, out = check(capsys, "lspci-nnk", cut, "--device", "08:00.0", "--device", "8b:00.0")
+    assert rc == 3 and out["verdict"].startswith(INCOMPLETE)
+    assert any("8b:00.0" in c for c in out["cuts"])
+
+
+def test_lspci_nnk_driver_lines_without_device_are_not_attributed(capsys, tmp_path):
+    source = LSPCI / "dgx-8x-v100-sxm2-10de-1db1-lspci-nnk-vfio-pci.txt"
+    cut = cut_copy(tmp_path, source, lines=slice(1, 8))  # the first device line cut off
+    rc, out = check(capsys, "lspci-nnk", cut, "--device", "08:00.0")
+    assert rc == 3 and any("without the line above" in c for c in out["cuts"])
+
+
+# ---------------------------------------------------------------------------- plugin-log
+
+LOGS = {
+    "device-plugin-log-incompatible-strategy-k8s-device-plugin-1220.txt": "Incompatible",
+    "device-plugin-log-no-devices-found-k8s-device-plugin-414.txt": "No devices found",
+    "device-plugin-log-nvml-not-loadable-gpu-operator-250.txt": "could not load NVML",
+    "device-plugin-log-mig-single-on-mixed-layout-gpu-operator-460.txt": "More than one MIG",
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOGS))
+def test_plugin_log_known_failure_fails_with_its_own_cause(capsys, name):
+    rc, out = check(capsys, "plugin-log", KUBE / name)
+    expected = next(c for p, c, _ in PLUGIN_LOG_CAUSES if p.split("|")[0].replace("\\", "")
+                    .startswith(LOGS[name].split()[0]))
+    assert rc == 1 and fails_with(out, expected)
+
+
+def test_plugin_log_causes_are_distinct():
+    assert len({c for _, c, _ in PLUGIN_LOG_CAUSES}) == len(PLUGIN_LOG_CAUSES)
+
+
+def test_plugin_log_registered_passes(capsys):
+    rc, out = check(capsys, "plugin-log",
+                    KUBE / "device-plugin-log-registered-bottlerocket-4250.txt")
+    assert rc == 0 and out["verdict"] == "pass"
+
+
+def test_plugin_log_unknown_is_no_verdict_never_pass(capsys):
+    rc, out = check(capsys, "plugin-log",
+                    KUBE / "device-plugin-log-registration-unimplemented-k8s-device-plugin-156.txt")
+    assert rc == 3 and out["verdict"] == "no verdict"
+
+
+def test_plugin_log_cut_before_the_failure_is_no_verdict(capsys, tmp_path):
+    source = KUBE / "device-plugin-log-no-devices-found-k8s-device-plugin-414.txt"
+    rc, out = check(capsys, "plugin-log", cut_copy(tmp_path, source, lines=slice(0, 4)))
+    assert rc == 3 and out["verdict"] == "no verdict"
+
+
+# ---------------------------------------------------------------------------- gpu-pods
+
+def test_pods_running_pass(capsys):
+    rc, out = check(capsys, "gpu-pods", RUNNING)
+    assert rc == 0 and out["verdict"] == "pass" and out["blocks_judged"] == 4
+
+
+def test_pods_crashloop_fails_naming_each_pod(capsys):
+    rc, out = check(capsys, "gpu-pods", CRASH)
+    failed = [f["subject"] for f in out["findings"] if f["severity"] == "fail"]
+    assert rc == 1 and out["verdict"] == "fail" and len(failed) == 3
+    assert all("log" in f["cause"] for f in out["findings"] if f["severity"] == "fail")
+
+
+def test_pods_grep_without_header_read_and_still_fail(capsys, tmp_path):
+    rc, out = check(capsys, "gpu-pods", cut_copy(tmp_path, CRASH, keep="device-plugin"))
+    assert rc == 1 and out["verdict"] == "fail"
+    assert any("no header" in c for c in out["cuts"])
+
+
+def test_pods_grep_of_healthy_rows_is_incomplete(capsys, tmp_path):
+    rc, out = check(capsys, "gpu-pods", cut_copy(tmp_path, RUNNING, keep="Running"))
+    assert rc == 3 and out["verdict"].startswith(INCOMPLETE)
+
+
+def test_pods_last_row_cut_mid_way(capsys, tmp_path):
+    rc, out = check(capsys, "gpu-pods", cut_copy(tmp_path, RUNNING, tail_chars=12))
+    assert rc == 3 and out["verdict"].startswith(INCOMPLETE) and out["blocks_judged"] == 3
+
+
+def test_pods_without_a_device_plugin_fail_when_whole(capsys, tmp_path):
+    rows = slice(0, 3)  # header and the two dcgm-exporter pods
+    rc, out = check(capsys, "gpu-pods", cut_copy(tmp_path, RUNNING, lines=rows))
+    assert rc == 1 and out["verdict"] == "fail"
+
+
+# ---------------------------------------------------------------------------- describe-node
+
+DESCRIBE_12 = KUBE / "describe-time-slicing-replicas-12-allocatable-12-gpu-operator-684.txt"
+DESCRIBE_1 = KUBE / "describe-time-slicing-4-not-applied-capacity-1-k8s-device-plugin-990.txt"
+
+
+def test_describe_allocatable_as_expected_is_judged(capsys):
+    rc, out = check(capsys, "describe-node", DESCRIBE_12, "--gpus", "12")
+    assert out["findings"][0]["severity"] == "ok"
+    # the excerpt ends inside Allocatable: never a plain pass
+    assert rc == 3 and out["verdict"].startswith(INCOMPLETE)
+
+
+def test_describe_capacity_short_of_the_spec_fails(capsys):
+    rc, out = check(capsys, "describe-node", DESCRIBE_1, "--expect", "nvidia.com/gpu=4")
+    assert rc == 1 and out["verdict"] == "fail"
+    assert "another config" in out["findings"][0]["cause"]
+
+
+def test_describe_wrong_allocatable_fails(capsys):
+    rc, out = check(capsys, "describe-node", DESCRIBE_12, "--gpus", "8")
+    assert rc == 1 and out["verdict"] == "fail"
+
+
+def test_describe_rows_without_their_header_are_not_guessed(capsys, tmp_path):
+    rows = DESCRIBE_12.read_text().splitlines()
+    body = [r for r in rows if r.startswith(" ")]
+    cut = tmp_path / "rows.txt"
+    cut.write_text("\n".join(body) + "\n")
+    rc, out = check(capsys, "describe-node", cut, "--gpus", "8")
+    assert rc == 3 and any("without their" in c for c in out["cuts"])
+
+
+def test_help_lists_every_kind(capsys):
+    with pytest.raises(SystemExit):
+        main(["check", "--help"])
+    text = capsys.readouterr().out
+    for kind in ("iommu-groups", "lspci-nnk", "virsh-hostdev", "vm-topo", "describe-node",
+                 "gpu-pods", "plugin-log"):
+        assert kind in text
+
+
+def test_nvlink_check_without_kind_still_needs_profile(capsys):
+    assert main(["check", "--topo", "x"]) == 2
+    assert "--profile" in capsys.readouterr().err
+
+
+def test_hostdev_of_the_vm_device_passes(capsys):
+    rc, out = check(capsys, "virsh-hostdev", HOSTDEV, "--device", "0c:00.0")
+    assert rc == 0 and out["verdict"] == "pass"
+
+
+def test_hostdev_of_the_wrong_address_fails(capsys):
+    rc, out = check(capsys, "virsh-hostdev", HOSTDEV, "--device", "0b:00.0")
+    assert rc == 1 and fails_with(out, HOSTDEV_CAUSE)
+
+
+def test_hostdev_cut_before_its_source_is_incomplete(capsys, tmp_path):
+    rc, out = check(capsys, "virsh-hostdev", cut_copy(tmp_path, HOSTDEV, lines=slice(0, 2)),
+                    "--device", "0c:00.0")
+    assert rc == 3 and out["verdict"] == "no verdict" and out["cuts"]
+
+
+# ---------------------------------------------------------------------------- vm-topo
+
+TOPO = REAL / "nvidia-smi-topo-m"
+
+
+def test_vm_topo_bridged_pairs_in_a_vm_pass(capsys):
+    """4x A100 PCIe in two NV12 pairs, PCI domains 1-4 (a Hyper-V VM; source unresolved)."""
+    name = "4x-a100-80gb-pcie-2-nvlink-bridged-pairs-nv12-4numa-UNRESOLVED-SOURCE.txt"
+    rc, out = check(capsys, "vm-topo", TOPO / name,
+                    "--profile", "bridged-pairs", "--gpus", "4", "--model", "A100-PCIE-80GB")
+    assert rc == 0 and out["verdict"] == "pass"
+
+
+def test_vm_topo_pair_without_nvlink_fails(capsys):
+    rc, out = check(capsys, "vm-topo", TOPO / "autodl-2x-rtx2080ti-pcie-pix-container-drv550.txt",
+                    "--profile", "bridged-pairs", "--gpus", "2")
+    assert rc == 1 and out["verdict"] == "fail"
+    assert any(f["cause"] for f in out["findings"] if f["severity"] == "fail")
