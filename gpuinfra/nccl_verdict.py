@@ -2,9 +2,12 @@
 
 :func:`judge_all_reduce` turns a :class:`gpuinfra.parsers.nccl.AllReduceResult` into
 :class:`gpuinfra.verdicts.Finding` s against a :class:`gpuinfra.knowledge.nccl.BusbwThreshold`:
-every rank present, no wrong values, the sweep reached large sizes, busbw at the largest size
-above the floor, RDMA used between nodes. DeepOps' check only asserts "out of bounds = 0"; a
-slow fabric passes it. Each failure carries its cause and fix.
+the log's shape is the run asked for (ranks, nodes, GPUs on each node), no wrong values, the
+sweep reached large sizes, busbw at the largest size above the floor, RDMA used between nodes.
+:func:`check_shape` is that first check alone, for a caller that must know the shape before it
+can name a floor (`gpuinfra nccl check`: a floor for 4 nodes says nothing about a 2-node log).
+DeepOps' check only asserts "out of bounds = 0"; a slow fabric passes it. Each failure carries
+its cause and fix.
 """
 
 from __future__ import annotations
@@ -25,6 +28,15 @@ RANKS_CAUSE = ("the job ran on a different number of GPUs than expected: srun st
                "runs its own single-GPU test)")
 RANKS_FIX = ("`nvidia-smi -L` on each node, `scontrol show job` for the task layout, rebuild "
              "nccl-tests with `make MPI=1 MPI_HOME=...`, and pass the right --nodes/--gpus")
+UNEVEN_CAUSE = ("the nodes ran different numbers of ranks: a node hides a GPU (fallen off the "
+                "bus, `nvidia-smi -L` shorter there), or the task layout was uneven (srun "
+                "without --ntasks-per-node, mpirun without -npernode)")
+NOT_JUDGED = ("the log is not the run that was asked for, so its busbw says nothing about the "
+              "floor of the asked shape")
+NOT_JUDGED_FIX = "judge the log of the run you meant, or pass the --nodes/--gpus it really had"
+DERIVED_FIX = ("for a strict check pass --min-busbw (90 % of a known-good run of this fabric) "
+               "and check every NIC alone with `gpuinfra perftest check`; add the run to "
+               "NETWORK_MEASURED in gpuinfra/knowledge/nccl.py with its source")
 SIZES_CAUSE = ("the sweep stopped before the sizes where busbw reaches its plateau (the job hit "
                "its time limit, ran out of GPU memory at the larger sizes, or -e was lowered): "
                "busbw of small messages measures latency, not bandwidth")
@@ -54,7 +66,7 @@ BUSBW_CAUSES: dict[str, str] = {
     "`nvidia-smi -q`), NVLinks down or trained slow",
     "pcie-only": "a GPU's PCIe link trained below x16 or its generation, P2P blocked by ACS/IOMMU "
     "or BIOS, or GPUs across sockets",
-    "network": "the network between nodes is slower than this fabric measures: NCCL fell back "
+    "network": "the network between nodes is slower than this fabric's floor: NCCL fell back "
     "to TCP sockets (no IB/GPUDirect RDMA: the NCCL_DEBUG=INFO lines say NET/Socket instead of "
     "NET/IB), nvidia-peermem not loaded (no GPUDirect RDMA), an IB link down or trained slow, "
     "NCCL_IB_HCA naming the wrong devices, or ACS/IOMMU blocking GPU-to-NIC P2P",
@@ -77,8 +89,13 @@ def judge_all_reduce(
     expected_max_bytes: the sweep's intended largest size (the script's 8 GiB); when None only
     the 1 GiB plateau minimum is required (logs from other sweeps).
     """
-    findings = [_check_ranks(result, threshold), _check_data(result),
-                _check_sizes(result, expected_max_bytes)]
+    findings = [check_shape(result, threshold.nodes, threshold.gpus_per_node),
+                _check_data(result), _check_sizes(result, expected_max_bytes)]
+    if threshold.derived:
+        findings.append(Finding("floor", "job", f"a measured floor for {threshold.nodes} nodes x "
+                                f"{threshold.gpus_per_node} {threshold.model}",
+                                f"none: derived from the NICs, {threshold.min_busbw:g} GB/s",
+                                "warn", threshold.derived, DERIVED_FIX))
     if threshold.nodes > 1:
         findings.append(_check_transport(result, threshold))
     if threshold.condition and threshold.ring_floor is not None:
@@ -108,16 +125,42 @@ def _check_nvls(result: AllReduceResult, threshold: BusbwThreshold) -> Finding:
                    "warn", NVLS_CAUSE, NVLS_FIX)
 
 
-def _check_ranks(result: AllReduceResult, threshold: BusbwThreshold) -> Finding:
-    expected = f"{threshold.ranks} ranks on {threshold.nodes} node(s)"
+def check_shape(result: AllReduceResult, nodes: int | None,
+                gpus_per_node: int | None) -> Finding:
+    """The log's ranks, nodes and ranks per node against the run asked for (None: not asked).
+
+    Fails naming both shapes when they differ, or when the log's nodes ran unequal numbers of
+    ranks; warns when the log has no rank lines (trimmed).
+    """
+    if nodes and gpus_per_node:
+        expected = f"{nodes * gpus_per_node} ranks on {nodes} node(s), {gpus_per_node} per node"
+    elif nodes or gpus_per_node:
+        expected = f"{nodes} node(s)" if nodes else f"{gpus_per_node} per node"
+    else:
+        expected = "any shape (none asked)"
     if not result.ranks:
         return Finding("ranks", "job", expected, "no '# Using devices' lines in the log", "warn",
                        "the log was trimmed: the GPU count cannot be checked",
                        "keep the whole all_reduce_perf output")
-    observed = f"{len(result.ranks)} ranks on {len(result.hosts)} node(s)"
-    if len(result.ranks) == threshold.ranks and len(result.hosts) == threshold.nodes:
-        return Finding("ranks", "job", expected, observed, "ok")
-    return Finding("ranks", "job", expected, observed, "fail", RANKS_CAUSE, RANKS_FIX)
+    per_host = {host: sum(1 for r in result.ranks if r.host == host) for host in result.hosts}
+    counts = set(per_host.values())
+    each = (f"{counts.pop()} per node" if len(counts) == 1 else
+            ", ".join(f"{host} {n}" for host, n in per_host.items()))
+    observed = f"{len(result.ranks)} ranks on {len(result.hosts)} node(s), {each}"
+    if len(set(per_host.values())) > 1:
+        return Finding("ranks", "job", expected, observed, "fail", UNEVEN_CAUSE, RANKS_FIX)
+    if (nodes and nodes != len(result.hosts)) or (
+            gpus_per_node and any(n != gpus_per_node for n in per_host.values())):
+        return Finding("ranks", "job", expected, observed, "fail", RANKS_CAUSE, RANKS_FIX)
+    return Finding("ranks", "job", expected, observed, "ok")
+
+
+def unjudged(result: AllReduceResult, shape: Finding) -> list[Finding]:
+    """Findings for a log whose shape is not the one asked for: busbw is not judged."""
+    row = result.largest
+    return [shape, _check_data(result),
+            Finding("busbw", "job", "not judged", f"{row.busbw:.2f} GB/s at "
+                    f"{size_text(row.size)}", "warn", NOT_JUDGED, NOT_JUDGED_FIX)]
 
 
 def _check_data(result: AllReduceResult) -> Finding:
@@ -172,16 +215,18 @@ def _check_busbw(result: AllReduceResult, threshold: BusbwThreshold) -> Finding:
 
 
 def _busbw_cause(threshold: BusbwThreshold) -> str:
+    intra = BUSBW_CAUSES[threshold.profile]
+    if threshold.bound == "network" and threshold.derived:  # the floor holds for both paths
+        return f"inside a node: {intra}; between nodes: {BUSBW_CAUSES['network']}{EXCLUSIVE}"
     if threshold.bound == "network":
         return BUSBW_CAUSES["network"] + EXCLUSIVE
-    intra = BUSBW_CAUSES[threshold.profile]
     if threshold.nodes > 1:
         return f"inside a node: {intra}; between nodes: {BUSBW_CAUSES['network']}{EXCLUSIVE}"
     return intra + EXCLUSIVE
 
 
 def _busbw_fix(threshold: BusbwThreshold) -> str:
-    if threshold.bound == "network":
+    if threshold.bound == "network" and not threshold.derived:
         return BUSBW_FIXES["network"]
     if threshold.nodes > 1:
         return f"{BUSBW_FIXES['intra-node']}; between nodes: {BUSBW_FIXES['network']}"

@@ -25,7 +25,7 @@ from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge.nccl import min_busbw
 from gpuinfra.knowledge.topology import PROFILES
 from gpuinfra.nccl_job import JobSettings, plan_job, sbatch_script
-from gpuinfra.nccl_verdict import judge_all_reduce
+from gpuinfra.nccl_verdict import check_shape, judge_all_reduce, unjudged
 from gpuinfra.parsers.nccl import parse_all_reduce
 from gpuinfra.rdma import gid_index
 
@@ -115,6 +115,8 @@ def run_script(args: argparse.Namespace) -> int:
                          gid_index(node.rdma_nics))
     for note in plan.notes:
         print(f"note: {note}", file=sys.stderr)
+    if threshold.derived:
+        print(f"note: {threshold.derived}", file=sys.stderr)
     summary = (f"{len(plan.nodes)} node(s) x {gpus.count} {gpus.model.key} in partition "
                f"{plan.partition}: pass at busbw >= {threshold.min_busbw:g} GB/s")
     if args.output:
@@ -133,11 +135,15 @@ def run_check(args: argparse.Namespace) -> int:
 
     text = sys.stdin.read() if args.log == "-" else Path(args.log).read_text(encoding="utf-8")
     result = parse_all_reduce(text)
-    nodes = args.nodes or len(result.hosts) or 1
-    gpus = args.gpus or _gpus_from_log(result.ranks, nodes)
-    threshold = min_busbw(args.profile, args.model, gpus, nodes, args.nics, args.nic_gbps,
-                          args.min_busbw)
-    findings = judge_all_reduce(result, threshold, args.max_size)
+    shape = check_shape(result, args.nodes, args.gpus)  # first: a floor belongs to one shape
+    if shape.failed:
+        findings = unjudged(result, shape)
+    else:
+        nodes = args.nodes or len(result.hosts) or 1
+        gpus = args.gpus or _gpus_from_log(result.ranks, nodes)
+        threshold = min_busbw(args.profile, args.model, gpus, nodes, args.nics, args.nic_gbps,
+                              args.min_busbw)
+        findings = judge_all_reduce(result, threshold, args.max_size)
     if args.json:
         print(json.dumps([f.to_json() for f in findings], indent=2))
     else:

@@ -40,6 +40,9 @@ class MigProfile:
     placements: the memory slices where an instance may start (`nvidia-smi mig -lgipp`
         ``Placements: {0,2,4}:2``); it covers ``memory_slices`` slices from there. Empty: not
         known here (the layout is then checked by slice counts only).
+    min_branch: the first driver branch that lists the profile, where that is later than the
+        model's first MIG branch (0: every MIG-capable branch); an older driver's `-lgip`
+        lacks it.
     """
 
     name: str
@@ -48,6 +51,7 @@ class MigProfile:
     max_instances: int
     media_extensions: bool = False
     placements: tuple[int, ...] = ()
+    min_branch: int = 0
 
 
 @dataclass(frozen=True)
@@ -105,10 +109,11 @@ class GpuModel:
 
 
 def _mig(*rows: tuple[Any, ...]) -> dict[str, MigProfile]:
-    """Rows ``(name, compute slices, memory slices, max instances[, placements])``."""
+    """Rows ``(name, compute slices, memory slices, max instances[, placements[, branch]])``."""
     return {
         row[0]: MigProfile(row[0], row[1], row[2], row[3], media_extensions="+me" in row[0],
-                           placements=tuple(row[4]) if len(row) > 4 else ())
+                           placements=tuple(row[4]) if len(row) > 4 else (),
+                           min_branch=row[5] if len(row) > 5 else 0)
         for row in rows
     }
 
@@ -198,8 +203,10 @@ _MODELS: tuple[GpuModel, ...] = (
     ),
     # A30 bridge: 200 GB/s bidirectional = 4 NVLink3 links (inferred, spec sheet). MIG: fixture
     # nvidia-smi-mig-lgip/a30-24gb-mig-lgip-all-slices-in-use.txt and the MIG guide's A30 table,
-    # which adds 2g.12gb+me ("available starting with R525 drivers"; ConfigMap all-2g.12gb.me);
-    # MIG on A30 from R460 (MIG guide "Deployment Considerations").
+    # which adds 2g.12gb+me ("available starting with R525 drivers"; ConfigMap all-2g.12gb.me:
+    # min_branch 525, so the fixture, which lacks it, is held to the table as a pre-R525 driver
+    # in tests/unit/test_parse_mig.py); MIG on A30 from R460 (MIG guide "Deployment
+    # Considerations").
     GpuModel(
         key="A30", smi_names=("NVIDIA A30",), pci_ids=("20b7",), memory_gb=24, form_factor="PCIe",
         nvlink_gen=3, nvlink_links=4, bridge_links=4, link_gbps=25.0,
@@ -207,7 +214,7 @@ _MODELS: tuple[GpuModel, ...] = (
         # Placements: fixture nvidia-smi-mig-lgip/a30-24gb-mig-lgipp-placements.txt (profiles
         # 14, 21, 5, 0: {0,1,2,3}:1, {0,1,2,3}:1, {0,2}:2, {0}:4); 2g.12gb+me as 2g.12gb.
         mig_profiles=_mig(("1g.6gb", 1, 1, 4, (0, 1, 2, 3)), ("1g.6gb+me", 1, 1, 1, (0, 1, 2, 3)),
-                          ("2g.12gb", 2, 2, 2, (0, 2)), ("2g.12gb+me", 2, 2, 1, (0, 2)),
+                          ("2g.12gb", 2, 2, 2, (0, 2)), ("2g.12gb+me", 2, 2, 1, (0, 2), 525),
                           ("4g.24gb", 4, 4, 1, (0,))),
         mig_min_branch=460,
     ),

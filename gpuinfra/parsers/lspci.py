@@ -228,8 +228,9 @@ def _add_detail(device: PciDevice, detail: str) -> None:
         return  # a -v continuation line
     if key == "Subsystem":
         device.subsystem = value
-        ids = _IDS.match(value)
-        if ids:
+        found = _suffix(_IDS, value)  # -nn: "NVIDIA Corporation Device [10de:1212]"
+        if found:
+            ids = found[1]
             device.subsystem_vendor_id, device.subsystem_device_id = ids["vendor"], ids["device"]
     elif key == "Kernel driver in use":
         device.driver = value

@@ -2,7 +2,10 @@
 
 A real pyinfra ``State`` runs the role's ``@deploy`` function over an ``@fake`` host; every
 fact the role asks for is answered from the fixture (``tests/plan/facts/<name>.json``), and a
-fact the fixture lacks raises, so a fixture can never pass by accident. The result is the
+fact the fixture lacks raises. One exception, on purpose: a parametrised fact may hold a ``"*"``
+entry that answers every argument the fixture does not list (base-fresh.json answers any
+``files.File`` path with null, "no such file"), so a path a role starts asking about passes as
+absent there instead of raising; tests/plan/facts/INDEX.md lists each wildcard. The result is the
 list of operations with the shell commands each would run: a converged host must yield none.
 
 Fixture format: ``{"server.LinuxDistribution": {...}, "files.File": {"path=/etc/x": {...}}}``

@@ -49,6 +49,21 @@ def test_instances_green_on_the_real_listing_and_red_when_one_gpu_differs():
     assert "gpuinfra-mig.service" in ADVICE["instances"][0]
 
 
+def test_right_profiles_with_the_wrong_counts_are_red():
+    """The same profile names with other counts (instances compared by name alone would pass)."""
+    # DERIVED: GPU 1 of the real listing without one of its two 1g.10gb devices.
+    one_short = L_TEXT.replace(
+        "  MIG 1g.10gb     Device  3: (UUID: MIG-91e26891-6f5b-5ff3-9c66-310e47d6b059)", "")
+    found = instance_findings(dgx(listing=one_short), [BALANCED, BALANCED])
+    assert found == ["GPU 1: MIG devices 1x 1g.10gb, 1x 2g.20gb, 1x 3g.40gb, the spec wants 2x "
+                     "1g.10gb, 1x 2g.20gb, 1x 3g.40gb"]
+    # The real listing, a spec that wants one more 1g.10gb on GPU 0.
+    more = {**BALANCED, "1g.10gb": 3}
+    assert instance_findings(dgx(), [more, BALANCED]) == [
+        "GPU 0: MIG devices 2x 1g.10gb, 1x 2g.20gb, 1x 3g.40gb, the spec wants 3x 1g.10gb, "
+        "1x 2g.20gb, 1x 3g.40gb"]
+
+
 def test_slurm_gres_matches_the_real_listing():
     states = dgx()
     assert parse_gres("gpu:1g.10gb:4(S:0-1),gpu:2g.20gb:2,gpu:3g.40gb:2") == {
