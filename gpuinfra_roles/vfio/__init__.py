@@ -164,9 +164,11 @@ def _refuse_what_the_host_needs(node: NodeSpec, bound: Binding, pci: PciSysfs,
         resolved = host.get_fact(ResolvedPaths, paths=[image_dir, *disks])
         image_dir_real = resolved.get(image_dir, {}).get("real", image_dir)
         for vm in node.vfio.vms:
-            where = resolved.get(vm.disk or "")
-            escape = where and disk_escape(vm.disk, where["real"], where["kind"],
-                                           image_dir_real)
+            if not vm.disk:
+                continue
+            where = resolved.get(vm.disk)
+            escape = disk_escape(vm.disk, where["real"], where["kind"], image_dir_real) \
+                if where else f"{vm.disk} could not be resolved on the host (readlink -m)"
             if escape:
                 problems.append(f"VM {vm.name!r}: {escape}. Fix: put the image file itself in "
                                 f"{image_dir} (vfio_image_dir)")

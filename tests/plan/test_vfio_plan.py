@@ -337,6 +337,13 @@ def test_a_vm_disk_leading_out_of_the_image_directory_is_refused(real, kind, wor
     assert words in str(caught.value)
 
 
+def test_a_vm_disk_the_host_could_not_resolve_is_refused():
+    facts = with_disk(f"{IMAGES}/vm1.qcow2", "file")
+    facts["gpuinfra_deploy.facts.virt.ResolvedPaths"] = {"*": {}}
+    with pytest.raises(OperationError, match="vm1.qcow2 could not be resolved on the host"):
+        run(facts, DISK_SPEC)
+
+
 @pytest.mark.parametrize("kind", ["file", "missing"])
 def test_a_vm_disk_inside_the_image_directory_is_written(kind):
     result = run(with_disk(f"{IMAGES}/vm1.qcow2", kind), DISK_SPEC)
