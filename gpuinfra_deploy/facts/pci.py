@@ -41,12 +41,16 @@ class PciFunctions(FactBase):
 class PciHostUse(FactBase):
     """The PCI functions the host runs on, and why: ``{address: ["its network interface
     eno1 is up", "its block device sda2 is mounted at /", "it is the boot VGA device ..."]}``
-    (:mod:`gpuinfra.parsers.pciuse`: sysfs and /proc, one command)."""
+    (:mod:`gpuinfra.parsers.pciuse`: sysfs and /proc, one command). None when it printed
+    nothing: every Linux host has at least ``lo``, so the reading failed, and the vfio role
+    refuses rather than take devices blind. A failing command fails the host."""
 
-    default = dict
+    @staticmethod
+    def default() -> None:
+        return None
 
     def command(self) -> str:
-        return quiet(HOST_USE_COMMAND)
+        return HOST_USE_COMMAND
 
     def process(self, output: list[str]) -> dict[str, list[str]]:
         try:
@@ -60,6 +64,11 @@ class AcsOffUnit(FactBase):
     "active": bool}``: its unit file and script installed (ACS cleared at every boot), and
     the unit active on this boot (ACS cleared now, after the kernel computed the IOMMU
     groups; RemainAfterExit keeps a oneshot active until the next boot)."""
+
+    @staticmethod
+    def default() -> dict[str, bool]:
+        """No output (pyinfra then skips process()): none of the three."""
+        return {"unit": False, "script": False, "active": False}
 
     def command(self) -> str:
         unit = ACS_UNIT.rsplit("/", 1)[1]

@@ -147,7 +147,11 @@ def _refuse_what_the_host_needs(node: NodeSpec, bound: Binding, pci: PciSysfs,
     a disk in use, the boot VGA, or any of them through an ID), when the rdma role cleared
     ACS on this node, or when a VM's disk leads out of the image directory; warn on
     functions that are not GPUs or their companions."""
-    problems = host_use_refusals(node.vfio.ids, bound, pci, host.get_fact(PciHostUse))
+    use = host.get_fact(PciHostUse)
+    problems = ["could not read what the host runs on (sysfs /sys/class/net, /sys/class/block, "
+                "/proc/self/mountinfo printed nothing). Fix: check that sysfs and /proc are "
+                "mounted, then deploy again"] if use is None else \
+        host_use_refusals(node.vfio.ids, bound, pci, use)
     acs = host.get_fact(AcsOffUnit)
     if acs["active"] or acs["unit"] or acs["script"]:
         when = "on this boot" if acs["active"] else "at every boot from the next"

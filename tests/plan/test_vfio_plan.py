@@ -292,6 +292,13 @@ def test_non_display_functions_are_warned_about_not_refused(caplog):
                for r in caplog.records)
 
 
+def test_a_host_whose_use_could_not_be_read_is_refused():
+    facts = fresh("debian-12")
+    facts["gpuinfra_deploy.facts.pci.PciHostUse"] = None  # the command printed nothing
+    with pytest.raises(OperationError, match="could not read what the host runs on"):
+        run(facts)
+
+
 # Issue 23, finding 11: ACS cleared by the rdma role makes the IOMMU groups lie.
 
 @pytest.mark.parametrize(("evidence", "words"), [

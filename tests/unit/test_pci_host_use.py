@@ -128,3 +128,13 @@ def test_a_disk_leading_out_of_the_image_directory_is_named(real, kind, words):
 def test_a_disk_inside_the_image_directory_passes(kind):
     assert disk_escape("/srv/images/a.qcow2", "/data/images/a.qcow2", kind, "/data/images") \
         is None
+
+
+def test_no_acs_unit_is_what_a_host_without_output_gives():
+    """pyinfra answers a fact whose command prints nothing with its default(), without
+    process(): a host the rdma role never touched (found on the lab guest: None crashed)."""
+    from gpuinfra_deploy.facts.pci import AcsOffUnit
+
+    assert AcsOffUnit().default() == {"unit": False, "script": False, "active": False}
+    assert AcsOffUnit().process(["unit", "active"]) == {"unit": True, "script": False,
+                                                        "active": True}
