@@ -216,7 +216,8 @@ def test_the_image_directory_is_the_sites_knob():
     from gpuinfra_deploy.run.knobs import spec_problems
 
     vms = [{"name": "a", "devices": GPUS[:1], "disk": "/srv/vm-images/a.qcow2"}]
-    hosts = site(vms=vms, vfio_nvlink=None)
+    hosts = [HostInput(h.name, h.groups, {**h.data, "node_address": f"10.0.0.{i}"})
+             for i, h in enumerate(site(vms=vms, vfio_nvlink=None), 1)]  # every knob's rules
     assert [e.field for e in spec_problems(hosts)] == ["vms[0]['disk']"]
     moved = [HostInput(h.name, h.groups, {**h.data, "vfio_image_dir": "/srv/vm-images"})
              for h in hosts]
