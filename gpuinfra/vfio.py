@@ -10,6 +10,7 @@ the verify suite judges with it, and both are unit-tested on real sysfs captures
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -52,6 +53,16 @@ MODPROBE_CONF = "/etc/modprobe.d/gpuinfra-vfio.conf"
 MODULES_LOAD = "/etc/modules-load.d/gpuinfra-vfio.conf"
 INITRAMFS_MODULES = "/etc/initramfs-tools/modules"
 LIBVIRT_DIR = "/etc/gpuinfra/libvirt"
+
+# Where a VM's disk image may be (the knob vfio_image_dir): libvirt's default storage pool,
+# <libvirt data root>/images (virt-manager, virtinst/storage.py: _preferred_default_pool_path).
+LIBVIRT_IMAGES = "/var/lib/libvirt/images"
+_SAFE_PATH = re.compile(r"(/[A-Za-z0-9._+-]+)+")
+# Never an image directory: the system's own trees (devices, kernel interfaces, configuration,
+# programs; /tmp and /var/tmp are writable by every user), nor a parent of most of the system.
+_SYSTEM_TREES = ("/dev", "/proc", "/sys", "/etc", "/boot", "/run", "/usr", "/bin", "/sbin",
+                 "/lib", "/lib32", "/lib64", "/root", "/tmp", "/var/tmp")
+_SYSTEM_PARENTS = ("/var", "/var/lib", "/home", "/srv", "/opt", "/mnt", "/media")
 
 GROUP_FIX = "another slot, or ACS in the BIOS; never the ACS override patch in production"
 
@@ -229,6 +240,100 @@ def iommu_off(functions: Iterable[str], pci: PciSysfs) -> list[str]:
     """The ``functions`` that have no IOMMU group (the IOMMU is off on the running kernel)."""
     present = pci.by_address()
     return [a for a in functions if a in present and present[a].iommu_group is None]
+
+
+# ---------------------------------------------------------------------------- what the host uses
+
+# PCI class codes (base class, subclass) of what passthrough is for: display controllers
+# (0x03xx: VGA 0300, 3D 0302), and the other functions of a GPU card: HD audio (0403), USB
+# (0c03) and the USB Type-C UCSI controller ("Serial bus controller [0c80]" on Turing cards).
+DISPLAY_CLASS = "03"
+COMPANION_CLASSES = ("0403", "0c03", "0c80")
+HOST_USE_FIX = ("remove it from vfio_devices (VFIO would take it from the host: its network, "
+                "its disks or its console), or stop the host using it first (ip link set "
+                "<if> down, umount, swapoff, vgchange -an) and deploy again")
+
+
+def host_use_refusals(ids: Sequence[str], bound: Binding, pci: PciSysfs,
+                      use: Mapping[str, Sequence[str]]) -> list[str]:
+    """Why VFIO must not take what ``bound`` would take: every function it binds (listed, a
+    companion of a listed card, or claimed by ``ids=``) that the host runs on (``use``:
+    :func:`gpuinfra.parsers.pciuse.parse_host_use`), and for an ID, which of the host's own
+    functions ``options vfio-pci ids=`` would claim with the rest."""
+    present = pci.by_address()
+    problems = []
+    claimed_by_id = set()
+    for pci_id in ids:
+        for function in pci.functions:
+            if function.pci_id == pci_id and function.address in use:
+                claimed_by_id.add(function.address)
+                problems.append(
+                    f"vfio_devices lists {pci_id}: 'options vfio-pci ids={pci_id}' takes every "
+                    f"function with that ID, including {function.address}, which this host "
+                    f"runs on: {'; '.join(use[function.address])}. Fix: pass the devices meant "
+                    "for VMs by address (lspci -D), not by ID")
+    for address in bound.functions:
+        if address in use and address not in claimed_by_id:
+            f = present[address]
+            problems.append(f"{address} ({f.pci_id}, class 0x{f.class_code}) is a device this "
+                            f"host runs on: {'; '.join(use[address])}. Fix: {HOST_USE_FIX}")
+    return problems
+
+
+def class_warnings(bound: Binding, pci: PciSysfs) -> list[str]:
+    """The functions ``bound`` takes that are neither a display controller (0x03xx) nor the
+    audio/USB function of a card that has one: passed through as listed, but worth a look."""
+    present = pci.by_address()
+    display_slots = {slot_of(a) for a in bound.functions
+                     if present[a].class_code.startswith(DISPLAY_CLASS)}
+    warnings = []
+    for address in bound.functions:
+        f = present[address]
+        if f.class_code.startswith(DISPLAY_CLASS) or (
+                f.class_code[:4] in COMPANION_CLASSES and f.slot in display_slots):
+            continue
+        warnings.append(f"{address} ({f.pci_id}) has class 0x{f.class_code}: not a display/3D "
+                        "controller (0x03xx) nor the audio/USB function of one; passed through "
+                        "as vfio_devices says: check it is meant for a VM")
+    return warnings
+
+
+# ---------------------------------------------------------------------------- VM disks
+
+def image_dir_problem(value: object) -> str | None:
+    """Why ``value`` cannot be the directory VM disks are confined to (None: it can)."""
+    if not isinstance(value, str) or not _SAFE_PATH.fullmatch(value):
+        return "not an absolute path of letters, digits and '._+-'"
+    if posixpath.normpath(value) != value:
+        return "not a normalised path ('.' or '..' in it)"
+    tree = next((t for t in _SYSTEM_TREES if value == t or value.startswith(f"{t}/")), None)
+    if tree or value in _SYSTEM_PARENTS:
+        return f"a system directory ({tree or value}): VM disks would reach the host's own files"
+    return None
+
+
+def disk_problem(disk: object, image_dir: str) -> str | None:
+    """Why ``disk`` cannot be a VM's disk image under ``image_dir`` (None: it can): an absolute,
+    normalised path of a file inside the directory. Symbolic links are judged on the host
+    (:func:`disk_escape`)."""
+    if not isinstance(disk, str) or not _SAFE_PATH.fullmatch(disk):
+        return "not an absolute path of letters, digits and '._+-'"
+    if posixpath.normpath(disk) != disk:
+        return "not a normalised path ('.' or '..' in it)"
+    if not disk.startswith(image_dir.rstrip("/") + "/"):
+        return f"outside the VM image directory {image_dir} (vfio_image_dir)"
+    return None
+
+
+def disk_escape(disk: str, real: str, kind: str, image_dir_real: str) -> str | None:
+    """Why the disk at ``disk`` must not go into a VM, judged on the host: ``real`` is its path
+    with every symbolic link resolved (``readlink -m``), ``kind`` what is there (``file``,
+    ``missing``, ``block``, ``dir``, ``other``), ``image_dir_real`` the image directory resolved."""
+    if not real.startswith(image_dir_real.rstrip("/") + "/"):
+        return f"{disk} resolves to {real}, outside {image_dir_real} (a symbolic link leads out)"
+    if kind not in ("file", "missing"):
+        return f"{disk} is a {'block device' if kind == 'block' else kind}, not an image file"
+    return None
 
 
 # ---------------------------------------------------------------------------- VMs

@@ -56,7 +56,8 @@ from gpuinfra.spec.model import (
 )
 from gpuinfra.spec.rules import clip, url_problem
 from gpuinfra.spec.sharing import gpu_sharing
-from gpuinfra.spec.vfio import vfio_spec
+from gpuinfra.spec.vfio import check_acs_kept, vfio_spec
+from gpuinfra.vfio import LIBVIRT_IMAGES
 
 # Names are matched whole (fullmatch): "$" would accept a trailing newline.
 _CLUSTER_NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}")
@@ -119,6 +120,7 @@ def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (
         check_kubernetes(nodes, cluster["kubernetes"], errs)
     partitions = _partitions(cluster, nodes, errs)
     rdma.check_stack(nodes, cluster["rdma_stack"], errs)
+    check_acs_kept(nodes, errs)
     check_cross_keys(nodes, cluster["schedulers"], errs, cluster["slurm_accounting"])
     if errs.errors:
         raise SpecInvalid(merge_repeated(errs.errors, [h.name for h in hosts]))
@@ -418,7 +420,8 @@ def _node(host: HostInput, cluster: Mapping[str, Any], settings: Mapping[str, An
         soft_roce=soft,
         address=_address(host, errs),
         settings=settings,
-        vfio=vfio_spec(host, gpus, nics, errs),
+        vfio=vfio_spec(host, gpus, nics, errs,
+                       settings.get("vfio_image_dir", LIBVIRT_IMAGES)),
         schedulers=_node_schedulers(host, cluster["schedulers"], errs),
     )
 

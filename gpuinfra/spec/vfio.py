@@ -16,27 +16,36 @@ from gpuinfra.spec.model import (
     NVLINK_FABRICS,
     GpuSpec,
     HostInput,
+    NodeSpec,
     NvlinkGroup,
     RdmaNic,
     VfioSpec,
     VmSpec,
 )
-from gpuinfra.vfio import PCI_ADDRESS, PCI_ID, normalize_address, slot_of
+from gpuinfra.vfio import (
+    LIBVIRT_IMAGES,
+    PCI_ADDRESS,
+    PCI_ID,
+    disk_problem,
+    image_dir_problem,
+    normalize_address,
+    slot_of,
+)
 
 _VFIO_KEYS = ("vfio_devices", "vms", "vfio_nvlink")
 _VM_KEYS = ("name", "devices", "vcpus", "memory_mib", "vmid", "disk")
 _VM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-_DISK_PATH = re.compile(r"(/[A-Za-z0-9._+-]+)+")
 _ADDRESS = "a PCI address such as '0000:3b:00.0' (lspci -D)"
 _DEVICE = f"{_ADDRESS}, or a vendor:device ID such as '10de:2331' (lspci -nn)"
 _VM_EXAMPLE = "{'name': 'train1', 'devices': ['0000:3b:00.0'], 'vcpus': 8, 'memory_mib': 65536}"
 
 
 def vfio_spec(host: HostInput, gpus: GpuSpec | None, nics: Sequence[RdmaNic],
-              errs: Collector) -> VfioSpec | None:
+              errs: Collector, image_dir: Any = LIBVIRT_IMAGES) -> VfioSpec | None:
     """A hypervisor's passthrough: devices (addresses, IDs), VMs, NVLink groups; refused on
     other hosts, and wherever passthrough would take what the host itself uses or split
-    GPUs that NVLink joins."""
+    GPUs that NVLink joins. ``image_dir``: the directory VM disks are confined to (the vfio
+    role's knob ``vfio_image_dir``, judged by its own rule: a bad one confines nothing here)."""
     raw = {key: host.data.get(key) for key in _VFIO_KEYS}
     if HYPERVISOR_GROUP not in host.groups:
         for key, value in raw.items():
@@ -47,7 +56,8 @@ def vfio_spec(host: HostInput, gpus: GpuSpec | None, nics: Sequence[RdmaNic],
                          f" or remove {key}")
         return None
     addresses, ids = _vfio_devices(host.name, raw["vfio_devices"], errs)
-    vms = _vms(host.name, raw["vms"], errs)
+    vms = _vms(host.name, raw["vms"], errs,
+               None if image_dir_problem(image_dir) else image_dir)
     nvlink = _nvlink_groups(host.name, raw["vfio_nvlink"], errs)
     _check_vm_devices(host.name, addresses, ids, vms, errs)
     _check_nvlink_split(host.name, vms, nvlink, errs)
@@ -84,14 +94,15 @@ def _vfio_devices(host: str, raw: Any, errs: Collector) -> tuple[list[str], list
     return list(dict.fromkeys(addresses)), list(dict.fromkeys(ids))
 
 
-def _vms(host: str, raw: Any, errs: Collector) -> list[VmSpec]:
+def _vms(host: str, raw: Any, errs: Collector, image_dir: str | None) -> list[VmSpec]:
     if raw is None:
         return []
     if isinstance(raw, (str, bytes)) or not isinstance(raw, (list, tuple)):
         errs.add(host, "vms", raw, "must be a list of dicts", f"[{_VM_EXAMPLE}]",
                  f"fix vms {WHERE_HOST}")
         return []
-    vms = [vm for vm in (_vm(host, i, item, errs) for i, item in enumerate(raw)) if vm]
+    vms = [vm for vm in (_vm(host, i, item, errs, image_dir) for i, item in enumerate(raw))
+           if vm]
     for what, values in (("name", [vm.name for vm in vms]),
                          ("vmid", [vm.vmid for vm in vms if vm.vmid is not None])):
         for value, count in Counter(values).items():
@@ -109,7 +120,8 @@ def _vms(host: str, raw: Any, errs: Collector) -> list[VmSpec]:
     return vms
 
 
-def _vm(host: str, index: int, item: Any, errs: Collector) -> VmSpec | None:
+def _vm(host: str, index: int, item: Any, errs: Collector,
+        image_dir: str | None) -> VmSpec | None:
     field = f"vms[{index}]"
     if not isinstance(item, Mapping):
         errs.add(host, field, item, "must be a dict", _VM_EXAMPLE, "fix the entry")
@@ -153,10 +165,15 @@ def _vm(host: str, index: int, item: Any, errs: Collector) -> VmSpec | None:
         vmid = int_value(host, f"{field}['vmid']", vmid, errs, 100, 999999999,
                          "set the Proxmox VE VM id (qm list), or remove vmid")
     disk = item.get("disk")
-    if disk is not None and not (isinstance(disk, str) and _DISK_PATH.fullmatch(disk)):
-        errs.add(host, f"{field}['disk']", disk, "not an absolute path",
-                 "the path of the VM's disk image, e.g. '/var/lib/libvirt/images/train1.qcow2'",
-                 "fix the path, or remove disk")
+    problem = None if disk is None else disk_problem(disk, image_dir or LIBVIRT_IMAGES)
+    if problem and (image_dir is not None or "outside" not in problem):
+        where = image_dir or LIBVIRT_IMAGES
+        errs.add(host, f"{field}['disk']", disk, problem,
+                 f"the path of an image file inside {where}, e.g. '{where}/train1.qcow2' "
+                 "(normalised: no '.' or '..')",
+                 f"put the VM's image in {where} and name it there, or set vfio_image_dir "
+                 "in group_data/<site>.py to the site's image directory (libvirt's storage "
+                 "pool), or remove disk")
         ok = False
     if not ok or None in (vcpus, memory) or (item.get("vmid") is not None and vmid is None):
         return None
@@ -262,3 +279,30 @@ def _check_host_use(host: str, addresses: Sequence[str], ids: Sequence[str],
             errs.add(host, "vfio_devices", nic.pci, f"the host's RDMA NIC {nic.name} is also "
                      "passed through", "devices the host does not use itself",
                      f"remove it from vfio_devices, or {nic.name} from rdma_nics")
+
+
+# The rdma role's default for rdma_acs_disable (gpuinfra_roles/rdma/defaults.py), for a spec
+# built without the roles' knobs.
+_RDMA_ACS_DISABLE_DEFAULT = True
+
+
+def check_acs_kept(nodes: Sequence[NodeSpec], errs: Collector) -> None:
+    """A hypervisor whose rdma role clears ACS (``rdma_acs_disable``, on by default on GPU
+    nodes with ``rdma_nics``) cannot hand devices to VMs: the rdma role writes ACS Control 0
+    on the GPU-NIC bridges after the kernel has computed the IOMMU groups at boot, so the
+    groups VFIO relies on no longer isolate the devices below those bridges (peer-to-peer
+    DMA goes through the switch, never reaching the IOMMU)."""
+    for node in nodes:
+        if node.vfio is None or not (node.vfio.addresses or node.vfio.ids):
+            continue
+        clears = node.settings.get("rdma_acs_disable", _RDMA_ACS_DISABLE_DEFAULT)
+        if not node.rdma_nics or node.gpus is None or clears is not True:
+            continue
+        errs.add(node.name, "rdma_acs_disable", clears,
+                 "the rdma role clears ACS on this node's GPU-NIC bridges (rdma_nics with "
+                 "rdma_acs_disable = True) after the kernel computed its IOMMU groups, while "
+                 "vfio_devices hands devices to VMs: those groups would no longer isolate them",
+                 "rdma_acs_disable = False on a node with vfio_devices",
+                 f"set rdma_acs_disable = False for {node.name} (GPUDirect RDMA traffic then "
+                 "crosses the root complex: gpuinfra_roles/rdma/README.md), or remove "
+                 "vfio_devices and its VMs from it")

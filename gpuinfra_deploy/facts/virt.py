@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 
 from pyinfra.api import FactBase
 
@@ -58,3 +59,26 @@ class QmConfig(FactBase):
         if not output or output[0].strip() != "qm-config":
             return None
         return parse_qm_config("\n".join(output[1:]))
+
+
+class ResolvedPaths(FactBase):
+    """Each of ``paths`` with every symbolic link resolved (``readlink -m``: missing parts
+    allowed) and what is there: ``{path: {"real": "/srv/images/a.qcow2", "kind": "file"}}``,
+    kind one of ``file``, ``dir``, ``block``, ``other``, ``missing``."""
+
+    default = dict
+
+    def command(self, paths: list[str]) -> str:
+        quoted = " ".join(shlex.quote(p) for p in paths)
+        return (f"for p in {quoted}; do r=$(readlink -m -- \"$p\") || continue; k=missing; "
+                "if [ -b \"$r\" ]; then k=block; elif [ -d \"$r\" ]; then k=dir; "
+                "elif [ -f \"$r\" ]; then k=file; elif [ -e \"$r\" ]; then k=other; fi; "
+                "printf '%s\\t%s\\t%s\\n' \"$p\" \"$r\" \"$k\"; done; true")
+
+    def process(self, output: list[str]) -> dict[str, dict[str, str]]:
+        resolved = {}
+        for line in output:
+            parts = line.split("\t")
+            if len(parts) == 3:
+                resolved[parts[0]] = {"real": parts[1], "kind": parts[2]}
+        return resolved

@@ -100,6 +100,8 @@ def rdma(site: Site, node: NodeSpec) -> None:
         _gpudirect(stack, node)
         if node.settings["rdma_acs_disable"]:
             _acs_off(node)
+        else:  # ACS comes back at the next boot: the vfio role waits for that
+            _no_acs_unit("rdma_acs_disable is False: ACS stays as the kernel set it")
     if node.soft_roce:
         _soft_roce(node)
     reboot_when_needed(site.spec.reboot_policy,
@@ -205,13 +207,18 @@ def _acs_off(node: NodeSpec) -> None:
     control = host.get_fact(AcsControl, bridges=candidates) if candidates else {}
     bridges = [b for b in candidates if control.get(b) is not None]
     if not bridges:
-        host.noop("no bridge with ACS between a GPU and its NIC: nothing to turn off")
-        gone = [files.file(name=f"No ACS unit ({path})", path=path, present=False)
-                for path in (ACS_UNIT, ACS_SCRIPT)]
-        systemd.daemon_reload(name="systemd forgets the ACS unit", _if=any_changed(*gone))
+        _no_acs_unit("no bridge with ACS between a GPU and its NIC: nothing to turn off")
         return
     _boot_unit("ACS off on the GPU-NIC bridges: " + ", ".join(bridges), ACS_SCRIPT,
                acs_script(bridges), ACS_UNIT, acs_unit(), "acs")
+
+
+def _no_acs_unit(why: str) -> None:
+    """No ACS unit or script (the next boot keeps ACS as the kernel enables it)."""
+    host.noop(why)
+    gone = [files.file(name=f"No ACS unit ({path})", path=path, present=False)
+            for path in (ACS_UNIT, ACS_SCRIPT)]
+    systemd.daemon_reload(name="systemd forgets the ACS unit", _if=any_changed(*gone))
 
 
 # ---------------------------------------------------------------------------- Soft-RoCE

@@ -8,7 +8,9 @@ binding with driverctl; a libvirt domain per VM (checked by virt-xml-validate, d
 virsh where libvirt runs) or its Proxmox VE ``hostpci`` entries; the reboot marker (or the
 reboot, with ``reboot_policy = "if-needed"``) shared with the driver role. Refused before any
 change: a listed device missing on the host, a device whose IOMMU group holds a device the host
-keeps, a VM device that is not passed through. Data keys: defaults.py and the spec
+keeps, a VM device that is not passed through, a device the host runs on (a NIC up, a disk in
+use, the boot VGA; directly or through an ID), ACS cleared by the rdma role, a VM disk whose
+links lead out of ``vfio_image_dir``. Data keys: defaults.py and the spec
 (``vfio_devices``, ``vms``, ``vfio_nvlink``); per-platform values: :data:`DISTRO`. Run it alone
 with ``pyinfra INVENTORY gpuinfra_roles/vfio/deploy.py``.
 """
@@ -24,6 +26,7 @@ from pyinfra.operations import apt, files, server
 
 from gpuinfra import reboot
 from gpuinfra.parsers.pcisysfs import PciSysfs
+from gpuinfra.rdma import ACS_UNIT
 from gpuinfra.spec import NodeSpec
 from gpuinfra.spec.model import VfioSpec
 from gpuinfra.vfio import (
@@ -35,8 +38,11 @@ from gpuinfra.vfio import (
     VFIO_MODULES,
     Binding,
     binding,
+    class_warnings,
+    disk_escape,
     domain_xml,
     group_problems,
+    host_use_refusals,
     modprobe_conf,
     modules_load_conf,
     node_kernel_args,
@@ -44,9 +50,9 @@ from gpuinfra.vfio import (
     vm_functions,
 )
 from gpuinfra_deploy.facts.kernel import CpuVendor
-from gpuinfra_deploy.facts.pci import PciFunctions
+from gpuinfra_deploy.facts.pci import AcsOffUnit, PciFunctions, PciHostUse
 from gpuinfra_deploy.facts.system import host_distro
-from gpuinfra_deploy.facts.virt import LibvirtDomains, ProxmoxVersion
+from gpuinfra_deploy.facts.virt import LibvirtDomains, ProxmoxVersion, ResolvedPaths
 from gpuinfra_deploy.ops.apt import APT_CACHE_S
 from gpuinfra_deploy.ops.checked import check_script, checked_files
 from gpuinfra_deploy.ops.kernel_args import kernel_arguments
@@ -77,12 +83,13 @@ def vfio(site: Site, node: NodeSpec) -> None:
     if spec is None:  # the spec gate gives every hypervisor its vfio settings
         raise OperationError(f"vfio: {node.name} is not a hypervisor")
     platform = DISTRO[_platform()]
-    apt.packages(name=f"Install {', '.join(platform['packages'])}",
-                 packages=list(platform["packages"]), update=True, cache_time=APT_CACHE_S,
-                 no_recommends=True)
     pci = PciSysfs.from_json(host.get_fact(PciFunctions))
     bound = binding(spec.addresses, spec.ids, pci)
     _refuse_what_cannot_work(node.name, spec, bound, pci)
+    _refuse_what_the_host_needs(node, bound, pci, check_disks=platform["vms"] == "libvirt")
+    apt.packages(name=f"Install {', '.join(platform['packages'])}",
+                 packages=list(platform["packages"]), update=True, cache_time=APT_CACHE_S,
+                 no_recommends=True)
 
     arguments = kernel_arguments(*node_kernel_args(True, bool(node.rdma_nics) and
                                                    not node.soft_roce,
@@ -132,6 +139,47 @@ def _refuse_what_cannot_work(name: str, spec: VfioSpec, bound: Binding, pci: Pci
     for pci_id in bound.unmatched_ids:
         logger.warning(f"{host.print_prefix}vfio: no device with ID {pci_id} on this host "
                        "(vfio_devices): nothing to claim")
+
+
+def _refuse_what_the_host_needs(node: NodeSpec, bound: Binding, pci: PciSysfs,
+                                check_disks: bool) -> None:
+    """Stop before any change when VFIO would take what the host runs on (a NIC that is up,
+    a disk in use, the boot VGA, or any of them through an ID), when the rdma role cleared
+    ACS on this node, or when a VM's disk leads out of the image directory; warn on
+    functions that are not GPUs or their companions."""
+    use = host.get_fact(PciHostUse)
+    problems = ["could not read what the host runs on (sysfs /sys/class/net, /sys/class/block, "
+                "/proc/self/mountinfo printed nothing). Fix: check that sysfs and /proc are "
+                "mounted, then deploy again"] if use is None else \
+        host_use_refusals(node.vfio.ids, bound, pci, use)
+    acs = host.get_fact(AcsOffUnit)
+    if acs["active"] or acs["unit"] or acs["script"]:
+        when = "on this boot" if acs["active"] else "at every boot from the next"
+        problems.append(
+            f"the rdma role clears ACS on this node's PCIe bridges {when} ({ACS_UNIT}"
+            f"{' active' if acs['active'] else ' installed'}): ACS Control is written 0 after "
+            "the kernel computed the IOMMU groups, so they no longer isolate the devices VFIO "
+            "would hand to VMs. Fix: set rdma_acs_disable = False for this host, run the rdma "
+            "role (pyinfra INVENTORY gpuinfra_roles/rdma/deploy.py: it removes the unit), "
+            "reboot (ACS back on, groups computed again), then deploy again")
+    disks = [vm.disk for vm in node.vfio.vms if vm.disk] if check_disks else []
+    if disks:
+        image_dir = node.settings["vfio_image_dir"]
+        resolved = host.get_fact(ResolvedPaths, paths=[image_dir, *disks])
+        image_dir_real = resolved.get(image_dir, {}).get("real", image_dir)
+        for vm in node.vfio.vms:
+            if not vm.disk:
+                continue
+            where = resolved.get(vm.disk)
+            escape = disk_escape(vm.disk, where["real"], where["kind"], image_dir_real) \
+                if where else f"{vm.disk} could not be resolved on the host (readlink -m)"
+            if escape:
+                problems.append(f"VM {vm.name!r}: {escape}. Fix: put the image file itself in "
+                                f"{image_dir} (vfio_image_dir)")
+    if problems:
+        raise OperationError(f"vfio: {node.name}: " + "; ".join(problems))
+    for warning in class_warnings(bound, pci):
+        logger.warning(f"{host.print_prefix}vfio: {warning}")
 
 
 def _boot_binding(ids: tuple[str, ...], host_drivers: list[str]) -> tuple[Any, Any]:

@@ -12,6 +12,7 @@ import hashlib
 from typing import Any
 
 import pytest
+from pyinfra.api.exceptions import PyinfraError
 
 from gpuinfra import reboot
 from gpuinfra.knowledge.repositories import DOCA_URL
@@ -239,10 +240,28 @@ def test_converged_soft_roce_guest_plans_nothing():
     assert result.changing == [], result.changing
 
 
-def test_on_a_hypervisor_acs_stays_on_the_bridges_above_a_passed_through_gpu():
+def test_a_hypervisor_keeping_acs_is_accepted_and_gets_no_acs_unit():
+    """Issue 23, finding 11: ACS clearing and VFIO on one node are refused by the gate
+    (tests/unit/test_spec_rdma.py); with rdma_acs_disable = False the node is accepted and
+    the rdma role removes an ACS unit an earlier deploy left (ACS is back at the next boot,
+    which the vfio role waits for)."""
+    node = {**GPU_NODE, "gpu_count": 1, "vfio_devices": ["0000:03:00.0"],
+            "rdma_acs_disable": False}
+    facts = fresh("debian-12")
+    meta = {"mode": 644, "user": "root", "group": "root"}
+    facts["files.File"] = {**facts["files.File"], f"path={ACS_UNIT}": meta,
+                           f"path={ACS_SCRIPT}": {**meta, "mode": 755}}
+    hosts = [FakeHost(HOST, ("hypervisors",), facts, node)]
+    result = plan_cluster(rdma, hosts, HOST, {"schedulers": []})
+    assert not [op for op in result.ops if "ACS off" in op.name]
+    assert result.op(f"No ACS unit ({ACS_UNIT})").commands == (f"rm -f {ACS_UNIT}",)
+    assert result.op(f"No ACS unit ({ACS_SCRIPT})").commands == (f"rm -f {ACS_SCRIPT}",)
+    assert result.op("systemd forgets the ACS unit").commands == ("systemctl daemon-reload",)
+
+
+def test_a_hypervisor_whose_rdma_role_would_clear_acs_is_refused_before_connecting():
     node = {**GPU_NODE, "gpu_count": 1, "vfio_devices": ["0000:03:00.0"]}
     hosts = [FakeHost(HOST, ("hypervisors",), fresh("debian-12"), node)]
-    result = plan_cluster(rdma, hosts, HOST, {"schedulers": []})
-    script = uploaded(result, "ACS off on the GPU-NIC bridges: 0000:02:01.0, 0000:02:02.0 "
-                      "(script)")
-    assert "0000:02:00.0" not in script  # above the GPU that VFIO isolates
+    with pytest.raises(PyinfraError, match=r"\[gpu1\] rdma_acs_disable = True: the rdma role "
+                                           "clears ACS"):
+        plan_cluster(rdma, hosts, HOST, {"schedulers": []})

@@ -18,6 +18,7 @@ from pyinfra.api import OperationError
 
 from gpuinfra import reboot
 from gpuinfra.parsers.pcisysfs import parse_pci_sysfs
+from gpuinfra.parsers.pciuse import parse_host_use
 from gpuinfra.vfio import (
     GRUB_DROPIN,
     KERNEL_CMDLINE,
@@ -44,6 +45,7 @@ CAPTURES = REPO / "tests" / "fixtures" / "vfio"
 HOST = "kvm1"
 PROXMOX_CMDLINE = "root=ZFS=rpool/ROOT/pve-1 boot=zfs"
 INTEL = ("intel_iommu=on", "iommu=pt")
+SSH_NIC, ROOT_DISK = "0000:00:01.0", "0000:00:02.0"  # the lab guest's (sysfs captures)
 
 
 def pci(capture: str) -> dict:
@@ -55,6 +57,12 @@ def fresh(distro: str, *more: str) -> dict:
                        *more)
     facts["gpuinfra_deploy.facts.pci.PciFunctions"] = pci("fresh")
     return facts
+
+
+def test_the_recorded_host_use_is_the_guests_capture():
+    """vfio-fresh.json's PciHostUse (the guest's SSH NIC and root disk) is its capture."""
+    assert fresh("debian-12")["gpuinfra_deploy.facts.pci.PciHostUse"] == parse_host_use(
+        (CAPTURES / "host-use-lab-hv-fresh.txt").read_text())
 
 
 def converged(distro: str, *more: str, spec: dict = HV_SPEC) -> dict:
@@ -220,6 +228,134 @@ def test_a_device_in_use_is_not_rebound_and_the_process_is_named():
     with pytest.raises(OperationError, match=r"not rebinding .*in use: 0000:04:01.0 by 2345 "
                                              r"\(qemu-system-x86\). Stop those processes"):
         run(facts)
+
+
+# Issue 23, finding 5: VFIO never takes what the host runs on. The lab guest's own SSH NIC
+# and root disk, from its captures.
+
+def test_the_hosts_own_nic_by_address_is_refused_naming_it_and_why():
+    spec = {"vfio_devices": [SSH_NIC]}
+    with pytest.raises(OperationError) as caught:
+        run(fresh("debian-12"), spec)
+    message = str(caught.value)
+    assert "vfio: kvm1: 0000:00:01.0 (1af4:1000, class 0x020000) is a device this host runs " \
+           "on: its network interface enp0s1 is up. Fix: remove it from vfio_devices" in message
+
+
+def test_the_hosts_own_nic_by_id_is_refused_naming_ids_and_the_device():
+    spec = {"vfio_devices": ["1af4:1000"]}
+    with pytest.raises(OperationError) as caught:
+        run(fresh("debian-12"), spec)
+    message = str(caught.value)
+    assert "vfio_devices lists 1af4:1000: 'options vfio-pci ids=1af4:1000' takes every " \
+           "function with that ID, including 0000:00:01.0, which this host runs on: its " \
+           "network interface enp0s1 is up. Fix: pass the devices meant for VMs by address" \
+           in message
+    assert message.count("0000:00:01.0") == 1  # named once, as the ID's
+
+
+def test_the_hosts_root_disk_is_refused():
+    with pytest.raises(OperationError, match=r"0000:00:02.0 \(1af4:1001, class 0x010000\) is "
+                                             r"a device this host runs on: its block device "
+                                             r"vda1 is mounted at /\."):
+        run(fresh("debian-12"), {"vfio_devices": [ROOT_DISK]})
+
+
+@pytest.mark.parametrize(("use", "words"), [
+    (["it is the boot VGA device (the host's console)"], "boot VGA"),
+    (["its block device sdb2 is swap"], "sdb2 is swap"),
+    (["its block device sdb1 is held by dm-0 (LVM, RAID or dm-crypt)"], "held by dm-0"),
+], ids=["boot-vga", "swap", "lvm"])
+def test_a_function_the_host_uses_otherwise_is_refused(use, words):
+    facts = fresh("debian-12")
+    facts["gpuinfra_deploy.facts.pci.PciHostUse"] = {"0000:02:00.0": use}
+    with pytest.raises(OperationError, match=f"0000:02:00.0 .*{words}"):
+        run(facts, {"vfio_devices": ["0000:02:00.0"]})
+
+
+def test_the_lab_spec_is_refused_when_its_id_also_claims_a_device_the_host_uses():
+    facts = fresh("debian-12")  # the lab spec passes the audio device by ID, 8086:293e
+    facts["gpuinfra_deploy.facts.pci.PciHostUse"] = {
+        "0000:04:03.0": ["its block device sdc is mounted at /srv"]}
+    with pytest.raises(OperationError, match="ids=8086:293e' takes every function with that "
+                                             "ID, including 0000:04:03.0, .*sdc is mounted"):
+        run(facts)
+
+
+def test_non_display_functions_are_warned_about_not_refused(caplog):
+    run(fresh("debian-12"))
+    warned = [r.getMessage() for r in caplog.records if "class 0x00ff00" in r.getMessage()]
+    assert any("0000:01:00.0 (1af4:1044) has class 0x00ff00: not a display/3D controller"
+               in m for m in warned), warned
+    # An audio function beside no display function is not a GPU's companion: warned too.
+    assert any("0000:04:03.0 (8086:293e) has class 0x040300" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_a_host_whose_use_could_not_be_read_is_refused():
+    facts = fresh("debian-12")
+    facts["gpuinfra_deploy.facts.pci.PciHostUse"] = None  # the command printed nothing
+    with pytest.raises(OperationError, match="could not read what the host runs on"):
+        run(facts)
+
+
+# Issue 23, finding 11: ACS cleared by the rdma role makes the IOMMU groups lie.
+
+@pytest.mark.parametrize(("evidence", "words"), [
+    ({"unit": True, "script": True, "active": True}, "on this boot"),
+    ({"unit": True, "script": True, "active": False}, "at every boot from the next"),
+    ({"unit": False, "script": False, "active": True}, "on this boot"),
+], ids=["active", "installed", "unit-removed-not-rebooted"])
+def test_a_node_whose_acs_the_rdma_role_cleared_is_refused(evidence, words):
+    facts = fresh("debian-12")
+    facts["gpuinfra_deploy.facts.pci.AcsOffUnit"] = evidence
+    with pytest.raises(OperationError) as caught:
+        run(facts)
+    message = str(caught.value)
+    assert f"the rdma role clears ACS on this node's PCIe bridges {words}" in message
+    assert "set rdma_acs_disable = False for this host" in message and "reboot" in message
+
+
+# Issue 23, finding 4: a VM disk stays inside vfio_image_dir, links resolved on the host.
+
+IMAGES = "/var/lib/libvirt/images"
+DISK_SPEC = {**HV_SPEC, "vms": [{**HV_SPEC["vms"][0], "disk": f"{IMAGES}/vm1.qcow2"},
+                                HV_SPEC["vms"][1]]}
+
+
+def with_disk(real: str, kind: str) -> dict:
+    facts = fresh("debian-12")
+    facts["gpuinfra_deploy.facts.virt.ResolvedPaths"] = {
+        f"paths={[IMAGES, f'{IMAGES}/vm1.qcow2']}": {
+            IMAGES: {"real": IMAGES, "kind": "dir"},
+            f"{IMAGES}/vm1.qcow2": {"real": real, "kind": kind}}}
+    return facts
+
+
+@pytest.mark.parametrize(("real", "kind", "words"), [
+    ("/etc/shadow", "file", "resolves to /etc/shadow, outside /var/lib/libvirt/images"),
+    ("/dev/sda", "block", "outside"),
+    (f"{IMAGES}/vm1.qcow2", "block", "is a block device, not an image file"),
+], ids=["link-to-shadow", "link-to-disk", "device-node-inside"])
+def test_a_vm_disk_leading_out_of_the_image_directory_is_refused(real, kind, words):
+    with pytest.raises(OperationError) as caught:
+        run(with_disk(real, kind), DISK_SPEC)
+    assert f"VM 'lab-vm1': {IMAGES}/vm1.qcow2" in str(caught.value)
+    assert words in str(caught.value)
+
+
+def test_a_vm_disk_the_host_could_not_resolve_is_refused():
+    facts = with_disk(f"{IMAGES}/vm1.qcow2", "file")
+    facts["gpuinfra_deploy.facts.virt.ResolvedPaths"] = {"*": {}}
+    with pytest.raises(OperationError, match="vm1.qcow2 could not be resolved on the host"):
+        run(facts, DISK_SPEC)
+
+
+@pytest.mark.parametrize("kind", ["file", "missing"])
+def test_a_vm_disk_inside_the_image_directory_is_written(kind):
+    result = run(with_disk(f"{IMAGES}/vm1.qcow2", kind), DISK_SPEC)
+    xml = uploaded(result, "VM lab-vm1: libvirt domain XML")
+    assert f'<source file="{IMAGES}/vm1.qcow2" />' in xml
 
 
 def test_with_the_iommu_off_overrides_are_saved_for_the_next_boot():

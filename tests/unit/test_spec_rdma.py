@@ -144,12 +144,27 @@ def test_nics_on_a_hypervisor_whose_gpus_all_go_to_vms_are_refused():
     assert "vfio_devices" in found[0].fix
 
 
-def test_nics_on_a_hypervisor_that_keeps_gpus_are_accepted():
-    kvm = HostInput("kvm01", ("hypervisors",), {
-        "node_address": "10.0.0.9",
-        "vfio_devices": ["0000:3b:00.0"], "gpu_model": "H100-PCIE-80GB", "gpu_count": 1,
-        "gpu_topology": "pcie-only", "rdma_nics": [dict(NIC, pci="0000:5e:00.0")]})
+KEEPS_GPUS = {"node_address": "10.0.0.9", "vfio_devices": ["0000:3b:00.0"],
+              "gpu_model": "H100-PCIE-80GB", "gpu_count": 1,
+              "gpu_topology": "pcie-only", "rdma_nics": [dict(NIC, pci="0000:5e:00.0")]}
+
+
+def test_nics_on_a_hypervisor_that_keeps_gpus_are_accepted_with_acs_kept():
+    kvm = HostInput("kvm01", ("hypervisors",), {**KEEPS_GPUS, "rdma_acs_disable": False})
     assert not [e for e in spec_problems([*site(), kvm]) if e.host == "kvm01"]
+
+
+def test_acs_cleared_by_rdma_on_a_hypervisor_with_vfio_devices_is_refused_naming_both():
+    """Issue 23, finding 11: the rdma role writes ACS Control 0 after the kernel computed the
+    IOMMU groups; VFIO's isolation rests on those groups. The default (rdma_acs_disable True)
+    on a node with vfio_devices is refused, the host, both keys and the fix named."""
+    kvm = HostInput("kvm01", ("hypervisors",), dict(KEEPS_GPUS))
+    found = [e for e in spec_problems([*site(), kvm]) if e.host == "kvm01"]
+    assert [e.field for e in found] == ["rdma_acs_disable"], found
+    assert "vfio_devices" in found[0].problem and "IOMMU groups" in found[0].problem
+    assert found[0].value is True
+    assert "rdma_acs_disable = False for kvm01" in found[0].fix
+    assert "remove vfio_devices" in found[0].fix
 
 
 def test_doca_ofed_needs_the_pinned_signing_key():

@@ -181,3 +181,65 @@ def test_the_spec_keeps_the_hosts_gpus_apart_from_the_vms():
                                vms=[{"name": "a", "devices": GPUS[2:]}],
                                vfio_nvlink=[{"gpus": GPUS[2:]}]))
     assert validate(hosts) == []
+
+
+# ----------------------------------------------------------------------------- VM disks
+# Issue 23, finding 4: a VM's disk went into the libvirt XML whatever absolute path it was.
+
+IMAGES = "/var/lib/libvirt/images"
+
+
+@pytest.mark.parametrize(("disk", "words"), [
+    ("/dev/sda", "outside the VM image directory /var/lib/libvirt/images"),
+    ("/etc/shadow", "outside the VM image directory"),
+    (f"{IMAGES}/../../../../etc/shadow", "not a normalised path"),
+    (f"{IMAGES}/./train1.qcow2", "not a normalised path"),
+    (IMAGES, "outside the VM image directory"),
+    (f"{IMAGES}/a b.qcow2", "not an absolute path of letters"),
+    ("/var/lib/libvirt/images-old/a.qcow2", "outside the VM image directory"),
+], ids=["block-device", "shadow", "dotdot", "dot", "the-directory", "space", "prefix"])
+def test_a_vm_disk_outside_the_image_directory_is_refused(disk, words):
+    hosts = site(vms=[{"name": "a", "devices": GPUS[:1], "disk": disk}], vfio_nvlink=None)
+    found = [e for e in validate(hosts) if e.field == "vms[0]['disk']"]
+    assert len(found) == 1 and words in found[0].problem, found
+    assert found[0].host == "kvm01" and found[0].value == disk
+    assert f"put the VM's image in {IMAGES}" in found[0].fix and "vfio_image_dir" in found[0].fix
+
+
+def test_a_vm_disk_inside_the_image_directory_is_accepted():
+    vms = [{"name": "a", "devices": GPUS[:1], "disk": f"{IMAGES}/pool2/a.qcow2"}]
+    spec = build_cluster(site(vms=vms, vfio_nvlink=None))
+    assert spec.node("kvm01").vfio.vms[0].disk == f"{IMAGES}/pool2/a.qcow2"
+
+
+def test_the_image_directory_is_the_sites_knob():
+    from gpuinfra_deploy.run.knobs import spec_problems
+
+    vms = [{"name": "a", "devices": GPUS[:1], "disk": "/srv/vm-images/a.qcow2"}]
+    hosts = [HostInput(h.name, h.groups, {**h.data, "node_address": f"10.0.0.{i}"})
+             for i, h in enumerate(site(vms=vms, vfio_nvlink=None), 1)]  # every knob's rules
+    assert [e.field for e in spec_problems(hosts)] == ["vms[0]['disk']"]
+    moved = [HostInput(h.name, h.groups, {**h.data, "vfio_image_dir": "/srv/vm-images"})
+             for h in hosts]
+    assert spec_problems(moved) == []
+
+
+@pytest.mark.parametrize(("value", "words"), [
+    ("/", "not an absolute path"),
+    ("/dev", "a system directory (/dev)"),
+    ("/etc/libvirt", "a system directory (/etc)"),
+    ("/var/lib", "a system directory (/var/lib)"),
+    ("/tmp/images", "a system directory (/tmp)"),
+    ("/srv/images/../..", "not a normalised path"),
+    ("images", "not an absolute path"),
+    (["/srv"], "not an absolute path"),
+], ids=["root", "dev", "etc", "var-lib", "tmp", "dotdot", "relative", "list"])
+def test_a_bad_image_directory_is_refused_once(value, words):
+    from gpuinfra_deploy.run.knobs import spec_problems
+
+    hosts = [HostInput(h.name, h.groups, {**h.data, "vfio_image_dir": value})
+             for h in site(vms=[{"name": "a", "devices": GPUS[:1], "disk": "/dev/sda"}],
+                           vfio_nvlink=None)]
+    found = [e for e in spec_problems(hosts) if e.field == "vfio_image_dir"]
+    assert len(found) == 1 and words in found[0].problem, found
+    assert found[0].host == "every host" and found[0].value == value
