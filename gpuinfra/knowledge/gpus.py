@@ -394,14 +394,18 @@ _MODELS: tuple[GpuModel, ...] = (
     # RTX PRO 6000 Blackwell Server Edition: no NVLink; MIG with up to 4 instances (MIG guide
     # "Supported GPUs": 96GB, 4), profiles 1g.24gb x4, 2g.48gb x2, 4g.96gb and their +gfx,
     # +me.all and -me variants (ConfigMap "RTX-PRO-6000-96GB" blocks; balanced filter
-    # 0x2BB510DE); memory and compute in quarters. Name: public `nvidia-smi` queries (97887 MiB,
-    # drivers 580/595). MIG guide: R575 (>= 575.51.03); Blackwell: open modules only.
+    # 0x2BB510DE), and 1g.24gb+me x1 (MIG guide "RTX PRO 6000 Blackwell MIG Profiles": "MIG
+    # 1g.24gb+me ... 1"; NVIDIA/mig-parted's RTX-PRO-6000 test profiles: all-1g.24gb.me =
+    # "1g.24gb+me": 1; knowledge audit 9735030 row 15); memory and compute in quarters.
+    # Name: public `nvidia-smi` queries (97887 MiB, drivers 580/595). MIG guide: R575
+    # (>= 575.51.03); Blackwell: open modules only.
     GpuModel(
         key="RTX-PRO-6000-BSE", smi_names=("NVIDIA RTX PRO 6000 Blackwell Server Edition",),
         pci_ids=("2bb5",), memory_gb=96, form_factor="PCIe",
         mig_slices=(4, 4),
         mig_profiles=_mig(("1g.24gb", 1, 1, 4), ("1g.24gb+gfx", 1, 1, 4), ("1g.24gb-me", 1, 1, 4),
-                          ("1g.24gb+me.all", 1, 1, 1), ("2g.48gb", 2, 2, 2),
+                          ("1g.24gb+me", 1, 1, 1), ("1g.24gb+me.all", 1, 1, 1),
+                          ("2g.48gb", 2, 2, 2),
                           ("2g.48gb+gfx", 2, 2, 2), ("2g.48gb-me", 2, 2, 2),
                           ("2g.48gb+me.all", 2, 2, 1), ("4g.96gb", 4, 4, 1),
                           ("4g.96gb+gfx", 4, 4, 1)),
