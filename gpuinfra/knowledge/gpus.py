@@ -19,7 +19,8 @@ Every model's entry carries its sources in the comment above it; the general sou
   Grace Hopper and Blackwell datacenter GPUs only with the open modules); 580 is the last branch
   with Volta support (NVIDIA's legacy list names a 580 legacy branch for Maxwell..Volta, and
   the 620 installation guide ships open kernel modules only, which cannot drive Volta).
-- MPS client limit 48 per device on Volta and newer [mps-doc] (docs/hardware-reference.md 7.3).
+- MPS client limit 48 per device on Volta and newer [mps-doc] (docs/hardware-reference.md 7.3);
+  the device plugin allows 48 only from compute capability 7.5, 16 below (gpuinfra/spec/sharing.py).
 
 "inferred" marks a value derived from other facts rather than read in a source.
 """
