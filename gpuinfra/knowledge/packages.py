@@ -69,9 +69,19 @@ DRIVER_VERSIONS: dict[tuple[str, str], str] = {
 # *-535-server binaries as transitional packages depending on *-580-server
 # (packages.ubuntu.com/source/noble-updates/libs/nvidia-graphics-drivers-535-server and
 # .../jammy/libs/...: 535.309.01-0ubuntu0.<release>.2, every binary "(transitional package)").
+# The 550 branch the same way (knowledge audit 9735030 row 61), ``550.163.01-0ubuntu0.<rel>.2``:
+# public captures: jammy `apt-cache policy nvidia-driver-550 nvidia-driver-550-server` ->
+# "Candidate: 550.163.01-0ubuntu0.22.04.2" for both, and installing nvidia-driver-550 at it left
+# nvidia-driver-580, nvidia-dkms-580 and a 580 kernel module; noble `dpkg -l` after installing
+# nvidia-driver-550: libnvidia-cfg1-550 550.163.01-0ubuntu0.24.04.2 beside libnvidia-cfg1-580,
+# and a host listing nvidia-driver-550 550.163.01-0ubuntu0.24.04.2 installed beside
+# nvidia-driver-580 580.173.02-0ubuntu0.24.04.1 with a 580 kernel module. The -server stream:
+# the same candidate revision (jammy capture above), inferred to be transitional as 535-server.
 TRANSITIONAL: dict[tuple[str, str], dict[str, str]] = {
     ("ubuntu-24.04", "535"): {"535.309.01-0ubuntu0.24.04.2": "580"},
     ("ubuntu-22.04", "535"): {"535.309.01-0ubuntu0.22.04.2": "580"},
+    ("ubuntu-24.04", "550"): {"550.163.01-0ubuntu0.24.04.2": "580"},
+    ("ubuntu-22.04", "550"): {"550.163.01-0ubuntu0.22.04.2": "580"},
 }
 
 # Debian builds nvidia-persistenced from its own source (contrib), versioned apart from the driver.
