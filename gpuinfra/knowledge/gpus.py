@@ -422,6 +422,17 @@ _MODELS: tuple[GpuModel, ...] = (
 
 GPU_MODELS: dict[str, GpuModel] = {m.key: m for m in _MODELS}
 
+# Models of the Ampere generation or older (Volta V100 7.0, Turing T4 7.5, Ampere A100/A800/
+# A30/A10/RTX A6000/RTX 3090 8.0-8.6: NVIDIA's "CUDA GPUs - Compute Capability" table; Ada,
+# Hopper and Blackwell are newer). DCGM's profiling metrics (DCGM_FI_PROF_*, the dashboard's
+# tensor-activity panel) need the datacenter-gpu-manager-4-proprietary package on them:
+# dcgm-exporter README (NVIDIA/dcgm-exporter @d5e5f51, "Profiling Metrics"): "for Ampere and
+# earlier generation GPUs, profiling metrics depend on the datacenter-gpu-manager-4-proprietary
+# package" (knowledge audit 9735030 row 94).
+AMPERE_OR_OLDER: frozenset[str] = frozenset(
+    key for key in GPU_MODELS
+    if key.startswith(("A100", "A800", "A30", "A10", "V100", "T4", "RTX-A6000", "RTX-3090")))
+
 
 # A spec may name a model the way people write it ("h100-sxm5-80gb", "H100 SXM5 80GB").
 def _norm(name: str) -> str:
