@@ -130,6 +130,10 @@ _PLACE_1, _PLACE_2_1G, _PLACE_2, _PLACE_4, _PLACE_0 = (
     tuple(range(7)), (0, 2, 4, 6), (0, 2, 4), (0, 4), (0,))
 
 
+# UNVERIFIED (knowledge audit 9735030 row 3): these start slots are also used for H200 141GB, H200
+# NVL, GH200 96/144GB, H20, B200 and GB200: no `-lgipp` capture of any of them was found (the MIG
+# guide gives the same sizes and counts only). A wrong slot is refused at the gate or fails `-cgi`
+# on the node (nothing half-made); the first real capture belongs in tests/fixtures/mig.
 def _mig_7(g1: str, g1_large: str, g2: str, g3: str, g4: str, g7: str) -> dict[str, MigProfile]:
     return _mig(
         (f"1g.{g1}", 1, 1, 7, _PLACE_1),
@@ -206,7 +210,8 @@ _MODELS: tuple[GpuModel, ...] = (
         nvlink_gen=3, nvlink_links=4, bridge_links=4, link_gbps=25.0,
         mig_slices=(4, 4),
         # Placements: fixture nvidia-smi-mig-lgip/a30-24gb-mig-lgipp-placements.txt (profiles
-        # 14, 21, 5, 0: {0,1,2,3}:1, {0,1,2,3}:1, {0,2}:2, {0}:4); 2g.12gb+me as 2g.12gb.
+        # 14, 21, 5, 0: {0,1,2,3}:1, {0,1,2,3}:1, {0,2}:2, {0}:4); 2g.12gb+me as 2g.12gb:
+        # UNVERIFIED (knowledge audit 9735030 row 6): 2g.12gb+me's slots are not published.
         mig_profiles=_mig(("1g.6gb", 1, 1, 4, (0, 1, 2, 3)), ("1g.6gb+me", 1, 1, 1, (0, 1, 2, 3)),
                           ("2g.12gb", 2, 2, 2, (0, 2)), ("2g.12gb+me", 2, 2, 1, (0, 2)),
                           ("4g.24gb", 4, 4, 1, (0,))),
@@ -301,11 +306,12 @@ _MODELS: tuple[GpuModel, ...] = (
         mig_slices=(7, 8), mig_profiles=_mig_7("18gb", "36gb", "36gb", "72gb", "72gb", "144gb"),
         mig_min_branch=525, open_modules=True,
     ),
-    # B200 (HGX B200 8-GPU): NVLink 5, 18 links, 1.8 TB/s per GPU; per-link print 53.125 as on
-    # GB200 (inferred: same NVLink 5). NVSwitch board needing Fabric Manager plus the NVLink
-    # Subnet Manager (nvlsm) and ib_umad (docs/hardware-reference.md 1.6). Name: GKE
-    # `nvidia-smi -L` capture "GPU 0: NVIDIA B200"; 2901 and MIG: ConfigMap (filter 0x290110DE,
-    # 1g.23gb/2g.45gb/3g.90gb, all-7g.180gb); MIG guide: B200 180GB, R570 (>= 570.133.20).
+    # B200 (HGX B200 8-GPU): NVLink 5, 18 links, 1.8 TB/s per GPU; per-link print 53.125 as on GB200
+    # (inferred: same NVLink 5; UNVERIFIED (knowledge audit 9735030 row 29): no B200 `nvlink -s`
+    # capture found). NVSwitch board needing Fabric Manager plus the NVLink Subnet Manager (nvlsm)
+    # and ib_umad (docs/hardware-reference.md 1.6). Name: GKE `nvidia-smi -L` capture "GPU 0: NVIDIA
+    # B200"; 2901 and MIG: ConfigMap (filter 0x290110DE, 1g.23gb/2g.45gb/3g.90gb, all-7g.180gb); MIG
+    # guide: B200 180GB, R570 (>= 570.133.20).
     GpuModel(
         key="B200-180GB", smi_names=("NVIDIA B200",), pci_ids=("2901",), memory_gb=180,
         form_factor="SXM6",
