@@ -17,8 +17,9 @@ one key of the ConfigMap (:func:`config_key`), which their label
 
 What the node then advertises (:func:`expected_resources`, docs/hardware-reference.md 6.6):
 whole GPUs ``nvidia.com/gpu: count``; time-slicing/MPS ``count x replicas``; MIG single
-``nvidia.com/gpu: instances``; MIG mixed ``nvidia.com/mig-<profile>: instances`` per profile
-(and ``nvidia.com/gpu`` for GPUs left without MIG).
+``nvidia.com/gpu: instances``; MIG mixed ``nvidia.com/mig-<profile>: instances`` per profile,
+each ``+`` of the profile name written ``.`` (``1g.10gb+me`` -> ``nvidia.com/mig-1g.10gb.me``;
+:func:`mig_resource`), and ``nvidia.com/gpu`` for GPUs left without MIG.
 """
 
 from __future__ import annotations
@@ -31,6 +32,17 @@ from gpuinfra.spec.model import NodeSpec
 CONFIG_VERSION = "v1"
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+
+
+def mig_resource(profile: str) -> str:
+    """The resource the device plugin advertises for MIG ``profile`` under the mixed strategy.
+
+    The plugin names it ``strings.ReplaceAll("mig-"+profile, "+", ".")``: a ``+`` is not valid
+    in a Kubernetes resource name (NVIDIA/k8s-device-plugin v0.17.1 and HEAD 1b826acc6,
+    ``internal/rm/rm.go`` line 132 and ``internal/resource/nvml-mig-device.go`` line 103; knowledge
+    audit 9735030 row 81). So ``1g.10gb+me`` -> ``nvidia.com/mig-1g.10gb.me``, RTX PRO 6000
+    ``1g.24gb+gfx`` -> ``nvidia.com/mig-1g.24gb.gfx``."""
+    return "nvidia.com/" + ("mig-" + profile).replace("+", ".")
 
 
 def mig_strategy(node: NodeSpec, site_strategy: str) -> str:
@@ -87,7 +99,7 @@ def expected_resources(node: NodeSpec, site_strategy: str) -> dict[str, int]:
     if site_strategy == "single":
         # One profile on every GPU (the spec gate refuses anything else under 'single').
         return {GPU_RESOURCE: sum(per_profile.values()) + whole}
-    out = {f"{MIG_RESOURCE_PREFIX}{profile}": n for profile, n in sorted(per_profile.items())}
+    out = {mig_resource(profile): n for profile, n in sorted(per_profile.items())}
     if whole:
         out[GPU_RESOURCE] = whole
     return out

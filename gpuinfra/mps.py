@@ -32,7 +32,8 @@ start, for every server it spawns) and for the verify suite to read them back. J
   servers started afterwards, and the daemon starts none before a client connects.
 - ``clients``: MPS accepts at most 48 client contexts per device on Volta and newer
   [mps-doc]; the MPS documents cited here give no control command that lowers it, so the spec's
-  value is the Kubernetes device plugin's replica count and is checked (2..48) there; on Slurm
+  value is the Kubernetes device plugin's replica count and is checked (2..48; 2..16 below
+  compute capability 7.5, V100, where the plugin's MPS daemon allows 16) there; on Slurm
   nodes the per-job share is ``--gres=mps:N`` of 100 per GPU.
 - Compute mode ``EXCLUSIVE_PROCESS`` on every GPU before the daemon starts, as the MPS
   documentation recommends, so only the MPS server opens the GPUs.

@@ -17,12 +17,24 @@ Sources:
 from __future__ import annotations
 
 # Datacenter branches NVIDIA has published for Linux (production, long-term and new-feature).
+# 615 and 620: NVIDIA's "Supported Drivers and CUDA Toolkit Versions" has a 615 and a 620
+# edition (R620 long-term support branch, end of life September 2029), and the MIG user guide a
+# 620 edition (knowledge audit 9735030 row 60). Known, not installable by these roles yet.
 KNOWN_BRANCHES: tuple[str, ...] = (
     "450", "460", "470", "510", "515", "520", "525", "530", "535", "545", "550", "555", "560",
-    "565", "570", "575", "580", "590", "595", "610",
+    "565", "570", "575", "580", "590", "595", "610", "615", "620",
 )
 
+# The mission's default. 535 is end of life (below): validate warns, naming SUPPORTED_ALTERNATIVE.
 DEFAULT_BRANCH = "535"
+
+# Branches past NVIDIA's end of life -> when it ended: "Supported Drivers and CUDA Toolkit
+# Versions" (615 edition): "R535 ... LTSB ... End of life June 2026"; the 620 edition lists only
+# R580, R595 and R620 (knowledge audit 9735030 row 59). No more security fixes for them.
+END_OF_LIFE: dict[str, str] = {"535": "June 2026"}
+# The supported branch the roles install everywhere, to name in that warning: R580, long-term
+# support until June 2028 (same page).
+SUPPORTED_ALTERNATIVE = "580"
 
 # Branches the roles can install, per distribution release, and where each comes from:
 # "archive" (the distribution's own) or "cuda-repo" (NVIDIA's CUDA repository for it).

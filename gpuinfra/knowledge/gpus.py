@@ -19,7 +19,8 @@ Every model's entry carries its sources in the comment above it; the general sou
   Grace Hopper and Blackwell datacenter GPUs only with the open modules); 580 is the last branch
   with Volta support (NVIDIA's legacy list names a 580 legacy branch for Maxwell..Volta, and
   the 620 installation guide ships open kernel modules only, which cannot drive Volta).
-- MPS client limit 48 per device on Volta and newer [mps-doc] (docs/hardware-reference.md 7.3).
+- MPS client limit 48 per device on Volta and newer [mps-doc] (docs/hardware-reference.md 7.3);
+  the device plugin allows 48 only from compute capability 7.5, 16 below (gpuinfra/spec/sharing.py).
 
 "inferred" marks a value derived from other facts rather than read in a source.
 """
@@ -134,6 +135,10 @@ _PLACE_1, _PLACE_2_1G, _PLACE_2, _PLACE_4, _PLACE_0 = (
     tuple(range(7)), (0, 2, 4, 6), (0, 2, 4), (0, 4), (0,))
 
 
+# UNVERIFIED (knowledge audit 9735030 row 3): these start slots are also used for H200 141GB, H200
+# NVL, GH200 96/144GB, H20, B200 and GB200: no `-lgipp` capture of any of them was found (the MIG
+# guide gives the same sizes and counts only). A wrong slot is refused at the gate or fails `-cgi`
+# on the node (nothing half-made); the first real capture belongs in tests/fixtures/mig.
 def _mig_7(g1: str, g1_large: str, g2: str, g3: str, g4: str, g7: str) -> dict[str, MigProfile]:
     return _mig(
         (f"1g.{g1}", 1, 1, 7, _PLACE_1),
@@ -212,7 +217,8 @@ _MODELS: tuple[GpuModel, ...] = (
         nvlink_gen=3, nvlink_links=4, bridge_links=4, link_gbps=25.0,
         mig_slices=(4, 4),
         # Placements: fixture nvidia-smi-mig-lgip/a30-24gb-mig-lgipp-placements.txt (profiles
-        # 14, 21, 5, 0: {0,1,2,3}:1, {0,1,2,3}:1, {0,2}:2, {0}:4); 2g.12gb+me as 2g.12gb.
+        # 14, 21, 5, 0: {0,1,2,3}:1, {0,1,2,3}:1, {0,2}:2, {0}:4); 2g.12gb+me as 2g.12gb:
+        # UNVERIFIED (knowledge audit 9735030 row 6): 2g.12gb+me's slots are not published.
         mig_profiles=_mig(("1g.6gb", 1, 1, 4, (0, 1, 2, 3)), ("1g.6gb+me", 1, 1, 1, (0, 1, 2, 3)),
                           ("2g.12gb", 2, 2, 2, (0, 2)), ("2g.12gb+me", 2, 2, 1, (0, 2), 525),
                           ("4g.24gb", 4, 4, 1, (0,))),
@@ -307,11 +313,12 @@ _MODELS: tuple[GpuModel, ...] = (
         mig_slices=(7, 8), mig_profiles=_mig_7("18gb", "36gb", "36gb", "72gb", "72gb", "144gb"),
         mig_min_branch=525, open_modules=True,
     ),
-    # B200 (HGX B200 8-GPU): NVLink 5, 18 links, 1.8 TB/s per GPU; per-link print 53.125 as on
-    # GB200 (inferred: same NVLink 5). NVSwitch board needing Fabric Manager plus the NVLink
-    # Subnet Manager (nvlsm) and ib_umad (docs/hardware-reference.md 1.6). Name: GKE
-    # `nvidia-smi -L` capture "GPU 0: NVIDIA B200"; 2901 and MIG: ConfigMap (filter 0x290110DE,
-    # 1g.23gb/2g.45gb/3g.90gb, all-7g.180gb); MIG guide: B200 180GB, R570 (>= 570.133.20).
+    # B200 (HGX B200 8-GPU): NVLink 5, 18 links, 1.8 TB/s per GPU; per-link print 53.125 as on GB200
+    # (inferred: same NVLink 5; UNVERIFIED (knowledge audit 9735030 row 29): no B200 `nvlink -s`
+    # capture found). NVSwitch board needing Fabric Manager plus the NVLink Subnet Manager (nvlsm)
+    # and ib_umad (docs/hardware-reference.md 1.6). Name: GKE `nvidia-smi -L` capture "GPU 0: NVIDIA
+    # B200"; 2901 and MIG: ConfigMap (filter 0x290110DE, 1g.23gb/2g.45gb/3g.90gb, all-7g.180gb); MIG
+    # guide: B200 180GB, R570 (>= 570.133.20).
     GpuModel(
         key="B200-180GB", smi_names=("NVIDIA B200",), pci_ids=("2901",), memory_gb=180,
         form_factor="SXM6",
@@ -401,14 +408,18 @@ _MODELS: tuple[GpuModel, ...] = (
     # RTX PRO 6000 Blackwell Server Edition: no NVLink; MIG with up to 4 instances (MIG guide
     # "Supported GPUs": 96GB, 4), profiles 1g.24gb x4, 2g.48gb x2, 4g.96gb and their +gfx,
     # +me.all and -me variants (ConfigMap "RTX-PRO-6000-96GB" blocks; balanced filter
-    # 0x2BB510DE); memory and compute in quarters. Name: public `nvidia-smi` queries (97887 MiB,
-    # drivers 580/595). MIG guide: R575 (>= 575.51.03); Blackwell: open modules only.
+    # 0x2BB510DE), and 1g.24gb+me x1 (MIG guide "RTX PRO 6000 Blackwell MIG Profiles": "MIG
+    # 1g.24gb+me ... 1"; NVIDIA/mig-parted's RTX-PRO-6000 test profiles: all-1g.24gb.me =
+    # "1g.24gb+me": 1; knowledge audit 9735030 row 15); memory and compute in quarters.
+    # Name: public `nvidia-smi` queries (97887 MiB, drivers 580/595). MIG guide: R575
+    # (>= 575.51.03); Blackwell: open modules only.
     GpuModel(
         key="RTX-PRO-6000-BSE", smi_names=("NVIDIA RTX PRO 6000 Blackwell Server Edition",),
         pci_ids=("2bb5",), memory_gb=96, form_factor="PCIe",
         mig_slices=(4, 4),
         mig_profiles=_mig(("1g.24gb", 1, 1, 4), ("1g.24gb+gfx", 1, 1, 4), ("1g.24gb-me", 1, 1, 4),
-                          ("1g.24gb+me.all", 1, 1, 1), ("2g.48gb", 2, 2, 2),
+                          ("1g.24gb+me", 1, 1, 1), ("1g.24gb+me.all", 1, 1, 1),
+                          ("2g.48gb", 2, 2, 2),
                           ("2g.48gb+gfx", 2, 2, 2), ("2g.48gb-me", 2, 2, 2),
                           ("2g.48gb+me.all", 2, 2, 1), ("4g.96gb", 4, 4, 1),
                           ("4g.96gb+gfx", 4, 4, 1)),
@@ -423,6 +434,17 @@ _MODELS: tuple[GpuModel, ...] = (
 )
 
 GPU_MODELS: dict[str, GpuModel] = {m.key: m for m in _MODELS}
+
+# Models of the Ampere generation or older (Volta V100 7.0, Turing T4 7.5, Ampere A100/A800/
+# A30/A10/RTX A6000/RTX 3090 8.0-8.6: NVIDIA's "CUDA GPUs - Compute Capability" table; Ada,
+# Hopper and Blackwell are newer). DCGM's profiling metrics (DCGM_FI_PROF_*, the dashboard's
+# tensor-activity panel) need the datacenter-gpu-manager-4-proprietary package on them:
+# dcgm-exporter README (NVIDIA/dcgm-exporter @d5e5f51, "Profiling Metrics"): "for Ampere and
+# earlier generation GPUs, profiling metrics depend on the datacenter-gpu-manager-4-proprietary
+# package" (knowledge audit 9735030 row 94).
+AMPERE_OR_OLDER: frozenset[str] = frozenset(
+    key for key in GPU_MODELS
+    if key.startswith(("A100", "A800", "A30", "A10", "V100", "T4", "RTX-A6000", "RTX-3090")))
 
 
 # A spec may name a model the way people write it ("h100-sxm5-80gb", "H100 SXM5 80GB").

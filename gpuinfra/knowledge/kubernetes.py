@@ -13,14 +13,17 @@ Sources (keys as in docs/hardware-reference.md 6 and its references):
   IPv4) and at least 10; a pod subnet of at least 14 addresses; the node mask at most 16 bits
   longer than the pod subnet's.
 - containerd recommended per Kubernetes minor (containerd's RELEASES.md "Kubernetes support":
-  1.33 -> 2.1.0+, 2.0.4+, 1.7.24+, 1.6.36+; 1.35 -> 2.2.0+, 2.1.5+, 1.7.28+, and 1.35 is the
+  1.33 -> 2.1.0+, 2.0.4+, 1.7.24+, 1.6.36+; 1.34 -> 2.1.3+, 2.0.6+, 1.7.28+, 1.6.39+;
+  1.35 -> 2.2.0+, 2.1.5+, 1.7.28+, and 1.35 is the
   last minor that still supports containerd 1.x). Kubernetes 1.35 also removed cgroup v1
   support from the kubelet. Hence the supported range stops at 1.35: the distributions'
   containerd is 1.x (Debian 12: 1.6.20, Ubuntu 22.04/24.04: 1.7.x).
 - kubeadm config API v1beta4 (1.31+; v1beta3 deprecated) [kubeadm-v1beta3]; kubelet
   ``cgroupDriver: systemd`` to match containerd's ``SystemdCgroup = true`` [k8s-cgroup].
-- Flannel v0.26.7 with flannel-cni-plugin v1.7.1-flannel1 (the pair of a published v0.26.7
-  deployment), manifest layout of Documentation/kube-flannel.yml [flannel]: namespace
+- Flannel v0.26.7 with flannel-cni-plugin v1.6.2-flannel1, the pair flannel's own v0.26.7
+  release ships (tag v0.26.7: Documentation/kube-flannel.yml and chart/kube-flannel/values.yaml;
+  v1.7.1-flannel1 first ships with v0.27.0, commit 27f6ec8b; knowledge audit 9735030 row 73),
+  manifest layout of Documentation/kube-flannel.yml [flannel]: namespace
   kube-flannel, ``net-conf.json`` "Network" = the pod CIDR, vxlan backend, one /24 per node
   (SubnetLen 24), IPv4.
 - NVIDIA device plugin v0.17.1 (deployments/static/nvidia-device-plugin.yml at that version);
@@ -70,9 +73,10 @@ class KubernetesRelease:
 RELEASES: dict[str, KubernetesRelease] = {r.minor: r for r in (
     KubernetesRelease("1.33", "3.10", {"1.6": "1.6.36", "1.7": "1.7.24", "2.0": "2.0.4",
                                        "2.1": "2.1.0"}),
-    # containerd's matrix had no 1.34 row when it was read: 1.33's floors, minus 1.6 (1.35's
-    # row drops it too).
-    KubernetesRelease("1.34", "3.10.1", {"1.7": "1.7.24", "2.0": "2.0.4", "2.1": "2.1.0"}),
+    # containerd RELEASES.md "Kubernetes support" table, row "| 1.34 | 2.1.3+, 2.0.6+, 1.7.28+,
+    # 1.6.39+ | v1 |" (knowledge audit 9735030 row 71; the row was missing when first read).
+    KubernetesRelease("1.34", "3.10.1", {"1.6": "1.6.39", "1.7": "1.7.28", "2.0": "2.0.6",
+                                         "2.1": "2.1.3"}),
     KubernetesRelease("1.35", "3.10.1", {"1.7": "1.7.28", "2.1": "2.1.5", "2.2": "2.2.0"}),
 )}
 SUPPORTED_MINORS = tuple(RELEASES)
@@ -155,7 +159,8 @@ class Cni:
 CNIS: dict[str, Cni] = {
     "flannel": Cni("flannel", "v0.26.7",
                    {"flannel": "ghcr.io/flannel-io/flannel:v0.26.7",
-                    "cni-plugin": "ghcr.io/flannel-io/flannel-cni-plugin:v1.7.1-flannel1"},
+                    # flannel tag v0.26.7, Documentation/kube-flannel.yml (module docstring)
+                    "cni-plugin": "ghcr.io/flannel-io/flannel-cni-plugin:v1.6.2-flannel1"},
                    ipv4_only=True, subnet_len=24),
 }
 DEFAULT_CNI = "flannel"

@@ -10,7 +10,9 @@ Floors (Gb/s, ``BW average`` of ``ib_write_bw --report_gbits``), from Azure HPC 
 fails below the conf's value). The conf files changed over time; the floor is the lowest value
 of the versions read (a value Azure lowered was too strict for healthy NICs):
 
-- 400 Gb/s (NDR): 375, conf/nd96isr_h100_v5.conf ``check_ib_bw_gdr 375`` (@0611432; 380 @7e6ac77);
+- 400 Gb/s (NDR): 360, conf/nd128isr_ndr_gb200_v6.conf ``check_ib_bw_gdr 360`` (@215c644, with
+  ``check_hw_ib 400`` on the same NICs; knowledge audit 9735030 row 49); the ND H100 v5 conf
+  has 375 (@0611432) and 380 (@7e6ac77);
 - 200 Gb/s (HDR): 180, conf/nd96asr_v4.conf ``check_ib_bw_gdr 180.0`` (@7e6ac77; 185.0 @4bfa9a7);
 - 100 Gb/s (EDR): 78, conf/nd40rs_v2.conf ``check_ib_bw_non_gdr 78 65536`` (@120820b, 64 KiB
   messages, host memory; 90 @47f8731).
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 
 _AZ = "Azure HPC health checks conf/"
 NIC_FLOORS: dict[float, tuple[float, str]] = {
-    400: (375.0, _AZ + "nd96isr_h100_v5.conf check_ib_bw_gdr 375"),
+    400: (360.0, _AZ + "nd128isr_ndr_gb200_v6.conf check_ib_bw_gdr 360"),
     200: (180.0, _AZ + "nd96asr_v4.conf check_ib_bw_gdr 180.0"),
     100: (78.0, _AZ + "nd40rs_v2.conf check_ib_bw_non_gdr 78 65536"),
 }

@@ -50,6 +50,15 @@ from gpuinfra.knowledge.gpus import GpuModel
 #   nvidia-graphics-drivers-580-server 580.173.02-0ubuntu0.24.04.1.
 # ubuntu-22.04 570: packages.ubuntu.com source jammy 570.211.01-0ubuntu1.22.04.1; 550/580:
 #   inferred (the noble upload's upstream with the jammy suffix).
+# UNVERIFIED (knowledge audit 9735030 row 62): seen in public use: 580.173.02-0ubuntu0.24.04.1,
+#   nvidia-driver-550-server=550.163.01-0ubuntu0.24.04.1, 550.163.01-0ubuntu0.22.04.1; the
+#   570.211.01-0ubuntu1.<rel>.1 revisions were not found outside packages.ubuntu.com's pages.
+#   The role's apt-cache policy gate stops before any change when a pin is absent.
+# UNVERIFIED (knowledge audit 9735030 row 63): Debian 12 550/570/580 from NVIDIA's CUDA repository
+# under Debian's package names at <upstream>-1: the repository index was not readable; NVIDIA's
+# Debian guide installs nvidia-driver-cuda + nvidia-kernel-open-dkms instead, and a third-party note
+# says its nvidia-driver-cuda conflicts with nvidia-smi. The same gate stops before change when the
+# names or versions are absent.
 DRIVER_VERSIONS: dict[tuple[str, str], str] = {
     ("debian-12", "535"): "535.261.03-1",
     ("debian-12", "550"): "550.163.01-1",
@@ -69,9 +78,19 @@ DRIVER_VERSIONS: dict[tuple[str, str], str] = {
 # *-535-server binaries as transitional packages depending on *-580-server
 # (packages.ubuntu.com/source/noble-updates/libs/nvidia-graphics-drivers-535-server and
 # .../jammy/libs/...: 535.309.01-0ubuntu0.<release>.2, every binary "(transitional package)").
+# The 550 branch the same way (knowledge audit 9735030 row 61), ``550.163.01-0ubuntu0.<rel>.2``:
+# public captures: jammy `apt-cache policy nvidia-driver-550 nvidia-driver-550-server` ->
+# "Candidate: 550.163.01-0ubuntu0.22.04.2" for both, and installing nvidia-driver-550 at it left
+# nvidia-driver-580, nvidia-dkms-580 and a 580 kernel module; noble `dpkg -l` after installing
+# nvidia-driver-550: libnvidia-cfg1-550 550.163.01-0ubuntu0.24.04.2 beside libnvidia-cfg1-580,
+# and a host listing nvidia-driver-550 550.163.01-0ubuntu0.24.04.2 installed beside
+# nvidia-driver-580 580.173.02-0ubuntu0.24.04.1 with a 580 kernel module. The -server stream:
+# the same candidate revision (jammy capture above), inferred to be transitional as 535-server.
 TRANSITIONAL: dict[tuple[str, str], dict[str, str]] = {
     ("ubuntu-24.04", "535"): {"535.309.01-0ubuntu0.24.04.2": "580"},
     ("ubuntu-22.04", "535"): {"535.309.01-0ubuntu0.22.04.2": "580"},
+    ("ubuntu-24.04", "550"): {"550.163.01-0ubuntu0.24.04.2": "580"},
+    ("ubuntu-22.04", "550"): {"550.163.01-0ubuntu0.22.04.2": "580"},
 }
 
 # Debian builds nvidia-persistenced from its own source (contrib), versioned apart from the driver.

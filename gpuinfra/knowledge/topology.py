@@ -136,6 +136,8 @@ BOARD_MESHES: tuple[NvlinkMesh, ...] = (
                source="NVIDIA/nccl-tests#78"),
     # H200 NVL 4-way NVLink bridge: the 4 cards fully meshed, 18 links over 3 peers (inferred
     # from NVIDIA's 900 GB/s per GPU; no capture found).
+    # UNVERIFIED (knowledge audit 9735030 row 28): no `topo -m` or `nvlink -s` of a bridged H200 NVL
+    # found (NV6 per pair here, NV18 on the 2-way bridge).
     NvlinkMesh("h200-nvl-4-way-bridge", ("H200-NVL-141GB",), 4, _all_pairs(4, 6),
                source="inferred: NVIDIA H200 NVL brief, 4-way bridge, 900 GB/s per GPU"),
 )

@@ -14,13 +14,27 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuinfra.knowledge.topology import expected_active_links
+from gpuinfra.monitoring.gpumetrics import RECOVERY_ACTION_XID
 from gpuinfra.monitoring.settings import Monitoring
 from gpuinfra.spec.model import ClusterSpec, NodeSpec
 
-# XIDs after which the GPU needs a reset or service, not just a look (NVIDIA's XID catalog,
-# docs/hardware-reference.md 8.6): 48 double-bit ECC, 63/64 row remapping, 74 NVLink error,
-# 79 fallen off the bus, 92 high single-bit ECC rate, 94/95 contained/uncontained ECC error.
-FATAL_XIDS = (48, 63, 64, 74, 79, 92, 94, 95)
+# XIDs after which the GPU needs a reset or service, not just a look. Source: NVIDIA's Xid catalog
+# (https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, "Resolution Bucket
+# (Immediate Action)" column, read 2026-11 through a verbatim copy of its rows; also
+# docs/hardware-reference.md 8.6):
+#   48 double-bit ECC (WORKFLOW_XID_48: "A GPU reset or node reboot is needed"), 64 row
+#   remapping failure (RESET_GPU), 74 NVLink error (WORKFLOW_NVLINK_ERR: "A GPU reset or node
+#   reboot is needed to clear this error"), 79 fallen off the bus (RESTART_BM), 95 uncontained
+#   ECC error (RESET_GPU), 119 GSP RPC timeout and 120 GSP error (RESET_GPU), 140 ECC
+#   unrecovered error (RESET_GPU);
+#   63 row remapping event (IGNORE: the remap waits for a reset, GpuMemoryNeedsReset), 92 high
+#   single-bit ECC rate (IGNORE, investigate CONTACT_SUPPORT) and 94 contained ECC error
+#   (RESTART_APP) are kept from the project's first list: stricter than the catalog.
+# Xid 154 is not in the list: it only says what another XID needs (row 154: "Informational only
+# regarding another Xid"); its recovery action is judged instead (RECOVERY_ACTION_XID).
+# Judged per code since boot (gpuinfra_gpu_xid_errors_by_code), never by the last XID: R565+
+# drivers log Xid 154 right after the fatal one (tests/fixtures/kernel-log).
+FATAL_XIDS = (48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140)
 # File systems the disk alert ignores (memory, container layers, images).
 VIRTUAL_FS = "tmpfs|overlay|squashfs|ramfs|devtmpfs|nsfs|fuse.lxcfs"
 
@@ -82,12 +96,18 @@ def _pci_bus_id(index: int) -> str:
     return f"0000:{0x10 + index:02x}:00"
 
 
-def gpu_series(metric: str, node: NodeSpec, index: int) -> str:
+XID_METRICS = ("xid_errors", "last_xid", "xid_errors_by_code", "recovery_action")
+
+
+def gpu_series(metric: str, node: NodeSpec, index: int, xid: int | None = None) -> str:
     """Series ``gpuinfra_gpu_<metric>`` of GPU ``index`` of ``node``, as node_exporter serves
-    the GPU collector's file (the XID series also carry ``pci_bus_id``)."""
+    the GPU collector's file (the XID series also carry ``pci_bus_id``; the per-code one
+    ``xid``)."""
     labels = {"job": "node", **_gpu_labels(node, index)}
-    if metric in ("xid_errors", "last_xid"):
+    if metric in XID_METRICS:
         labels["pci_bus_id"] = _pci_bus_id(index)
+    if xid is not None:
+        labels["xid"] = str(xid)
     return f"gpuinfra_gpu_{metric}{selector(**labels)}"
 
 
@@ -276,15 +296,45 @@ def _xid_alerts(node: NodeSpec) -> list[Alert]:
         firing=(Case(set={gpu_series("xid_errors", node, 0): "2x15"}, fires=fires),),
     ), Alert(
         name="GpuFatalXid",
-        expr=" or ".join(f"gpuinfra_gpu_last_xid == {x}" for x in FATAL_XIDS),
+        expr=f'gpuinfra_gpu_xid_errors_by_code{{xid=~"{fatal}"}} > 0 or '
+        f'label_replace(gpuinfra_gpu_recovery_action > 0, "xid", "{RECOVERY_ACTION_XID}", "", "")',
         duration="0m", severity="critical",
         summary="{{ $labels.instance }} GPU {{ $labels.gpu }} ({{ $labels.pci_bus_id }}): "
-        "fatal XID",
-        description=f"The last XID ({fatal}) means the GPU needs a reset or service: drain the "
-        "node, `nvidia-smi -r` or reboot, and replace the GPU if it comes back (79: fallen off "
-        "the bus; 48/94/95: uncorrectable ECC; 63/64: row remapping; 74: NVLink).",
-        firing=(Case(set={gpu_series("xid_errors", node, 0): "1x15",
-                          gpu_series("last_xid", node, 0): "79x15"}, fires=fires),),
+        "fatal XID {{ $labels.xid }} since boot",
+        description=f"An XID logged since boot ({fatal.replace('|', ', ')}; or "
+        f"{RECOVERY_ACTION_XID}, the driver asking for a GPU reset, a node reboot or a P2P "
+        "drain) means the GPU needs a reset or service: drain the node, `nvidia-smi -r` or "
+        "reboot (XID counts start again at boot), and replace the GPU if it comes back (79: "
+        "fallen off the bus; 48/94/95/140: uncorrectable ECC; 63/64: row remapping; 74: "
+        "NVLink; 119/120: GSP firmware).",
+        firing=(
+            # R565+ drivers: Xid 79, then Xid 154 (GPU Reset Required): the last XID is 154.
+            Case(set={gpu_series("xid_errors", node, 0): "2x15",
+                      gpu_series("last_xid", node, 0): f"{RECOVERY_ACTION_XID}x15",
+                      gpu_series("xid_errors_by_code", node, 0, 79): "1x15",
+                      gpu_series("xid_errors_by_code", node, 0, RECOVERY_ACTION_XID): "1x15",
+                      gpu_series("recovery_action", node, 0): "1x15"},
+                 fires=({**fires[0], "xid": "79"}, {**fires[0], "xid": "154"})),
+            # A GSP timeout on a driver that logs no Xid 154.
+            Case(set={gpu_series("xid_errors", node, 0): "1x15",
+                      gpu_series("last_xid", node, 0): "119x15",
+                      gpu_series("xid_errors_by_code", node, 0, 119): "1x15"},
+                 fires=({**fires[0], "xid": "119"},)),
+            # Xid 62 (not in the list), and Xid 154 asking for a node reboot.
+            Case(set={gpu_series("xid_errors", node, 0): "2x15",
+                      gpu_series("last_xid", node, 0): f"{RECOVERY_ACTION_XID}x15",
+                      gpu_series("xid_errors_by_code", node, 0, 62): "1x15",
+                      gpu_series("xid_errors_by_code", node, 0, RECOVERY_ACTION_XID): "1x15",
+                      gpu_series("recovery_action", node, 0): "2x15"},
+                 fires=({**fires[0], "xid": "154"},)),
+            # An application fault (13), and an Xid 154 back to None: not fatal.
+            Case(set={gpu_series("xid_errors", node, 0): "2x15",
+                      gpu_series("last_xid", node, 0): f"{RECOVERY_ACTION_XID}x15",
+                      gpu_series("xid_errors_by_code", node, 0, 13): "1x15",
+                      gpu_series("xid_errors_by_code", node, 0, RECOVERY_ACTION_XID): "1x15",
+                      gpu_series("recovery_action", node, 0): "0x15"},
+                 fires=()),
+        ),
     )]
 
 

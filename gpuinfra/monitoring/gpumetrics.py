@@ -13,8 +13,11 @@ one unknown field must not blind the others. Each query's success is itself a me
 
 XID errors are not a query field: the driver logs them to the kernel log as
 ``NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus`` (docs/hardware-reference.md 8.6);
-they are counted per GPU since boot. A GPU that fell off the bus is gone from nvidia-smi, so
-every XID series also names the PCI address it was logged for.
+they are counted per GPU since boot, in all and per code (an alert on "any fatal XID since
+boot" must not depend on which XID came last: drivers from R565 on follow a fatal XID with Xid
+154, "GPU recovery action changed", tests/fixtures/kernel-log). Xid 154 also states what the
+driver wants done; the last one since boot is its own metric. A GPU that fell off the bus is
+gone from nvidia-smi, so every XID series also names the PCI address it was logged for.
 """
 
 from __future__ import annotations
@@ -112,14 +115,25 @@ _XID = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)
 _FALLEN_GPU = re.compile(r"NVRM: The NVIDIA GPU ([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)")
 _FALLEN_OFF = "fallen off the bus"
 FALLEN_OFF_XID = 79  # the multi-line "fallen off the bus" message is XID 79 without its line
+# Xid 154 "GPU_RECOVERY_ACTION_CHANGED": "Xid 154 will be seen in conjunction with other Xids and
+# summarizes the recovery action required for other Xids ... `GPU recovery action changed from
+# 0x0 (None) to 0x2 (Node Reboot Required)`" (NVIDIA Xid catalog,
+# https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, row 154; logged from
+# R565 on). The number is NVML's nvmlDeviceGpuRecoveryAction_t: 0 none, 1 GPU reset, 2 node
+# reboot, 3 drain P2P, 4 drain and reset (cuda.bindings.nvml.DeviceGpuRecoveryAction).
+RECOVERY_ACTION_XID = 154
+_RECOVERY_ACTION = re.compile(r"recovery action changed from 0x[0-9a-fA-F]+ \([^)]*\) "
+                              r"to 0x([0-9a-fA-F]+)")
 
 
 @dataclass(frozen=True)
 class XidEvent:
-    """One XID the kernel logged: the GPU's PCI address (domain, bus, device) and the code."""
+    """One XID the kernel logged: the GPU's PCI address (domain, bus, device) and the code;
+    for Xid 154, the recovery action it changed to (NVML's number; None when unreadable)."""
 
     address: tuple[int, int, int]
     xid: int
+    recovery_action: int | None = None
 
 
 def parse_xids(text: str) -> list[XidEvent]:
@@ -134,7 +148,10 @@ def parse_xids(text: str) -> list[XidEvent]:
     for number, line in enumerate(lines):
         match = _XID.search(line)
         if match:
-            events.append(XidEvent(_address(match.groups()[:3]), int(match[4])))
+            xid = int(match[4])
+            action = _RECOVERY_ACTION.search(line) if xid == RECOVERY_ACTION_XID else None
+            events.append(XidEvent(_address(match.groups()[:3]), xid,
+                                   int(action[1], 16) if action else None))
             continue
         fallen = _FALLEN_GPU.search(line)
         if fallen and any(_FALLEN_OFF in later for later in lines[number:number + 4]):
@@ -264,24 +281,40 @@ def _nvlink(metrics: _Metrics, output: Output | None,
 
 def _xids(metrics: _Metrics, output: Output | None, gpus: list[Gpu],
           labels: Mapping[int, Mapping[str, str]]) -> bool:
-    """XIDs since boot per GPU (0 for a GPU without any), and per address nvidia-smi lost."""
+    """XIDs since boot per GPU (0 for a GPU without any), per code, the last one, and the last
+    recovery action Xid 154 announced; also per address nvidia-smi lost."""
     if output is None or not output.ok:
         return False
     events = parse_xids(output.text)
     known = {bus_address(str(g.fields.get("pci.bus_id") or "")): g.index for g in gpus}
-    counts: dict[tuple[int, int, int], list[int]] = {}
+    by_address: dict[tuple[int, int, int], list[XidEvent]] = {}
     for event in events:
-        counts.setdefault(event.address, []).append(event.xid)
+        by_address.setdefault(event.address, []).append(event)
     for gpu in gpus:
         address = bus_address(str(gpu.fields.get("pci.bus_id") or ""))
-        seen = counts.get(address, []) if address else []
+        seen = by_address.get(address, []) if address else []
         base = {**labels[gpu.index], "pci_bus_id": _pci_text(address) if address else ""}
-        metrics.add("xid_errors", "XID errors the driver logged since boot", base, len(seen))
-        if seen:
-            metrics.add("last_xid", "the last XID code logged since boot", base, seen[-1])
-    for address, seen in counts.items():
+        _xid_series(metrics, base, seen)
+    for address, seen in by_address.items():
         if address not in known:
-            base = {"gpu": "", "uuid": "", "pci_bus_id": _pci_text(address)}
-            metrics.add("xid_errors", "XID errors the driver logged since boot", base, len(seen))
-            metrics.add("last_xid", "the last XID code logged since boot", base, seen[-1])
+            _xid_series(metrics, {"gpu": "", "uuid": "", "pci_bus_id": _pci_text(address)}, seen)
     return True
+
+
+def _xid_series(metrics: _Metrics, base: Mapping[str, str], seen: list[XidEvent]) -> None:
+    """The XID series of one GPU (or lost address): ``seen`` are its events, in order."""
+    metrics.add("xid_errors", "XID errors the driver logged since boot", base, len(seen))
+    if not seen:
+        return
+    metrics.add("last_xid", "the last XID code logged since boot", base, seen[-1].xid)
+    counts: dict[int, int] = {}
+    for event in seen:
+        counts[event.xid] = counts.get(event.xid, 0) + 1
+    for code, count in sorted(counts.items()):
+        metrics.add("xid_errors_by_code", "XID errors of one code the driver logged since boot",
+                    {**base, "xid": str(code)}, count)
+    actions = [e.recovery_action for e in seen if e.recovery_action is not None]
+    if actions:
+        metrics.add("recovery_action", "the recovery action the last Xid 154 since boot asked "
+                    "for (NVML: 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and "
+                    "reset)", base, actions[-1])

@@ -13,8 +13,10 @@ Shape (perftest's RESULT_LINE / RESULT_FMT; real runs in tests/fixtures/perftest
      65536      882805           0.00               92.57                0.176554
 
 Units: ``--report_gbits`` prints Gb/sec (10^9 bit/s); without it perftest prints MB/sec with
-MB = 2^20 bytes (perftest_resources.c: ``format_factor = (report_fmt == MBS) ? 0x100000 :
-125000000``); both are read as Gb/s here. ``--run_infinitely`` repeats the row; ``-a`` sweeps
+MB = 2^20 bytes (src/perftest_parameters.c: ``format_factor = (report_fmt == MBS) ? 0x100000 :
+125000000``), headed ``MiB/sec`` since perftest 24.07.0 (linux-rdma/perftest commit 1d202bb,
+"Display proper unit for MiB/sec results", 2024-03; knowledge audit 9735030 row 52) and
+``MB/sec`` before; all are read as Gb/s here. ``--run_infinitely`` repeats the row; ``-a`` sweeps
 sizes. "Conflicting CPU frequency values" warnings may sit between the header and the rows.
 The judgement is :mod:`gpuinfra.perftest`.
 """
@@ -32,9 +34,9 @@ SOURCE = "ib_write_bw"
 
 _TITLE = re.compile(r"^(?P<test>.+?) BW Test$")
 _FIELD = re.compile(r"(?P<key>[A-Za-z][A-Za-z* ]*?)\s*:\s*(?P<value>\S+)")
-_HEADER = re.compile(r"^#bytes\s+#iterations\s+BW peak\[(?P<unit>Gb/sec|MB/sec)\]")
+_HEADER = re.compile(r"^#bytes\s+#iterations\s+BW peak\[(?P<unit>Gb/sec|MiB/sec|MB/sec)\]")
 _ROW = re.compile(r"^(\d+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)(?:\s+([0-9.]+))?")
-_MB_TO_GB = 1048576 * 8 / 1e9  # MB/sec (2^20 bytes) -> Gb/sec
+_MB_TO_GB = 1048576 * 8 / 1e9  # MB/sec or MiB/sec (2^20 bytes) -> Gb/sec
 
 
 @dataclass(frozen=True)

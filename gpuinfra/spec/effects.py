@@ -54,3 +54,18 @@ def partial_effects(nodes: Sequence[NodeSpec]) -> list[SpecWarning]:
                                      "installs or configures it yet; the fabric registration "
                                      "is checked by `gpuinfra check --smi-q`"))
     return found
+
+
+def driver_branch_warnings(branch: str) -> list[SpecWarning]:
+    """A valid branch NVIDIA no longer supports (gpuinfra.knowledge.drivers.END_OF_LIFE): said
+    at validate with the supported branch the roles install instead."""
+    from gpuinfra.knowledge.drivers import END_OF_LIFE, SUPPORTED_ALTERNATIVE
+    from gpuinfra.spec.checks import CLUSTER
+
+    if branch not in END_OF_LIFE:
+        return []
+    return [SpecWarning(CLUSTER, "driver_branch",
+                        f"branch {branch} reached NVIDIA's end of life in {END_OF_LIFE[branch]} "
+                        "(no more security fixes): set driver_branch = "
+                        f"'{SUPPORTED_ALTERNATIVE}' (long-term support branch, supported until "
+                        "June 2028; the roles install it on every distribution they know)")]

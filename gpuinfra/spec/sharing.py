@@ -13,6 +13,14 @@ from gpuinfra.spec.model import SHARING_MODES, GpuSharing, GpuSpec, HostInput
 from gpuinfra.spec.rules import clip
 
 MPS_MIN_CLIENTS, MPS_MAX_CLIENTS = 2, 48  # Volta+ MPS: 48 clients per device [mps-doc]
+# The device plugin's MPS daemon (which turns ``clients`` into replicas) allows 48 only from
+# compute capability 7.5 on and 16 below, V100 (7.0) included: NVIDIA/k8s-device-plugin v0.17.1
+# and HEAD 1b826acc6, cmd/mps-control-daemon/mps/device.go: ``maxClients()`` returns 48 when
+# ``isAtLeastVolta()`` (semver compare of the compute capability with "v7.5") else 16, and
+# ``assertReplicas`` refuses more ("maximum allowed replicas exceeded"): knowledge audit
+# 9735030 row 80. Compute capabilities: NVIDIA's "CUDA GPUs" table (V100 7.0, T4 7.5).
+MPS_PLUGIN_MAX_CLIENTS_BELOW_CC_7_5 = 16
+CC_BELOW_7_5 = frozenset(key for key in GPU_MODELS if key.startswith("V100"))
 _MEM_LIMIT = re.compile(r"[0-9]{1,12}[KMGT]?B?", re.IGNORECASE)
 
 
@@ -72,9 +80,18 @@ def gpu_sharing(host: HostInput, gpus: GpuSpec | None, strategy: str,
 
 
 def _mps(host: str, raw: Mapping[str, Any], model: GpuModel, errs: Collector) -> GpuSharing:
-    clients = int_value(host, "gpu_sharing['clients']", raw.get("clients"), errs, MPS_MIN_CLIENTS,
-                        MPS_MAX_CLIENTS, "MPS serves at most 48 client contexts per GPU (Volta and "
-                        "newer): set clients between 2 and 48")
+    if model.key in CC_BELOW_7_5:
+        clients = int_value(host, "gpu_sharing['clients']", raw.get("clients"), errs,
+                            MPS_MIN_CLIENTS, MPS_PLUGIN_MAX_CLIENTS_BELOW_CC_7_5,
+                            f"the device plugin's MPS daemon serves at most "
+                            f"{MPS_PLUGIN_MAX_CLIENTS_BELOW_CC_7_5} clients per GPU below "
+                            f"compute capability 7.5 ({model.key} is 7.0; more: \"maximum "
+                            f"allowed replicas exceeded\" and no GPU advertised): set clients "
+                            f"between 2 and {MPS_PLUGIN_MAX_CLIENTS_BELOW_CC_7_5}")
+    else:
+        clients = int_value(host, "gpu_sharing['clients']", raw.get("clients"), errs,
+                            MPS_MIN_CLIENTS, MPS_MAX_CLIENTS, "MPS serves at most 48 client "
+                            "contexts per GPU (Volta and newer): set clients between 2 and 48")
     pct = raw.get("thread_percentage")
     if pct is not None:
         pct = int_value(host, "gpu_sharing['thread_percentage']", pct, errs, 1, 100,

@@ -31,7 +31,7 @@ from gpuinfra.spec.checks import (
     int_value,
 )
 from gpuinfra.spec.cross import check_cross_keys, merge_repeated
-from gpuinfra.spec.effects import gpudirect_warnings, partial_effects
+from gpuinfra.spec.effects import driver_branch_warnings, gpudirect_warnings, partial_effects
 from gpuinfra.spec.gpus import check_branch_drives, gpu_spec
 from gpuinfra.spec.knobs import Knob
 from gpuinfra.spec.kubernetes import check_kubernetes, kubernetes_spec
@@ -142,7 +142,8 @@ def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (
         scheduler_sharing=cluster["scheduler_sharing"],
         max_fail_percent=cluster["max_fail_percent"],
         rdma_stack=cluster["rdma_stack"],
-        warnings=tuple(partial_effects(nodes) + gpudirect_warnings(nodes, cluster["rdma_stack"])),
+        warnings=tuple(driver_branch_warnings(cluster["driver_branch"]) + partial_effects(nodes)
+                       + gpudirect_warnings(nodes, cluster["rdma_stack"])),
     )
 
 

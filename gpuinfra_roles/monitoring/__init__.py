@@ -31,6 +31,7 @@ from pyinfra.operations.util import any_changed
 import gpuinfra
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.header import HEADER
+from gpuinfra.knowledge.gpus import AMPERE_OR_OLDER
 from gpuinfra.knowledge.packages import SIGNING_KEYS, PinnedPackages
 from gpuinfra.knowledge.repositories import CUDA_REPOS
 from gpuinfra.monitoring.alertmanager import ALERTMANAGER_CONFIG, alertmanager_config
@@ -262,16 +263,23 @@ def dcgm_repo(site: Site, node: NodeSpec, data: Any, distro: dict[str, Any]) -> 
             or distro["cuda_repo"]).rstrip("/")
 
 
-def dcgm_packages(data: Any) -> PinnedPackages:
+def dcgm_packages(data: Any, node: NodeSpec | None = None) -> PinnedPackages:
+    """DCGM and its exporter; on Ampere and older GPUs also DCGM's proprietary package, which
+    their profiling metrics need (gpuinfra.knowledge.gpus.AMPERE_OR_OLDER), at DCGM's own
+    version (one DCGM release builds both: installs pin them together, e.g. Azure's HPC image
+    scripts `datacenter-gpu-manager-4-core=${DCGM_VERSION}
+    datacenter-gpu-manager-4-proprietary=${DCGM_VERSION}`)."""
     versions = {"datacenter-gpu-manager-4-core": data["monitoring_dcgm_version"],
                 "datacenter-gpu-manager-exporter": data["monitoring_dcgm_exporter_version"]}
+    if node is not None and node.gpus is not None and node.gpus.model.key in AMPERE_OR_OLDER:
+        versions["datacenter-gpu-manager-4-proprietary"] = data["monitoring_dcgm_version"]
     return PinnedPackages(packages=dict(versions), pins=dict(versions))
 
 
 def _dcgm(site: Site, node: NodeSpec, data: Any, distro: dict[str, Any]) -> None:
     url = dcgm_repo(site, node, data, distro)
     cuda_repository(url, key_url_for(url, None), "DCGM")
-    pinned = dcgm_packages(data)
+    pinned = dcgm_packages(data, node)
     require_available("DCGM", pinned, "monitoring_dcgm_version / "
                       "monitoring_dcgm_exporter_version")
     install_pinned("DCGM and its exporter", pinned, DCGM_PIN_FILE)

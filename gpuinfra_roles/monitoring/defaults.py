@@ -53,7 +53,11 @@ KNOBS = (
          "free space (percent) below which DiskAlmostFull fires", site_wide=True),
     # NVIDIA's DCGM exporter on GPU nodes, from NVIDIA's CUDA repository (the driver's, else
     # the distribution's CUDA repository, else monitoring_dcgm_repo_url), DCGM and exporter
-    # pinned as a pair (4.6.0 with 4.8.3: the exporter's release tag 4.6.0-4.8.3).
+    # pinned as a pair (4.6.0 with 4.8.3: the exporter's release tag 4.6.0-4.8.3, in
+    # NVIDIA/dcgm-exporter's README: `nvcr.io/nvidia/k8s/dcgm-exporter:4.6.0-4.8.3-distroless`).
+    # UNVERIFIED (knowledge audit 9735030 row 92), the .deb versions only: 1:4.6.0-1 and 4.8.3-1
+    # follow the naming of the ones seen (datacenter-gpu-manager-exporter_4.8.2-1); the role's
+    # apt-cache gate stops before any change when apt lists neither.
     Knob("monitoring_dcgm", True, boolean(), "NVIDIA's DCGM exporter on GPU nodes",
          site_wide=True),
     Knob("monitoring_dcgm_version", "1:4.6.0-1", debian_version(),

@@ -77,6 +77,10 @@ _DOCA = ("doca-ofed", "mstflint", "pciutils", "iproute2")
 # Per-distribution values: the package lists and DOCA's repository directory
 # (linux.mellanox.com/public/repo/doca/<release>/<dir>/x86_64/; the ubuntu ones seen in use,
 # debian12 by DOCA's naming: check your release's listing when you set rdma_stack).
+# UNVERIFIED (knowledge audit 9735030 row 45): the directory name ``debian12`` is in use
+# (``.../repo/doca/1.5.2/debian12/aarch64/`` in a SONiC BlueField build recipe), but no x86_64
+# debian12 directory of a current DOCA release was found; a wrong one fails `apt update` before
+# anything is installed.
 DISTRO: dict[str, dict[str, Any]] = {
     "debian-12": {"inbox": _INBOX, "doca": _DOCA, "doca_dir": "debian12"},
     "ubuntu-22.04": {"inbox": _INBOX, "doca": _DOCA, "doca_dir": "ubuntu22.04"},

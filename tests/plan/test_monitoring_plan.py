@@ -133,6 +133,23 @@ def test_head_gets_prometheus_alertmanager_grafana_and_nodes_their_exporters(dis
 
 
 @pytest.mark.parametrize("distro", DISTROS)
+def test_ampere_nodes_also_get_dcgms_proprietary_package_for_the_profiling_metrics(distro):
+    """dcgm-exporter README: "for Ampere and earlier generation GPUs, profiling metrics depend
+    on the datacenter-gpu-manager-4-proprietary package": an A100 node gets it at DCGM's
+    version; the H100 node (Hopper) does not need it."""
+    facts = {HEAD: fresh(distro), GPU: fresh(distro, gpu=True)}
+    hosts = [FakeHost(HEAD, ("head",), facts[HEAD], HEAD_DATA),
+             FakeHost(GPU, ("workers",), facts[GPU],
+                      {**GPU_DATA, "gpu_model": "A100-PCIE-80GB", "gpu_topology": "pcie-only"})]
+    plan = plan_hosts(monitoring, hosts, [HEAD, GPU], SITE).plans[GPU]
+    assert op(plan, "Install DCGM and its exporter").commands[-1].endswith(
+        "datacenter-gpu-manager-4-core=1:4.6.0-1 datacenter-gpu-manager-exporter=4.8.3-1 "
+        "datacenter-gpu-manager-4-proprietary=1:4.6.0-1")
+    hopper = run(distro).plans[GPU]
+    assert "proprietary" not in op(hopper, "Install DCGM and its exporter").commands[-1]
+
+
+@pytest.mark.parametrize("distro", DISTROS)
 def test_everything_listens_on_the_cluster_address(distro):
     result = run(distro)
     files = uploaded(result.plans[HEAD]) | uploaded(result.plans[GPU])

@@ -149,10 +149,12 @@ def test_fresh_host_gets_iommu_arguments_early_binding_and_vms(distro):
                                                   reboot.VFIO_INITRAMFS_CHANGED]
 
 
-def test_an_amd_host_gets_amd_iommu_on():
+def test_an_amd_host_gets_iommu_pt_and_no_amd_iommu_on():
+    """amd_iommu= has no "on" value (kernel-parameters.txt, parse_amd_iommu_options)."""
     facts = fresh("debian-12")
     facts["gpuinfra_deploy.facts.kernel.CpuVendor"] = "AuthenticAMD"
-    assert "amd_iommu=on iommu=pt" in uploaded(run(facts), "IOMMU kernel arguments for GRUB")
+    dropin = uploaded(run(facts), "IOMMU kernel arguments for GRUB")
+    assert "iommu=pt" in dropin and "amd_iommu" not in dropin
 
 
 def test_the_vm_xml_has_every_function_of_each_card_on_its_own_root_port():

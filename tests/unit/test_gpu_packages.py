@@ -15,6 +15,7 @@ from gpuinfra.knowledge.packages import (
     container_toolkit_packages,
     default_driver_version,
     driver_packages,
+    driver_release,
     fabric_manager_packages,
     same_upstream,
     upstream_version,
@@ -50,6 +51,17 @@ def test_versions_are_the_real_535_builds_not_the_580_transitionals():
     # noble-security's ...24.04.2 depends on 580: only the .1 build is the 535 driver.
     assert DRIVER_VERSIONS[("ubuntu-24.04", "535")].endswith("0ubuntu0.24.04.1")
     assert DRIVER_VERSIONS[("ubuntu-22.04", "535")].endswith("0ubuntu0.22.04.1")
+
+
+@pytest.mark.parametrize("distro", ["ubuntu-22.04", "ubuntu-24.04"])
+def test_the_550_transitional_revision_that_installs_580_is_refused(distro):
+    """Ubuntu's 550.163.01-0ubuntu0.<rel>.2 installs the 580 driver (public apt and dpkg
+    captures; knowledge audit 9735030 row 61): pinning it for branch 550 is refused, naming
+    580; the .1 build is the 550 driver."""
+    rel = distro.split("-")[1]
+    with pytest.raises(GpuinfraError, match="transitional package that installs the 580"):
+        driver_release(distro, "550", f"550.163.01-0ubuntu0.{rel}.2")
+    assert driver_release(distro, "550").version == f"550.163.01-0ubuntu0.{rel}.1"
 
 
 @pytest.mark.parametrize("version,upstream", [

@@ -132,6 +132,35 @@ def test_xids_are_counted_per_gpu_and_kept_for_a_gpu_that_vanished():
     assert bus_address("00000000:3B:00.0") == (0, 0x3B, 0)
 
 
+def test_xid_154_after_a_fatal_xid_is_read_with_its_recovery_action():
+    """Real R565+ logs: the fatal XID, then Xid 154 with the action the driver wants."""
+    gsp = (KERNEL_LOG / "nvidia-forum-364958-xid120-then-154.txt").read_text()
+    assert parse_xids(gsp) == [XidEvent((0, 1, 0), 120), XidEvent((0, 1, 0), 154, 1)]
+    pmu = (KERNEL_LOG / "nvidia-forum-364958-xid62-then-154.txt").read_text()
+    assert [(e.xid, e.recovery_action) for e in parse_xids(pmu)] == [(62, None), (154, 1),
+                                                                      (45, None)]
+    reboot = ("NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) "
+              "to 0x2 (Node Reboot Required)\n")
+    assert parse_xids(reboot)[0].recovery_action == 2
+
+
+def test_every_code_since_boot_is_counted_not_only_the_last():
+    """Xid 62, 154 (reset required), then 45 (an application's channel): the last XID is 45,
+    yet the reset the driver asked for and the 62 before it are both in the metrics."""
+    log = (KERNEL_LOG / "nvidia-forum-364958-xid62-then-154.txt").read_text()
+    text = collect("8x-h100-sxm-nvswitch", log)
+    lost = 'gpu="",uuid="",pci_bus_id="0000:01:00"'
+    assert samples(text, "gpuinfra_gpu_last_xid")[lost] == 45
+    by_code = samples(text, "gpuinfra_gpu_xid_errors_by_code")
+    assert {k: v for k, v in by_code.items() if k.startswith(lost)} == {
+        f'{lost},xid="45"': 1, f'{lost},xid="62"': 1, f'{lost},xid="154"': 1}
+    assert samples(text, "gpuinfra_gpu_recovery_action") == {lost: 1}
+    # GPUs without any XID: a 0 total, no per-code and no recovery-action series.
+    assert "gpuinfra_gpu_xid_errors_by_code{gpu=\"0\"" not in text
+    assert samples(text, "gpuinfra_gpu_xid_errors")[
+        'gpu="0",uuid="GPU-ee7954ec-da95-fd7a-ddfd-c6b32cc2f8aa",pci_bus_id="0000:19:00"'] == 0
+
+
 # ---------------------------------------------------------------------------- exposition
 
 def test_text_is_valid_exposition_format(promtool):

@@ -109,6 +109,18 @@ def test_the_flannel_network_is_the_pod_cidr():
     assert json.loads(config["data"]["net-conf.json"])["Network"] == SPEC.kubernetes.pod_cidr
 
 
+def test_the_flannel_images_are_the_pair_flannels_own_release_ships():
+    """flannel tag v0.26.7 (Documentation/kube-flannel.yml, chart values) runs
+    flannel:v0.26.7 with flannel-cni-plugin:v1.6.2-flannel1 (v1.7.1-flannel1 ships from
+    v0.27.0): the DaemonSet uses exactly that pair."""
+    daemonset = next(o for o in OBJECTS if o["kind"] == "DaemonSet"
+                     and o["metadata"]["name"] == "kube-flannel-ds")
+    spec = daemonset["spec"]["template"]["spec"]
+    images = {c["image"] for c in spec["initContainers"] + spec["containers"]}
+    assert images == {"ghcr.io/flannel-io/flannel:v0.26.7",
+                      "ghcr.io/flannel-io/flannel-cni-plugin:v1.6.2-flannel1"}
+
+
 # ---------------------------------------------------------------------------- kubeadm, kubelet
 
 def _init_docs() -> list[dict]:

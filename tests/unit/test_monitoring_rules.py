@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -17,8 +18,9 @@ import pytest
 import yaml
 
 from gpuinfra.monitoring.alertmanager import NO_RECEIVER, alertmanager_config
-from gpuinfra.monitoring.alerts import ALERT_NAMES, rules
+from gpuinfra.monitoring.alerts import ALERT_NAMES, alerts, rules
 from gpuinfra.monitoring.alerts_tests import rule_tests
+from gpuinfra.monitoring.gpumetrics import Output, metrics_text, parse_xids
 from gpuinfra.monitoring.grafana import grafana_dashboard, grafana_datasource
 from gpuinfra.monitoring.scrape import (
     RULES_PATH,
@@ -36,6 +38,7 @@ from gpuinfra_roles.monitoring import alertmanager_check, prometheus_check, prom
 from gpuinfra_roles.monitoring.defaults import DEFAULTS
 
 REPO = Path(__file__).resolve().parents[2]
+KERNEL_LOG = REPO / "tests" / "fixtures" / "kernel-log"
 
 
 def _tool(name: str) -> str:
@@ -130,6 +133,53 @@ def test_the_rule_tests_go_red_when_a_rule_is_wrong(tmp_path):
     assert tested.returncode != 0
     assert "GpuTemperatureHigh fires" in tested.stdout + tested.stderr
     assert "NodeDown fires" in tested.stdout + tested.stderr
+
+
+@pytest.mark.parametrize("log, fires", [
+    # Xid 62, Xid 154 (GPU Reset Required), then Xid 45: the last XID is 45.
+    ("nvidia-forum-364958-xid62-then-154.txt", [{"xid": "154"}]),
+    # Xid 120 (GSP error), then Xid 154: the last XID is 154.
+    ("nvidia-forum-364958-xid120-then-154.txt", [{"xid": "120"}, {"xid": "154"}]),
+    # Xid 79 alone (a driver without Xid 154).
+    ("nvsentinel-155-xid79-line.txt", [{"xid": "79"}]),
+])
+def test_fatal_xid_fires_on_what_the_collector_makes_of_a_real_log(log, fires, tmp_path):
+    """The collector's metric text of a real kernel log, served as a node would, against the
+    site's rules: GpuFatalXid fires whatever XID came last (it judged only the last one
+    before, and stayed silent on R565+ drivers, which log Xid 154 after the fatal one)."""
+    spec = site("lab")
+    text = metrics_text({}, None, Output(True, (KERNEL_LOG / log).read_text()), 0)
+    series = []
+    for line in text.splitlines():
+        if line.startswith(("gpuinfra_gpu_xid", "gpuinfra_gpu_last_xid",
+                            "gpuinfra_gpu_recovery_action")):
+            name, value = line.rsplit(" ", 1)
+            series.append({"series": name.replace("{", '{job="node",instance="lab-worker1",', 1),
+                           "values": f"{value}x15"})
+    mon = monitoring_of(spec)
+    write(tmp_path, "rules.yml", rules(spec, mon))
+    # An address nvidia-smi does not list: Prometheus drops the empty gpu and uuid labels.
+    labels = {"job": "node", "instance": "lab-worker1", "pci_bus_id": parse_xids_address(log)}
+    alert = next(a for a in alerts(spec, mon) if a.name == "GpuFatalXid")
+    expected = [{"exp_labels": {**labels, **f, "severity": "critical"},
+                 "exp_annotations": {
+                     "summary": re.sub(r"\{\{ \$labels\.(\w+) \}\}",
+                                       lambda m, f=f: {**labels, **f}.get(m[1], ""),
+                                       alert.summary),
+                     "description": alert.description}} for f in fires]
+    write(tmp_path, "tests.yml", {"rule_files": ["rules.yml"], "evaluation_interval": "1m",
+                                  "tests": [{"interval": "1m", "input_series": series,
+                                             "alert_rule_test": [{
+                                                 "eval_time": "14m", "alertname": "GpuFatalXid",
+                                                 "exp_alerts": expected}]}]})
+    tested = run(promtool_path(), "test", "rules", "tests.yml", cwd=tmp_path)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+def parse_xids_address(log: str) -> str:
+    """The PCI address (``0000:01:00``) the XIDs of fixture ``log`` name."""
+    event = parse_xids((KERNEL_LOG / log).read_text())[0]
+    return "{:04x}:{:02x}:{:02x}".format(*event.address)
 
 
 def test_gpu_alerts_follow_the_spec():
@@ -398,3 +448,84 @@ def test_the_filler_digest_is_the_written_files_and_says_when_a_secret_is_missin
     assert refused.returncode != 0 and "is missing" in refused.stderr
     # The secret is never among the command's words.
     assert "s3cret" not in filler("write", str(dest), template, fills)
+
+
+# ---------------------------------------------------------------------------- thresholds
+# The promtool cases above are built from the same values as the rules, so they cannot see a
+# threshold or default moved: these pin each one to its source.
+
+H100_CAPTURES = (REPO / "gpuinfra_lab" / "hardware" / "8x-h100-sxm-nvswitch" / "q.txt",
+                 REPO / "tests" / "fixtures" / "device" / "h100-80gb-hbm3-vm-drv580.159.04"
+                 / "nvidia-smi-q.txt")
+
+
+def test_gpu_temperature_default_is_where_a_captured_h100_reaches_its_limit():
+    """`monitoring_gpu_temperature_max` = 85 C: the lowest core temperature at which a real H100
+    reaches its max operating limit (`nvidia-smi -q`: GPU Current Temp + GPU T.Limit Temp, the
+    margin to that limit, with "GPU Max Operating T.Limit Temp : 0 C"): 29 + 56 on GPU 0 of the
+    HGX capture; 85..87 over the nine GPUs captured."""
+    at_limit = []
+    for path in H100_CAPTURES:
+        text = path.read_text()
+        current = [int(t) for t in re.findall(r"GPU Current Temp\s+: (\d+) C", text)]
+        margin = [int(t) for t in re.findall(r"GPU T\.Limit Temp\s+: (\d+) C", text)]
+        assert current and len(current) == len(margin)
+        at_limit += [c + m for c, m in zip(current, margin, strict=True)]
+    assert min(at_limit) == 85
+    assert DEFAULTS["monitoring_gpu_temperature_max"] == min(at_limit)
+
+
+def test_disk_free_default_is_the_kubelets_hard_eviction_threshold():
+    """10%: the kubelet's default hard eviction threshold `nodefs.available<10%`
+    (https://kubernetes.io/docs/concepts/scheduling-eviction/node-pressure-eviction/, "Hard
+    eviction thresholds"): warn before the kubelet starts evicting pods on a Kubernetes node."""
+    assert DEFAULTS["monitoring_disk_free_min_percent"] == 10
+
+
+# alert -> (the threshold text in its expression, `for`, severity) with the site defaults.
+# Sources: 85 and 10 above; 300 s = Prometheus' 5-minute lookback
+# (https://prometheus.io/docs/prometheus/latest/querying/basics/#staleness: a collector silent
+# longer than that has no current series left); 26.552 = the H100's 26.562 GB/s per link (the
+# lab's nvlink --status capture, gpuinfra/knowledge/gpus.py link_gbps) less 0.01; the XID
+# codes: NVIDIA's Xid catalog (gpuinfra/monitoring/alerts.py FATAL_XIDS). The `for` durations
+# and severities are the project's own choices, pinned so that a change is deliberate.
+PINNED = {
+    "NodeDown": ('up{job="node"} == 0', "2m", "critical"),
+    "DiskAlmostFull": ("node_filesystem_size_bytes"
+                       '{fstype!~"tmpfs|overlay|squashfs|ramfs|devtmpfs|nsfs|fuse.lxcfs"} < 10',
+                       "10m", "warning"),
+    "SlurmctldDown": ("} == 0", "2m", "critical"),
+    "SlurmdDown": ("} == 0", "2m", "critical"),
+    "SlurmNodesDrained": ('{state=~"drain.*|down.*|fail.*"}) > 0', "5m", "warning"),
+    "GpuMissing": ('count by (instance) (gpuinfra_gpu_info{instance="lab-worker1"}) < 8',
+                   "2m", "critical"),
+    "GpuXidErrors": ("gpuinfra_gpu_xid_errors > 0", "0m", "warning"),
+    "GpuFatalXid": ('gpuinfra_gpu_xid_errors_by_code{xid=~"48|63|64|74|79|92|94|95|119|120|140"}'
+                    ' > 0 or label_replace(gpuinfra_gpu_recovery_action > 0, "xid", "154", "",'
+                    ' "")', "0m", "critical"),
+    "GpuUncorrectableEcc": ("gpuinfra_gpu_ecc_uncorrected_volatile_errors > 0", "0m",
+                            "critical"),
+    "GpuMemoryNeedsReset": ("gpuinfra_gpu_retired_pages_pending == 1 or "
+                            "gpuinfra_gpu_remapped_rows_pending == 1", "0m", "warning"),
+    "GpuRetiredPagesOrRemapFailure": ("gpuinfra_gpu_remapped_rows_failure == 1 or "
+                                      "gpuinfra_gpu_retired_pages_double_bit > 0", "0m",
+                                      "critical"),
+    "GpuTemperatureHigh": ("gpuinfra_gpu_temperature_celsius > 85", "5m", "warning"),
+    "NvlinkDown": ('{instance="lab-worker1",gpu=~"0|1|2|3|4|5|6|7"} < 18', "2m", "critical"),
+    "NvlinkDegraded": ('gpuinfra_gpu_nvlink_link_min_gbps{instance="lab-worker1"} < 26.552',
+                       "5m", "warning"),
+    "GpuMetricsStale": ("time() - gpuinfra_gpu_collector_last_run_timestamp_seconds > 300",
+                        "5m", "warning"),
+}
+
+
+def test_every_alert_threshold_duration_and_severity_is_pinned():
+    """The lab site with the role's defaults: each alert's threshold, `for` and severity."""
+    spec = site("lab")
+    built = {r["alert"]: r for g in rules(spec, monitoring_with())["groups"]
+             for r in g["rules"]}
+    assert set(built) == set(PINNED) == set(ALERT_NAMES)
+    for name, (threshold, duration, severity) in PINNED.items():
+        assert threshold in built[name]["expr"], name
+        assert (built[name]["for"], built[name]["labels"]["severity"]) == (duration, severity), \
+            name

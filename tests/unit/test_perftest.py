@@ -6,6 +6,7 @@ Inputs marked DERIVED are real runs (tests/fixtures/perftest/INDEX.md) with a na
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -39,8 +40,29 @@ def test_megabytes_are_read_as_perftest_writes_them():
     assert run.unit == "MB/sec" and run.rows[0].average_gbps == 97.28
 
 
+def test_mebibytes_of_perftest_24_07_and_later_are_read():
+    # DERIVED: the rail-2 run as perftest >= 24.07.0 prints it without --report_gbits
+    # ("BW peak[MiB/sec]", linux-rdma/perftest commit 1d202bb).
+    text = RAIL2.read_text().replace("[Gb/sec]", "[MiB/sec]").replace("97.28 ", "11596.68 ", 1)
+    run = parse_ib_write_bw(text)
+    assert run.unit == "MiB/sec" and run.rows[0].average_gbps == 97.28
+
+
+def test_a_400g_nic_at_365_passes_as_azures_gb200_check_does():
+    # DERIVED: the rail-1 run scaled to 365 Gb/s, between Azure's GB200 floor (360) and the
+    # ND H100 v5 one (375): healthy on Azure's own lowest floor for the rate.
+    text = RAIL1.read_text()
+    for rate in set(re.findall(r"\b(9[0-9]\.[0-9]{2})\b", text)):
+        text = text.replace(f" {rate} ", " 365.00 ")
+    run = parse_ib_write_bw(text)
+    assert run.lowest_at_largest == 365.0
+    assert [f.severity for f in judge_ib_write_bw(run, 400)] == ["ok"]
+
+
 def test_floors_per_rate():
-    assert nic_floor(400).gbps == 375.0 and "nd96isr_h100_v5" in nic_floor(400).source
+    # Azure's GB200 conf (@215c644): check_ib_bw_gdr 360 on its 400 Gb/s NDR NICs, the lowest
+    # value Azure uses for the rate (ND H100 v5: 375, 380).
+    assert nic_floor(400).gbps == 360.0 and "nd128isr_ndr_gb200_v6" in nic_floor(400).source
     assert nic_floor(200).gbps == 180.0 and nic_floor(100).gbps == 78.0
     assert nic_floor(800).gbps == 720.0 and "inferred" in nic_floor(800).source
 

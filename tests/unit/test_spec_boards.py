@@ -97,3 +97,8 @@ def test_rtx_pro_6000_mig_variants():
                                                          "1g.24gb-me": 1, "2g.48gb+gfx": 1}}}
     assert validate(site("580", mixed=True, **gpu)) == []
     assert any("needs driver branch 575" in p for p in problems(site("570", mixed=True, **gpu)))
+    # The MIG guide's RTX PRO 6000 table also has 1g.24gb+me (one instance): a valid layout.
+    gpu["gpu_sharing"] = {"mode": "mig", "mig_layout": {"1g.24gb+me": 1, "1g.24gb": 3}}
+    assert validate(site("580", mixed=True, **gpu)) == []
+    gpu["gpu_sharing"] = {"mode": "mig", "mig_layout": {"1g.24gb+me": 2}}
+    assert any("more than one '+me'" in p for p in problems(site("580", mixed=True, **gpu)))

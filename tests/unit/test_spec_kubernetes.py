@@ -161,6 +161,13 @@ def test_cidrs_are_checked_only_for_kubernetes_sites():
     ("1.33.5", "1.6.36~ds1-1", None),
     ("1.35.8", "2.2.1-1", None),
     ("1.35.8", "", "unknown"),
+    # containerd RELEASES.md's 1.34 row: 2.1.3+, 2.0.6+, 1.7.28+, 1.6.39+.
+    ("1.34.2", "1.7.27-1", "older than the 1.7.28+"),
+    ("1.34.2", "2.0.5-1", "older than the 2.0.6+"),
+    ("1.34.2", "2.1.2-1", "older than the 2.1.3+"),
+    ("1.34.2", "1.6.39-1", None),
+    ("1.34.2", "1.6.38-1", "older than the 1.6.39+"),
+    ("1.34.2", "1.7.28-0ubuntu1~24.04.1", None),
 ])
 def test_containerd_against_its_recommendation(version, containerd, words):
     why = k8s.containerd_recommended(version, containerd)

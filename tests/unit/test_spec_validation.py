@@ -65,6 +65,23 @@ def test_valid_sharing_modes_and_mirrors_build():
     assert spec.apt_mirror == {"debian": "http://m.example/debian"}
 
 
+def test_mps_clients_above_16_refused_below_compute_capability_7_5():
+    """The device plugin's MPS daemon allows 48 clients only from compute capability 7.5 on
+    (NVIDIA/k8s-device-plugin cmd/mps-control-daemon/mps/device.go, maxClients): a V100 (7.0)
+    with 17 is refused at validate, 16 passes; an H100 keeps 48."""
+    site = valid_site()
+    site["pcie01"][1].update(gpu_model="V100-PCIE-32GB", gpu_topology="pcie-only",
+                             gpu_sharing={"mode": "mps", "clients": 17})
+    problems = [str(p) for p in validate(hosts_of(site))]
+    assert any("gpu_sharing['clients']" in p and "compute capability 7.5" in p
+               and "between 2 and 16" in p for p in problems), problems
+    site["pcie01"][1]["gpu_sharing"] = {"mode": "mps", "clients": 16}
+    assert build_cluster(hosts_of(site)).node("pcie01").sharing.mps_clients == 16
+    site = valid_site()
+    site["pcie01"][1]["gpu_sharing"] = {"mode": "mps", "clients": 48}
+    assert build_cluster(hosts_of(site)).node("pcie01").sharing.mps_clients == 48
+
+
 def test_mixed_layout_is_fine_under_mixed_strategy():
     site = valid_site()
     site["hgx01"][1]["gpu_sharing"] = {"mode": "mig", "mig_layout": {"3g.40gb": 1, "2g.20gb": 1,

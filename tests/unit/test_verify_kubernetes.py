@@ -9,7 +9,7 @@ import json
 import pytest
 import yaml
 
-from gpuinfra.deviceplugin import expected_resources
+from gpuinfra.deviceplugin import expected_resources, mig_resource
 from gpuinfra.errors import ParseError
 from gpuinfra.parsers.kubectl import (
     parse_describe_resources,
@@ -90,6 +90,20 @@ def test_mig_mixed_on_one_a100_40gb_with_the_posters_ellipsis():
     gpu, strategy = node("A100-PCIE-40GB", 1, {"mode": "mig", "mig_layout": {
         "1g.5gb": 5, "2g.10gb": 1}})
     assert allocatable_problem("gpu", expected_resources(gpu, strategy), seen) is None
+
+
+def test_mig_mixed_media_extension_profiles_are_named_as_the_plugin_advertises_them():
+    """The device plugin writes each ``+`` of a profile as ``.`` (NVIDIA/k8s-device-plugin
+    internal/rm/rm.go: ``strings.ReplaceAll("mig-"+profile, "+", ".")``): a node with a
+    ``1g.10gb+me`` instance advertises ``nvidia.com/mig-1g.10gb.me``, and verify expects that."""
+    gpu, strategy = node("A100-PCIE-80GB", 1, {"mode": "mig", "mig_layout": {
+        "1g.10gb+me": 1, "1g.10gb": 5}})
+    expected = expected_resources(gpu, strategy)
+    assert expected == {"nvidia.com/mig-1g.10gb": 5, "nvidia.com/mig-1g.10gb.me": 1}
+    advertised = {"nvidia.com/mig-1g.10gb": 5, "nvidia.com/mig-1g.10gb.me": 1}
+    assert allocatable_problem("gpu", expected, advertised) is None
+    assert mig_resource("1g.24gb+gfx") == "nvidia.com/mig-1g.24gb.gfx"
+    assert mig_resource("1g.24gb+me.all") == "nvidia.com/mig-1g.24gb.me.all"
 
 
 def test_mig_single_is_every_instance_as_nvidia_com_gpu():

@@ -109,7 +109,9 @@ def test_device_users_command_finds_a_process_holding_a_file(tmp_path: Path):
 
 def test_kernel_arguments_per_cpu_vendor():
     assert kernel_args("GenuineIntel") == ("intel_iommu=on", "iommu=pt")
-    assert kernel_args("AuthenticAMD") == ("amd_iommu=on", "iommu=pt")
+    # amd_iommu= has no "on" value (kernel-parameters.txt; parse_amd_iommu_options prints
+    # "Unknown option"): the AMD IOMMU is on when the firmware enables it.
+    assert kernel_args("AuthenticAMD") == ("iommu=pt",)
     with pytest.raises(GpuinfraError, match="no IOMMU kernel arguments known"):
         kernel_args("CentaurHauls")
     cmdline = "BOOT_IMAGE=/boot/vmlinuz root=UUID=x ro console=ttyS0 iommu=pt"
