@@ -122,14 +122,15 @@ def alertmanager_args(spec: ClusterSpec, mon: Monitoring) -> str:
             f"--cluster.listen-address={web_args(mon.web_security)}")
 
 
-def node_exporter_args(node: NodeSpec, mon: Monitoring, textfile_dir: str) -> str:
+def node_exporter_args(node: NodeSpec, mon: Monitoring, textfile_dir: str,
+                       web_flag: str = "--web.config.file") -> str:
     """``ARGS`` of /etc/default/prometheus-node-exporter: the node's cluster address, the
     textfile directory of the GPU collector, and the state of the units the alerts watch;
-    its web.yml (TLS, basic auth) where monitoring_node_exporter_web_security.
+    its web.yml (TLS, basic auth) where monitoring_node_exporter_web_security, given with
+    ``web_flag`` (``--web.config`` before node_exporter 1.5.0: Ubuntu 22.04's 1.3.1).
     (No backslash in the regular expression: the file is read by systemd and a shell.)"""
     units = "|".join(WATCHED_UNITS)
-    web = (f" --web.config.file={NODE_WEB_DIR}/web.yml" if mon.node_exporter_web_security
-           else "")
+    web = (f" {web_flag}={NODE_WEB_DIR}/web.yml" if mon.node_exporter_web_security else "")
     return (f"--web.listen-address={target(node, mon.node_exporter_port)} "
             f"--collector.textfile.directory={textfile_dir} --collector.systemd "
             f"--collector.systemd.unit-include=({units})[.]service{web}")

@@ -139,20 +139,25 @@ SLURM_EXPORTER_UNIT = f"{UNIT_DIR}/prometheus-slurm-exporter.service"
 # Ubuntu ships both in main (python3-bcrypt is python3-paramiko's dependency).
 WEB_TOOLS = ["openssl", "python3-bcrypt"]
 
-# Per-distribution values: the task list below has no distro conditionals.
+# Per-distribution values: the task list below has no distro conditionals. node_exporter's
+# web-config flag was --web.config until 1.5.0 renamed it (prometheus/node_exporter#2535, #2540):
+# Ubuntu 22.04 ships 1.3.1, Debian 12 1.5.0, Ubuntu 24.04 1.7.0.
 DISTRO: dict[str, dict[str, Any]] = {
     "debian-12": {  # Prometheus 2.42, Alertmanager 0.25, node_exporter 1.5 (bookworm main)
         "node": ["prometheus-node-exporter", "dbus", "python3"],
+        "node_exporter_web_flag": "--web.config.file",
         "head": ["prometheus", "prometheus-alertmanager", *WEB_TOOLS],
         "cuda_repo": CUDA_REPOS["debian-12"],
     },
-    "ubuntu-22.04": {  # the same packages, from universe
+    "ubuntu-22.04": {  # the same packages, from universe (node_exporter 1.3.1)
         "node": ["prometheus-node-exporter", "dbus", "python3"],
+        "node_exporter_web_flag": "--web.config",
         "head": ["prometheus", "prometheus-alertmanager", *WEB_TOOLS],
         "cuda_repo": CUDA_REPOS["ubuntu-22.04"],
     },
-    "ubuntu-24.04": {  # the same packages, from universe
+    "ubuntu-24.04": {  # the same packages, from universe (node_exporter 1.7.0)
         "node": ["prometheus-node-exporter", "dbus", "python3"],
+        "node_exporter_web_flag": "--web.config.file",
         "head": ["prometheus", "prometheus-alertmanager", *WEB_TOOLS],
         "cuda_repo": CUDA_REPOS["ubuntu-24.04"],
     },
@@ -246,7 +251,8 @@ def _node_exporter(site: Site, node: NodeSpec, mon: Monitoring, distro: dict[str
         files_from_head(name="node_exporter's key, certificate and web.yml from the head",
                         head=site.host(site.spec.head[0].name), copies=node_web_copies(node))
     args = _daemon_args("/etc/default/prometheus-node-exporter",
-                        node_exporter_args(node, mon, TEXTFILE_DIR), "node_exporter")
+                        node_exporter_args(node, mon, TEXTFILE_DIR,
+                                           distro["node_exporter_web_flag"]), "node_exporter")
     systemd.service(name="Run node_exporter", service="prometheus-node-exporter", running=True,
                     enabled=True)
     systemd.service(name="Restart node_exporter on its new arguments",

@@ -607,3 +607,13 @@ def test_a_new_ca_signs_every_node_again_and_a_new_address_its_node():
     assert any(f"{GPU}: the address of its certificate" in n for n in changed), changed
     assert any(f"{GPU}: node_exporter's key and certificate" in n for n in changed), changed
     assert not any(f"{HEAD}: node_exporter's key" in n for n in changed), changed
+
+
+@pytest.mark.parametrize(("distro", "flag"), [
+    ("debian-12", "--web.config.file"), ("ubuntu-24.04", "--web.config.file"),
+    # node_exporter 1.3.1 knows only --web.config (1.5.0 renamed it): an unknown flag would stop
+    # it from starting.
+    ("ubuntu-22.04", "--web.config")])
+def test_node_exporter_gets_the_web_config_flag_its_version_knows(distro, flag):
+    args = uploaded(run(distro, **NODE_WEB).plans[GPU])["/etc/default/prometheus-node-exporter"]
+    assert f" {flag}={NODE_WEB_DIR}/web.yml" in args
