@@ -1,5 +1,7 @@
 """Lab proof: Prometheus and Alertmanager refuse a worker that has no credentials, answer one
-that has them, and Prometheus still scrapes every target.
+that has them, and Prometheus still scrapes every target; with
+monitoring_node_exporter_web_security on (the lab's group_data), every other node's node_exporter
+refuses that worker the same way.
 
     .venv/bin/python -m gpuinfra_lab.monitoring_auth [inventory/lab.py]
 
@@ -8,7 +10,9 @@ and web password (this process's memory only: never printed, never on a command 
 to the worker on a command's standard input), then from a worker asks Prometheus' query API and
 Alertmanager's silences API on the head's cluster address, each four ways: over plain HTTP, over
 HTTPS without credentials, with a wrong password, with the right one. Requires: the first three
-refused (HTTP 400 or 401, or no answer), the last one answered (200); then every active target of
+refused (HTTP 400 or 401, or no answer), the last one answered (200). With the node_exporter knob
+on, the same four ways against node_exporter's /metrics on every other node (the exporters' CA and
+password, read from the head the same way). Then every active target of
 Prometheus ``up``, asked with the credentials (waiting up to WAIT_S for a fresh lab). Exit 0
 when all hold, 1 naming each request that was answered when it should not be, and each target
 down.
@@ -22,19 +26,32 @@ import subprocess
 import sys
 import time
 
-from gpuinfra.monitoring.web import WEB_CERT, WEB_PASSWORD, WEB_USER
+from gpuinfra.monitoring.scrape import target
+from gpuinfra.monitoring.settings import Monitoring
+from gpuinfra.monitoring.web import (
+    EXPORTER_CA_CERT,
+    EXPORTER_PASSWORD,
+    EXPORTER_USER,
+    WEB_CERT,
+    WEB_PASSWORD,
+    WEB_USER,
+)
+from gpuinfra_deploy.run.inventory import load_hosts
+from gpuinfra_deploy.run.knobs import build_spec
 from gpuinfra_lab.refusal import REPO, head, lab_ssh
 
 WAIT_S = 120
 TAG = "monitoring-auth"
 # Run on the worker by python3 -I, its input a JSON object on stdin: {"requests": [[name,
-# url, user or null, password or null]], "ca": PEM}. Prints {name: status} (0: no answer).
+# url, user or null, password or null, CA name]], "cas": {CA name: PEM}}. Prints {name:
+# status} (0: no answer).
 ASK = r"""
 import base64, json, ssl, sys, urllib.error, urllib.request
 job = json.load(sys.stdin)
-context = ssl.create_default_context(cadata=job["ca"])
+contexts = {name: ssl.create_default_context(cadata=pem) for name, pem in job["cas"].items()}
 out = {}
-for name, url, user, password in job["requests"]:
+for name, url, user, password, ca in job["requests"]:
+    context = contexts[ca]
     headers = {}
     if user is not None:
         token = base64.b64encode(f"{user}:{password}".encode()).decode()
@@ -52,15 +69,29 @@ print(json.dumps(out))
 """
 
 
+def _lab_hosts() -> list[dict]:
+    return json.loads((REPO / ".lab" / "hosts.json").read_text())["hosts"]
+
+
 def _worker() -> str:
-    lab = json.loads((REPO / ".lab" / "hosts.json").read_text())
-    return next(h["name"] for h in lab["hosts"] if "head" not in h["groups"])
+    return next(h["name"] for h in _lab_hosts() if "head" not in h["groups"])
 
 
-def _ask(worker: str, requests: list[list], ca: str) -> dict[str, list]:
+def _secured_node_exporters(inventory: str) -> dict[str, str]:
+    """Node name -> ``address:port`` of every node's node_exporter serving its web config
+    (none when the site's monitoring_node_exporter_web_security is off)."""
+    hosts, duplicates = load_hosts(str(REPO / inventory))
+    spec = build_spec(hosts, duplicates)
+    mon = Monitoring.from_settings(spec.head[0].settings)
+    if not mon.node_exporter_web_security:
+        return {}
+    return {node.name: target(node, mon.node_exporter_port) for node in spec.nodes}
+
+
+def _ask(worker: str, requests: list[list], cas: dict[str, str]) -> dict[str, list]:
     run = subprocess.run(["ssh", "-F", str(REPO / ".lab" / "ssh_config"), worker,
                           f"python3 -I -c {shlex.quote(ASK)}"],
-                         input=json.dumps({"requests": requests, "ca": ca}),
+                         input=json.dumps({"requests": requests, "cas": cas}),
                          capture_output=True, text=True, check=False, timeout=120)
     if run.returncode != 0:
         raise RuntimeError(f"{worker}: the requests did not run: {run.stderr.strip()[-300:]}")
@@ -79,16 +110,32 @@ def main(argv: list[str]) -> int:
         return 1
     apis = {"Prometheus": f"{address}:9090/api/v1/query?query=up",
             "Alertmanager": f"{address}:9093/api/v2/silences"}
+    cas = {"web": ca}
+    # Each daemon: (path, user, password, CA name).
+    daemons = {name: (path, WEB_USER, password, "web") for name, path in apis.items()}
+    exporters = _secured_node_exporters(argv[0] if argv else "inventory/lab.py")
+    if exporters:
+        cas["exporters"] = lab_ssh(lab_head["name"], f"cat {EXPORTER_CA_CERT}").stdout
+        scrape = lab_ssh(lab_head["name"], f"cat {EXPORTER_PASSWORD}").stdout.strip()
+        if "BEGIN CERTIFICATE" not in cas["exporters"] or not scrape:
+            print(f"{TAG}: FAIL: {lab_head['name']} has no {EXPORTER_CA_CERT} or "
+                  f"{EXPORTER_PASSWORD}: monitoring_node_exporter_web_security is on; is the "
+                  "lab converged?")
+            return 1
+        for other, other_address in exporters.items():
+            if other != worker:
+                daemons[f"node_exporter of {other}"] = (
+                    f"{other_address}/metrics", EXPORTER_USER, scrape, "exporters")
     requests, refused, answered = [], [], []
-    for daemon, path in apis.items():
+    for daemon, (path, login, secret_of, ca_name) in daemons.items():
         ways = {f"{daemon} over plain HTTP": (f"http://{path}", None, None),
                 f"{daemon} without credentials": (f"https://{path}", None, None),
-                f"{daemon} with a wrong password": (f"https://{path}", WEB_USER, "wrong"),
-                f"{daemon} with the credentials": (f"https://{path}", WEB_USER, password)}
+                f"{daemon} with a wrong password": (f"https://{path}", login, "wrong"),
+                f"{daemon} with the credentials": (f"https://{path}", login, secret_of)}
         for name, (url, user, secret) in ways.items():
-            requests.append([name, url, user, secret])
-            (answered if secret == password else refused).append(name)
-    seen = _ask(worker, requests, ca)
+            requests.append([name, url, user, secret, ca_name])
+            (answered if secret == secret_of else refused).append(name)
+    seen = _ask(worker, requests, cas)
     problems = [f"{name}: answered {seen[name][0]} from {worker}, not refused"
                 for name in refused if seen[name][0] == 200]
     problems += [f"{name}: {seen[name][0] or seen[name][1]} from {worker}, not 200"
@@ -96,8 +143,8 @@ def main(argv: list[str]) -> int:
     targets_url = f"https://{address}:9090/api/v1/targets"
     deadline = time.monotonic() + WAIT_S
     while True:
-        status, body = _ask(worker, [["targets", targets_url, WEB_USER, password]],
-                            ca)["targets"]
+        status, body = _ask(worker, [["targets", targets_url, WEB_USER, password, "web"]],
+                            cas)["targets"]
         active = json.loads(body)["data"]["activeTargets"] if status == 200 else []
         down = [f"{t['labels'].get('job')}/{t['labels'].get('instance')}: {t['health']} "
                 f"{t.get('lastError', '')}".strip() for t in active if t["health"] != "up"]
@@ -114,7 +161,7 @@ def main(argv: list[str]) -> int:
         return 1
     codes = ", ".join(f"{name} {seen[name][0] or 'no answer'}" for name in refused)
     print(f"{TAG}: from {worker}: refused ({codes}); answered with the credentials "
-          f"(Prometheus and Alertmanager 200); all {len(active)} targets up")
+          f"({', '.join(daemons)}: 200); all {len(active)} targets up")
     return 0
 
 

@@ -31,6 +31,10 @@ containerd_everywhere = True
 # route from data checked by amtool; nothing listens on that port in the lab.
 monitoring_dcgm = False
 monitoring_grafana = False
+# node_exporter behind TLS and basic auth on every lab node (off by default): the head makes the
+# credentials and each node's key and certificate; gpuinfra_lab/monitoring_auth.py proves that
+# each node_exporter refuses a worker without them and that Prometheus still scrapes it.
+monitoring_node_exporter_web_security = True
 monitoring_alert_receivers = [{"name": "ops", "webhook_url": "http://127.0.0.1:5001/alerts",
                                "severities": ["critical", "warning"]}]
 

@@ -15,7 +15,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpuinfra.monitoring.settings import Monitoring
-from gpuinfra.monitoring.web import client_config, web_args
+from gpuinfra.monitoring.web import (
+    NODE_WEB_DIR,
+    client_config,
+    exporter_client_config,
+    web_args,
+)
 from gpuinfra.spec.model import ClusterSpec, NodeSpec
 
 # Where the role puts the rules (prometheus.yml's rule_files names this path).
@@ -69,13 +74,18 @@ def prometheus_config(spec: ClusterSpec, mon: Monitoring,
     def secured() -> dict[str, Any]:
         return client_config() if mon.web_security else {}
 
+    # Every node_exporter serves its own web.yml (monitoring_node_exporter_web_security): HTTPS,
+    # its certificate signed by the head's exporter CA, the exporters' password.
+    def node_secured() -> dict[str, Any]:
+        return exporter_client_config() if mon.node_exporter_web_security else {}
+
     jobs: list[dict[str, Any]] = [
         {"job_name": "prometheus", **secured(),
          "static_configs": _static([head], mon.prometheus_port)},
         {"job_name": "alertmanager", **secured(),
          "static_configs": _static([head], mon.alertmanager_port)},
-        {"job_name": "node", "static_configs": _static(spec.nodes, mon.node_exporter_port,
-                                                       role=True)},
+        {"job_name": "node", **node_secured(),
+         "static_configs": _static(spec.nodes, mon.node_exporter_port, role=True)},
     ]
     if mon.dcgm and spec.gpu_nodes:
         jobs.append({"job_name": "dcgm",
@@ -112,11 +122,15 @@ def alertmanager_args(spec: ClusterSpec, mon: Monitoring) -> str:
             f"--cluster.listen-address={web_args(mon.web_security)}")
 
 
-def node_exporter_args(node: NodeSpec, mon: Monitoring, textfile_dir: str) -> str:
+def node_exporter_args(node: NodeSpec, mon: Monitoring, textfile_dir: str,
+                       web_flag: str = "--web.config.file") -> str:
     """``ARGS`` of /etc/default/prometheus-node-exporter: the node's cluster address, the
-    textfile directory of the GPU collector, and the state of the units the alerts watch.
+    textfile directory of the GPU collector, and the state of the units the alerts watch;
+    its web.yml (TLS, basic auth) where monitoring_node_exporter_web_security, given with
+    ``web_flag`` (``--web.config`` before node_exporter 1.5.0: Ubuntu 22.04's 1.3.1).
     (No backslash in the regular expression: the file is read by systemd and a shell.)"""
     units = "|".join(WATCHED_UNITS)
+    web = (f" {web_flag}={NODE_WEB_DIR}/web.yml" if mon.node_exporter_web_security else "")
     return (f"--web.listen-address={target(node, mon.node_exporter_port)} "
             f"--collector.textfile.directory={textfile_dir} --collector.systemd "
-            f"--collector.systemd.unit-include=({units})[.]service")
+            f"--collector.systemd.unit-include=({units})[.]service{web}")

@@ -25,6 +25,7 @@ class Monitoring:
     grafana_port: int
     grafana: bool
     web_security: bool  # TLS and basic auth on Prometheus and Alertmanager
+    node_exporter_web_security: bool  # the same on every node's node_exporter
     dcgm: bool
     slurm_exporter: bool
     gpu_temperature_max: int
@@ -44,6 +45,7 @@ class Monitoring:
             grafana_port=settings["monitoring_grafana_port"],
             grafana=settings["monitoring_grafana"],
             web_security=settings["monitoring_web_security"],
+            node_exporter_web_security=settings["monitoring_node_exporter_web_security"],
             dcgm=settings["monitoring_dcgm"],
             slurm_exporter=settings["monitoring_slurm_exporter"] is not None,
             gpu_temperature_max=settings["monitoring_gpu_temperature_max"],

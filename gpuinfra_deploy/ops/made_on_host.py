@@ -76,19 +76,21 @@ class FilledDigests(FactBase):
 
 
 @operation()
-def secret_files(paths: Sequence[str], command: str, what: str):
+def secret_files(paths: Sequence[str], command: str, what: str, refresh: bool = False):
     """``paths`` made by ``command`` when any of them is missing; kept when all are there.
 
     + paths: the files ``command`` makes (each checked by its SHA-256 fact, never read)
     + command: shell, run as root, that makes all of them (under umask 077, into place)
     + what: the files' name in messages
+    + refresh: make them again whatever the facts say (what they derive from is being made
+      again or changed by this run: a certificate whose CA or address is new)
 
     .. code:: python
 
         secret_files(paths=[KEY, CERT], command=make_key_and_cert, what="TLS key")
     """
     missing = [path for path in paths if host.get_fact(Sha256File, path=path) is None]
-    if not missing:
+    if not missing and not refresh:
         host.noop(f"{what} already on the host (kept; delete {', '.join(paths)} and deploy "
                   "again to make new ones)")
         return

@@ -69,13 +69,24 @@ from gpuinfra.monitoring.units import (
 from gpuinfra.monitoring.web import (
     BCRYPT_COST,
     CERT_DAYS,
+    EXPORTER_CA_CERT,
+    EXPORTER_CA_KEY,
+    EXPORTER_DIR,
+    EXPORTER_HASH_TOKEN,
+    EXPORTER_NODES,
+    EXPORTER_PASSWORD,
+    EXPORTER_PASSWORD_HASH,
     HASH_TOKEN,
+    NODE_WEB_DIR,
+    NODE_WEB_FILES,
     WEB_CERT,
     WEB_CONFIG,
     WEB_DIR,
     WEB_KEY,
     WEB_PASSWORD,
     WEB_PASSWORD_HASH,
+    exporter_web_config,
+    node_material_dir,
     web_config,
 )
 from gpuinfra.spec import ClusterSpec, NodeSpec
@@ -85,6 +96,7 @@ from gpuinfra_deploy.ops.apt import APT_CACHE_S, apt_keyring, install_pinned, re
 from gpuinfra_deploy.ops.boot import BootNeeds, boot_order
 from gpuinfra_deploy.ops.checked import check_script, checked_files
 from gpuinfra_deploy.ops.cuda_repo import cuda_repository, key_url_for
+from gpuinfra_deploy.ops.from_head import Copy, files_from_head
 from gpuinfra_deploy.ops.gpu import node_driver
 from gpuinfra_deploy.ops.made_on_host import copied_file, filled_file, secret_files
 from gpuinfra_deploy.ops.service import restart_or_reload
@@ -128,20 +140,25 @@ SLURM_EXPORTER_UNIT = f"{UNIT_DIR}/prometheus-slurm-exporter.service"
 # Ubuntu ships both in main (python3-bcrypt is python3-paramiko's dependency).
 WEB_TOOLS = ["openssl", "python3-bcrypt"]
 
-# Per-distribution values: the task list below has no distro conditionals.
+# Per-distribution values: the task list below has no distro conditionals. node_exporter's
+# web-config flag was --web.config until 1.5.0 renamed it (prometheus/node_exporter#2535, #2540):
+# Ubuntu 22.04 ships 1.3.1, Debian 12 1.5.0, Ubuntu 24.04 1.7.0.
 DISTRO: dict[str, dict[str, Any]] = {
     "debian-12": {  # Prometheus 2.42, Alertmanager 0.25, node_exporter 1.5 (bookworm main)
         "node": ["prometheus-node-exporter", "dbus", "python3"],
+        "node_exporter_web_flag": "--web.config.file",
         "head": ["prometheus", "prometheus-alertmanager", *WEB_TOOLS],
         "cuda_repo": CUDA_REPOS["debian-12"],
     },
-    "ubuntu-22.04": {  # the same packages, from universe
+    "ubuntu-22.04": {  # the same packages, from universe (node_exporter 1.3.1)
         "node": ["prometheus-node-exporter", "dbus", "python3"],
+        "node_exporter_web_flag": "--web.config",
         "head": ["prometheus", "prometheus-alertmanager", *WEB_TOOLS],
         "cuda_repo": CUDA_REPOS["ubuntu-22.04"],
     },
-    "ubuntu-24.04": {  # the same packages, from universe
+    "ubuntu-24.04": {  # the same packages, from universe (node_exporter 1.7.0)
         "node": ["prometheus-node-exporter", "dbus", "python3"],
+        "node_exporter_web_flag": "--web.config.file",
         "head": ["prometheus", "prometheus-alertmanager", *WEB_TOOLS],
         "cuda_repo": CUDA_REPOS["ubuntu-24.04"],
     },
@@ -167,13 +184,20 @@ def monitoring(site: Site, node: NodeSpec) -> None:
                             "monitoring_enabled = False")
     distro = DISTRO[host_distro()]
 
-    _node_exporter(node, mon, distro)
+    if node.is_head:
+        # First on the head: promtool, openssl and bcrypt make and judge the nodes' exporter
+        # credentials, which every node copies in the next step (pyinfra runs an operation on
+        # every host before the next one).
+        _head_packages(distro)
+        if mon.node_exporter_web_security:
+            _exporter_credentials(spec)
+    _node_exporter(site, node, mon, distro)
     if node.gpus is not None:
         _gpu_collector(node)
         if mon.dcgm:
             _dcgm(site, node, data, distro)
     if node.is_head:
-        renewed = _prometheus(spec, mon, distro)
+        renewed = _prometheus(spec, mon)
         _alertmanager(spec, mon)
         if mon.grafana:
             _grafana(spec, mon, data, renewed)
@@ -209,11 +233,27 @@ def _daemon_args(path: str, args: str, what: str) -> Any:
                                          args=args)), mode="644")
 
 
-def _node_exporter(node: NodeSpec, mon: Monitoring, distro: dict[str, Any]) -> None:
+def node_web_copies(node: NodeSpec) -> list[Copy]:
+    """node_exporter's key, certificate and web.yml: from the head's directory of this node to
+    the node's NODE_WEB_DIR, root:prometheus (the certificate 0644, the others 0640)."""
+    folder = node_material_dir(node.short_name)
+    return [Copy(f"{folder}/{name}", f"{NODE_WEB_DIR}/{name}", DAEMON_GROUP,
+                 "0644" if name == "tls.crt" else "0640") for name in NODE_WEB_FILES]
+
+
+def _node_exporter(site: Site, node: NodeSpec, mon: Monitoring, distro: dict[str, Any]) -> None:
     apt.packages(name="Install node_exporter", packages=distro["node"], no_recommends=True,
                  update=True, cache_time=APT_CACHE_S)
+    if mon.node_exporter_web_security:
+        # The package made the prometheus user and group; node_exporter reads the files per
+        # request (a new certificate or hash needs no restart).
+        files.directory(name=f"{NODE_WEB_DIR}: root and the prometheus group only (0750)",
+                        path=NODE_WEB_DIR, user="root", group=DAEMON_GROUP, mode="750")
+        files_from_head(name="node_exporter's key, certificate and web.yml from the head",
+                        head=site.host(site.spec.head[0].name), copies=node_web_copies(node))
     args = _daemon_args("/etc/default/prometheus-node-exporter",
-                        node_exporter_args(node, mon, TEXTFILE_DIR), "node_exporter")
+                        node_exporter_args(node, mon, TEXTFILE_DIR,
+                                           distro["node_exporter_web_flag"]), "node_exporter")
     systemd.service(name="Run node_exporter", service="prometheus-node-exporter", running=True,
                     enabled=True)
     systemd.service(name="Restart node_exporter on its new arguments",
@@ -375,10 +415,94 @@ def _web_security(head: NodeSpec) -> bool:
     return password.will_change or tls.will_change
 
 
-def _prometheus(spec: ClusterSpec, mon: Monitoring, distro: dict[str, Any]) -> bool:
-    """Prometheus on the head; True when this run makes web secrets again."""
+def _head_packages(distro: dict[str, Any]) -> None:
     apt.packages(name="Install Prometheus and Alertmanager", packages=distro["head"],
                  no_recommends=True, update=True, cache_time=APT_CACHE_S)
+
+
+def exporter_ca_command(spec: ClusterSpec, key: str, cert: str) -> str:
+    """Shell (root): the exporters' CA, an EC P-256 key root 0600 and its self-signed
+    certificate (10 years, ``CA:TRUE`` with ``pathlen:0``: it signs node certificates only),
+    written under umask 077 beside their targets and renamed into place."""
+    q = shlex.quote
+    key_new, cert_new = f"{key}.gpuinfra-new", f"{cert}.gpuinfra-new"
+    return (f"umask 077 && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
+            f"-nodes -keyout {q(key_new)} -out {q(cert_new)} -days {CERT_DAYS} "
+            f"-subj {q('/CN=gpuinfra node_exporter CA of ' + spec.name)} "
+            f"-addext {q('basicConstraints=critical,CA:TRUE,pathlen:0')} "
+            f"-addext {q('keyUsage=critical,keyCertSign,cRLSign')} 2>&1 && "
+            f"chmod 0644 {q(cert_new)} && mv -f {q(key_new)} {q(key)} && "
+            f"mv -f {q(cert_new)} {q(cert)}")
+
+
+def node_cert_command(node: NodeSpec, folder: str, ca_key: str = EXPORTER_CA_KEY,
+                      ca_cert: str = EXPORTER_CA_CERT) -> str:
+    """Shell (root): ``node``'s node_exporter key (EC P-256) and its certificate signed by the
+    exporters' CA (``openssl req -x509 -CA``, OpenSSL 3.0 and later: every distribution here),
+    for the node's cluster address, ``CA:FALSE`` (a node cannot sign for another), server
+    authentication only; both root 0600 on the head (the node's copies get their group there),
+    written under umask 077 and renamed into place."""
+    q = shlex.quote
+    key, cert = f"{folder}/tls.key", f"{folder}/tls.crt"
+    key_new, cert_new = f"{key}.gpuinfra-new", f"{cert}.gpuinfra-new"
+    return (f"umask 077 && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
+            f"-nodes -keyout {q(key_new)} -out {q(cert_new)} -days {CERT_DAYS} "
+            f"-subj {q('/CN=' + node.short_name)} -CA {q(ca_cert)} -CAkey {q(ca_key)} "
+            f"-addext {q('subjectAltName=IP:' + str(node.address))} "
+            f"-addext {q('basicConstraints=critical,CA:FALSE')} "
+            f"-addext {q('extendedKeyUsage=serverAuth')} 2>&1 && "
+            f"mv -f {q(key_new)} {q(key)} && mv -f {q(cert_new)} {q(cert)}")
+
+
+def node_web_check(folder: str, stage: str) -> str:
+    """promtool judges a node's staged web.yml with that node's key and certificate beside it
+    (web.yml names them relative to itself): the pair loads, the hash parses."""
+    q = shlex.quote
+    return check_script(f"cp {q(folder + '/tls.crt')} {q(folder + '/tls.key')} {q(stage)}/ && "
+                        f"promtool check web-config {q(stage + '/web.yml')}", "promtool", stage)
+
+
+def _exporter_credentials(spec: ClusterSpec) -> None:
+    """On the head: the exporters' password and hash, their CA, and for every node its key, its
+    certificate and its web.yml, judged by promtool (made once, kept; a node's certificate made
+    again when the CA or the node's address is new)."""
+    files.directory(name=f"{EXPORTER_DIR}: root and the prometheus group only (0750)",
+                    path=EXPORTER_DIR, user="root", group=DAEMON_GROUP, mode="750")
+    files.directory(name=f"{EXPORTER_NODES}: root only (0700)", path=EXPORTER_NODES,
+                    user="root", group="root", mode="700")
+    password = secret_files(
+        name="The exporters' password and its bcrypt hash, made on the head",
+        paths=[EXPORTER_PASSWORD, EXPORTER_PASSWORD_HASH], what="the exporters' password",
+        command=password_command(EXPORTER_PASSWORD, EXPORTER_PASSWORD_HASH, DAEMON_GROUP))
+    ca = secret_files(name="The exporters' CA key and certificate, made on the head",
+                      paths=[EXPORTER_CA_KEY, EXPORTER_CA_CERT], what="the exporters' CA",
+                      command=exporter_ca_command(spec, EXPORTER_CA_KEY, EXPORTER_CA_CERT))
+    template = yaml_with_header(exporter_web_config())
+    for node in spec.nodes:
+        folder = node_material_dir(node.short_name)
+        files.directory(name=f"{folder}: root only (0700)", path=folder, user="root",
+                        group="root", mode="700")
+        # The address the certificate names: a new one makes a new certificate.
+        address = files.put(name=f"{node.short_name}: the address of its certificate",
+                            dest=f"{folder}/address", src=StringIO(f"{node.address}\n"),
+                            mode="600")
+        pair = secret_files(
+            name=f"{node.short_name}: node_exporter's key and certificate, signed on the head",
+            paths=[f"{folder}/tls.key", f"{folder}/tls.crt"],
+            what=f"{node.short_name}'s node_exporter key and certificate",
+            command=node_cert_command(node, folder),
+            refresh=ca.will_change or address.will_change)
+        stage = f"{folder}/.staged"
+        filled_file(name=f"{node.short_name}: node_exporter's web.yml (the exporters' hash), "
+                         "judged by promtool check web-config with its key and certificate",
+                    template=template, fills={EXPORTER_HASH_TOKEN: EXPORTER_PASSWORD_HASH},
+                    dest=f"{folder}/web.yml", stage=stage, check=node_web_check(folder, stage),
+                    group="root", mode="0600",
+                    refresh=password.will_change or pair.will_change)
+
+
+def _prometheus(spec: ClusterSpec, mon: Monitoring) -> bool:
+    """Prometheus on the head; True when this run makes web secrets again."""
     renewed = _web_security(spec.head[0]) if mon.web_security else False
     args = _daemon_args("/etc/default/prometheus", prometheus_args(spec, mon),
                         "Prometheus")

@@ -43,6 +43,14 @@ KNOBS = (
          "TLS and basic auth on Prometheus and Alertmanager", site_wide=True),
     Knob("monitoring_node_exporter_port", 9100, integer(1024, 65535), "node_exporter's port",
          site_wide=True),
+    # node_exporter on every node only over HTTPS with basic auth, with credentials of its own
+    # (gpuinfra/monitoring/web.py): a password and a small CA made on the head, each node's key
+    # and certificate signed there and copied to the node through the deploy machine's memory.
+    # Off by default: node_exporter serves read-only metrics (no API that changes anything),
+    # and turning it on changes the scheme of every node's port 9100 for any other scraper of
+    # the site (a central Prometheus, an ad-hoc curl): the operator opts in.
+    Knob("monitoring_node_exporter_web_security", False, boolean(),
+         "TLS and basic auth on every node's node_exporter", site_wide=True),
     # Who gets which alerts: [{"name": "ops", "webhook_url": "http://...", "severities":
     # ["critical"]}, {"name": "mail", "email_to": ..., "email_from": ..., "smarthost":
     # "mail:25", "alerts": ["GpuMissing"]}]. Empty: alerts are kept in Alertmanager, not sent.

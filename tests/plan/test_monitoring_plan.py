@@ -29,12 +29,20 @@ from gpuinfra.monitoring.grafana import (
     GRAFANA_SECRETS,
 )
 from gpuinfra.monitoring.web import (
+    EXPORTER_CA_CERT,
+    EXPORTER_CA_KEY,
+    EXPORTER_DIR,
+    EXPORTER_NODES,
+    EXPORTER_PASSWORD,
+    EXPORTER_PASSWORD_HASH,
+    NODE_WEB_DIR,
     WEB_CERT,
     WEB_CONFIG,
     WEB_DIR,
     WEB_KEY,
     WEB_PASSWORD,
     WEB_PASSWORD_HASH,
+    node_material_dir,
 )
 from gpuinfra_roles.monitoring import (
     ALERTMANAGER_STAGE,
@@ -480,3 +488,149 @@ def test_a_private_file_made_readable_is_made_private_again(path, mode, group, s
     assert any(step in name for name in changed), changed
     if follow:
         assert any(follow in name for name in changed), changed
+
+
+# ----------------------------------------------------------------------------- node_exporter
+
+NODE_WEB = {"monitoring_node_exporter_web_security": True}
+NODE_COPY = "node_exporter's key, certificate and web.yml from the head"
+
+
+def test_node_exporter_web_security_is_off_by_default():
+    result = run("debian-12")
+    for host_plan in result.plans.values():
+        assert not [n for n in names(host_plan) if "exporters'" in n or NODE_COPY in n
+                    or "node_exporter's web.yml" in n]
+        args = uploaded(host_plan)["/etc/default/prometheus-node-exporter"]
+        assert "--web.config.file" not in args
+    config = uploaded(result.plans[HEAD])[f"{PROMETHEUS_STAGE}/prometheus.yml"]
+    assert EXPORTER_PASSWORD not in config and EXPORTER_CA_CERT not in config
+
+
+def test_exporter_credentials_are_made_and_judged_on_the_head_before_any_node_copies_them():
+    result = run("debian-12", **NODE_WEB)
+    head, gpu = result.plans[HEAD], result.plans[GPU]
+    password = " ".join(op(head, "exporters' password and its bcrypt hash").commands)
+    assert "secrets.token_urlsafe(32)" in password and "bcrypt.gensalt(10)" in password
+    assert f"> {EXPORTER_PASSWORD}.gpuinfra-new" in password
+    ca = " ".join(op(head, "exporters' CA key and certificate").commands)
+    assert ca.startswith("umask 077 && openssl req -x509 -newkey ec")
+    assert "basicConstraints=critical,CA:TRUE,pathlen:0" in ca
+    for node, address in ((HEAD, "10.0.0.1"), (GPU, "10.0.0.2")):
+        folder = node_material_dir(node)
+        signed = " ".join(op(head, f"{node}: node_exporter's key and certificate").commands)
+        assert f"-CA {EXPORTER_CA_CERT} -CAkey {EXPORTER_CA_KEY}" in signed
+        assert f"subjectAltName=IP:{address}" in signed and "CA:FALSE" in signed
+        web = op(head, f"{node}: node_exporter's web.yml").commands
+        assert any(f"promtool check web-config {folder}/.staged/web.yml" in c for c in web)
+        assert any(f"cp {folder}/tls.crt {folder}/tls.key {folder}/.staged/" in c for c in web)
+        assert web[-1].endswith(f"chmod 0600 {folder}/web.yml.gpuinfra-new && mv -f "
+                                f"{folder}/web.yml.gpuinfra-new {folder}/web.yml")
+    # Nothing secret is uploaded or on a command line; nothing goes through /tmp.
+    for host_plan in (head, gpu):
+        assert not [c for c in host_plan.commands if "/tmp" in c]
+        secret = [dest for dest in uploaded(host_plan)
+                  if dest.startswith(EXPORTER_DIR) and not dest.endswith("/address")]
+        assert secret == [], secret
+    # Each node (the head too) gets its three files from the head, in memory, at execution.
+    for node, host_plan in ((HEAD, head), (GPU, gpu)):
+        copy = op(host_plan, NODE_COPY)
+        assert [type(c).__name__ for c in copy.raw] == ["FunctionCommand"]
+        assert [c.dest for c in copy.raw[0].args[1]] == [
+            f"{NODE_WEB_DIR}/tls.key", f"{NODE_WEB_DIR}/tls.crt", f"{NODE_WEB_DIR}/web.yml"]
+        assert [c.src for c in copy.raw[0].args[1]] == [
+            f"{node_material_dir(node)}/{name}" for name in ("tls.key", "tls.crt", "web.yml")]
+        args = uploaded(host_plan)["/etc/default/prometheus-node-exporter"]
+        assert f"--web.config.file={NODE_WEB_DIR}/web.yml" in args
+    # pyinfra runs each operation on every host before the next: the head's last web.yml is
+    # judged before the worker's copy runs, and the copy before node_exporter's new arguments.
+    assert result.position(HEAD, f"{GPU}: node_exporter's web.yml") < \
+        result.position(GPU, NODE_COPY) < result.position(GPU, "node_exporter's arguments")
+    config = uploaded(head)[f"{PROMETHEUS_STAGE}/prometheus.yml"]
+    node_job = config[config.index("job_name: node"):]
+    assert f"password_file: {EXPORTER_PASSWORD}" in node_job
+    assert f"ca_file: {EXPORTER_CA_CERT}" in node_job and "insecure_skip_verify" not in config
+
+
+def _converged_exporters(facts: dict) -> dict:
+    """Both hosts after a first deploy with the knob on: the head's exporter secrets and each
+    node's files made (digests only), each node's copies equal to the head's."""
+    head = facts[HEAD]
+    for path in (EXPORTER_PASSWORD, EXPORTER_PASSWORD_HASH, EXPORTER_CA_KEY, EXPORTER_CA_CERT):
+        head["files.Sha256File"][f"path={path}"] = hashlib.sha256(path.encode()).hexdigest()
+    head["files.Directory"][f"path={EXPORTER_DIR}"] = {"mode": 750, "user": "root",
+                                                       "group": "prometheus"}
+    head["files.Directory"][f"path={EXPORTER_NODES}"] = {"mode": 700, "user": "root",
+                                                         "group": "root"}
+    for node in (HEAD, GPU):
+        folder = node_material_dir(node)
+        head["files.Directory"][f"path={folder}"] = {"mode": 700, "user": "root",
+                                                     "group": "root"}
+        head["files.File"][f"path={folder}/web.yml"] = {**_file(10), "mode": 600}
+        head["files.File"][f"path={folder}/address"] = {
+            **head["files.File"][f"path={folder}/address"], "mode": 600}
+        host = facts[node]
+        host["files.Directory"][f"path={NODE_WEB_DIR}"] = {"mode": 750, "user": "root",
+                                                           "group": "prometheus"}
+        for name in ("tls.key", "tls.crt", "web.yml"):
+            digest = hashlib.sha256(f"{folder}/{name}".encode()).hexdigest()
+            head["files.Sha256File"][f"path={folder}/{name}"] = digest
+            host["files.Sha256File"][f"path={NODE_WEB_DIR}/{name}"] = digest
+            host["files.File"][f"path={NODE_WEB_DIR}/{name}"] = {
+                **_file(10), "mode": 644 if name == "tls.crt" else 640, "group": "prometheus"}
+    return facts
+
+
+def converged_with_exporters() -> dict:
+    return _converged_exporters(converged_facts("debian-12", **FULL, **NODE_WEB))
+
+
+def test_converged_exporter_credentials_plan_no_command():
+    result = run("debian-12", converged_with_exporters(), **FULL, **NODE_WEB)
+    for name, host_plan in result.plans.items():
+        assert [o.name for o in host_plan.changing] == [], name
+
+
+@pytest.mark.parametrize(("name", "mode", "group"), [
+    ("web.yml", 640, "prometheus"),  # content drifted (digest below)
+    ("tls.key", 644, "prometheus"),  # made readable by everyone
+    ("tls.crt", 644, "root"),  # the daemon's group lost
+])
+def test_a_drifted_node_file_is_copied_again_from_the_head(name, mode, group):
+    facts = converged_with_exporters()
+    path = f"{NODE_WEB_DIR}/{name}"
+    facts[GPU]["files.File"][f"path={path}"] = {**_file(10), "mode": mode, "group": group}
+    if name == "web.yml":
+        facts[GPU]["files.Sha256File"][f"path={path}"] = "0" * 64
+    result = run("debian-12", facts, **FULL, **NODE_WEB)
+    assert [o.name for o in result.plans[GPU].changing] == [f"monitoring | {NODE_COPY}"]
+    assert [o.name for o in result.plans[HEAD].changing] == []
+
+
+def test_a_new_ca_signs_every_node_again_and_a_new_address_its_node():
+    facts = converged_with_exporters()
+    facts[HEAD]["files.Sha256File"][f"path={EXPORTER_CA_KEY}"] = None
+    changed = [o.name for o in run("debian-12", facts, **FULL, **NODE_WEB).plans[HEAD].changing]
+    assert len(changed) == 5, changed  # the CA, then each node's pair and its web.yml judged
+    for node in (HEAD, GPU):
+        assert any(f"{node}: node_exporter's key and certificate" in n for n in changed)
+        assert any(f"{node}: node_exporter's web.yml" in n for n in changed)
+    facts = converged_with_exporters()
+    moved = {"ssh_hostname": "10.0.0.2", "node_address": "10.0.0.9"}
+    hosts = [FakeHost(HEAD, ("head",), facts[HEAD], HEAD_DATA),
+             FakeHost(GPU, ("workers",), facts[GPU], {**GPU_DATA, **moved})]
+    plan = plan_hosts(monitoring, hosts, [HEAD, GPU], {**SITE, **FULL, **NODE_WEB})
+    changed = [o.name for o in plan.plans[HEAD].changing]
+    assert any(f"{GPU}: the address of its certificate" in n for n in changed), changed
+    assert any(f"{GPU}: node_exporter's key and certificate" in n for n in changed), changed
+    assert not any(f"{HEAD}: node_exporter's key" in n for n in changed), changed
+
+
+@pytest.mark.parametrize(("distro", "flag"), [
+    ("debian-12", "--web.config.file"), ("ubuntu-24.04", "--web.config.file"),
+    # node_exporter 1.3.1 knows only --web.config (1.5.0 renamed it): an unknown flag would stop
+    # it from starting.
+    ("ubuntu-22.04", "--web.config")])
+def test_node_exporter_gets_the_web_config_flag_its_version_knows(distro, flag):
+    args = uploaded(run(distro, **NODE_WEB).plans[GPU])["/etc/default/prometheus-node-exporter"]
+    assert f" {flag}={NODE_WEB_DIR}/web.yml" in args

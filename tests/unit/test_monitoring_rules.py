@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -529,3 +530,128 @@ def test_every_alert_threshold_duration_and_severity_is_pinned():
         assert threshold in built[name]["expr"], name
         assert (built[name]["for"], built[name]["labels"]["severity"]) == (duration, severity), \
             name
+
+
+# ---------------------------------------------------------------------------- node_exporter
+
+def _node_web_on_disk(tmp_path: Path, hash_text: str = HASH + "\n") -> dict[str, Any]:
+    """The exporters' CA and a worker's key, certificate and web.yml as the head makes them
+    (the role's own commands and template, in ``tmp_path``), and the check the head runs."""
+    from gpuinfra.monitoring import web
+    from gpuinfra_deploy.ops.made_on_host import filler
+    from gpuinfra_roles.monitoring import (
+        exporter_ca_command,
+        node_cert_command,
+        node_web_check,
+        yaml_with_header,
+    )
+
+    spec = build_spec(_hosts())
+    worker = next(n for n in spec.nodes if not n.is_head)
+    ca_key, ca_cert = tmp_path / "ca.key", tmp_path / "ca.crt"
+    made = run("sh", "-c", exporter_ca_command(spec, str(ca_key), str(ca_cert)), cwd=tmp_path)
+    assert made.returncode == 0, made.stdout + made.stderr
+    folder = tmp_path / worker.short_name
+    folder.mkdir()
+    made = run("sh", "-c", node_cert_command(worker, str(folder), str(ca_key), str(ca_cert)),
+               cwd=tmp_path)
+    assert made.returncode == 0, made.stdout + made.stderr
+    (tmp_path / "hash").write_text(hash_text)
+    stage = folder / ".staged"
+    stage.mkdir()
+    fill = filler("write", str(folder / "web.yml"), yaml_with_header(web.exporter_web_config()),
+                  {web.EXPORTER_HASH_TOKEN: str(tmp_path / "hash")})
+    filled = run("sh", "-c", f"{fill} > {stage}/web.yml", cwd=tmp_path)
+    assert filled.returncode == 0, filled.stderr
+    return {"worker": worker, "ca_key": ca_key, "ca_cert": ca_cert, "folder": folder,
+            "stage": stage, "check": node_web_check(str(folder), str(stage))}
+
+
+def _promtool_env() -> dict[str, str]:
+    return {**os.environ, "PATH": f"{Path(promtool_path()).parent}:{os.environ['PATH']}"}
+
+
+def test_a_nodes_exporter_files_made_on_the_head_pass_promtool_and_verify(tmp_path):
+    made = _node_web_on_disk(tmp_path)
+    text = (made["stage"] / "web.yml").read_text()
+    assert f'gpuinfra-scrape: "{HASH}"' in text and "GPUINFRA_BCRYPT" not in text
+    assert "cert_file: tls.crt" in text and "key_file: tls.key" in text  # beside web.yml
+    judged = subprocess.run(["sh", "-c", made["check"]], capture_output=True, text=True,
+                            check=False, env=_promtool_env())
+    assert judged.returncode == 0, judged.stderr
+    folder, worker = made["folder"], made["worker"]
+    assert oct((folder / "tls.key").stat().st_mode & 0o777) == "0o600"
+    assert oct(made["ca_key"].stat().st_mode & 0o777) == "0o600"
+    # Signed by the exporters' CA, for the worker's address, as a server, and no CA itself.
+    verified = run("openssl", "verify", "-CAfile", str(made["ca_cert"]), "-purpose", "sslserver",
+                   str(folder / "tls.crt"), cwd=tmp_path)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    shown = run("openssl", "x509", "-noout", "-text", "-in", str(folder / "tls.crt"),
+                cwd=tmp_path).stdout
+    assert f"IP Address:{worker.address}" in shown and "CA:FALSE" in shown
+    assert f"Subject: CN = {worker.short_name}" in shown
+    ca = run("openssl", "x509", "-noout", "-text", "-in", str(made["ca_cert"]),
+             cwd=tmp_path).stdout
+    assert "CA:TRUE, pathlen:0" in ca
+
+
+def test_a_nodes_web_config_with_another_nodes_key_is_refused_by_promtool(tmp_path):
+    """The head judges each node's pair: a key that is not the certificate's is refused."""
+    made = _node_web_on_disk(tmp_path)
+    other = tmp_path / "other.key"
+    run("openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+        "-out", str(other), cwd=tmp_path)
+    (made["folder"] / "tls.key").write_bytes(other.read_bytes())
+    judged = subprocess.run(["sh", "-c", made["check"]], capture_output=True, text=True,
+                            check=False, env=_promtool_env())
+    assert judged.returncode == 1, judged.stdout
+    assert "gpuinfra: promtool refused the new configuration" in judged.stderr
+
+
+def test_a_certificate_a_node_signs_is_not_trusted(tmp_path):
+    """A node's root holds its key: a certificate it signs for another address must not verify
+    against the exporters' CA (the node's certificate is CA:FALSE)."""
+    made = _node_web_on_disk(tmp_path)
+    folder = made["folder"]
+    forged = run("sh", "-c", f"openssl req -x509 -newkey ec -pkeyopt "
+                 f"ec_paramgen_curve:prime256v1 -nodes -keyout f.key -out f.crt -days 1 "
+                 f"-subj /CN=head1 -CA {folder}/tls.crt -CAkey {folder}/tls.key "
+                 f"-addext subjectAltName=IP:10.0.0.1", cwd=tmp_path)
+    assert forged.returncode == 0, forged.stderr
+    chain = tmp_path / "chain.pem"
+    chain.write_text((folder / "tls.crt").read_text())
+    verified = run("openssl", "verify", "-CAfile", str(made["ca_cert"]), "-untrusted",
+                   str(chain), "-purpose", "sslserver", str(tmp_path / "f.crt"), cwd=tmp_path)
+    assert verified.returncode != 0
+    assert "invalid CA certificate" in verified.stdout + verified.stderr
+
+
+def test_node_exporter_args_serve_its_web_config_only_when_on():
+    from gpuinfra.monitoring.web import NODE_WEB_DIR
+
+    spec = build_spec(_hosts(monitoring_node_exporter_web_security=True))
+    worker = next(n for n in spec.nodes if not n.is_head)
+    mon = Monitoring.from_settings(worker.settings)
+    args = node_exporter_args(worker, mon, "/var/lib/prometheus/node-exporter")
+    assert args.endswith(f" --web.config.file={NODE_WEB_DIR}/web.yml")
+    off = Monitoring.from_settings(build_spec(_hosts()).head[0].settings)
+    assert "--web.config.file" not in node_exporter_args(worker, off, "/x")
+
+
+def test_prometheus_scrapes_node_exporters_over_https_with_their_own_credentials():
+    from gpuinfra.monitoring.web import EXPORTER_CA_CERT, EXPORTER_PASSWORD, WEB_PASSWORD
+
+    spec = build_spec(_hosts(monitoring_node_exporter_web_security=True))
+    jobs = {j["job_name"]: j for j in prometheus_config(spec, monitoring_of(spec))[
+        "scrape_configs"]}
+    assert jobs["node"]["scheme"] == "https"
+    assert jobs["node"]["basic_auth"] == {"username": "gpuinfra-scrape",
+                                          "password_file": EXPORTER_PASSWORD}
+    # Verified against the exporters' CA (the node's address in its certificate), never skipped.
+    assert jobs["node"]["tls_config"] == {"ca_file": EXPORTER_CA_CERT}
+    # A node holds the exporters' hash and receives their password: never the API's.
+    assert EXPORTER_PASSWORD != WEB_PASSWORD
+    assert jobs["prometheus"]["basic_auth"]["password_file"] == WEB_PASSWORD
+    off = prometheus_config(build_spec(_hosts()), monitoring_of(build_spec(_hosts())))
+    node_job = next(j for j in off["scrape_configs"] if j["job_name"] == "node")
+    assert "scheme" not in node_job and "basic_auth" not in node_job
