@@ -207,6 +207,29 @@ def driver_version_problems(versions: Sequence[str], branch: str) -> list[str]:
             for i, v in enumerate(versions) if not v.startswith(f"{branch}.")]
 
 
+def driver_package_problems(dpkg_lines: str, branch: str) -> list[str]:
+    """``PACKAGE VERSION: not of branch B`` for each installed NVIDIA driver package of another
+    branch. ``dpkg_lines``: ``dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\\n'``.
+
+    A driver package is one named ``nvidia-*``/``libnvidia-*`` whose upstream version starts
+    with a driver branch (three digits, 300+): the container toolkit (1.x) and libraries
+    versioned on their own are not; Debian's separately versioned nvidia-persistenced is of the
+    branch too. What the deploy installed, so it can fail where nvidia-smi is replayed."""
+    wrong = []
+    for line in dpkg_lines.splitlines():
+        fields = line.split()
+        if len(fields) < 3 or not fields[2].startswith("ii"):
+            continue
+        name, version = fields[0], fields[1].split(":", 1)[-1]
+        major = version.split(".", 1)[0]
+        if not name.startswith(("nvidia-", "libnvidia-")) or not (
+                major.isascii() and major.isdigit() and len(major) == 3 and int(major) >= 300):
+            continue
+        if major != branch:
+            wrong.append(f"{name} {fields[1]}: not of branch {branch}")
+    return wrong
+
+
 def csv_column(text: str) -> list[str]:
     """The values of a one-field ``--format=csv,noheader`` output, one per GPU."""
     return [line.strip() for line in text.splitlines() if line.strip()]

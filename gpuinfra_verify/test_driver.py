@@ -23,6 +23,7 @@ from gpuinfra.spec import NodeSpec
 from gpuinfra_verify.expect import (
     csv_column,
     device_problems,
+    driver_package_problems,
     driver_version_problems,
     loaded_modules,
     problem,
@@ -88,6 +89,27 @@ def test_driver_branch(host: Host, node: NodeSpec, site: Any, reboot_reasons: li
             "`apt-cache policy` and `cat /proc/driver/nvidia/version`"))
 
 
+def test_driver_packages_of_the_branch(host: Host, node: NodeSpec, site: Any,
+                                      note: Note) -> None:
+    """The driver packages the deploy installed are of the spec's branch: read from dpkg, so it
+    holds where nvidia-smi only replays a capture (the lab) and before the reboot that loads
+    the driver."""
+    branch = site.spec.driver_branch
+    listed = host.run("dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\\n' "
+                      "'nvidia-*' 'libnvidia-*'")
+    wrong = driver_package_problems(listed.stdout, branch)
+    installed = [line.split()[0] for line in listed.stdout.splitlines()
+                 if len(line.split()) >= 3 and line.split()[2].startswith("ii")]
+    note("driver_packages", len(installed))
+    if wrong or not installed:
+        fail(note, problem(
+            node.name, "; ".join(wrong) or "no NVIDIA driver package installed",
+            f"the packages are not the spec's branch {branch}: another branch installed by "
+            "hand, a transitional package that pulls a newer branch, or the deploy never ran",
+            f"deploy the nvidia_driver role (it pins {branch}); `apt-cache policy` names what "
+            "each package would pull"))
+
+
 def test_driver_gpu_count(host: Host, node: NodeSpec, reboot_reasons: list[str],
                           note: Note) -> None:
     assert node.gpus is not None
@@ -115,6 +137,28 @@ def test_persistence_mode(host: Host, node: NodeSpec, driver: dict[str, Any],
             "it with --no-persistence-mode)",
             "deploy the nvidia_driver role (its persistenced drop-in), then `systemctl status "
             "nvidia-persistenced`"))
+
+
+def test_persistenced_keeps_persistence_mode(host: Host, node: NodeSpec,
+                                             driver: dict[str, Any], note: Note) -> None:
+    """What the role changed for persistence mode: nvidia-persistenced started with
+    ``--persistence-mode`` (its drop-in; Ubuntu's unit passes ``--no-persistence-mode``) and
+    enabled at boot. Read from systemd, so it holds where the daemon cannot run (the lab)."""
+    if not driver["nvidia_driver_persistence_mode"]:
+        pytest.skip("nvidia_driver_persistence_mode is False in this site's data")
+    start = host.run("systemctl show -p ExecStart --value nvidia-persistenced").stdout
+    enabled = host.run("systemctl is-enabled nvidia-persistenced").stdout.strip() or "unknown"
+    wrong = []
+    if "--persistence-mode" not in start.split() or "--no-persistence-mode" in start:
+        wrong.append("its command line lacks --persistence-mode")
+    if enabled not in ("enabled", "static", "alias"):
+        wrong.append(f"it is {enabled} at boot")
+    if wrong:
+        fail(note, problem(
+            node.name, f"nvidia-persistenced: {'; '.join(wrong)}",
+            "the role's drop-in (/etc/systemd/system/nvidia-persistenced.service.d/) is missing "
+            "or systemd did not reload it, or the unit was disabled by hand",
+            "deploy the nvidia_driver role; `systemctl cat nvidia-persistenced`"))
 
 
 def test_persistenced_running(host: Host, node: NodeSpec, driver: dict[str, Any],

@@ -127,3 +127,24 @@ def test_site_from_json_builds_the_spec() -> None:
 def test_site_from_json_rejects_an_invalid_spec() -> None:
     with pytest.raises(SpecInvalid):
         site_from_json("inventory/t.py", _inventory_json(gpu_count=3))
+
+
+def test_driver_packages_are_judged_by_their_branch() -> None:
+    """SYNTHESIZED lines in dpkg-query's format (`${Package} ${Version} ${db:Status-Abbrev}`);
+    the verify suite judges the real list on every lab GPU worker (test_driver.py)."""
+    from gpuinfra_verify.expect import driver_package_problems
+
+    lines = ("nvidia-driver 535.261.03-1 ii \n"
+             "nvidia-kernel-dkms 535.261.03-1 ii \n"
+             "nvidia-persistenced 535.171.04-1 ii \n"
+             "libnvidia-container1 1.17.8-1 ii \n"
+             "nvidia-container-toolkit 1:1.17.8-1 ii \n"
+             "nvidia-smi 550.163.01-1 rc \n")  # removed, config left: not installed
+    assert driver_package_problems(lines, "535") == []
+    assert driver_package_problems(lines, "550") == [
+        "nvidia-driver 535.261.03-1: not of branch 550",
+        "nvidia-kernel-dkms 535.261.03-1: not of branch 550",
+        "nvidia-persistenced 535.171.04-1: not of branch 550"]
+    newer = lines + "libnvidia-compute-580 1:580.95.05-0ubuntu1 ii \n"
+    assert driver_package_problems(newer, "535") == [
+        "libnvidia-compute-580 1:580.95.05-0ubuntu1: not of branch 535"]
