@@ -156,10 +156,21 @@ def test_cmdline_missing_iommu_pt_fails(capsys, tmp_path):
     # The one real /proc/cmdline at hand (tests/fixtures/device: the lent H100 VM, captured by
     # this project) has no iommu=pt: an RDMA node's role would have put it there.
     cmdline = (FIX / "device/h100-80gb-hbm3-vm-drv580.159.04/proc-cmdline.txt")
-    if not cmdline.exists():
-        pytest.skip("no /proc/cmdline capture in tests/fixtures/device")
     code, [verdict] = check(capsys, "--cmdline", str(cmdline), "--rdma")
     assert code == 1 and "iommu=pt missing" in whats(verdict)
+
+
+def test_cmdline_of_a_converged_vfio_host_passes(capsys):
+    # The lab's QEMU hypervisor guest after the vfio role and its reboot (Debian's own kernel;
+    # tests/fixtures/vfio/INDEX.md): intel_iommu=on iommu=pt, as the role writes them.
+    cmdline = FIX / "vfio/proc-cmdline-lab-hv-converged.txt"
+    code, [verdict] = check(capsys, "--cmdline", str(cmdline), "--hypervisor",
+                            "--cpu-vendor", "GenuineIntel")
+    assert (code, verdict["verdict"]) == (0, "pass"), verdict
+    before = FIX / "vfio/proc-cmdline-lab-hv-before-reboot.txt"
+    code, [verdict] = check(capsys, "--cmdline", str(before), "--hypervisor",
+                            "--cpu-vendor", "GenuineIntel")
+    assert code == 1 and "intel_iommu=on" in whats(verdict), verdict
 
 
 # ---------------------------------------------------------------------------- section 3
