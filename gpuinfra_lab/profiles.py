@@ -233,6 +233,30 @@ class HostPlan:
         return PROFILES[self.profile].machine if self.profile else None
 
 
+def guest_number(name: str) -> int:
+    """N of a guest named ``lab-hvN`` / ``lab-rdmaN``."""
+    digits = name[len(name.rstrip("0123456789")):]
+    return int(digits) if digits else 1
+
+
+def guest_mgmt_address(name: str) -> str:
+    """The address a guest's management NIC gets from QEMU's user-mode network: its DHCP
+    server starts at ``10.0.2.(14+N)`` for guest N (qemu_command's ``dhcpstart``; guest 1 keeps
+    QEMU's default 10.0.2.15), so no two guests share one."""
+    return f"10.0.2.{14 + guest_number(name)}"
+
+
+def guest_node_address(profile: LabProfile, name: str) -> str:
+    """A guest's cluster address (node_address): on its private segment, host N of the
+    segment's subnet for guest N (qemu.segment_places); without one, its management address."""
+    import ipaddress
+
+    machine = profile.machine
+    if machine is not None and machine.segment:
+        return str(ipaddress.ip_network(machine.segment_subnet)[guest_number(name)])
+    return guest_mgmt_address(name)
+
+
 def host_address(subnet: str, name: str) -> str:
     """A container's fixed address (head .10, lab-workerN .10+N): restarts keep ssh_config
     valid, and inventory/lab.py lists it before the lab is up."""

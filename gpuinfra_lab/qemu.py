@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuinfra_lab.podman import apt_install, last_line, sbin_path
-from gpuinfra_lab.profiles import SEGMENT_SLOT, GuestMachine, HostPlan
+from gpuinfra_lab.profiles import SEGMENT_SLOT, GuestMachine, HostPlan, guest_mgmt_address
 from gpuinfra_lab.state import LabError, ensure_ed25519, say
 
 VM_TOOLS = {"qemu-system-x86_64": "qemu-system-x86", "qemu-img": "qemu-utils"}
@@ -114,7 +114,8 @@ def qemu_command(plan: HostPlan, machine: GuestMachine, folder: Path, port: int,
         # The emulated IOMMU (interrupt remapping off: no split irqchip under TCG).
         "-device", "intel-iommu,intremap=off",
         "-drive", f"file={folder / 'overlay.qcow2'},if=virtio,format=qcow2",
-        "-netdev", f"user,id=mgmt,hostfwd=tcp:127.0.0.1:{port}-:22",
+        "-netdev", f"user,id=mgmt,dhcpstart={guest_mgmt_address(plan.name)},"
+                   f"hostfwd=tcp:127.0.0.1:{port}-:22",
         "-device", f"virtio-net-pci,netdev=mgmt,mac={MGMT_MAC}",
         "-fw_cfg", f"name=opt/gpuinfra/hostname,string={plan.name}",
         "-fw_cfg", f"name=opt/gpuinfra/authorized_keys,file={keys_file}",

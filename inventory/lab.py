@@ -15,7 +15,7 @@ with its specs only, so `gpuinfra validate inventory/lab.py` works anywhere.
 import json
 from pathlib import Path
 
-from gpuinfra_lab.profiles import PROFILES, host_address, plan_hosts
+from gpuinfra_lab.profiles import PROFILES, guest_node_address, host_address, plan_hosts
 from gpuinfra_lab.state import Paths
 
 _HOSTS_JSON = Path(__file__).resolve().parent.parent / ".lab" / "hosts.json"
@@ -33,6 +33,9 @@ def _host(entry: dict, ssh_key: str | None, known_hosts: str | None) -> tuple[st
         data["lab_expected_failures"] = dict(profile.expected_failures)
     if entry.get("node_address"):
         data["node_address"] = entry["node_address"]
+    if profile and profile.machine is not None and "node_address" not in data:
+        # A QEMU guest: its address on its segment, else on its own user-mode network
+        data["node_address"] = guest_node_address(profile, entry["name"])
     if entry.get("address"):
         data.update(
             ssh_hostname=entry["address"],

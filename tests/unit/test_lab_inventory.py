@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpuinfra_cli import lab as lab_cli
-from gpuinfra_lab import image, podman, profiles, replay, state
+from gpuinfra_lab import image, podman, profiles, qemu, replay, state
 from gpuinfra_lab.profiles import HostPlan, plan_hosts
 from tests.conftest import REAL, REPO
 
@@ -293,3 +293,18 @@ def test_host_tools_never_remove_a_package_of_the_machine() -> None:
     assert podman.would_remove(simulation) == ["containerd.io", "docker-ce"]
     assert podman.would_remove(simulation.replace("Remv", "Inst")) == []
     assert '"--no-remove"' in Path(podman.__file__).read_text()
+
+
+def test_guests_have_a_cluster_address_each(tmp_path: Path) -> None:
+    """The gate needs every host's address (monitoring is on in the lab): a guest's is its
+    segment address (guest N: host N of the subnet, as qemu.segment_places gives it), else
+    the one QEMU's user-mode DHCP gives it (dhcpstart 10.0.2.(14+N), on its command line)."""
+    plan = plan_hosts(1, guests={"hv-standins": 2, "rdma-soft-roce": 2})
+    groups = load_inventory(tmp_path, written_hosts(plan))
+    address = {n: d["node_address"] for g in ("workers", "hypervisors") for n, d in groups[g]
+               if n.startswith(("lab-hv", "lab-rdma"))}
+    assert address == {"lab-hv1": "10.0.2.15", "lab-hv2": "10.0.2.16",
+                       "lab-rdma1": "10.77.0.1", "lab-rdma2": "10.77.0.2"}
+    hv2 = next(p for p in plan if p.name == "lab-hv2")
+    command = qemu.qemu_command(hv2, hv2.machine, tmp_path, 2222, "tcg", "id", tmp_path / "k")
+    assert "user,id=mgmt,dhcpstart=10.0.2.16,hostfwd=tcp:127.0.0.1:2222-:22" in command

@@ -58,7 +58,7 @@ def test_qemu_command_has_the_iommu_the_forward_the_fw_cfg_and_the_standins(tmp_
                        "gpuinfra-lab-abcd1234-lab-hv1,process=gpuinfra-lab-abcd1234-lab-hv1"]
     assert "-machine q35,accel=tcg -cpu qemu64,vendor=GenuineIntel -smp 2 -m 1024" in line
     assert "-device intel-iommu,intremap=off" in line
-    assert "user,id=mgmt,hostfwd=tcp:127.0.0.1:40022-:22" in line  # loopback only
+    assert "user,id=mgmt,dhcpstart=10.0.2.15,hostfwd=tcp:127.0.0.1:40022-:22" in line  # loopback
     assert f"name=opt/gpuinfra/authorized_keys,file={tmp_path / 'keys'}" in line
     assert "name=opt/gpuinfra/hostname,string=lab-hv1" in line
     # The guest's SSH host key comes from this side: the lab never learns it over the network.
