@@ -101,9 +101,17 @@ def test_driver_packages_of_the_branch(host: Host, node: NodeSpec, site: Any,
     installed = [line.split()[0] for line in listed.stdout.splitlines()
                  if len(line.split()) >= 3 and line.split()[2].startswith("ii")]
     note("driver_packages", len(installed))
-    if wrong or not installed:
+    if not installed:
         fail(note, problem(
-            node.name, "; ".join(wrong) or "no NVIDIA driver package installed",
+            node.name, "no NVIDIA driver package installed (dpkg lists none)",
+            "the driver on this node did not come from packages (NVIDIA's .run installer, or "
+            "a host image that mounts it, as on the lent H100 VM: tests/fixtures/device/), or "
+            "the deploy never ran: the role cannot pin or upgrade what dpkg does not know",
+            f"remove the other installation and deploy the nvidia_driver role (it installs "
+            f"the {branch} packages)"))
+    if wrong:
+        fail(note, problem(
+            node.name, "; ".join(wrong),
             f"the packages are not the spec's branch {branch}: another branch installed by "
             "hand, a transitional package that pulls a newer branch, or the deploy never ran",
             f"deploy the nvidia_driver role (it pins {branch}); `apt-cache policy` names what "

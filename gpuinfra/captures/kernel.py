@@ -27,7 +27,8 @@ def judge_lsmod(text: str, path: GpuDirect, host: str = "-") -> CaptureVerdict:
     verdict = CaptureVerdict(host, "lsmod", {"gpudirect": path.path},
                              blocks=len(modules.modules))
     if not header:
-        verdict.cuts.append("no 'Module Size Used by' header: the listing was filtered (grep)")
+        verdict.cuts.append("no 'Module Size Used by' header (a grep of lsmod, or /proc/modules, "
+                            "which may be one too): a module not shown may still be loaded")
     if path.path != "peermem":
         verdict.findings += gpudirect_findings(path, modules.modules)
         verdict.judged = path.path == "none"

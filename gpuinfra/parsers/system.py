@@ -143,8 +143,13 @@ def parse_unit_states(text: str) -> dict[str, tuple[str, str]]:
 LSMOD_HEADER = ("Module", "Size", "Used", "by")
 
 
+# The state column of /proc/modules (kernel/module/procfs.c: Live, Loading, Unloading).
+PROC_MODULES_STATES = ("Live", "Loading", "Unloading")
+
+
 def parse_lsmod(text: str) -> tuple[LoadedModules, bool]:
-    """`lsmod` rows (``name size instances [user,user,...]``) and whether its header was
+    """`lsmod` rows (``name size instances [user,user,...]``), or `cat /proc/modules` rows
+    (what lsmod reads, and what an operator may paste instead), and whether lsmod's header was
     there (False: filtered with grep, so a module not listed may still be loaded). Rows
     without the header are read: each row is whole on its line. Raises ParseError for a line
     that is not a module row."""
@@ -156,6 +161,13 @@ def parse_lsmod(text: str) -> tuple[LoadedModules, bool]:
             continue
         if tuple(parts) == LSMOD_HEADER:
             header = True
+            continue
+        if len(parts) >= 5 and parts[4] in PROC_MODULES_STATES and parts[1].isdigit():
+            # /proc/modules: name size refcount users state address [taints]; refcount and
+            # users are "-" where unknown (seen on a real H100 VM: tests/fixtures/device/)
+            count = int(parts[2]) if parts[2].isdigit() else 0
+            users = [u for u in parts[3].split(",") if u and u != "-"]
+            result.modules[parts[0]] = KernelModule(parts[0], int(parts[1]), count, users)
             continue
         if len(parts) not in (3, 4) or not parts[1].isdigit() or not parts[2].isdigit():
             raise ParseError("lsmod", f"not a module row: {line.strip()[:60]!r}", line=no)

@@ -255,3 +255,13 @@ def test_cmdline_elided_is_not_failed_for_what_was_left_out(capsys, tmp_path):
     code, [verdict] = check(capsys, "--cmdline", cut(tmp_path, "BOOT_IMAGE=... quiet\n"),
                             "--rdma")
     assert (code, verdict["verdict"]) == (3, "incomplete")
+
+
+def test_proc_modules_as_the_lent_h100_printed_it_is_read(capsys):
+    # `cat /proc/modules` on the real H100 VM (tests/fixtures/device/INDEX.md, second lease):
+    # refused as "not a module row" before; now read, and, with no lsmod header to prove the
+    # listing whole, peermem's absence is a cut, never a pass or a failure.
+    modules = FIX / "device/h100-80gb-hbm3-vm-drv580.159.04-second-lease/proc-modules.txt"
+    code, [verdict] = check(capsys, "--lsmod", str(modules), "--gpudirect", "peermem")
+    assert code == 3 and verdict["verdict"].startswith("incomplete"), verdict
+    assert any("nvidia_peermem" in c for c in verdict["cuts"])
