@@ -253,8 +253,10 @@ def device_problems(stat_lines: str, group: str, mode: str) -> list[str]:
 
 
 def loaded_modules(proc_modules: str) -> set[str]:
-    """Module names from /proc/modules."""
-    return {line.split()[0] for line in proc_modules.splitlines() if line.strip()}
+    """Module names from /proc/modules, read by the parser `gpuinfra check --lsmod` uses."""
+    from gpuinfra.parsers.system import parse_lsmod
+
+    return set(parse_lsmod(proc_modules)[0].modules)
 
 
 # --- units (test_common.py, test_driver.py) -------------------------------------------------
