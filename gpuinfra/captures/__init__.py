@@ -17,9 +17,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuinfra.capture_verdict import (  # noqa: F401  (the words, for the judges)
+    FAIL,
+    INCOMPLETE,
+    NO_VERDICT,
+    PASS,
+    capture_json,
+    verdict_of,
+)
 from gpuinfra.rdma_verdicts import Finding
-
-PASS, FAIL, INCOMPLETE, NO_VERDICT = "pass", "fail", "incomplete", "no verdict"
 
 
 @dataclass
@@ -45,32 +51,25 @@ class CaptureVerdict:
 
     @property
     def verdict(self) -> str:
-        if self.failed:
-            return FAIL
-        if self.cuts:
-            return INCOMPLETE
-        return PASS if self.judged else NO_VERDICT
+        return verdict_of(bool(self.failed), self.judged, self.cuts, self.blocks)
 
     @property
     def summary(self) -> str:
-        """The verdict in words: ``incomplete: 3 complete blocks judged, no failure found``."""
-        if self.verdict == FAIL:
+        """The verdict in words, with the count of failures or of blocks judged."""
+        verdict = self.verdict
+        if verdict == FAIL:
             return f"fail: {len(self.failed)} failure(s) in {self.blocks} complete block(s)"
-        if self.verdict == INCOMPLETE:
-            return (f"incomplete: {self.blocks} complete block(s) judged, no failure found "
-                    "(the capture is cut: it cannot pass)")
-        if self.verdict == NO_VERDICT:
+        if verdict.startswith(INCOMPLETE):
+            return f"{verdict} (the capture is cut: it cannot pass)"
+        if verdict == NO_VERDICT:
             return "no verdict: the capture shows nothing the expectation asks about"
         return f"pass: {self.blocks} complete block(s) judged"
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "host": self.host, "kind": self.kind, "expectation": self.expectation,
-            "verdict": self.verdict, "summary": self.summary, "complete_blocks": self.blocks,
-            "cuts": list(self.cuts),
-            "findings": [{"severity": "warn" if f.warning else "fail", "what": f.what,
-                          "cause": f.cause, "fix": f.fix} for f in self.findings],
-        }
+        return capture_json(
+            self.host, self.kind, self.expectation, self.verdict, self.summary, self.blocks,
+            self.cuts, [{"severity": "warn" if f.warning else "fail", "what": f.what,
+                         "cause": f.cause, "fix": f.fix} for f in self.findings])
 
 
 def message(verdict: CaptureVerdict) -> str:

@@ -13,9 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuinfra.capture_verdict import (  # noqa: F401  (the words, for the judges)
+    FAIL,
+    NO_VERDICT,
+    PASS,
+    capture_json,
+    verdict_of,
+)
 from gpuinfra.verdicts import Finding
-
-PASS, FAIL, NO_VERDICT = "pass", "fail", "no verdict"
 
 
 @dataclass
@@ -42,15 +47,9 @@ class CaptureVerdict:
 
     @property
     def verdict(self) -> str:
-        if self.failed:
-            return FAIL
-        if not self.judged:
-            return NO_VERDICT
-        if self.cuts:
-            return f"incomplete: {self.blocks} complete blocks judged, no failure found"
-        return PASS
+        return verdict_of(self.failed, self.judged, self.cuts, self.blocks)
 
     def to_json(self) -> dict[str, Any]:
-        return {"host": self.host, "kind": self.kind, "expectation": self.expectation,
-                "verdict": self.verdict, "blocks_judged": self.blocks, "cuts": self.cuts,
-                "findings": [f.to_json() for f in self.findings]}
+        return capture_json(self.host, self.kind, self.expectation, self.verdict,
+                            self.verdict, self.blocks, self.cuts,
+                            [f.to_json() for f in self.findings])

@@ -13,7 +13,7 @@ import pytest
 from gpuinfra.judge.kubernetes import PLUGIN_LOG_CAUSES
 from gpuinfra.judge.vfio import GROUP_CAUSE, HOST_DRIVER_CAUSE, HOSTDEV_CAUSE
 from gpuinfra_cli.main import main
-from tests.conftest import REAL
+from tests.conftest import REAL, REPO
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 VFIO, KUBE, LSPCI = FIX / "vfio", FIX / "kubectl", REAL / "lspci"
@@ -269,7 +269,7 @@ def test_hostdev_of_the_wrong_address_fails(capsys):
 def test_hostdev_cut_before_its_source_is_incomplete(capsys, tmp_path):
     rc, out = check(capsys, "virsh-hostdev", cut_copy(tmp_path, HOSTDEV, lines=slice(0, 2)),
                     "--device", "0c:00.0")
-    assert rc == 3 and out["verdict"] == "no verdict" and out["cuts"]
+    assert rc == 3 and out["verdict"].startswith(INCOMPLETE) and out["cuts"]
 
 
 # ---------------------------------------------------------------------------- vm-topo
@@ -290,3 +290,22 @@ def test_vm_topo_pair_without_nvlink_fails(capsys):
                     "--profile", "bridged-pairs", "--gpus", "2")
     assert rc == 1 and out["verdict"] == "fail"
     assert any(f["cause"] for f in out["findings"] if f["severity"] == "fail")
+
+
+def test_every_kind_answers_in_one_shape(capsys, tmp_path):
+    """`check --json` gives the same keys for an RDMA capture and a VFIO one, and the one
+    verdict rule (gpuinfra/capture_verdict.py): a cut wins over "nothing judged"."""
+    from gpuinfra.capture_verdict import verdict_of
+
+    rc, out = check(capsys, "virsh-hostdev", cut_copy(tmp_path, HOSTDEV, lines=slice(0, 2)),
+                    "--device", "0c:00.0")
+    code = main(["check", "--cmdline", str(REPO / "tests/fixtures/vfio/"
+                                           "proc-cmdline-lab-hv-converged.txt"),
+                 "--hypervisor", "--cpu-vendor", "GenuineIntel", "--json"])
+    [host] = json.loads(capsys.readouterr().out)
+    assert code == 0 and set(out) == set(host) >= {"host", "kind", "expectation", "verdict",
+                                                    "blocks_judged", "cuts", "findings"}
+    assert verdict_of(False, False, ["cut"], 0).startswith("incomplete")
+    assert verdict_of(False, False, [], 0) == "no verdict"
+    assert verdict_of(True, False, ["cut"], 0) == "fail"
+    assert verdict_of(False, True, [], 3) == "pass"
