@@ -378,15 +378,8 @@ def tls_command(node: NodeSpec, key: str, cert: str, group: str) -> str:
     """Shell (root): a self-signed certificate (its own CA) for the node's cluster address, an
     EC P-256 key root:``group`` 0640 (written 0600 under umask 077 first), the certificate
     0644; ``openssl req -addext`` (OpenSSL 1.1.1 and later: 3.0 on every distribution here)."""
-    q = shlex.quote
-    key_new, cert_new = f"{key}.gpuinfra-new", f"{cert}.gpuinfra-new"
-    return (f"umask 077 && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
-            f"-nodes -keyout {q(key_new)} -out {q(cert_new)} -days {CERT_DAYS} "
-            f"-subj {q('/CN=' + node.short_name)} "
-            f"-addext {q('subjectAltName=IP:' + str(node.address))} 2>&1 && "
-            f"chgrp {q(group)} {q(key_new)} && chmod 0640 {q(key_new)} && "
-            f"chmod 0644 {q(cert_new)} && mv -f {q(key_new)} {q(key)} && "
-            f"mv -f {q(cert_new)} {q(cert)}")
+    return _self_signed(key, cert, "/CN=" + node.short_name,
+                        ["subjectAltName=IP:" + str(node.address)], key_group=group)
 
 
 def web_check(stage: str) -> str:
@@ -424,13 +417,24 @@ def exporter_ca_command(spec: ClusterSpec, key: str, cert: str) -> str:
     """Shell (root): the exporters' CA, an EC P-256 key root 0600 and its self-signed
     certificate (10 years, ``CA:TRUE`` with ``pathlen:0``: it signs node certificates only),
     written under umask 077 beside their targets and renamed into place."""
+    return _self_signed(key, cert, "/CN=gpuinfra node_exporter CA of " + spec.name,
+                        ["basicConstraints=critical,CA:TRUE,pathlen:0",
+                         "keyUsage=critical,keyCertSign,cRLSign"])
+
+
+def _self_signed(key: str, cert: str, subject: str, extensions: list[str],
+                 key_group: str | None = None) -> str:
+    """Shell (root): an EC P-256 key and its self-signed certificate (``CERT_DAYS``), written
+    under umask 077 beside their targets (``.gpuinfra-new``) and renamed into place; the key
+    0600, or root:``key_group`` 0640; the certificate 0644."""
     q = shlex.quote
     key_new, cert_new = f"{key}.gpuinfra-new", f"{cert}.gpuinfra-new"
+    adds = " ".join(f"-addext {q(e)}" for e in extensions)
+    share = f"chgrp {q(key_group)} {q(key_new)} && chmod 0640 {q(key_new)} && " \
+        if key_group else ""
     return (f"umask 077 && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
             f"-nodes -keyout {q(key_new)} -out {q(cert_new)} -days {CERT_DAYS} "
-            f"-subj {q('/CN=gpuinfra node_exporter CA of ' + spec.name)} "
-            f"-addext {q('basicConstraints=critical,CA:TRUE,pathlen:0')} "
-            f"-addext {q('keyUsage=critical,keyCertSign,cRLSign')} 2>&1 && "
+            f"-subj {q(subject)} {adds} 2>&1 && {share}"
             f"chmod 0644 {q(cert_new)} && mv -f {q(key_new)} {q(key)} && "
             f"mv -f {q(cert_new)} {q(cert)}")
 
