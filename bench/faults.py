@@ -141,17 +141,28 @@ def killed_install(podman: Podman) -> bool:
     return converged("rerun")
 
 
+def ctrl_c_during(podman: Podman, host: str, pattern: str,
+                  never: str) -> subprocess.Popen | None:
+    """A deploy interrupted (Ctrl-C) once ``pattern`` runs on ``host``; None, saying
+    ``never``, when it never did."""
+    proc = subprocess.Popen(DEPLOY, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    if not wait_for(podman, host, pattern):
+        proc.kill()
+        say(f"  {never}")
+        return None
+    proc.send_signal(signal.SIGINT)
+    proc.communicate()
+    return proc
+
+
 def interrupted(podman: Podman) -> bool:
     """Ctrl-C during the driver install; a rerun started at once must wait for the apt that
     is still running on the hosts (bounded) and converge."""
-    proc = subprocess.Popen(DEPLOY, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    if not wait_for(podman, "lab-worker1", "[a]pt-get.*nvidia-smi"):
-        proc.kill()
-        say("  the driver install never started on lab-worker1")
+    proc = ctrl_c_during(podman, "lab-worker1", "[a]pt-get.*nvidia-smi",
+                         "the driver install never started on lab-worker1")
+    if proc is None:
         return False
-    proc.send_signal(signal.SIGINT)
-    proc.communicate()
     running = podman.exec("lab-worker1", "pgrep -x 'apt-get|dpkg' | wc -l", check=False).strip()
     say(f"  Ctrl-C: pyinfra exit {proc.returncode}; package processes still running on "
         f"lab-worker1: {running}")
@@ -166,14 +177,10 @@ def interrupted_head(podman: Podman) -> bool:
     the install (Debian starts both daemons with their packaged settings); the rerun must leave
     every service running (it once left Alertmanager stopped: a reload's SIGHUP right after the
     restart, gpuinfra_deploy/ops/service.py)."""
-    proc = subprocess.Popen(DEPLOY, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    if not wait_for(podman, "lab-head", "[a]pt-get.*prometheus-alertmanager"):
-        proc.kill()
-        say("  the head's Prometheus install never started")
+    proc = ctrl_c_during(podman, "lab-head", "[a]pt-get.*prometheus-alertmanager",
+                         "the head's Prometheus install never started")
+    if proc is None:
         return False
-    proc.send_signal(signal.SIGINT)
-    proc.communicate()
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and podman.exec(
             "lab-head", "pgrep -x 'apt-get|dpkg' | wc -l", check=False).strip() != "0":
