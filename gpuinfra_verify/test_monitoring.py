@@ -26,6 +26,7 @@ from gpuinfra.monitoring.alerts import alerts
 from gpuinfra.monitoring.scrape import target
 from gpuinfra.monitoring.settings import Monitoring
 from gpuinfra.monitoring.web import (
+    EXPORTER_CA_CERT,
     WEB_CERT,
     WEB_CONFIG,
     WEB_KEY,
@@ -222,5 +223,29 @@ def test_web_credentials_private_and_required(controller: Host, site, mon, note:
                                     "it does not serve web.yml (--web.config.file missing from "
                                     "its ARGS) or web.yml has no basic_auth_users",
                                     f"deploy again; `promtool check web-config {WEB_CONFIG}`"))
+    if problems:
+        fail(note, "\n".join(problems))
+
+
+def test_node_exporters_require_credentials(controller: Host, site, mon, note: Note) -> None:
+    """monitoring_node_exporter_web_security: every node's node_exporter answers 401, from the
+    head, to a request without credentials (its certificate checked against the exporters' CA
+    on the head)."""
+    if not mon.node_exporter_web_security:
+        pytest.skip("monitoring_node_exporter_web_security is False")
+    problems, answers = [], {}
+    for node in site.spec.nodes:
+        url = f"https://{target(node, mon.node_exporter_port)}/metrics"
+        answer = controller.run(" ".join(shlex.quote(p) for p in [
+            "python3", "-c", UNAUTHENTICATED, url, EXPORTER_CA_CERT])).stdout.strip()
+        answers[node.name] = answer
+        if answer != "401":
+            problems.append(problem(node.name, f"node_exporter answered {answer or 'nothing'} "
+                                    f"to a request without credentials at {url}, not 401",
+                                    "it does not serve its web.yml (--web.config.file, or "
+                                    "--web.config before 1.5, missing from its ARGS), or its "
+                                    "certificate is not the exporters' CA's",
+                                    "deploy again (monitoring role) on that node"))
+    note("node_exporter_unauthenticated", json.dumps(answers, sort_keys=True))
     if problems:
         fail(note, "\n".join(problems))
