@@ -34,11 +34,7 @@ from gpuinfra.parsers.perftest import IbWriteBw, parse_ib_write_bw
 from gpuinfra.parsers.system import parse_proc_modules
 from gpuinfra.parsers.topo import parse_topo
 from gpuinfra.rdma import ATS, acs_bridges, ancestors_of, gid_index, gpudirect_path, nearest_pairs
-from gpuinfra.spec import NodeSpec
-from gpuinfra.vfio import binding
-from gpuinfra_verify.expect import Site
-from gpuinfra_verify.failure import fail
-from gpuinfra_verify.rdma_expect import (
+from gpuinfra.rdma_verdicts import (
     PORTS_COMMAND,
     Finding,
     Port,
@@ -54,6 +50,10 @@ from gpuinfra_verify.rdma_expect import (
     presence_findings,
     rate_findings,
 )
+from gpuinfra.spec import NodeSpec
+from gpuinfra.vfio import binding
+from gpuinfra_verify.expect import Site
+from gpuinfra_verify.failure import fail
 
 VERIFY_NODES = "rdma"
 Note = Callable[[str, object], None]

@@ -1,5 +1,6 @@
-"""The RDMA verify judgements (gpuinfra_verify/rdma_expect.py): green on real captures of healthy
-NICs, red with the right cause on each broken state (a real capture where one exists)."""
+"""The RDMA verify judgements (gpuinfra/rdma_verdicts.py, shared with `gpuinfra check`):
+green on real captures of healthy NICs, red with the right cause on each broken state (a real
+capture where one exists)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,7 @@ from gpuinfra.parsers.mlxconfig import parse_mlxconfig
 from gpuinfra.parsers.perftest import parse_ib_write_bw
 from gpuinfra.parsers.topo import parse_topo
 from gpuinfra.rdma import gpudirect_path
-from gpuinfra.spec.model import RdmaNic
-from gpuinfra_verify.rdma_expect import (
+from gpuinfra.rdma_verdicts import (
     acs_findings,
     affinity_findings,
     ats_findings,
@@ -22,6 +22,7 @@ from gpuinfra_verify.rdma_expect import (
     presence_findings,
     rate_findings,
 )
+from gpuinfra.spec.model import RdmaNic
 from tests.conftest import REPO
 from tests.unit.test_rdma_lib import CX5, PENDING
 
