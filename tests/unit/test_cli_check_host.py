@@ -27,6 +27,9 @@ LSMOD_OK = FIX / "lsmod/h100-peermem-loaded-grep-gpud-pr39.txt"
 LSMOD_NO = FIX / "lsmod/3-node-8-gpu-grep-mlx5-no-peermem-gpu-operator-2511.txt"
 DMESG_PEERMEM = FIX / "dmesg/gb300-nvidia-peermem-unknown-symbol-gpu-operator-2868.txt"
 DMESG_XID79 = FIX / "kernel-log/nvsentinel-155-xid79-line.txt"
+DMESG_AMD_VI = FIX / "dmesg/amd-x570-amd-vi-interrupt-remapping-iommu-nested-pve-3.txt"
+DMESG_DMAR = FIX / "dmesg/intel-dmar-iommu-enabled-gtx1660s-kubevirt-gpu-device-plugin-45.txt"
+IBV_DOWN = FIX / "ibv_devinfo/cx7-ndr-mlx5_0-port-down-lid-65535-cut-deepep-60.txt"
 
 # The 400G RoCE ports of the healthy and the broken H100 node (mlx5_11 and mlx5_5 are down in
 # the broken capture).
@@ -90,6 +93,24 @@ def test_ibv_devinfo_healthy_passes_and_wrong_layer_fails(capsys):
     assert "LINK_TYPE_P1=ETH" in verdict["findings"][0]["fix"]
 
 
+def test_ibv_devinfo_port_down_fails_and_the_cut_block_is_named(capsys):
+    # DeepEP#60: mlx5_0 (ConnectX-7, InfiniBand) PORT_DOWN with no LID; the stored post ends
+    # inside mlx5_1's block, which is reported as cut, never judged.
+    code, [verdict] = check(capsys, "--ibv-devinfo", str(IBV_DOWN), "--nic", "mlx5_0")
+    assert code == 1 and verdict["verdict"] == "fail"
+    assert whats(verdict) == "mlx5_0: port DOWN/(not shown), not ACTIVE/LinkUp"
+    assert "no link partner" in verdict["findings"][0]["cause"]
+    assert "ibstat" in verdict["findings"][0]["fix"]
+    assert verdict["blocks_judged"] == 1
+    assert any("mlx5_1" in c and "incomplete" in c for c in verdict["cuts"])
+
+
+def test_ibv_devinfo_port_down_of_a_nic_not_expected_is_not_judged(capsys):
+    # Only mlx5_1 expected: its block is the cut one, so the capture cannot pass.
+    code, [verdict] = check(capsys, "--ibv-devinfo", str(IBV_DOWN), "--nic", "mlx5_1")
+    assert (code, verdict["verdict"].split(":")[0]) == (3, "incomplete")
+
+
 def test_show_gids_healthy_passes(capsys):
     code, [verdict] = check(capsys, "--show-gids", str(GIDS_OK),
                             "--nic", "mlx5_0:link_layer=ethernet,gid_index=5,netdev=ens1f0")
@@ -144,6 +165,21 @@ def test_dmesg_peermem_and_fatal_xid_fail(capsys):
     assert "reinstall" in verdict["findings"][0]["fix"]
     code, [verdict] = check(capsys, "--dmesg", str(DMESG_XID79))
     assert code == 1 and "Xid 79 (fatal)" in whats(verdict)
+
+
+def test_dmesg_iommu_on_amd_vi_and_dmar_pass(capsys):
+    # Two greps as posted: an X570 host's AMD-Vi lines ("Interrupt remapping enabled") and an
+    # Intel host's "DMAR: IOMMU enabled" next to amd_iommu_v2's harmless "not available" line.
+    code, [verdict] = check(capsys, "--dmesg", str(DMESG_AMD_VI), "--iommu", "on")
+    assert (code, verdict["verdict"], verdict["findings"]) == (0, "pass", [])
+    code, [verdict] = check(capsys, "--dmesg", str(DMESG_DMAR), "--iommu", "on")
+    assert (code, verdict["verdict"], verdict["findings"]) == (0, "pass", [])
+
+
+def test_dmesg_iommu_grep_says_nothing_of_passthrough(capsys):
+    # The same AMD-Vi grep has no "Default domain type" line: iommu=pt is not shown either way.
+    code, [verdict] = check(capsys, "--dmesg", str(DMESG_AMD_VI), "--iommu", "passthrough")
+    assert (code, verdict["verdict"]) == (3, "no verdict")
 
 
 def test_dmesg_without_what_is_asked_is_no_verdict(capsys):
