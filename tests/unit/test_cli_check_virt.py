@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuinfra.judge.kubernetes import PLUGIN_LOG_CAUSES
+from gpuinfra.judge.kubernetes import PLUGIN_LOG_CAUSES, UNHEALTHY
 from gpuinfra.judge.vfio import GROUP_CAUSE, HOST_DRIVER_CAUSE, HOSTDEV_CAUSE
 from gpuinfra_cli.main import main
 from tests.conftest import REAL, REPO
@@ -213,6 +213,7 @@ def test_pods_without_a_device_plugin_fail_when_whole(capsys, tmp_path):
 
 DESCRIBE_12 = KUBE / "describe-time-slicing-replicas-12-allocatable-12-gpu-operator-684.txt"
 DESCRIBE_1 = KUBE / "describe-time-slicing-4-not-applied-capacity-1-k8s-device-plugin-990.txt"
+DESCRIBE_70 = KUBE / "describe-capacity-80-allocatable-70-hami-477.txt"
 
 
 def test_describe_allocatable_as_expected_is_judged(capsys):
@@ -231,6 +232,18 @@ def test_describe_capacity_short_of_the_spec_fails(capsys):
 def test_describe_wrong_allocatable_fails(capsys):
     rc, out = check(capsys, "describe-node", DESCRIBE_12, "--gpus", "8")
     assert rc == 1 and out["verdict"] == "fail"
+
+
+def test_describe_capacity_above_allocatable_fails_as_unhealthy(capsys):
+    """HAMi#477's node: Capacity 80, Allocatable 70, both sections whole (the poster cut the
+    other sections): a GPU withdrawn by the plugin, with or without an expectation."""
+    rc, out = check(capsys, "describe-node", DESCRIBE_70)
+    assert rc == 1 and fails_with(out, UNHEALTHY.cause)
+    assert [f["observed"] for f in out["findings"]] == ["capacity 80, allocatable 70"]
+    rc, out = check(capsys, "describe-node", DESCRIBE_70, "--gpus", "80")
+    assert rc == 1 and {f["check"] for f in out["findings"]} == {"k8s-allocatable",
+                                                                 "k8s-unhealthy"}
+    assert "expected 80, allocatable 70" in out["findings"][0]["observed"]
 
 
 def test_describe_rows_without_their_header_are_not_guessed(capsys, tmp_path):
