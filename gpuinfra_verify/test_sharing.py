@@ -22,7 +22,7 @@ from gpuinfra.parsers.slurm import parse_sinfo_nodes
 from gpuinfra.spec import NodeSpec
 from gpuinfra_verify.expect import problem
 from gpuinfra_verify.failure import fail
-from gpuinfra_verify.sharing_expect import (
+from gpuinfra.sharing_verdicts import (
     ADVICE,
     boot_unit_findings,
     compute_mode_findings,

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from gpuinfra.captures import CaptureVerdict
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.monitoring.alerts import FATAL_XIDS
+from gpuinfra.monitoring.gpumetrics import (
+    FATAL_XIDS,
+    XID_FATAL_CAUSE,
+    XID_FATAL_FIX,
+    XID_OTHER_CAUSE,
+    XID_OTHER_FIX,
+)
 from gpuinfra.parsers._text import ELISION
 from gpuinfra.parsers.kernellog import parse_kernel_log
 from gpuinfra.parsers.system import parse_lsmod
@@ -63,12 +69,8 @@ def judge_dmesg(text: str, iommu: str | None, host: str = "-") -> CaptureVerdict
         fatal = xid[1] in FATAL_XIDS
         verdict.findings.append(Finding(
             f"GPU {address}: Xid {xid[1]}" + (" (fatal)" if fatal else ""),
-            "the driver reported a GPU error; a fatal XID means the GPU needs a reset or "
-            "service (79: fallen off the bus; 48/63/64/94/95: memory errors; 74: NVLink)"
-            if fatal else "the driver reported a GPU error (often an application fault)",
-            "drain the node, `nvidia-smi -q` on the GPU, reset it (`nvidia-smi -r`) or reboot; "
-            "a repeated fatal XID: reseat or RMA the GPU (NVIDIA's XID catalogue)"
-            if fatal else "look up the XID in NVIDIA's catalogue; watch whether it repeats",
+            XID_FATAL_CAUSE if fatal else XID_OTHER_CAUSE,
+            XID_FATAL_FIX if fatal else XID_OTHER_FIX,
             warning=not fatal))
     if log.peermem_symbols:
         verdict.findings.append(Finding(

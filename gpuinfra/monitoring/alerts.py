@@ -14,27 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuinfra.knowledge.topology import expected_active_links
-from gpuinfra.monitoring.gpumetrics import RECOVERY_ACTION_XID
+from gpuinfra.monitoring.gpumetrics import FATAL_XIDS, RECOVERY_ACTION_XID
 from gpuinfra.monitoring.settings import Monitoring
 from gpuinfra.spec.model import ClusterSpec, NodeSpec
 
-# XIDs after which the GPU needs a reset or service, not just a look. Source: NVIDIA's Xid catalog
-# (https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, "Resolution Bucket
-# (Immediate Action)" column, read 2026-11 through a verbatim copy of its rows; also
-# docs/hardware-reference.md 8.6):
-#   48 double-bit ECC (WORKFLOW_XID_48: "A GPU reset or node reboot is needed"), 64 row
-#   remapping failure (RESET_GPU), 74 NVLink error (WORKFLOW_NVLINK_ERR: "A GPU reset or node
-#   reboot is needed to clear this error"), 79 fallen off the bus (RESTART_BM), 95 uncontained
-#   ECC error (RESET_GPU), 119 GSP RPC timeout and 120 GSP error (RESET_GPU), 140 ECC
-#   unrecovered error (RESET_GPU);
-#   63 row remapping event (IGNORE: the remap waits for a reset, GpuMemoryNeedsReset), 92 high
-#   single-bit ECC rate (IGNORE, investigate CONTACT_SUPPORT) and 94 contained ECC error
-#   (RESTART_APP) are kept from the project's first list: stricter than the catalog.
-# Xid 154 is not in the list: it only says what another XID needs (row 154: "Informational only
-# regarding another Xid"); its recovery action is judged instead (RECOVERY_ACTION_XID).
-# Judged per code since boot (gpuinfra_gpu_xid_errors_by_code), never by the last XID: R565+
-# drivers log Xid 154 right after the fatal one (tests/fixtures/kernel-log).
-FATAL_XIDS = (48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140)
 # File systems the disk alert ignores (memory, container layers, images).
 VIRTUAL_FS = "tmpfs|overlay|squashfs|ramfs|devtmpfs|nsfs|fuse.lxcfs"
 

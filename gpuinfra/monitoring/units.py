@@ -18,6 +18,9 @@ DCGM_COUNTERS = "/etc/dcgm-exporter/default-counters.csv"
 # The group that may write node_exporter's textfile directory; the collector runs as a
 # transient user of systemd's (DynamicUser=, systemd.exec(5)) in that group, never as root.
 COLLECTOR_GROUP = "gpuinfra-metrics"
+# node_exporter's textfile directory (Debian's and Ubuntu's packages): the GPU collector and the
+# node health check (gpuinfra.health) write their .prom files there.
+TEXTFILE_DIRECTORY = "/var/lib/prometheus/node-exporter"
 # Reading the kernel log through journald takes its group (systemd-journal(7): "Users in
 # group 'systemd-journal' can see all messages").
 JOURNAL_GROUP = "systemd-journal"

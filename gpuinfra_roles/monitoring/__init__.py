@@ -60,6 +60,7 @@ from gpuinfra.monitoring.scrape import (
 from gpuinfra.monitoring.settings import Monitoring
 from gpuinfra.monitoring.units import (
     COLLECTOR_GROUP,
+    TEXTFILE_DIRECTORY,
     collector_service,
     collector_timer,
     dcgm_exporter_dropin,
@@ -111,7 +112,7 @@ TEMPLATES = RoleTemplates(__file__)  # templates/etc/default/prometheus-daemon.j
 # the wheel), so the nodes run the library the deploy itself judged with.
 LIBRARY_ROOT = Path(gpuinfra.__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
-TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"  # Debian's and Ubuntu's default
+TEXTFILE_DIR = TEXTFILE_DIRECTORY  # Debian's and Ubuntu's default (gpuinfra.monitoring.units)
 COLLECTOR_LIB = "/usr/local/lib/gpuinfra-gpu-metrics"
 COLLECTOR_OUT = f"{TEXTFILE_DIR}/gpuinfra-gpu.prom"
 UNIT_DIR = "/etc/systemd/system"

@@ -12,7 +12,7 @@ import pytest
 
 from gpuinfra.migplan import STATE_COMMAND, node_state, split_sections
 from gpuinfra_lab.profiles import PROFILES
-from gpuinfra_verify.sharing_expect import instance_findings, mig_mode_findings, slurm_gres_findings
+from gpuinfra.sharing_verdicts import instance_findings, mig_mode_findings, slurm_gres_findings
 from tests.conftest import REPO
 
 STAND_IN = REPO / "gpuinfra_lab" / "nvidia-smi"

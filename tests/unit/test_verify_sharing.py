@@ -1,4 +1,4 @@
-"""The GPU sharing checks' judgements (gpuinfra_verify/sharing_expect.py): each goes red once, on
+"""The GPU sharing checks' judgements (gpuinfra/sharing_verdicts.py): each goes red once, on
 real MIG captures (tests/fixtures/real/nvidia-smi-L: a DGX A100 80GB all-balanced;
 tests/fixtures/mig:
 an H100 with 7x 1g.10gb) and the outputs the checks read."""
@@ -6,7 +6,7 @@ an H100 with 7x 1g.10gb) and the outputs the checks read."""
 from __future__ import annotations
 
 from gpuinfra.migplan import node_state
-from gpuinfra_verify.sharing_expect import (
+from gpuinfra.sharing_verdicts import (
     ADVICE,
     boot_unit_findings,
     compute_mode_findings,

@@ -1,4 +1,5 @@
-"""Pure judgements of the GPU sharing checks (gpuinfra_verify/test_sharing.py), unit-tested in
+"""Pure judgements of GPU sharing (the verify suite's gpuinfra_verify/test_sharing.py and the node
+health check, gpuinfra.health.judge), unit-tested in
 tests/unit/test_verify_sharing.py on real MIG captures.
 
 The GPUs' state is read with the deploy's own command and parser (gpuinfra.migplan), the
