@@ -14,6 +14,7 @@ from gpuinfra_roles import (
     containerd,
     fabric_manager,
     gpu_sharing,
+    health,
     kubernetes,
     monitoring,
     munge,
@@ -36,6 +37,7 @@ container_toolkit.apply(site, node)  # after containerd; unless container_toolki
 gpu_sharing.apply(site, node)  # MIG layout (kept at boot), MPS daemon: before the schedulers
 
 rdma.apply(site, node)  # hosts with rdma_nics, after the driver (nvidia-peermem); ATS, ACS
+health.apply(site, node)  # node health check (Slurm workers, GPU nodes): before slurm.conf names it
 
 # The scheduler roles need the head: a failed head stops them everywhere
 munge.apply(site, node)  # Slurm nodes: one key for the cluster, from the head

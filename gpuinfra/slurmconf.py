@@ -408,6 +408,8 @@ class SlurmConf:
     partitions: list[str]
     accounting: bool
     extra: list[str] = field(default_factory=list)
+    # The node health check's lines (HealthCheckProgram..., Prolog, Epilog): health_lines().
+    health: list[str] = field(default_factory=list)
 
     @property
     def controller_host(self) -> str:
@@ -421,9 +423,32 @@ class SlurmConf:
         return [f"{n.name}: {note}" for n in self.nodes for note in n.notes]
 
 
+# The health role's programs (gpuinfra_roles/health: slurm.conf names a program, no arguments).
+HEALTH_PROGRAMS = {"slurm": "/usr/local/sbin/gpuinfra-health-slurm",
+                   "prolog": "/usr/local/sbin/gpuinfra-health-prolog",
+                   "epilog": "/usr/local/sbin/gpuinfra-health-epilog"}
+
+
+def health_lines(settings: Mapping[str, Any]) -> list[str]:
+    """slurm.conf's health check keys from the health role's knobs (slurm.conf(5)):
+    HealthCheckProgram/-Interval/-NodeState; Prolog with PrologFlags=Alloc (run at allocation,
+    before the batch script, so a bad GPU requeues the job before it starts); Epilog."""
+    if not settings.get("health_enabled"):
+        return []
+    lines = [f"HealthCheckProgram={HEALTH_PROGRAMS['slurm']}",
+             f"HealthCheckInterval={int(settings['health_check_interval'])}",
+             f"HealthCheckNodeState={settings['health_check_node_state']}"]
+    if settings.get("health_slurm_prolog"):
+        lines += [f"Prolog={HEALTH_PROGRAMS['prolog']}", "PrologFlags=Alloc"]
+    if settings.get("health_slurm_epilog"):
+        lines.append(f"Epilog={HEALTH_PROGRAMS['epilog']}")
+    return lines
+
+
 def slurm_conf(spec: ClusterSpec, addresses: Mapping[str, str | None],
                hardware: Mapping[str, NodeHardware | None], gres_type_of: Mapping[str, str],
-               accounting: bool = False, extra: Any = None) -> SlurmConf:
+               accounting: bool = False, extra: Any = None,
+               health: Mapping[str, Any] | None = None) -> SlurmConf:
     """The cluster's slurm.conf content (host names are the inventory's)."""
     if len(spec.head) != 1:
         raise SlurmConfigError(f"Slurm needs exactly one host in 'head', found {len(spec.head)}")
@@ -439,4 +464,5 @@ def slurm_conf(spec: ClusterSpec, addresses: Mapping[str, str | None],
         partitions=partition_lines(spec),
         accounting=accounting,
         extra=extra_lines(extra),
+        health=health_lines(health or {}),
     )

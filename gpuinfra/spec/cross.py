@@ -22,6 +22,31 @@ def check_cross_keys(nodes: Sequence[NodeSpec], schedulers: Sequence[str],
     _monitoring_addresses(nodes, errs)
     _open_modules(nodes, errs)
     _port_clashes(nodes, accounting, errs)
+    _health_hooks(nodes, errs)
+
+
+# slurm.conf keys the health role's knobs write (gpuinfra_roles/health): a site's own
+# slurm_conf_extra may set them only with the knob off (Slurm takes the last value of a key).
+HEALTH_SLURM_KEYS = {"healthcheckprogram": "health_enabled",
+                     "healthcheckinterval": "health_enabled",
+                     "healthchecknodestate": "health_enabled", "prolog": "health_slurm_prolog",
+                     "prologflags": "health_slurm_prolog", "epilog": "health_slurm_epilog"}
+
+
+def _health_hooks(nodes: Sequence[NodeSpec], errs: Collector) -> None:
+    for node in nodes[:1]:  # site-wide keys: the same on every host
+        extra = node.settings.get("slurm_conf_extra") or {}
+        if not node.settings.get("health_enabled", False) or not isinstance(extra, dict):
+            continue
+        for key in extra:
+            knob = HEALTH_SLURM_KEYS.get(str(key).lower())
+            if knob and node.settings.get(knob, False):
+                errs.add(node.name, f"slurm_conf_extra[{key!r}]", extra[key],
+                         f"the health role writes {key} (gpuinfra-health, {knob} is True): "
+                         "Slurm would keep only one of the two",
+                         f"no {key} in slurm_conf_extra, or {knob} = False",
+                         f"remove {key} from slurm_conf_extra, or set {knob} = False "
+                         f"{WHERE_ALL} (your own program then runs alone)")
 
 
 # Ports the roles' daemons listen on that no knob moves (each daemon's own default):

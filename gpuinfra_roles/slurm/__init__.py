@@ -136,6 +136,7 @@ def _slurm_conf(site: Site, data: Any, settings: dict[str, Any]) -> tuple[str, l
         gres_type_of={n.name: gres_type_of(n) for n in spec.workers_of("slurm")},
         accounting=spec.slurm_accounting,
         extra=data["slurm_conf_extra"],
+        health={k: v for k, v in data.items() if k.startswith("health_")},
     )
     return TEMPLATES.render(SLURM_CONF, conf=conf, settings=settings), conf.notes
 
@@ -273,5 +274,5 @@ def applies(site: Site, node: NodeSpec) -> bool:
 
 # The one declaration of where this role applies and how it is called: deploy.py, the entry
 # file beside this one and another project's deploy all run ``ROLE.apply``.
-ROLE = Role("slurm", slurm, applies, needs_head=True)
+ROLE = Role("slurm", slurm, applies, needs_head=True, reads=("health",))
 apply = ROLE.apply

@@ -20,6 +20,7 @@ asked of; a host without that fact raises :class:`MissingFact` as above.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -81,9 +82,15 @@ def _decode(obj: dict[str, Any]) -> Any:
 
 def upload_text(src: Any) -> str:
     """The text an upload command sends (a StringIO, or the BytesIO of
-    gpuinfra_deploy/ops/checked.py)."""
+    gpuinfra_deploy/ops/checked.py); a binary file (the health role's library zip) as
+    ``<binary: N bytes, sha256 ...>``, so two plans still compare."""
     value = src.getvalue()
-    return value.decode() if isinstance(value, bytes) else value
+    if not isinstance(value, bytes):
+        return value
+    try:
+        return value.decode()
+    except UnicodeDecodeError:
+        return f"<binary: {len(value)} bytes, sha256 {hashlib.sha256(value).hexdigest()}>"
 
 
 def load_facts(*names: str) -> dict[str, Any]:

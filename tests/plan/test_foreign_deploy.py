@@ -168,13 +168,14 @@ def site_for(role: str) -> tuple[list[dict[str, Any]], set[str]]:
 
         return [_host("web1", ("frontends",), fresh("debian-12"),
                       {"containerd_everywhere": True})], {"web1"}
-    if role in ("munge", "slurm"):
+    if role in ("munge", "slurm", "health"):
         head = load_facts(*base, "munge-fresh", "slurm-fresh")
         node = load_facts(*base, "gpu-fresh", "gpu-debian-12", "munge-fresh", "slurm-fresh",
                           "slurm-lab-worker1")
-        return [_host("ctl1", ("login",), head, {"ssh_hostname": "10.1.0.1"}),
-                _host("gpu01", ("gpu_nodes",), node, {**GPU, "ssh_hostname": "10.1.0.2"})], \
-            {"ctl1", "gpu01"}
+        hosts = [_host("ctl1", ("login",), head, {"ssh_hostname": "10.1.0.1"}),
+                 _host("gpu01", ("gpu_nodes",), node, {**GPU, "ssh_hostname": "10.1.0.2"})]
+        # The health check runs on the workers only (slurmd runs it), not on the head.
+        return hosts, {"gpu01"} if role == "health" else {"ctl1", "gpu01"}
     if role == "kubernetes":
         from tests.plan.test_kubernetes_plan import DATA, GPU1, HEAD, fresh
 

@@ -44,6 +44,7 @@ from gpuinfra_deploy.facts._base import GPU_FIELDS
 from gpuinfra_deploy.facts.nvidia import NvidiaGpus, NvidiaTopology
 from gpuinfra_deploy.facts.system import CpuLayout, MemTotalMb
 from gpuinfra_deploy.run.site import current_site
+from gpuinfra_roles.health.defaults import DEFAULTS as HEALTH_DEFAULTS
 from gpuinfra_roles.slurm import (
     CGROUP_CONF,
     DISTRO,
@@ -178,7 +179,7 @@ def expected_files(distro: str, name: str, accounting: bool = False,
     conf = slurm_conf(spec, {n: SPEC[n]["ssh_hostname"] for n in SPEC},
                       {n.name: hardware for n in workers},
                       {n.name: gpu_type(n.gpus.model.key) for n in workers},
-                      accounting=accounting, extra=extra)
+                      accounting=accounting, extra=extra, health=HEALTH_DEFAULTS)
     settings = {"slurmd_timeout": DEFAULTS["slurm_slurmd_timeout"],
                 "cgroup_plugin": DISTRO[distro]["cgroup_plugin"]}
     node = spec.node(name)

@@ -1,0 +1,15 @@
+"""The node health check: one reading of a GPU node, judged by the library, on the node.
+
+- :mod:`~gpuinfra.health.expectation`: what the node must be, rendered from the spec at deploy
+  time into ``/etc/gpuinfra/health.json`` (model, count, topology profile, NICs, MIG layout,
+  persistence mode, Fabric Manager); read back and checked field by field.
+- :mod:`~gpuinfra.health.probes`: the commands one reading runs (one table: the health check,
+  the verify suite and the GPU metrics collector ask the node the same questions).
+- :mod:`~gpuinfra.health.collect`: runs a reading's commands on the node, in parallel, each
+  with a timeout (the only module here that runs anything: it is shipped to the node).
+- :mod:`~gpuinfra.health.judge`: the verdict on a reading, with the verify suite's own
+  judgements (gpuinfra.verdicts, gpuinfra.rdma_verdicts, gpuinfra.migplan): findings with
+  cause and fix, and one short line for the scheduler.
+- :mod:`~gpuinfra.health.slurm`: what the check does to the Slurm node (drain with
+  ``gpuinfra: <cause>``, resume what it drained, never what an operator drained).
+"""

@@ -1,0 +1,110 @@
+"""The `health` role: the node health check (gpuinfra-health) on every Slurm worker and GPU node.
+
+Table of contents (``health()``): Python 3 (Debian's); the program (program.py beside this
+file) and the library it judges with, packed into one zip (the same gpuinfra modules the
+deploy runs: one copy of every rule); three entry points Slurm runs
+(``gpuinfra-health-slurm``, ``-prolog``, ``-epilog``: slurm.conf takes a path, no
+arguments) and ``gpuinfra-health`` for people; the node's expectation
+(/etc/gpuinfra/health.json, from the spec), judged by the program itself on a staged copy
+before it goes live. The slurm role writes HealthCheckProgram, Prolog and Epilog from this
+role's keys (defaults.py); the monitoring role's node_exporter reads the check's metrics.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from functools import lru_cache
+from io import StringIO
+from pathlib import Path
+
+from pyinfra.api import deploy
+from pyinfra.operations import apt, files
+
+import gpuinfra
+from gpuinfra.health.expectation import PATH as EXPECTATION_PATH
+from gpuinfra.health.expectation import from_node
+from gpuinfra.monitoring.units import TEXTFILE_DIRECTORY
+from gpuinfra.slurmconf import HEALTH_PROGRAMS
+from gpuinfra.spec import NodeSpec
+from gpuinfra_deploy.ops.apt import APT_CACHE_S
+from gpuinfra_deploy.ops.checked import check_script, checked_files
+from gpuinfra_deploy.run.role import Role
+from gpuinfra_deploy.run.site import Site
+
+HERE = Path(__file__).resolve().parent
+LIBRARY_ROOT = Path(gpuinfra.__file__).resolve().parents[1]
+LIB_DIR = "/usr/local/lib/gpuinfra-health"
+PROGRAM = f"{LIB_DIR}/program.py"
+ZIP = f"{LIB_DIR}/gpuinfra.zip"
+STAGE = "/etc/gpuinfra/.gpuinfra-staged"
+# The commands: one for people, one per Slurm hook (gpuinfra.slurmconf.HEALTH_PROGRAMS, the
+# paths slurm.conf names).
+COMMAND = "/usr/local/sbin/gpuinfra-health"
+# The zip's entries carry this date: the same library gives the same bytes on every deploy.
+ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+
+
+@lru_cache(maxsize=1)
+def library_zip() -> bytes:
+    """The gpuinfra package as a zip Python imports from (zipimport), byte for byte the same
+    for the same sources (sorted entries, a fixed date and mode)."""
+    out = io.BytesIO()
+    package = LIBRARY_ROOT / "gpuinfra"
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as packed:
+        for path in sorted(package.rglob("*.py")):
+            info = zipfile.ZipInfo(path.relative_to(LIBRARY_ROOT).as_posix(), ZIP_DATE)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            packed.writestr(info, path.read_bytes())
+    return out.getvalue()
+
+
+def entry_point(mode: str | None) -> str:
+    """The shell script of a command: the program, in isolated mode, with its mode."""
+    args = f" {mode}" if mode else ""
+    return (f"#!/bin/sh\n# gpuinfra health check (gpuinfra_roles/health): do not edit.\n"
+            f'exec /usr/bin/python3 -I {PROGRAM}{args} "$@"\n')
+
+
+def expectation_text(site: Site, node: NodeSpec) -> str:
+    # The check writes its metrics there only where the directory exists (node_exporter's
+    # package made it): no dependency on the monitoring role.
+    return from_node(node, node.settings, TEXTFILE_DIRECTORY).to_json()
+
+
+@deploy("health")
+def health(site: Site, node: NodeSpec) -> None:
+    if not node.settings["health_enabled"]:
+        files.file(name=f"{EXPECTATION_PATH} absent (health_enabled is False)",
+                   path=EXPECTATION_PATH, present=False)
+        return
+    apt.packages(name="Install Python 3 (the health check runs on it)", packages=["python3"],
+                 no_recommends=True, update=True, cache_time=APT_CACHE_S)
+    files.directory(name=f"{LIB_DIR} exists", path=LIB_DIR, user="root", group="root",
+                    mode="755")
+    files.put(name=f"The library the check judges with ({ZIP})", dest=ZIP,
+              src=io.BytesIO(library_zip()), user="root", group="root", mode="644")
+    files.put(name=f"The health check ({PROGRAM})", dest=PROGRAM,
+              src=StringIO((HERE / "program.py").read_text()), user="root", group="root",
+              mode="644")
+    for mode, path in [(None, COMMAND), *HEALTH_PROGRAMS.items()]:
+        files.put(name=f"{path}", dest=path, src=StringIO(entry_point(mode)), user="root",
+                  group="root", mode="755")
+    files.directory(name="/etc/gpuinfra exists", path="/etc/gpuinfra", user="root",
+                    group="root", mode="755")
+    staged = f"{STAGE}/{Path(EXPECTATION_PATH).name}"
+    checked_files(name="The node's expectation, checked by the health check itself",
+                  files={EXPECTATION_PATH: expectation_text(site, node)}, stage=STAGE,
+                  check=check_script(f"{COMMAND} validate {staged}", "gpuinfra-health", STAGE))
+
+
+def applies(site: Site, node: NodeSpec) -> bool:
+    """Slurm workers (their slurmd runs the check) and every GPU node."""
+    return node.is_worker and ("slurm" in node.schedulers or node.gpus is not None)
+
+
+# The one declaration of where this role applies and how it is called.
+ROLE = Role("health", health, applies, reads=("nvidia_driver", "fabric_manager",
+                                              "gpu_sharing"))
+apply = ROLE.apply

@@ -1,0 +1,45 @@
+"""Data keys of the `health` role: default and rule of each (override them in group_data).
+
+The role installs the node health check (gpuinfra-health) on every Slurm worker and GPU node;
+the slurm role reads these keys too (slurm.conf's HealthCheckProgram, Prolog, Epilog). Keys
+that land in slurm.conf must agree on every host.
+"""
+
+from gpuinfra.spec.knobs import Knob, defaults
+from gpuinfra.spec.rules import boolean, choice, integer, text
+
+# slurm.conf(5) HealthCheckNodeState: ALLOC, ANY, IDLE, MIXED, NONDRAINED_IDLE, plus CYCLE
+# (spread the checks over the interval instead of every node at once); comma separated.
+NODE_STATES = ("ALLOC", "ANY", "IDLE", "MIXED", "NONDRAINED_IDLE", "CYCLE")
+
+KNOBS = (
+    # The health check on the nodes, wired into Slurm (HealthCheckProgram, Prolog, Epilog) and
+    # into node_exporter's textfile directory. False: nothing installed, nothing in slurm.conf.
+    Knob("health_enabled", True, boolean(), "the node health check", site_wide=True),
+    # What a failed check does: "drain" the Slurm node with the cause (and resume it once the
+    # check passes), or only "report" (journal and metrics; the node keeps taking jobs).
+    Knob("health_on_failure", "drain", choice("drain", "report"),
+         "what a failed health check does to the node"),
+    # Seconds between two checks of a node (slurm.conf HealthCheckInterval). The check reads
+    # the node in well under a second (bench/health.py), so a short interval costs little.
+    Knob("health_check_interval", 300, integer(10, 86400), "HealthCheckInterval in seconds",
+         site_wide=True),
+    # Which nodes Slurm checks (HealthCheckNodeState): ANY by default, CYCLE spreads them.
+    Knob("health_check_node_state", "ANY,CYCLE",
+         text(r"(ALLOC|ANY|IDLE|MIXED|NONDRAINED_IDLE|CYCLE)(,(ALLOC|ANY|IDLE|MIXED|"
+              r"NONDRAINED_IDLE|CYCLE))*", "states of slurm.conf's HealthCheckNodeState, comma "
+              "separated: " + ", ".join(NODE_STATES)),
+         "HealthCheckNodeState", site_wide=True),
+    # Slurm's Prolog (the job's GPUs present and healthy before it starts; a failure drains the
+    # node and requeues the job) and Epilog (a fatal XID logged during the job drains the node
+    # naming the job). Off: the keys are free for the site's own (slurm_conf_extra).
+    Knob("health_slurm_prolog", True, boolean(), "the GPU check in Slurm's Prolog",
+         site_wide=True),
+    Knob("health_slurm_epilog", True, boolean(), "the XID check in Slurm's Epilog",
+         site_wide=True),
+    # DCGM's quick diagnostic (`dcgmi diag -r 1`) in the periodic check where DCGM is
+    # installed: 0 off, 1 on.
+    Knob("health_dcgm_diag_level", 0, integer(0, 1), "DCGM's diagnostic level in the check"),
+)
+
+DEFAULTS = defaults(KNOBS)

@@ -1,0 +1,267 @@
+"""gpuinfra-health: the node health check, run on the node (installed by the health role).
+
+    gpuinfra-health check [--json]   judge the node now; exit 0 healthy, 1 not, 2 cannot judge
+    gpuinfra-health reading          the raw reading as JSON (the verify suite's one round trip)
+    gpuinfra-health slurm            Slurm's HealthCheckProgram: check, then drain or resume
+    gpuinfra-health prolog           Slurm's Prolog: the job's GPUs present and healthy
+    gpuinfra-health epilog           Slurm's Epilog: fatal XIDs logged during the job drain
+    gpuinfra-health validate FILE    judge an expectation file (the deploy stages it first)
+
+The expectation is /etc/gpuinfra/health.json (gpuinfra.health.expectation), rendered from the
+spec by the deploy. The library is the project's own (gpuinfra/, packed by the role into
+gpuinfra.zip beside this file and imported from it); Python's standard library otherwise.
+Every run also writes its verdict where node_exporter's textfile collector reads it
+(``gpuinfra-health.prom``), when the node has one.
+``slurm``, ``prolog`` and ``epilog`` log what they did to the journal (``journalctl -t
+gpuinfra-health``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "gpuinfra.zip"))  # the library, as the role packed it
+
+from gpuinfra.health import slurm as slurm_rules  # noqa: E402
+from gpuinfra.health.collect import PATH, TIMEOUT_S, Output  # noqa: E402
+from gpuinfra.health.expectation import PATH as EXPECTATION  # noqa: E402
+from gpuinfra.health.expectation import Expectation, ExpectationError, from_json  # noqa: E402
+from gpuinfra.health.judge import Verdict, job_verdict, judge, xid_count  # noqa: E402
+from gpuinfra.health.metrics import metrics_text  # noqa: E402
+from gpuinfra.health.probes import JOB_PROBES, probes  # noqa: E402
+from gpuinfra.parsers.slurm import parse_sinfo_nodes  # noqa: E402
+
+STATE_DIR = Path("/run/gpuinfra-health")
+PROM = "gpuinfra-health.prom"
+EXIT_UNHEALTHY, EXIT_CANNOT = 1, 2
+
+
+def run(command: tuple[str, ...] | str, timeout: float = TIMEOUT_S) -> Output:
+    argv = ["sh", "-c", command] if isinstance(command, str) else list(command)
+    started = time.monotonic()
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                              check=False, env={**os.environ, "PATH": PATH, "LC_ALL": "C"})
+    except FileNotFoundError:
+        return Output(False, None, "", f"{argv[0]}: command not found",
+                      time.monotonic() - started)
+    except subprocess.TimeoutExpired:
+        return Output(False, None, "", f"no answer within {timeout:g} s",
+                      time.monotonic() - started)
+    except OSError as exc:
+        return Output(False, None, "", str(exc), time.monotonic() - started)
+    error = "" if done.returncode == 0 else (done.stderr.strip() or done.stdout.strip())
+    return Output(done.returncode == 0, done.returncode, done.stdout, error[:400],
+                  time.monotonic() - started)
+
+
+def read(commands: Mapping[str, tuple[str, ...] | str],
+         timeout: float = TIMEOUT_S) -> dict[str, Output]:
+    """Every command's :class:`Output`, run in parallel (nvidia-smi calls overlap)."""
+    if not commands:
+        return {}
+    with ThreadPoolExecutor(max_workers=len(commands)) as pool:
+        futures = {name: pool.submit(run, command, timeout) for name, command in
+                   commands.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+def log(message: str) -> None:
+    """One line to the journal (tag gpuinfra-health) and to stderr."""
+    print(f"gpuinfra-health: {message}", file=sys.stderr)
+    try:
+        subprocess.run(["logger", "-t", "gpuinfra-health", "--", message], check=False,
+                       timeout=5, env={"PATH": PATH})
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+
+
+def load(path: str) -> Expectation:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ExpectationError(f"{path}: cannot be read ({exc.strerror}); fix: deploy the "
+                               "health role on this node") from None
+    return from_json(text, path)
+
+
+def write_metrics(expect: Expectation, text: str) -> None:
+    if not expect.textfile_dir or not os.path.isdir(expect.textfile_dir):
+        return
+    handle, temp = tempfile.mkstemp(prefix=f".{PROM}.", dir=expect.textfile_dir)
+    try:
+        with os.fdopen(handle, "w") as out:
+            out.write(text)
+        os.chmod(temp, 0o644)
+        os.replace(temp, os.path.join(expect.textfile_dir, PROM))
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+class Lock:
+    """One run at a time on the node (the periodic check and an epilog may meet)."""
+
+    def __enter__(self) -> Lock:
+        STATE_DIR.mkdir(mode=0o700, exist_ok=True)
+        self.handle = open(STATE_DIR / "lock", "w")  # noqa: SIM115
+        fcntl.flock(self.handle, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.handle.close()
+
+
+def slurm_node(expect: Expectation):
+    if not expect.slurm_node:
+        return None
+    out = run(slurm_rules.sinfo(expect.slurm_node))
+    if not out.ok:
+        log(f"sinfo failed for {expect.slurm_node}: {out.error}")
+        return None
+    return parse_sinfo_nodes(out.text).get(expect.slurm_node)
+
+
+def carry_out(expect: Expectation, action: slurm_rules.Action) -> bool:
+    """Run the action's scontrol; True when the node is now drained by gpuinfra."""
+    command = slurm_rules.scontrol(expect.slurm_node or "", action)
+    if not command:
+        return False
+    out = run(command)
+    if out.ok:
+        log(f"{action.kind} {expect.slurm_node}: {action.reason or action.why}")
+    else:
+        log(f"{slurm_rules.shown(command)} failed: {out.error}")
+    return out.ok and action.kind == "drain"
+
+
+def check(expect: Expectation) -> tuple[Verdict, dict[str, Output], float]:
+    started = time.monotonic()
+    reading = read(probes(expect))
+    return judge(expect, reading), reading, time.monotonic() - started
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="gpuinfra-health", description=__doc__.split("\n")[0])
+    parser.add_argument("--expect", default=EXPECTATION, help="the expectation file")
+    sub = parser.add_subparsers(dest="mode", required=True)
+    check_p = sub.add_parser("check", help="judge the node now")
+    check_p.add_argument("--json", action="store_true", help="every finding, as JSON")
+    sub.add_parser("reading", help="the raw reading as JSON")
+    sub.add_parser("slurm", help="Slurm's HealthCheckProgram")
+    sub.add_parser("prolog", help="Slurm's Prolog")
+    sub.add_parser("epilog", help="Slurm's Epilog")
+    validate_p = sub.add_parser("validate", help="judge an expectation file")
+    validate_p.add_argument("file")
+    args = parser.parse_args(argv)
+    try:
+        if args.mode == "validate":
+            load(args.file)
+            return 0
+        expect = load(args.expect)
+    except ExpectationError as exc:
+        log(str(exc))
+        # Slurm's programs exit 0 on an unreadable file: slurmd must still register, and a
+        # node is not drained for the check's own fault (the verify suite names it).
+        return 0 if args.mode in ("slurm", "prolog", "epilog") else EXIT_CANNOT
+    if args.mode == "reading":
+        reading = read(probes(expect))
+        print(json.dumps({"node": expect.node,
+                          "reading": {k: v.to_json() for k, v in reading.items()}}))
+        return 0
+    if args.mode == "check":
+        verdict, _, seconds = check(expect)
+        write_metrics(expect, metrics_text(verdict, None, seconds, time.time()))
+        if args.json:
+            print(json.dumps({**verdict.to_json(), "seconds": round(seconds, 3)}, indent=2))
+        else:
+            print(verdict.reason() or f"{expect.node}: healthy ({len(verdict.findings)} checks)")
+        return 0 if verdict.healthy else EXIT_UNHEALTHY
+    with Lock():
+        if args.mode == "slurm":
+            return periodic(expect)
+        if args.mode == "prolog":
+            return prolog(expect)
+        return epilog(expect)
+
+
+def periodic(expect: Expectation) -> int:
+    verdict, _, seconds = check(expect)
+    node = slurm_node(expect)
+    action = slurm_rules.decide(node, verdict.reason(), expect.on_failure)
+    now_drained = carry_out(expect, action)
+    if action.kind == "none" and node is not None and slurm_rules.ours(node) and \
+            slurm_rules.drained(node):
+        now_drained = True
+    if not verdict.healthy and action.kind == "none":
+        log(f"{verdict.reason()} ({action.why})")
+    drain_reason = (action.reason or (node.reason if node is not None else "")) \
+        if now_drained else None
+    write_metrics(expect, metrics_text(verdict, drain_reason, seconds, time.time()))
+    return 0  # slurmd blocks its registration until the program exits 0 (slurm.conf(5))
+
+
+def _job() -> tuple[str, list[int] | None]:
+    job = os.environ.get("SLURM_JOB_ID", "?")
+    gpus = os.environ.get("SLURM_JOB_GPUS")
+    indices = [int(g) for g in gpus.split(",") if g.strip().isdigit()] if gpus else None
+    return job, indices
+
+
+def prolog(expect: Expectation) -> int:
+    """The job's GPUs listed, no remap pending, no fatal XID since boot; the XID count kept
+    for the epilog. Exit 1 (Slurm drains the node and requeues the job) after draining with
+    the cause."""
+    job, indices = _job()
+    reading = read(JOB_PROBES if expect.gpus is not None else {})
+    count = xid_count(reading.get("kernel-log"))
+    jobs = STATE_DIR / "jobs"
+    jobs.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (jobs / job).write_text(str(count) if count is not None else "")
+    if expect.gpus is None or indices is None:
+        return 0
+    verdict = job_verdict(expect, reading, indices, job, since=None)
+    if verdict.healthy:
+        return 0
+    action = slurm_rules.decide_after_job(slurm_node(expect), verdict.reason(),
+                                          expect.on_failure)
+    carry_out(expect, action)
+    log(f"prolog of job {job}: {verdict.reason()}")
+    return EXIT_UNHEALTHY if expect.on_failure == "drain" else 0
+
+
+def epilog(expect: Expectation) -> int:
+    job, indices = _job()
+    mark = STATE_DIR / "jobs" / job
+    try:
+        since = int(mark.read_text() or "0")
+    except (OSError, ValueError):
+        since = 0  # no prolog record: every XID since boot counts
+    mark.unlink(missing_ok=True)
+    if expect.gpus is None:
+        return 0
+    reading = read(JOB_PROBES)
+    verdict = job_verdict(expect, reading, indices, job, since=since)
+    if verdict.healthy:
+        return 0
+    action = slurm_rules.decide_after_job(slurm_node(expect), verdict.reason(),
+                                          expect.on_failure)
+    carry_out(expect, action)
+    if action.kind == "none":
+        log(f"epilog of job {job}: {verdict.reason()} ({action.why})")
+    return 0  # the drain is done with its reason; a failing Epilog would replace it
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,110 @@
+"""The node health check (the `health` role) on the workers: installed, judging this node with
+the spec's expectation, agreeing with the verify suite's own judgement of the same reading, and
+wired into Slurm (no node drained by gpuinfra; the health keys in the running configuration).
+
+The reading is taken once per host with the node's own program (`gpuinfra-health reading`,
+one SSH round trip) and judged here by the same library (gpuinfra.health.judge) against the
+expectation built from the inventory: a node whose installed expectation or program differs
+from the spec's fails here, naming the difference.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from testinfra.host import Host
+
+from gpuinfra.health.collect import Output
+from gpuinfra.health.expectation import PATH, from_json, from_node
+from gpuinfra.health.judge import judge
+from gpuinfra.monitoring.units import TEXTFILE_DIRECTORY
+from gpuinfra.parsers.slurm import parse_sinfo_nodes
+from gpuinfra.spec import NodeSpec
+from gpuinfra_verify.expect import problem
+from gpuinfra_verify.failure import fail
+
+VERIFY_NODES = "workers"
+Note = Callable[[str, object], None]
+COMMAND = "/usr/local/sbin/gpuinfra-health"
+DEPLOY = "deploy the health role (`pyinfra inventory/<site>.py deploy.py`)"
+
+
+def _applies(node: NodeSpec) -> None:
+    if not node.settings.get("health_enabled", True):
+        pytest.skip("health_enabled is False in this site's data")
+    if "slurm" not in node.schedulers and node.gpus is None:
+        pytest.skip("neither a Slurm worker nor a GPU node: no health check here")
+
+
+@pytest.fixture(scope="module")
+def installed(host: Host, node: NodeSpec, note: Note) -> dict[str, Any]:
+    """The node's expectation file and its reading, in one round trip each."""
+    _applies(node)
+    expect = host.run(f"cat {PATH}")
+    reading = host.run(f"{COMMAND} reading")
+    if expect.rc != 0 or reading.rc != 0:
+        fail(note, problem(node.name, f"gpuinfra-health is not installed or fails: "
+                           f"{(reading.stderr or expect.stderr).strip()[:200]}",
+                           "the health role has not run on this node", DEPLOY))
+    return {"expect": expect.stdout, "reading": json.loads(reading.stdout)["reading"]}
+
+
+def test_expectation_is_the_specs(installed: dict[str, Any], node: NodeSpec, note: Note) -> None:
+    want = from_node(node, node.settings, TEXTFILE_DIRECTORY)
+    have = from_json(installed["expect"], f"{node.name}:{PATH}")
+    if have != want:
+        fail(note, problem(node.name, f"{PATH} differs from the spec's expectation",
+                           "the spec changed since the last deploy, or the file was edited",
+                           DEPLOY))
+
+
+def test_node_healthy(installed: dict[str, Any], node: NodeSpec, host: Host,
+                      note: Note) -> None:
+    """The library's verdict on the node's reading; the node's own program agrees."""
+    expect = from_json(installed["expect"], f"{node.name}:{PATH}")
+    reading = {k: Output.from_json(v) for k, v in installed["reading"].items()}
+    verdict = judge(expect, reading)
+    note("health_checks", len(verdict.findings))
+    own = host.run(f"{COMMAND} check")
+    if (own.rc == 0) != verdict.healthy:
+        fail(note, problem(node.name, f"the node's check says {own.stdout.strip()!r} (exit "
+                           f"{own.rc}), the library says {verdict.reason() or 'healthy'}",
+                           "the node runs another gpuinfra library than this deploy", DEPLOY))
+    if not verdict.healthy:
+        first = verdict.failed[0]
+        fail(note, problem(node.name, verdict.reason(), first.cause, first.fix))
+
+
+def test_not_drained_by_health(controller: Host, node: NodeSpec, note: Note) -> None:
+    _applies(node)
+    if "slurm" not in node.schedulers:
+        pytest.skip("not a Slurm node")
+    out = controller.run(f"sinfo -h -N -n {node.short_name} -o '%N|%T|%G|%E'")
+    state = parse_sinfo_nodes(out.stdout).get(node.short_name) if out.rc == 0 else None
+    if state is None:
+        fail(note, problem(node.name, "Slurm does not list the node", "slurmd never "
+                           "registered", "`systemctl status slurmd` on the node; deploy"))
+    note("slurm_state", f"{state.state} {state.reason}".strip())
+    if state.reason.startswith("gpuinfra:"):
+        fail(note, problem(node.name, f"drained by the health check: {state.reason}",
+                           "the node failed its health check (the reason names what)",
+                           "`gpuinfra-health check --json` on the node: cause and fix of "
+                           "each failure; the node resumes by itself once it passes"))
+
+
+def test_slurm_runs_the_check(controller: Host, node: NodeSpec, note: Note) -> None:
+    _applies(node)
+    if "slurm" not in node.schedulers:
+        pytest.skip("not a Slurm node")
+    out = controller.run("scontrol show config")
+    seen = {line.split("=", 1)[0].strip(): line.split("=", 1)[1].strip()
+            for line in out.stdout.splitlines() if "=" in line}
+    program = seen.get("HealthCheckProgram", "(null)")
+    note("health_check_program", program)
+    if not program.endswith("gpuinfra-health-slurm"):
+        fail(note, problem(node.name, f"slurmctld runs HealthCheckProgram={program}",
+                           "slurm.conf lacks the health keys, or slurmctld was not restarted",
+                           "deploy the slurm role (it writes them from health_* keys)"))
