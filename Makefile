@@ -69,14 +69,18 @@ plan: $(STAMP)
 # change nothing), verify, report; then a deploy with a broken slurm.conf must be refused while
 # slurmctld keeps running, and one with a broken prometheus.yml while Prometheus keeps serving;
 # then a worker without credentials is refused by Prometheus and Alertmanager, one with them is
-# answered, and every target is up. The lab stays up afterwards.
+# answered, and every target is up; the health check's proof (gpuinfra_lab/health_drain.py:
+# a node drained with its cause and resumed, a hand-drained node left alone, an XID during a
+# job). `make demo BROKEN=1` adds the broken worker: the report fails on it, and it is shown
+# drained with its cause. The lab stays up afterwards.
 demo: $(STAMP)
 	$(BIN)/gpuinfra validate inventory/lab.py
-	$(BIN)/gpuinfra lab up
+	$(BIN)/gpuinfra lab up $(if $(BROKEN),--broken)
 	$(BIN)/pyinfra -y inventory/lab.py deploy.py
 	$(BIN)/gpuinfra lab reboot
 	$(BIN)/python -m gpuinfra_cli.idempotence inventory/lab.py
-	$(BIN)/gpuinfra report --inventory inventory/lab.py
+	$(BIN)/gpuinfra report --inventory inventory/lab.py || [ -n "$(BROKEN)" ]
+	$(BIN)/python -m gpuinfra_lab.health_drain inventory/lab.py
 	$(BIN)/python -m gpuinfra_lab.bad_slurm_conf inventory/lab.py
 	$(BIN)/python -m gpuinfra_lab.bad_prometheus_conf inventory/lab.py
 	$(BIN)/python -m gpuinfra_lab.monitoring_auth inventory/lab.py

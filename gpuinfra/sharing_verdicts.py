@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from gpuinfra.migconfig import slurm_mig_gres
 from gpuinfra.migplan import BOOT_UNIT, GpuMigState, instance_set
 from gpuinfra.mps import COMPUTE_MODE, UNIT_NAME
 
@@ -106,6 +105,10 @@ def parse_gres(text: str) -> dict[str, int]:
 def slurm_gres_findings(advertised: str, states: Sequence[GpuMigState]) -> list[str]:
     """Slurm's MIG GRES (sinfo %G) against the MIG devices the GPUs really have."""
     have = parse_gres(advertised)
+    # Imported here: migconfig needs PyYAML, which the node health check (this module's other
+    # reader, shipped with the standard library only) neither has nor needs.
+    from gpuinfra.migconfig import slurm_mig_gres
+
     want = parse_gres(",".join(slurm_mig_gres([s.mig_devices for s in states])))
     if have == want:
         return []

@@ -19,6 +19,7 @@ SSH_TIMEOUT_S = 60
 GUEST_HARDWARE = "usr/local/share/gpuinfra-lab/hardware"
 GUEST_FILES = {  # gpuinfra_lab/<file> -> (path in the container, mode)
     "nvidia-smi": ("usr/local/bin/nvidia-smi", 0o755),
+    "dmesg": ("usr/local/bin/dmesg", 0o755),  # replays a kernel log a lab proof wrote
     "gpuinfra-lab-devices": ("usr/local/sbin/gpuinfra-lab-devices", 0o755),
     "gpuinfra-lab-devices.service": ("etc/systemd/system/gpuinfra-lab-devices.service", 0o644),
 }

@@ -46,3 +46,7 @@ gpu_sharing_mps_compute_mode = False
 # which the spec accepts under mig_strategy "mixed" only (it sets the device plugin's strategy: no
 # Kubernetes in the lab).
 mig_strategy = "mixed"
+
+# The node health check (gpuinfra_roles/health) every 10 s instead of 300: the lab's proof
+# (gpuinfra_lab/health_drain.py) waits for drains and resumes within a few intervals.
+health_check_interval = 10

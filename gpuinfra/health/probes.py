@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuinfra.migplan import STATE_COMMAND as MIG_STATE_COMMAND
+from gpuinfra.monitoring.gpumetrics import QUERIES
 from gpuinfra.rdma_verdicts import PORTS_COMMAND
 
 Command = tuple[str, ...] | str
@@ -21,11 +22,12 @@ Command = tuple[str, ...] | str
 GPU_QUERY_FIELDS = ("index", "uuid", "name", "pci.bus_id", "persistence_mode")
 GPUS: Command = ("nvidia-smi", f"--query-gpu={','.join(GPU_QUERY_FIELDS)}",
                  "--format=csv,noheader")
-# Ampere and later remap rows instead of retiring pages; earlier GPUs fail this query (no
-# verdict from it there, never a failure). nvidia-smi --help-query-remapped-rows.
-REMAP_FIELDS = ("gpu_uuid", "remapped_rows.pending", "remapped_rows.failure")
-REMAPPED: Command = ("nvidia-smi", f"--query-remapped-rows={','.join(REMAP_FIELDS)}",
-                     "--format=csv,noheader")
+# Ampere and later remap rows instead of retiring pages: the GPU metrics collector's own query
+# (gpuinfra.monitoring.gpumetrics.QUERIES); earlier GPUs fail it (no verdict from it there,
+# never a failure).
+_REMAP_QUERY = next(q for q in QUERIES if q.name == "remapped_rows")
+REMAP_FIELDS = _REMAP_QUERY.fields
+REMAPPED: Command = tuple(_REMAP_QUERY.command())
 TOPOLOGY: dict[str, Command] = {
     "topo": ("nvidia-smi", "topo", "-m"),
     "p2p-r": ("nvidia-smi", "topo", "-p2p", "r"),

@@ -7,7 +7,9 @@ BROKEN_HOST defaults to the worker `gpuinfra lab up --broken` adds (gpuinfra_lab
 The broken worker (lab-worker3, `gpuinfra lab up --broken`) is specified as NVLink-bridged
 pairs but replays PCIe-only hardware with P2P "NS". Expected: its nvlink-topology test fails
 naming the bridge, its p2p test fails naming NS (its nvlink-links test may fail too: all links
-inactive, same bridge cause), and every test on every other host passes or skips.
+inactive, same bridge cause), the node health check finds the same and Slurm has drained it
+with that cause (so its own one-GPU job may not run), and every test on every other host
+passes or skips.
 Exit 0 when so, 1 listing what differs.
 """
 
@@ -20,8 +22,12 @@ from gpuinfra_lab.profiles import broken_host
 from gpuinfra_verify.report import Case, read_junit
 
 # Broken host's tests that must fail, with a word their message must contain.
-MUST_FAIL = {"test_nvlink_topology": "bridge", "test_p2p": "NS"}
-MAY_FAIL = {"test_nvlink_links"}
+MUST_FAIL = {"test_nvlink_topology": "bridge", "test_p2p": "NS",
+             # the node health check (gpuinfra_roles/health) judged it the same way, and
+             # Slurm drained it with that cause: no job lands there
+             "test_node_healthy": "nvlink-topology", "test_not_drained_by_health": "gpuinfra:",
+             "test_node_takes_jobs": "gpuinfra:"}
+MAY_FAIL = {"test_nvlink_links", "test_job_gets_only_its_gpu"}
 
 
 def problems(cases: list[Case], broken: str) -> list[str]:

@@ -32,6 +32,12 @@ def _diagnosed() -> list[Case]:
              "nvlink-topology GPU0-GPU1: ... cause: NVLink bridge not detected"),
         Case(BROKEN, "test_gpu", "test_p2p", "failed", "p2p-r GPU0-GPU1: observed NS"),
         Case(BROKEN, "test_gpu", "test_nvlink_links", "failed", "all links inactive"),
+        Case(BROKEN, "test_health", "test_node_healthy", "failed",
+             "gpuinfra: GPU0-GPU1 nvlink-topology: PIX, want NV>=12 (+4 more)"),
+        Case(BROKEN, "test_health", "test_not_drained_by_health", "failed",
+             "drained by the health check: gpuinfra: GPU0-GPU1 nvlink-topology: PIX"),
+        Case(BROKEN, "test_slurm", "test_node_takes_jobs", "failed",
+             "lab-worker3 is drained: gpuinfra: GPU0-GPU1 nvlink-topology: PIX"),
     ]
 
 
@@ -44,6 +50,9 @@ def test_a_healthy_broken_worker_fails_the_scenario() -> None:
     cases.append(Case(BROKEN, "test_gpu", "test_p2p", "passed"))
     assert check.problems(cases, BROKEN) == [
         "test_nvlink_topology[lab-worker3] did not run",
+        "test_node_healthy[lab-worker3] did not run",
+        "test_not_drained_by_health[lab-worker3] did not run",
+        "test_node_takes_jobs[lab-worker3] did not run",
         "test_p2p[lab-worker3] passed, expected it to fail",
     ]
 

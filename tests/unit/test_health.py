@@ -1,0 +1,285 @@
+"""The node health check (gpuinfra/health, gpuinfra_roles/health/program.py) on real captures.
+
+The GPUs' outputs are the lab's replays of real captures, printed by the lab's nvidia-smi
+stand-in (gpuinfra_lab/nvidia-smi, sources in each profile's manifest.json); XIDs are the real
+kernel-log lines of tests/fixtures/kernel-log; row remapping the lent H100's own answer
+(tests/fixtures/device). Each check is shown failing on a broken capture.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuinfra.health import collect
+from gpuinfra.health.collect import Output
+from gpuinfra.health.expectation import (
+    Expectation,
+    ExpectationError,
+    GpuExpectation,
+    from_json,
+)
+from gpuinfra.health.judge import REASON_LIMIT, Verdict, job_verdict, judge
+from gpuinfra.health.metrics import metrics_text
+from gpuinfra.health.probes import GPUS, JOB_PROBES, REMAPPED
+from gpuinfra.health.slurm import decide, decide_after_job, scontrol
+from gpuinfra.parsers.slurm import SlurmNode
+from gpuinfra.verdicts import Finding
+from tests.conftest import REPO
+
+LAB = REPO / "gpuinfra_lab"
+KERNEL = REPO / "tests" / "fixtures" / "kernel-log"
+DEVICE = REPO / "tests" / "fixtures" / "device" / "h100-80gb-hbm3-vm-drv580.159.04"
+sys.path.insert(0, str(REPO / "gpuinfra_roles" / "health"))
+import program  # noqa: E402  (the node program, as the role installs it)
+
+BROKEN = Expectation("lab-worker3", "lab-worker3",
+                     GpuExpectation("A100-PCIE-40GB", 2, "bridged-pairs"))
+BRIDGED = Expectation("lab-worker2", "lab-worker2",
+                      GpuExpectation("H100-PCIE-80GB", 2, "bridged-pairs"))
+HGX = Expectation("lab-worker1", "lab-worker1",
+                  GpuExpectation("H100-SXM5-80GB", 8, "nvswitch-all-to-all", fabric=True))
+
+
+@pytest.fixture()
+def replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Point the check's commands at the lab's stand-in replaying a profile's captures."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\nexec {sys.executable} {LAB / 'nvidia-smi'} \"$@\"\n")
+    smi.chmod(0o755)
+    # No journal, no dmesg of this machine: the kernel log is the test's own file.
+    for tool in ("journalctl", "dmesg"):
+        fake = bin_dir / tool
+        fake.write_text('#!/bin/sh\n[ -f "$KERNEL_LOG" ] && cat "$KERNEL_LOG"\n')
+        fake.chmod(0o755)
+    monkeypatch.setattr(program, "PATH", f"{bin_dir}:{collect.PATH}")
+
+    def use(profile: str, kernel_log: str = "") -> None:
+        folder = tmp_path / profile
+        if not folder.exists():
+            from gpuinfra_lab.profiles import build
+
+            folder.mkdir()
+            for name, text in build(profile).items():
+                (folder / name).write_text(text)
+        monkeypatch.setenv("GPUINFRA_LAB_HARDWARE", str(folder))
+        log = tmp_path / "kernel.log"
+        log.write_text(kernel_log)
+        monkeypatch.setenv("KERNEL_LOG", str(log))
+    return use
+
+
+def reading(expect: Expectation) -> dict[str, Output]:
+    from gpuinfra.health.probes import probes
+
+    return program.read(probes(expect))
+
+
+def test_healthy_hgx_and_bridged_pair_pass(replay) -> None:
+    replay("8x-h100-sxm-nvswitch")
+    verdict = judge(HGX, reading(HGX))
+    assert verdict.healthy, verdict.reason()
+    checks = {f.check for f in verdict.findings}
+    assert {"gpu-count", "nvlink-topology", "p2p-r", "nvlink-links", "fabric",
+            "persistence"} <= checks
+    replay("2x-h100-pcie-bridged")
+    assert judge(BRIDGED, reading(BRIDGED)).healthy
+
+
+def test_missing_bridge_fails_with_the_topology_first(replay) -> None:
+    replay("2x-a100-pcie-bridge-missing")
+    verdict = judge(BROKEN, reading(BROKEN))
+    assert not verdict.healthy
+    assert verdict.reason().startswith("gpuinfra: GPU0-GPU1 nvlink-topology: PIX, want NV")
+    assert len(verdict.reason()) <= REASON_LIMIT
+    assert {f.check for f in verdict.failed} >= {"nvlink-topology", "p2p-r", "p2p-w"}
+    assert all(f.cause and f.fix for f in verdict.failed)
+
+
+def test_wrong_count_and_no_driver_fail(replay, monkeypatch) -> None:
+    replay("2x-h100-pcie-bridged")
+    four = Expectation("n", None, GpuExpectation("H100-PCIE-80GB", 4, "bridged-pairs"))
+    assert "gpu-count" in judge(four, reading(four)).reason()
+    monkeypatch.setenv("GPUINFRA_LAB_HARDWARE", "/nonexistent")
+    verdict = judge(BRIDGED, reading(BRIDGED))
+    assert verdict.reason().startswith("gpuinfra: node gpu-count: `nvidia-smi --query-gpu` "
+                                       "failed")
+
+
+def test_fatal_xid_fails_on_its_gpu_and_154_alone_does_not(replay) -> None:
+    line = (KERNEL / "nvsentinel-155-xid79-line.txt").read_text()
+    replay("2x-h100-pcie-bridged", line.replace("PCI:0000:44:00", "PCI:0000:c2:00"))
+    verdict = judge(BRIDGED, reading(BRIDGED))
+    assert [f.subject for f in verdict.failed] == ["GPU0 (0000:c2:00)"]
+    assert "Xid 79" in verdict.reason()
+    # Xid 120 then 154 (R565+), on a GPU this node does not list: the fatal 120 still counts.
+    replay("2x-h100-pcie-bridged", (KERNEL / "nvidia-forum-364958-xid120-then-154.txt").read_text())
+    assert "Xid 120" in judge(BRIDGED, reading(BRIDGED)).reason()
+    fallen = (KERNEL / "nvsentinel-155-fallen-off-bus-without-xid.txt").read_text()
+    replay("2x-h100-pcie-bridged", fallen)
+    assert "Xid 79" in judge(BRIDGED, reading(BRIDGED)).reason()
+
+
+def test_remapped_rows_on_the_lent_h100() -> None:
+    """The real answer (no remap pending) passes; the same row with pending or failure Yes
+    fails with its own cause."""
+    from gpuinfra.health.judge import _remapped
+    from gpuinfra.parsers.gpus import parse_gpus
+
+    gpus = parse_gpus((DEVICE / "query-gpu-collector-gpus.txt").read_text(),
+                      fields=["index", "uuid", "name", "pci.bus_id"]).gpus
+    real = (DEVICE / "query-remapped-rows.txt").read_text()
+    assert _remapped(gpus, Output(True, 0, real)) == []
+    pending = _remapped(gpus, Output(True, 0, real.replace("No, No", "Yes, No")))
+    assert [(f.subject, f.observed) for f in pending] == [("GPU0", "row remapping pending")]
+    failed = _remapped(gpus, Output(True, 0, real.replace("No, No", "No, Yes")))
+    assert "replace the GPU" in failed[0].fix
+    assert REMAPPED[1].startswith("--query-remapped-rows=")
+
+
+def test_epilog_judges_only_the_xids_after_the_prolog(replay) -> None:
+    line = (KERNEL / "nvsentinel-155-xid79-line.txt").read_text()
+    log = line.replace("PCI:0000:44:00", "PCI:0000:c2:00")
+    replay("2x-h100-pcie-bridged", log)
+    out = program.read(JOB_PROBES)
+    # The XID was there before the job (count 1 at its prolog): not the job's.
+    assert job_verdict(BRIDGED, out, [0], "7", since=1).healthy
+    after = job_verdict(BRIDGED, out, [0], "7", since=0)
+    assert after.reason().startswith("gpuinfra: job 7: GPU0 (0000:c2:00) xid: Xid 79")
+    # Another job's GPU: not this job's fault.
+    assert job_verdict(BRIDGED, out, [1], "8", since=0).healthy
+
+
+NODE = SlurmNode("w1", "idle", "gpu:2", "none")
+
+
+def node(state: str, reason: str) -> SlurmNode:
+    return SlurmNode("w1", state, "gpu:2", reason)
+
+
+@pytest.mark.parametrize(("seen", "reason", "mode", "kind"), [
+    (node("idle", ""), "gpuinfra: x", "drain", "drain"),
+    (node("mixed", ""), "gpuinfra: x", "drain", "drain"),
+    (node("drained", "maintenance"), "gpuinfra: x", "drain", "none"),  # an operator's drain
+    (node("drained", "gpuinfra: y"), "gpuinfra: x", "drain", "none"),  # first cause kept
+    (node("drained", "gpuinfra: y"), "", "drain", "resume"),
+    (node("draining", "gpuinfra: y"), "", "drain", "resume"),
+    (node("drained", "maintenance"), "", "drain", "none"),  # never resumed by gpuinfra
+    (node("idle", ""), "gpuinfra: x", "report", "none"),
+    (None, "gpuinfra: x", "drain", "none"),
+])
+def test_drain_and_resume_rules(seen, reason, mode, kind) -> None:
+    assert decide(seen, reason, mode).kind == kind
+
+
+def test_epilog_rules_and_commands() -> None:
+    assert decide_after_job(node("drained", "gpuinfra: y"), "gpuinfra: job 3: z",
+                            "drain").kind == "drain"
+    assert decide_after_job(node("drained", "maintenance"), "gpuinfra: job 3: z",
+                            "drain").kind == "none"
+    action = decide(node("idle", ""), "gpuinfra: GPU0 x", "drain")
+    assert scontrol("w1", action) == ["scontrol", "update", "NodeName=w1", "State=DRAIN",
+                                      "Reason=gpuinfra: GPU0 x"]
+
+
+def test_slurm_mode_drains_then_resumes_through_scontrol(replay, tmp_path, monkeypatch) -> None:
+    """The HealthCheckProgram end to end, with sinfo and scontrol stand-ins that record."""
+    state = tmp_path / "state"
+    calls = tmp_path / "calls"
+    bin_dir = Path(program.PATH.split(":")[0])
+    (bin_dir / "sinfo").write_text(f'#!/bin/sh\ncat "{state}"\n')
+    (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> "{calls}"\n')
+    (bin_dir / "logger").write_text("#!/bin/sh\ntrue\n")
+    for tool in ("sinfo", "scontrol", "logger"):
+        (bin_dir / tool).chmod(0o755)
+    monkeypatch.setattr(program, "STATE_DIR", tmp_path / "run")
+    expect_file = tmp_path / "health.json"
+    expect_file.write_text(BROKEN.to_json())
+    replay("2x-a100-pcie-bridge-missing")
+    state.write_text("lab-worker3|idle|gpu:2|none\n")
+    assert program.main(["--expect", str(expect_file), "slurm"]) == 0
+    assert "State=DRAIN Reason=gpuinfra: GPU0-GPU1 nvlink-topology" in calls.read_text()
+    # Healthy again (the spec of the capture replayed): resumed; an operator's drain is not.
+    expect_file.write_text(Expectation("lab-worker3", "lab-worker3", GpuExpectation(
+        "A100-PCIE-40GB", 2, "pcie-only")).to_json())
+    calls.write_text("")
+    state.write_text("lab-worker3|drained|gpu:2|gpuinfra: GPU0-GPU1 nvlink-topology\n")
+    assert program.main(["--expect", str(expect_file), "slurm"]) == 0
+    assert calls.read_text().split() == ["update", "NodeName=lab-worker3", "State=RESUME"]
+    calls.write_text("")
+    state.write_text("lab-worker3|drained|gpu:2|maintenance\n")
+    assert program.main(["--expect", str(expect_file), "slurm"]) == 0
+    assert calls.read_text() == ""
+
+
+def test_expectation_round_trip_and_refusals(tmp_path) -> None:
+    assert from_json(HGX.to_json()) == HGX
+    raw = json.loads(HGX.to_json())
+    cases = {
+        "gpus.count is 0": {**raw, "gpus": {**raw["gpus"], "count": 0}},
+        'gpus.topology is "nvlink-mesh-9"': {**raw, "gpus": {**raw["gpus"],
+                                                             "topology": "nvlink-mesh-9"}},
+        "on_failure is \"kill\"": {**raw, "on_failure": "kill"},
+        "node is missing": {k: v for k, v in raw.items() if k != "node"},
+        "version is 2": {**raw, "version": 2},
+    }
+    for said, broken in cases.items():
+        with pytest.raises(ExpectationError) as err:
+            from_json(json.dumps(broken), "/etc/gpuinfra/health.json")
+        assert said in str(err.value) and "fix: deploy again" in str(err.value)
+        assert str(err.value).startswith("/etc/gpuinfra/health.json: ")
+    with pytest.raises(ExpectationError, match="not JSON"):
+        from_json('{"node": ', "f")
+
+
+def test_unreadable_expectation_exits_2_and_slurm_modes_exit_0(tmp_path, capsys) -> None:
+    bad = tmp_path / "health.json"
+    bad.write_text("{}")
+    assert program.main(["--expect", str(bad), "check"]) == 2
+    assert program.main(["validate", str(bad)]) == 2
+    assert "version is missing" in capsys.readouterr().err
+
+
+def test_metrics_name_the_failure_and_the_drain() -> None:
+    failed = Finding("xid", "GPU0 (0000:c2:00)", "no fatal XID", "Xid 79", "fail", "c", "f")
+    text = metrics_text(Verdict("n", [failed]), "gpuinfra: GPU0 xid", 0.25, 1000.0)
+    assert "gpuinfra_health_ok 0" in text
+    assert 'gpuinfra_health_failure{check="xid",subject="GPU0 (0000:c2:00)",' in text
+    assert 'gpuinfra_health_drained{reason="gpuinfra: GPU0 xid"} 1' in text
+    assert "gpuinfra_health_ok 1" in metrics_text(Verdict("n", []), None, 0.1, 1.0)
+
+
+def test_the_packed_library_runs_the_program_alone(tmp_path) -> None:
+    """The zip the role installs holds every module the program imports: the program runs
+    from a folder with nothing else, in Python's isolated mode; and it packs the same bytes
+    twice (a second deploy changes nothing)."""
+    from gpuinfra_roles.health import library_zip
+
+    assert library_zip() == library_zip.__wrapped__()
+    (tmp_path / "gpuinfra.zip").write_bytes(library_zip())
+    (tmp_path / "program.py").write_text((REPO / "gpuinfra_roles/health/program.py").read_text())
+    (tmp_path / "health.json").write_text(HGX.to_json())
+    # -S: no site-packages either (a node has Python's standard library and nothing else).
+    command = [sys.executable, "-I", "-S", str(tmp_path / "program.py")]
+    run = subprocess.run([*command, "validate", str(tmp_path / "health.json")],
+                         capture_output=True, text=True, cwd="/",
+                         env={"PATH": os.environ["PATH"]}, check=False)
+    assert run.returncode == 0, run.stderr
+    # Every mode's imports: `check` on a node without nvidia-smi judges (exit 1), never a
+    # traceback.
+    run = subprocess.run([*command, "--expect", str(tmp_path / "health.json"), "check"],
+                         capture_output=True, text=True, cwd="/", env={"PATH": "/nonexistent"},
+                         check=False)
+    assert run.returncode == 1 and run.stdout.startswith("gpuinfra: node gpu-count"), run
+    (tmp_path / "health.json").write_text("[]")
+    run = subprocess.run([*command, "validate", str(tmp_path / "health.json")],
+                         capture_output=True, text=True, cwd="/", check=False)
+    assert run.returncode == 2 and "not an object" in run.stderr
+    assert GPUS[0] == "nvidia-smi"
