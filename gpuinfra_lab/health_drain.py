@@ -70,7 +70,7 @@ def drained_by_us(node: SlurmNode) -> bool:
 
 
 def usable(node: SlurmNode) -> bool:
-    return node.base_state in ("idle", "mixed", "allocated") and not node.reason
+    return node.base_state in ("idle", "mixed", "allocated") and node.reason in ("", "none")
 
 
 def write(host: str, path: str, text: str) -> None:
