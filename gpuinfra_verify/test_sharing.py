@@ -19,9 +19,6 @@ from testinfra.host import Host
 from gpuinfra.migplan import BOOT_UNIT, STATE_COMMAND, GpuMigState, node_state, split_sections
 from gpuinfra.mps import CONTROL, PIPE_DIRECTORY, UNIT_NAME, expected_thread_percentage
 from gpuinfra.parsers.slurm import parse_sinfo_nodes
-from gpuinfra.spec import NodeSpec
-from gpuinfra_verify.expect import problem
-from gpuinfra_verify.failure import fail
 from gpuinfra.sharing_verdicts import (
     ADVICE,
     boot_unit_findings,
@@ -31,6 +28,9 @@ from gpuinfra.sharing_verdicts import (
     mps_limit_findings,
     slurm_gres_findings,
 )
+from gpuinfra.spec import NodeSpec
+from gpuinfra_verify.expect import problem
+from gpuinfra_verify.failure import fail
 
 VERIFY_NODES = "gpu"
 Note = Callable[[str, object], None]
