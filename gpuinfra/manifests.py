@@ -298,3 +298,96 @@ def gpu_layer(configs: Sequence[Mapping[str, Any]], version: str, *, taint: bool
         if feature_discovery:
             objects.append(gpu_feature_discovery(key, version, taint))
     return objects
+
+
+# ---------------------------------------------------------------------------- node health check
+
+HEALTH_NAME = "gpuinfra-health"
+HEALTH_CONFIG = "gpuinfra-health.json"
+# The node condition the check drives (kubectl describe node: Conditions).
+HEALTH_CONDITION = "GpuinfraUnhealthy"
+HEALTH_COMMAND = "/usr/local/sbin/gpuinfra-health"  # gpuinfra_roles/health COMMAND
+# The check runs in the host's namespaces: it needs the host's python3, nvidia-smi with the
+# driver's libraries, the kernel log of this boot, ibstat and systemd (Fabric Manager), none of
+# which node-problem-detector's image has; mounting each into the pod would copy the host
+# half-way. nsenter (util-linux, in the image) into PID 1's namespaces needs hostPID and
+# privileged.
+NSENTER = ("/usr/bin/nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net", "--pid",
+           "--")
+
+
+def health_plugin_config(interval_s: int, timeout_s: int = 60) -> dict[str, Any]:
+    """node-problem-detector's custom plugin monitor running ``gpuinfra-health check`` every
+    ``interval_s`` seconds: its exit status is the plugin protocol's (0 OK, 1 NonOK, 2
+    Unknown: node-problem-detector pkg/custompluginmonitor/types/types.go), its one line of
+    cause the condition's message. Format: docs/custom_plugin_monitor.md and
+    config/custom-plugin-monitor.json of kubernetes/node-problem-detector v0.8.20; a rule's
+    timeout may not exceed the global one (types/config.go Validate)."""
+    return {
+        "plugin": "custom",
+        "pluginConfig": {"invoke_interval": f"{interval_s}s", "timeout": f"{timeout_s}s",
+                         # The condition's message: the check's cause line (sinfo -R width).
+                         "max_output_length": 200, "concurrency": 1},
+        "source": "gpuinfra-health",
+        "conditions": [{"type": HEALTH_CONDITION, "reason": "GpuinfraHealthy",
+                        "message": "gpuinfra-health passes"}],
+        "rules": [{"type": "permanent", "condition": HEALTH_CONDITION,
+                   "reason": "GpuinfraCheckFailed", "path": NSENTER[0],
+                   "args": [*NSENTER[1:], HEALTH_COMMAND, "check"],
+                   "timeout": f"{timeout_s}s"}],
+    }
+
+
+def health_objects(interval_s: int) -> list[dict[str, Any]]:
+    """ServiceAccount, ClusterRole and binding (node-problem-detector reads its Node, patches
+    its status and records events), the plugin config's ConfigMap, and the DaemonSet of
+    node-problem-detector on the GPU nodes (label ``nvidia.com/gpu.present=true``)."""
+    ns = DEVICE_PLUGIN_NAMESPACE
+    labels = {PART: "health"}
+    account = {"apiVersion": "v1", "kind": "ServiceAccount",
+               "metadata": _meta(HEALTH_NAME, ns, **labels)}
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": _meta(HEALTH_NAME, None, **labels),
+            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+                      {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
+                      {"apiGroups": ["", "events.k8s.io"], "resources": ["events"],
+                       "verbs": ["create", "patch", "update"]}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": _meta(HEALTH_NAME, None, **labels),
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                           "name": HEALTH_NAME},
+               "subjects": [{"kind": "ServiceAccount", "name": HEALTH_NAME, "namespace": ns}]}
+    config = {"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": _meta(HEALTH_NAME, ns, **labels),
+              "data": {HEALTH_CONFIG: json.dumps(health_plugin_config(interval_s),
+                                                 indent=2) + "\n"}}
+    selector = {"app.kubernetes.io/name": HEALTH_NAME}
+    # Runs on every GPU node whatever its taints (the GPU taint, a cordon's): like
+    # node-problem-detector's own deployment, it tolerates every NoSchedule and NoExecute.
+    tolerations = [{"operator": "Exists", "effect": "NoSchedule"},
+                   {"operator": "Exists", "effect": "NoExecute"}]
+    pod = {
+        "nodeSelector": {k8s.LABEL_GPU_PRESENT: "true"},
+        "priorityClassName": "system-node-critical",
+        "serviceAccountName": HEALTH_NAME,
+        "hostPID": True,
+        "tolerations": tolerations,
+        "containers": [{
+            "name": "node-problem-detector", "image": k8s.NODE_PROBLEM_DETECTOR_IMAGE,
+            "command": ["/node-problem-detector", "--logtostderr",
+                        f"--config.custom-plugin-monitor=/config/{HEALTH_CONFIG}"],
+            "env": [{"name": "NODE_NAME",
+                     "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+            "resources": {"requests": {"cpu": "10m", "memory": "80Mi"},
+                          "limits": {"memory": "160Mi"}},
+            "securityContext": {"privileged": True},
+            "volumeMounts": [{"name": "config", "mountPath": "/config", "readOnly": True}]}],
+        "volumes": [{"name": "config", "configMap": {"name": HEALTH_NAME, "items": [
+            {"key": HEALTH_CONFIG, "path": HEALTH_CONFIG}]}}]}
+    daemonset = {"apiVersion": "apps/v1", "kind": "DaemonSet",
+                 "metadata": _meta(HEALTH_NAME, ns, **labels),
+                 "spec": {"selector": {"matchLabels": selector},
+                          "updateStrategy": {"type": "RollingUpdate"},
+                          "template": {"metadata": {"labels": {**selector, **labels}},
+                                       "spec": pod}}}
+    return [account, role, binding, config, daemonset]

@@ -67,6 +67,13 @@ class Expectation:
         return json.dumps(raw, indent=2, sort_keys=True) + "\n"
 
 
+def runs_on(node: Any) -> bool:
+    """Whether the health check belongs on a typed spec node (gpuinfra.spec.NodeSpec): Slurm
+    workers (their slurmd runs it) and every GPU worker. The health role applies there (and
+    installs it where ``health_enabled``); the alerts expect its metrics there."""
+    return bool(node.is_worker and ("slurm" in node.schedulers or node.gpus is not None))
+
+
 def from_node(node: Any, settings: Mapping[str, Any], textfile_dir: str | None) -> Expectation:
     """The expectation of a typed spec node (gpuinfra.spec.NodeSpec) and its health settings."""
     gpus = None

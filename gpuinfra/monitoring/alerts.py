@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuinfra.health.expectation import runs_on
 from gpuinfra.knowledge.topology import expected_active_links
 from gpuinfra.monitoring.gpumetrics import FATAL_XIDS, RECOVERY_ACTION_XID
 from gpuinfra.monitoring.settings import Monitoring
@@ -24,7 +25,8 @@ VIRTUAL_FS = "tmpfs|overlay|squashfs|ramfs|devtmpfs|nsfs|fuse.lxcfs"
 ALERT_NAMES = ("NodeDown", "DiskAlmostFull", "SlurmctldDown", "SlurmdDown", "SlurmNodesDrained",
                "GpuMissing", "GpuXidErrors", "GpuFatalXid", "GpuUncorrectableEcc",
                "GpuMemoryNeedsReset", "GpuRetiredPagesOrRemapFailure", "GpuTemperatureHigh",
-               "NvlinkDown", "NvlinkDegraded", "GpuMetricsStale")
+               "NvlinkDown", "NvlinkDegraded", "GpuMetricsStale", "NodeDrainedByHealthCheck",
+               "NodeHealthCheckFailed", "NodeHealthCheckStale")
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,29 @@ def slurm_nodes_series(instance: str, state: str) -> str:
     return f"slurm_node_count_per_state{selector(job='slurm', instance=instance, state=state)}"
 
 
+def health_series(metric: str, node: NodeSpec, **labels: str) -> str:
+    """Series ``gpuinfra_health_<metric>`` of ``node``, as node_exporter serves the health
+    check's file (gpuinfra.health.metrics)."""
+    return f"gpuinfra_health_{metric}{selector(job='node', instance=node.short_name, **labels)}"
+
+
+def health_nodes(spec: ClusterSpec) -> list[NodeSpec]:
+    """The nodes whose health check writes metrics (gpuinfra.health.expectation.runs_on,
+    where ``health_enabled``)."""
+    return [n for n in spec.nodes if runs_on(n) and n.settings["health_enabled"]]
+
+
+def health_stale_seconds(node: NodeSpec) -> int:
+    """Seconds without a run of the health check after which it counts as stopped: two
+    ``health_check_interval`` (one run may be late: HealthCheckNodeState=CYCLE spreads the
+    nodes over the interval, node-problem-detector invokes it once per interval)."""
+    return 2 * int(node.settings["health_check_interval"])
+
+
+# A drain reason the health check writes (gpuinfra.health.slurm: "gpuinfra: <cause>").
+DRAIN_REASON = "gpuinfra: GPU1 NVLink 0 inactive: reseat the NVLink bridge"
+
+
 def _link_groups(node: NodeSpec) -> dict[int, list[int]]:
     """Expected active NVLink links -> the GPUs (indices) that must show them (0 left out)."""
     assert node.gpus is not None
@@ -144,6 +169,7 @@ def alerts(spec: ClusterSpec, mon: Monitoring) -> list[Alert]:
     if "slurm" in spec.schedulers:
         out += _slurm_alerts(spec)
     out += _gpu_alerts(spec, mon)
+    out += _health_alerts(spec)
     return out
 
 
@@ -151,7 +177,9 @@ def rules(spec: ClusterSpec, mon: Monitoring) -> dict[str, Any]:
     """The rule file (``promtool check rules``): one group per concern."""
     found = alerts(spec, mon)
     groups = {"gpuinfra-nodes": ("NodeDown", "DiskAlmostFull"),
-              "gpuinfra-slurm": ("SlurmctldDown", "SlurmdDown", "SlurmNodesDrained")}
+              "gpuinfra-slurm": ("SlurmctldDown", "SlurmdDown", "SlurmNodesDrained"),
+              "gpuinfra-health": ("NodeDrainedByHealthCheck", "NodeHealthCheckFailed",
+                                  "NodeHealthCheckStale")}
     out: dict[str, list[dict[str, Any]]] = {}
     for alert in found:
         group = next((g for g, names in groups.items() if alert.name in names), "gpuinfra-gpus")
@@ -216,17 +244,71 @@ def _slurm_alerts(spec: ClusterSpec) -> list[Alert]:
                          fires=({"job": "node", "instance": workers[0],
                                  "name": "slurmd.service", "state": "active"},)),),
         ))
+    # Without the Slurm exporter (off by default: monitoring_slurm_exporter) the health
+    # check's own series still show the nodes it drained; an operator's drain needs the
+    # exporter (monitoring README, "What fires without the Slurm exporter").
+    checked = [n for n in health_nodes(spec) if "slurm" in n.schedulers]
+    expr = 'sum(slurm_node_count_per_state{state=~"drain.*|down.*|fail.*"}) > 0'
+    cases = [Case(set={slurm_nodes_series(head, "drained"): "1x15"}, fires=({},))]
+    if checked:
+        expr += " or count(gpuinfra_health_drained == 1) > 0"
+        cases.append(Case(set={health_series("drained", checked[0], reason=DRAIN_REASON):
+                               "1x15"}, fires=({},)))
     out.append(Alert(
-        name="SlurmNodesDrained",
-        expr='sum(slurm_node_count_per_state{state=~"drain.*|down.*|fail.*"}) > 0',
-        duration="5m", severity="warning",
+        name="SlurmNodesDrained", expr=expr, duration="5m", severity="warning",
         summary="Slurm has drained or down nodes",
         description="Some nodes take no jobs. `sinfo -R` on the head names them with Slurm's "
-        "reason; fix the cause, then `scontrol update nodename=NODE state=resume`. (From the "
-        "Slurm exporter, monitoring_slurm_exporter.)",
-        firing=(Case(set={slurm_nodes_series(head, "drained"): "1x15"}, fires=({},)),),
+        "reason; fix the cause, then `scontrol update nodename=NODE state=resume` (a node the "
+        "health check drained is resumed by the check itself once it passes). From the Slurm "
+        "exporter (monitoring_slurm_exporter: every drained, down or failed node) and from the "
+        "health check (gpuinfra_health_drained: the nodes it drained).",
+        firing=tuple(cases),
     ))
     return out
+
+
+def _health_alerts(spec: ClusterSpec) -> list[Alert]:
+    """The node health check (gpuinfra-health): a node it drained, with the reason; a node
+    whose last check failed; a check that stopped running."""
+    nodes = health_nodes(spec)
+    if not nodes:
+        return []
+    node = nodes[0]
+    labels = {"job": "node", "instance": node.short_name}
+    # health_check_interval is site-wide: one threshold for every node.
+    stale = health_stale_seconds(node)
+    return [Alert(
+        name="NodeDrainedByHealthCheck", expr="gpuinfra_health_drained == 1", duration="0m",
+        severity="warning",
+        summary="{{ $labels.instance }} drained by its health check: {{ $labels.reason }}",
+        description="gpuinfra-health found the node unhealthy and drained it in Slurm with "
+        "this reason (`sinfo -R`). `gpuinfra-health check --json` on the node gives every "
+        "finding with its fix; once the check passes again it resumes the node itself (never "
+        "a node an operator drained).",
+        firing=(Case(set={health_series("drained", node, reason=DRAIN_REASON): "1x15"},
+                     fires=({**labels, "reason": DRAIN_REASON},)),),
+    ), Alert(
+        name="NodeHealthCheckFailed", expr="gpuinfra_health_ok == 0", duration="5m",
+        severity="warning",
+        summary="{{ $labels.instance }}: its health check fails",
+        description="The node's last health check failed (also where health_on_failure is "
+        "report and nothing is drained). `gpuinfra-health check --json` on the node, or the "
+        "gpuinfra_health_failure series of the node, give each failed check with its cause.",
+        firing=(Case(set={health_series("ok", node): "0x15"}, fires=(labels,)),),
+    ), Alert(
+        name="NodeHealthCheckStale",
+        expr=f"time() - gpuinfra_health_last_run_timestamp_seconds > {stale}",
+        duration="5m", severity="warning",
+        summary="{{ $labels.instance }}: the health check has not run for "
+        f"{stale} seconds",
+        description="Nothing runs gpuinfra-health any more (twice health_check_interval "
+        "without a run): slurmd down or HealthCheckProgram missing from slurm.conf (`scontrol "
+        "show config | grep HealthCheck`), node-problem-detector's pod gone on Kubernetes, or "
+        "every run fails before writing its metrics (`journalctl -t gpuinfra-health`).",
+        # The last run was `stale` seconds before the start and never again.
+        firing=(Case(set={health_series("last_run_timestamp_seconds", node): f"-{stale}x15"},
+                     fires=(labels,)),),
+    )]
 
 
 def _gpu_alerts(spec: ClusterSpec, mon: Monitoring) -> list[Alert]:

@@ -18,6 +18,9 @@ from gpuinfra.monitoring.alerts import (
     filesystem_series,
     gpu_labels_of,
     gpu_series,
+    health_nodes,
+    health_series,
+    health_stale_seconds,
     selector,
     slurm_nodes_series,
     unit_active_series,
@@ -56,6 +59,12 @@ def healthy_series(spec: ClusterSpec, mon: Monitoring) -> dict[str, str]:
                     series[gpu_series("nvlink_links_active", node, index)] = f"{links}x15"
                     series[gpu_series("nvlink_link_min_gbps", node, index)] = \
                         f"{node.gpus.model.link_gbps:g}x15"
+    for node in health_nodes(spec):
+        series[health_series("ok", node)] = "1x15"
+        # At every evaluation the last run was exactly the stale limit ago: time() - ts
+        # equals the limit, just not above it.
+        series[health_series("last_run_timestamp_seconds", node)] = \
+            f"-{health_stale_seconds(node)}+60x15"
     if "slurm" in spec.schedulers:
         series[slurm_nodes_series(spec.head[0].short_name, "idle")] = f"{len(spec.workers)}x15"
     return series

@@ -23,7 +23,7 @@ from pyinfra.operations import apt, files
 
 import gpuinfra
 from gpuinfra.health.expectation import PATH as EXPECTATION_PATH
-from gpuinfra.health.expectation import from_node
+from gpuinfra.health.expectation import from_node, runs_on
 from gpuinfra.monitoring.units import TEXTFILE_DIRECTORY
 from gpuinfra.slurmconf import HEALTH_PROGRAMS
 from gpuinfra.spec import NodeSpec
@@ -100,8 +100,9 @@ def health(site: Site, node: NodeSpec) -> None:
 
 
 def applies(site: Site, node: NodeSpec) -> bool:
-    """Slurm workers (their slurmd runs the check) and every GPU node."""
-    return node.is_worker and ("slurm" in node.schedulers or node.gpus is not None)
+    """Slurm workers (their slurmd runs the check) and every GPU node
+    (gpuinfra.health.expectation.runs_on)."""
+    return runs_on(node)
 
 
 # The one declaration of where this role applies and how it is called.

@@ -37,6 +37,12 @@ KNOBS = (
          site_wide=True),
     Knob("health_slurm_epilog", True, boolean(), "the XID check in Slurm's Epilog",
          site_wide=True),
+    # Kubernetes GPU nodes: node-problem-detector runs the check every health_check_interval
+    # and sets the node condition GpuinfraUnhealthy with its cause (the kubernetes role applies
+    # its DaemonSet: gpuinfra.manifests.health_objects). Nothing taints the node for it.
+    Knob("health_kubernetes", True, boolean(),
+         "node-problem-detector's GpuinfraUnhealthy condition on Kubernetes GPU nodes",
+         site_wide=True),
     # DCGM's quick diagnostic (`dcgmi diag -r 1`) in the periodic check where DCGM is
     # installed: 0 off, 1 on.
     Knob("health_dcgm_diag_level", 0, integer(0, 1), "DCGM's diagnostic level in the check"),

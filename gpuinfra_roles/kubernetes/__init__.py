@@ -193,8 +193,11 @@ def _cluster_objects(site: Site, spec: ClusterSpec, data: Any) -> None:
         list(configs.values()), spec.kubernetes.device_plugin_version,
         taint=data["kubernetes_gpu_taint"],
         feature_discovery=data["kubernetes_gpu_feature_discovery"])
+    if configs and data["health_enabled"] and data["health_kubernetes"]:
+        cluster += manifests.health_objects(data["health_check_interval"])
     for path, docs, what in ((NAMESPACES, namespaces, "namespaces"),
-                             (CLUSTER_OBJECTS, cluster, "CNI, RuntimeClass, device plugin")):
+                             (CLUSTER_OBJECTS, cluster,
+                              "CNI, RuntimeClass, device plugin, node health check")):
         name = path.rsplit("/", 1)[1]
         written = checked_files(
             name=f"{path} ({what}), checked by the API server",
@@ -224,5 +227,5 @@ def applies(site: Site, node: NodeSpec) -> bool:
 
 # The one declaration of where this role applies and how it is called: deploy.py, the entry
 # file beside this one and another project's deploy all run ``ROLE.apply``.
-ROLE = Role("kubernetes", kubernetes, applies, needs_head=True)
+ROLE = Role("kubernetes", kubernetes, applies, needs_head=True, reads=("health",))
 apply = ROLE.apply

@@ -665,5 +665,6 @@ def applies(site: Site, node: NodeSpec) -> bool:
 
 # The one declaration of where this role applies and how it is called: deploy.py, the entry
 # file beside this one and another project's deploy all run ``ROLE.apply``.
-ROLE = Role("monitoring", monitoring, applies, reads=("nvidia_driver",))  # the driver's knobs
+# Other roles' knobs it reads: the driver's, and the health check's (its alerts).
+ROLE = Role("monitoring", monitoring, applies, reads=("nvidia_driver", "health"))
 apply = ROLE.apply

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import logging
 import re
 from datetime import datetime
@@ -302,6 +303,34 @@ def test_a_changed_sharing_relabels_the_node_and_prunes_the_old_plugin():
         "GPU labels and taint of gpu02").commands[0]
     assert "notin (mig-mixed,time-slicing-8)" in head.op(
         "The cluster holds 10-cluster.yaml").commands[1]
+
+
+def _cluster_objects(result) -> list[dict[str, Any]]:
+    return list(yaml.safe_load_all(_uploads(result.plans[HEAD])[CLUSTER_OBJECTS]))
+
+
+def test_the_health_check_drives_a_node_condition_through_node_problem_detector():
+    """On by default: node-problem-detector on the GPU nodes runs gpuinfra-health in the
+    host's namespaces every health_check_interval, as the condition GpuinfraUnhealthy."""
+    objects = _cluster_objects(plan_all({n: fresh("debian-12") for n in NAMES},
+                                        site={"health_check_interval": 120}))
+    health = {o["kind"]: o for o in objects if o["metadata"]["name"] == "gpuinfra-health"}
+    assert set(health) == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap",
+                           "DaemonSet"}
+    config = json.loads(health["ConfigMap"]["data"]["gpuinfra-health.json"])
+    assert config["pluginConfig"]["invoke_interval"] == "120s"
+    rule = config["rules"][0]
+    assert (rule["type"], rule["condition"]) == ("permanent", "GpuinfraUnhealthy")
+    assert [rule["path"], *rule["args"]][-2:] == ["/usr/local/sbin/gpuinfra-health", "check"]
+    pod = health["DaemonSet"]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert pod["hostPID"] is True
+
+
+@pytest.mark.parametrize("off", [{"health_kubernetes": False}, {"health_enabled": False}])
+def test_no_node_problem_detector_when_the_health_check_is_off(off):
+    objects = _cluster_objects(plan_all({n: fresh("debian-12") for n in NAMES}, site=off))
+    assert objects and not [o for o in objects if o["metadata"]["name"] == "gpuinfra-health"]
 
 
 def test_the_gpu_taint_when_the_site_asks_for_it():

@@ -56,7 +56,8 @@ CONFIGS = [plugin_config(n, SPEC.mig_strategy) for n in SPEC.gpu_nodes]
 
 def all_objects() -> list[dict]:
     return manifests.cni_objects("flannel", SPEC.kubernetes.pod_cidr) + manifests.gpu_layer(
-        CONFIGS, k8s.DEFAULT_DEVICE_PLUGIN_VERSION, taint=True, feature_discovery=True)
+        CONFIGS, k8s.DEFAULT_DEVICE_PLUGIN_VERSION, taint=True, feature_discovery=True) + \
+        manifests.health_objects(300)
 
 
 OBJECTS = all_objects()
@@ -71,7 +72,7 @@ def test_every_kind_of_object_is_rendered():
     assert {"nvidia-device-plugin-whole-gpus", "nvidia-device-plugin-time-slicing-4",
             "nvidia-device-plugin-mps-8", "nvidia-mps-control-daemon-mps-8",
             "nvidia-device-plugin-mig-mixed", "gpu-feature-discovery-mig-mixed",
-            "kube-flannel-ds"} <= names
+            "kube-flannel-ds", "gpuinfra-health"} <= names
 
 
 @pytest.mark.parametrize("minor", k8s.SUPPORTED_MINORS)
@@ -119,6 +120,22 @@ def test_the_flannel_images_are_the_pair_flannels_own_release_ships():
     images = {c["image"] for c in spec["initContainers"] + spec["containers"]}
     assert images == {"ghcr.io/flannel-io/flannel:v0.26.7",
                       "ghcr.io/flannel-io/flannel-cni-plugin:v1.6.2-flannel1"}
+
+
+def test_the_health_plugin_config_is_node_problem_detectors_format():
+    """The custom plugin monitor's fields and its own checks (node-problem-detector v0.8.20
+    pkg/custompluginmonitor/types/config.go Validate): plugin "custom", a rule's timeout not
+    above the global one, a permanent rule's condition among the default conditions."""
+    config = manifests.health_plugin_config(300)
+    jsonschema.validate(config, _schema("npd-custom-plugin-monitor.json"))
+    assert config["plugin"] == "custom"
+    seconds = {r["timeout"] for r in config["rules"]}
+    assert all(int(t[:-1]) <= int(config["pluginConfig"]["timeout"][:-1]) for t in seconds)
+    assert {r["condition"] for r in config["rules"]} <= {c["type"] for c in config["conditions"]}
+    broken = copy.deepcopy(config)
+    broken["rules"][0]["type"] = "permanant"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, _schema("npd-custom-plugin-monitor.json"))
 
 
 # ---------------------------------------------------------------------------- kubeadm, kubelet

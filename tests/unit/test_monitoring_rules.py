@@ -497,7 +497,8 @@ PINNED = {
                        "10m", "warning"),
     "SlurmctldDown": ("} == 0", "2m", "critical"),
     "SlurmdDown": ("} == 0", "2m", "critical"),
-    "SlurmNodesDrained": ('{state=~"drain.*|down.*|fail.*"}) > 0', "5m", "warning"),
+    "SlurmNodesDrained": ('{state=~"drain.*|down.*|fail.*"}) > 0 or '
+                          "count(gpuinfra_health_drained == 1) > 0", "5m", "warning"),
     "GpuMissing": ('count by (instance) (gpuinfra_gpu_info{instance="lab-worker1"}) < 8',
                    "2m", "critical"),
     "GpuXidErrors": ("gpuinfra_gpu_xid_errors > 0", "0m", "warning"),
@@ -517,6 +518,11 @@ PINNED = {
                        "5m", "warning"),
     "GpuMetricsStale": ("time() - gpuinfra_gpu_collector_last_run_timestamp_seconds > 300",
                         "5m", "warning"),
+    "NodeDrainedByHealthCheck": ("gpuinfra_health_drained == 1", "0m", "warning"),
+    "NodeHealthCheckFailed": ("gpuinfra_health_ok == 0", "5m", "warning"),
+    # Twice health_check_interval (300 s by default: gpuinfra_roles/health/defaults.py).
+    "NodeHealthCheckStale": ("time() - gpuinfra_health_last_run_timestamp_seconds > 600",
+                             "5m", "warning"),
 }
 
 
@@ -530,6 +536,74 @@ def test_every_alert_threshold_duration_and_severity_is_pinned():
         assert threshold in built[name]["expr"], name
         assert (built[name]["for"], built[name]["labels"]["severity"]) == (duration, severity), \
             name
+
+
+def _lab_with(**data) -> ClusterSpec:
+    """The lab site with ``data`` over every host's."""
+    hosts, duplicates = load_hosts(str(REPO / "inventory" / "lab.py"))
+    return build_spec([HostInput(h.name, h.groups, {**h.data, **data}) for h in hosts],
+                      duplicates)
+
+
+def test_the_health_check_alerts_follow_its_knobs(tmp_path):
+    """health_check_interval moves the stale limit (and its tests with it, promtool green);
+    health_enabled False drops the health alerts and SlurmNodesDrained's health part."""
+    spec = _lab_with(health_check_interval=60)
+    mon = monitoring_of(spec)
+    built = {r["alert"]: r for g in rules(spec, mon)["groups"] for r in g["rules"]}
+    assert built["NodeHealthCheckStale"]["expr"].endswith("> 120")
+    write(tmp_path, "rules.yml", rules(spec, mon))
+    write(tmp_path, "tests.yml", rule_tests(spec, mon, "rules.yml"))
+    tested = run(promtool_path(), "test", "rules", "tests.yml", cwd=tmp_path)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+
+    off = _lab_with(health_enabled=False)
+    names = {a.name for a in alerts(off, monitoring_of(off))}
+    assert not names & {"NodeDrainedByHealthCheck", "NodeHealthCheckFailed",
+                        "NodeHealthCheckStale"}
+    drained = next(a for a in alerts(off, monitoring_of(off)) if a.name == "SlurmNodesDrained")
+    assert "gpuinfra_health" not in drained.expr
+
+
+def test_slurm_nodes_drained_fires_without_the_slurm_exporter(tmp_path):
+    """The default configuration (no Slurm exporter, so no slurm_node_count_per_state at all):
+    a node the health check drained fires SlurmNodesDrained and NodeDrainedByHealthCheck,
+    the latter with the drain reason as a label."""
+    spec = site("lab")
+    mon = monitoring_of(spec)
+    assert not mon.slurm_exporter
+    tests = rule_tests(spec, mon, "rules.yml")
+    case = next(t for t in tests["tests"] if t["name"] == "SlurmNodesDrained fires (case 2)")
+    case["input_series"] = [s for s in case["input_series"]
+                            if not s["series"].startswith("slurm_node_count_per_state")]
+    reason = next(s["series"] for s in case["input_series"]
+                  if s["series"].startswith("gpuinfra_health_drained"))
+    assert 'reason="gpuinfra: ' in reason
+    drained = next(t for t in tests["tests"]
+                   if t["name"] == "NodeDrainedByHealthCheck fires (case 1)")
+    assert drained["alert_rule_test"][0]["exp_alerts"][0]["exp_labels"]["reason"].startswith(
+        "gpuinfra: ")
+    tests["tests"] = [case, drained]
+    write(tmp_path, "rules.yml", rules(spec, mon))
+    write(tmp_path, "tests.yml", tests)
+    tested = run(promtool_path(), "test", "rules", "tests.yml", cwd=tmp_path)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+def test_the_health_alerts_read_the_series_the_health_check_writes():
+    """Every gpuinfra_health_* name of the rules is one the check's metrics text has (a
+    drained node's, so that gpuinfra_health_drained is there)."""
+    from gpuinfra.health.judge import Verdict
+    from gpuinfra.health.metrics import metrics_text as health_text
+
+    spec = site("lab")
+    text = health_text(Verdict("lab-worker1"), "gpuinfra: cause", 0.5, 1.0e9)
+    written = set(re.findall(r"^(gpuinfra_health_\w+)", text, re.MULTILINE))
+    read = {name for rule in (r for g in rules(spec, monitoring_of(spec))["groups"]
+                              for r in g["rules"])
+            for name in re.findall(r"gpuinfra_health_\w+", rule["expr"])}
+    assert read and read <= written
+    assert 'gpuinfra_health_drained{reason="gpuinfra: cause"} 1' in text
 
 
 # ---------------------------------------------------------------------------- node_exporter
