@@ -182,7 +182,10 @@ def main(argv: list[str]) -> int:
         return 0
     if args.mode == "check":
         verdict, _, seconds = check(expect)
-        write_metrics(expect, metrics_text(verdict, None, seconds, time.time()))
+        if not expect.slurm_node:
+            # A Slurm node's metrics are the periodic check's, which knows whether Slurm has the
+            # node drained: a run by hand must not erase gpuinfra_health_drained.
+            write_metrics(expect, metrics_text(verdict, None, seconds, time.time()))
         if args.json:
             print(json.dumps({**verdict.to_json(), "seconds": round(seconds, 3)}, indent=2))
         else:
@@ -231,14 +234,22 @@ def prolog(expect: Expectation) -> int:
     (jobs / job).write_text(str(count) if count is not None else "")
     if expect.gpus is None or indices is None:
         return 0
-    verdict = job_verdict(expect, reading, indices, job, since=None)
-    if verdict.healthy:
+    if _job_check(expect, reading, indices, job, None, "prolog"):
         return 0
+    return EXIT_UNHEALTHY if expect.on_failure == "drain" else 0
+
+
+def _job_check(expect: Expectation, reading: Mapping[str, Output], indices: list[int] | None,
+               job: str, since: int | None, hook: str) -> bool:
+    """Judge the job's GPUs; drain with the cause when they fail. True when healthy."""
+    verdict = job_verdict(expect, reading, indices, job, since=since)
+    if verdict.healthy:
+        return True
     action = slurm_rules.decide_after_job(slurm_node(expect), verdict.reason(),
                                           expect.on_failure)
     carry_out(expect, action)
-    log(f"prolog of job {job}: {verdict.reason()}")
-    return EXIT_UNHEALTHY if expect.on_failure == "drain" else 0
+    log(f"{hook} of job {job}: {verdict.reason()} ({action.why})")
+    return False
 
 
 def epilog(expect: Expectation) -> int:
@@ -251,15 +262,7 @@ def epilog(expect: Expectation) -> int:
     mark.unlink(missing_ok=True)
     if expect.gpus is None:
         return 0
-    reading = read(JOB_PROBES)
-    verdict = job_verdict(expect, reading, indices, job, since=since)
-    if verdict.healthy:
-        return 0
-    action = slurm_rules.decide_after_job(slurm_node(expect), verdict.reason(),
-                                          expect.on_failure)
-    carry_out(expect, action)
-    if action.kind == "none":
-        log(f"epilog of job {job}: {verdict.reason()} ({action.why})")
+    _job_check(expect, read(JOB_PROBES), indices, job, since, "epilog")
     return 0  # the drain is done with its reason; a failing Epilog would replace it
 
 
