@@ -16,6 +16,7 @@ calls run in parallel, so the slowest one bounds the reading. Not a test.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -78,7 +79,6 @@ def main(argv: list[str]) -> int:
             if done.returncode:
                 print(done.stderr[-600:])
         program.PATH = f"{bin_dir}:{program.PATH}"
-        import os
         os.environ["GPUINFRA_LAB_HARDWARE"] = str(hardware)
         reading = program.read(probes(expect))
         judged = []

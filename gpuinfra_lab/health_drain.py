@@ -31,7 +31,9 @@ import sys
 import time
 from collections.abc import Callable
 
-from gpuinfra.parsers.slurm import SlurmNode, parse_sinfo_nodes
+from gpuinfra.health.slurm import drained_by_gpuinfra as drained_by_us
+from gpuinfra.health.slurm import ours
+from gpuinfra.parsers.slurm import SINFO, SlurmNode, parse_sinfo_nodes
 from gpuinfra_lab.refusal import REPO, head, lab_ssh
 
 TAG = "health-drain"
@@ -48,7 +50,7 @@ def lab_hosts() -> list[dict]:
 
 
 def nodes(head_name: str) -> dict[str, SlurmNode]:
-    out = lab_ssh(head_name, "sinfo -h -N -o '%N|%T|%G|%E'").stdout
+    out = lab_ssh(head_name, SINFO).stdout
     return parse_sinfo_nodes(out)
 
 
@@ -63,10 +65,6 @@ def wait(head_name: str, name: str, test: Callable[[SlurmNode], bool],
         if time.monotonic() > deadline:
             return None
         time.sleep(2)
-
-
-def drained_by_us(node: SlurmNode) -> bool:
-    return node.base_state in ("drained", "draining") and node.reason.startswith("gpuinfra:")
 
 
 def usable(node: SlurmNode) -> bool:
@@ -115,7 +113,7 @@ class Proof:
         self.say(f"1. {name} drained: {node.state}, Reason=\"{node.reason}\"; a GPU job asked "
                  f"of it did not run ({(job.stderr.strip().splitlines() or ['?'])[-1][:90]})")
         for other, state in nodes(self.head).items():
-            if other != name and state.reason.startswith("gpuinfra:"):
+            if other != name and ours(state):
                 self.fail(f"healthy {other} drained by gpuinfra: {state.reason}")
 
     def hand_drain(self, name: str) -> None:

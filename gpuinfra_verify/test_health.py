@@ -20,8 +20,9 @@ from testinfra.host import Host
 from gpuinfra.health.collect import Output
 from gpuinfra.health.expectation import PATH, from_json, from_node
 from gpuinfra.health.judge import judge
+from gpuinfra.health.slurm import drained_by_gpuinfra
 from gpuinfra.monitoring.units import TEXTFILE_DIRECTORY
-from gpuinfra.parsers.slurm import parse_sinfo_nodes
+from gpuinfra.parsers.slurm import SINFO, parse_sinfo_nodes
 from gpuinfra.spec import NodeSpec
 from gpuinfra_verify.expect import problem
 from gpuinfra_verify.failure import fail
@@ -89,13 +90,13 @@ def test_not_drained_by_health(controller: Host, node: NodeSpec, note: Note) -> 
     _applies(node)
     if "slurm" not in node.schedulers:
         pytest.skip("not a Slurm node")
-    out = controller.run(f"sinfo -h -N -n {node.short_name} -o '%N|%T|%G|%E'")
+    out = controller.run(f"{SINFO} -n {node.short_name}")
     state = parse_sinfo_nodes(out.stdout).get(node.short_name) if out.rc == 0 else None
     if state is None:
         fail(note, problem(node.name, "Slurm does not list the node", "slurmd never "
                            "registered", "`systemctl status slurmd` on the node; deploy"))
     note("slurm_state", f"{state.state} {state.reason}".strip())
-    if state.reason.startswith("gpuinfra:"):
+    if drained_by_gpuinfra(state):
         fail(note, problem(node.name, f"drained by the health check: {state.reason}",
                            "the node failed its health check (the reason names what)",
                            "`gpuinfra-health check --json` on the node: cause and fix of "

@@ -19,6 +19,7 @@ import pytest
 from testinfra.host import Host
 
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.health.slurm import drained_by_gpuinfra as health_drained
 from gpuinfra.parsers.slurm import SINFO_FORMAT, parse_sinfo_nodes, parse_slurmd_gres
 from gpuinfra.parsers.topo import parse_topo
 from gpuinfra.slurmconf import node_gres, node_gres_type
@@ -138,13 +139,12 @@ def test_job_gets_only_its_gpu(controller: Host, node: NodeSpec, note: Note) -> 
                             "deploy (slurm role); check /etc/slurm/cgroup.conf on the node"))
 
 
-def _gpu_job(controller: Host, site) -> tuple[int, str, str, list[str]]:
+def _gpu_job(controller: Host, site, states: dict) -> tuple[int, str, str, list[str]]:
     """One job with a GPU on every Slurm GPU worker: (exit code, stdout, stderr, workers)."""
     # A node the health check drained is named by its own tests (test_node_takes_jobs,
     # test_health.py); the job goes over every other GPU worker.
-    states = parse_sinfo_nodes(controller.run("sinfo -h -N -o '%N|%T|%G|%E'").stdout)
     workers = [n for n in site.spec.workers_of("slurm") if n.gpus is not None and not
-               (states.get(n.short_name) and states[n.short_name].reason.startswith("gpuinfra:"))]
+               (n.short_name in states and health_drained(states[n.short_name]))]
     if not workers:
         pytest.skip("no GPU workers (or all drained by the health check)")
     names = ",".join(n.short_name for n in workers)
@@ -156,8 +156,8 @@ def _gpu_job(controller: Host, site) -> tuple[int, str, str, list[str]]:
 
 
 @pytest.fixture(scope="session")
-def cluster_job(controller: Host, site) -> tuple[int, str, str, list[str]]:
-    return _gpu_job(controller, site)
+def cluster_job(controller: Host, site, sinfo: dict) -> tuple[int, str, str, list[str]]:
+    return _gpu_job(controller, site, sinfo)
 
 
 def test_job_across_all_gpu_workers(cluster_job, site, note: Note) -> None:
@@ -181,7 +181,8 @@ def _accounted(controller: Host, job: str):
                           "printf '%s\\n' \"$out\"")
 
 
-def test_accounting_records_the_job(controller: Host, cluster_job, site, note: Note) -> None:
+def test_accounting_records_the_job(controller: Host, cluster_job, site, sinfo: dict,
+                                    note: Note) -> None:
     if not site.spec.slurm_accounting:
         pytest.skip("slurm_accounting is False in this site's data")
     jobs = re.findall(r"JOB=(\d+)", cluster_job[1])
@@ -194,7 +195,7 @@ def test_accounting_records_the_job(controller: Host, cluster_job, site, note: N
         # gres/gpu (its CfgTRES, in the failure message since). Not understood yet: judged on
         # one more job, the first one's record kept in the test's properties.
         note("first_job_record", out.stdout.strip()[:200])
-        _, again, _, _ = _gpu_job(controller, site)
+        _, again, _, _ = _gpu_job(controller, site, sinfo)
         jobs = re.findall(r"JOB=(\d+)", again) or jobs
         out = _accounted(controller, jobs[0])
     if out.rc != 0 or jobs[0] not in out.stdout or "gres/gpu" not in out.stdout:

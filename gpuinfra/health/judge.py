@@ -110,14 +110,9 @@ def _unread(check: str, command: str, output: Output | None, cause: str, fix: st
 def _gpus(expect: Expectation, reading: Mapping[str, Output]) -> list[Finding]:
     want = expect.gpus
     assert want is not None
-    listing = reading.get("gpus")
-    if listing is None or not listing.ok:
-        return [_unread("gpu-count", "nvidia-smi --query-gpu", listing, DRIVER_CAUSE, DRIVER_FIX)]
-    try:
-        gpus = parse_gpus(listing.text, fields=list(GPU_QUERY_FIELDS)).gpus
-    except GpuinfraError as exc:
-        return [Finding("gpu-count", "node", f"{want.count} GPUs", f"unreadable: {exc}", "fail",
-                        DRIVER_CAUSE, DRIVER_FIX)]
+    gpus, unreadable = _listing(reading, f"{want.count} GPUs")
+    if unreadable is not None:
+        return [unreadable]
     findings: list[Finding] = []
     if len(gpus) != want.count:
         findings.append(Finding(
@@ -125,19 +120,21 @@ def _gpus(expect: Expectation, reading: Mapping[str, Output]) -> list[Finding]:
             "fail", "a GPU fell off the bus (XID 79), is not seated or not powered, or is bound "
             "to another driver (vfio-pci)", "`nvidia-smi -L`, `lspci -nnk -d 10de:`, the kernel "
             "log's XIDs; reboot, then reseat or replace the missing GPU"))
-    topo = _parsed(reading, "topo", parse_topo)
-    p2p = [m for m in (_parsed(reading, "p2p-r", lambda t: parse_p2p(t, "r")),
-                       _parsed(reading, "p2p-w", lambda t: parse_p2p(t, "w"))) if m is not None]
-    nvlink = _parsed(reading, "nvlink", parse_nvlink)
-    fabric = _parsed(reading, "fabric", parse_fabric)
-    for name in ("topo", "p2p-r", "p2p-w", "nvlink", "fabric"):
+    # Each topology capture parsed once; one that was asked for and cannot be had is named.
+    parsed: dict[str, Any] = {}
+    for name, parse in _PARSERS.items():
         output = reading.get(name)
-        if output is not None and (not output.ok or _parsed(reading, name, _PARSERS[name]) is None):
+        if output is None:
+            continue
+        parsed[name] = _parsed(output, parse)
+        if parsed[name] is None:
             findings.append(_unread("nvlink-topology" if name != "fabric" else "fabric",
                                     " ".join(name.split("-")), output, DRIVER_CAUSE, DRIVER_FIX))
     if not findings:
-        findings += check_system(want.topology, want.count, want.model, topo=topo, p2p=p2p,
-                                 nvlink=nvlink, fabric=fabric)
+        p2p = [parsed[m] for m in ("p2p-r", "p2p-w") if parsed.get(m) is not None]
+        findings += check_system(want.topology, want.count, want.model, topo=parsed.get("topo"),
+                                 p2p=p2p, nvlink=parsed.get("nvlink"),
+                                 fabric=parsed.get("fabric"))
     if want.persistence_mode:
         findings += _persistence(gpus)
     findings += _remapped(gpus, reading.get("remapped"))
@@ -152,14 +149,27 @@ _PARSERS = {"topo": parse_topo, "p2p-r": lambda t: parse_p2p(t, "r"),
             "fabric": parse_fabric}
 
 
-def _parsed(reading: Mapping[str, Output], name: str, parse: Any) -> Any:
-    output = reading.get(name)
-    if output is None or not output.ok:
+def _parsed(output: Output, parse: Any) -> Any:
+    """The parsed capture; None when the command failed or its output cannot be read."""
+    if not output.ok:
         return None
     try:
         return parse(output.text)
     except GpuinfraError:
         return None
+
+
+def _listing(reading: Mapping[str, Output], expected: str) -> tuple[list[Gpu], Finding | None]:
+    """The GPUs nvidia-smi lists, or the failure saying why they cannot be read."""
+    listing = reading.get("gpus")
+    if listing is None or not listing.ok:
+        return [], _unread("gpu-count", "nvidia-smi --query-gpu", listing, DRIVER_CAUSE,
+                           DRIVER_FIX)
+    try:
+        return parse_gpus(listing.text, fields=list(GPU_QUERY_FIELDS)).gpus, None
+    except GpuinfraError as exc:
+        return [], Finding("gpu-count", "node", expected, f"unreadable: {exc}", "fail",
+                           DRIVER_CAUSE, DRIVER_FIX)
 
 
 def _persistence(gpus: list[Gpu]) -> list[Finding]:
@@ -299,16 +309,9 @@ def job_verdict(expect: Expectation, reading: Mapping[str, Output], indices: lis
     """The prolog's (``since`` None: fatal XIDs since boot) or the epilog's (``since``: the
     XIDs after the prolog's count) verdict on the job's GPUs (``indices``; None: all)."""
     verdict = Verdict(expect.node, context=f"job {job}")
-    listing = reading.get("gpus")
-    if listing is None or not listing.ok:
-        verdict.findings.append(_unread("gpu-count", "nvidia-smi --query-gpu", listing,
-                                        DRIVER_CAUSE, DRIVER_FIX))
-        return verdict
-    try:
-        gpus = parse_gpus(listing.text, fields=list(GPU_QUERY_FIELDS)).gpus
-    except GpuinfraError as exc:
-        verdict.findings.append(Finding("gpu-count", "node", "the job's GPUs",
-                                        f"unreadable: {exc}", "fail", DRIVER_CAUSE, DRIVER_FIX))
+    gpus, unreadable = _listing(reading, "the job's GPUs")
+    if unreadable is not None:
+        verdict.findings.append(unreadable)
         return verdict
     present = {g.index for g in gpus}
     wanted = set(indices) if indices is not None else present

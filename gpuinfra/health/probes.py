@@ -39,13 +39,11 @@ FABRIC: Command = ("nvidia-smi", "-q")
 KERNEL_LOG: Command = ("sh", "-c", "journalctl -k -b -o cat --no-pager -q 2>/dev/null "
                        "| grep -e NVRM -e 'fallen off' || dmesg 2>/dev/null "
                        "| grep -e NVRM -e 'fallen off' || true")
-FABRIC_MANAGER = "nvidia-fabricmanager"
 SERVICE_STATE = "systemctl is-active {units}; true"
 # DCGM's diagnostic where DCGM is installed (level 1: the quick one, seconds; dcgmi(1)).
 DCGM_ABSENT = "gpuinfra: dcgmi is not installed"
 DCGM_DIAG = f"command -v dcgmi >/dev/null || {{ echo '{DCGM_ABSENT}'; exit 0; }}; " \
             "dcgmi diag -r {level}"
-SLURM_NODE = "sinfo -h -N -n {node} -o '%N|%T|%G|%E'"
 
 
 # The prolog's and epilog's reading: quick (no topology, no -q): the GPUs, remapping, XIDs.

@@ -19,7 +19,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from gpuinfra.parsers.slurm import SlurmNode
+from gpuinfra.parsers.slurm import SINFO_FORMAT, SlurmNode
 
 PREFIX = "gpuinfra:"
 DRAINED = ("drained", "draining", "drain")
@@ -41,6 +41,11 @@ def drained(node: SlurmNode) -> bool:
 
 def ours(node: SlurmNode) -> bool:
     return node.reason.startswith(PREFIX)
+
+
+def drained_by_gpuinfra(node: SlurmNode) -> bool:
+    """Drained, with a reason the health check gave."""
+    return drained(node) and ours(node)
 
 
 def decide(node: SlurmNode | None, reason: str, on_failure: str) -> Action:
@@ -85,7 +90,7 @@ def scontrol(node: str, action: Action) -> list[str]:
 
 
 def sinfo(node: str) -> list[str]:
-    return ["sinfo", "-h", "-N", "-n", node, "-o", "%N|%T|%G|%E"]
+    return ["sinfo", "-h", "-N", "-n", node, "-o", SINFO_FORMAT]
 
 
 def shown(command: list[str]) -> str:

@@ -203,14 +203,13 @@ def periodic(expect: Expectation) -> int:
     verdict, _, seconds = check(expect)
     node = slurm_node(expect)
     action = slurm_rules.decide(node, verdict.reason(), expect.on_failure)
-    now_drained = carry_out(expect, action)
-    if action.kind == "none" and node is not None and slurm_rules.ours(node) and \
-            slurm_rules.drained(node):
-        now_drained = True
-    if not verdict.healthy and action.kind == "none":
-        log(f"{verdict.reason()} ({action.why})")
-    drain_reason = (action.reason or (node.reason if node is not None else "")) \
-        if now_drained else None
+    # The drain reason the node holds now (None: not drained by gpuinfra).
+    drain_reason = action.reason if carry_out(expect, action) else None
+    if action.kind == "none":
+        if node is not None and slurm_rules.drained_by_gpuinfra(node):
+            drain_reason = node.reason
+        if not verdict.healthy:
+            log(f"{verdict.reason()} ({action.why})")
     write_metrics(expect, metrics_text(verdict, drain_reason, seconds, time.time()))
     return 0  # slurmd blocks its registration until the program exits 0 (slurm.conf(5))
 
