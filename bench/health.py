@@ -37,8 +37,8 @@ def main(argv: list[str]) -> int:
     from gpuinfra.health.expectation import Expectation, GpuExpectation
     from gpuinfra.health.judge import judge
     from gpuinfra.health.probes import probes
+    from gpuinfra_deploy.nodecode import node_zip
     from gpuinfra_lab.profiles import build
-    from gpuinfra_roles.health import library_zip
 
     sys.path.insert(0, str(REPO / "gpuinfra_roles" / "health"))
     import program
@@ -56,7 +56,7 @@ def main(argv: list[str]) -> int:
         smi = bin_dir / "nvidia-smi"
         smi.write_text(f"#!/bin/sh\nexec {sys.executable} {REPO}/gpuinfra_lab/nvidia-smi \"$@\"\n")
         smi.chmod(0o755)
-        (root / "gpuinfra.zip").write_bytes(library_zip())
+        (root / "gpuinfra.zip").write_bytes(node_zip())
         (root / "program.py").write_text((REPO / "gpuinfra_roles/health/program.py").read_text())
         (root / "health.json").write_text(expect.to_json())
         env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "GPUINFRA_LAB_HARDWARE": str(hardware)}

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,10 @@ _SITE_JSON_KEY = pytest.StashKey[str]()
 _SITE_JSON = "gpuinfra_verify_site"
 # Hosts named by --local: reached through testinfra's local backend (this machine).
 _LOCAL_HOSTS: set[str] = set()
+# Commands each host was sent (one SSH round trip each), this process; summed over xdist's
+# workers by the controller and printed at the end ("commands sent over SSH").
+_COMMANDS: Counter[str] = Counter()
+_COMMANDS_KEY = "gpuinfra_verify_commands"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -67,6 +72,40 @@ def pytest_configure(config: pytest.Config) -> None:
             f"--local {unknown[0]}: no such host in {path} (hosts: {', '.join(sorted(known))}); "
             "fix: name the inventory host this machine is")
     _LOCAL_HOSTS.update(local)
+    _count_commands()
+
+
+def _count_commands() -> None:
+    """Count every command a testinfra host runs (its modules run theirs through Host.run)."""
+    if getattr(Host.run, "_gpuinfra_counted", False):
+        return
+    plain = Host.run
+
+    def counted(self: Host, command: str, *args: Any, **kwargs: Any) -> Any:
+        _COMMANDS[getattr(self.backend, "hostname", None) or "local"] += 1
+        return plain(self, command, *args, **kwargs)
+
+    counted._gpuinfra_counted = True  # type: ignore[attr-defined]
+    Host.run = counted  # type: ignore[method-assign]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: hand the counts to the controller
+        workeroutput[_COMMANDS_KEY] = dict(_COMMANDS)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    _COMMANDS.update(getattr(node, "workeroutput", {}).get(_COMMANDS_KEY, {}))
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if getattr(config, "workerinput", None) is not None or not _COMMANDS:
+        return
+    per_host = ", ".join(f"{name} {count}" for name, count in sorted(_COMMANDS.items()))
+    terminalreporter.write_line(f"commands sent over SSH: {sum(_COMMANDS.values())} "
+                                f"({per_host})")
 
 
 def _named(config: pytest.Config) -> bool:

@@ -1,10 +1,11 @@
 """GPU hardware on hosts whose spec lists GPUs: nvidia-smi's view against the spec's topology.
 
-The outputs are read on the host, parsed by gpuinfra.parsers and judged by
-gpuinfra.verdicts.check_system. One test per check family, so a failure names its family in the
-test id; its message lists every failed finding with cause and fix. In the lab, nvidia-smi
-replays captures (gpuinfra_lab/README.md): these tests prove their logic there, and the hardware
-only on a real cluster.
+The node is read once (gpuinfra_verify/reading.py: the health check's own reading, one SSH
+round trip) and judged by gpuinfra.health.judge, which runs gpuinfra.verdicts.check_system
+on the parsed outputs: the health check's rules and these tests' are one copy. One test per
+check family, so a failure names its family in the test id; its message lists every failed
+finding with cause and fix. In the lab, nvidia-smi replays captures (gpuinfra_lab/README.md):
+these tests prove their logic there, and the hardware only on a real cluster.
 """
 
 from __future__ import annotations
@@ -16,16 +17,19 @@ import pytest
 from testinfra.host import Host
 
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.health.judge import judge
+from gpuinfra.health.probes import GPU_QUERY_FIELDS, describe, probes
 from gpuinfra.parsers.gpus import parse_gpus
-from gpuinfra.parsers.nvlink import parse_nvlink
-from gpuinfra.parsers.p2p import parse_p2p
-from gpuinfra.parsers.topo import parse_topo
 from gpuinfra.spec import NodeSpec
-from gpuinfra.verdicts import Finding, check_system
-from gpuinfra_verify.expect import PROBES, family, format_failures, format_finding, smi_failure
+from gpuinfra.verdicts import Finding
+from gpuinfra_verify.expect import family, format_failures, format_finding, smi_failure
+from gpuinfra_verify.reading import node_reading, spec_expectation
 
 VERIFY_NODES = "gpu"
 Note = Callable[[str, object], None]
+# The outputs these tests judge: a command among them that failed fails every test, with
+# nvidia-smi's own reason (the other families cannot be judged without it).
+GPU_OUTPUTS = ("gpus", "topo", "p2p-r", "p2p-w", "nvlink", "fabric")
 
 
 @dataclass(frozen=True)
@@ -37,19 +41,10 @@ class GpuVerdict:
     seen: str = "?"
 
 
-def _run(host: Host, command: str) -> str:
-    """stdout of ``command``; raises RuntimeError with the reason when it fails."""
-    result = host.run(command)
-    if result.rc != 0:
-        raise RuntimeError(smi_failure(command, result.rc, result.stderr or result.stdout))
-    return result.stdout
-
-
-def _gpu_list(host: Host) -> str:
-    """``2x NVIDIA H100 PCIe`` from `nvidia-smi -L`, or ``?`` when it cannot be read."""
-    result = host.run("nvidia-smi -L")
+def _seen(text: str) -> str:
+    """``2x NVIDIA H100 PCIe`` from the reading's GPU list, or ``?`` when it cannot be read."""
     try:
-        gpus = parse_gpus(result.stdout).gpus if result.rc == 0 else []
+        gpus = parse_gpus(text, fields=list(GPU_QUERY_FIELDS)).gpus
     except GpuinfraError:
         gpus = []
     names = sorted({gpu.name or "?" for gpu in gpus})
@@ -58,19 +53,20 @@ def _gpu_list(host: Host) -> str:
 
 @pytest.fixture(scope="module")
 def verdict(host: Host, node: NodeSpec) -> GpuVerdict:
-    """Run the probes once per host and judge them against the node's GPU spec."""
+    """The node's reading (once per host), judged against the node's GPU spec."""
     assert node.gpus is not None
-    try:
-        out = {name: _run(host, command) for name, command in PROBES.items()}
-        findings = check_system(
-            node.gpus.topology.name, node.gpus.count, node.gpus.model.key,
-            topo=parse_topo(out["topo"]),
-            p2p=[parse_p2p(out["p2p-r"], "r"), parse_p2p(out["p2p-w"], "w")],
-            nvlink=parse_nvlink(out["nvlink"]),
-        )
-    except (RuntimeError, GpuinfraError) as exc:
-        return GpuVerdict(error=str(exc))
-    return GpuVerdict(tuple(findings), seen=_gpu_list(host))
+    taken = node_reading(host, node)
+    if taken.error:
+        return GpuVerdict(error=taken.error)
+    expect = spec_expectation(node)
+    lines = describe(probes(expect))
+    for name in GPU_OUTPUTS:
+        out = taken.reading.get(name)
+        if out is not None and not out.ok:
+            rc = 127 if out.rc is None and "not found" in out.error else (out.rc or -1)
+            return GpuVerdict(error=smi_failure(lines.get(name) or name, rc, out.error))
+    findings = judge(expect, taken.reading).findings
+    return GpuVerdict(tuple(findings), seen=_seen(taken.reading["gpus"].text))
 
 
 def _check_family(name: str, verdict: GpuVerdict, node: NodeSpec, note: Note) -> None:

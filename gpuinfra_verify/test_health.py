@@ -3,9 +3,9 @@ the spec's expectation, agreeing with the verify suite's own judgement of the sa
 wired into Slurm (no node drained by gpuinfra; the health keys in the running configuration).
 
 The reading is taken once per host with the node's own program (`gpuinfra-health reading`,
-one SSH round trip) and judged here by the same library (gpuinfra.health.judge) against the
-expectation built from the inventory: a node whose installed expectation or program differs
-from the spec's fails here, naming the difference.
+one SSH round trip, shared with test_gpu: gpuinfra_verify/reading.py) and judged here by the
+same library (gpuinfra.health.judge): a node whose installed expectation differs from the
+spec's, or whose own verdict differs from the library's, fails here, naming the difference.
 """
 
 from __future__ import annotations
@@ -17,19 +17,17 @@ from typing import Any
 import pytest
 from testinfra.host import Host
 
-from gpuinfra.health.collect import Output
-from gpuinfra.health.expectation import PATH, from_json, from_node
+from gpuinfra.health.expectation import PATH, from_json
 from gpuinfra.health.judge import judge
 from gpuinfra.health.slurm import drained_by_gpuinfra
-from gpuinfra.monitoring.units import TEXTFILE_DIRECTORY
 from gpuinfra.parsers.slurm import SINFO, parse_sinfo_nodes
 from gpuinfra.spec import NodeSpec
 from gpuinfra_verify.expect import problem
 from gpuinfra_verify.failure import fail
+from gpuinfra_verify.reading import NodeReading, node_reading, spec_expectation
 
 VERIFY_NODES = "workers"
 Note = Callable[[str, object], None]
-COMMAND = "/usr/local/sbin/gpuinfra-health"
 DEPLOY = "deploy the health role (`pyinfra inventory/<site>.py deploy.py`)"
 
 
@@ -41,45 +39,38 @@ def _applies(node: NodeSpec) -> None:
 
 
 @pytest.fixture(scope="module")
-def installed(host: Host, node: NodeSpec) -> dict[str, Any]:
-    """The node's expectation file and its reading, one round trip each ("error": why not)."""
+def installed(host: Host, node: NodeSpec) -> NodeReading:
+    """The node's health check's reading (gpuinfra_verify/reading.py: once per host, shared with
+    test_gpu): its expectation, outputs and own verdict, one round trip."""
     _applies(node)
-    expect = host.run(f"cat {PATH}")
-    reading = host.run(f"{COMMAND} reading")
-    if expect.rc != 0 or reading.rc != 0:
-        return {"error": (reading.stderr or expect.stderr).strip()[:200] or "no output"}
-    return {"expect": expect.stdout, "reading": json.loads(reading.stdout)["reading"]}
+    return node_reading(host, node)
 
 
-def _read(installed: dict[str, Any], node: NodeSpec, note: Note) -> None:
-    if "error" in installed:
+def _read(installed: NodeReading, node: NodeSpec, note: Note) -> dict[str, Any]:
+    if installed.error or installed.installed is None or installed.own is None:
         fail(note, problem(node.name, f"gpuinfra-health is not installed or fails: "
-                           f"{installed['error']}", "the health role has not run on this node",
-                           DEPLOY))
+                           f"{installed.error or 'no reading'}",
+                           "the health role has not run on this node", DEPLOY))
+    return installed.installed
 
 
-def test_expectation_is_the_specs(installed: dict[str, Any], node: NodeSpec, note: Note) -> None:
-    _read(installed, node, note)
-    want = from_node(node, node.settings, TEXTFILE_DIRECTORY)
-    have = from_json(installed["expect"], f"{node.name}:{PATH}")
-    if have != want:
+def test_expectation_is_the_specs(installed: NodeReading, node: NodeSpec, note: Note) -> None:
+    have = from_json(json.dumps(_read(installed, node, note)), f"{node.name}:{PATH}")
+    if have != spec_expectation(node):
         fail(note, problem(node.name, f"{PATH} differs from the spec's expectation",
                            "the spec changed since the last deploy, or the file was edited",
                            DEPLOY))
 
 
-def test_node_healthy(installed: dict[str, Any], node: NodeSpec, host: Host,
-                      note: Note) -> None:
+def test_node_healthy(installed: NodeReading, node: NodeSpec, note: Note) -> None:
     """The library's verdict on the node's reading; the node's own program agrees."""
-    _read(installed, node, note)
-    expect = from_json(installed["expect"], f"{node.name}:{PATH}")
-    reading = {k: Output.from_json(v) for k, v in installed["reading"].items()}
-    verdict = judge(expect, reading)
+    expect = from_json(json.dumps(_read(installed, node, note)), f"{node.name}:{PATH}")
+    verdict = judge(expect, installed.reading)
     note("health_checks", len(verdict.findings))
-    own = host.run(f"{COMMAND} check")
-    if (own.rc == 0) != verdict.healthy:
-        fail(note, problem(node.name, f"the node's check says {own.stdout.strip()!r} (exit "
-                           f"{own.rc}), the library says {verdict.reason() or 'healthy'}",
+    own = installed.own or {}
+    if bool(own.get("healthy")) != verdict.healthy:
+        fail(note, problem(node.name, f"the node's check says {own.get('reason') or 'healthy'}, "
+                           f"the library says {verdict.reason() or 'healthy'}",
                            "the node runs another gpuinfra library than this deploy", DEPLOY))
     if not verdict.healthy:
         first = verdict.failed[0]

@@ -5,8 +5,9 @@
   persistence mode, Fabric Manager); read back and checked field by field.
 - :mod:`~gpuinfra.health.probes`: the commands one reading runs (one table: the health check,
   the verify suite and the GPU metrics collector ask the node the same questions).
-- :mod:`~gpuinfra.health.collect`: runs a reading's commands on the node, in parallel, each
-  with a timeout (the only module here that runs anything: it is shipped to the node).
+- :mod:`~gpuinfra.health.collect`: what one command of a reading gave (Output) and its limits;
+  the runner is gpuinfra_node.reader, shipped to the node with this library (the library
+  itself starts no process).
 - :mod:`~gpuinfra.health.judge`: the verdict on a reading, with the verify suite's own
   judgements (gpuinfra.verdicts, gpuinfra.rdma_verdicts, gpuinfra.migplan): findings with
   cause and fix, and one short line for the scheduler.

@@ -1,10 +1,11 @@
 """The commands of one reading of a node: name -> command, chosen by the node's expectation.
 
-One table for every reader of a node: the health check (gpuinfra_roles/health), the verify
-suite (gpuinfra_verify/test_gpu.py, one SSH round trip for all of them) and the GPU metrics
-collector (its queries are gpuinfra.monitoring.gpumetrics.QUERIES, run by the same
-:mod:`gpuinfra.health.collect`). A command is an argv list, or a shell string for the few that
-read several files at once (``sh -c``).
+One table for every reader of a node, all run by one runner on the node
+(gpuinfra_node/reader.py): the health check (gpuinfra_roles/health: :func:`probes`), the
+verify suite (the health check's reading, one SSH round trip: gpuinfra_verify/conftest.py) and
+the GPU metrics collector (:data:`METRICS`: gpuinfra.monitoring.gpumetrics.QUERIES, NVLink
+and the kernel log, with the same commands as the health check's). A command is an argv list,
+or a shell string for the few that read several files at once (``sh -c``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuinfra.migplan import STATE_COMMAND as MIG_STATE_COMMAND
-from gpuinfra.monitoring.gpumetrics import QUERIES
+from gpuinfra.monitoring.gpumetrics import NVLINK_COMMAND, QUERIES
 from gpuinfra.rdma_verdicts import PORTS_COMMAND
 
 Command = tuple[str, ...] | str
@@ -32,7 +33,7 @@ TOPOLOGY: dict[str, Command] = {
     "topo": ("nvidia-smi", "topo", "-m"),
     "p2p-r": ("nvidia-smi", "topo", "-p2p", "r"),
     "p2p-w": ("nvidia-smi", "topo", "-p2p", "w"),
-    "nvlink": ("nvidia-smi", "nvlink", "--status"),
+    "nvlink": tuple(NVLINK_COMMAND),
 }
 FABRIC: Command = ("nvidia-smi", "-q")
 # This boot's kernel log, message text only; dmesg where the journal has no kernel messages.
@@ -45,6 +46,11 @@ DCGM_ABSENT = "gpuinfra: dcgmi is not installed"
 DCGM_DIAG = f"command -v dcgmi >/dev/null || {{ echo '{DCGM_ABSENT}'; exit 0; }}; " \
             "dcgmi diag -r {level}"
 
+
+# The GPU metrics collector's reading (gpuinfra.monitoring.gpumetrics.metrics_text): its
+# queries, the NVLink status and the kernel log (the health check's own commands for both).
+METRICS: dict[str, Command] = {**{q.name: tuple(q.command()) for q in QUERIES},
+                               "nvlink": TOPOLOGY["nvlink"], "kernel-log": KERNEL_LOG}
 
 # The prolog's and epilog's reading: quick (no topology, no -q): the GPUs, remapping, XIDs.
 JOB_PROBES: dict[str, Command] = {"gpus": GPUS, "remapped": REMAPPED, "kernel-log": KERNEL_LOG}

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from gpuinfra.errors import ParseError
+from gpuinfra.health.collect import Output
 from gpuinfra.parsers.gpus import Gpu, parse_gpus
 from gpuinfra.parsers.nvlink import parse_nvlink
 
@@ -63,17 +64,8 @@ QUERIES: tuple[Query, ...] = (
         "remapped_rows.pending", "remapped_rows.failure")),
 )
 NVLINK_COMMAND = ["nvidia-smi", "nvlink", "--status"]
-# The kernel log of this boot, message text only (journald keeps it; dmesg is the fallback).
-KERNEL_LOG_COMMANDS = (["journalctl", "-k", "-b", "-o", "cat", "--no-pager", "-q"],
-                       ["dmesg"])
-
-
-@dataclass(frozen=True)
-class Output:
-    """What one command gave: ``ok`` (exit 0) and its standard output."""
-
-    ok: bool
-    text: str = ""
+# The kernel log is read with the health check's command (gpuinfra.health.probes.KERNEL_LOG;
+# the collector's whole reading is gpuinfra.health.probes.METRICS).
 
 
 # (metric suffix, help, query, field, scale); the value is the field times scale.
@@ -251,7 +243,8 @@ def _parsed(query: Query, output: Output | None) -> list[Gpu] | None:
 def metrics_text(outputs: Mapping[str, Output], nvlink: Output | None,
                  kernel_log: Output | None, now: float) -> str:
     """The collector's metric text from each query's output (keyed by :data:`QUERIES` name),
-    ``nvidia-smi nvlink --status`` and the kernel log; ``now`` is the run's Unix time."""
+    ``nvidia-smi nvlink --status`` and the kernel log (the reading
+    gpuinfra.health.probes.METRICS gives all three); ``now`` is the run's Unix time."""
     metrics = _Metrics()
     parsed = {q.name: _parsed(q, outputs.get(q.name)) for q in QUERIES}
     gpus = parsed["gpus"] or []

@@ -13,51 +13,31 @@ role's keys (defaults.py); the monitoring role's node_exporter reads the check's
 from __future__ import annotations
 
 import io
-import zipfile
-from functools import lru_cache
 from io import StringIO
 from pathlib import Path
 
 from pyinfra.api import deploy
 from pyinfra.operations import apt, files
 
-import gpuinfra
 from gpuinfra.health.expectation import PATH as EXPECTATION_PATH
 from gpuinfra.health.expectation import from_node, runs_on
 from gpuinfra.monitoring.units import TEXTFILE_DIRECTORY
 from gpuinfra.slurmconf import HEALTH_PROGRAMS
 from gpuinfra.spec import NodeSpec
+from gpuinfra_deploy.nodecode import ZIP_NAME, node_zip
 from gpuinfra_deploy.ops.apt import APT_CACHE_S
 from gpuinfra_deploy.ops.checked import check_script, checked_files
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
 
 HERE = Path(__file__).resolve().parent
-LIBRARY_ROOT = Path(gpuinfra.__file__).resolve().parents[1]
 LIB_DIR = "/usr/local/lib/gpuinfra-health"
 PROGRAM = f"{LIB_DIR}/program.py"
-ZIP = f"{LIB_DIR}/gpuinfra.zip"
+ZIP = f"{LIB_DIR}/{ZIP_NAME}"
 STAGE = "/etc/gpuinfra/.gpuinfra-staged"
 # The commands: one for people, one per Slurm hook (gpuinfra.slurmconf.HEALTH_PROGRAMS, the
 # paths slurm.conf names).
 COMMAND = "/usr/local/sbin/gpuinfra-health"
-# The zip's entries carry this date: the same library gives the same bytes on every deploy.
-ZIP_DATE = (1980, 1, 1, 0, 0, 0)
-
-
-@lru_cache(maxsize=1)
-def library_zip() -> bytes:
-    """The gpuinfra package as a zip Python imports from (zipimport), byte for byte the same
-    for the same sources (sorted entries, a fixed date and mode)."""
-    out = io.BytesIO()
-    package = LIBRARY_ROOT / "gpuinfra"
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as packed:
-        for path in sorted(package.rglob("*.py")):
-            info = zipfile.ZipInfo(path.relative_to(LIBRARY_ROOT).as_posix(), ZIP_DATE)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = 0o644 << 16
-            packed.writestr(info, path.read_bytes())
-    return out.getvalue()
 
 
 def entry_point(mode: str | None) -> str:
@@ -84,7 +64,7 @@ def health(site: Site, node: NodeSpec) -> None:
     files.directory(name=f"{LIB_DIR} exists", path=LIB_DIR, user="root", group="root",
                     mode="755")
     files.put(name=f"The library the check judges with ({ZIP})", dest=ZIP,
-              src=io.BytesIO(library_zip()), user="root", group="root", mode="644")
+              src=io.BytesIO(node_zip()), user="root", group="root", mode="644")
     files.put(name=f"The health check ({PROGRAM})", dest=PROGRAM,
               src=StringIO((HERE / "program.py").read_text()), user="root", group="root",
               mode="644")

@@ -1,15 +1,17 @@
 """gpuinfra-health: the node health check, run on the node (installed by the health role).
 
     gpuinfra-health check [--json]   judge the node now; exit 0 healthy, 1 not, 2 cannot judge
-    gpuinfra-health reading          the raw reading as JSON (the verify suite's one round trip)
+    gpuinfra-health reading          expectation, raw reading and verdict as JSON (the verify
+                                     suite's one round trip per node)
     gpuinfra-health slurm            Slurm's HealthCheckProgram: check, then drain or resume
     gpuinfra-health prolog           Slurm's Prolog: the job's GPUs present and healthy
     gpuinfra-health epilog           Slurm's Epilog: fatal XIDs logged during the job drain
     gpuinfra-health validate FILE    judge an expectation file (the deploy stages it first)
 
 The expectation is /etc/gpuinfra/health.json (gpuinfra.health.expectation), rendered from the
-spec by the deploy. The library is the project's own (gpuinfra/, packed by the role into
-gpuinfra.zip beside this file and imported from it); Python's standard library otherwise.
+spec by the deploy. The library is the project's own (gpuinfra/ and the runner
+gpuinfra_node/reader.py, packed into gpuinfra.zip beside this file and imported from it);
+Python's standard library otherwise.
 Every run also writes its verdict where node_exporter's textfile collector reads it
 (``gpuinfra-health.prom``), when the node has one.
 ``slurm``, ``prolog`` and ``epilog`` log what they did to the journal (``journalctl -t
@@ -27,54 +29,24 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "gpuinfra.zip"))  # the library, as the role packed it
 
 from gpuinfra.health import slurm as slurm_rules  # noqa: E402
-from gpuinfra.health.collect import PATH, TIMEOUT_S, Output  # noqa: E402
+from gpuinfra.health.collect import PATH, Output  # noqa: E402
 from gpuinfra.health.expectation import PATH as EXPECTATION  # noqa: E402
 from gpuinfra.health.expectation import Expectation, ExpectationError, from_json  # noqa: E402
 from gpuinfra.health.judge import Verdict, job_verdict, judge, xid_count  # noqa: E402
 from gpuinfra.health.metrics import metrics_text  # noqa: E402
 from gpuinfra.health.probes import JOB_PROBES, probes  # noqa: E402
 from gpuinfra.parsers.slurm import parse_sinfo_nodes  # noqa: E402
+from gpuinfra_node.reader import read, run  # noqa: E402
 
 STATE_DIR = Path("/run/gpuinfra-health")
 PROM = "gpuinfra-health.prom"
 EXIT_UNHEALTHY, EXIT_CANNOT = 1, 2
-
-
-def run(command: tuple[str, ...] | str, timeout: float = TIMEOUT_S) -> Output:
-    argv = ["sh", "-c", command] if isinstance(command, str) else list(command)
-    started = time.monotonic()
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              check=False, env={**os.environ, "PATH": PATH, "LC_ALL": "C"})
-    except FileNotFoundError:
-        return Output(False, None, "", f"{argv[0]}: command not found",
-                      time.monotonic() - started)
-    except subprocess.TimeoutExpired:
-        return Output(False, None, "", f"no answer within {timeout:g} s",
-                      time.monotonic() - started)
-    except OSError as exc:
-        return Output(False, None, "", str(exc), time.monotonic() - started)
-    error = "" if done.returncode == 0 else (done.stderr.strip() or done.stdout.strip())
-    return Output(done.returncode == 0, done.returncode, done.stdout, error[:400],
-                  time.monotonic() - started)
-
-
-def read(commands: Mapping[str, tuple[str, ...] | str],
-         timeout: float = TIMEOUT_S) -> dict[str, Output]:
-    """Every command's :class:`Output`, run in parallel (nvidia-smi calls overlap)."""
-    if not commands:
-        return {}
-    with ThreadPoolExecutor(max_workers=len(commands)) as pool:
-        futures = {name: pool.submit(run, command, timeout) for name, command in
-                   commands.items()}
-        return {name: future.result() for name, future in futures.items()}
 
 
 def log(message: str) -> None:
@@ -176,9 +148,12 @@ def main(argv: list[str]) -> int:
         # node is not drained for the check's own fault (the verify suite names it).
         return 0 if args.mode in ("slurm", "prolog", "epilog") else EXIT_CANNOT
     if args.mode == "reading":
-        reading = read(probes(expect))
-        print(json.dumps({"node": expect.node,
-                          "reading": {k: v.to_json() for k, v in reading.items()}}))
+        # The verify suite's one round trip: what the node expects, what it read, and its own
+        # verdict on it (the suite judges the same reading itself and compares).
+        verdict, reading, seconds = check(expect)
+        print(json.dumps({"node": expect.node, "expect": json.loads(expect.to_json()),
+                          "reading": {k: v.to_json() for k, v in reading.items()},
+                          "verdict": verdict.to_json(), "seconds": round(seconds, 3)}))
         return 0
     if args.mode == "check":
         verdict, _, seconds = check(expect)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from io import StringIO
+from io import BytesIO, StringIO
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,6 @@ from pyinfra.facts.files import File
 from pyinfra.operations import apt, files, server, systemd
 from pyinfra.operations.util import any_changed
 
-import gpuinfra
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.header import HEADER
 from gpuinfra.knowledge.gpus import AMPERE_OR_OLDER
@@ -93,6 +92,7 @@ from gpuinfra.monitoring.web import (
 from gpuinfra.spec import ClusterSpec, NodeSpec
 from gpuinfra.spec.cross import unaddressed
 from gpuinfra_deploy.facts.system import host_distro
+from gpuinfra_deploy.nodecode import ZIP_NAME, node_zip
 from gpuinfra_deploy.ops.apt import APT_CACHE_S, apt_keyring, install_pinned, require_available
 from gpuinfra_deploy.ops.boot import BootNeeds, boot_order
 from gpuinfra_deploy.ops.checked import check_script, checked_files
@@ -104,13 +104,9 @@ from gpuinfra_deploy.ops.service import restart_or_reload
 from gpuinfra_deploy.ops.templates import RoleTemplates
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
-from gpuinfra_roles.monitoring.collector import LIBRARY
 
 TEMPLATES = RoleTemplates(__file__)  # templates/etc/default/prometheus-daemon.j2
 
-# Where the collector's files are read from: the installed packages themselves (a checkout or
-# the wheel), so the nodes run the library the deploy itself judged with.
-LIBRARY_ROOT = Path(gpuinfra.__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
 TEXTFILE_DIR = TEXTFILE_DIRECTORY  # Debian's and Ubuntu's default (gpuinfra.monitoring.units)
 COLLECTOR_LIB = "/usr/local/lib/gpuinfra-gpu-metrics"
@@ -263,12 +259,11 @@ def _node_exporter(site: Site, node: NodeSpec, mon: Monitoring, distro: dict[str
 
 # ---------------------------------------------------------------------------- GPU metrics
 
-def collector_files() -> dict[str, str]:
-    """The collector as installed: library modules (their repository paths under
-    COLLECTOR_LIB) and collect.py."""
-    out = {f"{COLLECTOR_LIB}/{rel}": (LIBRARY_ROOT / rel).read_text() for rel in LIBRARY}
-    out[f"{COLLECTOR_LIB}/collect.py"] = (HERE / "collector.py").read_text()
-    return out
+def collector_files() -> dict[str, bytes]:
+    """The collector as installed: collect.py and the library with its node-side runner
+    (gpuinfra_deploy.nodecode: the same zip the health check runs on)."""
+    return {f"{COLLECTOR_LIB}/collect.py": (HERE / "collector.py").read_bytes(),
+            f"{COLLECTOR_LIB}/{ZIP_NAME}": node_zip()}
 
 
 def _gpu_collector(node: NodeSpec) -> None:
@@ -278,9 +273,12 @@ def _gpu_collector(node: NodeSpec) -> None:
                  system=True)
     files.directory(name=f"{TEXTFILE_DIR}: writable by group {COLLECTOR_GROUP}",
                     path=TEXTFILE_DIR, user="root", group=COLLECTOR_GROUP, mode="775")
+    # The collector once shipped the library as loose modules: gone, the zip holds it now.
+    files.directory(name=f"{COLLECTOR_LIB}/gpuinfra absent (the library is in {ZIP_NAME})",
+                    path=f"{COLLECTOR_LIB}/gpuinfra", present=False)
     changed = []
-    for path, text in collector_files().items():
-        changed.append(files.put(name=f"GPU collector: {path}", dest=path, src=StringIO(text),
+    for path, data in collector_files().items():
+        changed.append(files.put(name=f"GPU collector: {path}", dest=path, src=BytesIO(data),
                                  mode="644", create_remote_dir=True))
     service, timer = COLLECTOR_UNITS
     units = {f"{UNIT_DIR}/{service}": collector_service(

@@ -2,9 +2,11 @@
 
     python3 -I /usr/local/lib/gpuinfra-gpu-metrics/collect.py --out FILE
 
-The monitoring role installs this file as ``collect.py`` beside a copy of the pure library
-modules it needs (gpuinfra.monitoring.gpumetrics and the parsers: :data:`LIBRARY`). It runs
-the nvidia-smi queries and reads this boot's kernel log (XIDs), and writes
+The monitoring role installs this file as ``collect.py`` beside ``gpuinfra.zip`` (the library
+and its node-side runner, gpuinfra_deploy.nodecode: the health check ships the same zip). It
+takes one reading of the node with the health check's runner and command table
+(gpuinfra_node.reader.read of gpuinfra.health.probes.METRICS: the nvidia-smi queries, the
+NVLink status, this boot's kernel log, all at once) and writes
 :func:`gpuinfra.monitoring.gpumetrics.metrics_text` to ``FILE`` atomically (a temporary file
 in the same directory, then a rename), so node_exporter never reads half a file. Python's
 standard library only; a command that fails or hangs counts as a failed query.
@@ -14,54 +16,22 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-# The modules the collector imports, relative to the repository root (shipped as they are).
-LIBRARY = (
-    "gpuinfra/__init__.py",
-    "gpuinfra/errors.py",
-    "gpuinfra/knowledge/__init__.py",
-    "gpuinfra/knowledge/gpus.py",
-    "gpuinfra/parsers/__init__.py",
-    "gpuinfra/parsers/_text.py",
-    "gpuinfra/parsers/gpus.py",
-    "gpuinfra/parsers/nvlink.py",
-    "gpuinfra/monitoring/__init__.py",
-    "gpuinfra/monitoring/gpumetrics.py",
-)
-TIMEOUT_S = 20
-
-
-def _run(command: list[str]):
-    from gpuinfra.monitoring.gpumetrics import Output
-
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S,
-                              check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return Output(False)
-    return Output(done.returncode == 0, done.stdout)
+ZIP_NAME = "gpuinfra.zip"  # gpuinfra_deploy.nodecode.ZIP_NAME, beside this file
 
 
 def collect() -> str:
-    from gpuinfra.monitoring.gpumetrics import (
-        KERNEL_LOG_COMMANDS,
-        NVLINK_COMMAND,
-        QUERIES,
-        metrics_text,
-    )
+    from gpuinfra.health.probes import METRICS
+    from gpuinfra.monitoring.gpumetrics import QUERIES, metrics_text
+    from gpuinfra_node.reader import read
 
-    outputs = {query.name: _run(query.command()) for query in QUERIES}
-    kernel_log = None
-    for command in KERNEL_LOG_COMMANDS:
-        kernel_log = _run(command)
-        if kernel_log.ok:
-            break
-    return metrics_text(outputs, _run(NVLINK_COMMAND), kernel_log, time.time())
+    reading = read(METRICS)
+    return metrics_text({query.name: reading[query.name] for query in QUERIES},
+                        reading["nvlink"], reading["kernel-log"], time.time())
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -80,7 +50,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description="GPU metrics for node_exporter")
     parser.add_argument("--out", required=True, type=Path, help="the .prom file to write")
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parent / ZIP_NAME))
     write_atomically(args.out, collect())
     return 0
 

@@ -118,6 +118,18 @@ def uploaded(plan) -> dict[str, str]:
     return out
 
 
+def uploaded_bytes(plan) -> dict[str, bytes]:
+    """dest -> the bytes of every file the plan uploads (a zip as it is)."""
+    out = {}
+    for planned in plan.ops:
+        for command in planned.raw:
+            src = getattr(command, "src", None)
+            if hasattr(src, "getvalue"):
+                value = src.getvalue()
+                out[command.dest] = value if isinstance(value, bytes) else value.encode()
+    return out
+
+
 # ----------------------------------------------------------------------------- fresh hosts
 
 @pytest.mark.parametrize("distro", DISTROS)
@@ -267,10 +279,9 @@ def _converged(distro: str, data_json: str) -> dict:
                 **_file(4096), "mode": 775, "group": "gpuinfra-metrics"}
         host["files.File"]["path=/var/lib/apt/periodic/update-success-stamp"] = {
             **_file(0), "mtime": datetime(2026, 11, 22, 3, 30)}
-        for dest, text in uploaded(host_plan).items():
+        for dest, body in uploaded_bytes(host_plan).items():
             stage = dest.rsplit("/", 1)[0]
             live = f"{STAGES[stage]}/{dest.rsplit('/', 1)[1]}" if stage in STAGES else dest
-            body = text.encode()
             host["files.File"][f"path={live}"] = _file(len(body))
             host["files.Sha1File"][f"path={live}"] = hashlib.sha1(body).hexdigest()
             host["files.Sha256File"][f"path={live}"] = hashlib.sha256(body).hexdigest()

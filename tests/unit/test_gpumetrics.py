@@ -35,12 +35,12 @@ def replay(profile: str, argv: list[str]) -> Output:
     run = subprocess.run([sys.executable, str(REPLAY), *argv[1:]], capture_output=True,
                          text=True, check=False,
                          env={**os.environ, "GPUINFRA_LAB_HARDWARE": str(HARDWARE / profile)})
-    return Output(run.returncode == 0, run.stdout)
+    return Output(run.returncode == 0, text=run.stdout)
 
 
 def collect(profile: str, kernel_log: str = "") -> str:
     outputs = {q.name: replay(profile, q.command()) for q in QUERIES}
-    return metrics_text(outputs, replay(profile, NVLINK_COMMAND), Output(True, kernel_log),
+    return metrics_text(outputs, replay(profile, NVLINK_COMMAND), Output(True, text=kernel_log),
                         1_700_000_000.4)
 
 
@@ -104,7 +104,7 @@ def test_no_driver_no_gpu_series_and_every_query_marked_failed():
 
 
 def test_unreadable_output_counts_as_a_failed_query():
-    text = metrics_text({"gpus": Output(True, "garbage without commas\n")}, None, None, 0)
+    text = metrics_text({"gpus": Output(True, text="garbage without commas\n")}, None, None, 0)
     assert samples(text, "gpuinfra_gpu_collector_query_ok")['query="gpus"'] == 0
 
 
@@ -177,10 +177,10 @@ def test_collector_runs_alone_with_the_modules_it_ships(tmp_path):
     """The files the role installs, copied to an empty folder and run with ``python3 -I``
     (no repository on the path), against the replayed 8x H100: the shipped set is complete."""
     lib = tmp_path / "lib"
-    for path, text in collector_files().items():
+    for path, data in collector_files().items():
         target = lib / path.removeprefix("/usr/local/lib/gpuinfra-gpu-metrics/")
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
+        target.write_bytes(data)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     smi = bin_dir / "nvidia-smi"
@@ -189,7 +189,7 @@ def test_collector_runs_alone_with_the_modules_it_ships(tmp_path):
     out = tmp_path / "gpu.prom"
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin",
            "GPUINFRA_LAB_HARDWARE": str(HARDWARE / "8x-h100-sxm-nvswitch")}
-    run = subprocess.run(["python3", "-I", str(lib / "collect.py"), "--out", str(out)],
+    run = subprocess.run(["python3", "-I", "-S", str(lib / "collect.py"), "--out", str(out)],
                          capture_output=True, text=True, check=False, env=env, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     text = out.read_text()

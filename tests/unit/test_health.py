@@ -30,6 +30,7 @@ from gpuinfra.health.probes import GPUS, JOB_PROBES, REMAPPED
 from gpuinfra.health.slurm import decide, decide_after_job, scontrol
 from gpuinfra.parsers.slurm import SlurmNode
 from gpuinfra.verdicts import Finding
+from gpuinfra_node import reader
 from tests.conftest import REPO
 
 LAB = REPO / "gpuinfra_lab"
@@ -59,7 +60,8 @@ def replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         fake = bin_dir / tool
         fake.write_text('#!/bin/sh\n[ -f "$KERNEL_LOG" ] && cat "$KERNEL_LOG"\n')
         fake.chmod(0o755)
-    monkeypatch.setattr(program, "PATH", f"{bin_dir}:{collect.PATH}")
+    monkeypatch.setattr(reader, "PATH", f"{bin_dir}:{collect.PATH}")
+    monkeypatch.setattr(program, "PATH", reader.PATH)
 
     def use(profile: str, kernel_log: str = "") -> None:
         folder = tmp_path / profile
@@ -79,7 +81,7 @@ def replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 def reading(expect: Expectation) -> dict[str, Output]:
     from gpuinfra.health.probes import probes
 
-    return program.read(probes(expect))
+    return reader.read(probes(expect))
 
 
 def test_healthy_hgx_and_bridged_pair_pass(replay) -> None:
@@ -148,7 +150,7 @@ def test_epilog_judges_only_the_xids_after_the_prolog(replay) -> None:
     line = (KERNEL / "nvsentinel-155-xid79-line.txt").read_text()
     log = line.replace("PCI:0000:44:00", "PCI:0000:c2:00")
     replay("2x-h100-pcie-bridged", log)
-    out = program.read(JOB_PROBES)
+    out = reader.read(JOB_PROBES)
     # The XID was there before the job (count 1 at its prolog): not the job's.
     assert job_verdict(BRIDGED, out, [0], "7", since=1).healthy
     after = job_verdict(BRIDGED, out, [0], "7", since=0)
@@ -193,7 +195,7 @@ def test_slurm_mode_drains_then_resumes_through_scontrol(replay, tmp_path, monke
     """The HealthCheckProgram end to end, with sinfo and scontrol stand-ins that record."""
     state = tmp_path / "state"
     calls = tmp_path / "calls"
-    bin_dir = Path(program.PATH.split(":")[0])
+    bin_dir = Path(reader.PATH.split(":")[0])
     (bin_dir / "sinfo").write_text(f'#!/bin/sh\ncat "{state}"\n')
     (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> "{calls}"\n')
     (bin_dir / "logger").write_text("#!/bin/sh\ntrue\n")
@@ -260,10 +262,10 @@ def test_the_packed_library_runs_the_program_alone(tmp_path) -> None:
     """The zip the role installs holds every module the program imports: the program runs
     from a folder with nothing else, in Python's isolated mode; and it packs the same bytes
     twice (a second deploy changes nothing)."""
-    from gpuinfra_roles.health import library_zip
+    from gpuinfra_deploy.nodecode import node_zip
 
-    assert library_zip() == library_zip.__wrapped__()
-    (tmp_path / "gpuinfra.zip").write_bytes(library_zip())
+    assert node_zip() == node_zip.__wrapped__()
+    (tmp_path / "gpuinfra.zip").write_bytes(node_zip())
     (tmp_path / "program.py").write_text((REPO / "gpuinfra_roles/health/program.py").read_text())
     (tmp_path / "health.json").write_text(HGX.to_json())
     # -S: no site-packages either (a node has Python's standard library and nothing else).

@@ -25,7 +25,13 @@ from tests.conftest import REPO
 # Layer of each top-level package or file, and the packages it must never import.
 FORBIDDEN: dict[str, set[str]] = {
     "gpuinfra": {"gpuinfra_deploy", "gpuinfra_roles", "gpuinfra_verify", "gpuinfra_lab",
-                 "gpuinfra_cli", "tests", "deploy", "config", "pyinfra", "pyinfra_cli"},
+                 "gpuinfra_cli", "gpuinfra_node", "tests", "deploy", "config", "pyinfra",
+                 "pyinfra_cli"},
+    # Runs on the nodes beside the library (gpuinfra_deploy/nodecode.py packs both): Python's
+    # standard library and gpuinfra only.
+    "gpuinfra_node": {"gpuinfra_deploy", "gpuinfra_roles", "gpuinfra_verify", "gpuinfra_lab",
+                      "gpuinfra_cli", "tests", "deploy", "config", "pyinfra", "pyinfra_cli",
+                      "testinfra", "yaml", "jinja2"},
     "gpuinfra_deploy": {"gpuinfra_roles", "gpuinfra_verify", "gpuinfra_lab", "gpuinfra_cli",
                         "tests", "deploy", "config"},
     "gpuinfra_roles": {"gpuinfra_verify", "gpuinfra_lab", "gpuinfra_cli", "tests", "deploy",

@@ -149,7 +149,7 @@ def test_fatal_xid_fires_on_what_the_collector_makes_of_a_real_log(log, fires, t
     site's rules: GpuFatalXid fires whatever XID came last (it judged only the last one
     before, and stayed silent on R565+ drivers, which log Xid 154 after the fatal one)."""
     spec = site("lab")
-    text = metrics_text({}, None, Output(True, (KERNEL_LOG / log).read_text()), 0)
+    text = metrics_text({}, None, Output(True, text=(KERNEL_LOG / log).read_text()), 0)
     series = []
     for line in text.splitlines():
         if line.startswith(("gpuinfra_gpu_xid", "gpuinfra_gpu_last_xid",

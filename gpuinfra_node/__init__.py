@@ -1,0 +1,6 @@
+"""Code that runs on the nodes themselves, shipped there by the roles with the gpuinfra library
+(gpuinfra_deploy.nodecode.node_zip): Python's standard library and gpuinfra, nothing else.
+
+- :mod:`gpuinfra_node.reader`: runs the commands of one reading of a node (the tables of
+  gpuinfra.health.probes), for the health check and for the GPU metrics collector alike.
+"""
