@@ -30,6 +30,7 @@ from gpuinfra.parsers.cpus import CpuLayout, format_ranges, parse_cpu_list
 from gpuinfra.parsers.topo import TopoMatrix
 from gpuinfra.spec.model import ClusterSpec, NodeSpec
 from gpuinfra.spec.rules import Rule, clip, text
+from gpuinfra.units import unit_file
 
 MPS_COUNT_PER_GPU = 100  # gres/mps counts in percent of a GPU (gres.conf(5), mps)
 # The knobs' rules (gpuinfra_roles/slurm/defaults.py) and the checks below are the same rules.
@@ -59,7 +60,11 @@ MANAGED_KEYS = frozenset(k.lower() for k in (
     "SlurmdLogFile", "SlurmdPidFile", "SlurmdPort", "SlurmdSpoolDir", "SlurmdTimeout",
     "StateSaveLocation", "TaskPlugin", "NodeName", "PartitionName", "Include",
     "ControlMachine", "BackupController", "AccountingStorageUser", "AuthAltTypes",
+    "SlurmctldParameters",
 ))
+# Written by the role and open to the site too: slurm_conf_extra's values are added to the
+# role's (SlurmctldParameters=enable_configless,<the site's>), never replacing them.
+MERGED_KEYS = frozenset({"slurmctldparameters"})
 # Programs slurmctld/slurmd run as root (slurm.conf(5)): only from root-owned system folders,
 # never a path a user could write (the spec cannot see owners; these folders are root's on
 # every distribution the roles support).
@@ -76,7 +81,7 @@ def extra_problem(key: Any, value: Any) -> str | None:
     problem = _SLURM_KEY.problem(key) or _extra_value(value)
     if problem:
         return problem
-    if key.lower() in MANAGED_KEYS:
+    if key.lower() in MANAGED_KEYS and key.lower() not in MERGED_KEYS:
         return (f"{key} is written by the slurm role from the spec (cluster_name, the head, "
                 "MUNGE, the nodes and partitions): an extra setting may not override it")
     if key.lower() in _ROOT_PROGRAMS and not (str(value).startswith(_ROOT_FOLDERS)
@@ -343,8 +348,14 @@ class SlurmNodeLine:
 
 
 def node_line(node: NodeSpec, address: str | None, hardware: NodeHardware | None,
-              gres_type: str, weight: int | None = None) -> SlurmNodeLine:
-    """The ``NodeName=`` line of a compute node."""
+              gres_type: str, weight: int | None = None,
+              kept: str | None = None) -> SlurmNodeLine:
+    """The ``NodeName=`` line of a compute node. A node whose hardware this run could not read
+    (not reached: ``--limit``, down) keeps ``kept``, its line in the head's running slurm.conf
+    (:func:`running_config`), when it has one: never a placeholder over a known node."""
+    if hardware is None and kept:
+        return SlurmNodeLine(node.short_name, kept, ("not reached in this run: its line is kept "
+                                                     "from the head's running slurm.conf",))
     parts = [f"NodeName={node.short_name}"]
     if address:
         parts.append(f"NodeAddr={address}")
@@ -393,7 +404,17 @@ def extra_lines(extra: Any) -> list[str]:
             raise SlurmConfigError(f"slurm_conf_extra[{clip(key)}] = {clip(value)}: {problem} "
                                    "(a key is letters and digits)")
     return [f"{key}={str(value).lower() if isinstance(value, bool) else value}"
-            for key, value in extra.items()]
+            for key, value in extra.items() if key.lower() not in MERGED_KEYS]
+
+
+def ctld_parameters(extra: Any) -> list[str]:
+    """SlurmctldParameters: enable_configless (the configuration is the head's alone, see the
+    configless section below), then the site's own (``slurm_conf_extra``), each once."""
+    values = ["enable_configless"]
+    for key, value in (extra or {}).items():
+        if key.lower() in MERGED_KEYS:
+            values += [v.strip() for v in str(value).split(",") if v.strip()]
+    return list(dict.fromkeys(values))
 
 
 @dataclass
@@ -410,6 +431,7 @@ class SlurmConf:
     extra: list[str] = field(default_factory=list)
     # The node health check's lines (HealthCheckProgram..., Prolog, Epilog): health_lines().
     health: list[str] = field(default_factory=list)
+    ctld_parameters: list[str] = field(default_factory=lambda: ["enable_configless"])
 
     @property
     def controller_host(self) -> str:
@@ -448,8 +470,11 @@ def health_lines(settings: Mapping[str, Any]) -> list[str]:
 def slurm_conf(spec: ClusterSpec, addresses: Mapping[str, str | None],
                hardware: Mapping[str, NodeHardware | None], gres_type_of: Mapping[str, str],
                accounting: bool = False, extra: Any = None,
-               health: Mapping[str, Any] | None = None) -> SlurmConf:
-    """The cluster's slurm.conf content (host names are the inventory's)."""
+               health: Mapping[str, Any] | None = None,
+               running: RunningConfig | None = None) -> SlurmConf:
+    """The cluster's slurm.conf content (host names are the inventory's); ``running``: the
+    head's files as they are, whose lines a node not reached in this run keeps."""
+    kept = running.node_lines if running is not None else {}
     if len(spec.head) != 1:
         raise SlurmConfigError(f"Slurm needs exactly one host in 'head', found {len(spec.head)}")
     head = spec.head[0]
@@ -459,10 +484,157 @@ def slurm_conf(spec: ClusterSpec, addresses: Mapping[str, str | None],
         controller=head.short_name,
         controller_address=addresses.get(head.name),
         gres_types=gres_types(workers),
-        nodes=[node_line(n, addresses.get(n.name), hardware.get(n.name), gres_type_of[n.name])
-               for n in workers],
+        nodes=[node_line(n, addresses.get(n.name), hardware.get(n.name), gres_type_of[n.name],
+                         kept=kept.get(n.short_name)) for n in workers],
         partitions=partition_lines(spec),
         accounting=accounting,
         extra=extra_lines(extra),
         health=health_lines(health or {}),
+        ctld_parameters=ctld_parameters(extra),
     )
+
+
+# --------------------------------------------------------------------------- configless
+# One configuration, owned by the head (configless_slurm.html, Slurm 20.02+): slurmctld runs
+# with SlurmctldParameters=enable_configless and serves slurm.conf, gres.conf and cgroup.conf;
+# each slurmd starts with --conf-server and caches them in /run/slurm/conf (where the node's
+# client commands read them too, 21.08+). No worker carries a copy, so a run limited to some
+# hosts cannot leave two nodes with different files. gres.conf is then one file for the
+# cluster: each node's lines carry NodeName= (gres.conf(5)).
+SLURMCTLD_PORT = 6817  # the template's SlurmctldPort, and --conf-server's default port
+# Where a node's slurmd keeps the files it fetched (configless_slurm.html, 21.08+): the
+# configuration the node runs, read by its client commands too.
+FETCHED_CONF = "/run/slurm/conf/slurm.conf"
+
+
+def conf_server(controller: str, address: str | None) -> str:
+    """slurmd's ``--conf-server`` value: the controller's address (its name when unknown)."""
+    return f"{address or controller}:{SLURMCTLD_PORT}"
+
+
+def node_gres_lines(node: str, lines: Sequence[str]) -> list[str]:
+    """A node's gres.conf lines in the cluster's one gres.conf: each with ``NodeName=``."""
+    return [f"NodeName={node} {line}" for line in lines]
+
+
+@dataclass(frozen=True)
+class RunningConfig:
+    """The head's slurm.conf and gres.conf as they are: each node's ``NodeName=`` line and its
+    gres.conf lines (kept for a node a run does not reach), and the settings (key -> value)."""
+
+    node_lines: dict[str, str] = field(default_factory=dict)
+    gres_lines: dict[str, list[str]] = field(default_factory=dict)
+    settings: dict[str, str] = field(default_factory=dict)
+    partitions: tuple[str, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.node_lines or self.settings)
+
+
+def _settings(text: str) -> tuple[dict[str, str], dict[str, str], list[str]]:
+    """(settings, node lines by name, partition lines) of a slurm.conf text."""
+    settings: dict[str, str] = {}
+    nodes: dict[str, str] = {}
+    partitions: list[str] = []
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        if key.lower() == "nodename":
+            nodes[value.split()[0]] = line
+        elif key.lower() == "partitionname":
+            partitions.append(line)
+        else:
+            settings[key.strip()] = value.strip()
+    return settings, nodes, partitions
+
+
+def running_config(slurm_conf_text: str, gres_conf_text: str) -> RunningConfig:
+    """:class:`RunningConfig` of the head's files (empty texts: a first deploy)."""
+    settings, nodes, partitions = _settings(slurm_conf_text)
+    gres: dict[str, list[str]] = {}
+    for raw in gres_conf_text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line.lower().startswith("nodename="):
+            gres.setdefault(line.split()[0].partition("=")[2], []).append(line)
+    return RunningConfig(nodes, gres, settings, tuple(partitions))
+
+
+# What a changed key asks of the daemons, from slurm.conf(5) of Slurm 22.05.8 (doc/man/man5/
+# slurm.conf.5 at tag slurm-22-05-8-1): "Changes to the configuration file take effect upon
+# restart of Slurm daemons, daemon receipt of the SIGHUP signal, or execution of the command
+# 'scontrol reconfigure' unless otherwise noted". Noted "a restart of slurmctld is required":
+CTLD_RESTART_KEYS = frozenset(k.lower() for k in (
+    "AccountingStorageEnforce", "CredType", "JobContainerType", "MaxJobCount", "PowerPlugin",
+    "ProctrackType", "SchedulerType", "SelectTypeParameters", "SlurmctldHost",
+    "SlurmctldParameters", "SlurmctldPort", "SlurmdPort", "StateSaveLocation", "X11Parameters",
+))
+# Noted "a restart of slurmctld and the slurmd daemons" ("All Slurm daemons ... must be
+# restarted": SwitchType; "the slurmd daemons": CoreSpecPlugin); and NODE CONFIGURATION:
+# "Changes in node configuration (e.g. adding nodes, changing their processor count, etc.)
+# require restarting both the slurmctld daemon and the slurmd daemons".
+ALL_RESTART_KEYS = frozenset(k.lower() for k in (
+    "GresTypes", "PluginDir", "SelectType", "SwitchType", "CoreSpecPlugin",
+))
+
+
+@dataclass(frozen=True)
+class ConfChange:
+    """What a new slurm.conf/gres.conf asks of the daemons: ``none``; ``reconfigure``
+    (`scontrol reconfigure`: slurmctld re-reads, each slurmd fetches the new files);
+    ``restart`` (slurmctld restarted, then reconfigure); with ``slurmd`` also every slurmd
+    restarted (it fetches the files at its start). ``why``: what changed."""
+
+    kind: str
+    why: str = ""
+    slurmd: bool = False
+
+
+def conf_change(running: RunningConfig, slurm_conf_text: str,
+                gres_conf_text: str) -> ConfChange:
+    """How the daemons must take the new files, from the running ones (the key lists above).
+    A first deploy (no running files) is ``restart``: the daemons start on the new files."""
+    if running.empty:
+        return ConfChange("restart", "no configuration yet", slurmd=True)
+    new = running_config(slurm_conf_text, gres_conf_text)
+    keys = sorted({k.lower() for k in (*running.settings, *new.settings)
+                   if running.settings.get(k) != new.settings.get(k)})
+    nodes = sorted(set(running.node_lines) ^ set(new.node_lines))
+    if nodes:
+        return ConfChange("restart", f"nodes added or removed: {', '.join(nodes)}", slurmd=True)
+    changed = sorted(n for n in new.node_lines if new.node_lines[n] != running.node_lines[n])
+    if changed:
+        return ConfChange("restart", f"node definitions changed: {', '.join(changed)}",
+                          slurmd=True)
+    if new.gres_lines != running.gres_lines:
+        return ConfChange("restart", "gres.conf changed", slurmd=True)
+    every = [k for k in keys if k in ALL_RESTART_KEYS]
+    if every:
+        return ConfChange("restart", f"{', '.join(every)} changed", slurmd=True)
+    ctld = [k for k in keys if k in CTLD_RESTART_KEYS]
+    if ctld:
+        return ConfChange("restart", f"{', '.join(ctld)} changed")
+    if keys or new.partitions != running.partitions:
+        return ConfChange("reconfigure", ", ".join(keys) or "partitions changed")
+    return ConfChange("none")
+
+
+# Debian's and Ubuntu's slurmd.service (Debian 12 22.05.8, measured in the lab; Ubuntu's 21.08
+# and 23.11 units have the same lines): it starts only where a local slurm.conf exists, and
+# runs `/usr/sbin/slurmd -D -s $SLURMD_OPTIONS`.
+SLURMD_EXEC = "/usr/sbin/slurmd -D -s"
+CONFIGLESS_DROPIN = "/etc/systemd/system/slurmd.service.d/gpuinfra-configless.conf"
+
+
+def configless_dropin(server: str) -> str:
+    """slurmd's drop-in: no local slurm.conf needed, the files fetched from ``server``
+    (:func:`conf_server`)."""
+    return unit_file({
+        "Unit": [("#", "No local slurm.conf: slurmd fetches it from slurmctld."),
+                 ("ConditionPathExists", "")],
+        "Service": [("ExecStart", ""),
+                    ("ExecStart", f"{SLURMD_EXEC} --conf-server {server} $SLURMD_OPTIONS")],
+    }, about="The node's Slurm configuration is the controller's (configless_slurm.html): "
+             "gpuinfra_roles/slurm.")

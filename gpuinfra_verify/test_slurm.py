@@ -1,6 +1,7 @@
 """Slurm on a site whose schedulers include "slurm", judged from the controller and each worker.
 
-Per worker: slurmd running; the controller knows the node and it takes jobs (idle, mixed or
+Per worker: slurmd running on the head's own files (configless: the files it fetched equal the
+head's, and it keeps no copy); the controller knows the node and it takes jobs (idle, mixed or
 allocated; a drained/down node is named with Slurm's reason, its likely cause and the fix);
 its GRES equal the spec (gres/gpu counts, mps, shard); slurmd's GPU Links= equal the NVLink
 counts of `nvidia-smi topo -m`; a job given one GPU gets CUDA_VISIBLE_DEVICES and cannot open
@@ -22,7 +23,7 @@ from gpuinfra.errors import GpuinfraError
 from gpuinfra.health.slurm import drained_by_gpuinfra as health_drained
 from gpuinfra.parsers.slurm import SINFO_FORMAT, parse_sinfo_nodes, parse_slurmd_gres
 from gpuinfra.parsers.topo import parse_topo
-from gpuinfra.slurmconf import node_gres, node_gres_type
+from gpuinfra.slurmconf import FETCHED_CONF, node_gres, node_gres_type
 from gpuinfra.spec import NodeSpec
 from gpuinfra_verify.expect import problem
 from gpuinfra_verify.failure import fail
@@ -40,6 +41,8 @@ Note = Callable[[str, object], None]
 pytestmark = pytest.mark.usefixtures("slurm_site")
 JOB_TIMEOUT = 60
 # Opens each /dev/nvidiaN inside a job and prints "path outcome" (ok, or the OS error text).
+CONF_DIR = "/etc/slurm"
+CONF_NAMES = "slurm.conf gres.conf cgroup.conf"
 OPEN_PROBE = ('for p in /dev/nvidia[0-9]*; do if m=$( (exec 3<>"$p") 2>&1 ); '
               'then echo "$p ok"; else echo "$p ${m##*: }"; fi; done')
 
@@ -73,6 +76,32 @@ def test_slurmd_running(host: Host, node: NodeSpec, note: Note) -> None:
                             "`journalctl -u slurmd` on the node; reboot after a driver install"))
 
 
+@pytest.fixture(scope="session")
+def head_files(controller: Host) -> str:
+    """SHA-256 of the head's slurm.conf, gres.conf and cgroup.conf (the configuration)."""
+    return controller.run(f"cd {CONF_DIR} && sha256sum {CONF_NAMES}").stdout
+
+
+def test_node_runs_the_heads_configuration(host: Host, node: NodeSpec, head_files: str,
+                                           note: Note) -> None:
+    """The files the node's slurmd fetched (configless) are the head's, byte for byte; the
+    node keeps no copy of its own that could differ."""
+    fetched = host.run(f"cd {FETCHED_CONF.rsplit('/', 1)[0]} && sha256sum {CONF_NAMES}")
+    local = [f for f in CONF_NAMES.split() if host.file(f"{CONF_DIR}/{f}").exists]
+    note("slurm_conf", fetched.stdout.split()[0][:16] if fetched.rc == 0 else "none")
+    if fetched.rc != 0 or fetched.stdout != head_files:
+        fail(note, problem(node.name, "the Slurm configuration slurmd runs with is not the "
+                           "head's" + ("" if fetched.rc == 0 else ": nothing fetched"),
+                           "slurmd started before the head had its files, or did not fetch them "
+                           "(its drop-in lacks --conf-server)",
+                           "deploy including the head (`--limit HEAD --limit NODE` at least); "
+                           "on the node `systemctl restart slurmd`"))
+    if local and not node.is_head:
+        fail(note, problem(node.name, f"the node keeps its own {', '.join(local)} in {CONF_DIR}",
+                           "an earlier gpuinfra (or a person) wrote it; slurmd ignores it, "
+                           "client commands may read it", "deploy (slurm role): it removes them"))
+
+
 def test_node_takes_jobs(node: NodeSpec, sinfo: dict, note: Note) -> None:
     message = node_state_problem(node.short_name, sinfo.get(node.short_name))
     note("slurm_state", sinfo[node.short_name].state if node.short_name in sinfo else "unknown")
@@ -100,7 +129,8 @@ def test_gres_links_match_topology(host: Host, node: NodeSpec, note: Note) -> No
     topo_out = host.run("nvidia-smi topo -m")
     if topo_out.rc != 0:
         pytest.skip("nvidia-smi topo -m unavailable (driver not loaded: see test_driver.py)")
-    gres = parse_slurmd_gres(host.run("slurmd -G 2>&1").stdout)
+    # The files the node's slurmd fetched from the head (configless) and runs with.
+    gres = parse_slurmd_gres(host.run(f"slurmd -G -f {FETCHED_CONF} 2>&1").stdout)
     try:
         wrong = links_problems(gres.records, parse_topo(topo_out.stdout)) + gres.errors
     except GpuinfraError as exc:

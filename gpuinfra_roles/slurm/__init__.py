@@ -24,12 +24,20 @@ from gpuinfra.errors import GpuinfraError
 from gpuinfra.parsers.cpus import CpuLayout
 from gpuinfra.parsers.topo import TopoMatrix
 from gpuinfra.slurmconf import (
+    CONFIGLESS_DROPIN,
+    ConfChange,
     GresPlan,
     NodeHardware,
+    RunningConfig,
+    conf_change,
+    conf_server,
+    configless_dropin,
     gpu_devices,
     gres_plan,
+    node_gres_lines,
     node_gres_type,
     node_hardware,
+    running_config,
     slurm_conf,
 )
 from gpuinfra.spec import ClusterSpec, NodeSpec
@@ -42,9 +50,12 @@ from gpuinfra_deploy.ops.templates import RoleTemplates
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
 from gpuinfra_roles.slurm.operations import (
+    RunningSlurmConf,
     accounting_db,
     checked_config,
+    checked_here,
     controller_counts_gpus,
+    reconfigure_script,
 )
 
 TEMPLATES = RoleTemplates(__file__)  # templates/<target>.j2 beside this file
@@ -83,15 +94,33 @@ DISTRO: dict[str, dict[str, Any]] = {
     },
 }
 
+def reached(site: Site, name: str) -> bool:
+    """Whether this run reads host ``name``'s facts (a dead worker, or one left out by
+    ``--limit``, is not: its lines are kept from the head's running files)."""
+    other = site.host(name)
+    return other not in other.state.failed_hosts and bool(other.connected)
+
+
+def running(site: Site) -> RunningConfig | None:
+    """The head's live slurm.conf and gres.conf, read once per run; None when the head is not
+    in this run (then nothing is written there: the run says so)."""
+    def read() -> RunningConfig | None:
+        name = site.spec.head[0].name
+        if not reached(site, name):
+            return None
+        raw = site.host(name).get_fact(RunningSlurmConf)
+        return running_config(raw["slurm.conf"], raw["gres.conf"])
+
+    return site.once(("slurm running config",), read)
+
+
 def cpu_facts(site: Site, name: str) -> tuple[CpuLayout | None, int | None]:
     """(CPU layout, MemTotal MiB) of host ``name``, read from it once per run: slurm.conf
     needs every worker's, and each worker's gres.conf its own."""
     def read() -> tuple[dict[str, Any], int | None]:
-        other = site.host(name)
-        if other in other.state.failed_hosts or not other.connected:
-            # Unreachable in this run (a dead worker must not stop the others): its node line
-            # says CPUs=1 with a note, and the rerun once it is back writes its hardware.
+        if not reached(site, name):
             return {}, None
+        other = site.host(name)
         return other.get_fact(CpuLayoutFact), other.get_fact(MemTotalMb)
 
     layout, memory = site.once(("cpu facts", name), read)
@@ -113,21 +142,48 @@ def gres_type_of(node: NodeSpec) -> str:
     return node_gres_type(node, node.settings["slurm_gpu_type"]) if node.gpus else "none"
 
 
-def _node_gres(site: Site, node: NodeSpec) -> GresPlan:
-    """This node's gres.conf lines from its own GPU facts."""
+def node_gres(site: Site, node: NodeSpec) -> GresPlan | None:
+    """A node's gres.conf lines from its own GPU facts, read once per run (None: not reached)."""
     if node.gpus is None:
         return GresPlan(())
-    gpus = host.get_fact(NvidiaGpus).get("gpus", [])
-    devices, notes = gpu_devices(gpus, host.get_fact(NvidiaDeviceMinors))
-    topo_json = host.get_fact(NvidiaTopology)
-    topo = TopoMatrix(**{**topo_json, "gpu_numa_ids": {}}) if topo_json else None
-    layout, _ = cpu_facts(site, node.name)
-    plan = gres_plan(node, gres_type_of(node), devices, topo, layout)
-    return GresPlan(plan.lines, tuple(notes) + plan.notes, plan.nvml_needed)
+
+    def read() -> GresPlan | None:
+        if not reached(site, node.name):
+            return None
+        other = site.host(node.name)
+        gpus = other.get_fact(NvidiaGpus).get("gpus", [])
+        devices, notes = gpu_devices(gpus, other.get_fact(NvidiaDeviceMinors))
+        topo_json = other.get_fact(NvidiaTopology)
+        topo = TopoMatrix(**{**topo_json, "gpu_numa_ids": {}}) if topo_json else None
+        layout, _ = cpu_facts(site, node.name)
+        plan = gres_plan(node, gres_type_of(node), devices, topo, layout)
+        return GresPlan(plan.lines, tuple(notes) + plan.notes, plan.nvml_needed)
+
+    return site.once(("gres plan", node.name), read)
+
+
+def _gres_conf(site: Site) -> tuple[str, list[str]]:
+    """The cluster's one gres.conf (each node's lines with NodeName=) and its notes."""
+    kept = (running(site) or RunningConfig()).gres_lines
+    sections, notes = [], []
+    for node in site.spec.workers_of("slurm"):
+        plan = node_gres(site, node)
+        if plan is None:
+            lines = kept.get(node.short_name, [])
+            why = ("not reached in this run: its lines are kept from the head's gres.conf"
+                   if lines else "not reached in this run, and the head's gres.conf has no "
+                   "lines for it: deploy it (--limit HEAD --limit NODE) once it is up")
+            sections.append({"node": node.short_name, "notes": [why], "lines": lines})
+            notes.append(f"{node.short_name}: {why}")
+            continue
+        sections.append({"node": node.short_name, "notes": list(plan.notes),
+                         "lines": node_gres_lines(node.short_name, plan.lines)})
+        notes += [f"{node.short_name}: {note}" for note in plan.notes]
+    return TEMPLATES.render(GRES_CONF, cluster=site.spec.name, sections=sections), notes
 
 
 def _slurm_conf(site: Site, data: Any, settings: dict[str, Any]) -> tuple[str, list[str]]:
-    """slurm.conf (the same text on every node) and its notes, computed once per run."""
+    """slurm.conf and its notes, computed once per run."""
     spec = site.spec
     conf = slurm_conf(
         spec,
@@ -137,25 +193,26 @@ def _slurm_conf(site: Site, data: Any, settings: dict[str, Any]) -> tuple[str, l
         accounting=spec.slurm_accounting,
         extra=data["slurm_conf_extra"],
         health={k: v for k, v in data.items() if k.startswith("health_")},
+        running=running(site),
     )
     return TEMPLATES.render(SLURM_CONF, conf=conf, settings=settings), conf.notes
 
 
-def _configs(site: Site, node: NodeSpec, data: Any,
-             distro: dict[str, Any]) -> tuple[dict[str, str], GresPlan, list[str]]:
+def _configs(site: Site, data: Any, distro: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
+    """The cluster's configuration (the head's files; every node judges it) and its notes."""
     settings = {"slurmd_timeout": int(data["slurm_slurmd_timeout"]),
                 "cgroup_plugin": distro["cgroup_plugin"]}
-    # Every input of slurm.conf is site-wide (slurm_conf_extra and the timeout must agree on
-    # every host; the cgroup plugin follows the distribution): one text per distribution.
-    conf_text, notes = site.once(("slurm.conf", distro["cgroup_plugin"]),
-                                 lambda: _slurm_conf(site, data, settings))
-    plan = _node_gres(site, node)
-    texts = {
-        SLURM_CONF: conf_text,
-        GRES_CONF: TEMPLATES.render(GRES_CONF, node=node.short_name, plan=plan),
-        CGROUP_CONF: TEMPLATES.render(CGROUP_CONF, settings=settings),
-    }
-    return texts, plan, notes
+
+    def render() -> tuple[dict[str, str], list[str]]:
+        conf_text, notes = _slurm_conf(site, data, settings)
+        gres_text, gres_notes = _gres_conf(site)
+        return ({SLURM_CONF: conf_text, GRES_CONF: gres_text,
+                 CGROUP_CONF: TEMPLATES.render(CGROUP_CONF, settings=settings)},
+                notes + gres_notes)
+
+    # Every input is site-wide (slurm_conf_extra and the timeout must agree on every host; the
+    # cgroup plugin follows the distribution): one set per distribution.
+    return site.once(("slurm configuration", distro["cgroup_plugin"]), render)
 
 
 @deploy("slurm")
@@ -165,16 +222,19 @@ def slurm(site: Site, node: NodeSpec) -> None:
     distro = DISTRO[host_distro()]
     # At least one: the spec gate refuses a Slurm site without a Slurm worker.
     workers = spec.workers_of("slurm")
+    head = spec.head[0]
 
-    texts, plan, notes = _configs(site, node, data, distro)
-    for note in [*notes, *plan.notes]:
-        logger.warning(f"{host.print_prefix}slurm: {note}")
+    texts, notes = _configs(site, data, distro)
+    if node.is_head:
+        for note in notes:
+            logger.warning(f"{host.print_prefix}slurm: {note}")
+    own = node_gres(site, node) if node.is_worker else None
 
     # slurmd is on the head too, for `slurmd -G`, Slurm's own check of a staged config.
     packages = list(distro["compute"])
     if node.is_head:
         packages = list(dict.fromkeys([*distro["controller"], *packages]))
-    if plan.nvml_needed:
+    if own is not None and own.nvml_needed:
         if not distro["nvml_plugin"]:
             raise GpuinfraError(f"slurm: {host.name} shares its GPUs with MIG, which Slurm "
                                 "schedules only through NVML; this distribution has no NVML "
@@ -184,30 +244,123 @@ def slurm(site: Site, node: NodeSpec) -> None:
                            update=True, cache_time=APT_CACHE_S)
     files.directory(name=f"{CONF_DIR} exists", path=CONF_DIR, user="root", group="root",
                     mode="755")
-    # The head checks as a worker; one whose GPUs are not shared (mps, shard) when there is
-    # one: Slurm cannot merge a sharing node's GRES without its gres.conf (operations.py).
-    unshared = [w for w in workers if w.sharing.mode not in ("mps", "time-slicing")]
-    check_as = node.short_name if node.is_worker else (unshared or workers)[0].short_name
-    config = checked_config(name="Slurm configuration, checked by Slurm before it goes in",
-                            files=texts, check_as=check_as, elsewhere=not node.is_worker)
+    if node.is_worker:
+        # The worker judges the cluster's files with its own GPUs before the head takes them.
+        checked_here(name="Slurm configuration, judged by this node's slurmd (its gres.conf "
+                          "lines against its GPUs)", files=texts, check_as=node.short_name)
+    if not reached(site, head.name):
+        logger.warning(f"{host.print_prefix}slurm: the head ({head.name}) is not in this run: "
+                       "the cluster's slurm.conf and gres.conf live there and were not changed; "
+                       f"`pyinfra inventory/<site>.py deploy.py --limit {head.name} --limit "
+                       f"{host.name}` writes them")
 
+    config = None
     accounting = spec.slurm_accounting and node.is_head
+    if node.is_head:
+        # The head checks as a worker; one whose GPUs are not shared (mps, shard) when there
+        # is one: Slurm cannot merge a sharing node's GRES without its gres.conf lines.
+        unshared = [w for w in workers if w.sharing.mode not in ("mps", "time-slicing")]
+        check_as = node.short_name if node.is_worker else (unshared or workers)[0].short_name
+        config = checked_config(name="Slurm configuration, checked by Slurm before it goes in",
+                                files=texts, check_as=check_as,
+                                _if=lambda: _workers_accepted(site, workers))
     boot_order([*boot_needs(node, spec.slurm_accounting),
                 *([dbd_boot_needs(distro)] if accounting else [])])
     if accounting:
         _accounting(data, distro, spec)
+    # On every node (the op order is shared): the head restarts or reconfigures before any
+    # slurmd is restarted to fetch the files.
+    change = _change(site, texts)
+    _controller(node, config, change)
     if node.is_head:
-        _run("slurmctld", config)
         if accounting and any(w.gpus is not None for w in workers):
             controller_counts_gpus(name="slurmctld counts GPUs in accounting (gres/gpu TRES)")
     if node.is_worker:
-        _run("slurmd", config)
+        _compute(node, head, change)
     else:
         systemd.service(name="slurmd off on a host that is not a worker", service="slurmd",
                         running=False, enabled=False)
         # The package's postinst enables slurmd after this run's facts were read.
         server.shell(name="slurmd off right after its install (the package enables it)",
                      commands=["systemctl disable --now slurmd"], _if=install.did_change)
+
+
+def _workers_accepted(site: Site, workers: list[NodeSpec]) -> bool:
+    """At execution: no worker of this run failed (its own check of the files included); the
+    head keeps its files otherwise, and says why."""
+    failed = [w.name for w in workers
+              if site.host(w.name) in site.host(w.name).state.failed_hosts]
+    if failed:
+        logger.warning(f"slurm: the head's slurm.conf and gres.conf were left as they are: "
+                       f"{', '.join(failed)} failed in this run (its slurmd may have refused "
+                       "them); fix it and deploy again")
+    return not failed
+
+
+def _change(site: Site, texts: dict[str, str]) -> ConfChange:
+    """What the new files ask of the daemons (gpuinfra.slurmconf.conf_change), once per run;
+    nothing when the head is not in this run (it keeps its files)."""
+    def decide() -> ConfChange:
+        now = running(site)
+        if now is None:
+            return ConfChange("none")
+        change = conf_change(now, texts[SLURM_CONF], texts[GRES_CONF])
+        left = [w.name for w in site.spec.workers_of("slurm") if not reached(site, w.name)]
+        if change.slurmd and left and not now.empty:
+            logger.warning(f"slurm: {change.why}: Slurm 22.05 needs every slurmd restarted "
+                           f"(slurm.conf(5)); not in this run: {', '.join(left)}: "
+                           "`systemctl restart slurmd` there (running jobs keep running)")
+        return change
+
+    return site.once(("slurm change",), decide)
+
+
+def _controller(node: NodeSpec, config: Any, change: ConfChange) -> None:
+    """slurmctld running; on changed files, `scontrol reconfigure` where Slurm takes the change
+    that way, else a restart first (gpuinfra.slurmconf.conf_change); each slurmd then fetches
+    the new files. Called on every Slurm node so that the workers' later operations are ordered
+    after these (pyinfra orders operations by their place in the code); only the head acts."""
+    head = node.is_head
+    was_running = _was_running("slurmctld") if head else False
+    if head:
+        systemd.service(name="Run slurmctld", service="slurmctld", running=True, enabled=True)
+    systemd.service(
+        name="Restart slurmctld on the new configuration"
+             + (f" ({change.why})" if change.kind == "restart" else ""),
+        service="slurmctld", restarted=True,
+        _if=lambda: head and was_running and change.kind == "restart" and config.did_change())
+    server.shell(
+        name="The nodes take the new configuration (scontrol reconfigure: each slurmd fetches it)",
+        commands=[reconfigure_script()],
+        _if=lambda: head and was_running and change.kind != "none" and config.did_change())
+
+
+def _compute(node: NodeSpec, head: NodeSpec, change: ConfChange) -> None:
+    """slurmd fetching the head's files (configless): its drop-in, no local copies; restarted
+    when it must fetch them anew (a first switch to configless, or a change slurm.conf(5) says
+    every slurmd must restart for: nodes added or changed, GresTypes...)."""
+    was_running = _was_running("slurmd")
+    dropin = files.put(name="slurmd fetches its configuration from slurmctld (drop-in)",
+                       dest=CONFIGLESS_DROPIN,
+                       src=StringIO(configless_dropin(conf_server(head.short_name,
+                                                                  head.address))),
+                       mode="644", create_remote_dir=True)
+    systemd.daemon_reload(name="systemd reads slurmd's drop-in", _if=dropin.did_change)
+    if not node.is_head:
+        for path in (SLURM_CONF, GRES_CONF, CGROUP_CONF):
+            files.file(name=f"{path} absent (the head serves it)", path=path, present=False)
+    systemd.service(name="Run slurmd", service="slurmd", running=True, enabled=True)
+    systemd.service(
+        name="Restart slurmd (it fetches the new configuration)"
+             + (f" ({change.why})" if change.slurmd else ""), service="slurmd", restarted=True,
+        _if=lambda: was_running and (dropin.did_change() or change.slurmd))
+
+
+def _was_running(service: str) -> bool:
+    unit = f"{service}.service"
+    status = host.get_fact(SystemdStatus, user_mode=False, machine=None, user_name=None,
+                           services=[unit])  # the question systemd.service asks
+    return bool(status.get(unit))
 
 
 # What the daemons need at boot (gpuinfra.units: order and bounded restart). Without it
@@ -256,12 +409,8 @@ def _accounting(data: Any, distro: dict[str, Any], spec: ClusterSpec) -> None:
 
 def _run(service: str, config: Any) -> None:
     """``service`` running and enabled, and restarted on a changed configuration only when it
-    was running before this run: a service this run starts reads the new files anyway, and a
-    restart right after its first start only costs a wait (slurmd's is about 9 s)."""
-    unit = f"{service}.service"
-    status = host.get_fact(SystemdStatus, user_mode=False, machine=None, user_name=None,
-                           services=[unit])  # the question systemd.service asks
-    was_running = bool(status.get(unit))
+    was running before this run: a service this run starts reads the new files anyway."""
+    was_running = _was_running(service)
     systemd.service(name=f"Run {service}", service=service, running=True, enabled=True)
     systemd.service(name=f"Restart {service} on the new configuration", service=service,
                     restarted=True, _if=lambda: was_running and config.did_change())

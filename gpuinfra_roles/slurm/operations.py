@@ -16,12 +16,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from pyinfra import host
-from pyinfra.api import FactBase, StringCommand, operation
+from pyinfra.api import FactBase, FileUploadCommand, StringCommand, operation
+from pyinfra.facts.files import Sha256File
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.spec.rules import clip, database_name, sql_name
 from gpuinfra_deploy.facts._base import quiet
-from gpuinfra_deploy.ops.checked import check_script, checked_files
+from gpuinfra_deploy.ops.checked import check_script, checked_files, digest, upload_source
 
 SQL_NAME = sql_name()
 DATABASE_NAME = database_name()
@@ -29,10 +30,11 @@ DATABASE_NAME = database_name()
 STAGE_DIR = "/etc/slurm/.gpuinfra-staged"
 
 
-# What `slurmd -G` says when it checks, on a host without that node's GPUs (the head), a site
-# with shared GRES (mps, shard): the node's GPU lines come from slurm.conf alone, without File=
-# (gres.conf is per node; the node checks its own). Slurm 22.05, measured in a lab container:
-# one `error:` line, exit 0, when the impersonated node itself shares none.
+# What `slurmd -G` says when it checks, on a host without that node's GPUs (the head, with an
+# empty gres.conf), a site with shared GRES (mps, shard): the node's GPU lines come from
+# slurm.conf alone, without File= (each node checks its own gres.conf lines). Slurm 22.05,
+# measured in a lab container: one `error:` line, exit 0, when the impersonated node itself
+# shares none.
 ELSEWHERE = 'SHARING configuration lacks "File" specification'
 
 
@@ -46,20 +48,24 @@ def check_command(stage: str, node: str, elsewhere: bool = False) -> str:
     conf = shlex.quote(f"{stage}/slurm.conf")
     command = f"slurmd -G -f {conf} -N {shlex.quote(node)}"
     if elsewhere:
-        inner = (f"out=$({command} 2>&1); rc=$?; printf '%s\\n' \"$out\" | "
-                 f"grep -vF {shlex.quote(ELSEWHERE)}; exit $rc")
+        # A copy of the staged slurm.conf and cgroup.conf with an empty gres.conf.
+        copy = (f"cp {shlex.quote(stage)}/slurm.conf {shlex.quote(stage)}/cgroup.conf "
+                f"\"$d\"/ && : > \"$d/gres.conf\" && "
+                f"slurmd -G -f \"$d/slurm.conf\" -N {shlex.quote(node)}")
+        inner = (f"d=$(mktemp -d) || exit 1; out=$({copy} 2>&1); rc=$?; rm -rf \"$d\"; "
+                 f"printf '%s\\n' \"$out\" | grep -vF {shlex.quote(ELSEWHERE)}; exit $rc")
         command = f"sh -c {shlex.quote(inner)}"
     return check_script(command, "Slurm", stage, fail_pattern="(error|fatal):")
 
 
-def checked_config(files: Mapping[str, str], check_as: str, elsewhere: bool = False,
-                   **kwargs: Any) -> Any:
-    """Slurm's configuration ``files`` in place, after Slurm accepted them as a set
-    (:func:`gpuinfra_deploy.ops.checked.checked_files`; ``check_as``: node name for ``slurmd -G
-    -N``;
-    ``elsewhere``: checked on another host than that node, see :func:`check_command`)."""
+def checked_config(files: Mapping[str, str], check_as: str, **kwargs: Any) -> Any:
+    """The controller's configuration ``files`` in place, after Slurm accepted slurm.conf
+    (:func:`gpuinfra_deploy.ops.checked.checked_files`; ``check_as``: a node name for ``slurmd
+    -G -N``). The head has none of the nodes' GPU device files that gres.conf names, so it
+    judges slurm.conf and cgroup.conf with an empty gres.conf beside them; each node judges
+    its own gres.conf lines with its devices (:func:`checked_here`)."""
     return checked_files(files=files, stage=STAGE_DIR,
-                         check=check_command(STAGE_DIR, check_as, elsewhere), **kwargs)
+                         check=check_command(STAGE_DIR, check_as, elsewhere=True), **kwargs)
 
 
 def check_sql_name(value: str, what: str) -> str:
@@ -130,6 +136,53 @@ class SlurmctldTres(FactBase):
     def process(self, output: list[str]) -> dict[str, bool]:
         nodes = [line for line in output if line.startswith("NodeName=")]
         return {"answering": bool(nodes), "gres_gpu": any(_GPU_TRES.search(n) for n in nodes)}
+
+
+GRES_MARK = "#--gpuinfra: gres.conf--"
+
+
+class RunningSlurmConf(FactBase):
+    """The head's live slurm.conf and gres.conf: ``{"slurm.conf": text, "gres.conf": text}``
+    (empty texts where a file is absent: a first deploy)."""
+
+    def command(self) -> str:
+        return (f"cat {STAGE_DIR.rsplit('/', 1)[0]}/slurm.conf 2>/dev/null; echo '{GRES_MARK}'; "
+                f"cat {STAGE_DIR.rsplit('/', 1)[0]}/gres.conf 2>/dev/null; true")
+
+    def process(self, output: list[str]) -> dict[str, str]:
+        at = output.index(GRES_MARK) if GRES_MARK in output else len(output)
+        return {"slurm.conf": "\n".join(output[:at]), "gres.conf": "\n".join(output[at + 1:])}
+
+
+CHECKED_MARK = "/etc/slurm/.gpuinfra-checked"
+
+
+@operation()
+def checked_here(files: Mapping[str, str], check_as: str):
+    """The worker's judgement of the cluster's configuration, which it does not keep (the head
+    serves it: configless): ``files`` staged, ``slurmd -G`` as ``check_as`` (this node, with its
+    own GPU device files), the stage removed. What was accepted is remembered by its digest
+    (:data:`CHECKED_MARK`), so an unchanged configuration is not checked again."""
+    mark = "".join(f"{path} {digest(text)}\n" for path, text in sorted(files.items()))
+    if host.get_fact(Sha256File, path=CHECKED_MARK) == digest(mark):
+        host.noop("this configuration was already accepted here")
+        return
+    stage = f"{STAGE_DIR}-check"
+    yield StringCommand("rm", "-rf", stage, "&&", "install", "-d", "-m", "0700", stage)
+    for path, text in files.items():
+        yield FileUploadCommand(upload_source(text), f"{stage}/{path.rsplit('/', 1)[1]}")
+    yield StringCommand(check_command(stage, check_as))
+    yield StringCommand("rm", "-rf", stage)
+    yield StringCommand(f"printf %s {shlex.quote(mark)} > {CHECKED_MARK}")
+
+
+def reconfigure_script(wait_s: int = 60) -> str:
+    """Shell: wait (bounded) until slurmctld answers (it may have just restarted), then
+    `scontrol reconfigure`: slurmctld re-reads its files and each slurmd fetches them."""
+    return (f"i=0; until scontrol ping >/dev/null 2>&1; do i=$((i+1)); "
+            f"if [ $i -ge {wait_s} ]; then echo 'gpuinfra: slurmctld does not answer "
+            f"after {wait_s} s; `systemctl status slurmctld`, /var/log/slurm/slurmctld.log' >&2; "
+            "exit 1; fi; sleep 1; done; scontrol reconfigure")
 
 
 WAIT_S, RESTART_WAIT_S = 60, 90

@@ -31,6 +31,7 @@ from gpuinfra.slurmconf import (
     gres_plan,
     gres_types,
     node_gres,
+    node_gres_lines,
     node_hardware,
     node_line,
     partition_lines,
@@ -478,10 +479,15 @@ def test_rendered_slurm_conf_without_gpus_has_no_gres_types():
 def test_rendered_gres_conf_has_the_lines_and_the_notes_as_comments():
     plan = gres_plan(node_of(HGX), HGX_TYPE, devices_of("8x-h100-sxm-nvswitch"),
                      topo(HGX_TOPO), lab_layout())
-    text = TEMPLATES.render("/etc/slurm/gres.conf", node="lab-worker1", plan=plan)
-    assert text.startswith(HEADER + "# gres.conf of lab-worker1 ")
-    assert settings_lines(text) == list(plan.lines)
+    lines = node_gres_lines("lab-worker1", plan.lines)
+    text = TEMPLATES.render("/etc/slurm/gres.conf", cluster="lab", sections=[
+        {"node": "lab-worker1", "notes": list(plan.notes), "lines": lines},
+        {"node": "lab-worker2", "notes": ["not reached"], "lines": []}])
+    assert text.startswith(HEADER + "# gres.conf of cluster lab ")
+    assert settings_lines(text) == lines
+    assert all(line.startswith("NodeName=lab-worker1 Name=gpu ") for line in lines)
     assert f"# note: {plan.notes[0]}" in text.splitlines()
+    assert "# note: not reached" in text.splitlines()
 
 
 @pytest.mark.parametrize("plugin", ["autodetect", "cgroup/v1"])
