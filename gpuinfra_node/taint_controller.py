@@ -7,11 +7,11 @@ It runs in the Deployment ``gpuinfra-health-taint`` on the control plane
 gpuinfra.knowledge.kubernetes, with only this file and gpuinfra/health/taint.py mounted beside
 it: Python's standard library only. It speaks to the API server over HTTPS as the pod's
 service account (the in-cluster address, token and CA the kubelet gives every pod), which may
-get, list, watch and patch nodes and nothing else.
+list, watch and patch nodes and nothing else.
 
-The loop: list every node and apply the rule to each; then watch the nodes from that list's
-version and apply the rule to each change, until the server ends the watch (WATCH_S); list
-again. A failed request is logged and the loop starts over after RETRY_S.
+The loop: list every node (a page at a time) and apply the rule to each; then watch the nodes
+from that list's version and apply the rule to each change, until the server ends the watch
+(WATCH_S); list again. A failed request is logged and the loop starts over after RETRY_S.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from gpuinfra.health.taint import (
 
 ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 NODES = "/api/v1/nodes"
+PAGE = 100
 WATCH_S = 300  # the server ends each watch after this; the loop then lists again
 RETRY_S = 10
 TAINT = f"{TAINT_KEY}={TAINT_VALUE}:{TAINT_EFFECT}"
@@ -73,11 +74,18 @@ class Api:
                                          method=method)
         return urllib.request.urlopen(request, timeout=timeout, context=self.context)
 
-    def nodes(self) -> tuple[list[dict[str, Any]], str]:
-        """Every node, and the list's resourceVersion (where a watch starts)."""
-        with self._open("GET", NODES) as response:
-            listed = json.load(response)
-        return listed.get("items") or [], listed["metadata"]["resourceVersion"]
+    def pages(self) -> Iterator[tuple[list[dict[str, Any]], str]]:
+        """Every node, PAGE at a time (a large cluster's node list is tens of megabytes), each
+        page with the list's resourceVersion (where the watch starts)."""
+        token = None
+        while True:
+            query = {"limit": PAGE, **({"continue": token} if token else {})}
+            with self._open("GET", f"{NODES}?{urllib.parse.urlencode(query)}") as response:
+                listed = json.load(response)
+            yield listed.get("items") or [], listed["metadata"]["resourceVersion"]
+            token = listed["metadata"].get("continue")
+            if not token:
+                return
 
     def watch(self, version: str) -> Iterator[dict[str, Any]]:
         """The node events after ``version``, one JSON object a line, until the server ends
@@ -132,9 +140,11 @@ def reconcile(api: Api, node: Mapping[str, Any], say: Log = log) -> bool:
 
 def sync(api: Api, say: Log = log) -> str:
     """The rule on every node; the list's resourceVersion."""
-    nodes, version = api.nodes()
-    for node in nodes:
-        reconcile(api, node, say)
+    version = ""
+    for nodes, page_version in api.pages():
+        for node in nodes:
+            reconcile(api, node, say)
+        version = page_version
     return version
 
 

@@ -165,8 +165,15 @@ class FakeApiServer:
                             server.nodes[obj["metadata"]["name"]] = copy.deepcopy(obj)
                         self.wfile.write(json.dumps(event).encode() + b"\n")
                     return
-                self._send(200, {"kind": "NodeList", "metadata": {"resourceVersion": "100"},
-                                 "items": list(server.nodes.values())})
+                # Pages as the API server cuts them: limit, and a continue token.
+                query = urllib.parse.parse_qs(url.query)
+                start = int(query.get("continue", ["0"])[0])
+                end = start + int(query["limit"][0])
+                items = list(server.nodes.values())
+                meta = {"resourceVersion": "100",
+                        **({"continue": str(end)} if end < len(items) else {})}
+                self._send(200, {"kind": "NodeList", "metadata": meta,
+                                 "items": items[start:end]})
 
             def do_PATCH(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -198,9 +205,10 @@ class FakeApiServer:
         return [(path, body) for method, path, _, body in self.requests if method == "PATCH"]
 
 
-def test_the_controller_taints_and_untaints_through_the_api():
-    """One list (a sick node tainted, a recovered one untainted, a healthy one left alone),
-    then a watch (the healthy node falls sick); every operator taint survives."""
+def test_the_controller_taints_and_untaints_through_the_api(monkeypatch):
+    """One list in two pages (a sick node tainted, a recovered one untainted, a healthy one
+    left alone), then a watch (the healthy node falls sick); every operator taint survives."""
+    monkeypatch.setattr(taint_controller, "PAGE", 2)
     sick = node("True", [MAINTENANCE], name="gpu01")
     recovered = node("False", [GPU, OURS, CORDON], name="gpu02")
     healthy = node("False", [GPU], name="gpu03")
@@ -220,6 +228,8 @@ def test_the_controller_taints_and_untaints_through_the_api():
     assert fake.nodes["gpu01"]["spec"]["taints"] == [MAINTENANCE, OURS]
     assert fake.nodes["gpu02"]["spec"]["taints"] == [GPU, CORDON]
     assert fake.nodes["gpu03"]["spec"]["taints"] == [GPU, OURS]
+    lists = [p for m, p, _, _ in fake.requests if m == "GET" and "watch" not in p]
+    assert lists == ["/api/v1/nodes?limit=2", "/api/v1/nodes?limit=2&continue=2"]
     watch = [p for m, p, _, _ in fake.requests if m == "GET" and "watch=true" in p]
     assert watch and "resourceVersion=100" in watch[0]
     assert said[0].startswith("gpu01: gpuinfra.io/unhealthy=true:NoSchedule added "
