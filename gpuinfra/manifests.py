@@ -449,10 +449,13 @@ def health_taint_objects(sources: Mapping[str, str]) -> list[dict[str, Any]]:
     pod = {
         "serviceAccountName": TAINT_NAME,
         "priorityClassName": "system-cluster-critical",
-        # On the control plane (kubeadm labels and taints it), never on a GPU node it taints.
+        # On the control plane (kubeadm labels and taints it). A control plane that is also a
+        # GPU node may carry the GPU taint or this controller's own: were it kept off by the
+        # taint it alone removes, nothing would ever remove it.
         "nodeSelector": {kubeadm.CONTROL_PLANE_TAINT: ""},
-        "tolerations": [{"key": kubeadm.CONTROL_PLANE_TAINT, "operator": "Exists",
-                         "effect": "NoSchedule"}],
+        "tolerations": [{"key": key, "operator": "Exists", "effect": "NoSchedule"}
+                        for key in (kubeadm.CONTROL_PLANE_TAINT, health_taint.TAINT_KEY,
+                                    k8s.TAINT_GPU)],
         "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534,
                             "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [{

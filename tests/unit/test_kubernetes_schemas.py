@@ -170,8 +170,10 @@ def test_the_taint_controller_is_one_pod_on_the_control_plane():
     pod = deployment["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "gpuinfra-health-taint"
     assert pod["nodeSelector"] == {"node-role.kubernetes.io/control-plane": ""}
-    assert {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists",
-            "effect": "NoSchedule"} in pod["tolerations"]
+    # Also on a control plane that is a GPU node, tainted by the GPU taint or by itself.
+    assert {(t["key"], t["effect"]) for t in pod["tolerations"]} == {
+        ("node-role.kubernetes.io/control-plane", "NoSchedule"),
+        ("gpuinfra.io/unhealthy", "NoSchedule"), ("nvidia.com/gpu", "NoSchedule")}
     assert pod["containers"][0]["image"] == k8s.TAINT_CONTROLLER_IMAGE
 
 
