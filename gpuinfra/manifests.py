@@ -23,13 +23,16 @@ selecting the nodes labelled ``nvidia.com/device-plugin.config=<key>``
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import yaml
 
+from gpuinfra import kubeadm
 from gpuinfra.deviceplugin import config_key, uses_mps
+from gpuinfra.health import taint as health_taint
 from gpuinfra.knowledge import kubernetes as k8s
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpuinfra"}
@@ -304,8 +307,9 @@ def gpu_layer(configs: Sequence[Mapping[str, Any]], version: str, *, taint: bool
 
 HEALTH_NAME = "gpuinfra-health"
 HEALTH_CONFIG = "gpuinfra-health.json"
-# The node condition the check drives (kubectl describe node: Conditions).
-HEALTH_CONDITION = "GpuinfraUnhealthy"
+# The node condition the check drives (kubectl describe node: Conditions); the taint
+# controller reads the same name (gpuinfra.health.taint).
+HEALTH_CONDITION = health_taint.CONDITION
 HEALTH_COMMAND = "/usr/local/sbin/gpuinfra-health"  # gpuinfra_roles/health COMMAND
 # The check runs in the host's namespaces: it needs the host's python3, nvidia-smi with the
 # driver's libraries, the kernel log of this boot, ibstat and systemd (Fabric Manager), none of
@@ -391,3 +395,90 @@ def health_objects(interval_s: int) -> list[dict[str, Any]]:
                           "template": {"metadata": {"labels": {**selector, **labels}},
                                        "spec": pod}}}
     return [account, role, binding, config, daemonset]
+
+
+# ---------------------------------------------------------------------------- health taint
+
+TAINT_NAME = "gpuinfra-health-taint"
+# What the controller's pod runs, as files under /app: the rule and the loop, nothing else of
+# the library (the rule module imports only the standard library: tests/unit/test_health_taint).
+TAINT_SOURCES = ("gpuinfra/health/taint.py", "gpuinfra_node/taint_controller.py")
+TAINT_MODULE = "gpuinfra_node.taint_controller"
+TAINT_APP = "/app"
+
+
+def _source_key(path: str) -> str:
+    """A ConfigMap key for a source path (keys allow no ``/``)."""
+    return path.replace("/", ".")
+
+
+def health_taint_objects(sources: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The controller that keeps ``gpuinfra.io/unhealthy=true:NoSchedule`` on the nodes whose
+    condition GpuinfraUnhealthy is True (gpuinfra.health.taint): ServiceAccount, ClusterRole
+    (nodes: list, watch, patch), ClusterRoleBinding, the ConfigMap holding ``sources`` (path
+    -> text, :data:`TAINT_SOURCES`), and a one-replica Deployment on the control plane.
+
+    A node's own credentials cannot change its taints (NodeRestriction), so
+    node-problem-detector on the node only sets the condition and this controller, with its
+    own account, sets the taint. The pod runs the sources with the pinned Python image's
+    standard library (k8s.TAINT_CONTROLLER_IMAGE, where the choice is explained); the
+    template carries their digest, so changed code restarts it."""
+    missing = [p for p in TAINT_SOURCES if p not in sources]
+    if missing:
+        raise ValueError(f"the taint controller needs {', '.join(missing)}")
+    ns = DEVICE_PLUGIN_NAMESPACE
+    labels = {PART: "health-taint"}
+    account = {"apiVersion": "v1", "kind": "ServiceAccount",
+               "metadata": _meta(TAINT_NAME, ns, **labels)}
+    # What the controller does and nothing more: it lists and watches nodes and patches their
+    # spec (no get of one node, no status, no events).
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": _meta(TAINT_NAME, None, **labels),
+            "rules": [{"apiGroups": [""], "resources": ["nodes"],
+                       "verbs": ["list", "watch", "patch"]}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": _meta(TAINT_NAME, None, **labels),
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                           "name": TAINT_NAME},
+               "subjects": [{"kind": "ServiceAccount", "name": TAINT_NAME, "namespace": ns}]}
+    data = {_source_key(p): sources[p] for p in TAINT_SOURCES}
+    config = {"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": _meta(TAINT_NAME, ns, **labels), "data": data}
+    digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+    selector = {"app.kubernetes.io/name": TAINT_NAME}
+    pod = {
+        "serviceAccountName": TAINT_NAME,
+        "priorityClassName": "system-cluster-critical",
+        # On the control plane (kubeadm labels and taints it). A control plane that is also a
+        # GPU node may carry the GPU taint or this controller's own: were it kept off by the
+        # taint it alone removes, nothing would ever remove it.
+        "nodeSelector": {kubeadm.CONTROL_PLANE_TAINT: ""},
+        "tolerations": [{"key": key, "operator": "Exists", "effect": "NoSchedule"}
+                        for key in (kubeadm.CONTROL_PLANE_TAINT, health_taint.TAINT_KEY,
+                                    k8s.TAINT_GPU)],
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [{
+            "name": "taint-controller", "image": k8s.TAINT_CONTROLLER_IMAGE,
+            # -m from the working directory finds the sources as namespace packages; -B: the
+            # file system is read-only; -E -s: no environment or user site changes the path.
+            "command": ["python3", "-B", "-E", "-s", "-m", TAINT_MODULE],
+            "workingDir": TAINT_APP,
+            "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
+                          "limits": {"memory": "128Mi"}},
+            "securityContext": {"allowPrivilegeEscalation": False,
+                                "readOnlyRootFilesystem": True,
+                                "capabilities": {"drop": ["ALL"]}},
+            "volumeMounts": [{"name": "code", "mountPath": TAINT_APP, "readOnly": True}]}],
+        "volumes": [{"name": "code", "configMap": {"name": TAINT_NAME, "items": [
+            {"key": _source_key(p), "path": p} for p in TAINT_SOURCES]}}]}
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment",
+                  "metadata": _meta(TAINT_NAME, ns, **labels),
+                  "spec": {"replicas": 1, "selector": {"matchLabels": selector},
+                           # Never two controllers at once, even during a change.
+                           "strategy": {"type": "Recreate"},
+                           "template": {"metadata": {
+                               "labels": {**selector, **labels},
+                               "annotations": {"gpuinfra.io/code-sha256": digest}},
+                               "spec": pod}}}
+    return [account, role, binding, config, deployment]

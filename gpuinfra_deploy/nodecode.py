@@ -1,6 +1,7 @@
 """The code the roles ship to a node for programs that run there (the health check, the GPU
 metrics collector): the ``gpuinfra`` library and ``gpuinfra_node`` (its runner), as one zip
-Python imports from (zipimport). The nodes run the very rules the deploy judged with.
+Python imports from (zipimport). The nodes run the very rules the deploy judged with. And
+the few source files a pod runs as they are (:func:`sources`: the health taint controller).
 """
 
 from __future__ import annotations
@@ -33,3 +34,9 @@ def node_zip() -> bytes:
                 info.external_attr = 0o644 << 16
                 packed.writestr(info, path.read_bytes())
     return out.getvalue()
+
+
+def sources(paths: tuple[str, ...]) -> dict[str, str]:
+    """The text of each of ``paths`` (relative to the repository: ``gpuinfra/health/taint.py``),
+    for code a role ships as it is (the health taint controller's ConfigMap)."""
+    return {path: (ROOT / path).read_text() for path in paths}

@@ -13,4 +13,7 @@
   cause and fix, and one short line for the scheduler.
 - :mod:`~gpuinfra.health.slurm`: what the check does to the Slurm node (drain with
   ``gpuinfra: <cause>``, resume what it drained, never what an operator drained).
+- :mod:`~gpuinfra.health.taint`: what the check's Kubernetes node condition does to the node's
+  taints (``gpuinfra.io/unhealthy=true:NoSchedule`` while it is True; an operator's taints
+  are never touched).
 """

@@ -180,6 +180,22 @@ MPS_ROOT = "/run/nvidia/mps"
 # util-linux) has /usr/bin/nsenter.
 NODE_PROBLEM_DETECTOR_IMAGE = "registry.k8s.io/node-problem-detector/node-problem-detector:v0.8.20"
 
+# The controller that taints the nodes whose health condition is True
+# (gpuinfra.manifests.health_taint_objects, gpuinfra_node/taint_controller.py) is Python's
+# standard library, in Docker's official Python image: 3.11 (the project's floor, pyproject's
+# requires-python) on Debian 12, tag 3.11.14-slim-bookworm as listed in docker-library/
+# official-images library/python ("Tags: 3.11.14-slim-bookworm, 3.11-slim-bookworm"; amd64,
+# arm64v8 among others). A patch tag is rebuilt by Docker for Debian updates: it pins
+# Python, not every byte. Why not kubectl with a shell loop: registry.k8s.io/kubectl has no
+# shell. It is kubectl on the go-runner (distroless) base (kubernetes build/server-image/
+# kubectl/Dockerfile, build/common.sh KUBECTL_BASE_IMAGE); bash and jq were added by
+# kubernetes/kubernetes#119592, reverted by #120219 (2023-08-28), and #120314, which would
+# have brought them back, was closed. None of the images pinned above has Python either
+# (node-problem-detector: debian-base with util-linux and bash; device plugin: NVIDIA
+# distroless; flannel: Alpine with its network tools). With Python, the rule that runs is the
+# unit-tested module itself (gpuinfra.health.taint, shipped beside the controller).
+TAINT_CONTROLLER_IMAGE = "docker.io/library/python:3.11.14-slim-bookworm"
+
 # Node labels the device plugin, GFD and the kubernetes role use (docs/hardware-reference.md 6).
 LABEL_GPU_PRESENT = "nvidia.com/gpu.present"
 LABEL_DEVICE_PLUGIN_CONFIG = "nvidia.com/device-plugin.config"

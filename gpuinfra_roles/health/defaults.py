@@ -39,10 +39,17 @@ KNOBS = (
          site_wide=True),
     # Kubernetes GPU nodes: node-problem-detector runs the check every health_check_interval
     # and sets the node condition GpuinfraUnhealthy with its cause (the kubernetes role applies
-    # its DaemonSet: gpuinfra.manifests.health_objects). Nothing taints the node for it.
+    # its DaemonSet: gpuinfra.manifests.health_objects).
     Knob("health_kubernetes", True, boolean(),
          "node-problem-detector's GpuinfraUnhealthy condition on Kubernetes GPU nodes",
          site_wide=True),
+    # With health_kubernetes: a controller on the control plane taints a node whose condition
+    # is True gpuinfra.io/unhealthy=true:NoSchedule and takes that taint off when it is False
+    # again (gpuinfra.health.taint; manifests.health_taint_objects). False: no controller, and
+    # the role removes that taint from the GPU nodes; the condition stays.
+    Knob("health_kubernetes_taint", True, boolean(),
+         "the NoSchedule taint gpuinfra.io/unhealthy that follows the GpuinfraUnhealthy "
+         "condition", site_wide=True),
     # DCGM's quick diagnostic (`dcgmi diag -r 1`) in the periodic check where DCGM is
     # installed: 0 off, 1 on.
     Knob("health_dcgm_diag_level", 0, integer(0, 1), "DCGM's diagnostic level in the check"),

@@ -27,9 +27,11 @@ from pyinfra.operations.util import any_changed
 
 from gpuinfra import kubeadm, manifests
 from gpuinfra.deviceplugin import config_key, plugin_config
+from gpuinfra.health import taint as health_taint
 from gpuinfra.knowledge import kubernetes as k8s
 from gpuinfra.knowledge.packages import SIGNING_KEYS, PinnedPackages
 from gpuinfra.spec import ClusterSpec, NodeSpec
+from gpuinfra_deploy.nodecode import sources
 from gpuinfra_deploy.ops.apt import apt_keyring, install_pinned
 from gpuinfra_deploy.ops.checked import check_script, checked_files
 from gpuinfra_deploy.run.role import Role
@@ -51,6 +53,7 @@ MANIFESTS = f"{kubeadm.CONFIG_DIR}/manifests"
 NAMESPACES = f"{MANIFESTS}/00-namespaces.yaml"
 CLUSTER_OBJECTS = f"{MANIFESTS}/10-cluster.yaml"
 GPU_TAINT = (k8s.TAINT_GPU, "present", "NoSchedule")
+HEALTH_TAINT = (health_taint.TAINT_KEY, health_taint.TAINT_VALUE, health_taint.TAINT_EFFECT)
 
 
 @deploy("kubernetes")
@@ -185,7 +188,8 @@ def _join_settings(spec: ClusterSpec, node: NodeSpec, data: Any) -> dict[str, An
 
 def _cluster_objects(site: Site, spec: ClusterSpec, data: Any) -> None:
     """On the head, after the control plane and the joins: CNI, RuntimeClass, device plugin,
-    node labels. Each file is judged by the API server before it is written and applied."""
+    the health check's node condition and taint, node labels. Each file is judged by the API
+    server before it is written and applied."""
     objects = manifests.cni_objects(spec.kubernetes.cni, spec.kubernetes.pod_cidr)
     namespaces = [o for o in objects if o["kind"] == "Namespace"]
     configs = gpu_configs(spec)
@@ -193,8 +197,12 @@ def _cluster_objects(site: Site, spec: ClusterSpec, data: Any) -> None:
         list(configs.values()), spec.kubernetes.device_plugin_version,
         taint=data["kubernetes_gpu_taint"],
         feature_discovery=data["kubernetes_gpu_feature_discovery"])
-    if configs and data["health_enabled"] and data["health_kubernetes"]:
+    health = bool(configs) and data["health_enabled"] and data["health_kubernetes"]
+    tainting = health and data["health_kubernetes_taint"]
+    if health:
         cluster += manifests.health_objects(data["health_check_interval"])
+    if tainting:
+        cluster += manifests.health_taint_objects(sources(manifests.TAINT_SOURCES))
     for path, docs, what in ((NAMESPACES, namespaces, "namespaces"),
                              (CLUSTER_OBJECTS, cluster,
                               "CNI, RuntimeClass, device plugin, node health check")):
@@ -205,19 +213,36 @@ def _cluster_objects(site: Site, spec: ClusterSpec, data: Any) -> None:
             check=check_script(f"{' '.join(KUBECTL)} apply --dry-run=server "
                                f"-f {STAGE}/{name}", "the Kubernetes API server",
                                STAGE))
-        keys = sorted({config_key(c) for c in configs.values()})
-        pruning = ("gpuinfra.io/part in (device-plugin,gpu-feature-discovery),"
-                   f"gpuinfra.io/config notin ({','.join(keys)})") if path == CLUSTER_OBJECTS \
-            else None
         manifests_applied(name=f"The cluster holds {name}", path=path,
-                          file_changes=written.will_change, pruning=pruning)
+                          file_changes=written.will_change,
+                          pruning=_pruning(configs, tainting) if path == CLUSTER_OBJECTS
+                          else ())
     for node in spec.members("kubernetes"):
         if node.gpus is None:
             continue
         on = node.settings["kubernetes_gpu_taint"]
+        # While the controller runs, the health taint is its own; without it, nothing would
+        # ever take the taint off again, so the role does.
+        untaints = ([] if on else [GPU_TAINT]) + ([] if tainting else [HEALTH_TAINT])
         node_labels(name=f"GPU labels and taint of {node.short_name}", node=node.short_name,
                     labels=gpu_labels(spec, node), taint=GPU_TAINT if on else None,
-                    untaint=None if on else GPU_TAINT)
+                    untaints=untaints)
+
+
+def _pruning(configs: dict[str, dict[str, Any]], tainting: bool
+             ) -> list[tuple[str, str | None, str]]:
+    """What 10-cluster.yaml no longer holds and the cluster may: device plugin DaemonSets of
+    configs no longer used, and the taint controller when it is off."""
+    keys = sorted({config_key(c) for c in configs.values()})
+    ns = manifests.DEVICE_PLUGIN_NAMESPACE
+    pruning: list[tuple[str, str | None, str]] = [
+        ("daemonset", ns, "gpuinfra.io/part in (device-plugin,gpu-feature-discovery),"
+                          f"gpuinfra.io/config notin ({','.join(keys)})")]
+    if not tainting:
+        part = f"{manifests.PART}=health-taint"
+        pruning += [("deployment,configmap,serviceaccount", ns, part),
+                    ("clusterrolebinding,clusterrole", None, part)]
+    return pruning
 
 
 def applies(site: Site, node: NodeSpec) -> bool:

@@ -186,18 +186,20 @@ def joined(head: Any, settings: Mapping[str, Any]):
 
 @operation()
 def node_labels(node: str, labels: Mapping[str, str], taint: tuple[str, str, str] | None,
-                untaint: tuple[str, str, str] | None = None):
-    """Node ``node``'s labels (``kubectl label --overwrite``) and GPU taint, as the spec says.
+                untaints: Sequence[tuple[str, str, str]] = ()):
+    """Node ``node``'s labels (``kubectl label --overwrite``) and taints, as the spec says.
 
     + node: the Kubernetes node name
     + labels: label -> value it must have
     + taint: (key, value, effect) it must have, or None
-    + untaint: (key, value, effect) it must not have (the GPU taint when it is off)
+    + untaints: (key, value, effect) it must not have (the GPU taint when it is off; the
+      health taint when no controller keeps it)
     """
     seen = host.get_fact(KubeNodes).get(node)
     have = seen["labels"] if seen else {}
     missing = {k: v for k, v in labels.items() if have.get(k) != v}
     taints = {tuple(t) for t in seen["taints"]} if seen else set()
+    removed = [t for t in untaints if t in taints]
     if missing:
         yield StringCommand(*KUBECTL, "label", "node", QuoteString(node), "--overwrite",
                             *(QuoteString(f"{k}={v}") for k, v in sorted(missing.items())))
@@ -205,22 +207,23 @@ def node_labels(node: str, labels: Mapping[str, str], taint: tuple[str, str, str
         key, value, effect = taint
         yield StringCommand(*KUBECTL, "taint", "node", QuoteString(node), "--overwrite",
                             QuoteString(f"{key}={value}:{effect}"))
-    if untaint and untaint in taints:
-        key, _value, effect = untaint
+    for key, _value, effect in removed:
         yield StringCommand(*KUBECTL, "taint", "node", QuoteString(node),
                             QuoteString(f"{key}:{effect}-"))
-    if not missing and (not taint or taint in taints) and not (untaint and untaint in taints):
+    if not missing and (not taint or taint in taints) and not removed:
         host.noop(f"node {node} already has its GPU labels and taints")
 
 
 @operation()
-def manifests_applied(path: str, file_changes: bool, pruning: str | None = None):
+def manifests_applied(path: str, file_changes: bool,
+                      pruning: Sequence[tuple[str, str | None, str]] = ()):
     """The objects of manifest ``path`` in the cluster (server-side apply), when the file
     changed or the cluster drifted from it (``kubectl diff``).
 
     + path: a manifest file on the control plane
     + file_changes: the file is (re)written by this run
-    + pruning: a label selector of DaemonSets the file no longer holds (deleted after apply)
+    + pruning: objects the file no longer holds, deleted after apply: (kinds, namespace or
+      None for cluster-wide kinds, label selector)
     """
     in_sync = host.get_fact(ManifestsInSync, path=path)
     if in_sync and not file_changes:
@@ -228,9 +231,10 @@ def manifests_applied(path: str, file_changes: bool, pruning: str | None = None)
         return
     yield StringCommand(*KUBECTL, "apply", "--server-side", "--field-manager=gpuinfra",
                         "--force-conflicts", "-f", path)
-    if pruning:
-        yield StringCommand(*KUBECTL, "delete", "daemonset", "-n", "kube-system",
-                            "--ignore-not-found", "-l", QuoteString(pruning))
+    for kinds, namespace, selector in pruning:
+        where = ("-n", namespace) if namespace else ()
+        yield StringCommand(*KUBECTL, "delete", kinds, *where, "--ignore-not-found", "-l",
+                            QuoteString(selector))
 
 
 @operation()

@@ -34,6 +34,7 @@ from gpuinfra_roles.kubernetes.operations import _join
 from tests.plan.harness import (
     DEPLOY,
     KEYRING_KEYS,
+    REPO,
     FakeHost,
     load_facts,
     pinned_keyrings,
@@ -331,6 +332,75 @@ def test_the_health_check_drives_a_node_condition_through_node_problem_detector(
 def test_no_node_problem_detector_when_the_health_check_is_off(off):
     objects = _cluster_objects(plan_all({n: fresh("debian-12") for n in NAMES}, site=off))
     assert objects and not [o for o in objects if o["metadata"]["name"] == "gpuinfra-health"]
+
+
+TAINT_CONTROLLER = "gpuinfra-health-taint"
+HEALTH_TAINT = ["gpuinfra.io/unhealthy", "true", "NoSchedule"]
+OPERATOR_TAINT = ["example.com/maintenance", "disk", "NoSchedule"]
+PRUNE_CONTROLLER = (
+    f"kubectl --kubeconfig {kubeadm.ADMIN_CONF} delete deployment,configmap,serviceaccount "
+    "-n kube-system --ignore-not-found -l gpuinfra.io/part=health-taint",
+    f"kubectl --kubeconfig {kubeadm.ADMIN_CONF} delete clusterrolebinding,clusterrole "
+    "--ignore-not-found -l gpuinfra.io/part=health-taint")
+
+
+def test_the_taint_controller_is_applied_with_node_problem_detector():
+    """On by default: the same file, judged and applied in the same step, holds
+    node-problem-detector (the condition) and the controller that taints by it, with the
+    repository's own rule in its ConfigMap; nothing of it is pruned."""
+    result = plan_all({n: fresh("debian-12") for n in NAMES})
+    objects = _cluster_objects(result)
+    names = {(o["kind"], o["metadata"]["name"]) for o in objects}
+    assert ("DaemonSet", "gpuinfra-health") in names
+    controller = {o["kind"]: o for o in objects if o["metadata"]["name"] == TAINT_CONTROLLER}
+    assert set(controller) == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding",
+                               "ConfigMap", "Deployment"}
+    shipped = controller["ConfigMap"]["data"]["gpuinfra.health.taint.py"]
+    assert shipped == (REPO / "gpuinfra" / "health" / "taint.py").read_text()
+    pod = controller["Deployment"]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"node-role.kubernetes.io/control-plane": ""}
+    apply = result.plans[HEAD].op("The cluster holds 10-cluster.yaml").commands
+    assert apply[0].startswith(f"kubectl --kubeconfig {kubeadm.ADMIN_CONF} apply")
+    assert not set(PRUNE_CONTROLLER) & set(apply)
+
+
+@pytest.mark.parametrize("off", [{"health_kubernetes_taint": False},
+                                 {"health_kubernetes": False}, {"health_enabled": False}])
+def test_no_taint_controller_when_the_knob_or_the_condition_is_off(off):
+    """Off: not in the file, and what an earlier deploy applied of it is deleted with the
+    apply; node-problem-detector stays unless the condition itself is off."""
+    result = plan_all({n: fresh("debian-12") for n in NAMES}, site=off)
+    objects = _cluster_objects(result)
+    assert not [o for o in objects if o["metadata"]["name"] == TAINT_CONTROLLER]
+    condition = [o for o in objects if o["metadata"]["name"] == "gpuinfra-health"]
+    assert bool(condition) == ("health_kubernetes_taint" in off)
+    apply = result.plans[HEAD].op("The cluster holds 10-cluster.yaml").commands
+    assert apply[-2:] == PRUNE_CONTROLLER
+
+
+def _with_taints(facts: dict[str, dict[str, Any]], taints: list[list[str]]
+                 ) -> dict[str, dict[str, Any]]:
+    nodes = facts[HEAD]["gpuinfra_roles.kubernetes.operations.KubeNodes"]
+    nodes[GPU1] = {**nodes[GPU1], "taints": taints}
+    return facts
+
+
+def test_the_controller_owns_the_health_taint_while_it_runs():
+    """A node the controller tainted is left to the controller: the role plans nothing."""
+    facts = _with_taints(converged("debian-12"), [OPERATOR_TAINT, HEALTH_TAINT])
+    assert plan_all(facts).plans[HEAD].commands == []
+
+
+def test_turning_the_taint_off_removes_the_controller_and_its_taint_only():
+    """Knob off on a running cluster: the controller is deleted with the apply, and the role
+    takes its taint off the GPU nodes (no one else ever would); an operator's taint stays."""
+    facts = _with_taints(converged("debian-12"), [OPERATOR_TAINT, HEALTH_TAINT])
+    head = plan_all(facts, site={"health_kubernetes_taint": False}).plans[HEAD]
+    assert head.op("The cluster holds 10-cluster.yaml").commands[-2:] == PRUNE_CONTROLLER
+    assert head.op("GPU labels and taint of gpu01").commands == (
+        f"kubectl --kubeconfig {kubeadm.ADMIN_CONF} taint node gpu01 "
+        "gpuinfra.io/unhealthy:NoSchedule-",)
+    assert head.op("GPU labels and taint of gpu02").commands == ()
 
 
 def test_the_gpu_taint_when_the_site_asks_for_it():

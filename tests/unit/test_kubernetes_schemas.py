@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 
 import jsonschema
 import kubernetes_validate
@@ -19,6 +21,7 @@ from gpuinfra.deviceplugin import config_key, plugin_config
 from gpuinfra.knowledge import kubernetes as k8s
 from gpuinfra.migconfig import mig_parted_config
 from gpuinfra.spec import HostInput, build_cluster
+from gpuinfra_deploy.nodecode import sources
 from tests.conftest import REPO
 
 SCHEMAS = REPO / "tests" / "schemas"
@@ -57,7 +60,8 @@ CONFIGS = [plugin_config(n, SPEC.mig_strategy) for n in SPEC.gpu_nodes]
 def all_objects() -> list[dict]:
     return manifests.cni_objects("flannel", SPEC.kubernetes.pod_cidr) + manifests.gpu_layer(
         CONFIGS, k8s.DEFAULT_DEVICE_PLUGIN_VERSION, taint=True, feature_discovery=True) + \
-        manifests.health_objects(300)
+        manifests.health_objects(300) + \
+        manifests.health_taint_objects(sources(manifests.TAINT_SOURCES))
 
 
 OBJECTS = all_objects()
@@ -67,7 +71,7 @@ IDS = [f"{o['kind']}/{o['metadata']['name']}" for o in OBJECTS]
 def test_every_kind_of_object_is_rendered():
     kinds = {o["kind"] for o in OBJECTS}
     assert kinds == {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
-                     "ConfigMap", "DaemonSet", "RuntimeClass"}
+                     "ConfigMap", "DaemonSet", "RuntimeClass", "Deployment"}
     names = {o["metadata"]["name"] for o in OBJECTS if o["kind"] == "DaemonSet"}
     assert {"nvidia-device-plugin-whole-gpus", "nvidia-device-plugin-time-slicing-4",
             "nvidia-device-plugin-mps-8", "nvidia-mps-control-daemon-mps-8",
@@ -97,8 +101,14 @@ def _misspelt_field() -> dict:
     return rc
 
 
-@pytest.mark.parametrize("broken", [_broken_daemonset, _misspelt_field],
-                         ids=["wrong-type", "misspelt-field"])
+def _broken_deployment() -> dict:
+    deployment = copy.deepcopy(next(o for o in OBJECTS if o["kind"] == "Deployment"))
+    deployment["spec"]["strategy"]["rollingUpdate"] = {"maxSurge": [1]}
+    return deployment
+
+
+@pytest.mark.parametrize("broken", [_broken_daemonset, _misspelt_field, _broken_deployment],
+                         ids=["wrong-type", "misspelt-field", "deployment-wrong-type"])
 def test_a_broken_manifest_fails_the_schema(broken):
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(broken(), k8s.SUPPORTED_MINORS[-1], strict=True)
@@ -136,6 +146,73 @@ def test_the_health_plugin_config_is_node_problem_detectors_format():
     broken["rules"][0]["type"] = "permanant"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(broken, _schema("npd-custom-plugin-monitor.json"))
+
+
+def _taint_controller() -> dict[str, dict]:
+    return {o["kind"]: o for o in OBJECTS if o["metadata"]["name"] == "gpuinfra-health-taint"}
+
+
+def test_the_taint_controller_may_touch_nodes_and_nothing_else():
+    """Its account lists, watches and patches nodes: no other resource, no other verb."""
+    role = _taint_controller()["ClusterRole"]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"],
+                              "verbs": ["list", "watch", "patch"]}]
+    binding = _taint_controller()["ClusterRoleBinding"]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "gpuinfra-health-taint",
+                                    "namespace": "kube-system"}]
+
+
+def test_the_taint_controller_is_one_pod_on_the_control_plane():
+    deployment = _taint_controller()["Deployment"]
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "gpuinfra-health-taint"
+    assert pod["nodeSelector"] == {"node-role.kubernetes.io/control-plane": ""}
+    # Also on a control plane that is a GPU node, tainted by the GPU taint or by itself.
+    assert {(t["key"], t["effect"]) for t in pod["tolerations"]} == {
+        ("node-role.kubernetes.io/control-plane", "NoSchedule"),
+        ("gpuinfra.io/unhealthy", "NoSchedule"), ("nvidia.com/gpu", "NoSchedule")}
+    assert pod["containers"][0]["image"] == k8s.TAINT_CONTROLLER_IMAGE
+
+
+def test_the_taint_controllers_files_run_alone(tmp_path):
+    """The ConfigMap's files, laid out where the pod mounts them, are all the controller
+    needs: its command imports from them with Python's standard library only (the pod has
+    nothing else of gpuinfra)."""
+    objects = _taint_controller()
+    pod = objects["Deployment"]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    data = objects["ConfigMap"]["data"]
+    for item in pod["volumes"][0]["configMap"]["items"]:
+        target = tmp_path / item["path"]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(data[item["key"]])
+    assert container["volumeMounts"][0]["mountPath"] == container["workingDir"]
+    command = container["command"]
+    assert command[-2] == "-m"
+    module = command[-1]
+    check = (f"import {module} as m, gpuinfra.health.taint as t; "
+             "print(m.TAINT, m.__file__, t.__file__)")
+    # -S: no site-packages either (this project is installed there), the standard library only.
+    done = subprocess.run([sys.executable, "-S", *command[1:-2], "-c", check], cwd=tmp_path,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["gpuinfra.io/unhealthy=true:NoSchedule",
+                                   str(tmp_path / "gpuinfra_node" / "taint_controller.py"),
+                                   str(tmp_path / "gpuinfra" / "health" / "taint.py")]
+
+
+def test_changed_controller_code_restarts_its_pod():
+    """The pod template carries the digest of the code, so a changed rule rolls the pod (a
+    ConfigMap change alone would not restart the running program)."""
+    files = sources(manifests.TAINT_SOURCES)
+    digest = "gpuinfra.io/code-sha256"
+    before = manifests.health_taint_objects(files)[-1]["spec"]["template"]["metadata"]
+    changed = {**files, "gpuinfra/health/taint.py": files["gpuinfra/health/taint.py"] + "\n"}
+    after = manifests.health_taint_objects(changed)[-1]["spec"]["template"]["metadata"]
+    assert before["annotations"][digest] != after["annotations"][digest]
 
 
 # ---------------------------------------------------------------------------- kubeadm, kubelet

@@ -72,6 +72,7 @@ def test_settings_carry_host_data_over_the_defaults():
     ("container_toolkit_runtimes", ["cri-o"], "not one of the choices"),
     ("container_toolkit_enabled", "yes", "must be True or False"),
     ("munge_key_bits", 64, "out of range"),
+    ("health_kubernetes_taint", "no", "must be True or False"),
     ("containerd_everywhere", "yes", "must be True or False"),
     ("kubernetes_repo_mirror", "pkgs.example/k8s", "malformed URL"),
     ("kubernetes_verify_image", "cuda:latest; rm -rf /", "not an image reference"),
@@ -109,9 +110,11 @@ def test_one_bad_value_on_every_host_is_one_error():
     assert len(errors) == 1 and errors[0].host == "every host"
 
 
-def test_site_wide_knob_must_agree_on_every_host():
-    split = hosts(slurm_slurmd_timeout=600)
-    errors = [e for e in spec_problems(split) if e.field == "slurm_slurmd_timeout"]
+@pytest.mark.parametrize(("key", "value"), [("slurm_slurmd_timeout", 600),
+                                            ("health_kubernetes_taint", False)])
+def test_site_wide_knob_must_agree_on_every_host(key, value):
+    split = hosts(**{key: value})
+    errors = [e for e in spec_problems(split) if e.field == key]
     assert errors and errors[0].problem == "differs between hosts"
 
 
