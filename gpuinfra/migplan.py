@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from gpuinfra.errors import ParseError
 from gpuinfra.header import HEADER
 from gpuinfra.knowledge.gpus import GpuModel
-from gpuinfra.parsers.gpus import parse_gpus
+from gpuinfra.parsers.gpus import GpuList, parse_gpus
 from gpuinfra.parsers.mig import ComputeInstance, GpuInstance, parse_mig
+from gpuinfra.parsers.processes import COMPUTE_APPS_QUERY, ComputeApp, parse_compute_apps
 from gpuinfra.units import oneshot_unit
 
 MIG_ENABLED = "Enabled"
@@ -51,7 +52,7 @@ _PARTS = {
             "--format=csv,noheader",
     "lgi": "nvidia-smi mig -lgi",
     "lci": "nvidia-smi mig -lci",
-    "apps": "nvidia-smi --query-compute-apps=gpu_uuid,pid,process_name --format=csv,noheader",
+    "apps": COMPUTE_APPS_QUERY,
 }
 MARKER = "### gpuinfra-mig "
 STATE_COMMAND = "; ".join(f"echo '{MARKER}{name}'; {command} 2>/dev/null" for name, command
@@ -155,16 +156,10 @@ def node_state(sections: Mapping[str, str]) -> list[GpuMigState]:
     gis = _listing(sections["lgi"], "gpu-instances")
     cis = _listing(sections["lci"], "compute-instances")
     ci_count = Counter((c.gpu, c.gpu_instance_id) for c in cis if isinstance(c, ComputeInstance))
-    owners: dict[str, int] = {}
-    for gpu in listing.gpus:
-        owners[gpu.uuid] = gpu.index
-        for dev in gpu.mig_devices:
-            owners[dev.uuid] = gpu.index
     processes: dict[int, list[str]] = {}
-    for line in sections["apps"].splitlines():
-        cells = [c.strip() for c in line.split(",", 2)]
-        if len(cells) == 3 and cells[0] in owners:
-            processes.setdefault(owners[cells[0]], []).append(f"{cells[1]} {cells[2]}")
+    for index, app in _owned(listing, sections["apps"]):
+        if index is not None:
+            processes.setdefault(index, []).append(str(app))
     states = []
     for gpu in listing.gpus:
         current, pending = modes.get(gpu.index, (None, None))
@@ -176,6 +171,25 @@ def node_state(sections: Mapping[str, str]) -> list[GpuMigState]:
                                   tuple(processes.get(gpu.index, ())),
                                   tuple(d.profile for d in gpu.mig_devices)))
     return states
+
+
+def compute_processes(sections: Mapping[str, str]) -> list[tuple[int | None, ComputeApp]]:
+    """Every compute process of the node, with the index of the GPU it runs on (a MIG
+    device's process: its GPU's; None: a UUID ``nvidia-smi -L`` does not list). ``[]`` when
+    ``nvidia-smi -L`` lists no GPU (no driver loaded: nothing can run on one)."""
+    if not sections["list"].strip() or not sections["list"].startswith("GPU "):
+        return []
+    return _owned(parse_gpus(sections["list"]), sections["apps"])
+
+
+def _owned(listing: GpuList, apps: str) -> list[tuple[int | None, ComputeApp]]:
+    owners: dict[str, int] = {}
+    for gpu in listing.gpus:
+        if gpu.uuid is not None:
+            owners[gpu.uuid] = gpu.index
+        for dev in gpu.mig_devices:
+            owners[dev.uuid] = gpu.index
+    return [(owners.get(app.gpu_uuid), app) for app in parse_compute_apps(apps)]
 
 
 def _listing(text: str, kind: str) -> list:

@@ -7,8 +7,8 @@ skip the lines they do not know instead, and say so). The hardware inspections i
 :data:`PARSERS` (what `gpuinfra parse KIND` offers for support work) return a dataclass with a
 ``to_json()`` method giving plain JSON-able data. The others are read by the roles' facts and
 the verify suite (``aptpolicy``, ``cpus``, ``kubectl``, ``pcisysfs``, ``pcitree``,
-``proxmox``, ``slurm``, ``system``) or by a check command with its own verdict (``nccl``:
-`gpuinfra nccl check`; ``perftest``: `gpuinfra perftest check`).
+``processes``, ``proxmox``, ``slurm``, ``system``) or by a check command with its own verdict
+(``nccl``: `gpuinfra nccl check`; ``perftest``: `gpuinfra perftest check`).
 """
 
 from __future__ import annotations

@@ -50,7 +50,9 @@ class NvidiaMigState(FactBase):
     """What the MIG plan reads (gpuinfra.migplan.STATE_COMMAND), one text per part:
     ``{"list": <nvidia-smi -L>, "mode": <index, uuid, mig.mode.current, mig.mode.pending>,
     "lgi": <nvidia-smi mig -lgi>, "lci": <-lci>, "apps": <--query-compute-apps>}``; ``{}``
-    without nvidia-smi. Turned into each GPU's state by gpuinfra.migplan.node_state."""
+    without nvidia-smi. Turned into each GPU's state by gpuinfra.migplan.node_state, and into
+    the node's compute processes by gpuinfra.migplan.compute_processes (the nvidia_driver role:
+    no driver change under them)."""
 
     default = dict
 

@@ -1,6 +1,7 @@
 """The `nvidia_driver` role: the NVIDIA driver at a pinned version, ready for datacenter use.
 
-Archive components, kernel headers, the driver packages pinned and held, nouveau blacklisted,
+A change of the installed driver refused while GPU processes run (gpuinfra.driverchange),
+archive components, kernel headers, the driver packages pinned and held, nouveau blacklisted,
 GPU device access limited to one group, persistence mode on, and a reboot recorded (or done,
 with ``reboot_policy = "if-needed"``) when a change needs one. Data keys: defaults.py;
 per-distribution values: :data:`DISTRO`. Run it alone with ``pyinfra INVENTORY
@@ -37,7 +38,7 @@ from gpuinfra_deploy.ops.cuda_repo import cuda_repository
 from gpuinfra_deploy.ops.reboot import reboot_when_needed
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
-from gpuinfra_roles.nvidia_driver.operations import nvidia_device_access
+from gpuinfra_roles.nvidia_driver.operations import driver_change_allowed, nvidia_device_access
 
 PIN_FILE = "/etc/apt/preferences.d/gpuinfra-nvidia-driver"
 PERSISTENCED = "nvidia-persistenced"
@@ -85,8 +86,13 @@ def nvidia_driver(site: Site, node: NodeSpec, driver: DriverRelease) -> None:
                              persistenced_version=data["nvidia_driver_persistenced_version"],
                              open_modules=open_modules_for(model,
                                                            data["nvidia_driver_open_modules"]))
-    # Before any change: the pinned versions must be what this host's apt lists.
+    # Before any change: the pinned versions must be what this host's apt lists, and a change
+    # of the installed driver must find no GPU process running (or the override set).
     require_available("the NVIDIA driver", pinned, "nvidia_driver_version")
+    driver_change_allowed(name="Change the NVIDIA driver only where no GPU process runs",
+                          packages=pinned.packages, node_name=node.short_name,
+                          schedulers=list(node.schedulers),
+                          under_processes=data["nvidia_driver_change_under_processes"])
 
     if data["nvidia_driver_manage_sources"]:
         codename = host.get_fact(LinuxDistribution)["release_meta"]["VERSION_CODENAME"]

@@ -66,6 +66,12 @@ KNOBS = (
     # and write the driver options on the next deploy once the gid is known).
     Knob("nvidia_driver_device_gid", None, optional(integer(0, 2**31 - 1)),
          "the device group's gid when the role creates it"),
+    # A run that would change the installed driver on a host where GPU compute processes run
+    # stops that host before any package change, naming them (gpuinfra/driverchange.py).
+    # True changes it under them anyway: for a rolling upgrade that has drained the node, or
+    # a deliberate fix; set it per host, never site-wide.
+    Knob("nvidia_driver_change_under_processes", False, boolean(),
+         "change the driver even while GPU processes run"),
 )
 
 DEFAULTS = defaults(KNOBS)

@@ -1,16 +1,84 @@
-"""The nvidia_driver role's own operation: the GPU device nodes of the running system.
+"""The nvidia_driver role's own operations: the driver changed only where no GPU process runs,
+and the GPU device nodes of the running system.
 
-Reads facts, computes the difference and yields commands only for what is missing, saying why
-otherwise: a converged host gets no command.
+Each reads facts when it runs, computes the difference and yields commands only for what is
+missing, saying why otherwise: a converged host gets no command.
 """
 
 from __future__ import annotations
 
-from pyinfra import host
-from pyinfra.api import QuoteString, StringCommand, operation
+import shlex
+from collections.abc import Mapping, Sequence
 
+from pyinfra import host, logger
+from pyinfra.api import QuoteString, StringCommand, operation
+from pyinfra.facts.deb import DebPackages
+
+from gpuinfra import migplan
+from gpuinfra.driverchange import (
+    OVERRIDE,
+    driver_change_refusal,
+    gpu_processes,
+    package_changes,
+    unreadable_refusal,
+)
+from gpuinfra.errors import ParseError
 from gpuinfra.render import check_mode, check_name
-from gpuinfra_deploy.facts.nvidia import NvidiaDeviceNodes
+from gpuinfra_deploy.facts.nvidia import NvidiaDeviceNodes, NvidiaMigState
+
+
+@operation()
+def driver_change_allowed(packages: Mapping[str, str], node_name: str,
+                          schedulers: Sequence[str] = (), under_processes: bool = False):
+    """Stop this host, naming the processes, when installing ``packages`` would change its
+    driver while GPU compute processes run (gpuinfra.driverchange); else runs no command.
+
+    + packages: the driver's pinned packages, name -> exact version
+    + node_name: the node's name in its schedulers (for the drain command of the message)
+    + schedulers: the node's schedulers (``slurm``, ``kubernetes``)
+    + under_processes: change it under them anyway (``nvidia_driver_change_under_processes``)
+
+    The processes are read only when the packages would change: a first install (no driver
+    answers) and an unchanged driver go on whatever runs. The refusal is a command that fails
+    on this host (its message on stderr), so this host stops before any package change and
+    the others go on (``max_fail_percent``): an OperationError raised while pyinfra 3.10
+    executes stops the run on every host.
+
+    .. code:: python
+
+        driver_change_allowed(packages={"nvidia-smi": "535.261.03-1"}, node_name="gpu01",
+                              schedulers=["slurm"])
+    """
+    changes = package_changes(packages, host.get_fact(DebPackages))
+    if not changes:
+        host.noop("the driver packages are installed at their pinned versions")
+        return
+    state = host.get_fact(NvidiaMigState) or dict.fromkeys(migplan.SECTIONS, "")
+    try:
+        processes = gpu_processes(migplan.compute_processes(state))
+    except ParseError as exc:
+        if not under_processes:
+            yield _stop(unreadable_refusal(host.name, exc))
+            return
+        logger.warning(f"{host.print_prefix}{exc}: the GPU processes are not known "
+                       f"({OVERRIDE} = True: the driver changes anyway)")
+        processes = ()
+    refusal = driver_change_refusal(host.name, changes, processes, override=under_processes,
+                                    node_name=node_name, schedulers=schedulers)
+    if refusal:
+        yield _stop(refusal)
+        return
+    if processes:
+        logger.warning(f"{host.print_prefix}changing the NVIDIA driver under {len(processes)} "
+                       f"GPU process(es) ({OVERRIDE} = True): "
+                       f"{'; '.join(map(str, processes))}")
+    host.noop("no GPU compute process runs: the driver may change"
+              if not processes else f"{OVERRIDE} = True: the driver changes under them")
+
+
+def _stop(message: str) -> StringCommand:
+    """A command that fails this host with ``message`` on stderr."""
+    return StringCommand(f"printf '%s\\n' {shlex.quote(message)} >&2; exit 1")
 
 
 @operation()

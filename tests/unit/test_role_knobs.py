@@ -66,6 +66,7 @@ def test_settings_carry_host_data_over_the_defaults():
     ("nvidia_driver_device_mode", 660, "must be a string"),
     ("nvidia_driver_version", "535.261.03-1\n", "not a package version"),
     ("nvidia_driver_kernel_headers", "yes", "must be True or False"),
+    ("nvidia_driver_change_under_processes", "yes", "must be True or False"),
     ("nvidia_driver_kernel_headers", ["linux headers"], "item 0: not a package name"),
     ("fabric_manager_repo_url", "ftp://mirror/cuda", "malformed URL"),
     ("fabric_manager_repo_url", "http://mirror/cuda\"; evil", "malformed URL"),
