@@ -12,17 +12,8 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
-
-def changed_operations(results: dict[str, Any]) -> list[tuple[str, list[str]]]:
-    """(operation name, hosts it changed) for every operation that changed a host."""
-    out = []
-    for op in results.get("operations", []):
-        hosts = op.get("success") or []
-        if hosts:
-            out.append((str(op.get("name") or op.get("names") or "?"), list(hosts)))
-    return out
+from gpuinfra_lab.deploys import changed_operations
 
 
 def run(inventory: str, deploy: str = "deploy.py") -> int:

@@ -27,7 +27,7 @@ import sys
 import time
 
 from gpuinfra.slurmconf import FETCHED_CONF
-from gpuinfra_cli.idempotence import changed_operations
+from gpuinfra_lab.deploys import changed_operations
 from gpuinfra_lab.refusal import REPO, head, lab_ssh, on_head
 
 TAG = "limited-run"
