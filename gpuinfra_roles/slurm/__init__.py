@@ -56,6 +56,7 @@ from gpuinfra_roles.slurm.operations import (
     checked_here,
     controller_counts_gpus,
     reconfigure_script,
+    removal_guard,
 )
 
 TEMPLATES = RoleTemplates(__file__)  # templates/<target>.j2 beside this file
@@ -261,6 +262,11 @@ def slurm(site: Site, node: NodeSpec) -> None:
         # is one: Slurm cannot merge a sharing node's GRES without its gres.conf lines.
         unshared = [w for w in workers if w.sharing.mode not in ("mps", "time-slicing")]
         check_as = node.short_name if node.is_worker else (unshared or workers)[0].short_name
+        removed = sorted(set((running(site) or RunningConfig()).node_lines)
+                         - {w.short_name for w in workers})
+        if removed:
+            server.shell(name=f"Nodes leaving Slurm are drained and idle: {', '.join(removed)}",
+                         commands=[removal_guard(removed)])
         config = checked_config(name="Slurm configuration, checked by Slurm before it goes in",
                                 files=texts, check_as=check_as,
                                 _if=lambda: _workers_accepted(site, workers))

@@ -185,6 +185,24 @@ def reconfigure_script(wait_s: int = 60) -> str:
             "exit 1; fi; sleep 1; done; scontrol reconfigure")
 
 
+def removal_guard(nodes: list[str]) -> str:
+    """Shell: exit 1, saying what to do, unless each of ``nodes`` (leaving slurm.conf: no
+    longer in the inventory) is drained and runs no job. slurmctld restarted without a node
+    that still runs jobs loses them; the node is drained first (README "Day 2")."""
+    names = ",".join(nodes)
+    quoted = shlex.quote(names)
+    fix = (f"gpuinfra: {names} left the inventory but Slurm still schedules on it: drain it "
+           f"first (`scontrol update nodename={names} state=drain reason=\"leaving the "
+           f"cluster\"`), wait until `squeue -w {names}` lists no job, then deploy again; "
+           "nothing was changed")
+    return (f"jobs=$(squeue -h -w {quoted} -o %i 2>/dev/null | paste -sd, -); "
+            f"undrained=$(sinfo -h -N -n {quoted} -o '%N %T' 2>/dev/null | "
+            "grep -v -e drain -e down | cut -d' ' -f1 | paste -sd, -); "
+            "if [ -n \"$jobs$undrained\" ]; then "
+            "echo \"jobs running: ${jobs:-none}; not drained: ${undrained:-none}\" >&2; "
+            f"echo {shlex.quote(fix)} >&2; exit 1; fi")
+
+
 WAIT_S, RESTART_WAIT_S = 60, 90
 
 
