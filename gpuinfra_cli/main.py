@@ -7,6 +7,7 @@
     gpuinfra report --inventory I [--junit F]  per-node report of the verify suite
     gpuinfra nccl script|check ...             NCCL all-reduce job and its judgement
     gpuinfra perftest check LOG... --nic-gbps G  each NIC's ib_write_bw against its rate
+    gpuinfra roll --inventory I [--batch N]    a disruptive change, node by node, drained
 
 Bad input never produces a traceback: every expected error is caught here and printed as one
 clear message, with exit code 2 (unusable input) or 1 (a finding / an invalid spec).
@@ -36,12 +37,13 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_validate(sub)
     commands.add_parse(sub)
     commands.add_check(sub)
-    from gpuinfra_cli import lab, nccl, perftest, report
+    from gpuinfra_cli import lab, nccl, perftest, report, roll
 
     lab.add_parser(sub)
     report.add_parser(sub)
     nccl.add_parser(sub)
     perftest.add_parser(sub)
+    roll.add_parser(sub)
     return parser
 
 

@@ -155,6 +155,13 @@ def ensure_network(podman: Podman) -> str:
     return podman.subnet
 
 
+# A reboot from inside (`systemctl reboot`, pyinfra's server.reboot, a rolling change) ends the
+# container's systemd with a non-zero status; podman then starts it again, with a fresh /run
+# and /dev, as a machine reboots (measured with podman 4.3: exit 129, restarted once, the
+# marker in /run gone). `gpuinfra lab reboot` is `podman restart` from outside.
+RESTART = "on-failure"
+
+
 def wanted_labels(plan: HostPlan, image: str, address: str, lab_id: str) -> dict[str, str]:
     """Every label of a container run as planned; any difference means: recreate it."""
     return {
@@ -165,6 +172,7 @@ def wanted_labels(plan: HostPlan, image: str, address: str, lab_id: str) -> dict
         f"{LABEL}.profile": plan.profile or "",
         f"{LABEL}.image": image,
         f"{LABEL}.address": address,
+        f"{LABEL}.restart": RESTART,
     }
 
 
@@ -174,7 +182,7 @@ def run_container(podman: Podman, plan: HostPlan, image: str, address: str) -> N
     podman.run(
         "run", "-d", "--name", podman.container(plan.name), "--hostname", plan.name,
         "--network", podman.network, "--ip", address,
-        "--systemd=always", "--privileged", "--no-hosts",
+        "--systemd=always", "--privileged", "--no-hosts", f"--restart={RESTART}",
         *labels, image, "/sbin/init",
     )  # fmt: skip
 

@@ -1,0 +1,195 @@
+"""Lab proof: `gpuinfra roll` changes the workers one at a time, drained, with a reboot, and
+stops at the first node that fails, leaving only that node out of service.
+
+    .venv/bin/python -m gpuinfra_lab.rolling [inventory/lab.py]
+
+On a deployed lab with two workers (containers restart after `systemctl reboot`, as machines
+do: gpuinfra_lab/podman.py), with a sampler reading `sinfo` every second, each step prints
+one line; exit 0 when every step held, 1 listing what did not:
+
+1. the bound: a job that outlives ``--wait-jobs 5`` on the first worker stops the roll, which
+   names the job; the first worker is back in service, the second was never drained, and no
+   device mode changed;
+2. the roll: with a 20 s job on the first worker, a reboot-requiring change
+   (``nvidia_driver_device_mode``: the driver's options) rolled across both: the job is waited
+   for and completes, each worker is drained, changed (its /dev/nvidia0 mode), rebooted,
+   judged by its health check and resumed; the sampler never saw both workers out of service
+   at once;
+3. a node that fails its checks after its reboot (the first worker's topology replay swapped
+   for another machine's PCIe-only captures): the roll stops there, exit 1, the node stays
+   drained with ``gpuinfra-roll: <its health check's first failure>``, and the second worker
+   (after it in the roll) was never drained.
+
+Then the captures are put back and every worker rolled back to the site's mode, whatever
+happened.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+from gpuinfra.parsers.slurm import SINFO, parse_sinfo_nodes
+from gpuinfra.roll import PREFIX
+from gpuinfra_lab.health_drain import BROKEN_CAPTURES, HARDWARE, write
+from gpuinfra_lab.limited_run import workers
+from gpuinfra_lab.refusal import REPO, head, lab_ssh, on_head
+
+TAG = "rolling"
+MODE = "0640"  # the site's mode is the default 0660 (group_data/lab.py leaves it)
+DATA = f'nvidia_driver_device_mode="{MODE}"'
+BROKEN = REPO / "gpuinfra_lab" / "hardware" / "2x-a100-pcie-bridge-missing"
+
+
+def roll(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(REPO / ".venv" / "bin" / "gpuinfra"), "roll", "--inventory",
+                           "inventory/lab.py", *args], cwd=REPO, capture_output=True,
+                          text=True, check=False, timeout=1800)
+
+
+class Sampler:
+    """`sinfo` on the head every second, in a thread: the states seen, in order."""
+
+    def __init__(self, head_name: str) -> None:
+        self.head = head_name
+        self.seen: list[dict[str, str]] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+
+    def loop(self) -> None:
+        while not self.stop.is_set():
+            out = lab_ssh(self.head, SINFO).stdout
+            self.seen.append({n.name: n.state for n in parse_sinfo_nodes(out).values()})
+            time.sleep(1)
+
+    def __enter__(self) -> Sampler:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+    def out(self, name: str) -> bool:
+        return any(not _serving(s.get(name, "")) for s in self.seen)
+
+    def both_out(self, names: list[str]) -> bool:
+        return any(all(not _serving(s.get(n, "")) for n in names) for s in self.seen)
+
+
+def _serving(state: str) -> bool:
+    return state.rstrip("*~#!%$@^-+") in ("idle", "mixed", "allocated", "completing")
+
+
+class Proof:
+    def __init__(self, inventory: str) -> None:
+        self.inventory = inventory
+        self.head = head()["name"]
+        self.problems: list[str] = []
+
+    def say(self, ok: bool, good: str, bad: str) -> None:
+        print(f"{TAG}: {'ok' if ok else 'FAIL'}: {good if ok else bad}")
+        if not ok:
+            self.problems.append(bad)
+
+    def mode(self, name: str) -> str:
+        return lab_ssh(name, "stat -c %a /dev/nvidia0").stdout.strip()
+
+    def job(self, seconds: int, node: str) -> str:
+        job = on_head(self.head, f"sbatch --parsable -w {node} --gres=gpu:1 --mem=64 "
+                                 f"--wrap 'sleep {seconds}'")
+        deadline = time.monotonic() + 30
+        while (on_head(self.head, f"squeue -h -j {job} -o %T") != "RUNNING"
+               and time.monotonic() < deadline):
+            time.sleep(1)
+        return job
+
+    def run(self) -> int:
+        names = workers()
+        if len(names) != 2:
+            print(f"{TAG}: the proof needs exactly two workers, the lab has {len(names)}")
+            return 1
+        try:
+            self.bound(*names)
+            self.rolled(*names)
+            self.stops(*names)
+        finally:
+            on_head(self.head, "scancel -u root")
+            put_back = " && ".join(f"mv -f {HARDWARE}/{f}.saved {HARDWARE}/{f}"
+                                   for f in BROKEN_CAPTURES)
+            lab_ssh(names[0], f"[ -e {HARDWARE}/topo-m.txt.saved ] && {put_back}; true")
+            on_head(self.head, f"scontrol update nodename={','.join(names)} state=resume")
+            back = roll("--why", "lab proof: back to the site's mode")
+            self.say(back.returncode == 0 and all(self.mode(n) == "660" for n in names),
+                     "every worker rolled back to the site's mode",
+                     f"rolling back failed (exit {back.returncode}): "
+                     f"{back.stdout.strip().splitlines()[-3:]}")
+        for line in self.problems:
+            print(f"{TAG}: {line}")
+        return 1 if self.problems else 0
+
+    def bound(self, first: str, second: str) -> None:
+        job = self.job(600, first)
+        with Sampler(self.head) as sampler:
+            out = roll("--wait-jobs", "5", "--data", DATA, "--why", "lab proof: the bound")
+        nodes = parse_sinfo_nodes(lab_ssh(self.head, SINFO).stdout)
+        self.say(out.returncode == 1 and f"job {job} (on {first})" in out.stdout
+                 and _serving(nodes[first].state) and not sampler.out(second)
+                 and self.mode(first) == self.mode(second) == "660",
+                 f"the bound: stopped naming job {job}; {first} back in service, {second} "
+                 "never drained, nothing changed",
+                 f"the bound: exit {out.returncode}, job named: "
+                 f"{f'job {job} (on {first})' in out.stdout}, {first} {nodes[first].state}, "
+                 f"{second} drained: {sampler.out(second)}, modes {self.mode(first)}/"
+                 f"{self.mode(second)}")
+        on_head(self.head, f"scancel {job}")
+
+    def rolled(self, first: str, second: str) -> None:
+        job = self.job(20, first)
+        with Sampler(self.head) as sampler:
+            out = roll("--wait-jobs", "120", "--data", DATA, "--why", "lab proof: device mode")
+        state = on_head(self.head, f"sacct -n -X -j {job} -o State").split()
+        modes = {n: self.mode(n) for n in (first, second)}
+        self.say(out.returncode == 0 and f"waiting for job {job}" in out.stdout
+                 and state[:1] == ["COMPLETED"] and set(modes.values()) == {MODE.lstrip("0")}
+                 and out.stdout.count("rebooting") == 2,
+                 f"the roll: job {job} waited for and COMPLETED; both workers drained, changed "
+                 f"(mode {MODE}), rebooted, verified and resumed",
+                 f"the roll: exit {out.returncode}, job {job} {state}, modes {modes}, "
+                 f"output: {out.stdout.strip().splitlines()[-4:]}")
+        self.say(sampler.out(first) and sampler.out(second)
+                 and not sampler.both_out([first, second]),
+                 f"never both out of service ({len(sampler.seen)} samples)",
+                 f"both workers were out of service at once, or one never drained "
+                 f"({len(sampler.seen)} samples)")
+
+    def stops(self, first: str, second: str) -> None:
+        """The first worker in the roll's order fails after its reboot; the second is after it
+        and must never be drained."""
+        lab_ssh(first, " && ".join(f"cp -p {HARDWARE}/{f} {HARDWARE}/{f}.saved"
+                                   for f in BROKEN_CAPTURES))
+        for capture in BROKEN_CAPTURES:
+            write(first, f"{HARDWARE}/{capture}", (BROKEN / capture).read_text())
+        with Sampler(self.head) as sampler:
+            out = roll("--reboot", "--why", "lab proof: a bad node")
+        nodes = parse_sinfo_nodes(lab_ssh(self.head, SINFO).stdout)
+        reason = nodes[first].reason
+        self.say(out.returncode == 1 and f"stopped at {first}" in out.stdout
+                 and reason.startswith(PREFIX) and not _serving(nodes[first].state)
+                 and "rebooting" in out.stdout,
+                 f"a node failing after its reboot stops the roll: {first} left drained "
+                 f"({reason})",
+                 f"a failing node: exit {out.returncode}, {first} {nodes[first].state} "
+                 f"({reason!r}); output: {out.stdout.strip().splitlines()[-3:]}")
+        self.say(not sampler.out(second), f"{second}: never drained by the stopped roll",
+                 f"{second} was drained by a roll that stopped at {first}")
+
+
+def main(argv: list[str]) -> int:
+    return Proof(argv[0] if argv else "inventory/lab.py").run()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
