@@ -340,10 +340,13 @@ def _controller(node: NodeSpec, config: Any, change: ConfChange) -> None:
              + (f" ({change.why})" if change.kind == "restart" else ""),
         service="slurmctld", restarted=True,
         _if=lambda: head and was_running and change.kind == "restart" and config.did_change())
+    # On any change of the head's files, change.kind "none" included (cgroup.conf, which
+    # conf_change does not read, or comments only): each slurmd runs the files it fetched, and
+    # must fetch these (cgroup.conf(5) takes changes on `scontrol reconfigure` too).
     server.shell(
         name="The nodes take the new configuration (scontrol reconfigure: each slurmd fetches it)",
         commands=[reconfigure_script()],
-        _if=lambda: head and was_running and change.kind != "none" and config.did_change())
+        _if=lambda: head and was_running and config.did_change())
 
 
 def _compute(node: NodeSpec, head: NodeSpec, change: ConfChange) -> None:

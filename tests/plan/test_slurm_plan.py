@@ -666,6 +666,39 @@ def test_a_workers_new_hardware_restarts_every_daemon():
     assert both.position(HEAD, RESTART_CTLD) < both.position(HEAD, RECONFIGURE)
 
 
+@pytest.mark.parametrize("distro", DISTROS)
+def test_restarts_only_when_the_configuration_changes(distro):
+    facts_of = converged_lab(distro)
+    assert plan_for(HEAD, facts_of).op(RESTART_CTLD).commands == ()
+    assert plan_for(WORKER2, facts_of).op(RESTART_SLURMD).commands == ()
+    # cgroup.conf edited by hand on the head: it goes back, and every slurmd fetches it
+    # (cgroup.conf(5): changes take effect on `scontrol reconfigure`); nothing restarts
+    facts_of[HEAD]["files.Sha256File"][f"path={CGROUP_CONF}"] = "0" * 64
+    both = plan_all(facts_of)
+    assert changing(both.plans[HEAD]) == [CONFIG_OP, RECONFIGURE]
+    assert both.plans[HEAD].op(RECONFIGURE).commands == (reconfigure_script(),)
+    for name in WORKERS:
+        assert both.plans[name].commands == []
+
+
+def test_files_that_differ_only_in_comments_are_fetched_again_by_every_slurmd():
+    """After `--limit lab-head --limit lab-worker1`, the head's gres.conf says lab-worker2's
+    lines were kept; the next full run reaches lab-worker2 and the note goes. The lines are
+    the same (nothing for slurmctld to re-read), but each slurmd must run the head's files
+    byte for byte (gpuinfra_verify test_node_runs_the_heads_configuration): reconfigure."""
+    facts_of = converged_lab("debian-12")
+    files = expected_files("debian-12")
+    noted = files[GRES_CONF].replace(
+        "\n# lab-worker2\n", "\n# lab-worker2\n# note: not reached in this run: its lines are "
+        "kept from the head's gres.conf\n")
+    assert noted != files[GRES_CONF]
+    head_runs(facts_of[HEAD], {**files, GRES_CONF: noted})
+    head = plan_all(facts_of).plans[HEAD]
+    assert changing(head) == [CONFIG_OP, RECONFIGURE]
+    assert [c.split(" && ")[-1] for c in head.op(CONFIG_OP).commands if c.startswith("cp ")] \
+        == [f"mv -f {GRES_CONF}.gpuinfra-new {GRES_CONF}"]
+
+
 @pytest.mark.parametrize("name", [HEAD, WORKER1])
 def test_a_first_start_is_not_followed_by_a_restart(name):
     """A daemon this run starts reads the new files: restarting it a second later only
@@ -775,8 +808,10 @@ def test_a_worker_not_reached_keeps_its_lines_from_the_heads_running_files(distr
                                  "the head's gres.conf")
     warned = slurm_warnings(caplog)
     assert "lab-worker2: not reached in this run: its line is kept" in warned
-    # The node lines are the running ones: no daemon needs a restart for them.
+    # The node lines are the running ones: no daemon needs a restart for them; gres.conf
+    # gained its note, which every slurmd fetches.
     assert head.op(RESTART_CTLD).commands == ()
+    assert head.op(RECONFIGURE).commands == (reconfigure_script(),)
 
 
 def test_a_worker_never_deployed_and_not_reached_gets_the_placeholder_with_its_note(caplog):
