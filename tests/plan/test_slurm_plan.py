@@ -76,6 +76,7 @@ from gpuinfra_roles.slurm.operations import (
     check_command,
     gpu_tres_script,
     reconfigure_script,
+    removal_guard,
 )
 from tests.conftest import REPO
 from tests.plan import harness
@@ -1012,6 +1013,66 @@ def test_a_cluster_without_workers_is_refused_by_the_gate():
     only_head = [FakeHost(HEAD, ("head",), fresh("debian-12", HEAD), SPEC[HEAD])]
     with pytest.raises(PyinfraError, match="no Slurm worker"):
         plan_cluster(slurm, only_head, HEAD, CLUSTER)
+
+
+# ----------------------------------------------------------------------------- a node leaves
+
+WORKER3 = ("NodeName=lab-worker3 NodeAddr=10.0.0.13 CPUs=2 Sockets=1 CoresPerSocket=2 "
+           "ThreadsPerCore=1 RealMemory=23622 Gres=gpu:h100-pcie-80gb:2 State=UNKNOWN")
+LEAVING = "Nodes leaving Slurm are drained and idle"
+
+
+def test_a_node_leaving_the_inventory_is_checked_drained_and_idle_before_the_files_change():
+    """lab-worker3 is in the head's running slurm.conf but no longer in the inventory: the
+    head first refuses unless Slurm has it drained and idle (README "Day 2"), then writes
+    the files without it, which restarts every daemon (nodes removed)."""
+    facts_of = converged_lab("debian-12")
+    files = expected_files("debian-12")
+    worker2 = next(line for line in lines(files[SLURM_CONF])
+                   if line.startswith("NodeName=lab-worker2 "))
+    head_runs(facts_of[HEAD], {**files,
+                               SLURM_CONF: files[SLURM_CONF].replace(worker2,
+                                                                     f"{worker2}\n{WORKER3}")})
+    both = plan_all(facts_of)
+    head = both.plans[HEAD]
+    why = "nodes added or removed: lab-worker3"
+    assert changing(head) == [f"{LEAVING}: lab-worker3", CONFIG_OP, f"{RESTART_CTLD} ({why})",
+                              RECONFIGURE]
+    assert head.op(LEAVING).commands == (removal_guard(["lab-worker3"]),)
+    assert "lab-worker3" not in staged(head)[SLURM_CONF]
+    for name in WORKERS:
+        assert both.plans[name].op(RESTART_SLURMD).commands == (
+            "systemctl restart slurmd.service",)
+    # a converged cluster has no node leaving: no such operation at all
+    assert not [op for op in plan_for(HEAD, converged_lab("debian-12")).ops
+                if LEAVING in op.name]
+
+
+@pytest.mark.parametrize("jobs,state,refused", [
+    ("", "drained", None),
+    ("", "down", None),
+    ("", "idle", "jobs running: none; not drained: lab-worker3"),
+    ("4242", "draining", "jobs running: 4242; not drained: none"),
+])
+def test_the_removal_guard_passes_only_a_drained_idle_node(tmp_path, jobs, state, refused):
+    """removal_guard's shell against a stand-in squeue and sinfo (their -h output)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "squeue").write_text(f"#!/bin/sh\nprintf '%s' '{jobs}'\n"
+                                    f"[ -n '{jobs}' ] && echo\nexit 0\n")
+    (bin_dir / "sinfo").write_text(f"#!/bin/sh\necho 'lab-worker3 {state}'\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    done = subprocess.run(["sh", "-c", removal_guard(["lab-worker3"])],
+                          env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, capture_output=True,
+                          text=True, timeout=30)
+    if refused is None:
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+    else:
+        assert done.returncode == 1
+        assert lines(done.stderr)[0] == refused
+        assert "scontrol update nodename=lab-worker3 state=drain" in done.stderr
+        assert "nothing was changed" in done.stderr
 
 
 # ----------------------------------------------------------------------------- Slurm's check
