@@ -267,9 +267,13 @@ def slurm(site: Site, node: NodeSpec) -> None:
         if removed:
             server.shell(name=f"Nodes leaving Slurm are drained and idle: {', '.join(removed)}",
                          commands=[removal_guard(removed)])
+        # Held back by a worker that judged the files in this run and failed; not by one the
+        # run does not reach (left out, or down: pyinfra fails it at connect), which judged
+        # nothing and whose lines are kept from the head's files.
+        judges = [w for w in workers if reached(site, w.name)]
         config = checked_config(name="Slurm configuration, checked by Slurm before it goes in",
                                 files=texts, check_as=check_as,
-                                _if=lambda: _workers_accepted(site, workers))
+                                _if=lambda: _workers_accepted(site, judges))
     boot_order([*boot_needs(node, spec.slurm_accounting),
                 *([dbd_boot_needs(distro)] if accounting else [])])
     if accounting:
@@ -292,8 +296,9 @@ def slurm(site: Site, node: NodeSpec) -> None:
 
 
 def _workers_accepted(site: Site, workers: list[NodeSpec]) -> bool:
-    """At execution: no worker of this run failed (its own check of the files included); the
-    head keeps its files otherwise, and says why."""
+    """At execution: none of ``workers`` (those this run reached, each judging the files)
+    failed, its own check of the files included; the head keeps its files otherwise, and says
+    why."""
     failed = [w.name for w in workers
               if site.host(w.name) in site.host(w.name).state.failed_hosts]
     if failed:
@@ -335,10 +340,13 @@ def _controller(node: NodeSpec, config: Any, change: ConfChange) -> None:
              + (f" ({change.why})" if change.kind == "restart" else ""),
         service="slurmctld", restarted=True,
         _if=lambda: head and was_running and change.kind == "restart" and config.did_change())
+    # On any change of the head's files, change.kind "none" included (cgroup.conf, which
+    # conf_change does not read, or comments only): each slurmd runs the files it fetched, and
+    # must fetch these (cgroup.conf(5) takes changes on `scontrol reconfigure` too).
     server.shell(
         name="The nodes take the new configuration (scontrol reconfigure: each slurmd fetches it)",
         commands=[reconfigure_script()],
-        _if=lambda: head and was_running and change.kind != "none" and config.did_change())
+        _if=lambda: head and was_running and config.did_change())
 
 
 def _compute(node: NodeSpec, head: NodeSpec, change: ConfChange) -> None:

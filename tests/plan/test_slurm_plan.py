@@ -1,12 +1,16 @@
 """Plan tests of the `slurm` role on the lab's three hosts: Debian 12, Ubuntu 22.04 and 24.04.
 
-slurm.conf describes every worker from that worker's own facts, so the role is planned in a
-three-host inventory (tests/plan/harness.py, plan_cluster/plan_hosts): lab-head, lab-worker1
-(8x H100 SXM replayed) and lab-worker2 (2x H100 PCIe replayed), both on the lab's 2-CPU VM.
-Fixture layers (tests/plan/facts/): base-fresh, <distro>, munge-fresh, slurm-fresh (+ the
-worker's slurm-lab-workerN) make a node before the role; slurm-converged,
-slurm-converged-<distro> and slurm-converged-head|worker make one the role converged, whose
-live files' SHA-256 the tests set from the text the library renders for it.
+Slurm runs configless (gpuinfra.slurmconf, "configless"): the head alone has slurm.conf,
+gres.conf (one file for the cluster, each worker's lines with ``NodeName=``) and cgroup.conf,
+and every slurmd fetches them from slurmctld. The role is planned in a three-host inventory
+(tests/plan/harness.py, plan_cluster/plan_hosts): lab-head, lab-worker1 (8x H100 SXM replayed)
+and lab-worker2 (2x H100 PCIe replayed), both on the lab's 2-CPU VM. Fixture layers
+(tests/plan/facts/): base-fresh, <distro>, munge-fresh, slurm-fresh (+ the worker's
+slurm-lab-workerN) make a node before the role; slurm-converged, slurm-converged-<distro> and
+slurm-converged-head|worker make one the role converged, whose state the tests complete from
+the text the library renders for the cluster: the head's live files (their SHA-256, and their
+text as RunningSlurmConf reads it), each worker's mark of the set it accepted, the slurmd
+drop-in's SHA-1.
 
 What the role should write is computed here independently of the role: the library
 (gpuinfra.slurmconf) and the templates, fed from the raw captures the fact fixtures were made
@@ -17,10 +21,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shlex
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from pyinfra.api import Config, FileUploadCommand, Inventory, State
@@ -31,10 +39,11 @@ from gpuinfra.errors import GpuinfraError
 from gpuinfra.parsers.cpus import parse_lscpu, parse_meminfo_mb
 from gpuinfra.parsers.topo import parse_topo
 from gpuinfra.slurmconf import (
-    GresPlan,
+    CONFIGLESS_DROPIN,
     gpu_devices,
     gpu_type,
     gres_plan,
+    node_gres_lines,
     node_hardware,
     slurm_conf,
 )
@@ -58,15 +67,22 @@ from gpuinfra_roles.slurm import (
 )
 from gpuinfra_roles.slurm.defaults import DEFAULTS
 from gpuinfra_roles.slurm.operations import (
+    CHECKED_MARK,
+    GRES_MARK,
     STAGE_DIR,
     MariaDbAccounting,
+    RunningSlurmConf,
     SlurmctldTres,
     check_command,
     gpu_tres_script,
+    reconfigure_script,
+    removal_guard,
 )
 from tests.conftest import REPO
+from tests.plan import harness
 from tests.plan.harness import (
     FACTS,
+    ClusterPlan,
     FakeHost,
     MissingFact,
     Plan,
@@ -78,6 +94,8 @@ from tests.plan.harness import (
 
 DISTROS = ["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
 HEAD, WORKER1, WORKER2 = "lab-head", "lab-worker1", "lab-worker2"
+WORKERS = (WORKER1, WORKER2)
+ALL = (HEAD, WORKER1, WORKER2)
 CLUSTER = {"cluster_name": "lab"}
 CAPTURES = REPO / "tests" / "fixtures" / "slurm"
 HARDWARE = REPO / "gpuinfra_lab" / "hardware"
@@ -90,13 +108,48 @@ SPEC = {
               "ssh_hostname": "10.0.0.12"},
 }
 CONFIG_OP = "Slurm configuration, checked by Slurm before it goes in"
+JUDGE_OP = ("Slurm configuration, judged by this node's slurmd (its gres.conf lines against "
+            "its GPUs)")
+JUDGE_STAGE = f"{STAGE_DIR}-check"
+DROPIN_OP = "slurmd fetches its configuration from slurmctld (drop-in)"
+RESTART_CTLD = "Restart slurmctld on the new configuration"
+RECONFIGURE = "The nodes take the new configuration (scontrol reconfigure: each slurmd fetches it)"
+RESTART_SLURMD = "Restart slurmd (it fetches the new configuration)"
+RUNNING = "gpuinfra_roles.slurm.operations.RunningSlurmConf"
+CONF_FILES = (SLURM_CONF, GRES_CONF, CGROUP_CONF)
 ACCOUNTING_KEY = "database=slurm_acct_db,user=slurm"
+# slurmd's drop-in on every worker, as it must read (written out here, not rendered).
+DROPIN_TEXT = """\
+# Managed by gpuinfra: local edits are overwritten on the next deploy.
+# The node's Slurm configuration is the controller's (configless_slurm.html): gpuinfra_roles/slurm.
+[Unit]
+# No local slurm.conf: slurmd fetches it from slurmctld.
+ConditionPathExists=
+
+[Service]
+ExecStart=
+ExecStart=/usr/sbin/slurmd -D -s --conf-server 10.0.0.10:6817 $SLURMD_OPTIONS
+"""
+# slurmd -C of a 2-socket HGX (tests/fixtures/slurm/lscpu-p-hgx-2x48c-SYNTHESIZED.txt, 515703
+# MiB less 2 %): lab-worker2's line in a head's running slurm.conf, so that a line kept from
+# that file cannot be mistaken for one computed from the fixtures (CPUs=2 there).
+BIG_WORKER2 = ("NodeName=lab-worker2 NodeAddr=10.0.0.12 CPUs=192 Sockets=2 CoresPerSocket=48 "
+               "ThreadsPerCore=2 RealMemory=505388 Gres=gpu:h100-pcie-80gb:2 State=UNKNOWN")
+BIG_WORKER2_GRES = [
+    "NodeName=lab-worker2 Name=gpu Type=h100-pcie-80gb File=/dev/nvidia0 Cores=48-95 "
+    "Links=-1,12",
+    "NodeName=lab-worker2 Name=gpu Type=h100-pcie-80gb File=/dev/nvidia1 Cores=48-95 "
+    "Links=12,-1"]
 
 
 # ----------------------------------------------------------------------------- the lab's hosts
 
 def role_of(name: str) -> str:
     return "head" if name == HEAD else "worker"
+
+
+def groups_of(name: str) -> tuple[str, ...]:
+    return ("head",) if name == HEAD else ("workers",)
 
 
 def layers(distro: str, name: str) -> list[str]:
@@ -115,41 +168,83 @@ def converged(distro: str, name: str) -> dict:
 
 
 def lab(facts_of: dict[str, dict], data: dict | None = None) -> list[FakeHost]:
-    groups = {HEAD: ("head",), WORKER1: ("workers",), WORKER2: ("workers",)}
-    return [FakeHost(name, groups[name], facts, {**SPEC[name], **(data or {}).get(name, {})})
+    return [FakeHost(name, groups_of(name), facts, {**SPEC[name], **(data or {}).get(name, {})})
             for name, facts in facts_of.items()]
 
 
 def fresh_lab(distro: str) -> dict[str, dict]:
-    return {name: fresh(distro, name) for name in (HEAD, WORKER1, WORKER2)}
+    return {name: fresh(distro, name) for name in ALL}
 
 
 def converged_lab(distro: str, **cluster) -> dict[str, dict]:
-    """Every host converged: its live Slurm files are the ones expected for it."""
-    facts_of = {name: converged(distro, name) for name in (HEAD, WORKER1, WORKER2)}
+    """Every host converged: the head runs the files expected for the cluster, each worker
+    accepted them and fetches them through its drop-in."""
+    files = expected_files(distro, **cluster)
+    facts_of = {name: converged(distro, name) for name in ALL}
+    head_runs(facts_of[HEAD], files)
+    for name in WORKERS:
+        judged(facts_of[name], files)
     for name, facts in facts_of.items():
-        facts["files.Sha256File"] = {
-            **facts["files.Sha256File"],
-            **{f"path={path}": sha256(text)
-               for path, text in expected_files(distro, name, **cluster).items()}}
         facts["files.Sha1File"] = {**facts["files.Sha1File"],
                                    **dropin_sums(distro, name, cluster.get("accounting", False))}
     return facts_of
 
 
+def head_runs(facts: dict, files: dict[str, str]) -> None:
+    """The head's live Slurm files are ``files``: their SHA-256 (what the install compares)
+    and their text as RunningSlurmConf reads it (what conf_change compares)."""
+    facts["files.Sha256File"] = {**facts["files.Sha256File"],
+                                 **{f"path={path}": sha256(text) for path, text in files.items()}}
+    facts[RUNNING] = RunningSlurmConf().process(
+        [*files[SLURM_CONF].splitlines(), GRES_MARK, *files[GRES_CONF].splitlines()])
+
+
+def judged(facts: dict, files: dict[str, str]) -> None:
+    """The worker accepted ``files`` in an earlier run: its mark holds their digests."""
+    facts["files.Sha256File"] = {**facts["files.Sha256File"],
+                                 f"path={CHECKED_MARK}": sha256(mark(files))}
+
+
+def mark(files: dict[str, str]) -> str:
+    """What a worker writes to CHECKED_MARK once it accepted ``files``: a line per file."""
+    return "".join(f"{path} {sha256(text)}\n" for path, text in sorted(files.items()))
+
+
 def dropin_sums(distro: str, name: str, accounting: bool) -> dict[str, str]:
-    """Sha1File values of the boot drop-ins the role writes on ``name``, as in place."""
-    groups = ("head",) if name == HEAD else ("workers",)
-    needs = boot_needs(NodeSpec(name, groups), accounting)
+    """Sha1File values of the drop-ins the role writes on ``name``, as in place: the boot
+    order ones and, on a worker, slurmd's configless one."""
+    needs = boot_needs(NodeSpec(name, groups_of(name)), accounting)
     if accounting and name == HEAD:
         needs.append(dbd_boot_needs(DISTRO[distro]))
-    return {f"path={dropin_path(n.unit)}":
+    sums = {f"path={dropin_path(n.unit)}":
             hashlib.sha1(boot_dropin(n.why, n.after, n.wants).encode()).hexdigest()
             for n in needs}
+    if name != HEAD:
+        sums[f"path={CONFIGLESS_DROPIN}"] = hashlib.sha1(DROPIN_TEXT.encode()).hexdigest()
+    return sums
 
 
 def sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+@contextmanager
+def not_reached(*names: str, down: bool = False) -> Iterator[None]:
+    """The run does not reach ``names``: left out by ``--limit`` (pyinfra never connects to
+    them) or, with ``down``, a host that did not answer (connect_all also fails it). The
+    harness connects every host of its inventory; this takes the connection back from these."""
+    connect_all = harness.connect_all
+
+    def connect(state: State) -> None:
+        connect_all(state)
+        lost = {h for h in state.inventory if h.name.removeprefix("@fake/") in names}
+        for h in lost:
+            h.connected = False
+        if down:
+            state.fail_hosts(lost)
+
+    with mock.patch.object(harness, "connect_all", connect):
+        yield
 
 
 # ----------------------------------------------------------------------------- the oracle
@@ -167,30 +262,32 @@ def capture_gpus(name: str) -> list[dict]:
     return [{**g, "index": int(g["index"])} for g in gpus]
 
 
-def expected_files(distro: str, name: str, accounting: bool = False,
-                   extra: dict | None = None) -> dict[str, str]:
-    """slurm.conf, gres.conf and cgroup.conf for ``name``, from the library and the captures."""
-    spec = build_cluster([HostInput(n, ("head",) if n == HEAD else ("workers",),
+def expected_files(distro: str, accounting: bool = False, extra: dict | None = None,
+                   workers: tuple[str, ...] = WORKERS) -> dict[str, str]:
+    """The cluster's slurm.conf, gres.conf and cgroup.conf, from the library and the captures
+    (``workers``: the cluster's workers, each on the lab VM with its replayed GPUs)."""
+    names = (HEAD, *workers)
+    spec = build_cluster([HostInput(n, groups_of(n),
                                     {**CLUSTER, **SPEC[n], "slurm_accounting": accounting})
-                          for n in (HEAD, WORKER1, WORKER2)])
-    workers = [n for n in spec.nodes if n.is_worker]
+                          for n in names])
+    nodes = [n for n in spec.nodes if n.is_worker]
     reserve = DEFAULTS["slurm_memory_reserve_percent"]
     hardware = node_hardware(capture_layout(), capture_memory(), reserve)
-    conf = slurm_conf(spec, {n: SPEC[n]["ssh_hostname"] for n in SPEC},
-                      {n.name: hardware for n in workers},
-                      {n.name: gpu_type(n.gpus.model.key) for n in workers},
+    conf = slurm_conf(spec, {n: SPEC[n]["ssh_hostname"] for n in names},
+                      {n.name: hardware for n in nodes},
+                      {n.name: gpu_type(n.gpus.model.key) for n in nodes},
                       accounting=accounting, extra=extra, health=HEALTH_DEFAULTS)
     settings = {"slurmd_timeout": DEFAULTS["slurm_slurmd_timeout"],
                 "cgroup_plugin": DISTRO[distro]["cgroup_plugin"]}
-    node = spec.node(name)
-    plan = GresPlan(())
-    if node.gpus:
-        devices, notes = gpu_devices(capture_gpus(name), {})
-        topo = parse_topo((HARDWARE / PROFILE[name] / "topo-m.txt").read_text())
+    sections = []
+    for node in nodes:
+        devices, notes = gpu_devices(capture_gpus(node.name), {})
+        topo = parse_topo((HARDWARE / PROFILE[node.name] / "topo-m.txt").read_text())
         plan = gres_plan(node, gpu_type(node.gpus.model.key), devices, topo, capture_layout())
-        plan = GresPlan(plan.lines, (*notes, *plan.notes), plan.nvml_needed)
+        sections.append({"node": node.short_name, "notes": [*notes, *plan.notes],
+                         "lines": node_gres_lines(node.short_name, plan.lines)})
     return {SLURM_CONF: TEMPLATES.render(SLURM_CONF, conf=conf, settings=settings),
-            GRES_CONF: TEMPLATES.render(GRES_CONF, node=name, plan=plan),
+            GRES_CONF: TEMPLATES.render(GRES_CONF, cluster="lab", sections=sections),
             CGROUP_CONF: TEMPLATES.render(CGROUP_CONF, settings=settings)}
 
 
@@ -201,18 +298,42 @@ def plan_for(name: str, facts_of: dict[str, dict], cluster: dict | None = None,
     return plan_cluster(slurm, lab(facts_of, data), name, {**CLUSTER, **(cluster or {})})
 
 
-def staged(result: Plan) -> dict[str, str]:
-    """Live path -> text of each file the configuration op stages."""
-    uploads = [c for c in result.op(CONFIG_OP).raw if isinstance(c, FileUploadCommand)]
+def plan_all(facts_of: dict[str, dict], cluster: dict | None = None, data: dict | None = None,
+             targets: tuple[str, ...] = ALL, failed: tuple[str, ...] = ()) -> ClusterPlan:
+    return plan_hosts(slurm, lab(facts_of, data), list(targets), {**CLUSTER, **(cluster or {})},
+                      failed=failed)
+
+
+def staged(result: Plan, op: str = CONFIG_OP) -> dict[str, str]:
+    """Live path -> text of each file the head's install op (or a worker's judge op)
+    stages."""
+    uploads = [c for c in result.op(op).raw if isinstance(c, FileUploadCommand)]
     return {f"/etc/slurm/{c.dest.rsplit('/', 1)[1]}": upload_text(c.src) for c in uploads}
+
+
+def uploaded(result: Plan, op: str) -> str:
+    return next(upload_text(c.src) for c in result.op(op).raw
+                if isinstance(c, FileUploadCommand))
 
 
 def installed(result: Plan, op: str = "Install Slurm") -> str:
     return result.op(op).commands[-1].split("install --no-install-recommends ", 1)[1]
 
 
+def changing(result: Plan) -> list[str]:
+    return [op.name.removeprefix("slurm | ") for op in result.changing]
+
+
 def lines(text: str) -> list[str]:
     return text.splitlines()
+
+
+def settings_lines(text: str) -> list[str]:
+    return [line for line in lines(text) if line and not line.startswith("#")]
+
+
+def slurm_warnings(caplog) -> str:
+    return "\n".join(r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
 
 
 # ----------------------------------------------------------------------------- packages
@@ -226,11 +347,15 @@ def test_head_installs_controller_client_and_slurmd_which_it_keeps_off(distro):
     assert result.op("slurmd off on a host that is not a worker")
     assert not [op for op in result.ops if op.name.endswith("Run slurmd")]
     assert not [op for op in result.ops if "MariaDB" in op.name]
+    # slurmd fetches nothing on the head: no drop-in, no judgement of its own
+    assert not [op for op in result.ops if "drop-in" in op.name and "slurmd" in op.name
+                and "boot order" not in op.name]
+    assert not [op for op in result.ops if JUDGE_OP in op.name]
 
 
 @pytest.mark.parametrize("distro", DISTROS)
 def test_workers_install_slurmd_and_the_client(distro):
-    for name in (WORKER1, WORKER2):
+    for name in WORKERS:
         result = plan_for(name, fresh_lab(distro))
         assert installed(result) == "slurmd slurm-client"
         assert result.op("Run slurmd").commands == ("systemctl start slurmd.service",
@@ -240,7 +365,7 @@ def test_workers_install_slurmd_and_the_client(distro):
 
 @pytest.mark.parametrize("distro", DISTROS)
 def test_cgroup_conf_follows_the_distribution(distro):
-    text = staged(plan_for(WORKER1, fresh_lab(distro)))[CGROUP_CONF]
+    text = staged(plan_for(HEAD, fresh_lab(distro)))[CGROUP_CONF]
     plugin = "cgroup/v1" if distro == "ubuntu-22.04" else "autodetect"
     assert f"CgroupPlugin={plugin}" in lines(text)
     assert "ConstrainDevices=yes" in lines(text)
@@ -249,17 +374,24 @@ def test_cgroup_conf_follows_the_distribution(distro):
 # ----------------------------------------------------------------------------- what is staged
 
 @pytest.mark.parametrize("distro", DISTROS)
-@pytest.mark.parametrize("name", [HEAD, WORKER1, WORKER2])
-def test_staged_files_are_the_library_rendering_of_every_workers_facts(distro, name):
-    assert staged(plan_for(name, fresh_lab(distro))) == expected_files(distro, name)
+def test_the_head_stages_the_library_rendering_of_every_workers_facts(distro):
+    assert staged(plan_for(HEAD, fresh_lab(distro))) == expected_files(distro)
 
 
-def test_slurm_conf_is_the_same_on_every_node_and_describes_each_worker():
-    texts = {name: staged(plan_for(name, fresh_lab("debian-12")))[SLURM_CONF]
-             for name in (HEAD, WORKER1, WORKER2)}
-    assert len(set(texts.values())) == 1
-    conf = lines(texts[HEAD])
+@pytest.mark.parametrize("distro", DISTROS)
+def test_each_worker_judges_the_same_set_the_head_stages(distro):
+    both = plan_all(fresh_lab(distro))
+    expected = expected_files(distro)
+    assert staged(both.plans[HEAD]) == expected
+    for name in WORKERS:
+        assert staged(both.plans[name], JUDGE_OP) == expected, name
+
+
+def test_slurm_conf_describes_each_worker():
+    conf = lines(staged(plan_for(HEAD, fresh_lab("debian-12")))[SLURM_CONF])
     assert "SlurmctldHost=lab-head(10.0.0.10)" in conf and "GresTypes=gpu" in conf
+    # Configless: slurmctld serves the files (the role's own value, nothing of the site's).
+    assert "SlurmctldParameters=enable_configless" in conf
     # slurmd -C on the lab VM: CPUs=2 ... RealMemory=24105, less the 2 % reserve.
     assert ("NodeName=lab-worker1 NodeAddr=10.0.0.11 CPUs=2 Sockets=1 CoresPerSocket=2 "
             "ThreadsPerCore=1 RealMemory=23622 Gres=gpu:h100-sxm5-80gb:8 State=UNKNOWN") in conf
@@ -274,17 +406,22 @@ def test_each_worker_is_described_from_its_own_facts():
     facts_of[WORKER2]["gpuinfra_deploy.facts.system.MemTotalMb"] = 515703
     facts_of[WORKER2]["gpuinfra_deploy.facts.system.CpuLayout"] = parse_lscpu(
         (CAPTURES / "lscpu-p-hgx-2x48c-SYNTHESIZED.txt").read_text()).to_json()
-    conf = lines(staged(plan_for(WORKER1, facts_of))[SLURM_CONF])
-    assert ("NodeName=lab-worker2 NodeAddr=10.0.0.12 CPUs=192 Sockets=2 CoresPerSocket=48 "
-            "ThreadsPerCore=2 RealMemory=505388 Gres=gpu:h100-pcie-80gb:2 State=UNKNOWN") in conf
-    assert any(line.startswith("NodeName=lab-worker1 ") and " CPUs=2 " in line
-               for line in conf)
+    for name in (HEAD, WORKER1):  # the head, and a worker judging the set
+        files = staged(plan_for(name, facts_of), CONFIG_OP if name == HEAD else JUDGE_OP)
+        conf = lines(files[SLURM_CONF])
+        assert BIG_WORKER2 in conf
+        assert any(line.startswith("NodeName=lab-worker1 ") and " CPUs=2 " in line
+                   for line in conf)
 
 
 def test_every_workers_facts_are_asked_for():
     facts_of = fresh_lab("debian-12")
     del facts_of[WORKER2]["gpuinfra_deploy.facts.system.MemTotalMb"]
     with pytest.raises(MissingFact, match="lab-worker2: fixture lacks fact .*MemTotal"):
+        plan_for(HEAD, facts_of)
+    facts_of = fresh_lab("debian-12")
+    del facts_of[WORKER2]["gpuinfra_deploy.facts.nvidia.NvidiaGpus"]  # gres.conf needs them
+    with pytest.raises(MissingFact, match="lab-worker2: fixture lacks fact .*NvidiaGpus"):
         plan_for(HEAD, facts_of)
 
 
@@ -297,16 +434,26 @@ def test_a_worker_whose_lscpu_failed_registers_one_cpu_until_the_next_deploy():
             "State=UNKNOWN") in conf
 
 
-def test_gres_conf_of_the_lab_h100_worker():
-    gres = staged(plan_for(WORKER1, fresh_lab("debian-12")))[GRES_CONF]
-    settings = [line for line in lines(gres) if line and not line.startswith("#")]
-    assert settings == [
-        f"Name=gpu Type=h100-sxm5-80gb File=/dev/nvidia{i} Links="
-        + ",".join("-1" if j == i else "18" for j in range(8)) for i in range(8)]
-    # The 2-CPU VM cannot hold the HGX affinity: Cores= is left out, and the file says why.
-    assert any(line.startswith("# note: GPU0's CPU affinity (0-47,96-143)") for line in
-               lines(gres))
-    assert "# note: device minors of GPU 0-7 not reported by the driver" in gres
+H100_SXM_LINKS = [",".join("-1" if j == i else "18" for j in range(8)) for i in range(8)]
+
+
+def test_gres_conf_is_the_clusters_each_line_naming_its_node():
+    gres = staged(plan_for(HEAD, fresh_lab("debian-12")))[GRES_CONF]
+    assert lines(gres)[1].startswith("# gres.conf of cluster lab (gpuinfra_roles/slurm)")
+    assert settings_lines(gres) == [
+        *(f"NodeName=lab-worker1 Name=gpu Type=h100-sxm5-80gb File=/dev/nvidia{i} "
+          f"Links={H100_SXM_LINKS[i]}" for i in range(8)),
+        "NodeName=lab-worker2 Name=gpu Type=h100-pcie-80gb File=/dev/nvidia0 Links=-1,12",
+        "NodeName=lab-worker2 Name=gpu Type=h100-pcie-80gb File=/dev/nvidia1 Links=12,-1"]
+    # One commented section per worker; its notes in its own section. The 2-CPU VM cannot
+    # hold the HGX affinity: Cores= is left out, and the file says why.
+    worker1 = gres.split("\n# lab-worker1\n", 1)[1].split("\n# lab-worker2\n", 1)[0]
+    assert any(line.startswith("# note: GPU0's CPU affinity (0-47,96-143)")
+               for line in lines(worker1))
+    assert "# note: device minors of GPU 0-7 not reported by the driver" in worker1
+    worker2 = gres.split("\n# lab-worker2\n", 1)[1]
+    assert "# note: device minors of GPU 0-1 not reported by the driver" in worker2
+    assert "lab-worker1" not in worker2
 
 
 def test_gres_conf_of_a_real_hgx_host_pins_gpus_to_their_numa_half():
@@ -315,52 +462,62 @@ def test_gres_conf_of_a_real_hgx_host_pins_gpus_to_their_numa_half():
         (CAPTURES / "lscpu-p-hgx-2x48c-SYNTHESIZED.txt").read_text()).to_json()
     facts_of[WORKER1]["gpuinfra_deploy.facts.nvidia.NvidiaDeviceMinors"] = {
         g["pci.bus_id"][-12:].lower(): int(g["index"]) for g in capture_gpus(WORKER1)}
-    gres = lines(staged(plan_for(WORKER1, facts_of))[GRES_CONF])
-    gpu_lines = [line for line in gres if line.startswith("Name=gpu ")]
+    gres = staged(plan_for(HEAD, facts_of))[GRES_CONF]
+    gpu_lines = [line for line in lines(gres) if line.startswith("NodeName=lab-worker1 ")]
     assert [line.split(" Cores=")[1].split()[0] for line in gpu_lines] == \
         ["0-47"] * 4 + ["48-95"] * 4
-    assert gpu_lines[0] == ("Name=gpu Type=h100-sxm5-80gb File=/dev/nvidia0 Cores=0-47 "
-                            "Links=-1,18,18,18,18,18,18,18")
-    assert not any(line.startswith("# note:") for line in gres)
+    assert gpu_lines[0] == ("NodeName=lab-worker1 Name=gpu Type=h100-sxm5-80gb "
+                            "File=/dev/nvidia0 Cores=0-47 Links=-1,18,18,18,18,18,18,18")
+    worker1 = gres.split("\n# lab-worker1\n", 1)[1].split("\n# lab-worker2\n", 1)[0]
+    assert not any(line.startswith("# note:") for line in lines(worker1))
 
 
-def test_head_gres_conf_has_no_gpu_lines_and_the_check_runs_as_the_first_worker():
-    result = plan_for(HEAD, fresh_lab("debian-12"))
-    gres = staged(result)[GRES_CONF]
-    assert [line for line in lines(gres) if line and not line.startswith("#")] == []
-    assert check_command(STAGE_DIR, WORKER1, elsewhere=True) in result.op(CONFIG_OP).commands
-
-
-def test_head_checks_as_a_worker_whose_gpus_are_not_shared():
-    # lab-worker2 shares its GPUs with MPS: Slurm cannot merge its GRES on the head (no
-    # gres.conf of its own there), so the head checks as lab-worker1, never as lab-worker2.
+def test_the_head_checks_as_its_first_worker_on_a_copy_with_an_empty_gres_conf():
+    """The head has none of the GPU device files gres.conf names: it judges slurm.conf and
+    cgroup.conf as a worker, with an empty gres.conf beside them; each worker judges its own
+    lines (test_each_worker_judges_the_set_as_itself)."""
     commands = plan_for(HEAD, fresh_lab("debian-12")).op(CONFIG_OP).commands
+    assert check_command(STAGE_DIR, WORKER1, elsewhere=True) in commands
     assert not [c for c in commands if f"-N {WORKER2}" in c]
+
+
+def test_the_head_checks_as_a_worker_whose_gpus_are_not_shared():
+    # lab-worker1 shares its GPUs with MPS: Slurm cannot merge its GRES on the head (no
+    # gres.conf lines there), so the head checks as lab-worker2, never as lab-worker1.
+    data = {WORKER1: {"gpu_sharing": {"mode": "mps", "clients": 4}}}
+    result = plan_for(HEAD, fresh_lab("debian-12"), data=data)
+    commands = result.op(CONFIG_OP).commands
+    assert check_command(STAGE_DIR, WORKER2, elsewhere=True) in commands
+    assert not [c for c in commands if f"-N {WORKER1}" in c]
+    assert "NodeName=lab-worker1 Name=mps Count=100 File=/dev/nvidia0" in lines(
+        staged(result)[GRES_CONF])
 
 
 def test_site_gpu_type_and_extra_settings_reach_the_files():
     data = {WORKER1: {"slurm_gpu_type": "h100"}}
-    facts_of = fresh_lab("debian-12")
-    result = plan_cluster(slurm, lab(facts_of, data), WORKER1,
-                          {**CLUSTER, "slurm_conf_extra": {"MaxJobCount": 20000}})
-    files = staged(result)
-    assert " Gres=gpu:h100:8 " in files[SLURM_CONF]
-    assert "MaxJobCount=20000" in lines(files[SLURM_CONF])
-    assert "Name=gpu Type=h100 File=/dev/nvidia0 " in files[GRES_CONF]
+    extra = {"MaxJobCount": 20000, "SlurmctldParameters": "idle_on_node_suspend"}
+    for name, op in ((HEAD, CONFIG_OP), (WORKER1, JUDGE_OP)):
+        files = staged(plan_for(name, fresh_lab("debian-12"), {"slurm_conf_extra": extra},
+                                data), op)
+        assert " Gres=gpu:h100:8 " in files[SLURM_CONF]
+        assert "MaxJobCount=20000" in lines(files[SLURM_CONF])
+        # the site's SlurmctldParameters are added to the role's, once
+        assert [line for line in lines(files[SLURM_CONF])
+                if line.startswith("SlurmctldParameters=")] == [
+            "SlurmctldParameters=enable_configless,idle_on_node_suspend"]
+        assert "NodeName=lab-worker1 Name=gpu Type=h100 File=/dev/nvidia0 " in files[GRES_CONF]
 
 
-# ----------------------------------------------------------------------------- checked_config
+# ----------------------------------------------------------------------------- the head installs
 
 @pytest.mark.parametrize("distro", DISTROS)
-@pytest.mark.parametrize("name", [HEAD, WORKER1, WORKER2])
-def test_fresh_host_stages_then_lets_slurm_check_before_anything_goes_in(distro, name):
-    op = plan_for(name, fresh_lab(distro)).op(CONFIG_OP)
+def test_fresh_head_stages_then_lets_slurm_check_before_anything_goes_in(distro):
+    op = plan_for(HEAD, fresh_lab(distro)).op(CONFIG_OP)
     commands = list(op.commands)
-    # The head checks as its first worker whose GPUs are not shared (lab-worker2 uses MPS),
-    # dropping the one line Slurm prints there about the worker's GPU files (operations.py).
-    check_as = WORKER1 if name == HEAD else name
-    check = check_command(STAGE_DIR, check_as, elsewhere=name == HEAD)
-    assert f"slurmd -G -f {STAGE_DIR}/slurm.conf -N {check_as} " in check
+    # The head checks as its first worker whose GPUs are not shared, on a copy with an
+    # empty gres.conf, dropping the one line Slurm prints there about the worker's GPU files.
+    check = check_command(STAGE_DIR, WORKER1, elsewhere=True)
+    assert f"-N {WORKER1}" in check and "gres.conf" in check.split("slurmd -G", 1)[0]
     assert commands[0] == f"install -d -m 0700 {STAGE_DIR}"  # private: root only
     assert [(type(c), c.dest) for c in op.raw[1:4]] == [
         (FileUploadCommand, f"{STAGE_DIR}/{f}") for f in ("slurm.conf", "gres.conf", "cgroup.conf")]
@@ -373,45 +530,174 @@ def test_fresh_host_stages_then_lets_slurm_check_before_anything_goes_in(distro,
         for f in ("slurm.conf", "gres.conf", "cgroup.conf")]
 
 
+# ----------------------------------------------------------------------------- workers judge
+
+@pytest.mark.parametrize("distro", DISTROS)
+@pytest.mark.parametrize("name", WORKERS)
+def test_each_worker_judges_the_set_as_itself_and_keeps_nothing(distro, name):
+    """A worker stages the cluster's files, lets its own slurmd judge them as itself (its
+    gres.conf lines against its GPU device files: not the head's empty-gres copy), removes
+    the stage, and remembers what it accepted; it never installs them."""
+    result = plan_for(name, fresh_lab(distro))
+    op = result.op(JUDGE_OP)
+    commands = list(op.commands)
+    assert commands[0] == f"rm -rf {JUDGE_STAGE} && install -d -m 0700 {JUDGE_STAGE}"
+    assert [(type(c), c.dest) for c in op.raw[1:4]] == [
+        (FileUploadCommand, f"{JUDGE_STAGE}/{f}")
+        for f in ("slurm.conf", "gres.conf", "cgroup.conf")]
+    assert commands[4] == check_command(JUDGE_STAGE, name)
+    assert f"slurmd -G -f {JUDGE_STAGE}/slurm.conf -N {name} " in commands[4]
+    assert check_command(JUDGE_STAGE, name, elsewhere=True) != commands[4]
+    assert '"$d/gres.conf"' not in commands[4]  # its own gres.conf lines, not an empty copy
+    assert commands[5] == f"rm -rf {JUDGE_STAGE}"
+    assert shlex.split(commands[6]) == ["printf", "%s", mark(expected_files(distro)), ">",
+                                        CHECKED_MARK]
+    assert len(commands) == 7
+    # Nothing goes into /etc/slurm: no install op, no copy or move there.
+    assert not [o for o in result.ops if CONFIG_OP in o.name]
+    assert not [c for c in result.commands if " mv " in f" {c} " or c.startswith("cp ")]
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+@pytest.mark.parametrize("name", WORKERS)
+def test_each_worker_fetches_its_configuration_from_the_head(distro, name):
+    result = plan_for(name, fresh_lab(distro))
+    assert uploaded(result, DROPIN_OP) == DROPIN_TEXT
+    assert result.op(DROPIN_OP).commands[0] == "mkdir -p /etc/systemd/system/slurmd.service.d"
+    assert any(c.startswith("FileUploadCommand(") and CONFIGLESS_DROPIN in c
+               for c in result.op(DROPIN_OP).commands)
+    assert result.op("systemd reads slurmd's drop-in").commands == ("systemctl daemon-reload",)
+    # A fresh worker has no local copy: the absent ops have nothing to do.
+    for path in CONF_FILES:
+        assert result.op(f"{path} absent (the head serves it)").commands == ()
+    order = [op.name for op in result.ops]
+    assert order.index(f"slurm | {DROPIN_OP}") < order.index("slurm | Run slurmd")
+
+
+def test_a_worker_of_the_per_node_design_loses_its_copies_and_restarts_on_the_drop_in():
+    """A worker set up before configless: its own slurm.conf, gres.conf and cgroup.conf, slurmd
+    running without the drop-in. The copies go, slurmd is restarted to fetch the head's."""
+    facts_of = converged_lab("debian-12")
+    worker = facts_of[WORKER1]
+    del worker["files.Sha1File"][f"path={CONFIGLESS_DROPIN}"]
+    worker["files.File"] = {**worker["files.File"],
+                            **{f"path={p}": {"mode": 644, "size": 100, "user": "root",
+                                             "group": "root"} for p in CONF_FILES}}
+    worker["files.File"].pop(f"path={CONFIGLESS_DROPIN}")
+    result = plan_for(WORKER1, facts_of)
+    assert changing(result) == [
+        DROPIN_OP, "systemd reads slurmd's drop-in",
+        *(f"{path} absent (the head serves it)" for path in CONF_FILES),
+        RESTART_SLURMD]
+    for path in CONF_FILES:
+        assert result.op(f"{path} absent").commands == (f"rm -f {path}",)
+    assert result.op(RESTART_SLURMD).commands == ("systemctl restart slurmd.service",)
+
+
+def test_the_workers_judge_before_the_head_installs_and_slurmd_starts_after_slurmctld():
+    both = plan_all(fresh_lab("debian-12"))
+    install = both.position(HEAD, CONFIG_OP)
+    for name in WORKERS:
+        assert both.position(name, JUDGE_OP) < install
+        assert both.position(HEAD, "Run slurmctld") < both.position(name, "Run slurmd")
+    assert install < both.position(HEAD, "Run slurmctld")
+
+
+# ----------------------------------------------------------------------------- converged
+
 @pytest.mark.parametrize("distro", DISTROS)
 def test_converged_cluster_plans_no_command(distro):
-    hosts = lab(converged_lab(distro))
-    both = plan_hosts(slurm, hosts, [HEAD, WORKER1, WORKER2], CLUSTER)
+    both = plan_all(converged_lab(distro))
     for name, result in both.plans.items():
         assert result.commands == [], (name, result.changing)
+    for name in WORKERS:  # a worker asks nothing more of its slurmd than it did
+        assert both.plans[name].op(JUDGE_OP).commands == ()
 
 
-def test_converged_check_can_fail_on_one_file():
+@pytest.mark.parametrize("distro", DISTROS)
+def test_a_worker_judges_again_when_the_set_changed_since_it_accepted_one(distro):
+    facts_of = converged_lab(distro)
+    facts_of[WORKER2]["files.Sha256File"][f"path={CHECKED_MARK}"] = "0" * 64
+    result = plan_for(WORKER2, facts_of)
+    assert changing(result) == [JUDGE_OP]
+    assert staged(result, JUDGE_OP) == expected_files(distro)
+
+
+def test_a_hand_edited_gres_conf_on_the_head_is_checked_as_a_set_and_only_it_goes_in():
+    """Someone removed lab-worker2's lines from the head's gres.conf: the role puts the file
+    back (checked with the other two), and since gres.conf changed every daemon takes it:
+    slurmctld restarted, `scontrol reconfigure`, each slurmd restarted."""
     facts_of = converged_lab("debian-12")
-    facts_of[WORKER1]["files.Sha256File"][f"path={GRES_CONF}"] = "0" * 64
-    result = plan_for(WORKER1, facts_of)
-    assert [op.name for op in result.changing] == [
-        f"slurm | {CONFIG_OP}", "slurm | Restart slurmd on the new configuration"]
-    commands = result.op(CONFIG_OP).commands
+    files = expected_files("debian-12")
+    edited = "\n".join(line for line in lines(files[GRES_CONF])
+                       if not line.startswith("NodeName=lab-worker2 ")) + "\n"
+    head_runs(facts_of[HEAD], {**files, GRES_CONF: edited})
+    both = plan_all(facts_of)
+    head = both.plans[HEAD]
+    assert changing(head) == [CONFIG_OP, f"{RESTART_CTLD} (gres.conf changed)",
+                              RECONFIGURE]
+    commands = head.op(CONFIG_OP).commands
     assert sum(c.startswith("FileUploadCommand(") for c in commands) == 3  # checked as a set
     assert [c.split(" && ")[-1] for c in commands if c.startswith("cp ")] == [
         f"mv -f {GRES_CONF}.gpuinfra-new {GRES_CONF}"]  # only the changed file goes in
-    assert result.op("Restart slurmd").commands == ("systemctl restart slurmd.service",)
+    assert head.op(RESTART_CTLD).commands == ("systemctl restart slurmctld.service",)
+    assert head.op(RECONFIGURE).commands == (reconfigure_script(),)
+    for name in WORKERS:  # they accepted this set before: no new judgement, a restart
+        assert changing(both.plans[name]) == [f"{RESTART_SLURMD} (gres.conf changed)"]
 
 
-def test_a_workers_new_hardware_rewrites_slurm_conf_and_restarts_the_controller():
+def test_a_workers_new_hardware_restarts_every_daemon():
+    """slurm.conf(5): changes in node configuration need slurmctld and every slurmd
+    restarted."""
     facts_of = converged_lab("ubuntu-24.04")
     facts_of[WORKER2]["gpuinfra_deploy.facts.system.MemTotalMb"] = 48000  # worker2 got more memory
-    head = plan_for(HEAD, facts_of)
-    assert [op.name for op in head.changing] == [
-        f"slurm | {CONFIG_OP}", "slurm | Restart slurmctld on the new configuration"]
+    both = plan_all(facts_of)
+    head = both.plans[HEAD]
+    why = "node definitions changed: lab-worker2"
+    assert changing(head) == [CONFIG_OP, f"{RESTART_CTLD} ({why})",
+                              RECONFIGURE]
     assert head.op("Restart slurmctld").commands == ("systemctl restart slurmctld.service",)
     assert "RealMemory=47040" in staged(head)[SLURM_CONF]
+    for name in WORKERS:  # each judges the new set, then restarts after the controller
+        assert changing(both.plans[name]) == [
+            JUDGE_OP,
+            f"{RESTART_SLURMD} ({why})"]
+        assert both.position(name, JUDGE_OP) < both.position(HEAD, CONFIG_OP)
+        assert both.position(HEAD, RECONFIGURE) < both.position(name, RESTART_SLURMD)
+    assert both.position(HEAD, RESTART_CTLD) < both.position(HEAD, RECONFIGURE)
 
 
 @pytest.mark.parametrize("distro", DISTROS)
 def test_restarts_only_when_the_configuration_changes(distro):
     facts_of = converged_lab(distro)
-    assert plan_for(HEAD, facts_of).op("Restart slurmctld").commands == ()
-    assert plan_for(WORKER2, facts_of).op("Restart slurmd").commands == ()
+    assert plan_for(HEAD, facts_of).op(RESTART_CTLD).commands == ()
+    assert plan_for(WORKER2, facts_of).op(RESTART_SLURMD).commands == ()
+    # cgroup.conf edited by hand on the head: it goes back, and every slurmd fetches it
+    # (cgroup.conf(5): changes take effect on `scontrol reconfigure`); nothing restarts
     facts_of[HEAD]["files.Sha256File"][f"path={CGROUP_CONF}"] = "0" * 64
-    assert plan_for(HEAD, facts_of).op("Restart slurmctld").commands == (
-        "systemctl restart slurmctld.service",)
+    both = plan_all(facts_of)
+    assert changing(both.plans[HEAD]) == [CONFIG_OP, RECONFIGURE]
+    assert both.plans[HEAD].op(RECONFIGURE).commands == (reconfigure_script(),)
+    for name in WORKERS:
+        assert both.plans[name].commands == []
+
+
+def test_files_that_differ_only_in_comments_are_fetched_again_by_every_slurmd():
+    """After `--limit lab-head --limit lab-worker1`, the head's gres.conf says lab-worker2's
+    lines were kept; the next full run reaches lab-worker2 and the note goes. The lines are
+    the same (nothing for slurmctld to re-read), but each slurmd must run the head's files
+    byte for byte (gpuinfra_verify test_node_runs_the_heads_configuration): reconfigure."""
+    facts_of = converged_lab("debian-12")
+    files = expected_files("debian-12")
+    noted = files[GRES_CONF].replace(
+        "\n# lab-worker2\n", "\n# lab-worker2\n# note: not reached in this run: its lines are "
+        "kept from the head's gres.conf\n")
+    assert noted != files[GRES_CONF]
+    head_runs(facts_of[HEAD], {**files, GRES_CONF: noted})
+    head = plan_all(facts_of).plans[HEAD]
+    assert changing(head) == [CONFIG_OP, RECONFIGURE]
+    assert [c.split(" && ")[-1] for c in head.op(CONFIG_OP).commands if c.startswith("cp ")] \
+        == [f"mv -f {GRES_CONF}.gpuinfra-new {GRES_CONF}"]
 
 
 @pytest.mark.parametrize("name", [HEAD, WORKER1])
@@ -422,11 +708,165 @@ def test_a_first_start_is_not_followed_by_a_restart(name):
     daemon = "slurmctld" if name == HEAD else "slurmd"
     assert f"systemctl start {daemon}.service" in result.op(f"Run {daemon}").commands
     assert result.op(f"Restart {daemon}").commands == ()
+    assert result.op(RECONFIGURE).commands == ()
 
 
 def test_fresh_head_disables_the_slurmd_its_package_enables():
     result = plan_for(HEAD, fresh_lab("debian-12"))
     assert any("slurmd" in c and "disable" in c for c in result.commands)
+
+
+# ----------------------------------------------------------------------------- how daemons take it
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_a_reconfigurable_key_is_taken_by_scontrol_reconfigure_without_a_restart(distro):
+    """MinJobAge: slurm.conf(5) notes no restart for it, so `scontrol reconfigure` (slurmctld
+    re-reads, each slurmd fetches the files); no daemon restarts, no running job notices."""
+    facts_of = converged_lab(distro)
+    both = plan_all(facts_of, {"slurm_conf_extra": {"MinJobAge": 600}})
+    head = both.plans[HEAD]
+    assert changing(head) == [CONFIG_OP, RECONFIGURE]
+    assert [c.split(" && ")[-1] for c in head.op(CONFIG_OP).commands if c.startswith("cp ")] \
+        == [f"mv -f {SLURM_CONF}.gpuinfra-new {SLURM_CONF}"]
+    assert "MinJobAge=600" in lines(staged(head)[SLURM_CONF])
+    assert head.op(RESTART_CTLD).commands == ()
+    assert head.op(RECONFIGURE).commands == (reconfigure_script(),)
+    for name in WORKERS:
+        assert changing(both.plans[name]) == [
+            JUDGE_OP]
+        assert both.plans[name].op(RESTART_SLURMD).commands == ()
+
+
+def test_max_job_count_restarts_slurmctld_and_no_slurmd():
+    """MaxJobCount: slurm.conf(5) 22.05, 'a restart of slurmctld is required'."""
+    both = plan_all(converged_lab("debian-12"), {"slurm_conf_extra": {"MaxJobCount": 20000}})
+    head = both.plans[HEAD]
+    assert changing(head) == [CONFIG_OP, f"{RESTART_CTLD} (maxjobcount changed)",
+                              RECONFIGURE]
+    assert head.op(RESTART_CTLD).commands == ("systemctl restart slurmctld.service",)
+    for name in WORKERS:
+        assert both.plans[name].op(RESTART_SLURMD).commands == ()
+
+
+def test_a_new_worker_restarts_slurmctld_and_every_running_slurmd():
+    """A cluster of lab-worker1 gets lab-worker2 (slurm.conf(5), NODE CONFIGURATION: adding
+    nodes needs slurmctld and the slurmd daemons restarted): the running slurmd restarts,
+    the new one starts on the new files."""
+    old = expected_files("debian-12", workers=(WORKER1,))
+    facts_of = converged_lab("debian-12")
+    head_runs(facts_of[HEAD], old)
+    judged(facts_of[WORKER1], old)
+    facts_of[WORKER2] = fresh("debian-12", WORKER2)
+    both = plan_all(facts_of)
+    why = "nodes added or removed: lab-worker2"
+    head = both.plans[HEAD]
+    assert changing(head) == [CONFIG_OP, f"{RESTART_CTLD} ({why})",
+                              RECONFIGURE]
+    assert [c.split(" && ")[-1] for c in head.op(CONFIG_OP).commands if c.startswith("cp ")] \
+        == [f"mv -f {p}.gpuinfra-new {p}" for p in (SLURM_CONF, GRES_CONF)]
+    assert both.plans[WORKER1].op(RESTART_SLURMD).commands == (
+        "systemctl restart slurmd.service",)
+    assert both.plans[WORKER2].op(RESTART_SLURMD).commands == ()  # it starts on them
+    assert "systemctl start slurmd.service" in both.plans[WORKER2].op("Run slurmd").commands
+    assert both.position(HEAD, RECONFIGURE) < both.position(WORKER1, RESTART_SLURMD)
+    assert both.position(HEAD, RECONFIGURE) < both.position(WORKER2, "Run slurmd")
+
+
+# ----------------------------------------------------------------------------- what the run reaches
+
+def running_with_big_worker2(distro: str) -> dict[str, str]:
+    """The head's running files, where lab-worker2 (deployed earlier) is a 2-socket HGX whose
+    GPUs have Cores=: lines this run cannot compute for it (it is not reached)."""
+    files = expected_files(distro)
+    computed = next(line for line in lines(files[SLURM_CONF])
+                    if line.startswith("NodeName=lab-worker2 "))
+    gres = [line for line in lines(files[GRES_CONF]) if not line.startswith("NodeName=lab-worker2")]
+    return {**files, SLURM_CONF: files[SLURM_CONF].replace(computed, BIG_WORKER2),
+            GRES_CONF: "\n".join([*gres, *BIG_WORKER2_GRES]) + "\n"}
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+@pytest.mark.parametrize("down", [False, True], ids=["left-out", "down"])
+def test_a_worker_not_reached_keeps_its_lines_from_the_heads_running_files(distro, down,
+                                                                           caplog):
+    """lab-worker2 is left out by --limit, or down (pyinfra fails it at connect): the head
+    still writes the cluster's files, lab-worker2's lines kept from its running ones. A worker
+    that judged nothing in this run does not hold the head's files back."""
+    facts_of = converged_lab(distro)
+    head_runs(facts_of[HEAD], running_with_big_worker2(distro))
+    with not_reached(WORKER2, down=down), caplog.at_level(logging.WARNING):
+        head = plan_all(facts_of, targets=(HEAD, WORKER1)).plans[HEAD]
+    assert head.op(CONFIG_OP).commands, "the head did not write its files"
+    files = staged(head)
+    conf = lines(files[SLURM_CONF])
+    assert BIG_WORKER2 in conf
+    assert not [line for line in conf if " CPUs=1 " in line]
+    gres = files[GRES_CONF]
+    assert [line for line in settings_lines(gres) if line.startswith("NodeName=lab-worker2 ")] \
+        == BIG_WORKER2_GRES
+    worker2 = gres.split("\n# lab-worker2\n", 1)[1]
+    assert lines(worker2)[0] == ("# note: not reached in this run: its lines are kept from "
+                                 "the head's gres.conf")
+    warned = slurm_warnings(caplog)
+    assert "lab-worker2: not reached in this run: its line is kept" in warned
+    # The node lines are the running ones: no daemon needs a restart for them; gres.conf
+    # gained its note, which every slurmd fetches.
+    assert head.op(RESTART_CTLD).commands == ()
+    assert head.op(RECONFIGURE).commands == (reconfigure_script(),)
+
+
+def test_a_worker_never_deployed_and_not_reached_gets_the_placeholder_with_its_note(caplog):
+    facts_of = fresh_lab("debian-12")
+    with not_reached(WORKER2), caplog.at_level(logging.WARNING):
+        head = plan_all(facts_of, targets=(HEAD, WORKER1)).plans[HEAD]
+    files = staged(head)
+    assert ("NodeName=lab-worker2 NodeAddr=10.0.0.12 CPUs=1 Gres=gpu:h100-pcie-80gb:2 "
+            "State=UNKNOWN") in lines(files[SLURM_CONF])
+    worker2 = files[GRES_CONF].split("\n# lab-worker2\n", 1)[1]
+    assert lines(worker2)[0] == (
+        "# note: not reached in this run, and the head's gres.conf has no lines for it: "
+        "deploy it (--limit HEAD --limit NODE) once it is up")
+    assert not settings_lines(worker2)
+    warned = slurm_warnings(caplog)
+    assert "lab-worker2: not reached in this run, and the head's gres.conf has no lines" \
+        in warned
+    assert "lab-worker2: hardware unknown" in warned
+
+
+def test_the_head_not_in_the_run_is_said_and_nothing_of_the_heads_is_planned(caplog):
+    """`--limit lab-worker1`: the worker judges and fetches, the head's files stay as they
+    are (the run says how to write them); no controller operation acts."""
+    with not_reached(HEAD), caplog.at_level(logging.WARNING):
+        result = plan_all(converged_lab("debian-12"), {"slurm_conf_extra": {"MinJobAge": 600}},
+                          targets=(WORKER1,)).plans[WORKER1]
+    assert ("slurm: the head (lab-head) is not in this run: the cluster's slurm.conf and "
+            "gres.conf live there and were not changed") in slurm_warnings(caplog)
+    assert "--limit lab-head --limit lab-worker1" in slurm_warnings(caplog)
+    assert not [op for op in result.ops if CONFIG_OP in op.name]
+    assert result.op(RESTART_CTLD).commands == () and result.op(RECONFIGURE).commands == ()
+    assert not any("slurmctld" in c or "scontrol" in c for c in result.commands)
+    # It still judges the set (with the setting) and never installs it.
+    assert changing(result) == [JUDGE_OP]
+    assert "MinJobAge=600" in lines(staged(result, JUDGE_OP)[SLURM_CONF])
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_a_worker_failing_in_this_run_keeps_the_heads_files_as_they_are(distro, caplog):
+    """A worker whose slurmd refused the set (or that failed otherwise) fails in this run: at
+    execution the head's install op finds it failed (its _if) and changes nothing, so no
+    daemon takes the new files; the run says why."""
+    facts_of = converged_lab(distro)
+    cluster = {"slurm_conf_extra": {"MinJobAge": 600}}
+    with caplog.at_level(logging.WARNING):
+        both = plan_all(facts_of, cluster, failed=(WORKER2,))
+    head = both.plans[HEAD]
+    assert head.op(CONFIG_OP).commands == ()
+    assert head.op(RECONFIGURE).commands == () and head.op(RESTART_CTLD).commands == ()
+    assert ("the head's slurm.conf and gres.conf were left as they are: lab-worker2 failed in "
+            "this run") in slurm_warnings(caplog)
+    # without the failure, the same run installs slurm.conf and reconfigures
+    again = plan_all(facts_of, cluster).plans[HEAD]
+    assert changing(again) == [CONFIG_OP, RECONFIGURE]
 
 
 # ----------------------------------------------------------------------------- accounting
@@ -472,7 +912,7 @@ def test_accounting_is_the_heads_alone():
     result = plan_for(WORKER1, fresh_lab("debian-12"), {"slurm_accounting": True})
     assert not [op for op in result.ops if "MariaDB" in op.name or "slurmdbd" in op.name]
     assert "AccountingStorageType=accounting_storage/slurmdbd" in lines(
-        staged(result)[SLURM_CONF])  # slurm.conf is the same everywhere
+        staged(result, JUDGE_OP)[SLURM_CONF])  # the worker judges the head's slurm.conf
 
 
 @pytest.mark.parametrize("distro", DISTROS)
@@ -535,8 +975,9 @@ def test_mig_node_on_ubuntu_22_04_is_refused_without_an_nvml_plugin():
 def test_mig_node_gets_the_nvml_plugin_and_autodetect(distro):
     result = plan_for(WORKER1, fresh_lab(distro), data={WORKER1: MIG})
     assert installed(result) == "slurmd slurm-client slurm-wlm-nvml-plugin"
-    files = staged(result)
-    assert "AutoDetect=nvml" in lines(files[GRES_CONF])
+    files = staged(result, JUDGE_OP)
+    assert "NodeName=lab-worker1 AutoDetect=nvml" in lines(files[GRES_CONF])
+    assert files == staged(plan_for(HEAD, fresh_lab(distro), data={WORKER1: MIG}))
     assert " Gres=gpu:3g.40gb:16 " in files[SLURM_CONF]
     assert installed(plan_for(WORKER2, fresh_lab(distro), data={WORKER1: MIG})) == \
         "slurmd slurm-client"  # the other worker has no MIG
@@ -572,6 +1013,66 @@ def test_a_cluster_without_workers_is_refused_by_the_gate():
     only_head = [FakeHost(HEAD, ("head",), fresh("debian-12", HEAD), SPEC[HEAD])]
     with pytest.raises(PyinfraError, match="no Slurm worker"):
         plan_cluster(slurm, only_head, HEAD, CLUSTER)
+
+
+# ----------------------------------------------------------------------------- a node leaves
+
+WORKER3 = ("NodeName=lab-worker3 NodeAddr=10.0.0.13 CPUs=2 Sockets=1 CoresPerSocket=2 "
+           "ThreadsPerCore=1 RealMemory=23622 Gres=gpu:h100-pcie-80gb:2 State=UNKNOWN")
+LEAVING = "Nodes leaving Slurm are drained and idle"
+
+
+def test_a_node_leaving_the_inventory_is_checked_drained_and_idle_before_the_files_change():
+    """lab-worker3 is in the head's running slurm.conf but no longer in the inventory: the
+    head first refuses unless Slurm has it drained and idle (README "Day 2"), then writes
+    the files without it, which restarts every daemon (nodes removed)."""
+    facts_of = converged_lab("debian-12")
+    files = expected_files("debian-12")
+    worker2 = next(line for line in lines(files[SLURM_CONF])
+                   if line.startswith("NodeName=lab-worker2 "))
+    head_runs(facts_of[HEAD], {**files,
+                               SLURM_CONF: files[SLURM_CONF].replace(worker2,
+                                                                     f"{worker2}\n{WORKER3}")})
+    both = plan_all(facts_of)
+    head = both.plans[HEAD]
+    why = "nodes added or removed: lab-worker3"
+    assert changing(head) == [f"{LEAVING}: lab-worker3", CONFIG_OP, f"{RESTART_CTLD} ({why})",
+                              RECONFIGURE]
+    assert head.op(LEAVING).commands == (removal_guard(["lab-worker3"]),)
+    assert "lab-worker3" not in staged(head)[SLURM_CONF]
+    for name in WORKERS:
+        assert both.plans[name].op(RESTART_SLURMD).commands == (
+            "systemctl restart slurmd.service",)
+    # a converged cluster has no node leaving: no such operation at all
+    assert not [op for op in plan_for(HEAD, converged_lab("debian-12")).ops
+                if LEAVING in op.name]
+
+
+@pytest.mark.parametrize("jobs,state,refused", [
+    ("", "drained", None),
+    ("", "down", None),
+    ("", "idle", "jobs running: none; not drained: lab-worker3"),
+    ("4242", "draining", "jobs running: 4242; not drained: none"),
+])
+def test_the_removal_guard_passes_only_a_drained_idle_node(tmp_path, jobs, state, refused):
+    """removal_guard's shell against a stand-in squeue and sinfo (their -h output)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "squeue").write_text(f"#!/bin/sh\nprintf '%s' '{jobs}'\n"
+                                    f"[ -n '{jobs}' ] && echo\nexit 0\n")
+    (bin_dir / "sinfo").write_text(f"#!/bin/sh\necho 'lab-worker3 {state}'\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    done = subprocess.run(["sh", "-c", removal_guard(["lab-worker3"])],
+                          env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, capture_output=True,
+                          text=True, timeout=30)
+    if refused is None:
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+    else:
+        assert done.returncode == 1
+        assert lines(done.stderr)[0] == refused
+        assert "scontrol update nodename=lab-worker3 state=drain" in done.stderr
+        assert "nothing was changed" in done.stderr
 
 
 # ----------------------------------------------------------------------------- Slurm's check

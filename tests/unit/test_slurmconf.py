@@ -11,6 +11,7 @@ import re
 import pytest
 from jinja2 import UndefinedError
 
+from gpuinfra.errors import GpuinfraError
 from gpuinfra.header import HEADER
 from gpuinfra.knowledge.gpus import GPU_MODELS
 from gpuinfra.parsers.cpus import CpuLayout, parse_lscpu, parse_meminfo_mb
@@ -18,14 +19,24 @@ from gpuinfra.parsers.slurm import parse_slurmd_gres
 from gpuinfra.parsers.system import parse_gpu_minors
 from gpuinfra.parsers.topo import TopoMatrix, parse_topo
 from gpuinfra.slurmconf import (
+    ALL_RESTART_KEYS,
     CONF_EXTRA,
+    CTLD_RESTART_KEYS,
     MANAGED_KEYS,
+    MERGED_KEYS,
     MPS_COUNT_PER_GPU,
+    ConfChange,
     GpuDevice,
     NodeHardware,
+    RunningConfig,
     SlurmConfigError,
     check_gres_type,
+    conf_change,
+    conf_server,
+    configless_dropin,
+    ctld_parameters,
     extra_lines,
+    extra_problem,
     gpu_devices,
     gpu_type,
     gres_plan,
@@ -35,6 +46,7 @@ from gpuinfra.slurmconf import (
     node_hardware,
     node_line,
     partition_lines,
+    running_config,
     slurm_conf,
 )
 from gpuinfra.spec import ClusterSpec, HostInput, NodeSpec, build_cluster
@@ -544,3 +556,254 @@ def test_extra_settings_the_role_does_not_write_pass():
     assert CONF_EXTRA.problem(fine) is None
     assert extra_lines(fine) == ["MaxJobCount=20000", "Prolog=/etc/slurm/prolog.d/gpu.sh",
                                  "HealthCheckProgram=/usr/sbin/nhc"]
+
+
+# ----------------------------------------------------------------------------- configless
+
+def test_the_sites_slurmctld_parameters_are_added_to_enable_configless_once_each():
+    assert ctld_parameters(None) == ["enable_configless"]
+    assert ctld_parameters({"MaxJobCount": 5}) == ["enable_configless"]
+    assert ctld_parameters({"SlurmctldParameters": "idle_on_node_suspend, reboot_from_controller"
+                            }) == ["enable_configless", "idle_on_node_suspend",
+                                   "reboot_from_controller"]
+    # keys are read without case, as Slurm reads them; repeats and empty items go
+    assert ctld_parameters({"slurmctldparameters": "enable_configless,,cloud_dns,cloud_dns"}) \
+        == ["enable_configless", "cloud_dns"]
+
+
+def test_slurmctld_parameters_from_the_site_are_accepted_and_merged_not_written_twice():
+    extra = {"SlurmctldParameters": "idle_on_node_suspend", "MaxJobCount": 5}
+    assert extra_problem("SlurmctldParameters", "idle_on_node_suspend") is None
+    assert CONF_EXTRA.problem(extra) is None
+    # its own line is the role's merged one (ctld_parameters), not a second line
+    assert extra_lines(extra) == ["MaxJobCount=5"]
+    conf = lab_conf(extra=extra)
+    assert conf.ctld_parameters == ["enable_configless", "idle_on_node_suspend"]
+    text = TEMPLATES.render("/etc/slurm/slurm.conf", conf=conf, settings=SETTINGS)
+    assert [line for line in settings_lines(text) if line.lower().startswith(
+        "slurmctldparameters")] == ["SlurmctldParameters=enable_configless,idle_on_node_suspend"]
+    assert MERGED_KEYS == {"slurmctldparameters"}
+
+
+@pytest.mark.parametrize("key", sorted(MANAGED_KEYS - MERGED_KEYS))
+def test_every_other_managed_key_is_still_refused(key):
+    assert "is written by the slurm role" in extra_problem(key, "x")
+
+
+def test_node_gres_lines_name_their_node():
+    assert node_gres_lines("gpu01", ["Name=gpu Type=t File=/dev/nvidia0", "AutoDetect=nvml"]) \
+        == ["NodeName=gpu01 Name=gpu Type=t File=/dev/nvidia0", "NodeName=gpu01 AutoDetect=nvml"]
+    assert node_gres_lines("gpu01", []) == []
+
+
+def test_conf_server_is_the_controllers_address_on_slurmctlds_port():
+    assert conf_server("lab-head", "10.0.0.10") == "10.0.0.10:6817"
+    assert conf_server("lab-head", None) == "lab-head:6817"
+
+
+def test_configless_dropin_lets_slurmd_start_without_a_local_file_and_fetch_from_the_head():
+    """Debian's slurmd.service (22.05.8) has ConditionPathExists=/etc/slurm/slurm.conf and
+    ExecStart=/usr/sbin/slurmd -D -s $SLURMD_OPTIONS: both are reset, and ExecStart given
+    --conf-server (configless_slurm.html)."""
+    assert configless_dropin("10.0.0.10:6817") == (
+        HEADER +
+        "# The node's Slurm configuration is the controller's (configless_slurm.html): "
+        "gpuinfra_roles/slurm.\n"
+        "[Unit]\n"
+        "# No local slurm.conf: slurmd fetches it from slurmctld.\n"
+        "ConditionPathExists=\n"
+        "\n"
+        "[Service]\n"
+        "ExecStart=\n"
+        "ExecStart=/usr/sbin/slurmd -D -s --conf-server 10.0.0.10:6817 $SLURMD_OPTIONS\n")
+
+
+def test_configless_dropin_refuses_a_server_with_a_newline():
+    with pytest.raises(GpuinfraError, match="newline"):
+        configless_dropin("10.0.0.10:6817\nExecStartPre=/tmp/x")
+
+
+# The lab's configuration as the role renders it: slurm.conf and the cluster's one gres.conf.
+def lab_gres_text(notes: tuple[str, ...] = ()) -> str:
+    sections = []
+    for name, data, kind, profile, path in (
+            ("lab-worker1", HGX, HGX_TYPE, "8x-h100-sxm-nvswitch", HGX_TOPO),
+            ("lab-worker2", PCIE_PAIR, PAIR_TYPE, "2x-h100-pcie-bridged", PAIR_TOPO)):
+        plan = gres_plan(node_of(data, name), kind, devices_of(profile), topo(path), None)
+        sections.append({"node": name, "notes": list(notes),
+                         "lines": node_gres_lines(name, plan.lines)})
+    return TEMPLATES.render("/etc/slurm/gres.conf", cluster="lab", sections=sections)
+
+
+def lab_texts(**kwargs) -> tuple[str, str]:
+    return (TEMPLATES.render("/etc/slurm/slurm.conf", conf=lab_conf(**kwargs), settings=SETTINGS),
+            lab_gres_text())
+
+
+def lab_running(**kwargs) -> RunningConfig:
+    return running_config(*lab_texts(**kwargs))
+
+
+def test_running_config_reads_the_node_lines_gres_lines_settings_and_partitions():
+    slurm_text, gres_text = lab_texts(extra={"MinJobAge": 600})
+    running = running_config(slurm_text, gres_text)
+    assert running.node_lines == {n.name: n.text for n in lab_conf().nodes}
+    assert running.node_lines["lab-worker2"].startswith("NodeName=lab-worker2 NodeAddr=10.0.0.12 ")
+    assert running.gres_lines == {
+        "lab-worker1": [f"NodeName=lab-worker1 Name=gpu Type={HGX_TYPE} File=/dev/nvidia{i} "
+                        f"Links={links(i, 8, 18)}" for i in range(8)],
+        "lab-worker2": [f"NodeName=lab-worker2 Name=gpu Type={PAIR_TYPE} File=/dev/nvidia0 "
+                        "Links=-1,12",
+                        f"NodeName=lab-worker2 Name=gpu Type={PAIR_TYPE} File=/dev/nvidia1 "
+                        "Links=12,-1"]}
+    assert running.settings["MinJobAge"] == "600"
+    assert running.settings["SlurmctldParameters"] == "enable_configless"
+    assert running.settings["SlurmctldHost"] == "lab-head(10.0.0.10)"
+    assert running.partitions == ("PartitionName=gpu Nodes=lab-worker1,lab-worker2 "
+                                  "MaxTime=INFINITE State=UP Default=YES",)
+    assert not running.empty
+
+
+def test_running_config_skips_comments_and_of_gres_conf_keeps_only_node_lines():
+    running = running_config(
+        "# NodeName=ghost CPUs=1\nClusterName=lab # a comment\n\nNodeName=w1 CPUs=2 # x\n",
+        "# w1\nName=gpu File=/dev/nvidia0\nNodeName=w1 Name=gpu File=/dev/nvidia0 # first\n"
+        "  NodeName=w1 Name=gpu File=/dev/nvidia1\n")
+    assert running.settings == {"ClusterName": "lab"}
+    assert running.node_lines == {"w1": "NodeName=w1 CPUs=2"}
+    assert running.gres_lines == {"w1": ["NodeName=w1 Name=gpu File=/dev/nvidia0",
+                                         "NodeName=w1 Name=gpu File=/dev/nvidia1"]}
+
+
+def test_running_config_of_no_files_is_empty():
+    assert running_config("", "").empty and RunningConfig().empty
+
+
+def test_a_node_not_reached_keeps_its_running_line_never_a_placeholder():
+    kept = ("NodeName=lab-worker1 NodeAddr=10.0.0.11 CPUs=192 Sockets=2 CoresPerSocket=48 "
+            "ThreadsPerCore=2 RealMemory=505388 Gres=gpu:h100-sxm5-80gb:8 State=UNKNOWN")
+    line = node_line(node_of(HGX), "10.0.0.11", None, HGX_TYPE, kept=kept)
+    assert line.text == kept and "CPUs=1" not in line.text.split()
+    assert line.notes == ("not reached in this run: its line is kept from the head's running "
+                          "slurm.conf",)
+    # no running line: the placeholder, with its note
+    placeholder = node_line(node_of(HGX), "10.0.0.11", None, HGX_TYPE, kept=None)
+    assert placeholder.text == ("NodeName=lab-worker1 NodeAddr=10.0.0.11 CPUs=1 "
+                                f"Gres=gpu:{HGX_TYPE}:8 State=UNKNOWN")
+    assert "hardware unknown" in placeholder.notes[0]
+    # hardware read in this run: computed, whatever the running file says
+    read = node_line(node_of(HGX), "10.0.0.11", node_hardware(lab_layout(), 24105, 2),
+                     HGX_TYPE, kept=kept)
+    assert " CPUs=2 " in read.text and read.notes == ()
+
+
+def test_slurm_conf_keeps_the_running_line_of_a_node_it_has_no_hardware_for():
+    running = lab_running()
+    kept = running.node_lines["lab-worker2"].replace("CPUs=2 ", "CPUs=4 ")
+    running = RunningConfig({**running.node_lines, "lab-worker2": kept}, running.gres_lines,
+                            running.settings, running.partitions)
+    hardware = {"lab-worker1": node_hardware(lab_layout(), 24105, 2), "lab-worker2": None}
+    conf = lab_conf(hardware=hardware, running=running)
+    assert [n.text for n in conf.nodes][1] == kept
+    assert conf.notes == ["lab-worker2: not reached in this run: its line is kept from the "
+                          "head's running slurm.conf"]
+
+
+class TestConfChange:
+    """gpuinfra.slurmconf.conf_change, one test per class of change, as slurm.conf(5) of Slurm
+    22.05.8 (doc/man/man5/slurm.conf.5 at tag slurm-22-05-8-1) says:
+
+    - DESCRIPTION: "Changes to the configuration file take effect upon restart of Slurm
+      daemons, daemon receipt of the SIGHUP signal, or execution of the command 'scontrol
+      reconfigure' unless otherwise noted." -> ``reconfigure``;
+    - keys noted "a restart of slurmctld is required" (CTLD_RESTART_KEYS: MaxJobCount,
+      SchedulerType, SlurmctldParameters...) -> ``restart``, no slurmd restart;
+    - keys noted for slurmctld and the slurmd daemons (ALL_RESTART_KEYS: GresTypes,
+      SelectType, SwitchType...) and NODE CONFIGURATION: "Changes in node configuration (e.g.
+      adding nodes, changing their processor count, etc.) require restarting both the
+      slurmctld daemon and the slurmd daemons" -> ``restart`` with ``slurmd``; gres.conf, read
+      by each slurmd at its start, likewise.
+    """
+
+    def test_no_running_configuration_is_a_first_start(self):
+        assert conf_change(RunningConfig(), *lab_texts()) == ConfChange(
+            "restart", "no configuration yet", slurmd=True)
+
+    def test_the_same_files_ask_nothing(self):
+        assert conf_change(lab_running(), *lab_texts()) == ConfChange("none")
+
+    def test_comments_alone_ask_nothing_of_slurm(self):
+        slurm_text, _ = lab_texts()
+        assert conf_change(lab_running(), slurm_text + "# a comment\n",
+                           lab_gres_text(notes=("not reached",))) == ConfChange("none")
+
+    @pytest.mark.parametrize("extra,key", [({"MinJobAge": 600}, "minjobage"),
+                                           ({"KillWait": 60}, "killwait")])
+    def test_a_key_slurm_reads_again_is_a_reconfigure(self, extra, key):
+        assert conf_change(lab_running(), *lab_texts(extra=extra)) == ConfChange(
+            "reconfigure", key)
+        # and taking it away again
+        assert conf_change(lab_running(extra=extra), *lab_texts()) == ConfChange(
+            "reconfigure", key)
+
+    def test_a_changed_value_is_a_change(self):
+        assert conf_change(lab_running(extra={"MinJobAge": 600}),
+                           *lab_texts(extra={"MinJobAge": 300})).kind == "reconfigure"
+
+    def test_partitions_alone_are_a_reconfigure(self):
+        slurm_text, gres_text = lab_texts()
+        moved = slurm_text.replace("MaxTime=INFINITE", "MaxTime=1-00:00:00")
+        assert conf_change(lab_running(), moved, gres_text) == ConfChange(
+            "reconfigure", "partitions changed")
+
+    @pytest.mark.parametrize("extra,key", [({"MaxJobCount": 20000}, "maxjobcount"),
+                                           ({"SlurmctldParameters": "idle_on_node_suspend"},
+                                            "slurmctldparameters")])
+    def test_a_key_only_a_slurmctld_restart_takes_restarts_slurmctld_alone(self, extra, key):
+        assert key in CTLD_RESTART_KEYS
+        assert conf_change(lab_running(), *lab_texts(extra=extra)) == ConfChange(
+            "restart", f"{key} changed", slurmd=False)
+
+    def test_a_key_every_daemon_reads_at_start_restarts_every_daemon(self):
+        slurm_text, gres_text = lab_texts()
+        shards = slurm_text.replace("GresTypes=gpu\n", "GresTypes=gpu,shard\n")
+        assert shards != slurm_text and "grestypes" in ALL_RESTART_KEYS
+        assert conf_change(lab_running(), shards, gres_text) == ConfChange(
+            "restart", "grestypes changed", slurmd=True)
+
+    def test_nodes_added_or_removed_restart_every_daemon(self):
+        slurm_text, gres_text = lab_texts()
+        line = lab_conf().nodes[1].text
+        fewer = slurm_text.replace(line + "\n", "")
+        assert conf_change(lab_running(), fewer, gres_text) == ConfChange(
+            "restart", "nodes added or removed: lab-worker2", slurmd=True)
+        assert conf_change(running_config(fewer, gres_text), slurm_text, gres_text) == \
+            ConfChange("restart", "nodes added or removed: lab-worker2", slurmd=True)
+
+    def test_a_changed_node_restarts_every_daemon(self):
+        slurm_text, gres_text = lab_texts()
+        line = lab_conf().nodes[0].text
+        bigger = slurm_text.replace(line, line.replace("RealMemory=23622", "RealMemory=47040"))
+        assert conf_change(lab_running(), bigger, gres_text) == ConfChange(
+            "restart", "node definitions changed: lab-worker1", slurmd=True)
+
+    def test_changed_gres_lines_restart_every_daemon(self):
+        slurm_text, gres_text = lab_texts()
+        cores = gres_text.replace("File=/dev/nvidia0 Links=-1,12",
+                                  "File=/dev/nvidia0 Cores=0-1 Links=-1,12")
+        assert cores != gres_text
+        assert conf_change(lab_running(), slurm_text, cores) == ConfChange(
+            "restart", "gres.conf changed", slurmd=True)
+
+    def test_the_strongest_change_wins(self):
+        """Nodes first, then gres.conf, then keys for every daemon, then slurmctld's keys."""
+        slurm_text, gres_text = lab_texts(extra={"MaxJobCount": 20000, "MinJobAge": 600})
+        assert conf_change(lab_running(), slurm_text, gres_text) == ConfChange(
+            "restart", "maxjobcount changed", slurmd=False)
+        line = lab_conf().nodes[1].text
+        assert conf_change(lab_running(), slurm_text.replace(line + "\n", ""), gres_text) == \
+            ConfChange("restart", "nodes added or removed: lab-worker2", slurmd=True)
+
+    def test_the_key_lists_do_not_overlap_and_are_lower_case(self):
+        assert not CTLD_RESTART_KEYS & ALL_RESTART_KEYS
+        assert all(k == k.lower() for k in CTLD_RESTART_KEYS | ALL_RESTART_KEYS)
