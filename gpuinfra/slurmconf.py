@@ -5,11 +5,13 @@ gpuinfra_roles/slurm/templates/etc/slurm/*.j2.
 Formats follow slurm.conf(5), gres.conf(5) and cgroup.conf(5) of Slurm 22.05 (Debian 12), also
 valid for 21.08 (Ubuntu 22.04) and 23.11 (Ubuntu 24.04); docs/hardware-reference.md section 5.
 
-- ``slurm.conf`` (identical on every node): ``Gres=`` per node from the *spec* (what was asked),
-  CPUs/sockets/cores/threads/memory from the node's *own hardware* (``lscpu``, MemTotal, as
-  ``slurmd -C`` reports them). A node whose hardware has fewer GPUs than its spec registers
-  fewer than configured and slurmctld drains it: the verify suite names it with the cause.
-- ``gres.conf`` (per node): one line per GPU from the node's *GPU facts*: ``Name=gpu
+- ``slurm.conf`` (the head's; every slurmd fetches it, see "configless" below): ``Gres=`` per
+  node from the *spec* (what was asked), CPUs/sockets/cores/threads/memory from the node's
+  *own hardware* (``lscpu``, MemTotal, as ``slurmd -C`` reports them). A node whose hardware
+  has fewer GPUs than its spec registers fewer than configured and slurmctld drains it: the
+  verify suite names it with the cause.
+- ``gres.conf`` (one for the cluster, each node's lines with ``NodeName=``): one line per GPU
+  from the node's *GPU facts*: ``Name=gpu
   Type=<model> File=/dev/nvidia<minor>``, ``Cores=`` from the GPU's CPU affinity (``nvidia-smi
   topo -m``) as Slurm's logical core indices, ``Links=`` from the NVLink counts between GPUs
   (``NV18`` -> 18, ``-1`` self, ``0`` no NVLink) in Slurm's device order (PCI bus order, which is

@@ -1,13 +1,19 @@
 """The `slurm` role: slurmctld on the head, slurmd on the workers, GPUs as typed GRES.
 
-Table of contents (``slurm()``): packages per role and distribution; slurm.conf (identical on
-every node: the spec's partitions and GPU counts, each worker's CPUs/sockets/cores/threads and
-memory read from that worker), gres.conf per node (from its GPU facts: File= by device minor,
+Configless (configless_slurm.html): the head alone holds slurm.conf, gres.conf and cgroup.conf;
+every slurmd fetches them (a drop-in gives it --conf-server; no worker keeps a copy).
+
+Table of contents (``slurm()``): packages per role and distribution; slurm.conf (the spec's
+partitions and GPU counts, each worker's CPUs/sockets/cores/threads and memory read from that
+worker, or kept from the head's running file when the run did not reach it); one gres.conf
+for the cluster (each worker's lines with NodeName=, from its GPU facts: File= by device minor,
 Cores= from the GPU's CPU affinity, Links= from the NVLink topology; MPS/shard lines when the
-spec shares GPUs), cgroup.conf (devices constrained); the files go in only after Slurm accepted
-them (operations.checked_config); daemons restart only where their files changed; optional
-accounting (slurmdbd with MariaDB on the head). Needs the munge role first. Data keys:
-defaults.py; per-distribution values: :data:`DISTRO`.
+spec shares GPUs); cgroup.conf (devices constrained). Each worker in the run judges the set
+with its own GPUs (``slurmd -G``), then the head takes it after judging slurm.conf itself
+(operations.checked_config); a node leaving slurm.conf must be drained and idle first. The
+daemons take a change by `scontrol reconfigure`, or a restart where slurm.conf(5) says so
+(gpuinfra.slurmconf.conf_change). Optional accounting (slurmdbd with MariaDB on the head).
+Needs the munge role first. Data keys: defaults.py; per-distribution values: :data:`DISTRO`.
 """
 
 from __future__ import annotations
