@@ -25,7 +25,8 @@ import sys
 import time
 
 from gpuinfra_lab.limited_run import deploy, sums, workers
-from gpuinfra_lab.refusal import REPO, head, on_head
+from gpuinfra_lab.refusal import REPO, on_head
+from gpuinfra_lab.steps import Steps
 
 TAG = "add-remove-node"
 WAIT_S = 60
@@ -38,16 +39,9 @@ def lab_up(count: int) -> subprocess.CompletedProcess[str]:
                           timeout=900)
 
 
-class Proof:
+class Proof(Steps):
     def __init__(self, inventory: str) -> None:
-        self.inventory = inventory
-        self.head = head()["name"]
-        self.problems: list[str] = []
-
-    def say(self, ok: bool, good: str, bad: str) -> None:
-        print(f"{TAG}: {'ok' if ok else 'FAIL'}: {good if ok else bad}")
-        if not ok:
-            self.problems.append(bad)
+        super().__init__(TAG, inventory)
 
     def state(self, node: str) -> str:
         return on_head(self.head, f"sinfo -h -N -n {node} -o '%T %G'")
@@ -60,14 +54,10 @@ class Proof:
                 return seen
             time.sleep(2)
 
-    def job(self, job: str) -> str:
-        return on_head(self.head, f"squeue -h -j {job} -o '%T %N'")
-
     def run(self) -> int:
         before = workers()
         count = len(before)
-        job = on_head(self.head, f"sbatch --parsable -w {before[0]} --gres=gpu:1 --mem=64 "
-                                 "--wrap 'sleep 900'")
+        job = self.job(before[0], 900)
         try:
             self.steps(job, before[0], count)
         finally:
@@ -77,16 +67,11 @@ class Proof:
             back = deploy(self.inventory)
             self.say(back.returncode == 0, "the lab converged again (full run)",
                      f"the full run after the proof failed: exit {back.returncode}")
-        for line in self.problems:
-            print(f"{TAG}: {line}")
-        return 1 if self.problems else 0
+        return self.end()
 
     def steps(self, job: str, first: str, count: int) -> None:
-        deadline = time.monotonic() + WAIT_S
-        while not self.job(job).startswith("RUNNING") and time.monotonic() < deadline:
-            time.sleep(1)
-        self.say(self.job(job).startswith("RUNNING"), f"job {job} runs on {first}",
-                 f"job {job} did not start on {first}: {self.job(job)!r}")
+        self.say(self.job_state(job).startswith("RUNNING"), f"job {job} runs on {first}",
+                 f"job {job} did not start on {first}: {self.job_state(job)!r}")
 
         up = lab_up(count + 1)
         new = [w for w in workers() if w not in workers()[:count]]
@@ -108,8 +93,8 @@ class Proof:
         off = [w for w in workers() if sums(w, "/run/slurm/conf") != want]
         self.say(not off, "every worker runs the head's files",
                  f"workers whose slurmd runs other files than the head's: {off}")
-        self.say(self.job(job).startswith("RUNNING"), f"job {job} still running on {first}",
-                 f"job {job} is no longer running: {self.job(job)!r}")
+        self.say(self.job_state(job).startswith("RUNNING"), f"job {job} still running on {first}",
+                 f"job {job} is no longer running: {self.job_state(job)!r}")
 
         lab_up(count)
         out = deploy(self.inventory, "--limit", self.head)
@@ -129,8 +114,8 @@ class Proof:
                  f"remove, drained: {node} gone from slurm.conf, sinfo and Prometheus' targets",
                  f"remove, drained: exit {out.returncode}; still in slurm.conf: {conf}, sinfo: "
                  f"{listed}, prometheus.yml: {targets}")
-        self.say(self.job(job).startswith("RUNNING"), f"job {job} still running on {first}",
-                 f"job {job} is no longer running after the removal: {self.job(job)!r}")
+        self.say(self.job_state(job).startswith("RUNNING"), f"job {job} still running on {first}",
+                 f"job {job} is no longer running after the removal: {self.job_state(job)!r}")
 
 
 def main(argv: list[str]) -> int:

@@ -28,7 +28,8 @@ import time
 
 from gpuinfra.slurmconf import FETCHED_CONF
 from gpuinfra_lab.deploys import changed_operations
-from gpuinfra_lab.refusal import REPO, head, lab_ssh, on_head
+from gpuinfra_lab.refusal import REPO, lab_ssh, on_head
+from gpuinfra_lab.steps import Steps
 
 TAG = "limited-run"
 # A key slurm.conf(5) lets `scontrol reconfigure` change (gpuinfra.slurmconf.conf_change).
@@ -53,23 +54,13 @@ def workers() -> list[str]:
     return [h["name"] for h in hosts if "workers" in h["groups"]]
 
 
-class Proof:
+class Proof(Steps):
     def __init__(self, inventory: str) -> None:
-        self.inventory = inventory
-        self.head = head()["name"]
+        super().__init__(TAG, inventory)
         self.workers = workers()
-        self.problems: list[str] = []
-
-    def say(self, ok: bool, good: str, bad: str) -> None:
-        print(f"{TAG}: {'ok' if ok else 'FAIL'}: {good if ok else bad}")
-        if not ok:
-            self.problems.append(bad)
 
     def pid(self) -> str:
         return on_head(self.head, "systemctl show -p MainPID --value slurmctld")
-
-    def job_state(self, job: str) -> str:
-        return on_head(self.head, f"squeue -h -j {job} -o '%T %N'")
 
     def all_fetch_the_heads(self) -> list[str]:
         """Workers whose fetched files differ from the head's (after a bounded wait)."""
@@ -87,8 +78,7 @@ class Proof:
             print(f"{TAG}: the lab needs two workers")
             return 1
         first, second = self.workers[:2]
-        job = on_head(self.head, f"sbatch --parsable -w {first} --gres=gpu:1 --mem=64 "
-                                 "--wrap 'sleep 900'")
+        job = self.job(first, 900)
         try:
             self.steps(job, first, second)
         finally:
@@ -99,14 +89,9 @@ class Proof:
                      "the lab is back on its own settings (full run without the setting)",
                      f"putting the lab back failed: exit {back.returncode}, workers off the "
                      f"head's files: {off}")
-        for line in self.problems:
-            print(f"{TAG}: {line}")
-        return 1 if self.problems else 0
+        return self.end()
 
     def steps(self, job: str, first: str, second: str) -> None:
-        deadline = time.monotonic() + WAIT_S
-        while not self.job_state(job).startswith("RUNNING") and time.monotonic() < deadline:
-            time.sleep(1)
         running = self.job_state(job)
         self.say(running.startswith("RUNNING"), f"job {job} runs on {first}",
                  f"job {job} did not start on {first}: {running!r}")

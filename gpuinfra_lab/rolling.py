@@ -35,7 +35,8 @@ from gpuinfra.parsers.slurm import SINFO, parse_sinfo_nodes
 from gpuinfra.roll import PREFIX
 from gpuinfra_lab.health_drain import BROKEN_CAPTURES, HARDWARE, write
 from gpuinfra_lab.limited_run import workers
-from gpuinfra_lab.refusal import REPO, head, lab_ssh, on_head
+from gpuinfra_lab.refusal import REPO, lab_ssh, on_head
+from gpuinfra_lab.steps import Steps
 
 TAG = "rolling"
 MODE = "0640"  # the site's mode is the default 0660 (group_data/lab.py leaves it)
@@ -83,28 +84,12 @@ def _serving(state: str) -> bool:
     return state.rstrip("*~#!%$@^-+") in ("idle", "mixed", "allocated", "completing")
 
 
-class Proof:
+class Proof(Steps):
     def __init__(self, inventory: str) -> None:
-        self.inventory = inventory
-        self.head = head()["name"]
-        self.problems: list[str] = []
-
-    def say(self, ok: bool, good: str, bad: str) -> None:
-        print(f"{TAG}: {'ok' if ok else 'FAIL'}: {good if ok else bad}")
-        if not ok:
-            self.problems.append(bad)
+        super().__init__(TAG, inventory)
 
     def mode(self, name: str) -> str:
         return lab_ssh(name, "stat -c %a /dev/nvidia0").stdout.strip()
-
-    def job(self, seconds: int, node: str) -> str:
-        job = on_head(self.head, f"sbatch --parsable -w {node} --gres=gpu:1 --mem=64 "
-                                 f"--wrap 'sleep {seconds}'")
-        deadline = time.monotonic() + 30
-        while (on_head(self.head, f"squeue -h -j {job} -o %T") != "RUNNING"
-               and time.monotonic() < deadline):
-            time.sleep(1)
-        return job
 
     def run(self) -> int:
         names = workers()
@@ -126,12 +111,10 @@ class Proof:
                      "every worker rolled back to the site's mode",
                      f"rolling back failed (exit {back.returncode}): "
                      f"{back.stdout.strip().splitlines()[-3:]}")
-        for line in self.problems:
-            print(f"{TAG}: {line}")
-        return 1 if self.problems else 0
+        return self.end()
 
     def bound(self, first: str, second: str) -> None:
-        job = self.job(600, first)
+        job = self.job(first, 600)
         with Sampler(self.head) as sampler:
             out = roll("--wait-jobs", "5", "--data", DATA, "--why", "lab proof: the bound")
         nodes = parse_sinfo_nodes(lab_ssh(self.head, SINFO).stdout)
@@ -147,7 +130,7 @@ class Proof:
         on_head(self.head, f"scancel {job}")
 
     def rolled(self, first: str, second: str) -> None:
-        job = self.job(20, first)
+        job = self.job(first, 20)
         with Sampler(self.head) as sampler:
             out = roll("--wait-jobs", "120", "--data", DATA, "--why", "lab proof: device mode")
         state = on_head(self.head, f"sacct -n -X -j {job} -o State").split()

@@ -16,6 +16,7 @@ import json
 from copy import deepcopy
 from datetime import datetime
 from functools import cache
+from io import BytesIO
 
 import pytest
 from pyinfra.api.exceptions import PyinfraError
@@ -108,14 +109,8 @@ def op(plan, words: str):
 
 
 def uploaded(plan) -> dict[str, str]:
-    """dest -> content of every file the plan uploads."""
-    out = {}
-    for planned in plan.ops:
-        for command in planned.raw:
-            src = getattr(command, "src", None)
-            if hasattr(src, "getvalue"):
-                out[command.dest] = upload_text(src)
-    return out
+    """dest -> content of every file the plan uploads (a binary one as upload_text says)."""
+    return {dest: upload_text(BytesIO(data)) for dest, data in uploaded_bytes(plan).items()}
 
 
 def uploaded_bytes(plan) -> dict[str, bytes]:
