@@ -3,16 +3,16 @@ changed, when it is back, and what Slurm and Kubernetes are told. Pure: the comm
 (gpuinfra_cli/roll.py) runs what these return and feeds back what the nodes answer.
 
 A roll takes the workers in batches of ``batch`` (inventory order). For each batch: drain
-(Slurm, reason ``gpuinfra-roll: <why>``; Kubernetes: cordon and drain), wait for the jobs on
-it to end (at most ``wait_s``: then the batch is put back as it was and the roll stops, naming
-the jobs), deploy to the batch alone, reboot a node whose change needs it, wait until its
-slurmd answers, judge it with its own health check (gpuinfra.health, the verify suite's
-rules), and resume it. A node that fails is left drained with the cause and the roll stops:
-no other node is touched.
+(Slurm, reason ``gpuinfra-roll: <why>``; Kubernetes: cordon and drain), wait for the jobs on it
+to end (at most ``wait_s``: then the batch is put back as it was and the roll stops, naming the
+jobs), deploy to the batch (and the head), reboot a node whose change needs it and deploy again
+on the loaded driver, wait until its slurmd answers, judge it with its own health check
+(gpuinfra.health, the verify suite's rules), and resume it. A node that fails is left drained
+with the cause and the roll stops: no other node is touched.
 
-The reason starts ``gpuinfra-roll:``, not ``gpuinfra:``: the node health check resumes the
-nodes it drained itself (``gpuinfra:``) and never one drained by anyone else, so it cannot
-put a node back into service in the middle of its roll.
+The reason starts ``gpuinfra-roll:``, not ``gpuinfra:``: the node health check resumes the nodes
+it drained itself (``gpuinfra:``) and never one drained by anyone else, so it cannot put a node
+back into service in the middle of its roll.
 """
 
 from __future__ import annotations

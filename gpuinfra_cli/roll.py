@@ -5,13 +5,15 @@
 
 For each batch of workers (inventory order; ``--limit`` picks some): drain in Slurm
 (``gpuinfra-roll: <why>``) and, on Kubernetes nodes, ``kubectl drain``; wait for the jobs on the
-batch to end (``--wait-jobs`` seconds at most: then the batch is put back as it was and the
-roll stops, naming the jobs); deploy to the batch alone (``pyinfra ... --limit``, with
-``--data`` and ``nvidia_driver_change_under_processes=True``: the nodes are drained); reboot
-each node whose change needs it (the reboot marker, or ``--reboot``); wait until it is back
-and its slurmd answers; judge it with its own health check (``gpuinfra-health check``: the
-verify suite's rules); resume it. The first node that fails stays drained with the cause and
-the roll stops; no other node is touched. The rules are gpuinfra/roll.py.
+batch to end (``--wait-jobs`` seconds at most: then the batch is put back as it was and the roll
+stops, naming the jobs); deploy to the batch (``pyinfra ... --limit``, with ``--data`` and
+``nvidia_driver_change_under_processes=True``: the nodes are drained; the head too, whose Slurm
+files take the nodes' facts); reboot each node whose change needs it (the reboot marker, or
+``--reboot``), then deploy again (what waits for the loaded driver: gres.conf's Links=/Cores=,
+the CDI spec); wait until its slurmd answers; judge it with its own health check
+(``gpuinfra-health check``: the verify suite's rules); resume it. The first node that fails
+stays drained with the cause and the roll stops; no other node is touched. The rules are
+gpuinfra/roll.py.
 
 Exit 0: every batch rolled; 1: the roll stopped (it says where and why); 2: bad input.
 """
@@ -130,14 +132,18 @@ class Roll:
         for name in sorted(keep):
             self.say(f"{name}: already drained by someone else ({before[short[name]].reason}): "
                      "rolled, then left drained")
-        ours = [short[n] for n in slurm_names if n not in keep]
+        new = [n for n in slurm_names if short[n] not in before]
+        for name in new:
+            self.say(f"{name}: not in Slurm yet (a first deploy): nothing to drain")
+        ours = [short[n] for n in slurm_names if n not in keep and n not in new]
         if ours:
             self.on_head(roll.drain(ours, self.why))
             self.say(f"drained in Slurm: {', '.join(ours)}")
         for name in kube_names:
             self.on_head(roll.kube_drain(short[name], self.wait_s))
             self.say(f"drained in Kubernetes: {short[name]}")
-        if slurm_names and not self.jobs_ended([short[n] for n in slurm_names]):
+        in_slurm = [short[n] for n in slurm_names if n not in new]
+        if in_slurm and not self.jobs_ended(in_slurm):
             if ours:
                 self.on_head(roll.resume(ours))
             for name in kube_names:
@@ -146,8 +152,14 @@ class Roll:
         if not self.deploy(names):
             self.leave(ours, "the deploy to this batch failed (see the log)")
             return False
+        booted = {n: self.reboot_if_needed(n) for n in names}
+        lost = {n: why for n, why in booted.items() if why not in ("", "rebooted")}
+        if "rebooted" in booted.values() and not lost and not self.deploy(
+                names, "again, on the loaded driver"):
+            self.leave(ours, "the deploy after the reboot failed (see the log)")
+            return False
         for name in names:
-            problem = self.back_and_healthy(name)
+            problem = lost.get(name) or self.back_and_healthy(name)
             if problem:
                 self.leave([short[name]] if short[name] in ours else [], problem)
                 self.say(f"stopped at {name}: {problem}; it stays drained, no other node was "
@@ -176,12 +188,15 @@ class Roll:
                 return False
             time.sleep(2)
 
-    def deploy(self, names: list[str]) -> bool:
-        log = self.log_dir / f"deploy-{'-'.join(names)}.log"
+    def deploy(self, names: list[str], why: str = "") -> bool:
+        """The deploy limited to ``names`` and the head (the cluster's Slurm files live there
+        and take the nodes' new facts: gres.conf's Links=/Cores= once the driver is loaded)."""
+        log = self.log_dir / f"deploy-{'-'.join(names)}{'-again' if why else ''}.log"
+        hosts = [self.site.spec.head[0].name, *names]
         command = [str(Path(sys.executable).with_name("pyinfra")), "-y", self.inventory,
-                   "deploy.py", *[a for n in names for a in ("--limit", n)],
+                   "deploy.py", *[a for n in hosts for a in ("--limit", n)],
                    "--data", DRIVER_OVERRIDE, *[a for d in self.data for a in ("--data", d)]]
-        self.say(f"deploying to {', '.join(names)} (log: {log})")
+        self.say(f"deploying to {', '.join(names)}{f' {why}' if why else ''} (log: {log})")
         with log.open("w") as out:
             rc = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT,
                                 check=False).returncode
@@ -190,20 +205,25 @@ class Roll:
             self.say(f"the deploy failed (exit {rc}):\n  " + "\n  ".join(tail))
         return rc == 0
 
-    def back_and_healthy(self, name: str) -> str:
-        """"" when ``name`` is back and healthy; else what is wrong (one line)."""
+    def reboot_if_needed(self, name: str) -> str:
+        """Reboot ``name`` when its change needs it (the reboot marker) or --reboot: "" (no
+        reboot), "rebooted", or why it is lost."""
         node = self.host(name)
         got = node.try_run(f"test -e {REBOOT_MARKER}")
         if got is None:
             return "unreachable over SSH after the deploy"
-        if self.reboot or got[0] == 0:
-            why = "--reboot" if self.reboot else "the change needs it"
-            self.say(f"{name}: rebooting ({why})")
-            node.try_run(f"touch {BOOT_MARK}")
-            node.try_run("systemctl reboot", timeout=10)
-            node.close()
-            if not self.booted(node):
-                return f"did not come back within {BACK_S} s of its reboot"
+        if not self.reboot and got[0] != 0:
+            return ""
+        self.say(f"{name}: rebooting ({'--reboot' if self.reboot else 'the change needs it'})")
+        node.try_run(f"touch {BOOT_MARK}")
+        node.try_run("systemctl reboot", timeout=10)
+        node.close()
+        return "rebooted" if self.booted(node) else f"did not come back within {BACK_S} s " \
+                                                    "of its reboot"
+
+    def back_and_healthy(self, name: str) -> str:
+        """"" when ``name``'s slurmd answers and its health check passes; else what is wrong
+        (one line)."""
         if not self.slurmd_back(name):
             return f"slurmd did not register with the controller within {BACK_S} s"
         return self.healthy(name)

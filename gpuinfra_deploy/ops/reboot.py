@@ -36,7 +36,10 @@ def reboot_when_needed(policy: str, why: str, triggers: Sequence[tuple[Any, str]
         reasons.append("a reboot recorded by an earlier deploy is still pending")
     if reasons and policy == "never":
         logger.warning(f"{host.print_prefix}reboot needed ({'; '.join(reasons)}): "
-                       f"reboot_policy is 'never', reboot this host {why}")
+                       f"reboot_policy is 'never', reboot this host {why}; `gpuinfra roll "
+                       f"--inventory inventory/<site>.py --limit {host.name}` reboots it "
+                       "drained, then writes what waits for the reboot (gres.conf's GPU "
+                       "topology, the CDI spec)")
     if policy == "if-needed":
         server.reboot(name=f"Reboot {why}",
                       _if=lambda: pending_before or any(op.did_change() for op, _ in triggers))
