@@ -23,6 +23,7 @@ from typing import Any
 
 from pyinfra import host, logger
 from pyinfra.api import deploy
+from pyinfra.facts.server import LinuxDistribution
 from pyinfra.facts.systemd import SystemdStatus
 from pyinfra.operations import apt, files, server, systemd
 
@@ -49,7 +50,7 @@ from gpuinfra.slurmconf import (
 from gpuinfra.spec import ClusterSpec, NodeSpec
 from gpuinfra_deploy.facts.nvidia import NvidiaDeviceMinors, NvidiaGpus, NvidiaTopology
 from gpuinfra_deploy.facts.system import CpuLayout as CpuLayoutFact
-from gpuinfra_deploy.facts.system import MemTotalMb, host_distro
+from gpuinfra_deploy.facts.system import MemTotalMb, distro_key, host_distro
 from gpuinfra_deploy.ops.apt import APT_CACHE_S
 from gpuinfra_deploy.ops.boot import BootNeeds, boot_order
 from gpuinfra_deploy.ops.templates import RoleTemplates
@@ -217,9 +218,26 @@ def _configs(site: Site, data: Any, distro: dict[str, Any]) -> tuple[dict[str, s
                  CGROUP_CONF: TEMPLATES.render(CGROUP_CONF, settings=settings)},
                 notes + gres_notes)
 
-    # Every input is site-wide (slurm_conf_extra and the timeout must agree on every host; the
-    # cgroup plugin follows the distribution): one set per distribution.
-    return site.once(("slurm configuration", distro["cgroup_plugin"]), render)
+    # Every input is site-wide (slurm_conf_extra and the timeout must agree on every host):
+    # one set for the run, served by the head to every slurmd (configless), so its cgroup.conf
+    # must suit every node's Slurm.
+    return site.once(("slurm configuration",), lambda: (_one_cgroup_plugin(site), render())[1])
+
+
+def _one_cgroup_plugin(site: Site) -> None:
+    """Configless serves one cgroup.conf: the Slurm nodes of this run must agree on its plugin
+    (cgroup/v1 on Ubuntu 22.04's Slurm 21.08, autodetect elsewhere: :data:`DISTRO`)."""
+    plugins: dict[str, list[str]] = {}
+    for node in site.spec.nodes:
+        if "slurm" in node.schedulers and reached(site, node.name):
+            other = site.host(node.name)
+            key = distro_key(other.get_fact(LinuxDistribution))
+            plugins.setdefault(DISTRO[key]["cgroup_plugin"], []).append(f"{node.name} ({key})")
+    if len(plugins) > 1:
+        listed = "; ".join(f"CgroupPlugin={k}: {', '.join(v)}" for k, v in plugins.items())
+        raise GpuinfraError(f"slurm: the Slurm nodes need different cgroup.conf files ({listed}), "
+                            "and the head serves one to every node (configless): run the same "
+                            "distribution on every Slurm node")
 
 
 @deploy("slurm")

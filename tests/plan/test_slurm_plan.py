@@ -1221,3 +1221,18 @@ def test_slurmctld_tres_fact_and_its_script(tmp_path):
     run = subprocess.run(["sh", "-c", gpu_tres_script()], env=env, capture_output=True,
                          text=True, timeout=60)
     assert run.returncode == 1 and "sacctmgr show tres" in run.stderr
+
+
+def test_nodes_needing_different_cgroup_conf_files_are_refused():
+    """Configless serves the head's one cgroup.conf: a worker on Ubuntu 22.04 (Slurm 21.08,
+    cgroup/v1 only) beside Debian 12 nodes (autodetect) cannot share it; every Slurm node on one
+    cgroup plugin passes (Debian 12 with Ubuntu 24.04)."""
+    mixed = {HEAD: fresh("debian-12", HEAD), WORKER1: fresh("ubuntu-22.04", WORKER1),
+             WORKER2: fresh("debian-12", WORKER2)}
+    with pytest.raises(GpuinfraError, match=r"CgroupPlugin=autodetect: lab-head \(debian-12\), "
+                                            r"lab-worker2 \(debian-12\); CgroupPlugin=cgroup/v1: "
+                                            r"lab-worker1 \(ubuntu-22.04\)"):
+        plan_for(HEAD, mixed)
+    agreeing = {HEAD: fresh("debian-12", HEAD), WORKER1: fresh("ubuntu-24.04", WORKER1),
+                WORKER2: fresh("debian-12", WORKER2)}
+    assert staged(plan_for(HEAD, agreeing))[CGROUP_CONF]
