@@ -17,8 +17,9 @@ one line; exit 0 when every step held, 1 listing what did not:
    at once;
 3. a node that fails its checks after its reboot (the first worker's topology replay swapped
    for another machine's PCIe-only captures): the roll stops there, exit 1, the node stays
-   drained with ``gpuinfra-roll: <its health check's first failure>``, and the second worker
-   (after it in the roll) was never drained.
+   drained with the cause (``gpuinfra-roll: <its health check's first failure>``, or the
+   health check's own ``gpuinfra: ...`` when its periodic run drained the node first), and
+   the second worker (after it in the roll) was never drained.
 
 Then the captures are put back and every worker rolled back to the site's mode, whatever
 happened.
@@ -31,6 +32,7 @@ import sys
 import threading
 import time
 
+from gpuinfra.health.slurm import PREFIX as HEALTH_PREFIX
 from gpuinfra.parsers.slurm import SINFO, parse_sinfo_nodes
 from gpuinfra.roll import PREFIX
 from gpuinfra_lab.health_drain import BROKEN_CAPTURES, HARDWARE, write
@@ -159,9 +161,11 @@ class Proof(Steps):
             out = roll("--reboot", "--why", "lab proof: a bad node")
         nodes = parse_sinfo_nodes(lab_ssh(self.head, SINFO).stdout)
         reason = nodes[first].reason
+        # The node's own periodic health check (every 10 s in the lab) may drain it first
+        # ("gpuinfra: <cause>"): the roll then leaves that drain and its reason as they are.
         self.say(out.returncode == 1 and f"stopped at {first}" in out.stdout
-                 and reason.startswith(PREFIX) and not _serving(nodes[first].state)
-                 and "rebooting" in out.stdout,
+                 and reason.startswith((PREFIX, HEALTH_PREFIX))
+                 and not _serving(nodes[first].state) and "rebooting" in out.stdout,
                  f"a node failing after its reboot stops the roll: {first} left drained "
                  f"({reason})",
                  f"a failing node: exit {out.returncode}, {first} {nodes[first].state} "
