@@ -17,7 +17,7 @@ from gpuinfra.monitoring.gpumetrics import (
 )
 from gpuinfra.parsers._text import ELISION
 from gpuinfra.parsers.kernellog import parse_kernel_log
-from gpuinfra.parsers.system import parse_lsmod
+from gpuinfra.parsers.system import NO_LSMOD_HEADER, parse_lsmod
 from gpuinfra.rdma import PEERMEM, GpuDirect
 from gpuinfra.rdma_verdicts import Finding, gpudirect_findings
 from gpuinfra.vfio import KERNEL_ARGS, RDMA_ARGS, missing_kernel_args, node_kernel_args
@@ -33,8 +33,7 @@ def judge_lsmod(text: str, path: GpuDirect, host: str = "-") -> CaptureVerdict:
     verdict = CaptureVerdict(host, "lsmod", {"gpudirect": path.path},
                              blocks=len(modules.modules))
     if not header:
-        verdict.cuts.append("no 'Module Size Used by' header (a grep of lsmod, or /proc/modules, "
-                            "which may be one too): a module not shown may still be loaded")
+        verdict.cuts.append(NO_LSMOD_HEADER)
     if path.path != "peermem":
         verdict.findings += gpudirect_findings(path, modules.modules)
         verdict.judged = path.path == "none"
