@@ -302,12 +302,9 @@ def _run_pods(args: argparse.Namespace, text: str) -> CaptureVerdict:
 
 
 def _run_plugin_log(args: argparse.Namespace, text: str) -> CaptureVerdict:
-    from gpuinfra.judge.kubernetes import judge_plugin_log
+    from gpuinfra.judge.kubernetes import judge_plugin_log, parse_plugin_log
 
-    elided = [f"line {no}: {line.strip()!r}, lines left out"
-              for no, line in enumerate(text.splitlines(), 1)
-              if re.fullmatch(r"\s*(?:\.{3,}|…|\[\.{3}\]|\(\.{3}\))\s*", line)]
-    return judge_plugin_log(text, args.host, elided)
+    return judge_plugin_log(parse_plugin_log(text), args.host)
 
 
 def _nothing(p: argparse.ArgumentParser) -> None:

@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpuinfra.errors import GpuinfraError
+from gpuinfra.errors import GpuinfraError, ParseError
 from gpuinfra.knowledge.gpus import GPU_MODELS, gpu_model
 from gpuinfra.knowledge.lookup import require_model, require_profile
 from gpuinfra.knowledge.topology import PROFILES
-from gpuinfra.parsers import PARSERS, parser_for
+from gpuinfra.parsers import ALIASES, PARSERS, kind_of, parser_for
 from gpuinfra_cli import check_host
 
 EXIT_OK, EXIT_FAIL, EXIT_UNUSABLE = 0, 1, 2
@@ -84,11 +84,21 @@ def run_validate(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- parse
 
 def add_parse(sub: argparse._SubParsersAction) -> None:
-    kinds = "\n".join(f"  {k:10} {cmd}" for k, (_, _, cmd) in PARSERS.items())
+    width = max(map(len, [*PARSERS, *ALIASES])) + 2
+    lines = []
+    for kind, parser in PARSERS.items():
+        lines.append(f"  {kind:{width}}{parser.command}")
+        lines += [f"  {alias:{width}}the same as {kind}" for alias, to in ALIASES.items()
+                  if to == kind]
     p = sub.add_parser("parse", help="print a captured tool output as JSON",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                       description=f"Parse a captured output and print JSON.\n\nKINDs:\n{kinds}")
-    p.add_argument("kind", choices=list(PARSERS), metavar="KIND")
+                       description="Parse a captured output and print JSON. Exit 2: the file "
+                       "cannot be read, is empty, or its parser cannot read it (one line on "
+                       "standard error says why). A capture read in part (cut, filtered, "
+                       "elided) is printed with its \"cuts\", and standard error says so.\n\n"
+                       "KINDs (`gpuinfra check` judges the same captures):\n"
+                       + "\n".join(lines))
+    p.add_argument("kind", choices=[*PARSERS, *ALIASES], metavar="KIND")
     p.add_argument("file", help="the captured output ('-' for standard input)")
     p.add_argument("--mode", choices=list("rwnap"),
                    help="for p2p: which capability the capture shows (topo -p2p r|w|n|a|p)")
@@ -96,10 +106,23 @@ def add_parse(sub: argparse._SubParsersAction) -> None:
 
 
 def run_parse(args: argparse.Namespace) -> int:
+    kind = kind_of(args.kind)
+    name = "standard input" if args.file == "-" else args.file
     text = sys.stdin.read() if args.file == "-" else _read(args.file)
-    parse = parser_for(args.kind)
-    result = parse(text, mode=args.mode) if args.kind == "p2p" else parse(text)
-    print(json.dumps(result.to_json(), indent=2))
+    if not text.strip() and not PARSERS[kind].blank:
+        raise GpuinfraError(f"{name}: empty: nothing to parse as {args.kind} "
+                            f"(`{PARSERS[kind].command}`)")
+    parse = parser_for(kind)
+    try:
+        result = parse(text, mode=args.mode) if kind == "p2p" else parse(text)
+    except ParseError as exc:
+        raise GpuinfraError(f"{name}: {exc}") from None
+    data = result.to_json()
+    print(json.dumps(data, indent=2))
+    cuts = data.get("cuts") if isinstance(data, dict) else None
+    if cuts:
+        print(f"gpuinfra: {name}: read in part ({len(cuts)} cut(s), under \"cuts\" in the "
+              f"JSON): {cuts[0]}", file=sys.stderr)
     return EXIT_OK
 
 

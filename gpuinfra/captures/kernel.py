@@ -15,9 +15,9 @@ from gpuinfra.monitoring.gpumetrics import (
     XID_OTHER_CAUSE,
     XID_OTHER_FIX,
 )
-from gpuinfra.parsers._text import ELISION
+from gpuinfra.parsers.cmdline import parse_cmdline
 from gpuinfra.parsers.kernellog import parse_kernel_log
-from gpuinfra.parsers.system import parse_lsmod
+from gpuinfra.parsers.system import NO_LSMOD_HEADER, parse_lsmod
 from gpuinfra.rdma import PEERMEM, GpuDirect
 from gpuinfra.rdma_verdicts import Finding, gpudirect_findings
 from gpuinfra.vfio import KERNEL_ARGS, RDMA_ARGS, missing_kernel_args, node_kernel_args
@@ -33,8 +33,7 @@ def judge_lsmod(text: str, path: GpuDirect, host: str = "-") -> CaptureVerdict:
     verdict = CaptureVerdict(host, "lsmod", {"gpudirect": path.path},
                              blocks=len(modules.modules))
     if not header:
-        verdict.cuts.append("no 'Module Size Used by' header (a grep of lsmod, or /proc/modules, "
-                            "which may be one too): a module not shown may still be loaded")
+        verdict.cuts.append(NO_LSMOD_HEADER)
     if path.path != "peermem":
         verdict.findings += gpudirect_findings(path, modules.modules)
         verdict.judged = path.path == "none"
@@ -132,16 +131,13 @@ def judge_cmdline(text: str, hypervisor: bool, rdma: bool, cpu_vendor: str | Non
                   host: str = "-") -> CaptureVerdict:
     """/proc/cmdline against the IOMMU arguments the vfio and rdma roles put there."""
     args, unknown = expected_kernel_args(hypervisor, rdma, cpu_vendor)
-    lines = [line for line in text.splitlines() if line.strip()]
+    cmdline = parse_cmdline(text)
     verdict = CaptureVerdict(host, "/proc/cmdline",
                              {"hypervisor": hypervisor, "rdma": rdma, "cpu_vendor": cpu_vendor,
-                              "args": args}, blocks=1 if lines else 0, cuts=list(unknown))
-    cmdline = " ".join(lines)
-    words = cmdline.split()
-    if any(ELISION.match(w) or w.endswith("...") for w in words):
-        verdict.cuts.append("the command line holds a '...': the poster left arguments out")
-    missing = missing_kernel_args(cmdline, args)
-    if missing and not any(c.startswith("the command line holds") for c in verdict.cuts):
+                              "args": args}, blocks=1 if cmdline.lines else 0,
+                             cuts=list(unknown) + cmdline.cuts)
+    missing = missing_kernel_args(" ".join(cmdline.args), args)
+    if missing and not cmdline.cuts:
         verdict.findings.append(Finding(
             f"kernel argument(s) {', '.join(missing)} missing from /proc/cmdline",
             "the boot loader change of the vfio/rdma role is not in effect: the host was not "
@@ -150,5 +146,5 @@ def judge_cmdline(text: str, hypervisor: bool, rdma: bool, cpu_vendor: str | Non
             "reboots it)"))
     elif missing:
         verdict.cuts.append(f"{', '.join(missing)} not in the arguments shown: not judged")
-    verdict.judged = bool(args) and bool(lines)
+    verdict.judged = bool(args) and bool(cmdline.lines)
     return verdict

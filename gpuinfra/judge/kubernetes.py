@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpuinfra.judge import CaptureVerdict
+from gpuinfra.parsers._text import ELISION, clean_lines
 from gpuinfra.parsers.kubectl import KubePod
 from gpuinfra.parsers.kubectl_text import DescribedNode, PodTable
 from gpuinfra.verdicts import Finding
@@ -72,30 +73,71 @@ def plugin_log_cause(log: str) -> tuple[str, str] | None:
     return None
 
 
-def _first_line(log: str, pattern: str) -> str:
-    for line in log.splitlines():
-        if re.search(pattern, line):
-            return line.strip()[:200]
-    return ""
+@dataclass
+class PluginLogMessage:
+    """A known failure message of the log: its first line (cut to 200 characters), where it
+    is, and what it means (:data:`PLUGIN_LOG_CAUSES`)."""
+
+    line: int
+    text: str
+    cause: str
+    fix: str
 
 
-def judge_plugin_log(log: str, host: str | None, elided: Sequence[str] = ()) -> CaptureVerdict:
-    """Each known failure message is a failure with its cause; a log that registered its
+@dataclass
+class PluginLog:
+    """What a device plugin's log shows: its known failure messages (the first line of each,
+    in :data:`PLUGIN_LOG_CAUSES` order: a root cause before what it leads to), its
+    registrations with the kubelet, the lines read, and the poster's elisions."""
+
+    messages: list[PluginLogMessage] = field(default_factory=list)
+    registered: list[str] = field(default_factory=list)
+    lines: int = 0
+    cuts: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"messages": [{"line", "text", "cause", "fix"}], "registered": [...], "lines",
+        "cuts": [...]}``."""
+        return {"messages": [vars(m) for m in self.messages],
+                "registered": list(self.registered), "lines": self.lines,
+                "cuts": list(self.cuts)}
+
+
+def parse_plugin_log(text: str) -> PluginLog:
+    """A device plugin's log (``kubectl logs``, whole, grepped or elided): every other line is
+    ignored (a log holds everything the plugin said), so any text reads as a log."""
+    log = PluginLog()
+    lines = clean_lines(text, "device plugin log")
+    for pattern, cause, fix in PLUGIN_LOG_CAUSES:
+        found = next(((no, line) for no, line in enumerate(lines, 1) if re.search(pattern, line)),
+                     None)
+        if found:
+            log.messages.append(PluginLogMessage(found[0], found[1].strip()[:200], cause, fix))
+    for no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        log.lines += 1
+        log.registered += [m.group(0) for m in PLUGIN_REGISTERED.finditer(line)]
+        if ELISION.match(line):
+            log.cuts.append(f"line {no}: {line.strip()!r}, lines left out")
+    return log
+
+
+def judge_plugin_log(log: PluginLog, host: str | None) -> CaptureVerdict:
+    """The first known failure message is a failure with its cause; a log that registered its
     resource with no failure passes; anything else is no verdict (never a pass)."""
     verdict = CaptureVerdict("plugin-log", host, {"expect": "the plugin registers its "
                              "resources with the kubelet, with no known failure message"},
-                             cuts=list(elided))
-    for pattern, cause, fix in PLUGIN_LOG_CAUSES:
-        line = _first_line(log, pattern)
-        if line:
-            verdict.findings.append(Finding("device-plugin-log", "device plugin",
-                                            "no failure message", line, "fail", cause, fix))
-            break
-    registered = [m.group(0) for m in PLUGIN_REGISTERED.finditer(log)]
-    verdict.blocks = len(registered)
-    if registered and not verdict.findings:
+                             cuts=list(log.cuts))
+    if log.messages:
+        first = log.messages[0]
         verdict.findings.append(Finding("device-plugin-log", "device plugin",
-                                        "registered with the kubelet", registered[-1], "ok"))
+                                        "no failure message", first.text, "fail", first.cause,
+                                        first.fix))
+    verdict.blocks = len(log.registered)
+    if log.registered and not verdict.findings:
+        verdict.findings.append(Finding("device-plugin-log", "device plugin",
+                                        "registered with the kubelet", log.registered[-1], "ok"))
     if not verdict.findings:
         verdict.judged = False
     return verdict

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from gpuinfra.errors import ParseError
 from gpuinfra.health.collect import Output
@@ -152,6 +153,11 @@ class XidEvent:
     address: tuple[int, int, int]
     xid: int
     recovery_action: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"pci": "0000:44:00", "xid": 79, "recovery_action": null}``."""
+        return {"pci": _pci_text(self.address), "xid": self.xid,
+                "recovery_action": self.recovery_action}
 
 
 def parse_xids(text: str) -> list[XidEvent]:

@@ -15,7 +15,8 @@ filtered with grep (then the header and the count are gone too).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from gpuinfra.errors import ParseError
 from gpuinfra.parsers._text import ELISION, clean_lines
@@ -49,6 +50,11 @@ class GidTable:
 
     def of(self, device: str) -> list[Gid]:
         return [g for g in self.gids if g.device == device]
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"gids": [{"device", "port", "index", "gid", "ipv4", "version", "netdev"}],
+        "cuts": [...]}``."""
+        return {"gids": [asdict(g) for g in self.gids], "cuts": list(self.cuts)}
 
 
 def parse_show_gids(text: str) -> GidTable:

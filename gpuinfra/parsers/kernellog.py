@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpuinfra.monitoring.gpumetrics import XidEvent, parse_xids
 from gpuinfra.parsers._text import ELISION, clean_lines
@@ -40,10 +41,19 @@ class KernelLog:
     cuts: list[str] = field(default_factory=list)
     lines: int = 0
 
+    def to_json(self) -> dict[str, Any]:
+        """``{"lines", "iommu_on": [line...], "iommu_off": [line...], "domain_type",
+        "peermem_symbols": [...], "xids": [{"pci", "xid", "recovery_action"}], "cuts"}``."""
+        return {"lines": self.lines, "iommu_on": list(self.iommu_on),
+                "iommu_off": list(self.iommu_off), "domain_type": self.domain_type,
+                "peermem_symbols": list(self.peermem_symbols),
+                "xids": [x.to_json() for x in self.xids], "cuts": list(self.cuts)}
+
 
 def parse_kernel_log(text: str) -> KernelLog:
-    log = KernelLog(xids=parse_xids(text))
-    for no, line in enumerate(clean_lines(text, "dmesg"), 1):
+    lines = clean_lines(text, "dmesg")  # first: no XID number is read from a refused line
+    log = KernelLog(xids=parse_xids("\n".join(lines)))
+    for no, line in enumerate(lines, 1):
         if not line.strip():
             continue
         log.lines += 1

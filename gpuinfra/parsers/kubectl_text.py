@@ -16,7 +16,7 @@ Read block by block, saying what was not shown (:attr:`cuts`):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from gpuinfra.parsers._text import clean_lines
 from gpuinfra.parsers.kubectl import NVIDIA_PREFIX, KubePod
@@ -120,9 +120,19 @@ def parse_describe_node(text: str) -> DescribedNode:
 
 @dataclass
 class PodTable:
+    """The pods read (in order), whether the table's header line was there (False: a grep),
+    and the cuts."""
+
     pods: list[KubePod] = field(default_factory=list)
     header: bool = False
     cuts: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, object]:
+        """``{"pods": [{"namespace", "name", "node", "phase", "ready", "restarts", "waiting",
+        "labels"}], "header": bool, "cuts": [...]}``; a ``Completed`` pod's phase is
+        "Succeeded", any other status (CrashLoopBackOff...) is its ``waiting``."""
+        return {"pods": [asdict(p) for p in self.pods], "header": self.header,
+                "cuts": list(self.cuts)}
 
 
 _READY = re.compile(r"^\d+/\d+$")

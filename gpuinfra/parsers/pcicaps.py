@@ -17,7 +17,8 @@ they belong to is not. A poster's ``...`` or ``[...]`` is a cut (issue 24, secti
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from gpuinfra.parsers._text import split_blocks
 
@@ -53,6 +54,12 @@ class PciCaps:
 class PciCapsCapture:
     devices: list[PciCaps] = field(default_factory=list)
     cuts: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"devices": [{"address", "description", "port_type", "ats", "acs_control",
+        "acs_flags"}], "cuts": [...]}`` (address null: rows a grep left without their device
+        line)."""
+        return {"devices": [asdict(d) for d in self.devices], "cuts": list(self.cuts)}
 
 
 def acs_control(flags: str) -> int | None:

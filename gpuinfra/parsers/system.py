@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuinfra.errors import ParseError
 from gpuinfra.parsers._text import clean_lines
@@ -145,9 +145,23 @@ LSMOD_HEADER = ("Module", "Size", "Used", "by")
 
 # The state column of /proc/modules (kernel/module/procfs.c: Live, Loading, Unloading).
 PROC_MODULES_STATES = ("Live", "Loading", "Unloading")
+NO_LSMOD_HEADER = ("no 'Module Size Used by' header (a grep of lsmod, or /proc/modules, which "
+                   "may be one too): a module not shown may still be loaded")
 
 
-def parse_lsmod(text: str) -> tuple[LoadedModules, bool]:
+class Lsmod(NamedTuple):
+    """What :func:`parse_lsmod` read: the modules, and whether lsmod's header was there."""
+
+    modules: LoadedModules
+    header: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"modules": {name: {...}}, "header": bool, "cuts": [...]}`` (a cut: no header)."""
+        return {**self.modules.to_json(), "header": self.header,
+                "cuts": [] if self.header else [NO_LSMOD_HEADER]}
+
+
+def parse_lsmod(text: str) -> Lsmod:
     """`lsmod` rows (``name size instances [user,user,...]``), or `cat /proc/modules` rows
     (what lsmod reads, and what an operator may paste instead), and whether lsmod's header was
     there (False: filtered with grep, so a module not listed may still be loaded). Rows
@@ -173,4 +187,4 @@ def parse_lsmod(text: str) -> tuple[LoadedModules, bool]:
             raise ParseError("lsmod", f"not a module row: {line.strip()[:60]!r}", line=no)
         users = [u for u in parts[3].split(",") if u] if len(parts) == 4 else []
         result.modules[parts[0]] = KernelModule(parts[0], int(parts[1]), int(parts[2]), users)
-    return result, header
+    return Lsmod(result, header)

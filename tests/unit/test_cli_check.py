@@ -9,6 +9,7 @@ import pytest
 from gpuinfra.parsers import PARSERS
 from gpuinfra_cli.main import main
 from tests.conftest import REAL
+from tests.unit.test_parsers_hostile import ELSEWHERE
 
 TOPO, P2P, NVL = (REAL / "nvidia-smi-topo-m", REAL / "nvidia-smi-topo-p2p",
                   REAL / "nvidia-smi-nvlink")
@@ -40,7 +41,9 @@ def test_parse_prints_json_for_every_capture(kind, path, capsys):
 
 
 def test_every_kind_is_covered():
-    assert set(PARSE_FOLDERS) | {"nvlink"} == set(PARSERS)
+    """Here the kinds of tests/fixtures/real; the others in test_cli_parse.py, on the real
+    captures elsewhere in tests/fixtures (test_parsers_hostile.ELSEWHERE)."""
+    assert set(PARSE_FOLDERS) | {"nvlink"} | set(ELSEWHERE) == set(PARSERS)
 
 
 def test_topo_json_shape(capsys):

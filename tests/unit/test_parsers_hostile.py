@@ -20,13 +20,40 @@ import pytest
 from gpuinfra.errors import ParseError
 from gpuinfra.parsers import PARSERS, parser_for
 from gpuinfra_cli.main import main
-from tests.conftest import REAL
+from tests.conftest import REAL, REPO
 from tests.unit.test_parsers_refuse_others import OWN
+
+FIXTURES = REPO / "tests" / "fixtures"
+
+
+# The kinds whose real captures are elsewhere in tests/fixtures (globs under it; each folder's
+# INDEX.md says where they come from).
+ELSEWHERE: dict[str, list[str]] = {
+    "show-gids": ["show_gids/*.txt"],
+    "lspci-vvv": ["lspci-vvv/*.txt"],
+    "lsmod": ["lsmod/*.txt", "device/*/proc-modules*.txt"],
+    "dmesg": ["dmesg/*.txt", "kernel-log/*.txt", "device/*/dmesg.txt"],
+    "cmdline": ["vfio/proc-cmdline-*.txt", "device/*/proc-cmdline.txt"],
+    "iommu-groups": ["vfio/iommu-groups-*.txt"],
+    "lspci-nnk": ["lspci/*.txt"],
+    "virsh-hostdev": ["vfio/virsh-dumpxml-*.xml"],
+    "describe-node": ["kubectl/describe-*.txt"],
+    "gpu-pods": ["kubectl/pods-*.txt"],
+    "plugin-log": ["kubectl/device-plugin-log-*.txt"],
+}
 
 
 def own_captures(kind: str) -> list[Path]:
-    return sorted(p for folder in sorted(OWN[kind]) for p in (REAL / folder).iterdir()
-                  if p.is_file() and not (kind == "nvlink" and _not_status(p)))
+    """The real captures of ``kind``'s command in tests/fixtures."""
+    found = [p for folder in sorted(OWN.get(kind, ())) for p in (REAL / folder).iterdir()
+             if p.is_file() and not (kind == "nvlink" and _not_status(p))]
+    found += [p for pattern in ELSEWHERE.get(kind, ()) for p in FIXTURES.glob(pattern)]
+    return sorted(found)
+
+
+@pytest.mark.parametrize("kind", list(PARSERS))
+def test_every_kind_has_real_captures(kind):
+    assert own_captures(kind), f"no capture of {kind} in OWN or ELSEWHERE"
 
 
 def _not_status(path: Path) -> bool:

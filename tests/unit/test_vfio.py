@@ -82,7 +82,7 @@ def test_the_parser_refuses_every_real_capture_and_every_parser_refuses_it():
         with pytest.raises(ParseError):
             parse_pci_sysfs(path.read_text())
     text = (CAPTURES / "sysfs-pci-lab-hv-fresh.txt").read_text()
-    for kind in PARSERS:
+    for kind in (k for k, parser in PARSERS.items() if not parser.excerpts):
         with pytest.raises(ParseError):
             parser_for(kind)(text, mode="r") if kind == "p2p" else parser_for(kind)(text)
 
