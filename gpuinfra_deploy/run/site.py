@@ -51,6 +51,17 @@ class Site:
         """The pyinfra host called ``name`` in this run (to read its facts)."""
         return self._inventory.get_host(name)
 
+    def reached(self, name: str) -> bool:
+        """Whether this run reads host ``name`` (a host left out by ``--limit``, or down when
+        the run connected, is not)."""
+        other = self.host(name)
+        return other is not None and other not in other.state.failed_hosts \
+            and bool(other.connected)
+
+    def left_out(self) -> list[str]:
+        """The site's hosts this run does not reach, in spec order."""
+        return [n.name for n in self.spec.nodes if not self.reached(n.name)]
+
     def once(self, key: Any, compute: Callable[[], T]) -> T:
         if key not in self._once:
             self._once[key] = compute()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from io import StringIO
 from typing import Any
 
-from pyinfra import host
+from pyinfra import host, logger
 from pyinfra.api import deploy
 from pyinfra.facts.files import FileContents
 from pyinfra.operations import apt, files, server, systemd
@@ -67,6 +67,15 @@ def _hosts_block(site: Site) -> str:
         [(n.short_name, n.address) for n in site.spec.nodes if n.address]))
 
 
+def _say_left_out(site: Site) -> None:
+    """Once per limited run: the hosts outside it keep /etc/hosts as of their last run."""
+    left = site.left_out()
+    if left:
+        logger.warning(f"common: not in this run: {', '.join(left)}: their /etc/hosts lists "
+                       "the nodes as of their last run; after adding or removing a node, a "
+                       "full run (or one including them) brings them in line")
+
+
 @deploy("common")
 def common(site: Site, node: NodeSpec) -> None:
     data = node.settings
@@ -79,6 +88,7 @@ def common(site: Site, node: NodeSpec) -> None:
     if data["common_manage_hosts"] and block:
         shared_block(name="List every cluster node in /etc/hosts", path="/etc/hosts",
                      content=block, marker="# {mark} gpuinfra cluster nodes")
+        site.once("hosts left out", lambda: _say_left_out(site))
 
     if apt_proxy:
         files.put(name="Send apt through the site's proxy", dest=PROXY_FILE, user="root",

@@ -105,8 +105,7 @@ DISTRO: dict[str, dict[str, Any]] = {
 def reached(site: Site, name: str) -> bool:
     """Whether this run reads host ``name``'s facts (a dead worker, or one left out by
     ``--limit``, is not: its lines are kept from the head's running files)."""
-    other = site.host(name)
-    return other not in other.state.failed_hosts and bool(other.connected)
+    return site.reached(name)
 
 
 def running(site: Site) -> RunningConfig | None:

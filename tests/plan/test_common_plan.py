@@ -157,3 +157,22 @@ def test_apt_health_fact_reads_dpkg_and_the_process_table():
     assert fact.default() == {"interrupted": False, "running": []}
     assert fact.process(["interrupted", "running apt-get", "running dpkg"]) == {
         "interrupted": True, "running": ["apt-get", "dpkg"]}
+
+
+def test_a_limited_run_names_the_hosts_whose_hosts_file_it_leaves(caplog):
+    """A run that does not reach some hosts (``--limit``) says which keep /etc/hosts as of
+    their last run; a run reaching every host says nothing of it."""
+    from tests.plan.harness import FakeHost, plan_hosts
+    from tests.plan.test_slurm_plan import not_reached
+
+    facts = load_facts("base-fresh", "debian-12")
+    hosts = [FakeHost("head1", ("head",), facts, {"ssh_hostname": "10.0.0.10"}),
+             FakeHost("node1", ("workers",), facts, {"ssh_hostname": "10.0.0.11"}),
+             FakeHost("node2", ("workers",), facts, {"ssh_hostname": "10.0.0.12"})]
+    said = "their /etc/hosts lists the nodes as of their last run"
+    with caplog.at_level("WARNING"):
+        plan_hosts(common, hosts, ["head1"])
+    assert said not in caplog.text
+    with not_reached("node2"), caplog.at_level("WARNING"):
+        plan_hosts(common, hosts, ["head1"])
+    assert f"not in this run: node2: {said}" in caplog.text
