@@ -17,7 +17,11 @@ a few intervals and prints one line; exit 0 when every step held, 1 listing what
 4. a real Xid 79 line (tests/fixtures/kernel-log/nvsentinel-155-xid79-line.txt, its PCI
    address SUBSTITUTED for lab-worker1's GPU 0) written to lab-worker1's replayed kernel log
    while a one-GPU job runs there drains lab-worker1 after the job with a reason naming the
-   job and the XID; the log removed, the check resumes it.
+   job and the XID; the log removed, the check resumes it;
+5. the same line already logged when a one-GPU job asks for lab-worker1: the Prolog (it gets
+   SLURM_JOB_GPUS, measured on 22.05) drains it naming the job, Slurm requeues and holds the
+   job, which never runs there (or, when the periodic check saw the line first, that check
+   drained it; the proof says which); the log removed, the check resumes it.
 
 Every replay it changes is put back, and every node it drained resumed, whatever happened.
 """
@@ -187,6 +191,37 @@ class Proof:
         if wait(self.head, name, usable) is None:
             self.fail(f"{name} not resumed after its kernel log was clean again")
 
+    def xid_before_job(self, name: str, bus_id: str) -> None:
+        """A fatal XID already logged when a job asks for the GPU: the Prolog (it gets
+        SLURM_JOB_GPUS) drains the node naming the job, and Slurm requeues and holds the job;
+        the job never runs there. The periodic check may see the XID first (every 10 s): then
+        it drains the node itself and the job cannot start there either; said which."""
+        address = ":".join(bus_id.split(":")[:2])[-7:]
+        log = f"{HARDWARE}/kernel.log"
+        self.restore.append(lambda: lab_ssh(name, f"rm -f {log}"))
+        write(name, log, XID_LINE.replace("PCI:0000:44:00", f"PCI:{address}:00"))
+        job = lab_ssh(self.head, f"sbatch --parsable -N1 -w {name} --gres=gpu:1 -J xid-before "
+                                 "--wrap 'sleep 5'").stdout.strip()
+        self.restore.append(lambda: lab_ssh(self.head, f"scancel {job}"))
+        node = wait(self.head, name, drained_by_us)
+        time.sleep(3)
+        state = lab_ssh(self.head, f"squeue -h -j {job} -o '%T %r'").stdout.strip()
+        ran = lab_ssh(self.head, f"sacct -n -X -j {job} -o Start").stdout.split()
+        if node is None or "Xid 79" not in node.reason:
+            self.fail(f"{name} not drained naming Xid 79 when job {job} asked for its GPU: "
+                      f"{nodes(self.head).get(name)}")
+        elif state.startswith("RUNNING") or state == "" and ran[:1] not in ([], ["Unknown"]):
+            self.fail(f"job {job} ran on {name} although its GPU had logged Xid 79: {state!r}")
+        else:
+            path = ("the Prolog drained it and Slurm requeued the job" if f"job {job}" in
+                    node.reason else "the periodic check drained it before the job started")
+            self.say(f"5. Xid 79 before job {job}: {path} (Reason=\"{node.reason}\"; job: "
+                     f"{state or 'gone'})")
+        lab_ssh(self.head, f"scancel {job}")
+        lab_ssh(name, f"rm -f {log}")
+        if wait(self.head, name, usable) is None:
+            self.fail(f"{name} not resumed after its kernel log was clean again")
+
     def run(self) -> int:
         by_profile = {h.get("profile"): h["name"] for h in self.workers}
         try:
@@ -200,6 +235,7 @@ class Proof:
             if nvswitch:
                 gpus = json.loads(lab_ssh(nvswitch, f"cat {HARDWARE}/gpus.json").stdout)
                 self.xid_during_job(nvswitch, gpus[0]["pci.bus_id"])
+                self.xid_before_job(nvswitch, gpus[0]["pci.bus_id"])
         finally:
             for undo in reversed(self.restore):
                 undo()

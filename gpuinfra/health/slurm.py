@@ -70,13 +70,14 @@ def decide(node: SlurmNode | None, reason: str, on_failure: str) -> Action:
 
 
 def decide_after_job(node: SlurmNode | None, reason: str, on_failure: str) -> Action:
-    """The epilog's action: ``reason`` names the job and its XIDs ("" when none)."""
+    """The prolog's and epilog's action: ``reason`` names the job and what its GPUs failed
+    ("" when they passed)."""
     if not reason or node is None or on_failure == "report":
-        return Action("none", why="no fatal XID during the job" if not reason else
+        return Action("none", why="the job's GPUs passed" if not reason else
                       "health_on_failure is report, or Slurm does not answer")
     if drained(node) and not ours(node):
         return Action("none", why=f"drained by an operator ({node.reason}): left as it is")
-    return Action("drain", reason, "fatal XID during the job")
+    return Action("drain", reason, "the job's GPUs failed their check")
 
 
 def scontrol(node: str, action: Action) -> list[str]:
