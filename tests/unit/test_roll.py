@@ -87,3 +87,74 @@ def test_bad_input_is_refused_before_any_host_is_touched(args, words, capsys, tm
     assert main(["roll", "--inventory", "inventory/lab-example.py", *args]) == 2
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err
+
+
+class FakeSite:
+    """Two workers: gpu1 on Slurm and Kubernetes, gpu2 on Slurm; head h1."""
+
+    def __init__(self) -> None:
+        from types import SimpleNamespace as NS
+
+        nodes = {"h1": NS(name="h1", short_name="h1", schedulers=("slurm", "kubernetes")),
+                 "gpu1": NS(name="gpu1", short_name="gpu1", schedulers=("slurm", "kubernetes")),
+                 "gpu2": NS(name="gpu2", short_name="gpu2", schedulers=("slurm",))}
+        self.spec = NS(head=[nodes["h1"]], node=nodes.__getitem__)
+
+    def target(self, name: str) -> str:
+        return name
+
+
+def rolled(monkeypatch, failing: str = "", jobs: str = ""):
+    """What a roll of gpu1 then gpu2 sends to the head and deploys, with the nodes' answers
+    faked: ``failing`` fails its health check after the deploy; ``jobs`` stay on gpu1."""
+    from gpuinfra_cli import roll as cli
+
+    sent: list[str] = []
+    deployed: list[list[str]] = []
+
+    def on_head(self, command: str) -> str:
+        sent.append(command)
+        if command.startswith("sinfo"):
+            name = command.rsplit("-n ", 1)[1]
+            return f"{name}|idle|gpu:h100:8|none\n"
+        if command.startswith("squeue"):
+            return jobs if "gpu1" in command else ""
+        return ""
+
+    monkeypatch.setattr(cli.Roll, "on_head", on_head)
+    monkeypatch.setattr(cli.Roll, "deploy", lambda self, names, why="": deployed.append(names)
+                        or True)
+    monkeypatch.setattr(cli.Roll, "reboot_if_needed", lambda self, name: "")
+    monkeypatch.setattr(cli.Roll, "back_and_healthy",
+                        lambda self, name: "gpuinfra: GPU0 xid: Xid 79" if name == failing
+                        else "")
+    job = cli.Roll("inventory/x.py", FakeSite(), batch=1, wait_s=0, why="driver 580")
+    return job.run(["gpu1", "gpu2"]), sent, deployed
+
+
+def test_a_roll_drains_changes_and_resumes_one_node_at_a_time(monkeypatch) -> None:
+    rc, sent, deployed = rolled(monkeypatch)
+    assert rc == 0 and deployed == [["gpu1"], ["gpu2"]]
+    drains = [c for c in sent if "state=" in c or "kubectl" in c]
+    assert drains == [
+        "scontrol update nodename=gpu1 state=drain reason='gpuinfra-roll: driver 580'",
+        "kubectl drain gpu1 --ignore-daemonsets --delete-emptydir-data --timeout=0s",
+        "scontrol update nodename=gpu1 state=resume", "kubectl uncordon gpu1",
+        "scontrol update nodename=gpu2 state=drain reason='gpuinfra-roll: driver 580'",
+        "scontrol update nodename=gpu2 state=resume"]
+
+
+def test_a_failing_node_stays_drained_with_its_cause_and_stops_the_roll(monkeypatch) -> None:
+    rc, sent, deployed = rolled(monkeypatch, failing="gpu1")
+    assert rc == 1 and deployed == [["gpu1"]]  # gpu2 never deployed
+    assert sent[-1] == ("scontrol update nodename=gpu1 state=drain "
+                        "reason='gpuinfra-roll: gpuinfra: GPU0 xid: Xid 79'")
+    assert not [c for c in sent if "gpu2" in c and "state=" in c]
+    assert "kubectl uncordon gpu1" not in sent
+
+
+def test_jobs_past_the_bound_put_the_batch_back_untouched(monkeypatch, capsys) -> None:
+    rc, sent, deployed = rolled(monkeypatch, jobs="41 gpu1\n")
+    assert rc == 1 and deployed == []
+    assert sent[-2:] == ["scontrol update nodename=gpu1 state=resume", "kubectl uncordon gpu1"]
+    assert "jobs still running after 0 s: 41 (on gpu1)" in capsys.readouterr().out
