@@ -28,7 +28,7 @@ import pytest
 from testinfra.host import Host
 
 from gpuinfra.spec import NodeSpec, SpecInvalid, format_errors
-from gpuinfra_verify.expect import Site, host_of, site_from_json
+from gpuinfra_verify.expect import NO_HOST, Site, host_of, site_from_json
 from gpuinfra_verify.ssh import HostKeyProblem, testinfra_host
 
 _SITE = pytest.StashKey[Site]()
@@ -160,6 +160,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if scheduler:
         nodes = tuple(n for n in nodes if scheduler in n.schedulers)
     names = [n.name for n in nodes]
+    if not names:  # one skipped case that names why, not pytest's "NOTSET"
+        kind = {"gpu": "with GPUs in its spec", "workers": "in the workers group",
+                "hypervisors": "in the hypervisors group", "rdma": "with rdma_nics"}
+        why = " and ".join(filter(None, [kind.get(which, ""),
+                                         f"running {scheduler}" if scheduler else ""]))
+        skip = pytest.mark.skip(reason=f"no host of this site {why or 'applies'}")
+        metafunc.parametrize("node_name", [pytest.param("", marks=skip)], ids=[NO_HOST],
+                             scope="module")
+        return
     metafunc.parametrize("node_name", names, ids=names, scope="module")
 
 

@@ -177,6 +177,10 @@ def format_failures(node: str, findings: Sequence[Finding]) -> str:
     return f"{node}: {len(failed)} failed check(s)\n" + "\n".join(map(format_finding, failed))
 
 
+# The id of a module's one skipped case when no host of the site is of the module's kind.
+NO_HOST = "no-host-of-this-kind"
+
+
 def host_of(test_id: str) -> str | None:
     """The host a test ran on, from its id: ``test_p2p[lab-worker3]`` -> ``lab-worker3``."""
     match = _HOST_ID.search(test_id)

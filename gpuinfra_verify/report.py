@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gpuinfra.spec import ClusterSpec, NodeSpec
+from gpuinfra_verify.expect import NO_HOST
 
 # Test module -> its line in the report, in this order (other modules follow, by their name).
 SECTIONS = {"test_gpu": "topology", "test_common": "base role"}
@@ -104,7 +105,7 @@ def render(spec: ClusterSpec, cases: Sequence[Case], source: str) -> tuple[str, 
              f"{total or 'none run'} ({source})"]
     for node in spec.nodes:
         lines += _node_report(node, [c for c in cases if c.node == node.name])
-    unknown = sorted({c.node for c in cases} - {n.name for n in spec.nodes})
+    unknown = sorted({c.node for c in cases} - {n.name for n in spec.nodes} - {NO_HOST})
     if unknown:
         lines.append(f"results for nodes not in the inventory: {', '.join(unknown)}")
     verdict = "FAILED" if counts["failed"] else "all checks passed"
