@@ -39,6 +39,8 @@ HEALTH = "/usr/local/sbin/gpuinfra-health"
 # Written to /run (a tmpfs) before a reboot: gone once the node booted again.
 BOOT_MARK = "/run/gpuinfra-roll-before-reboot"
 DRIVER_OVERRIDE = "nvidia_driver_change_under_processes=True"
+# The roll reboots the nodes itself (then deploys again on the loaded driver), not the deploy.
+ROLL_REBOOTS = "reboot_policy=never"
 BACK_S = 600
 
 
@@ -195,7 +197,8 @@ class Roll:
         hosts = [self.site.spec.head[0].name, *names]
         command = [str(Path(sys.executable).with_name("pyinfra")), "-y", self.inventory,
                    "deploy.py", *[a for n in hosts for a in ("--limit", n)],
-                   "--data", DRIVER_OVERRIDE, *[a for d in self.data for a in ("--data", d)]]
+                   "--data", DRIVER_OVERRIDE, "--data", ROLL_REBOOTS,
+                   *[a for d in self.data for a in ("--data", d)]]
         self.say(f"deploying to {', '.join(names)}{f' {why}' if why else ''} (log: {log})")
         with log.open("w") as out:
             rc = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT,

@@ -69,3 +69,17 @@ def host_distro() -> str:
     from pyinfra.facts.server import LinuxDistribution
 
     return distro_key(host.get_fact(LinuxDistribution))
+
+
+class SlurmJobsHere(FactBase):
+    """The Slurm jobs running on this node (``squeue -w`` with the node's short hostname, read
+    through the configuration slurmd fetched): job ids; [] where Slurm is absent or does not
+    answer."""
+
+    default = list
+
+    def command(self) -> str:
+        return quiet("squeue -h -w \"$(hostname -s)\" -o %i")
+
+    def process(self, output: list[str]) -> list[str]:
+        return [line.split()[0] for line in output if line.strip()]

@@ -3,7 +3,8 @@
 A change that takes effect only after a reboot (a driver install, a blacklisted module, kernel
 arguments) appends its reason to the marker /run/gpuinfra/reboot-required (a tmpfs: the reboot
 that applies the change clears it; see gpuinfra.reboot). With ``reboot_policy = "never"`` the
-deploy warns per host; with ``"if-needed"`` it reboots the host.
+deploy warns per host; with ``"if-needed"`` it reboots the host, unless Slurm jobs run there
+(then it says so and leaves the node to `gpuinfra roll`, which drains it first).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pyinfra.facts.files import File
 from pyinfra.operations import server
 
 from gpuinfra import reboot
+from gpuinfra_deploy.facts.system import SlurmJobsHere
 
 
 def reboot_when_needed(policy: str, why: str, triggers: Sequence[tuple[Any, str]]) -> None:
@@ -41,6 +43,15 @@ def reboot_when_needed(policy: str, why: str, triggers: Sequence[tuple[Any, str]
                        "drained, then writes what waits for the reboot (gres.conf's GPU "
                        "topology, the CDI spec)")
     if policy == "if-needed":
+        # Never under running jobs: a node running Slurm jobs is left for `gpuinfra roll`,
+        # which drains it, waits for them and reboots it.
+        jobs = host.get_fact(SlurmJobsHere) if (reasons or triggers) else []
+        if jobs:
+            logger.warning(f"{host.print_prefix}not rebooted {why}: Slurm jobs run here "
+                           f"({', '.join(jobs[:10])}); `gpuinfra roll --inventory "
+                           f"inventory/<site>.py --limit {host.name}` drains it, waits for "
+                           "them and reboots it")
+            return
         server.reboot(name=f"Reboot {why}",
                       _if=lambda: pending_before or any(op.did_change() for op, _ in triggers))
 

@@ -162,6 +162,19 @@ def test_reboot_if_needed_reboots_only_after_a_change():
     assert plan(nvidia_driver, pending, data).op("Reboot").commands  # left by an earlier run
 
 
+def test_reboot_if_needed_never_reboots_under_running_jobs(caplog):
+    """A node running Slurm jobs is not rebooted by the deploy: it says so and names the roll,
+    which drains it first."""
+    data = {**NODE, "reboot_policy": "if-needed"}
+    busy = fresh("debian-12")
+    busy["gpuinfra_deploy.facts.system.SlurmJobsHere"] = ["41", "42"]
+    with caplog.at_level("WARNING"):
+        result = plan(nvidia_driver, busy, data)
+    assert not [op for op in result.ops if op.name.endswith("Reboot to load the NVIDIA driver")]
+    assert "not rebooted to load the NVIDIA driver: Slurm jobs run here (41, 42)" in caplog.text
+    assert "gpuinfra roll --inventory inventory/<site>.py --limit node1" in caplog.text
+
+
 def test_unknown_reboot_policy_is_refused():
     with pytest.raises(PyinfraError, match="reboot_policy = 'always'.*\n.*if-needed"):
         plan(nvidia_driver, fresh("debian-12"), {**NODE, "reboot_policy": "always"})
