@@ -57,6 +57,23 @@ def _meta(name: str, namespace: str | None = None, **labels: str) -> dict[str, A
     return meta
 
 
+def _cluster_access(name: str, namespace: str, labels: dict[str, str],
+                    rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A ServiceAccount ``name`` in ``namespace``, a ClusterRole of ``rules`` and the binding
+    between them, all called ``name``."""
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": _meta(name, namespace, **labels)},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": _meta(name, None, **labels), "rules": rules},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": _meta(name, None, **labels),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                     "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]},
+    ]
+
+
 # ---------------------------------------------------------------------------- RuntimeClass
 
 def runtime_class() -> dict[str, Any]:
@@ -82,19 +99,10 @@ def flannel(pod_cidr: str) -> list[dict[str, Any]]:
                  "metadata": _meta(ns, None, **{"k8s-app": "flannel",
                                                 "pod-security.kubernetes.io/enforce":
                                                     "privileged"})}
-    account = {"apiVersion": "v1", "kind": "ServiceAccount",
-               "metadata": _meta("flannel", ns, **{"k8s-app": "flannel"})}
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": _meta("flannel", None, **{"k8s-app": "flannel"}),
-            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
-                      {"apiGroups": [""], "resources": ["nodes"],
-                       "verbs": ["get", "list", "watch"]},
-                      {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}]}
-    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-               "metadata": _meta("flannel", None, **{"k8s-app": "flannel"}),
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                           "name": "flannel"},
-               "subjects": [{"kind": "ServiceAccount", "name": "flannel", "namespace": ns}]}
+    account, role, binding = _cluster_access("flannel", ns, {"k8s-app": "flannel"}, [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}])
     config = {"apiVersion": "v1", "kind": "ConfigMap",
               "metadata": _meta("kube-flannel-cfg", ns, **labels),
               "data": {"cni-conf.json": json.dumps(cni_conf, indent=2) + "\n",
@@ -348,19 +356,11 @@ def health_objects(interval_s: int) -> list[dict[str, Any]]:
     node-problem-detector on the GPU nodes (label ``nvidia.com/gpu.present=true``)."""
     ns = DEVICE_PLUGIN_NAMESPACE
     labels = {PART: "health"}
-    account = {"apiVersion": "v1", "kind": "ServiceAccount",
-               "metadata": _meta(HEALTH_NAME, ns, **labels)}
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": _meta(HEALTH_NAME, None, **labels),
-            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
-                      {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
-                      {"apiGroups": ["", "events.k8s.io"], "resources": ["events"],
-                       "verbs": ["create", "patch", "update"]}]}
-    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-               "metadata": _meta(HEALTH_NAME, None, **labels),
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                           "name": HEALTH_NAME},
-               "subjects": [{"kind": "ServiceAccount", "name": HEALTH_NAME, "namespace": ns}]}
+    account, role, binding = _cluster_access(HEALTH_NAME, ns, labels, [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
+        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"],
+         "verbs": ["create", "patch", "update"]}])
     config = {"apiVersion": "v1", "kind": "ConfigMap",
               "metadata": _meta(HEALTH_NAME, ns, **labels),
               "data": {HEALTH_CONFIG: json.dumps(health_plugin_config(interval_s),
@@ -428,19 +428,10 @@ def health_taint_objects(sources: Mapping[str, str]) -> list[dict[str, Any]]:
         raise ValueError(f"the taint controller needs {', '.join(missing)}")
     ns = DEVICE_PLUGIN_NAMESPACE
     labels = {PART: "health-taint"}
-    account = {"apiVersion": "v1", "kind": "ServiceAccount",
-               "metadata": _meta(TAINT_NAME, ns, **labels)}
     # What the controller does and nothing more: it lists and watches nodes and patches their
     # spec (no get of one node, no status, no events).
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": _meta(TAINT_NAME, None, **labels),
-            "rules": [{"apiGroups": [""], "resources": ["nodes"],
-                       "verbs": ["list", "watch", "patch"]}]}
-    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-               "metadata": _meta(TAINT_NAME, None, **labels),
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                           "name": TAINT_NAME},
-               "subjects": [{"kind": "ServiceAccount", "name": TAINT_NAME, "namespace": ns}]}
+    account, role, binding = _cluster_access(TAINT_NAME, ns, labels, [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch", "patch"]}])
     data = {_source_key(p): sources[p] for p in TAINT_SOURCES}
     config = {"apiVersion": "v1", "kind": "ConfigMap",
               "metadata": _meta(TAINT_NAME, ns, **labels), "data": data}
