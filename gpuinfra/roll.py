@@ -21,10 +21,11 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpuinfra.health.judge import REASON_LIMIT
+from gpuinfra.health.slurm import drained
 from gpuinfra.parsers.slurm import SlurmNode
 
 PREFIX = "gpuinfra-roll:"
-REASON_LIMIT = 120
 
 
 def batches(names: Sequence[str], size: int) -> list[list[str]]:
@@ -46,8 +47,7 @@ def ours(node: SlurmNode) -> bool:
 
 def drained_by_someone_else(node: SlurmNode) -> bool:
     """Drained (or down) already, not by a roll: the roll may change it, never resumes it."""
-    state = node.base_state.lower()
-    return (state.startswith("drain") or state == "down") and not ours(node)
+    return (drained(node) or node.base_state.lower() == "down") and not ours(node)
 
 
 def back(node: SlurmNode | None) -> bool:

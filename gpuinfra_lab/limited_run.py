@@ -28,6 +28,7 @@ import time
 
 from gpuinfra.slurmconf import FETCHED_CONF
 from gpuinfra_lab.deploys import changed_operations
+from gpuinfra_lab.health_drain import lab_hosts
 from gpuinfra_lab.refusal import REPO, lab_ssh, on_head
 from gpuinfra_lab.steps import Steps
 
@@ -50,8 +51,7 @@ def sums(name: str, folder: str) -> str:
 
 
 def workers() -> list[str]:
-    hosts = json.loads((REPO / ".lab" / "hosts.json").read_text())["hosts"]
-    return [h["name"] for h in hosts if "workers" in h["groups"]]
+    return [h["name"] for h in lab_hosts() if "workers" in h["groups"]]
 
 
 class Proof(Steps):

@@ -102,18 +102,12 @@ DISTRO: dict[str, dict[str, Any]] = {
     },
 }
 
-def reached(site: Site, name: str) -> bool:
-    """Whether this run reads host ``name``'s facts (a dead worker, or one left out by
-    ``--limit``, is not: its lines are kept from the head's running files)."""
-    return site.reached(name)
-
-
 def running(site: Site) -> RunningConfig | None:
     """The head's live slurm.conf and gres.conf, read once per run; None when the head is not
     in this run (then nothing is written there: the run says so)."""
     def read() -> RunningConfig | None:
         name = site.spec.head[0].name
-        if not reached(site, name):
+        if not site.reached(name):
             return None
         raw = site.host(name).get_fact(RunningSlurmConf)
         return running_config(raw["slurm.conf"], raw["gres.conf"])
@@ -125,7 +119,7 @@ def cpu_facts(site: Site, name: str) -> tuple[CpuLayout | None, int | None]:
     """(CPU layout, MemTotal MiB) of host ``name``, read from it once per run: slurm.conf
     needs every worker's, and each worker's gres.conf its own."""
     def read() -> tuple[dict[str, Any], int | None]:
-        if not reached(site, name):
+        if not site.reached(name):
             return {}, None
         other = site.host(name)
         return other.get_fact(CpuLayoutFact), other.get_fact(MemTotalMb)
@@ -155,7 +149,7 @@ def node_gres(site: Site, node: NodeSpec) -> GresPlan | None:
         return GresPlan(())
 
     def read() -> GresPlan | None:
-        if not reached(site, node.name):
+        if not site.reached(node.name):
             return None
         other = site.host(node.name)
         gpus = other.get_fact(NvidiaGpus).get("gpus", [])
@@ -228,7 +222,7 @@ def _one_cgroup_plugin(site: Site) -> None:
     (cgroup/v1 on Ubuntu 22.04's Slurm 21.08, autodetect elsewhere: :data:`DISTRO`)."""
     plugins: dict[str, list[str]] = {}
     for node in site.spec.nodes:
-        if "slurm" in node.schedulers and reached(site, node.name):
+        if "slurm" in node.schedulers and site.reached(node.name):
             other = site.host(node.name)
             key = distro_key(other.get_fact(LinuxDistribution))
             plugins.setdefault(DISTRO[key]["cgroup_plugin"], []).append(f"{node.name} ({key})")
@@ -272,7 +266,7 @@ def slurm(site: Site, node: NodeSpec) -> None:
         # The worker judges the cluster's files with its own GPUs before the head takes them.
         checked_here(name="Slurm configuration, judged by this node's slurmd (its gres.conf "
                           "lines against its GPUs)", files=texts, check_as=node.short_name)
-    if not reached(site, head.name):
+    if not site.reached(head.name):
         logger.warning(f"{host.print_prefix}slurm: the head ({head.name}) is not in this run: "
                        "the cluster's slurm.conf and gres.conf live there and were not changed; "
                        f"`pyinfra inventory/<site>.py deploy.py --limit {head.name} --limit "
@@ -293,7 +287,7 @@ def slurm(site: Site, node: NodeSpec) -> None:
         # Held back by a worker that judged the files in this run and failed; not by one the
         # run does not reach (left out, or down: pyinfra fails it at connect), which judged
         # nothing and whose lines are kept from the head's files.
-        judges = [w for w in workers if reached(site, w.name)]
+        judges = [w for w in workers if site.reached(w.name)]
         config = checked_config(name="Slurm configuration, checked by Slurm before it goes in",
                                 files=texts, check_as=check_as,
                                 _if=lambda: _workers_accepted(site, judges))
@@ -339,7 +333,7 @@ def _change(site: Site, texts: dict[str, str]) -> ConfChange:
         if now is None:
             return ConfChange("none")
         change = conf_change(now, texts[SLURM_CONF], texts[GRES_CONF])
-        left = [w.name for w in site.spec.workers_of("slurm") if not reached(site, w.name)]
+        left = [w.name for w in site.spec.workers_of("slurm") if not site.reached(w.name)]
         if change.slurmd and left and not now.empty:
             logger.warning(f"slurm: {change.why}: Slurm 22.05 needs every slurmd restarted "
                            f"(slurm.conf(5)); not in this run: {', '.join(left)}: "
