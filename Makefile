@@ -11,7 +11,7 @@ PRIVATE_STATE := state=$$(mktemp -d -t gpuinfra-molecule.XXXXXXXX) && \
   trap 'rm -rf "$$state"' EXIT INT TERM &&
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: test molecule unit plan lint demo validate deploy verify lab-up lab-down lab-reboot \
+.PHONY: test molecule unit plan lint demo validate deploy verify report render lab-up lab-down lab-reboot \
   lab-status clean test-tools
 
 $(STAMP): pyproject.toml
@@ -58,8 +58,12 @@ unit: $(STAMP) test-tools
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
+# A site's targets: SITE=<site> runs them on inventory/<site>.py (default: the lab).
+SITE ?= lab
+INVENTORY := inventory/$(SITE).py
+
 validate: $(STAMP)
-	$(BIN)/gpuinfra validate inventory/lab.py
+	$(BIN)/gpuinfra validate $(INVENTORY)
 
 plan: $(STAMP)
 	$(BIN)/pytest -q tests/plan
@@ -90,10 +94,16 @@ demo: $(STAMP)
 	@echo "Tear it down:          make lab-down"
 
 deploy: $(STAMP)
-	$(BIN)/pyinfra -y inventory/lab.py deploy.py
+	$(BIN)/pyinfra $(if $(filter lab,$(SITE)),-y) $(INVENTORY) deploy.py
 
 verify: $(STAMP)
-	$(BIN)/pytest -q -p no:cacheprovider gpuinfra_verify --inventory inventory/lab.py -n 4
+	$(BIN)/pytest -q -p no:cacheprovider gpuinfra_verify --inventory $(INVENTORY) -n 4
+
+report: $(STAMP)
+	$(BIN)/gpuinfra report --inventory $(INVENTORY)
+
+render: $(STAMP)
+	$(BIN)/gpuinfra render $(INVENTORY) --out build/render-$(SITE)
 
 lab-up: $(STAMP)
 	$(BIN)/gpuinfra lab up

@@ -1,5 +1,5 @@
 """Lab proof: a worker joins a running cluster with one command and leaves it the same way,
-while a job runs on another worker (README "Day 2").
+while a job runs on another worker (docs/day2.md).
 
     .venv/bin/python -m gpuinfra_lab.add_remove_node [inventory/lab.py]
 

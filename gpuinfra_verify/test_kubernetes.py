@@ -1,5 +1,5 @@
 """Kubernetes on a site whose schedulers include "kubernetes", judged from the control plane
-and each node (real clusters: the lab has no kubelet, see README "Kubernetes").
+and each node (real clusters: the lab has no kubelet, see docs/roles.md "Kubernetes").
 
 Per node: Ready; containerd's sandbox image is the one kubeadm uses (`kubeadm config images
 list`). Per GPU node: the device plugin pod (and GPU Feature Discovery's, when on) running and

@@ -1,6 +1,6 @@
 """The cluster spec: a typed model of what the roles need, built from pyinfra host data.
 
-Where each value lives (pyinfra's own places, see README "Describing a site"):
+Where each value lives (pyinfra's own places, see docs/spec.md):
 - ``inventory/<site>.py``: hosts, their groups (``head``, ``workers``, ``hypervisors``) and
   per-host data (``gpu_model``, ``gpu_count``, ``gpu_topology``, ``gpu_sharing``, ``rdma_nics``,
   ``soft_roce`` (lab only);

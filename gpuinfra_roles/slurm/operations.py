@@ -188,7 +188,7 @@ def reconfigure_script(wait_s: int = 60) -> str:
 def removal_guard(nodes: list[str]) -> str:
     """Shell: exit 1, saying what to do, unless each of ``nodes`` (leaving slurm.conf: no
     longer in the inventory) is drained and runs no job. slurmctld restarted without a node
-    that still runs jobs loses them; the node is drained first (README "Day 2")."""
+    that still runs jobs loses them; the node is drained first (docs/day2.md)."""
     names = ",".join(nodes)
     quoted = shlex.quote(names)
     fix = (f"gpuinfra: {names} left the inventory but Slurm still schedules on it: drain it "

@@ -1,7 +1,7 @@
 """Each role, used alone in another project's own pyinfra deploy, from the installed wheel.
 
 The project lives in a temporary folder outside the checkout: its own deploy file (the one in
-README.md, section "Use one role in your own deploy", with the role's name put in), its own
+docs/reuse.md, "Use one role in your own deploy", with the role's name put in), its own
 group names (given to the role as data), its own unrelated host data, no config.py and no
 gpuinfra group_data. gpuinfra is built into a wheel and installed into a folder of its own;
 the deploy is planned by a Python that cannot see the checkout (``-S``, the checkout off
@@ -27,7 +27,7 @@ import pytest
 from gpuinfra_deploy.run.knobs import role_names
 from tests.plan.harness import REPO, load_facts
 
-README = REPO / "README.md"
+README = REPO / "docs" / "reuse.md"
 HARNESS = REPO / "tests" / "plan" / "harness.py"
 
 # The operator's own keys, which no gpuinfra role reads: each is left alone unless it carries
@@ -40,7 +40,7 @@ def readme_block(name: str) -> str:
     """A Python block of the README's section, between its ``<!-- name -->`` markers."""
     found = re.search(rf"<!-- {name} -->\n```python\n(.*?)```\n<!-- /{name} -->",
                       README.read_text(), re.S)
-    assert found, f"README.md lost its 'Use one role in your own deploy' block {name}"
+    assert found, f"docs/reuse.md lost its 'Use one role in your own deploy' block {name}"
     return found.group(1)
 
 

@@ -1024,7 +1024,7 @@ LEAVING = "Nodes leaving Slurm are drained and idle"
 
 def test_a_node_leaving_the_inventory_is_checked_drained_and_idle_before_the_files_change():
     """lab-worker3 is in the head's running slurm.conf but no longer in the inventory: the
-    head first refuses unless Slurm has it drained and idle (README "Day 2"), then writes
+    head first refuses unless Slurm has it drained and idle (docs/day2.md), then writes
     the files without it, which restarts every daemon (nodes removed)."""
     facts_of = converged_lab("debian-12")
     files = expected_files("debian-12")
