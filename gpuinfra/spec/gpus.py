@@ -31,8 +31,19 @@ def gpu_spec(host: HostInput, errs: Collector) -> tuple[GpuSpec | None, GpuSpec 
     return None, GpuSpec(model=model, count=count, topology=PROFILES["pcie-only"])
 
 
+def _misspelt_model(host: HostInput) -> Any:
+    """The value of a key that is a typo of ``gpu_model`` (``gpu_modle``, ``GPU_MODEL``): the
+    typo is reported by the unknown-key check; the rest of the host is judged as if it were
+    spelt right, so its other problems show in the same round, not after the rename."""
+    keys = [k for k in host.data if isinstance(k, str) and k != "gpu_model"]
+    close = get_close_matches("gpu_model", [k.lower() for k in keys], n=1, cutoff=0.8)
+    return next((host.data[k] for k in keys if close and k.lower() == close[0]), None)
+
+
 def _gpu_spec(host: HostInput, errs: Collector) -> GpuSpec | None:
     name, count, topo = (host.data.get(k) for k in ("gpu_model", "gpu_count", "gpu_topology"))
+    if name is None:
+        name = _misspelt_model(host)
     if name is None:
         for key in ("gpu_count", "gpu_topology", "gpu_sharing"):
             if host.data.get(key) is not None:
@@ -67,8 +78,7 @@ def _gpu_spec(host: HostInput, errs: Collector) -> GpuSpec | None:
     if problem:
         errs.add(host.name, "gpu_count/gpu_topology", {"gpu_count": count,
                  "gpu_topology": profile_name}, f"the profile cannot hold them: {problem}",
-                 _profiles_for(model, count), "fix gpu_count, or pick the profile that matches "
-                 "the hardware (see README, 'Topology profiles')")
+                 _profiles_for(model, count, profile), _count_fix(model, profile))
         return None
     return GpuSpec(model=model, count=count, topology=profile)
 
@@ -89,9 +99,25 @@ def _default_topology(model: GpuModel | None) -> str | None:
     return None
 
 
-def _profiles_for(model: GpuModel, count: int) -> str:
+def _counts_for(model: GpuModel, profile: Any) -> list[int]:
+    return [n for n in range(1, 17) if gpu_count_problem(profile, model, n) is None]
+
+
+def _profiles_for(model: GpuModel, count: int, profile: Any) -> str:
+    """What fits: first the counts the asked profile holds (the usual slip is the count), then
+    the profiles that hold this count."""
+    counts = _counts_for(model, profile)
     fits = [p.name for p in PROFILES.values() if gpu_count_problem(p, model, count) is None]
-    return f"for {count} x {model.key}: {', '.join(fits) or 'none'}"
+    held = f"{profile.name} with {', '.join(map(str, counts))} GPUs; " if counts else ""
+    return f"{held}for {count} x {model.key}: {', '.join(fits) or 'none'}"
+
+
+def _count_fix(model: GpuModel, profile: Any) -> str:
+    counts = _counts_for(model, profile)
+    first = (f"set gpu_count to {counts[0]} (what {profile.name} boards of {model.key} hold)"
+             if len(counts) == 1 else "fix gpu_count")
+    return (f"{first}, or pick the profile that matches the hardware (see docs/spec.md, "
+            "'Topology profiles')")
 
 
 def check_branch_drives(host: str, gpus: GpuSpec | None, sharing: GpuSharing, branch: str,

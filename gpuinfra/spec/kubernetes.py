@@ -85,16 +85,17 @@ def check_kubernetes(nodes: Sequence[NodeSpec], spec: KubernetesSpec, errs: Coll
                  [spec.pod_cidr, spec.service_cidr], "the pod and service networks overlap",
                  "two disjoint networks (kubeadm's defaults: 10.244.0.0/16 and 10.96.0.0/12)",
                  where)
-    for node in nodes:
-        if node.address is None:
-            continue
-        address = ipaddress.ip_address(node.address)
-        for field, net in (("kubernetes_pod_cidr", pods), ("kubernetes_service_cidr", services)):
-            if address in net:
-                errs.add(node.name, field, str(net), f"contains the node's address "
-                         f"{node.address}: traffic to the node would be routed into the "
-                         "cluster network", "a network apart from every node's address",
-                         f"move {field} {WHERE_ALL} away from the hosts' network")
+    for field, net in (("kubernetes_pod_cidr", pods), ("kubernetes_service_cidr", services)):
+        inside = [n for n in nodes
+                  if n.address is not None and ipaddress.ip_address(n.address) in net]
+        if inside:  # one problem per network, naming every node it swallows
+            shown = ", ".join(f"{n.name} {n.address}" for n in inside[:4])
+            more = f" and {len(inside) - 4} more" if len(inside) > 4 else ""
+            errs.add(", ".join(n.name for n in inside) if len(inside) <= 4 else CLUSTER,
+                     field, str(net), f"contains the address of {len(inside)} node(s) "
+                     f"({shown}{more}): traffic to them would be routed into the cluster "
+                     "network", "a network apart from every node's address",
+                     f"move {field} {WHERE_ALL} away from the hosts' network")
     service_bits = services.max_prefixlen - services.prefixlen
     if service_bits > k8s.MAX_SERVICE_SUBNET_BITS or services.num_addresses < \
             k8s.MIN_SERVICE_ADDRESSES:

@@ -60,7 +60,9 @@ def rdma_nics(host: HostInput, on_soft_roce: bool, errs: Collector) -> tuple[Rdm
         return ()
     nics = [n for n in (_nic(host.name, i, item, on_soft_roce, errs)
                         for i, item in enumerate(raw)) if n]
-    _check_unique(host.name, nics, errs)
+    # Duplicates are judged on every entry, not only the valid ones: a copied address must
+    # show in the same round as the entries' other problems, not after they are fixed.
+    _check_unique(host.name, [_identity(item) for item in raw], errs)
     _check_gid_index(host.name, nics, errs)
     _check_hypervisor(host, nics, errs)
     return tuple(nics)
@@ -212,14 +214,25 @@ def _fits_stack(host: str, field: str, pci: str | None, netdev: str | None,
     return True
 
 
-def _check_unique(host: str, nics: Sequence[RdmaNic], errs: Collector) -> None:
-    for name, count in Counter(n.name for n in nics).items():
+def _identity(item: Any) -> tuple[str, str | None]:
+    """The name and PCI address of a raw ``rdma_nics`` entry (for the duplicate check; what
+    is malformed there is reported by :func:`_nic`)."""
+    if isinstance(item, str):
+        item = {"name": item}
+    item = item if isinstance(item, Mapping) else {}
+    name, pci = item.get("name"), item.get("pci")
+    pci = _normal_pci(pci) if isinstance(pci, str) and _PCI_BDF.fullmatch(pci) else None
+    return (name if isinstance(name, str) else "", pci)
+
+
+def _check_unique(host: str, nics: Sequence[tuple[str, str | None]], errs: Collector) -> None:
+    for name, count in Counter(name for name, _ in nics if name).items():
         if count > 1:
             errs.add(host, "rdma_nics", name, "NIC listed twice", "each NIC once",
                      "remove the duplicate")
-    for pci, count in Counter(n.pci for n in nics if n.pci).items():
+    for pci, count in Counter(address for _, address in nics if address).items():
         if count > 1:
-            names = ", ".join(n.name for n in nics if n.pci == pci)
+            names = ", ".join(name for name, address in nics if address == pci)
             errs.add(host, "rdma_nics", pci, f"one PCI address for several NICs ({names})",
                      "each NIC's own address (`lspci -D`; a dual-port card's ports are "
                      "functions .0 and .1)", "fix the copied address")

@@ -191,7 +191,7 @@ def _check_unknown_keys(host: HostInput, known: Sequence[str], errs: Collector,
             [lowered[c] for c in get_close_matches(key.lower(), list(lowered), n=1, cutoff=0.8)]
         if close:
             errs.add(host.name, key, host.data[key], f"unknown key (did you mean {close[0]!r}?)",
-                     "the spec keys (README, 'The spec') and each role's keys "
+                     "the spec keys (docs/spec.md) and each role's keys "
                      "(gpuinfra_roles/<role>/defaults.py)", f"rename {key!r} to {close[0]!r}")
 
 
@@ -315,10 +315,13 @@ def _driver_branch(value: Any, errs: Collector) -> str:
                  f"{', '.join(supported)}", f"set driver_branch = '{supported[0]}' {WHERE_ALL}")
         return supported[0]
     if branch not in supported:
+        # The nearest newer branch the roles install (a site asking 560 wants new, not 535).
+        newer = [b for b in supported if b.isdigit() and int(b) > int(branch)]
+        pick = min(newer, key=int) if newer else supported[-1]
         errs.add(CLUSTER, "driver_branch", value,
                  "a real branch, but the roles cannot install it on "
                  f"{', '.join(drivers.SUPPORTED_OS)} yet",
-                 ", ".join(supported), f"set driver_branch = '{supported[0]}' {WHERE_ALL}")
+                 ", ".join(supported), f"set driver_branch = '{pick}' {WHERE_ALL}")
     return branch
 
 

@@ -77,9 +77,9 @@ BAD = [
     ("pod-and-service-overlap", _all(kubernetes_pod_cidr="10.96.0.0/16"), "cluster",
      "kubernetes_pod_cidr/kubernetes_service_cidr", "overlap"),
     ("pod-cidr-holds-a-node", _all(kubernetes_pod_cidr="10.0.0.0/16"), "gpu01",
-     "kubernetes_pod_cidr", "contains the node's address 10.0.0.11"),
+     "kubernetes_pod_cidr", "gpu01 10.0.0.11"),
     ("service-cidr-holds-the-head", _all(kubernetes_service_cidr="10.0.0.0/24"), "k8s-head",
-     "kubernetes_service_cidr", "contains the node's address 10.0.0.10"),
+     "kubernetes_service_cidr", "k8s-head 10.0.0.10"),
     ("pod-cidr-host-bits", _all(kubernetes_pod_cidr="10.244.0.1/16"), "cluster",
      "kubernetes_pod_cidr", "host bits set"),
     ("pod-cidr-not-a-string", _all(kubernetes_pod_cidr=16), "cluster", "kubernetes_pod_cidr",
@@ -172,3 +172,13 @@ def test_cidrs_are_checked_only_for_kubernetes_sites():
 def test_containerd_against_its_recommendation(version, containerd, words):
     why = k8s.containerd_recommended(version, containerd)
     assert (why is None) if words is None else (words in why)
+
+
+def test_a_network_over_every_node_is_one_problem():
+    """A pod network over the whole node subnet is one problem naming the nodes, not one per
+    node (the operator review's E13: the same block four times)."""
+    s = copy.deepcopy(site())
+    _all(kubernetes_pod_cidr="10.0.0.0/16")(s)
+    found = [e for e in validate(hosts(s)) if e.field == "kubernetes_pod_cidr"]
+    assert len(found) == 1, found
+    assert "3 node(s)" in found[0].problem and "k8s-head 10.0.0.10" in found[0].problem
