@@ -46,7 +46,7 @@ FABRIC_DOWN_CAUSE = ("NVSwitch fabric not up: no GPU pair has NVLink (Fabric Man
 class Case:
     """One testcase of the junit XML. ``node``: the host of its id, "" for a test that is not
     per node; ``outcome``: "passed", "failed", "error" or "skipped"; ``message``: the failure
-    or skip message (the element's full text for a failure, when it has one)."""
+    or skip message (junit's message attribute: pytest may cut a long one short)."""
 
     node: str
     module: str  # e.g. "test_gpu"
@@ -55,6 +55,7 @@ class Case:
     message: str = ""
     props: dict[str, str] = field(default_factory=dict)
     no_host: bool = False  # the module's one case when no host of the site is of its kind
+    detail: str = ""  # the failure element's text (the whole message, or a traceback)
 
     @property
     def failed(self) -> bool:
@@ -68,19 +69,19 @@ def read_junit(text: str) -> list[Case]:
         name = element.get("name", "")
         test, node = (name.split("[", 1) + [""])[:2]
         node = node.rsplit("]", 1)[0]
-        outcome, message = "passed", ""
+        outcome, message, detail = "passed", "", ""
         for kind in ("failure", "error", "skipped"):
             child = element.find(kind)
             if child is not None:
                 outcome = {"failure": "failed"}.get(kind, kind)
-                full = (child.text or "").strip() if kind != "skipped" else ""
-                message = full or (child.get("message") or child.text or "").strip()
+                message = (child.get("message") or child.text or "").strip()
+                detail = (child.text or "").strip()
                 break
         props = {p.get("name", ""): p.get("value", "") for p in element.iter("property")}
         module = element.get("classname", "").rsplit(".", 1)[-1]
         no_host = node in (NO_HOST, "NOTSET")
         cases.append(Case("" if no_host else node, module, test, outcome, message, props,
-                          no_host))
+                          no_host, detail))
     return cases
 
 
@@ -204,7 +205,8 @@ def failure_findings(case: Case) -> list[dict[str, str]]:
             return found
     blocks: list[dict[str, str]] = []
     what = ""
-    for raw in case.message.splitlines():
+    text = case.detail if "\n  cause: " in case.detail else case.message
+    for raw in text.splitlines():
         line = raw.strip()
         if raw.startswith("  cause: "):
             found = _CHECK_LINE.fullmatch(what)

@@ -58,7 +58,9 @@ header.pass{background:#1f7a3a} header.fail{background:#b42318}
 header.not-checked{background:#6b7280}
 header h1{margin:0 0 4px;font-size:22px} header p{margin:0}
 section,article{background:#fff;margin:16px 24px;padding:12px 16px;border-radius:6px;
-box-shadow:0 1px 2px #0002}
+box-shadow:0 1px 2px #0002} main{display:grid;gap:16px;margin:16px 24px;
+grid-template-columns:repeat(auto-fill,minmax(560px,1fr))} main article{margin:0}
+article.fail{grid-column:1/-1}
 h2{font-size:17px;margin:4px 0 8px} h3{font-size:14px;margin:12px 0 4px}
 .badge{font-size:12px;padding:2px 8px;border-radius:10px;color:#fff;vertical-align:middle}
 .badge.pass{background:#1f7a3a} .badge.fail{background:#b42318}
@@ -92,7 +94,9 @@ def render_html(report: Report) -> str:
                         f"{len(report.cases)} checks: {said(counts(report.cases))}; "
                         f"{len(report.other)} not per node"),
                 id="verdict", class_=verdict, data_verdict=verdict)
-    body = [header, _causes(report), *(_node(n) for n in report.nodes)]
+    failed = [n for n in report.nodes if n.verdict == "fail"]  # the failed nodes first
+    ordered = failed + [n for n in report.nodes if n.verdict != "fail"]
+    body = [header, _causes(report), el("main", [_node(n) for n in ordered])]
     if report.other:
         body.append(_other(report))
     body.append(el("footer", f"gpuinfra {VERSION} ({SCHEMA}); from {report.source}"))
