@@ -22,12 +22,15 @@ $(STAMP): pyproject.toml
 	touch $@
 
 # Tools the unit tests run: virt-xml-validate (Debian's libvirt-clients, with xmllint from
-# libxml2-utils) judges the libvirt domain XML the vfio role writes. Installed with apt-get
-# when missing (needs root, as the lab does).
-TEST_PACKAGES := libvirt-clients libxml2-utils
+# libxml2-utils) judges the libvirt domain XML the vfio role writes; chromium and its
+# chromedriver (Debian's) load `gpuinfra report --html` in a headless browser
+# (tests/unit/test_report_browser.py). Installed with apt-get when missing (needs root, as the
+# lab does).
+TEST_PACKAGES := libvirt-clients libxml2-utils chromium chromium-driver
 test-tools:
-	@command -v virt-xml-validate >/dev/null && command -v xmllint >/dev/null || { \
-	  echo "installing $(TEST_PACKAGES) (virt-xml-validate, for the unit tests)"; \
+	@command -v virt-xml-validate >/dev/null && command -v xmllint >/dev/null && \
+	  command -v chromium >/dev/null && test -x /usr/bin/chromedriver || { \
+	  echo "installing $(TEST_PACKAGES) (virt-xml-validate, chromium: for the unit tests)"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get install -y -q --no-install-recommends $(TEST_PACKAGES) >/dev/null || \
 	  { apt-get update -q >/dev/null && \
@@ -70,7 +73,7 @@ plan: $(STAMP)
 
 # The main job on the local lab: validate the spec, start the lab, deploy, reboot the lab
 # (the first driver install records "reboot needed"; a reboot applies it), deploy again (must
-# change nothing), verify, report; then a deploy with a broken slurm.conf must be refused while
+# change nothing), verify, report (also as a page: build/report.html); then a deploy with a broken slurm.conf must be refused while
 # slurmctld keeps running, and one with a broken prometheus.yml while Prometheus keeps serving;
 # then a worker without credentials is refused by Prometheus and Alertmanager, one with them is
 # answered, and every target is up; the health check's proof (gpuinfra_lab/health_drain.py:
@@ -83,12 +86,14 @@ demo: $(STAMP)
 	$(BIN)/pyinfra -y inventory/lab.py deploy.py
 	$(BIN)/gpuinfra lab reboot
 	$(BIN)/python -m gpuinfra_cli.idempotence inventory/lab.py
-	$(BIN)/gpuinfra report --inventory inventory/lab.py || [ -n "$(BROKEN)" ]
+	$(BIN)/gpuinfra report --inventory inventory/lab.py --html build/report.html || \
+	  [ -n "$(BROKEN)" ]
 	$(BIN)/python -m gpuinfra_lab.health_drain inventory/lab.py
 	$(BIN)/python -m gpuinfra_lab.bad_slurm_conf inventory/lab.py
 	$(BIN)/python -m gpuinfra_lab.bad_prometheus_conf inventory/lab.py
 	$(BIN)/python -m gpuinfra_lab.monitoring_auth inventory/lab.py
 	@echo
+	@echo "The report, as a page:  build/report.html (open it in a browser)"
 	@echo "The lab is still up. Look inside: ssh -F .lab/ssh_config lab-worker1"
 	@echo "                     or: $(BIN)/gpuinfra lab status"
 	@echo "Tear it down:          make lab-down"
@@ -118,4 +123,4 @@ lab-status: $(STAMP)
 	$(BIN)/gpuinfra lab status
 
 clean:
-	rm -rf $(VENV) *.egg-info
+	rm -rf $(VENV) *.egg-info build/report.html

@@ -2,14 +2,18 @@
 
     gpuinfra report --inventory inventory/lab.py               run the suite, then report
     gpuinfra report --inventory inventory/lab.py --junit FILE  report on a finished run
+    ... --html build/report.html                                also write the HTML page
+    ... --json                                                  the JSON envelope, not text
 
-The report itself is gpuinfra_verify/report.py. Exit 0 when every test passed or was skipped, 1 when
-any failed, 2 when there is nothing to report on.
+The report itself is gpuinfra_verify/report.py (the page: report_html.py; docs/report.md).
+Exit 0 when every test passed or was skipped, 1 when any failed, 2 when there is nothing to
+report on.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import tempfile
@@ -20,22 +24,24 @@ from pathlib import Path
 import gpuinfra_verify
 from gpuinfra.errors import GpuinfraError
 from gpuinfra_deploy.run.knobs import build_spec
-from gpuinfra_verify.report import read_junit, render
+from gpuinfra_verify.report import build, read_junit, render_report, to_json
 
 # The installed suite itself (a checkout or the wheel): `gpuinfra report` runs from anywhere.
 SUITE = Path(gpuinfra_verify.__file__).resolve().parent
 
 
-def _run_suite(inventory: str, junit: Path, workers: str) -> int:
-    """Run the verify suite (its output goes to the terminal); pytest's exit code."""
+def _run_suite(inventory: str, junit: Path, workers: str, quiet_stdout: bool = False) -> int:
+    """Run the verify suite (its output goes to the terminal, to stderr when stdout is for
+    the JSON); pytest's exit code."""
     if not SUITE.is_dir():
         raise GpuinfraError(f"{SUITE} not found: reinstall gpuinfra (pip install gpuinfra)")
     command = [sys.executable, "-m", "pytest", str(SUITE), "--inventory", inventory, "-q",
                "-p", "no:cacheprovider", f"--junitxml={junit}"]
     if workers != "0":
         command += ["-n", workers]
-    print("$ " + " ".join(command[2:]), flush=True)
-    return subprocess.run(command, check=False).returncode
+    out = sys.stderr if quiet_stdout else sys.stdout
+    print("$ " + " ".join(command[2:]), file=out, flush=True)
+    return subprocess.run(command, check=False, stdout=out if quiet_stdout else None).returncode
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -49,7 +55,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="gpuinfra-report-") as tmp:
         junit = Path(args.junit) if args.junit else Path(tmp) / "verify.xml"
         if not args.junit:
-            rc = _run_suite(args.inventory, junit, args.workers)
+            rc = _run_suite(args.inventory, junit, args.workers, args.json)
             if rc not in (0, 1) or not junit.is_file():
                 print(f"gpuinfra report: the verify suite did not run (pytest exit {rc})",
                       file=sys.stderr)
@@ -58,9 +64,21 @@ def cmd_report(args: argparse.Namespace) -> int:
             cases = read_junit(junit.read_text())
         except ET.ParseError as exc:
             raise GpuinfraError(f"{junit}: not a junit XML file: {exc}") from None
-    text, code = render(spec, cases, str(args.junit or "this run"))
-    print(text)
-    return code
+    report = build(spec, cases, str(args.junit or "this run"))
+    if args.html:
+        from gpuinfra_verify.report_html import render_html
+
+        path = Path(args.html)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render_html(report), encoding="utf-8")
+    if args.json:
+        print(json.dumps(to_json(report, [str(args.junit)] if args.junit else []), indent=2))
+    else:
+        print(render_report(report))
+    if args.html:
+        print(f"HTML report: {Path(args.html).resolve()}", file=sys.stderr if args.json
+              else sys.stdout)
+    return 1 if report.verdict == "fail" else 0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -72,6 +90,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     report.add_argument("--junit", metavar="FILE",
                         help="read this junit XML of a finished `pytest verify` run "
                              "instead of running the suite")
+    report.add_argument("--html", metavar="FILE",
+                        help="also write the report as one self-contained HTML page")
+    report.add_argument("--json", action="store_true",
+                        help="print the report as the gpuinfra JSON envelope (kind report)")
     report.add_argument("-n", "--workers", default="4", metavar="N",
                         help="pytest-xdist workers when running the suite (0: serial)")
     report.set_defaults(func=cmd_report)

@@ -12,21 +12,27 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import pytest
 from testinfra.host import Host
 
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.health.collect import Output
 from gpuinfra.health.judge import judge
 from gpuinfra.health.probes import GPU_QUERY_FIELDS, describe, probes
 from gpuinfra.parsers.gpus import parse_gpus
+from gpuinfra.parsers.p2p import P2PMatrix, parse_p2p
+from gpuinfra.parsers.topo import TopoMatrix, parse_topo
 from gpuinfra.spec import NodeSpec
 from gpuinfra.verdicts import Finding
+from gpuinfra_verify import matrices
 from gpuinfra_verify.expect import family, format_failures, format_finding, smi_failure
 from gpuinfra_verify.reading import node_reading, spec_expectation
 
 VERIFY_NODES = "gpu"
 Note = Callable[[str, object], None]
+T = TypeVar("T")
 # The outputs these tests judge: a command among them that failed fails every test, with
 # nvidia-smi's own reason (the other families cannot be judged without it).
 GPU_OUTPUTS = ("gpus", "topo", "p2p-r", "p2p-w", "nvlink", "fabric")
@@ -34,11 +40,14 @@ GPU_OUTPUTS = ("gpus", "topo", "p2p-r", "p2p-w", "nvlink", "fabric")
 
 @dataclass(frozen=True)
 class GpuVerdict:
-    """The findings for one host, or why there are none (nvidia-smi missing or failing)."""
+    """The findings for one host, or why there are none (nvidia-smi missing or failing);
+    the ``topo -m`` and ``topo -p2p`` matrices read (for the report's matrices)."""
 
     findings: tuple[Finding, ...] = ()
     error: str = ""
     seen: str = "?"
+    topo: TopoMatrix | None = None
+    p2p: tuple[P2PMatrix, ...] = ()
 
 
 def _seen(text: str) -> str:
@@ -66,7 +75,22 @@ def verdict(host: Host, node: NodeSpec) -> GpuVerdict:
             rc = 127 if out.rc is None and "not found" in out.error else (out.rc or -1)
             return GpuVerdict(error=smi_failure(lines.get(name) or name, rc, out.error))
     findings = judge(expect, taken.reading).findings
-    return GpuVerdict(tuple(findings), seen=_seen(taken.reading["gpus"].text))
+    topo = _parsed(taken.reading.get("topo"), parse_topo)
+    p2p = tuple(m for mode in ("r", "w")
+                if (m := _parsed(taken.reading.get(f"p2p-{mode}"),
+                                 lambda text, mode=mode: parse_p2p(text, mode))) is not None)
+    return GpuVerdict(tuple(findings), seen=_seen(taken.reading["gpus"].text), topo=topo,
+                      p2p=p2p)
+
+
+def _parsed(output: Output | None, parse: Callable[[str], T]) -> T | None:
+    """The parsed output, or None when absent or unreadable (judge() names that failure)."""
+    if output is None or not output.ok or not output.text:
+        return None
+    try:
+        return parse(output.text)
+    except GpuinfraError:
+        return None
 
 
 def _check_family(name: str, verdict: GpuVerdict, node: NodeSpec, note: Note) -> None:
@@ -80,6 +104,7 @@ def _check_family(name: str, verdict: GpuVerdict, node: NodeSpec, note: Note) ->
         pytest.skip(reason)
     failed = [f for f in findings if f.failed]
     if failed:
+        note(matrices.FAILED, matrices.dump(matrices.failed_findings(failed)))
         note("failure", format_finding(failed[0]).split("\n")[0] + "; " + failed[0].cause)
         pytest.fail(format_failures(node.name, failed), pytrace=False)
 
@@ -92,10 +117,17 @@ def test_gpu_count(verdict: GpuVerdict, node: NodeSpec, note: Note) -> None:
 
 
 def test_nvlink_topology(verdict: GpuVerdict, node: NodeSpec, note: Note) -> None:
+    if verdict.topo is not None:  # what was seen, and asked, for the report's matrix
+        seen = matrices.nvlink_seen(verdict.topo)
+        note(matrices.NVLINK_SEEN, matrices.dump(seen))
+        note(matrices.NVLINK_EXPECTED,
+             matrices.dump(matrices.nvlink_expected(verdict.findings, seen["gpus"])))
     _check_family("nvlink-topology", verdict, node, note)
 
 
 def test_p2p(verdict: GpuVerdict, node: NodeSpec, note: Note) -> None:
+    if verdict.p2p:
+        note(matrices.P2P, matrices.dump(matrices.p2p_matrix(verdict.p2p)))
     _check_family("p2p", verdict, node, note)
 
 

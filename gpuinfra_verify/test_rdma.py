@@ -52,6 +52,7 @@ from gpuinfra.rdma_verdicts import (
 )
 from gpuinfra.spec import NodeSpec
 from gpuinfra.vfio import binding
+from gpuinfra_verify import matrices
 from gpuinfra_verify.expect import Site
 from gpuinfra_verify.failure import fail
 
@@ -102,6 +103,7 @@ def test_nics_present(node: NodeSpec, ports: dict[str, Port], note: Note) -> Non
 
 
 def test_ports_active(node: NodeSpec, ports: dict[str, Port], note: Note) -> None:
+    note(matrices.RDMA_PORTS, matrices.dump(matrices.rdma_ports(node.rdma_nics, ports)))
     _judge(node, port_findings(node.rdma_nics, ports), note)
 
 

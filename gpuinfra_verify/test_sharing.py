@@ -29,6 +29,7 @@ from gpuinfra.sharing_verdicts import (
     slurm_gres_findings,
 )
 from gpuinfra.spec import NodeSpec
+from gpuinfra_verify import matrices
 from gpuinfra_verify.expect import problem
 from gpuinfra_verify.failure import fail
 
@@ -71,6 +72,8 @@ def test_mig_mode(node: NodeSpec, mig_states: list[GpuMigState], note: Note) -> 
 def test_mig_instances(node: NodeSpec, mig_states: list[GpuMigState], note: Note) -> None:
     found = instance_findings(mig_states, node.sharing.mig_layout)
     note("mig_devices", [list(s.mig_devices) for s in mig_states])
+    note(matrices.MIG_LAYOUT, matrices.dump(matrices.mig_layout(node.sharing.mig_layout,
+                                                                 mig_states)))
     if found:
         _fail(note, node, "instances", found)
 

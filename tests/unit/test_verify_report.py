@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -40,12 +42,13 @@ def _spec():
     return build_cluster(hosts)
 
 
-def test_read_junit_keeps_node_tests_with_outcomes_and_properties() -> None:
+def test_read_junit_keeps_every_testcase_with_outcomes_and_properties() -> None:
     cases = report.read_junit(JUNIT)
     assert [(c.node, c.test, c.outcome) for c in cases] == [
         ("head1", "test_chrony", "passed"), ("head1", "test_sshd", "passed"),
         ("gpu1", "test_sysctls", "failed"), ("gpu1", "test_gpu_count", "passed"),
         ("gpu1", "test_p2p", "failed"), ("gpu1", "test_nvlink_links", "skipped"),
+        ("", "test_plain", "passed"),  # not per node: counted, said apart
     ]
     assert cases[0].module == "test_common" and cases[0].props == {"chrony": "running, enabled"}
 
@@ -54,27 +57,142 @@ def test_render_gives_each_node_its_verdicts() -> None:
     text, code = report.render(_spec(), report.read_junit(JUNIT), "gpuinfra_verify.xml")
     assert code == 1
     assert text.splitlines() == [
-        "gpuinfra report: 3 nodes, 6 checks: 3 passed, 2 failed, 1 skipped (gpuinfra_verify.xml)",
-        "head1 (head)",
-        "  GPUs       none in the spec",
-        "  base role  pass (2 checks)",
-        "  services   chrony running, enabled; sshd running, enabled",
-        "gpu1 (workers)",
+        "gpuinfra report: 3 nodes, 7 checks: 4 passed, 2 failed, 1 skipped (gpuinfra_verify.xml)",
+        "  6 per node, 1 not per node (1 cluster-wide: 1 passed)",
+        "head1  pass  2 checks: 2 passed",
+        "gpu1   FAIL  4 checks: 1 passed, 2 failed, 1 skipped",
         "  GPUs       expected 2x H100-PCIE-80GB (bridged-pairs), seen 2x NVIDIA H100 PCIe",
-        "  topology   FAIL p2p-r GPU0-GPU1: expected OK, observed NS; NS",
-        "  base role  FAIL test_sysctls: AssertionError: sysctls differ:",
-        "  services   chrony ?; sshd ?",
-        "gpu2 (workers)",
-        "  GPUs       none in the spec",
-        "  not verified: no test results for this node",
-        "verdict: FAILED",
+        "  topology   FAIL test_p2p (cause 2)",
+        "  base role  FAIL test_sysctls (cause 1)",
+        "gpu2   not checked (no test results for this node)",
+        "failures by cause (2 causes, 2 failed checks):",
+        "[1] test_sysctls: sysctls differ:",
+        "    on: gpu1 test_sysctls",
+        "[2] test_p2p: gpu1: 2 failed check(s)",
+        "    on: gpu1 test_p2p",
+        "verdict: FAILED (nodes: 1 passed, 1 failed, 1 not checked)",
     ]
+    assert "?" not in text and "NOTSET" not in text
 
 
 def test_render_passes_when_nothing_failed() -> None:
     cases = [c for c in report.read_junit(JUNIT) if c.outcome != "failed"]
     text, code = report.render(_spec(), cases, "x")
-    assert code == 0 and text.endswith("verdict: all checks passed")
+    assert code == 0 and text.endswith("verdict: all checks passed (nodes: 2 passed, "
+                                       "1 not checked)")
+
+
+def test_a_node_whose_checks_all_skipped_is_not_checked_never_pass() -> None:
+    skipped = """<testsuites><testsuite>
+ <testcase classname="gpuinfra_verify.test_driver" name="test_driver_branch[gpu1]">
+  <skipped type="pytest.skip" message="reboot pending: driver 550 installed">x</skipped>
+ </testcase></testsuite></testsuites>"""
+    text, code = report.render(_spec(), report.read_junit(skipped), "x")
+    assert "gpu1   not checked (reboot pending: driver 550 installed)" in text.splitlines()
+    assert "pass" not in text.split("verdict:")[0].replace("passed", "")
+    assert text.endswith("NOT CHECKED (nothing ran) (nodes: 3 not checked)") and code == 0
+
+
+def test_the_lab_runs_counts_agree_with_pytest_and_lines_fit() -> None:
+    """The real broken-lab run (tests/report_fixtures.py): pytest said 134 passed, 7 failed,
+    47 skipped (the testsuite's own counts); the report says the same, every line <= 100."""
+    import xml.etree.ElementTree as ET
+
+    from tests.report_fixtures import lab_junit, lab_spec
+
+    for healthy in (False, True):
+        xml = lab_junit(healthy)
+        suite = ET.fromstring(xml).find("testsuite")
+        assert suite is not None
+        tests, failed, skipped = (int(suite.get(k, "0")) for k in ("tests", "failures",
+                                                                    "skipped"))
+        text, code = report.render(lab_spec(healthy), report.read_junit(xml), "run.xml")
+        first = text.splitlines()[0]
+        said = f"{tests} checks: {tests - failed - skipped} passed" + \
+            (f", {failed} failed" if failed else "") + f", {skipped} skipped"
+        assert said in first, first
+        assert all(len(line) <= report.WIDTH for line in text.splitlines())
+        assert code == (0 if healthy else 1)
+        assert "?" not in text and "NOTSET" not in text
+    assert (tests, failed, skipped) == (141, 0, 38)
+    broken = report.render(lab_spec(), report.read_junit(lab_junit()), "x")[0]
+    assert broken.count("NVLink bridge not detected") == 1  # each cause once
+    for healthy_node in ("lab-head", "lab-worker1", "lab-worker2"):
+        assert sum(line.startswith(healthy_node) for line in broken.splitlines()) == 1
+
+
+def _fabric_down_junit() -> str:
+    """test_gpu on an HGX H100 node whose topo -m is all SYS (a real 8-GPU PCIe capture): the
+    properties test_gpu records, made by its own functions."""
+    from gpuinfra.parsers.topo import parse_topo
+    from gpuinfra.verdicts import check_system
+    from gpuinfra_verify import matrices
+    from tests.conftest import REPO
+
+    topo = parse_topo((REPO / "tests/fixtures/real/nvidia-smi-topo-m/"
+                       "8x-pcie-gpu-all-sys-2-numa-no-nics.txt").read_text())
+    findings = check_system("nvswitch-all-to-all", 8, "H100-SXM5-80GB", topo=topo)
+    seen = matrices.nvlink_seen(topo)
+    props = {matrices.NVLINK_SEEN: matrices.dump(seen),
+             matrices.NVLINK_EXPECTED: matrices.dump(matrices.nvlink_expected(findings,
+                                                                              seen["gpus"])),
+             matrices.FAILED: matrices.dump(matrices.failed_findings(
+                 f for f in findings if f.check == "nvlink-topology"))}
+    xml = "".join(f'<property name="{k}" value="{html.escape(v)}"/>' for k, v in props.items())
+    return (f'<testsuites><testsuite><testcase classname="gpuinfra_verify.test_gpu" '
+            f'name="test_nvlink_topology[hgx1]"><properties>{xml}</properties>'
+            f'<failure message="hgx1: 28 failed check(s)">x</failure></testcase>'
+            f'</testsuite></testsuites>')
+
+
+def _hgx_spec():
+    return build_cluster([HostInput("head1", ("head",), {}), HostInput("hgx1", ("workers",), {
+        "gpu_model": "H100-SXM5-80GB", "gpu_count": 8, "gpu_topology": "nvswitch-all-to-all"})])
+
+
+def test_a_whole_fabric_failure_is_one_finding_not_28() -> None:
+    built = report.build(_hgx_spec(), report.read_junit(_fabric_down_junit()), "x")
+    (group,) = built.causes
+    assert group.cause.startswith("NVSwitch fabric not up")
+    assert group.subjects == ("hgx1 all 28 pairs",)
+    text = report.render_report(built)
+    assert "on: hgx1 all 28 pairs" in text and "bridge" not in text
+    # the matrix still has every pair, each red with the cause
+    assert len(built.nodes[1].nvlink["causes"]) == 28
+
+
+def test_json_is_the_envelope_with_nodes() -> None:
+    from gpuinfra.envelope import SCHEMA
+    from tests.report_fixtures import lab_junit, lab_spec
+
+    built = report.build(lab_spec(), report.read_junit(lab_junit()), "run.xml")
+    body = report.to_json(built, ["run.xml"])
+    assert body["schema"] == SCHEMA and body["kind"] == "report" and body["verdict"] == "fail"
+    assert body["tests"] == {"passed": 134, "failed": 7, "error": 0, "skipped": 47,
+                             "total": 188, "not_per_node": 31}
+    assert body["inputs"] == ["run.xml"] and body["summary"]["skipped"] == 47
+    nodes = {n["node"]: n for n in body["nodes"]}
+    assert nodes["lab-worker3"]["verdict"] == "fail" and nodes["lab-worker1"]["verdict"] == "pass"
+    assert nodes["lab-worker3"]["nvlink"]["seen"] == [["X", "PIX"], ["PIX", "X"]]
+    assert nodes["lab-worker3"]["nvlink"]["expected"] == [["X", "NV>=12"], ["NV>=12", "X"]]
+    assert len(nodes["lab-worker1"]["p2p"]["r"]) == 8
+    assert [c["cause"][:12] for c in body["causes"]].count("NVLink bridg") == 1
+    json.dumps(body)  # plain data
+
+
+def test_html_escapes_every_value() -> None:
+    from gpuinfra_verify.report_html import render_html
+
+    evil = """<testsuites><testsuite>
+ <testcase classname="gpuinfra_verify.test_common" name="test_chrony[head1]">
+  <properties><property name="chrony" value="&lt;script&gt;alert(1)&lt;/script&gt;"/>
+  </properties><failure message="x">head1: &lt;img src=x onerror=alert(1)&gt;
+  cause: &lt;b&gt;bold&lt;/b&gt; &amp; "quoted"
+  fix: run `a &lt; b`</failure></testcase></testsuite></testsuites>"""
+    page = render_html(report.build(_spec(), report.read_junit(evil), "<x>.xml"))
+    assert "<script" not in page and "<img" not in page and "<b>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "&lt;x&gt;.xml" in page
+    assert "http" not in page.replace("gpuinfra", "")  # no external asset
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -89,7 +207,7 @@ def test_cli_reads_a_junit_file(tmp_path: Path) -> None:
     junit.write_text("<testsuites/>")
     out = _cli("--inventory", "inventory/lab.py", "--junit", str(junit))
     assert out.returncode == 0, out.stderr
-    assert "0 checks: none run" in out.stdout and "not verified" in out.stdout
+    assert "0 checks: none run" in out.stdout and "not checked (no test results" in out.stdout
 
 
 def test_cli_rejects_a_file_that_is_not_junit(tmp_path: Path) -> None:
