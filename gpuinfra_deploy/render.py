@@ -404,9 +404,24 @@ def _render(state: State, inventory: Any, answers: Answers, deploy: Path,
                     files.append(f)
                     if f.kind == "file" and f.content is not None:
                         answers.written[(host.name, f.path)] = f.content
-            result.files[host.name] = files
+            result.files[host.name] = _last_writes(files)
     _share_dependencies(result)
     return result
+
+
+def _last_writes(files: list[RenderedFile]) -> list[RenderedFile]:
+    """A file two operations write (the mirror's sources.list, then its components) ends as
+    the last one writes it: one entry, naming every operation that wrote it."""
+    last: dict[str, RenderedFile] = {}
+    for f in files:
+        if f.kind == "file":
+            earlier = last.get(f.path)
+            if earlier is not None:
+                f.op = f"{earlier.op}; then {f.op}"
+                f.facts = tuple(sorted({*earlier.facts, *f.facts}))
+                f.assumed = tuple(sorted({*earlier.assumed, *f.assumed}))
+            last[f.path] = f
+    return [f for f in files if f.kind != "file" or last[f.path] is f]
 
 
 def _share_dependencies(result: Render) -> None:
@@ -552,7 +567,11 @@ def _recording(state: State, inventory: Any, deploy: Path) -> dict[str, dict[str
     facts: dict[str, dict[str, Any]] = {}
     original = Host.get_fact
 
+    collecting = [False]
+
     def recorded(host: Host, cls: type, *args: Any, **kwargs: Any) -> Any:
+        if collecting[0] and fact_key(cls) in FILE_STATE:
+            return None  # as the render's collection answers them: never asked
         value = original(host, cls, *args, **kwargs)
         plain = {k: v for k, v in kwargs.items() if not k.startswith("_")}
         arg = arg_key(args, plain)
@@ -570,8 +589,14 @@ def _recording(state: State, inventory: Any, deploy: Path) -> dict[str, dict[str
             mock.patch.object(OperationMeta, "did_change", did_change), \
             ctx_inventory.use(inventory):
         deploy_as_cli(state, deploy_file(deploy), reached)
-        # The file-state questions the collection asks ("absent") need no answer: the
-        # file reads below are the diff's.
+        # The render generates every operation's commands again with the files absent; the
+        # facts those ask are recorded too.
+        collecting[0] = True
+        for host in reached:
+            for op_hash in state.get_op_order():
+                if op_hash in state.ops[host]:
+                    with ctx_state.use(state), ctx_host.use(host):
+                        list(state.get_op_data_for_host(host, op_hash).command_generator())
     return facts
 
 
