@@ -14,7 +14,7 @@ from pyinfra.connectors.ssh import SSHConnector
 from gpuinfra_cli.main import main
 from gpuinfra_deploy import render
 from gpuinfra_lab.render_matches import compare
-from tests.plan.harness import DEPLOY, FakeHost, REPO, plan_hosts, upload_text
+from tests.plan.harness import DEPLOY, REPO, FakeHost, plan_hosts, upload_text
 
 EXAMPLE = str(REPO / "inventory" / "example.py")
 
