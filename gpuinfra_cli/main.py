@@ -8,6 +8,7 @@
     gpuinfra nccl script|check ...             NCCL all-reduce job and its judgement
     gpuinfra perftest check LOG... --nic-gbps G  each NIC's ib_write_bw against its rate
     gpuinfra roll --inventory I [--batch N]    a disruptive change, node by node, drained
+    gpuinfra render I --out DIR --os|--facts   every file each host would get, offline
 
 Bad input never produces a traceback: every expected error is caught here and printed as one
 clear message, with exit code 2 (unusable input) or 1 (a finding / an invalid spec).
@@ -37,13 +38,14 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_validate(sub)
     commands.add_parse(sub)
     commands.add_check(sub)
-    from gpuinfra_cli import lab, nccl, perftest, report, roll
+    from gpuinfra_cli import lab, nccl, perftest, render, report, roll
 
     lab.add_parser(sub)
     report.add_parser(sub)
     nccl.add_parser(sub)
     perftest.add_parser(sub)
     roll.add_parser(sub)
+    render.add_parser(sub)
     return parser
 
 

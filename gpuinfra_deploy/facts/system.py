@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import base64
+import shlex
 from typing import Any
 
 from pyinfra.api import FactBase
@@ -83,3 +85,18 @@ class SlurmJobsHere(FactBase):
 
     def process(self, output: list[str]) -> list[str]:
         return [line.split()[0] for line in output if line.strip()]
+
+
+class FileBytes(FactBase):
+    """A file's exact bytes (None when it is not a file): what `gpuinfra render --diff`
+    compares with the rendered file. Read base64-encoded, so no byte is lost to the line
+    splitting of a fact's output."""
+
+    def command(self, path: str) -> str:
+        q = shlex.quote(path)
+        return f"if [ -f {q} ]; then echo file; base64 -w0 {q}; echo; fi; true"
+
+    def process(self, output: list[str]) -> bytes | None:
+        if not output or output[0].strip() != "file":
+            return None
+        return base64.b64decode("".join(line.strip() for line in output[1:]))

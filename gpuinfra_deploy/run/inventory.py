@@ -42,6 +42,14 @@ def load_hosts(path: str, cwd: str | None = None,
     ``group_data``: the site's group_data folder, given explicitly (an error when it is not a
     folder); None: found as :func:`group_data_folders` says.
     """
+    inventory, groups = load_inventory(path, cwd, group_data)
+    return host_inputs(inventory, ignore_groups=("all", Path(path).stem)), duplicates(groups)
+
+
+def load_inventory(path: str, cwd: str | None = None,
+                   group_data: str | None = None) -> tuple[Any, dict[str, Any]]:
+    """(pyinfra's Inventory of ``path``, the raw groups it read): as :func:`load_hosts`, with
+    the hosts' connection data, for a run that connects (`gpuinfra render --record-facts`)."""
     file = Path(path)
     if not file.is_file() or file.suffix != ".py":
         raise InventoryError(f"{path}: not an inventory file (expected inventory/<site>.py)")
@@ -62,7 +70,7 @@ def load_hosts(path: str, cwd: str | None = None,
     with ctx_state.use(State()), checked_loading() as groups:
         inventory = make_inventory_from_files(str(file), cwd=cwd or os.getcwd(),
                                               group_data_directories=folders)
-    return host_inputs(inventory, ignore_groups=("all", file.stem)), duplicates(groups)
+    return inventory, groups
 
 
 def host_inputs(inventory: Any, ignore_groups: tuple[str, ...] = ("all",)) -> list[HostInput]:

@@ -23,61 +23,39 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
-import pyinfra
 from pyinfra.api import Config, Inventory, State
 from pyinfra.api.connect import connect_all
 from pyinfra.api.deploy import add_deploy
 from pyinfra.api.host import Host
-from pyinfra.api.operation import OperationMeta
-from pyinfra.api.state import StateStage
-from pyinfra.context import ctx_host, ctx_inventory, ctx_state
+
+# The engine is the product's (gpuinfra render plans the same way): re-exported for the tests.
+from gpuinfra_deploy.plan import FAKE as _FAKE
+from gpuinfra_deploy.plan import (
+    FakeHost,
+    MissingFact,
+    Plan,
+    PlannedOp,
+    answering,
+    collect,
+    deploy_as_cli,
+    deploy_file,
+    fake_state,
+    merge_facts,
+    per_host_answerer,
+)
+from gpuinfra_deploy.plan import answer as _answer
+from gpuinfra_deploy.plan import decode as _decode
+
+__all__ = ["DEPLOY", "FACTS", "REPO", "ClusterPlan", "FakeHost", "MissingFact", "Plan",
+           "PlannedOp", "load_facts", "plan", "plan_cluster", "plan_hosts", "upload_text",
+           "_decode"]
 
 FACTS = Path(__file__).parent / "facts"
 REPO = Path(__file__).resolve().parents[2]
-
-
-class MissingFact(AssertionError):
-    """The role asked for a fact the fixture does not record."""
-
-
-@dataclass(frozen=True)
-class PlannedOp:
-    name: str
-    commands: tuple[str, ...]
-    # The command objects themselves (StringCommand, FileUploadCommand, FunctionCommand...),
-    # for tests that look inside one (an upload's content, a callback's arguments).
-    raw: tuple[Any, ...] = field(default=(), compare=False, repr=False)
-
-
-@dataclass(frozen=True)
-class Plan:
-    ops: tuple[PlannedOp, ...]
-
-    @property
-    def changing(self) -> list[PlannedOp]:
-        return [op for op in self.ops if op.commands]
-
-    @property
-    def commands(self) -> list[str]:
-        return [c for op in self.ops for c in op.commands]
-
-    def op(self, words: str) -> PlannedOp:
-        matches = [op for op in self.ops if words in op.name]
-        assert len(matches) == 1, f"{len(matches)} ops named like {words!r}: {self.ops}"
-        return matches[0]
-
-
-def _decode(obj: dict[str, Any]) -> Any:
-    """JSON hook: {"__datetime__": "2026-11-22T04:00:00"} becomes a datetime (File mtimes, Date)."""
-    if set(obj) == {"__datetime__"}:
-        return datetime.fromisoformat(obj["__datetime__"])
-    return obj
 
 
 def upload_text(src: Any) -> str:
@@ -95,47 +73,8 @@ def upload_text(src: Any) -> str:
 
 def load_facts(*names: str) -> dict[str, Any]:
     """Facts from tests/plan/facts/<name>.json; later files override earlier ones per fact."""
-    facts: dict[str, Any] = {}
-    for name in names:
-        for key, value in json.loads((FACTS / f"{name}.json").read_text(),
-                                     object_hook=_decode).items():
-            if isinstance(value, dict) and isinstance(facts.get(key), dict):
-                facts[key] = {**facts[key], **value}
-            else:
-                facts[key] = value
-    return facts
-
-
-def _fact_key(cls: type) -> str:
-    module = cls.__module__.removeprefix("pyinfra.facts.")
-    return f"{module}.{cls.__name__}"
-
-
-def _arg_key(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
-    parts = [str(a) for a in args] + [f"{k}={v}" for k, v in sorted(kwargs.items())
-                                      if v is not None]
-    return ",".join(parts)
-
-
-def _answer(facts: Mapping[str, Any], asked: list[str], cls: type, args: tuple[Any, ...],
-            kwargs: Mapping[str, Any]) -> Any:
-    """The recorded value of fact ``cls(*args, **kwargs)`` in ``facts``; MissingFact if none."""
-    key = _fact_key(cls)
-    kwargs = {k: v for k, v in kwargs.items() if not k.startswith("_")}
-    if key not in facts:
-        raise MissingFact(f"fixture lacks fact {key} (args {args}, {kwargs})")
-    value = facts[key]
-    if not (args or kwargs):
-        asked.append(key)
-        return value
-    arg = _arg_key(args, kwargs)
-    asked.append(f"{key}[{arg}]")
-    if not isinstance(value, Mapping) or arg not in value:
-        # Parametrised facts may give a "*" default (e.g. "no such file" for any path).
-        if isinstance(value, Mapping) and "*" in value:
-            return value["*"]
-        raise MissingFact(f"fixture lacks {key} for {arg!r}")
-    return value[arg]
+    return merge_facts(*(json.loads((FACTS / f"{name}.json").read_text(), object_hook=_decode)
+                         for name in names))
 
 
 def _fact_answerer(facts: Mapping[str, Any], asked: list[str]) -> Callable[..., Any]:
@@ -145,42 +84,6 @@ def _fact_answerer(facts: Mapping[str, Any], asked: list[str]) -> Callable[..., 
     return get_fact
 
 
-def _per_host_answerer(facts_of: Mapping[str, Mapping[str, Any]],
-                       asked: list[str]) -> Callable[..., Any]:
-    """Facts answered from the recorded facts of the host they are asked of."""
-    def get_fact(self: Host, cls: type, *args: Any, **kwargs: Any) -> Any:
-        if self.name not in facts_of:
-            raise MissingFact(f"no facts recorded for host {self.name}")
-        try:
-            return _answer(facts_of[self.name], asked, cls, args, kwargs)
-        except MissingFact as exc:
-            raise MissingFact(f"{self.name}: {exc}") from None
-
-    return get_fact
-
-
-def _raw(command: Any) -> str:
-    getter = getattr(command, "get_raw_value", None)
-    return getter() if getter else str(command)
-
-
-_FAKE = {"fake_delay": 0, "fake_delay_jitter": 0}
-
-
-def _ifs(state: State, host: Host, op_hash: str) -> list[Callable[[], bool]]:
-    found = state.get_op_data_for_host(host, op_hash).global_arguments.get("_if") or []
-    return found if isinstance(found, list) else [found]
-
-
-def _did_change(self: OperationMeta) -> bool:
-    """A handler's trigger changed when it would run commands and its own conditions hold
-    (an operation skipped by its ``_if`` changes nothing, as in a real run)."""
-    if not self._maybe_is_change:
-        return False
-    state, host = ctx_state.get(), ctx_host.get()
-    if state is None or host is None or self._hash not in state.ops.get(host, {}):
-        return True
-    return all(cond() for cond in _ifs(state, host, self._hash))
 # A single host planned alone is a worker of a site without a scheduler (so its spec needs no
 # head); a test's data overrides both.
 _ALONE = {"schedulers": []}
@@ -200,28 +103,11 @@ def entry(deploy_func: Callable[..., Any] | Path) -> Callable[[], None]:
     else:
         module = deploy_func.__module__  # gpuinfra_roles.<role>
         path = REPO / Path(*module.split(".")) / "deploy.py"
-    code = compile(path.read_text(), str(path), "exec")
-
-    def run() -> None:
-        exec(code, {"__name__": f"{module}.deploy", "__file__": str(path)})
-
-    return run
+    return deploy_file(path, f"{module}.deploy")
 
 
 def _collect(state: State, host: Host, order: Sequence[str] | None = None) -> Plan:
-    """The operations planned for ``host``, with the commands each would run (``order``: the
-    state's operation order, when the caller already has it)."""
-    ops = []
-    for op_hash in order if order is not None else state.get_op_order():
-        if op_hash not in state.ops[host]:
-            continue
-        op_data = state.get_op_data_for_host(host, op_hash)
-        with ctx_state.use(state), ctx_host.use(host):
-            run = all(cond() for cond in _ifs(state, host, op_hash))
-            raw = tuple(op_data.command_generator()) if run else ()
-        names = state.get_op_meta(op_hash).names
-        ops.append(PlannedOp(", ".join(sorted(names)), tuple(_raw(c) for c in raw), raw))
-    return Plan(tuple(ops))
+    return collect(state, host, order)
 
 
 def plan(deploy_func: Callable[..., Any], facts: Mapping[str, Any],
@@ -237,24 +123,12 @@ def plan(deploy_func: Callable[..., Any], facts: Mapping[str, Any],
     inventory.hosts = {host.name: host}
     asked: list[str] = []
     # Handlers (`_if=op.did_change`) follow their trigger: changed when it would run commands.
-    with mock.patch.object(Host, "get_fact", _fact_answerer(facts, asked)), \
-            mock.patch.object(OperationMeta, "did_change", _did_change), \
-            ctx_inventory.use(inventory):
+    with answering(_fact_answerer(facts, asked), inventory):
         add_deploy(state, entry(deploy_func))
         return _collect(state, host)
 
 
 # ----------------------------------------------------------------------------- several hosts
-
-@dataclass(frozen=True)
-class FakeHost:
-    """A host of a multi-host plan: name, inventory groups, recorded facts and host data."""
-
-    name: str
-    groups: tuple[str, ...]
-    facts: Mapping[str, Any]
-    data: Mapping[str, Any] = field(default_factory=dict)
-
 
 @dataclass(frozen=True)
 class ClusterPlan:
@@ -269,22 +143,6 @@ class ClusterPlan:
         found = [i for i, (name, op) in enumerate(self.order) if name == host and words in op]
         assert len(found) == 1, f"{len(found)} ops of {host} named like {words!r}: {self.order}"
         return found[0]
-
-
-def _deploy_as_cli(state: State, deploy_func: Callable[..., Any], hosts: Sequence[Host]) -> None:
-    """Run the deploy for ``hosts`` as `pyinfra INVENTORY deploy.py` does (CLI mode).
-
-    The API (add_deploy) numbers each host's operations 0, 1, 2..., so different operations at
-    the same position on two hosts (the head's key op, a worker's copy op) become one operation
-    run on both at once. The CLI orders and identifies operations by the lines of the deploy
-    code that call them, which is what a real run does; add_deploy refuses CLI mode, so the
-    deploy is called here the way add_deploy calls it.
-    """
-    state.set_stage(StateStage.Prepare)
-    with mock.patch.object(pyinfra, "is_cli", True), ctx_state.use(state):
-        for host in hosts:
-            with ctx_host.use(host):
-                deploy_func()
 
 
 def _addressed(h: FakeHost, index: int) -> FakeHost:
@@ -303,29 +161,15 @@ def plan_hosts(deploy_func: Callable[..., Any], hosts: Sequence[FakeHost],
     ``hosts`` (``data``: data of every host, e.g. the cluster-wide spec keys). Operations are
     identified and ordered as in a CLI run (:func:`_deploy_as_cli`). ``failed``: hosts that
     have failed by the time the operations run (their ``_if`` conditions see it)."""
-    names = {h.name: f"@fake/{h.name}" for h in hosts}
     hosts = [_addressed(h, i) for i, h in enumerate(hosts)]
-    groups: dict[str, tuple[list[str], dict[str, Any]]] = {}
-    for h in hosts:
-        for group in h.groups:
-            groups.setdefault(group, ([], {}))[0].append(names[h.name])
-    inventory = Inventory(([(names[h.name], dict(h.data)) for h in hosts],
-                           {**_FAKE, **(data or {})}), **groups)
-    state = State(inventory, Config())
-    connect_all(state)
-    # Roles see "lab-head", not the connector prefix, and find other hosts by that name.
-    for h in hosts:
-        inventory.get_host(names[h.name]).name = h.name
-    inventory.hosts = {host.name: host for host in inventory.hosts.values()}
-    unknown = [t for t in targets if t not in names]
+    # connect_all looked up here at each call (a test takes connections back through it).
+    state, inventory = fake_state(hosts, data, connect=lambda s: connect_all(s))
+    unknown = [t for t in targets if inventory.get_host(t) is None]
     assert not unknown, f"targets not among the hosts: {unknown}"
     asked: list[str] = []
-    with mock.patch.object(Host, "get_fact",
-                              _per_host_answerer({h.name: h.facts for h in hosts}, asked)), \
-            mock.patch.object(OperationMeta, "did_change", _did_change), \
-            ctx_inventory.use(inventory):
+    with answering(per_host_answerer({h.name: h.facts for h in hosts}, asked), inventory):
         chosen = [inventory.get_host(t) for t in targets]
-        _deploy_as_cli(state, entry(deploy_func), chosen)
+        deploy_as_cli(state, entry(deploy_func), chosen)
         state.failed_hosts.update(inventory.get_host(name) for name in failed)
         op_order = state.get_op_order()
         plans = {host.name: _collect(state, host, op_order) for host in chosen}
