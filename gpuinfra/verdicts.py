@@ -393,7 +393,7 @@ def _check_nvlink(nvlink: NvlinkStatus, expect: _Expectation) -> list[Finding]:
 
 
 def _links_expected(expect: _Expectation, index: int) -> str:
-    speed = f" at {expect.model.link_gbps:g} GB/s" if expect.model else ""
+    speed = f" at {expect.model.link_gbytes_per_s:g} GB/s" if expect.model else ""
     return f">={expect.active_for(index)} active links{speed}"
 
 
@@ -418,14 +418,14 @@ def _check_gpu_links(key: str, gpu: NvlinkGpu, expect: _Expectation) -> list[Fin
 
 def _slow_links(key: str, gpu: NvlinkGpu, model: GpuModel | None) -> list[Finding]:
     """A failure per active link below the model's per-link rate (none when model unknown)."""
-    if model is None or not model.link_gbps:
+    if model is None or not model.link_gbytes_per_s:
         return []
-    floor = model.link_gbps * (1 - SPEED_TOLERANCE)
+    floor = model.link_gbytes_per_s * (1 - SPEED_TOLERANCE)
     return [
-        Finding("nvlink-links", f"{key} link {number}", f"{model.link_gbps:g} GB/s",
-                f"{link.gbps:g} GB/s", "fail", SLOW_LINK_CAUSE, SLOW_LINK_FIX)
+        Finding("nvlink-links", f"{key} link {number}", f"{model.link_gbytes_per_s:g} GB/s",
+                f"{link.gbytes_per_s:g} GB/s", "fail", SLOW_LINK_CAUSE, SLOW_LINK_FIX)
         for number, link in sorted(gpu.links.items())
-        if link.active and link.gbps is not None and link.gbps < floor
+        if link.active and link.gbytes_per_s is not None and link.gbytes_per_s < floor
     ]
 
 
