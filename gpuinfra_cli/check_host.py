@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +25,8 @@ from gpuinfra.spec.model import RdmaNic
 
 EXIT_OK, EXIT_FAIL, EXIT_NOT_PASSED = 0, 1, 3
 
+# option -> the parse KIND of its capture (gpuinfra.parsers), where the two names differ
+PARSE_KINDS = {"ibv_devinfo": "ibv", "show_gids": "show-gids", "lspci_vvv": "lspci-vvv"}
 # option -> (the command whose output it takes, help)
 KINDS: dict[str, str] = {
     "ibstat": "`ibstat` (port state, physical state, rate, link layer)",
@@ -92,8 +93,12 @@ def dispatch(args: argparse.Namespace, nvidia_smi: Callable[[argparse.Namespace]
         return nvidia_smi(args)
     if args.topo or args.p2p or args.nvlink or args.smi_q:
         raise GpuinfraError("check nvidia-smi captures and host captures in separate runs")
+    from gpuinfra_cli.commands import one_stdin, read_capture
+
+    one_stdin([(f"--{kind.replace('_', '-')}", path) for kind, path in files.items()])
+    texts = {kind: read_capture(path, PARSE_KINDS.get(kind, kind)) for kind, path in files.items()}
     expect = expectation(args)
-    verdicts = [judge(kind, _text(path), expect) for kind, path in files.items()]
+    verdicts = [judge(kind, text, expect) for kind, text in texts.items()]
     if args.json:
         print(json.dumps([v.to_json() for v in verdicts], indent=2))
     else:
@@ -101,12 +106,6 @@ def dispatch(args: argparse.Namespace, nvidia_smi: Callable[[argparse.Namespace]
     if any(v.verdict == FAIL for v in verdicts):
         return EXIT_FAIL
     return EXIT_OK if all(v.verdict == PASS for v in verdicts) else EXIT_NOT_PASSED
-
-
-def _text(path: str) -> str:
-    from gpuinfra_cli.commands import _read
-
-    return sys.stdin.read() if path == "-" else _read(path)
 
 
 def expectation(args: argparse.Namespace) -> dict[str, Any]:

@@ -20,13 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 from collections.abc import Callable
 from typing import Any
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.judge import CaptureVerdict
-from gpuinfra_cli.commands import EXIT_FAIL, EXIT_OK, _read, render_findings
+from gpuinfra_cli.commands import EXIT_FAIL, EXIT_OK, read_capture, render_findings
 
 EXIT_INCOMPLETE = 3
 _PCI_ID = re.compile(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{4}")
@@ -77,7 +76,7 @@ def _kinds(check: argparse.ArgumentParser) -> Any:
 def _runner(run: Callable[[argparse.Namespace, str], CaptureVerdict]
             ) -> Callable[[argparse.Namespace], int]:
     def go(args: argparse.Namespace) -> int:
-        text = sys.stdin.read() if args.file == "-" else _read(args.file)
+        text = read_capture(args.file, args.kind)
         verdict = run(args, text)
         if getattr(args, "json", False):
             print(json.dumps(verdict.to_json(), indent=2))

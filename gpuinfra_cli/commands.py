@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from gpuinfra.knowledge.gpus import GPU_MODELS, gpu_model
 from gpuinfra.knowledge.lookup import require_model, require_profile
 from gpuinfra.knowledge.topology import PROFILES
 from gpuinfra.parsers import ALIASES, PARSERS, kind_of, parser_for
+from gpuinfra.parsers.sniff import mismatch
 from gpuinfra_cli import check_host
 
 EXIT_OK, EXIT_FAIL, EXIT_UNUSABLE = 0, 1, 2
@@ -28,6 +30,29 @@ def _read(path: str) -> str:
             from None
     except OSError as exc:
         raise GpuinfraError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+
+
+STDIN = "-"
+
+
+def one_stdin(options: Sequence[tuple[str, str | None]]) -> None:
+    """GpuinfraError when more than one capture option reads standard input: (option, path)."""
+    readers = list(dict.fromkeys(option for option, path in options if path == STDIN))
+    if len(readers) > 1:
+        raise GpuinfraError(f"only one capture can come from standard input ('-'): "
+                            f"{' and '.join(readers)} both ask for it; give the others as files")
+
+
+def read_capture(path: str, kind: str) -> str:
+    """The text of the capture ``path`` ('-': standard input) meant to be ``kind``'s output;
+    GpuinfraError naming the file when it cannot be read, or when it is recognisably another
+    command's output ("this looks like `ibstat` output, not `nvidia-smi topo -m`")."""
+    name = "standard input" if path == STDIN else path
+    text = sys.stdin.read() if path == STDIN else _read(path)
+    problem = mismatch(kind, text)
+    if problem:
+        raise GpuinfraError(f"{name}: {problem}")
+    return text
 
 
 # ---------------------------------------------------------------------------- validate
@@ -116,7 +141,8 @@ def run_parse(args: argparse.Namespace) -> int:
     try:
         result = parse(text, mode=args.mode) if kind == "p2p" else parse(text)
     except ParseError as exc:
-        raise GpuinfraError(f"{name}: {exc}") from None
+        hint = mismatch(kind, text)
+        raise GpuinfraError(f"{name}: {exc}" + (f" ({hint})" if hint else "")) from None
     data = result.to_json()
     print(json.dumps(data, indent=2))
     cuts = data.get("cuts") if isinstance(data, dict) else None
@@ -143,6 +169,8 @@ def add_check(sub: argparse._SubParsersAction) -> None:
         "  VFIO/Kubernetes: check KIND FILE, KIND one of iommu-groups, lspci-nnk, "
         "virsh-hostdev, vm-topo,\n"
         "                   describe-node, gpu-pods, plugin-log (`gpuinfra check KIND -h`)\n"
+        "Any one FILE may be '-' (standard input). A capture of another command than the option "
+        "asks for is refused, naming the command it looks like.\n"
         "Exit 0 all pass, 1 any failure, 2 unusable input, 3 no failure found but the capture "
         "was cut or held nothing to judge (never a pass).")
     p.add_argument("--profile", required=True, help=f"one of: {', '.join(PROFILES)}")
@@ -180,10 +208,13 @@ def run_check(args: argparse.Namespace) -> int:
     if not (args.topo or args.p2p or args.nvlink or args.smi_q):
         raise GpuinfraError("nothing to check: give at least one of --topo, --p2p, --nvlink, "
                             "--smi-q")
-    topo = parse_topo(_read(args.topo)) if args.topo else None
-    p2p = [parse_p2p(_read(f), mode=m) for m, f in map(_split_mode, args.p2p)]
-    nvlink = parse_nvlink(_read(args.nvlink)) if args.nvlink else None
-    fabric = parse_fabric(_read(args.smi_q)) if args.smi_q else None
+    p2p_files = list(map(_split_mode, args.p2p))
+    one_stdin([("--topo", args.topo), *(("--p2p", f) for _, f in p2p_files),
+               ("--nvlink", args.nvlink), ("--smi-q", args.smi_q)])
+    topo = parse_topo(read_capture(args.topo, "topo")) if args.topo else None
+    p2p = [parse_p2p(read_capture(f, "p2p"), mode=m) for m, f in p2p_files]
+    nvlink = parse_nvlink(read_capture(args.nvlink, "nvlink")) if args.nvlink else None
+    fabric = parse_fabric(read_capture(args.smi_q, "fabric")) if args.smi_q else None
     model = gpu_model(args.model).key if args.model else None
     findings = check_system(args.profile, args.gpus, model, args.min_links, topo=topo, p2p=p2p,
                             nvlink=nvlink, fabric=fabric)

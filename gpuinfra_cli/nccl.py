@@ -131,9 +131,9 @@ def run_script(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- check
 
 def run_check(args: argparse.Namespace) -> int:
-    from gpuinfra_cli.commands import render_findings
+    from gpuinfra_cli.commands import read_capture, render_findings
 
-    text = sys.stdin.read() if args.log == "-" else Path(args.log).read_text(encoding="utf-8")
+    text = read_capture(args.log, "nccl")
     result = parse_all_reduce(text)
     shape = check_shape(result, args.nodes, args.gpus)  # first: a floor belongs to one shape
     if shape.failed:

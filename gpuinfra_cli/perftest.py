@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 
 from gpuinfra.errors import GpuinfraError
 
@@ -38,13 +36,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run_check(args: argparse.Namespace) -> int:
     from gpuinfra.parsers.perftest import parse_ib_write_bw
     from gpuinfra.perftest import judge_runs
-    from gpuinfra_cli.commands import render_findings
+    from gpuinfra_cli.commands import one_stdin, read_capture, render_findings
 
     if args.nic_gbps <= 0:
         raise GpuinfraError(f"--nic-gbps {args.nic_gbps:g}: must be a positive rate in Gb/s")
+    one_stdin([(f"LOG {n}", log) for n, log in enumerate(args.logs, 1)])
     runs = []
     for log in args.logs:
-        text = sys.stdin.read() if log == "-" else Path(log).read_text(encoding="utf-8")
+        text = read_capture(log, "perftest")
         try:
             runs.append(parse_ib_write_bw(text))
         except GpuinfraError as exc:

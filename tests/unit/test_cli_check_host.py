@@ -182,10 +182,21 @@ def test_dmesg_iommu_grep_says_nothing_of_passthrough(capsys):
     assert (code, verdict["verdict"]) == (3, "no verdict")
 
 
-def test_dmesg_without_what_is_asked_is_no_verdict(capsys):
-    # A log of other lines (here: an lsmod paste given as --dmesg) says nothing of the IOMMU.
-    code, [verdict] = check(capsys, "--dmesg", str(LSMOD_OK), "--iommu", "passthrough")
+def test_dmesg_without_what_is_asked_is_no_verdict(capsys, tmp_path):
+    # A kernel log of other lines says nothing of the IOMMU.
+    other = tmp_path / "dmesg.txt"
+    other.write_text("[    0.000000] Linux version 6.1.0-50-amd64\n"
+                     "[    1.204117] usb 1-1: new high-speed USB device number 2\n")
+    code, [verdict] = check(capsys, "--dmesg", str(other), "--iommu", "passthrough")
     assert (code, verdict["verdict"]) == (3, "no verdict")
+
+
+def test_another_commands_capture_is_refused_naming_it(capsys):
+    # An lsmod paste given as --dmesg: refused, saying what it looks like (was: "no verdict").
+    assert main(["check", "--dmesg", str(LSMOD_OK), "--iommu", "passthrough"]) == 2
+    err = capsys.readouterr().err
+    assert "this looks like `lsmod (whole or grepped), or cat /proc/modules` output, not " \
+        "`dmesg or journalctl -k" in err
 
 
 def test_cmdline_missing_iommu_pt_fails(capsys, tmp_path):

@@ -233,7 +233,7 @@ def test_check_reads_standard_input(capsys, monkeypatch):
 @pytest.mark.parametrize(("args", "words"), [
     ([str(A100), "--profile", "mesh", "--model", "A100-SXM4-80GB"], "unknown topology profile"),
     ([str(A100), "--profile", "pcie-only", "--model", "A100X"], "unknown GPU model"),
-    (["/nonexistent.log", "--profile", "pcie-only", "--model", "L40S"], "cannot read input"),
+    (["/nonexistent.log", "--profile", "pcie-only", "--model", "L40S"], "cannot be read"),
     ([str(REPO / "README.md"), "--profile", "pcie-only", "--model", "L40S"], "no result rows"),
     ([str(A3MEGA), "--profile", "nvswitch-all-to-all", "--model", "H100-SXM5-80GB"],
      "TCP sockets"),

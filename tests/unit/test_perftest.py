@@ -126,7 +126,7 @@ def test_cli_judges_each_nic(capsys):
 
 @pytest.mark.parametrize(("args", "words"), [
     (["--nic-gbps", "0"], "must be a positive rate"),
-    (["--nic-gbps", "100", "--", "missing.txt"], "cannot read input"),
+    (["--nic-gbps", "100", "--", "missing.txt"], "cannot be read"),
 ])
 def test_cli_bad_input_exits_2(capsys, args, words):
     logs = [] if "missing.txt" in args else [str(RAIL1)]
