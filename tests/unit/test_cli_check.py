@@ -86,7 +86,7 @@ BAD = [
      "nvlink-topology", "bridge not detected or not seated"),
     ("pcie-only-4090", ["--profile", "nvswitch-all-to-all", "--gpus", "8", "--topo",
                         TOPO / "8x-rtx4090-pcie-only-phb-node-sys-xeon8352v-drv570.txt"],
-     "nvlink-topology", "bridge not detected or not seated"),
+     "nvlink-topology", "NVSwitch fabric not up"),
     ("inactive-links", ["--profile", "bridged-pairs", "--gpus", "2", "--model", "A100-PCIE-40GB",
                         "--nvlink", NVL / "hpe-dl380-gen11-2x-a100-pcie-no-bridge-nvlink-s-all"
                         "-inactive.txt"],
