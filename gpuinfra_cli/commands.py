@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gpuinfra.envelope import envelope
 from gpuinfra.errors import GpuinfraError, ParseError
 from gpuinfra.knowledge.gpus import GPU_MODELS, gpu_model
 from gpuinfra.knowledge.lookup import require_model, require_profile
@@ -16,6 +17,7 @@ from gpuinfra.knowledge.topology import PROFILES
 from gpuinfra.parsers import ALIASES, PARSERS, kind_of, parser_for
 from gpuinfra.parsers.sniff import mismatch
 from gpuinfra_cli import check_host
+from gpuinfra_cli.output import render
 
 EXIT_OK, EXIT_FAIL, EXIT_UNUSABLE = 0, 1, 2
 
@@ -185,7 +187,10 @@ def add_check(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nvlink", help="output of `nvidia-smi nvlink --status`")
     p.add_argument("--smi-q", metavar="FILE", help="output of `nvidia-smi -q` (each GPU's "
                    "NVLink fabric registration: NVSwitch and NVLink-domain profiles)")
-    p.add_argument("--json", action="store_true", help="print findings as JSON")
+    p.add_argument("--json", action="store_true", help="print the JSON envelope (docs/json.md): "
+                   "host, inputs, profile, model, summary, verdict, causes, findings")
+    p.add_argument("--matrix", action="store_true", help="also print the GPU x GPU grid of "
+                   "the pair checks (NVLink, P2P): '.' as expected, the cell seen where not")
     p.set_defaults(func=run_check)
     check_host.add_to(p)  # the RDMA and kernel captures (issue 24)
     from gpuinfra_cli import check_virt  # VFIO and Kubernetes capture kinds: check KIND FILE
@@ -218,12 +223,32 @@ def run_check(args: argparse.Namespace) -> int:
     model = gpu_model(args.model).key if args.model else None
     findings = check_system(args.profile, args.gpus, model, args.min_links, topo=topo, p2p=p2p,
                             nvlink=nvlink, fabric=fabric)
-    failed = [f for f in findings if f.severity == "fail"]
+    inputs = [path for path in (args.topo, *(f for _, f in p2p_files), args.nvlink, args.smi_q)
+              if path]
     if args.json:
-        print(json.dumps([f.to_json() for f in findings], indent=2))
+        print(json.dumps(envelope("check", findings, host=args.host, inputs=inputs,
+                                  profile=args.profile, model=model,
+                                  extra={"gpus": args.gpus}), indent=2))
     else:
-        print(render_findings(findings))
-    return EXIT_FAIL if failed else EXIT_OK
+        what = f"{args.host or 'node'} ({args.gpus}x {model or 'GPUs'}, {args.profile})"
+        print(render(findings, what))
+        if args.matrix:
+            print(_matrices(findings, args.gpus, p2p))
+    return EXIT_FAIL if any(f.failed for f in findings) else EXIT_OK
+
+
+def _matrices(findings: list[Any], gpus: int, p2p: list[Any]) -> str:
+    from gpuinfra_cli.output import matrix
+
+    checks = [("nvlink-topology", "NVLink (topo -m)"), ("nvlink-links", "")]
+    checks += [(f"p2p-{m.mode}" if m.mode else "p2p", f"P2P {m.mode or ''} (topo -p2p)")
+               for m in p2p]
+    lines: list[str] = []
+    for check, title in checks:
+        grid = matrix(findings, check, gpus, f"\n{title}: '.' as expected, else what was seen, "
+                      "'-' not required") if title else []
+        lines += grid
+    return "\n".join(lines) if lines else "\n(no pair check to draw: give --topo or --p2p)"
 
 
 def _split_mode(spec: str) -> tuple[str | None, str]:
@@ -232,19 +257,6 @@ def _split_mode(spec: str) -> tuple[str | None, str]:
     return None, spec
 
 
-def render_findings(findings: list[Any]) -> str:
-    """A readable table: one line per check, cause and fix under every failure."""
-    rows = [("RESULT", "CHECK", "SUBJECT", "EXPECTED", "OBSERVED")]
-    marks = {"ok": "ok", "fail": "FAIL", "warn": "warn"}
-    rows += [(marks.get(f.severity, f.severity), f.check, f.subject, f.expected, f.observed)
-             for f in findings]
-    widths = [max(len(str(r[i])) for r in rows) for i in range(5)]
-    lines = []
-    for row, finding in zip(rows, [None, *findings], strict=True):
-        lines.append("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-        if finding is not None and finding.severity != "ok":
-            lines.append(f"      cause: {finding.cause}")
-            lines.append(f"      fix:   {finding.fix}")
-    failed = sum(1 for f in findings if f.severity == "fail")
-    lines.append(f"\n{len(findings)} checks, {failed} failed")
-    return "\n".join(lines)
+def render_findings(findings: list[Any], what: str = "checks") -> str:
+    """The ticket text of ``findings`` (gpuinfra_cli.output.render)."""
+    return render(findings, what)

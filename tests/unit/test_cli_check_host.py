@@ -38,7 +38,11 @@ ROCE400 = [f"--nic=mlx5_{i}:link_layer=ethernet,rate=400" for i in (0, 3, 4, 5, 
 
 def check(capsys, *argv: str) -> tuple[int, list[dict]]:
     code = main(["check", *argv, "--json", "--host", "node7"])
-    return code, json.loads(capsys.readouterr().out)
+    env = json.loads(capsys.readouterr().out)
+    verdicts = {c["verdict"] for c in env["captures"]}
+    assert env["verdict"] == ("fail" if "fail" in verdicts else
+                              "pass" if verdicts == {"pass"} else "not-checked")
+    return code, env["captures"]
 
 
 def cut(tmp_path, text: str, name: str = "cut.txt") -> str:
@@ -80,8 +84,9 @@ def test_ibstat_down_port_fails_with_cause_and_fix(capsys):
 def test_text_output_names_host_cause_and_fix(capsys):
     assert main(["check", "--ibstat", str(IBSTAT_DOWN), "--host", "node7", *ROCE400]) == 1
     out = capsys.readouterr().out
-    assert out.startswith("node7: ibstat: fail")
-    assert "cause: Polling" in out and "fix:   check the cable" in out
+    assert out.startswith("node7: ibstat: FAIL (ibstat 4 failure(s) in 12 complete block(s))")
+    assert "\nFAIL  Polling" in out and "fix: check the cable" in out
+    assert "on:  ibstat: mlx5_5, mlx5_11\n" in out  # one block per cause, its NICs named
 
 
 def test_ibv_devinfo_healthy_passes_and_wrong_layer_fails(capsys):

@@ -120,7 +120,7 @@ def test_cli_judges_each_nic(capsys):
     assert "rocep1s0f0" in out and "roceP2p1s0f0" in out
     assert main(["perftest", "check", str(RAIL1), str(RAIL2), "--nic-gbps", "200",
                  "--json"]) == 1
-    findings = json.loads(capsys.readouterr().out)
+    findings = json.loads(capsys.readouterr().out)["findings"]
     assert [f["severity"] for f in findings] == ["fail", "fail"]
 
 
