@@ -140,7 +140,7 @@ def render(findings: Sequence[Any], what: str, skipped: int = 0,
     """The ticket text of ``findings`` (Finding objects or dicts) judged as ``what`` (``head``:
     the first line instead of the one said from the counts)."""
     causes = group_by_cause(findings)
-    lines = [head or head_line(what, summary(findings, skipped), len(causes), forced)]
+    lines = wrap(head or head_line(what, summary(findings, skipped), len(causes), forced), 4)
     per_check = _per_check(findings)
     width = max((len(field(f, "check")) for f in findings), default=0)
     for severity, check, expected, observed, subjects in _rows(findings):
