@@ -146,11 +146,15 @@ def test_every_json_is_the_envelope(argv, kind, verdict, capsys):
 def test_a_cut_capture_is_not_checked_never_pass(capsys, tmp_path):
     cut = tmp_path / "ibstat.txt"
     cut.write_text(IBSTAT.read_text() + "CA 'mlx5_1'\n\tCA type: MT4123\n")  # cut mid-block
+    cmdline = FIX / "vfio/proc-cmdline-lab-hv-converged.txt"  # passes: judged whole
     code = main(["check", "--ibstat", str(cut), "--nic", "mlx5_0:rate=100", "--json",
+                 "--cmdline", str(cmdline), "--hypervisor", "--cpu-vendor", "GenuineIntel",
                  "--host", "n1"])
     env = json.loads(capsys.readouterr().out)
     assert (code, env["verdict"], env["host"]) == (3, "not-checked", "n1")
+    assert env["summary"] == {"ok": 1, "warn": 0, "fail": 0, "skipped": 1}
     assert env["captures"][0]["verdict"].startswith("incomplete")
+    assert env["captures"][1]["verdict"] == "pass"
 
 
 def test_the_envelope_names_host_profile_model_and_groups_causes(capsys):
