@@ -75,26 +75,29 @@ def summary(findings: Sequence[Any], skipped: int = 0) -> dict[str, int]:
     return counts
 
 
-def verdict(counts: Mapping[str, int]) -> str:
-    """"fail" if anything failed, "not-checked" if nothing was judged, else "pass"."""
+def verdict(counts: Mapping[str, int], complete: bool = True) -> str:
+    """"fail" if anything failed, "not-checked" if nothing was judged (or, ``complete`` False,
+    part of the input could not be: a cut capture), else "pass"."""
     if counts.get("fail", 0):
         return "fail"
     judged = sum(n for k, n in counts.items() if k != "skipped")
-    return "pass" if judged else "not-checked"
+    return "pass" if judged and complete else "not-checked"
 
 
 def envelope(kind: str, findings: Sequence[Any], *, host: str | None = None,
              inputs: Sequence[str] = (), profile: str | None = None,
-             model: str | None = None, skipped: int = 0,
+             model: str | None = None, skipped: int = 0, complete: bool = True,
              extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The envelope of one output of ``kind`` ("check", "nccl", "perftest", "report", ...).
-    ``findings``: Finding objects (with ``to_json``) or dicts. ``extra``: kind-specific fields,
-    added after the common ones (they may not replace one)."""
+    ``findings``: Finding objects (with ``to_json``) or dicts. ``complete``: False when part of
+    the input could not be judged (a cut capture): no failure then reads "not-checked", never
+    "pass". ``extra``: kind-specific fields, added after the common ones (they may not replace
+    one)."""
     counts = summary(findings, skipped)
     body: dict[str, Any] = {
         "schema": SCHEMA, "tool": f"gpuinfra {VERSION}", "kind": kind, "host": host,
         "inputs": list(inputs), "profile": profile, "model": model, "summary": counts,
-        "verdict": verdict(counts),
+        "verdict": verdict(counts, complete),
         "causes": [g.to_json() for g in group_by_cause(findings)],
         "findings": [f.to_json() if hasattr(f, "to_json") else dict(f) for f in findings],
     }

@@ -13,7 +13,7 @@ systems of NVLink 4 and later report it).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from gpuinfra.knowledge.gpus import GpuModel, model_for_smi_name
@@ -49,6 +49,23 @@ BRIDGE_CAUSE = (
 BRIDGE_FIX = (
     "power off, reseat the NVLink bridge(s) so each covers its GPU pair (all bridge slots of the "
     "pair); on NVSwitch systems check `systemctl status nvidia-fabricmanager`"
+)
+NVSWITCH_CAUSE = (
+    "no NVLink through the NVSwitches: a GPU's links to the baseboard's NVSwitches are down "
+    "(GPU not seated, a failed link, NVLink disabled), or the NVSwitch fabric is not up"
+)
+NVSWITCH_FIX = (
+    "`nvidia-smi nvlink --status` on the GPUs named: the one whose links are inactive is the one "
+    "to reseat or replace (`dmesg | grep -i xid`); `nvidia-smi -q | grep -A2 Fabric` on each"
+)
+FABRIC_DOWN_CAUSE = (
+    "NVSwitch fabric not up: no GPU pair has NVLink (Fabric Manager not running or failed, the "
+    "NVSwitches not trained, or Fabric Manager's version differs from the driver's)"
+)
+FABRIC_DOWN_FIX = (
+    "`systemctl status nvidia-fabricmanager`, `journalctl -u nvidia-fabricmanager`; "
+    "`nvidia-smi -q | grep -A2 Fabric` must show State Completed, Status Success; install the "
+    "Fabric Manager of the driver's exact version (NVLink 5 boards: `nvlsm` as well)"
 )
 LINKS_DOWN_CAUSE = "links down: some NVLink lanes are inactive"
 LINKS_DOWN_FIX = (
@@ -190,7 +207,8 @@ def check_system(
     if expect.numbering and expect.numbering != tuple(range(gpu_count)):
         findings.append(_numbering_finding(expect.numbering))
     if topo is not None:
-        findings += [_check_topo_pair(topo, pair, prof) for pair in expect.pairs]
+        findings += _whole_fabric([_check_topo_pair(topo, pair, prof) for pair in expect.pairs],
+                                  prof)
     for matrix in p2p:
         findings += [_check_p2p_pair(matrix, pair) for pair in expect.pairs]
     if nvlink is not None:
@@ -344,12 +362,24 @@ def _skipped_pairs() -> Finding:
 
 
 def _no_link_cause(prof: TopologyProfile) -> tuple[str, str]:
-    """Cause and fix for a pair that should be NVLink and is not, per kind of board."""
+    """Cause and fix for a pair that should be NVLink and is not, per kind of board: a board
+    with NVSwitches has no bridge to reseat."""
     if prof.needs_mesh:
         return MESH_CAUSE, MESH_FIX
     if prof.needs_nvl_domain:
         return DOMAIN_CAUSE, DOMAIN_FIX
+    if prof.needs_nvswitch:
+        return NVSWITCH_CAUSE, NVSWITCH_FIX
     return BRIDGE_CAUSE, BRIDGE_FIX
+
+
+def _whole_fabric(pairs: list[Finding], prof: TopologyProfile) -> list[Finding]:
+    """On an NVSwitch board where no pair has NVLink at all, one cause explains every pair:
+    the fabric is not up (one GPU's links down leaves the other GPUs' pairs up)."""
+    if not (prof.needs_nvswitch and len(pairs) > 1
+            and all(f.failed and f.cause == NVSWITCH_CAUSE for f in pairs)):
+        return pairs
+    return [replace(f, cause=FABRIC_DOWN_CAUSE, fix=FABRIC_DOWN_FIX) for f in pairs]
 
 
 def _check_topo_pair(topo: TopoMatrix, pair: PairExpectation, prof: TopologyProfile) -> Finding:
@@ -393,7 +423,7 @@ def _check_nvlink(nvlink: NvlinkStatus, expect: _Expectation) -> list[Finding]:
 
 
 def _links_expected(expect: _Expectation, index: int) -> str:
-    speed = f" at {expect.model.link_gbps:g} GB/s" if expect.model else ""
+    speed = f" at {expect.model.link_gbytes_per_s:g} GB/s" if expect.model else ""
     return f">={expect.active_for(index)} active links{speed}"
 
 
@@ -418,14 +448,14 @@ def _check_gpu_links(key: str, gpu: NvlinkGpu, expect: _Expectation) -> list[Fin
 
 def _slow_links(key: str, gpu: NvlinkGpu, model: GpuModel | None) -> list[Finding]:
     """A failure per active link below the model's per-link rate (none when model unknown)."""
-    if model is None or not model.link_gbps:
+    if model is None or not model.link_gbytes_per_s:
         return []
-    floor = model.link_gbps * (1 - SPEED_TOLERANCE)
+    floor = model.link_gbytes_per_s * (1 - SPEED_TOLERANCE)
     return [
-        Finding("nvlink-links", f"{key} link {number}", f"{model.link_gbps:g} GB/s",
-                f"{link.gbps:g} GB/s", "fail", SLOW_LINK_CAUSE, SLOW_LINK_FIX)
+        Finding("nvlink-links", f"{key} link {number}", f"{model.link_gbytes_per_s:g} GB/s",
+                f"{link.gbytes_per_s:g} GB/s", "fail", SLOW_LINK_CAUSE, SLOW_LINK_FIX)
         for number, link in sorted(gpu.links.items())
-        if link.active and link.gbps is not None and link.gbps < floor
+        if link.active and link.gbytes_per_s is not None and link.gbytes_per_s < floor
     ]
 
 

@@ -15,17 +15,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Callable
 from typing import Any
 
-from gpuinfra.captures import FAIL, PASS, CaptureVerdict, message
+from gpuinfra.captures import FAIL, PASS, CaptureVerdict
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.rdma import GpuDirect, gpudirect_path
 from gpuinfra.spec.model import RdmaNic
+from gpuinfra_cli.output import capture_findings, render_captures
 
 EXIT_OK, EXIT_FAIL, EXIT_NOT_PASSED = 0, 1, 3
 
+# option -> the parse KIND of its capture (gpuinfra.parsers), where the two names differ
+PARSE_KINDS = {"ibv_devinfo": "ibv", "show_gids": "show-gids", "lspci_vvv": "lspci-vvv"}
 # option -> (the command whose output it takes, help)
 KINDS: dict[str, str] = {
     "ibstat": "`ibstat` (port state, physical state, rate, link layer)",
@@ -92,28 +94,42 @@ def dispatch(args: argparse.Namespace, nvidia_smi: Callable[[argparse.Namespace]
         return nvidia_smi(args)
     if args.topo or args.p2p or args.nvlink or args.smi_q:
         raise GpuinfraError("check nvidia-smi captures and host captures in separate runs")
+    from gpuinfra_cli.commands import one_stdin, read_capture
+
+    one_stdin([(f"--{kind.replace('_', '-')}", path) for kind, path in files.items()])
+    texts = {kind: read_capture(path, PARSE_KINDS.get(kind, kind)) for kind, path in files.items()}
     expect = expectation(args)
-    verdicts = [judge(kind, _text(path), expect) for kind, path in files.items()]
+    verdicts = [judge(kind, text, expect) for kind, text in texts.items()]
     if args.json:
-        print(json.dumps([v.to_json() for v in verdicts], indent=2))
+        print(json.dumps(capture_envelope(verdicts, args.host, list(files.values())), indent=2))
     else:
-        print("\n\n".join(message(v) for v in verdicts))
+        print(render_captures(verdicts, f"{expect['host']}: {', '.join(files)}"))
     if any(v.verdict == FAIL for v in verdicts):
         return EXIT_FAIL
     return EXIT_OK if all(v.verdict == PASS for v in verdicts) else EXIT_NOT_PASSED
 
 
-def _text(path: str) -> str:
-    from gpuinfra_cli.commands import _read
+def capture_envelope(verdicts: list[Any], host: str | None, inputs: list[str],
+                     profile: str | None = None, model: str | None = None) -> dict[str, Any]:
+    """The JSON envelope of judged captures; each capture's own verdict, expectation, blocks
+    and cuts under "captures"."""
+    from gpuinfra.envelope import envelope
 
-    return sys.stdin.read() if path == "-" else _read(path)
+    findings: list[dict[str, Any]] = []
+    complete, skipped = True, 0
+    for verdict in verdicts:
+        found, whole = capture_findings(verdict)
+        findings += found
+        if not whole:
+            complete, skipped = False, skipped + 1
+    return envelope("check", findings, host=host, inputs=inputs, profile=profile, model=model,
+                    skipped=skipped, complete=complete,
+                    extra={"captures": [v.to_json() for v in verdicts]})
 
 
 def expectation(args: argparse.Namespace) -> dict[str, Any]:
     """What the host must show: from its spec, or from the options."""
     if args.inventory:
-        if not args.host:
-            raise GpuinfraError("--inventory needs --host (which host the captures are from)")
         return _from_spec(args)
     nics = [_nic(spec) for spec in args.nic]
     gpudirect = {"peermem": GpuDirect("peermem", "given with --gpudirect"),
@@ -125,19 +141,38 @@ def expectation(args: argparse.Namespace) -> dict[str, Any]:
             "cpu_vendor": args.cpu_vendor, "device": args.device}
 
 
-def _from_spec(args: argparse.Namespace) -> dict[str, Any]:
-    from gpuinfra.knowledge.packages import open_modules_for
+def add_site_options(p: Any) -> None:
+    """--inventory, --host, --group-data, --no-group-data: the expectation from a site's spec
+    (`nccl check`, `perftest check`; `check` has them in its host group)."""
+    p.add_argument("--inventory", metavar="FILE", help="the site's inventory: the expectation "
+                   "is --host's spec (its GPUs, NICs and their rates)")
+    p.add_argument("--host", help="the host the capture is from (with --inventory: whose spec "
+                   "is the expectation; always: the JSON's host)")
+    p.add_argument("--group-data", metavar="DIR", help="the site's group_data folder")
+    p.add_argument("--no-group-data", action="store_true", help="the site has none")
+
+
+def spec_node(args: argparse.Namespace) -> tuple[Any, Any]:
+    """(NodeSpec, ClusterSpec) of --host in --inventory (validated as `gpuinfra validate`)."""
     from gpuinfra_cli.commands import group_data_of
     from gpuinfra_deploy.run.site import validated_site
 
+    if not args.host:
+        raise GpuinfraError("--inventory needs --host (which host the captures are from)")
     site = validated_site(args.inventory, group_data_of(args))
     if site is None:
         raise GpuinfraError(f"{args.inventory}: the spec is invalid (see above)")
     spec = site[1]
     try:
-        node = spec.node(args.host)
+        return spec.node(args.host), spec
     except (KeyError, GpuinfraError):
         raise GpuinfraError(f"{args.host}: not a host of {args.inventory}") from None
+
+
+def _from_spec(args: argparse.Namespace) -> dict[str, Any]:
+    from gpuinfra.knowledge.packages import open_modules_for
+
+    node, spec = spec_node(args)
     real_rdma = bool(node.rdma_nics) and not node.soft_roce
     gpudirect = None
     if node.gpus is not None and node.rdma_nics:

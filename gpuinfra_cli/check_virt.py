@@ -20,13 +20,14 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 from collections.abc import Callable
 from typing import Any
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.judge import CaptureVerdict
-from gpuinfra_cli.commands import EXIT_FAIL, EXIT_OK, _read, render_findings
+from gpuinfra_cli.check_host import capture_envelope
+from gpuinfra_cli.commands import EXIT_FAIL, EXIT_OK, read_capture
+from gpuinfra_cli.output import render_captures, wrap
 
 EXIT_INCOMPLETE = 3
 _PCI_ID = re.compile(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{4}")
@@ -77,10 +78,13 @@ def _kinds(check: argparse.ArgumentParser) -> Any:
 def _runner(run: Callable[[argparse.Namespace, str], CaptureVerdict]
             ) -> Callable[[argparse.Namespace], int]:
     def go(args: argparse.Namespace) -> int:
-        text = sys.stdin.read() if args.file == "-" else _read(args.file)
+        text = read_capture(args.file, args.kind)
         verdict = run(args, text)
         if getattr(args, "json", False):
-            print(json.dumps(verdict.to_json(), indent=2))
+            expect = verdict.expectation
+            print(json.dumps(capture_envelope([verdict], args.host, [args.file],
+                                              expect.get("profile"), expect.get("model")),
+                             indent=2))
         else:
             print(render_verdict(verdict))
         if verdict.failed:
@@ -90,14 +94,11 @@ def _runner(run: Callable[[argparse.Namespace, str], CaptureVerdict]
 
 
 def render_verdict(verdict: CaptureVerdict) -> str:
-    head = f"{verdict.kind}" + (f" on {verdict.host}" if verdict.host else "")
+    head = f"{verdict.host or 'node'}: {verdict.kind}"
     expected = "; ".join(f"{k}: {v}" for k, v in verdict.expectation.items())
-    lines = [f"{head}\nexpected: {expected}"]
-    if verdict.findings:
-        lines.append(render_findings(verdict.findings))
-    lines += [f"cut: {c}" for c in verdict.cuts]
-    lines.append(f"verdict: {verdict.verdict}")
-    return "\n".join(lines)
+    return "\n".join([render_captures([verdict], head),
+                      *wrap(f"note  expected: {expected}", 6),
+                      f"verdict: {verdict.verdict}"])
 
 
 # ---------------------------------------------------------------------------- the spec

@@ -5,15 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gpuinfra.envelope import envelope
 from gpuinfra.errors import GpuinfraError, ParseError
 from gpuinfra.knowledge.gpus import GPU_MODELS, gpu_model
 from gpuinfra.knowledge.lookup import require_model, require_profile
 from gpuinfra.knowledge.topology import PROFILES
 from gpuinfra.parsers import ALIASES, PARSERS, kind_of, parser_for
+from gpuinfra.parsers.sniff import mismatch
 from gpuinfra_cli import check_host
+from gpuinfra_cli.output import render
 
 EXIT_OK, EXIT_FAIL, EXIT_UNUSABLE = 0, 1, 2
 
@@ -28,6 +32,29 @@ def _read(path: str) -> str:
             from None
     except OSError as exc:
         raise GpuinfraError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+
+
+STDIN = "-"
+
+
+def one_stdin(options: Sequence[tuple[str, str | None]]) -> None:
+    """GpuinfraError when more than one capture option reads standard input: (option, path)."""
+    readers = list(dict.fromkeys(option for option, path in options if path == STDIN))
+    if len(readers) > 1:
+        raise GpuinfraError(f"only one capture can come from standard input ('-'): "
+                            f"{' and '.join(readers)} both ask for it; give the others as files")
+
+
+def read_capture(path: str, kind: str) -> str:
+    """The text of the capture ``path`` ('-': standard input) meant to be ``kind``'s output;
+    GpuinfraError naming the file when it cannot be read, or when it is recognisably another
+    command's output ("this looks like `ibstat` output, not `nvidia-smi topo -m`")."""
+    name = "standard input" if path == STDIN else path
+    text = sys.stdin.read() if path == STDIN else _read(path)
+    problem = mismatch(kind, text)
+    if problem:
+        raise GpuinfraError(f"{name}: {problem}")
+    return text
 
 
 # ---------------------------------------------------------------------------- validate
@@ -116,7 +143,8 @@ def run_parse(args: argparse.Namespace) -> int:
     try:
         result = parse(text, mode=args.mode) if kind == "p2p" else parse(text)
     except ParseError as exc:
-        raise GpuinfraError(f"{name}: {exc}") from None
+        hint = mismatch(kind, text)
+        raise GpuinfraError(f"{name}: {exc}" + (f" ({hint})" if hint else "")) from None
     data = result.to_json()
     print(json.dumps(data, indent=2))
     cuts = data.get("cuts") if isinstance(data, dict) else None
@@ -143,6 +171,8 @@ def add_check(sub: argparse._SubParsersAction) -> None:
         "  VFIO/Kubernetes: check KIND FILE, KIND one of iommu-groups, lspci-nnk, "
         "virsh-hostdev, vm-topo,\n"
         "                   describe-node, gpu-pods, plugin-log (`gpuinfra check KIND -h`)\n"
+        "Any one FILE may be '-' (standard input). A capture of another command than the option "
+        "asks for is refused, naming the command it looks like.\n"
         "Exit 0 all pass, 1 any failure, 2 unusable input, 3 no failure found but the capture "
         "was cut or held nothing to judge (never a pass).")
     p.add_argument("--profile", required=True, help=f"one of: {', '.join(PROFILES)}")
@@ -157,7 +187,10 @@ def add_check(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nvlink", help="output of `nvidia-smi nvlink --status`")
     p.add_argument("--smi-q", metavar="FILE", help="output of `nvidia-smi -q` (each GPU's "
                    "NVLink fabric registration: NVSwitch and NVLink-domain profiles)")
-    p.add_argument("--json", action="store_true", help="print findings as JSON")
+    p.add_argument("--json", action="store_true", help="print the JSON envelope (docs/json.md): "
+                   "host, inputs, profile, model, summary, verdict, causes, findings")
+    p.add_argument("--matrix", action="store_true", help="also print the GPU x GPU grid of "
+                   "the pair checks (NVLink, P2P): '.' as expected, the cell seen where not")
     p.set_defaults(func=run_check)
     check_host.add_to(p)  # the RDMA and kernel captures (issue 24)
     from gpuinfra_cli import check_virt  # VFIO and Kubernetes capture kinds: check KIND FILE
@@ -180,19 +213,42 @@ def run_check(args: argparse.Namespace) -> int:
     if not (args.topo or args.p2p or args.nvlink or args.smi_q):
         raise GpuinfraError("nothing to check: give at least one of --topo, --p2p, --nvlink, "
                             "--smi-q")
-    topo = parse_topo(_read(args.topo)) if args.topo else None
-    p2p = [parse_p2p(_read(f), mode=m) for m, f in map(_split_mode, args.p2p)]
-    nvlink = parse_nvlink(_read(args.nvlink)) if args.nvlink else None
-    fabric = parse_fabric(_read(args.smi_q)) if args.smi_q else None
+    p2p_files = list(map(_split_mode, args.p2p))
+    one_stdin([("--topo", args.topo), *(("--p2p", f) for _, f in p2p_files),
+               ("--nvlink", args.nvlink), ("--smi-q", args.smi_q)])
+    topo = parse_topo(read_capture(args.topo, "topo")) if args.topo else None
+    p2p = [parse_p2p(read_capture(f, "p2p"), mode=m) for m, f in p2p_files]
+    nvlink = parse_nvlink(read_capture(args.nvlink, "nvlink")) if args.nvlink else None
+    fabric = parse_fabric(read_capture(args.smi_q, "fabric")) if args.smi_q else None
     model = gpu_model(args.model).key if args.model else None
     findings = check_system(args.profile, args.gpus, model, args.min_links, topo=topo, p2p=p2p,
                             nvlink=nvlink, fabric=fabric)
-    failed = [f for f in findings if f.severity == "fail"]
+    inputs = [path for path in (args.topo, *(f for _, f in p2p_files), args.nvlink, args.smi_q)
+              if path]
     if args.json:
-        print(json.dumps([f.to_json() for f in findings], indent=2))
+        print(json.dumps(envelope("check", findings, host=args.host, inputs=inputs,
+                                  profile=args.profile, model=model,
+                                  extra={"gpus": args.gpus}), indent=2))
     else:
-        print(render_findings(findings))
-    return EXIT_FAIL if failed else EXIT_OK
+        what = f"{args.host or 'node'} ({args.gpus}x {model or 'GPUs'}, {args.profile})"
+        print(render(findings, what))
+        if args.matrix:
+            print(_matrices(findings, args.gpus, p2p))
+    return EXIT_FAIL if any(f.failed for f in findings) else EXIT_OK
+
+
+def _matrices(findings: list[Any], gpus: int, p2p: list[Any]) -> str:
+    from gpuinfra_cli.output import matrix
+
+    checks = [("nvlink-topology", "NVLink (topo -m)"), ("nvlink-links", "")]
+    checks += [(f"p2p-{m.mode}" if m.mode else "p2p", f"P2P {m.mode or ''} (topo -p2p)")
+               for m in p2p]
+    lines: list[str] = []
+    for check, title in checks:
+        grid = matrix(findings, check, gpus, f"\n{title}: '.' as expected, else what was seen, "
+                      "'-' not required") if title else []
+        lines += grid
+    return "\n".join(lines) if lines else "\n(no pair check to draw: give --topo or --p2p)"
 
 
 def _split_mode(spec: str) -> tuple[str | None, str]:
@@ -201,19 +257,6 @@ def _split_mode(spec: str) -> tuple[str | None, str]:
     return None, spec
 
 
-def render_findings(findings: list[Any]) -> str:
-    """A readable table: one line per check, cause and fix under every failure."""
-    rows = [("RESULT", "CHECK", "SUBJECT", "EXPECTED", "OBSERVED")]
-    marks = {"ok": "ok", "fail": "FAIL", "warn": "warn"}
-    rows += [(marks.get(f.severity, f.severity), f.check, f.subject, f.expected, f.observed)
-             for f in findings]
-    widths = [max(len(str(r[i])) for r in rows) for i in range(5)]
-    lines = []
-    for row, finding in zip(rows, [None, *findings], strict=True):
-        lines.append("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-        if finding is not None and finding.severity != "ok":
-            lines.append(f"      cause: {finding.cause}")
-            lines.append(f"      fix:   {finding.fix}")
-    failed = sum(1 for f in findings if f.severity == "fail")
-    lines.append(f"\n{len(findings)} checks, {failed} failed")
-    return "\n".join(lines)
+def render_findings(findings: list[Any], what: str = "checks") -> str:
+    """The ticket text of ``findings`` (gpuinfra_cli.output.render)."""
+    return render(findings, what)

@@ -28,6 +28,7 @@ from gpuinfra.nccl_job import JobSettings, plan_job, sbatch_script
 from gpuinfra.nccl_verdict import check_shape, judge_all_reduce, unjudged
 from gpuinfra.parsers.nccl import parse_all_reduce
 from gpuinfra.rdma import gid_index
+from gpuinfra_cli.check_host import add_site_options, spec_node
 
 EXIT_OK, EXIT_FAIL, EXIT_UNUSABLE = 0, 1, 2
 _SIZE = re.compile(r"^(\d+)([KMG]?)$", re.IGNORECASE)
@@ -65,20 +66,25 @@ def _add_script(actions: argparse._SubParsersAction) -> None:
 
 def _add_check(actions: argparse._SubParsersAction) -> None:
     p = actions.add_parser("check", help="verdicts on an all_reduce_perf log",
-                           description="Parse and judge an all_reduce_perf log. Exit 0 all "
-                           "pass, 1 any failure, 2 unusable input.")
+                           description="Parse and judge an all_reduce_perf log. With --inventory "
+                           "and --host, the profile, model, GPUs, NICs and their rate come from "
+                           "that host's spec (an option given still wins). Exit 0 all pass, 1 "
+                           "any failure, 2 unusable input.")
     p.add_argument("log", help="the job's log ('-' for standard input)")
-    p.add_argument("--profile", required=True, help=f"one of: {', '.join(PROFILES)}")
-    p.add_argument("--model", required=True, help="GPU model key, e.g. H100-SXM5-80GB")
+    p.add_argument("--profile", help=f"one of: {', '.join(PROFILES)} (required without "
+                   "--inventory)")
+    p.add_argument("--model", help="GPU model key, e.g. H100-SXM5-80GB (required without "
+                   "--inventory)")
     p.add_argument("--nodes", type=int, help="nodes the job should span (default: from the log)")
     p.add_argument("--gpus", type=int, help="GPUs per node (default: from the log)")
-    p.add_argument("--nics", type=int, default=0, help="RDMA NICs per node")
+    p.add_argument("--nics", type=int, help="RDMA NICs per node (default: 0, or the spec's)")
     floor = p.add_mutually_exclusive_group()
     floor.add_argument("--nic-gbps", type=float, metavar="G", help="rate of each NIC in Gb/s")
     floor.add_argument("--min-busbw", type=float, metavar="X", help="pass floor in GB/s")
     p.add_argument("--max-size", type=_bytes, metavar="SIZE",
                    help="largest size the sweep must reach, e.g. 8G (default: 1G)")
-    p.add_argument("--json", action="store_true", help="print findings as JSON")
+    p.add_argument("--json", action="store_true", help="print the JSON envelope (docs/json.md)")
+    add_site_options(p)
     p.set_defaults(func=run_check)
 
 
@@ -131,24 +137,56 @@ def run_script(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- check
 
 def run_check(args: argparse.Namespace) -> int:
-    from gpuinfra_cli.commands import render_findings
+    from gpuinfra.envelope import envelope
+    from gpuinfra_cli.commands import read_capture
+    from gpuinfra_cli.output import render
 
-    text = sys.stdin.read() if args.log == "-" else Path(args.log).read_text(encoding="utf-8")
+    given = _from_inventory(args)
+    if not (given["profile"] and given["model"]):
+        raise GpuinfraError("nccl check: give --profile and --model, or --inventory and --host")
+    text = read_capture(args.log, "nccl")
     result = parse_all_reduce(text)
-    shape = check_shape(result, args.nodes, args.gpus)  # first: a floor belongs to one shape
+    shape = check_shape(result, args.nodes, given["gpus"])  # first: a floor is one shape's
+    nodes = args.nodes or len(result.hosts) or 1
+    floor = None
     if shape.failed:
         findings = unjudged(result, shape)
     else:
-        nodes = args.nodes or len(result.hosts) or 1
-        gpus = args.gpus or _gpus_from_log(result.ranks, nodes)
-        threshold = min_busbw(args.profile, args.model, gpus, nodes, args.nics, args.nic_gbps,
-                              args.min_busbw)
+        gpus = given["gpus"] or _gpus_from_log(result.ranks, nodes)
+        threshold = min_busbw(given["profile"], given["model"], gpus, nodes, given["nics"],
+                              given["nic_gbps"], args.min_busbw)
+        floor = threshold.min_busbw
         findings = judge_all_reduce(result, threshold, args.max_size)
     if args.json:
-        print(json.dumps([f.to_json() for f in findings], indent=2))
+        extra = {"nodes": nodes, "gpus_per_node": given["gpus"], "nics": given["nics"],
+                 "nic_gbits_per_s": given["nic_gbps"], "min_busbw_gbytes_per_s": floor}
+        print(json.dumps(envelope("nccl", findings, host=args.host, inputs=[args.log],
+                                  profile=given["profile"], model=given["model"], extra=extra),
+                         indent=2))
     else:
-        print(render_findings(findings))
+        what = (f"{args.host or 'job'} all_reduce_perf ({nodes} node(s), {given['model']}, "
+                f"{given['profile']})")
+        print(render(findings, what))
     return EXIT_FAIL if any(f.failed for f in findings) else EXIT_OK
+
+
+def _from_inventory(args: argparse.Namespace) -> dict[str, Any]:
+    """profile, model, gpus (per node), nics, nic_gbps: the options, else --host's spec."""
+    given = {"profile": args.profile, "model": args.model, "gpus": args.gpus,
+             "nics": args.nics, "nic_gbps": args.nic_gbps}
+    if args.inventory:
+        node, _ = spec_node(args)
+        if node.gpus is None:
+            raise GpuinfraError(f"{args.host}: the spec gives it no GPUs: not an NCCL node")
+        rates = {nic.rate_gbps for nic in node.rdma_nics}
+        spec = {"profile": node.gpus.topology.name, "model": node.gpus.model.key,
+                "gpus": node.gpus.count, "nics": len(node.rdma_nics),
+                "nic_gbps": rates.pop() if len(rates) == 1 else None}
+        given = {k: v if v is not None else spec[k] for k, v in given.items()}
+        if args.min_busbw is not None:
+            given["nic_gbps"] = None  # --min-busbw replaces the NIC floor (exclusive options)
+    given["nics"] = given["nics"] or 0
+    return given
 
 
 def _gpus_from_log(ranks: Sequence[Any], nodes: int) -> int:

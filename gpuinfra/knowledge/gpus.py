@@ -65,7 +65,7 @@ class GpuModel:
     nvlink_gen: NVLink generation, 0 when the model has none.
     nvlink_links: NVLink links per GPU (all links of the GPU).
     bridge_links: links a GPU uses towards its bridged peer (NVLink bridge), None if no bridge.
-    link_gbps: per-link, per-direction rate printed by `nvidia-smi nvlink --status` (GB/s).
+    link_gbytes_per_s: per-link, per-direction rate printed by `nvidia-smi nvlink --status` (GB/s).
     nvswitch: the model is built into NVSwitch baseboards (HGX), where Fabric Manager is needed.
     nvswitch_gpu_counts: GPUs per NVSwitch baseboard.
     direct_all_to_all_counts: GPU counts of baseboards that join every pair directly (no switch).
@@ -86,7 +86,7 @@ class GpuModel:
     nvlink_gen: int = 0
     nvlink_links: int = 0
     bridge_links: int | None = None
-    link_gbps: float = 0.0
+    link_gbytes_per_s: float = 0.0
     nvswitch: bool = False
     nvswitch_gpu_counts: tuple[int, ...] = ()
     direct_all_to_all_counts: tuple[int, ...] = ()
@@ -165,7 +165,7 @@ _MODELS: tuple[GpuModel, ...] = (
     GpuModel(
         key="A100-SXM4-40GB", smi_names=("NVIDIA A100-SXM4-40GB", "A100-SXM4-40GB"),
         pci_ids=("20b0",), memory_gb=40, form_factor="SXM4",
-        nvlink_gen=3, nvlink_links=12, link_gbps=25.0,
+        nvlink_gen=3, nvlink_links=12, link_gbytes_per_s=25.0,
         nvswitch=True, nvswitch_gpu_counts=(8,), direct_all_to_all_counts=(4,),
         mig_slices=(7, 8), mig_profiles=_mig_7(*_A100_40), mig_min_branch=450,
     ),
@@ -176,7 +176,7 @@ _MODELS: tuple[GpuModel, ...] = (
         key="A100-SXM4-80GB",
         smi_names=("NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM-80GB", "A100-SXM4-80GB"),
         pci_ids=("20b2",), memory_gb=80, form_factor="SXM4",
-        nvlink_gen=3, nvlink_links=12, link_gbps=25.0,
+        nvlink_gen=3, nvlink_links=12, link_gbytes_per_s=25.0,
         nvswitch=True, nvswitch_gpu_counts=(8,), direct_all_to_all_counts=(4,),
         mig_slices=(7, 8), mig_profiles=_mig_7(*_A100_80), mig_min_branch=450,
     ),
@@ -186,13 +186,13 @@ _MODELS: tuple[GpuModel, ...] = (
     GpuModel(
         key="A100-PCIE-40GB", smi_names=("NVIDIA A100-PCIE-40GB", "A100-PCIE-40GB"),
         pci_ids=("20f1", "20b1"), memory_gb=40, form_factor="PCIe",
-        nvlink_gen=3, nvlink_links=12, bridge_links=12, link_gbps=25.0,
+        nvlink_gen=3, nvlink_links=12, bridge_links=12, link_gbytes_per_s=25.0,
         mig_slices=(7, 8), mig_profiles=_mig_7(*_A100_40), mig_min_branch=450,
     ),
     GpuModel(
         key="A100-PCIE-80GB", smi_names=("NVIDIA A100 80GB PCIe", "NVIDIA A100-PCIE-80GB"),
         pci_ids=("20b5",), memory_gb=80, form_factor="PCIe",
-        nvlink_gen=3, nvlink_links=12, bridge_links=12, link_gbps=25.0,
+        nvlink_gen=3, nvlink_links=12, bridge_links=12, link_gbytes_per_s=25.0,
         mig_slices=(7, 8), mig_profiles=_mig_7(*_A100_80), mig_min_branch=450,
     ),
     # A800 (export SKU of A100 SXM4 80GB): NVLink cut from 12 to 8 links, so NV8 on the switch
@@ -202,7 +202,7 @@ _MODELS: tuple[GpuModel, ...] = (
     GpuModel(
         key="A800-SXM4-80GB", smi_names=("NVIDIA A800-SXM4-80GB",), pci_ids=("20f3",),
         memory_gb=80, form_factor="SXM4",
-        nvlink_gen=3, nvlink_links=8, link_gbps=25.0,
+        nvlink_gen=3, nvlink_links=8, link_gbytes_per_s=25.0,
         nvswitch=True, nvswitch_gpu_counts=(8,),
         mig_slices=(7, 8), mig_profiles=_mig_7(*_A100_80), mig_min_branch=450,
     ),
@@ -214,7 +214,7 @@ _MODELS: tuple[GpuModel, ...] = (
     # Considerations").
     GpuModel(
         key="A30", smi_names=("NVIDIA A30",), pci_ids=("20b7",), memory_gb=24, form_factor="PCIe",
-        nvlink_gen=3, nvlink_links=4, bridge_links=4, link_gbps=25.0,
+        nvlink_gen=3, nvlink_links=4, bridge_links=4, link_gbytes_per_s=25.0,
         mig_slices=(4, 4),
         # Placements: fixture nvidia-smi-mig-lgip/a30-24gb-mig-lgipp-placements.txt (profiles
         # 14, 21, 5, 0: {0,1,2,3}:1, {0,1,2,3}:1, {0,2}:2, {0}:4); 2g.12gb+me as 2g.12gb:
@@ -230,7 +230,7 @@ _MODELS: tuple[GpuModel, ...] = (
     GpuModel(
         key="H100-SXM5-80GB", smi_names=("NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM5 80GB"),
         pci_ids=("2330",), memory_gb=80, form_factor="SXM5",
-        nvlink_gen=4, nvlink_links=18, link_gbps=26.562,
+        nvlink_gen=4, nvlink_links=18, link_gbytes_per_s=26.562,
         nvswitch=True, nvswitch_gpu_counts=(8,), direct_all_to_all_counts=(4,),
         mig_slices=(7, 8), mig_profiles=_mig_7(*_A100_80), mig_min_branch=525,
     ),
@@ -239,7 +239,7 @@ _MODELS: tuple[GpuModel, ...] = (
     GpuModel(
         key="H100-PCIE-80GB", smi_names=("NVIDIA H100 PCIe",), pci_ids=("2331",), memory_gb=80,
         form_factor="PCIe",
-        nvlink_gen=4, nvlink_links=18, bridge_links=12, link_gbps=26.562,
+        nvlink_gen=4, nvlink_links=18, bridge_links=12, link_gbytes_per_s=26.562,
         mig_slices=(7, 8), mig_profiles=_mig_7(*_A100_80), mig_min_branch=525,
     ),
     # Bridge NV12 at 26.562: public MLPerf report (2x H100 NVL, NV12, 12 active links);
@@ -247,7 +247,7 @@ _MODELS: tuple[GpuModel, ...] = (
     GpuModel(
         key="H100-NVL-94GB", smi_names=("NVIDIA H100 NVL",), pci_ids=("2321",), memory_gb=94,
         form_factor="PCIe",
-        nvlink_gen=4, nvlink_links=18, bridge_links=12, link_gbps=26.562,
+        nvlink_gen=4, nvlink_links=18, bridge_links=12, link_gbytes_per_s=26.562,
         mig_slices=(7, 8), mig_profiles=_mig_7("12gb", "24gb", "24gb", "47gb", "47gb", "94gb"),
         mig_min_branch=525,
     ),
@@ -258,7 +258,7 @@ _MODELS: tuple[GpuModel, ...] = (
     GpuModel(
         key="H800-SXM5-80GB", smi_names=("NVIDIA H800",), pci_ids=("2324",), memory_gb=80,
         form_factor="SXM5",
-        nvlink_gen=4, nvlink_links=8, link_gbps=26.562,
+        nvlink_gen=4, nvlink_links=8, link_gbytes_per_s=26.562,
         nvswitch=True, nvswitch_gpu_counts=(8,),
         mig_slices=(7, 8), mig_profiles=_mig_7(*_A100_80), mig_min_branch=525,
     ),
@@ -269,7 +269,7 @@ _MODELS: tuple[GpuModel, ...] = (
     GpuModel(
         key="H20-96GB", smi_names=("NVIDIA H20",), pci_ids=("2329",), memory_gb=96,
         form_factor="SXM5",
-        nvlink_gen=4, nvlink_links=18, link_gbps=26.562,
+        nvlink_gen=4, nvlink_links=18, link_gbytes_per_s=26.562,
         nvswitch=True, nvswitch_gpu_counts=(8,),
         mig_slices=(7, 8), mig_profiles=_mig_7(*_H100_96), mig_min_branch=535,
     ),
@@ -279,7 +279,7 @@ _MODELS: tuple[GpuModel, ...] = (
     GpuModel(
         key="H200-SXM-141GB", smi_names=("NVIDIA H200",), pci_ids=("2335",), memory_gb=141,
         form_factor="SXM5",
-        nvlink_gen=4, nvlink_links=18, link_gbps=26.562,
+        nvlink_gen=4, nvlink_links=18, link_gbytes_per_s=26.562,
         nvswitch=True, nvswitch_gpu_counts=(8,), direct_all_to_all_counts=(4,),
         mig_slices=(7, 8), mig_profiles=_mig_7(*_H200_141), mig_min_branch=550,
     ),
@@ -291,7 +291,7 @@ _MODELS: tuple[GpuModel, ...] = (
     GpuModel(
         key="H200-NVL-141GB", smi_names=("NVIDIA H200 NVL",), pci_ids=("233b",), memory_gb=141,
         form_factor="PCIe",
-        nvlink_gen=4, nvlink_links=18, bridge_links=18, link_gbps=26.562,
+        nvlink_gen=4, nvlink_links=18, bridge_links=18, link_gbytes_per_s=26.562,
         mig_slices=(7, 8), mig_profiles=_mig_7(*_H200_141), mig_min_branch=550,
     ),
     # GH200 (Grace Hopper, 96GB HBM3): names from public `nvidia-smi -L` / PyTorch env reports
@@ -300,7 +300,7 @@ _MODELS: tuple[GpuModel, ...] = (
     GpuModel(
         key="GH200-96GB", smi_names=("NVIDIA GH200 480GB", "NVIDIA GH200 120GB"),
         pci_ids=("2342",), memory_gb=96, form_factor="Superchip",
-        nvlink_gen=4, nvlink_links=18, link_gbps=26.562,
+        nvlink_gen=4, nvlink_links=18, link_gbytes_per_s=26.562,
         mig_slices=(7, 8), mig_profiles=_mig_7(*_H100_96), mig_min_branch=525,
         open_modules=True,
     ),
@@ -309,7 +309,7 @@ _MODELS: tuple[GpuModel, ...] = (
     GpuModel(
         key="GH200-144GB", smi_names=("NVIDIA GH200 144G HBM3e",), pci_ids=("2348",),
         memory_gb=144, form_factor="Superchip",
-        nvlink_gen=4, nvlink_links=18, link_gbps=26.562,
+        nvlink_gen=4, nvlink_links=18, link_gbytes_per_s=26.562,
         mig_slices=(7, 8), mig_profiles=_mig_7("18gb", "36gb", "36gb", "72gb", "72gb", "144gb"),
         mig_min_branch=525, open_modules=True,
     ),
@@ -322,7 +322,7 @@ _MODELS: tuple[GpuModel, ...] = (
     GpuModel(
         key="B200-180GB", smi_names=("NVIDIA B200",), pci_ids=("2901",), memory_gb=180,
         form_factor="SXM6",
-        nvlink_gen=5, nvlink_links=18, link_gbps=53.125,
+        nvlink_gen=5, nvlink_links=18, link_gbytes_per_s=53.125,
         nvswitch=True, nvswitch_gpu_counts=(8,), fabric_services=("nvlsm",),
         mig_slices=(7, 8), mig_profiles=_mig_7("23gb", "45gb", "45gb", "90gb", "90gb", "180gb"),
         mig_min_branch=_BLACKWELL_BRANCH, min_branch=_BLACKWELL_BRANCH, open_modules=True,
@@ -336,7 +336,7 @@ _MODELS: tuple[GpuModel, ...] = (
     GpuModel(
         key="GB200-186GB", smi_names=("NVIDIA GB200",), pci_ids=("2941",), memory_gb=186,
         form_factor="Superchip",
-        nvlink_gen=5, nvlink_links=18, link_gbps=53.125, nvl_domain_gpu_counts=(4,),
+        nvlink_gen=5, nvlink_links=18, link_gbytes_per_s=53.125, nvl_domain_gpu_counts=(4,),
         mig_slices=(7, 8), mig_profiles=_mig_7("23gb", "47gb", "47gb", "93gb", "93gb", "186gb"),
         mig_min_branch=_BLACKWELL_BRANCH, min_branch=_BLACKWELL_BRANCH, open_modules=True,
     ),
@@ -347,12 +347,12 @@ _MODELS: tuple[GpuModel, ...] = (
     # are both "Tesla V100 SXM2 16GB" in pci.ids (the Linux vfio nvlink2gpu table lists both).
     GpuModel(
         key="V100-SXM2-16GB", smi_names=("Tesla V100-SXM2-16GB",), pci_ids=("1db1", "1df5"),
-        memory_gb=16, form_factor="SXM2", nvlink_gen=2, nvlink_links=6, link_gbps=25.781,
+        memory_gb=16, form_factor="SXM2", nvlink_gen=2, nvlink_links=6, link_gbytes_per_s=25.781,
         max_branch=_VOLTA_LAST_BRANCH,
     ),
     GpuModel(
         key="V100-SXM2-32GB", smi_names=("Tesla V100-SXM2-32GB",), pci_ids=("1db5",),
-        memory_gb=32, form_factor="SXM2", nvlink_gen=2, nvlink_links=6, link_gbps=25.781,
+        memory_gb=32, form_factor="SXM2", nvlink_gen=2, nvlink_links=6, link_gbytes_per_s=25.781,
         max_branch=_VOLTA_LAST_BRANCH,
     ),
     # V100 SXM3 (DGX-2 / HGX-2): 16 GPUs on 12 NVSwitches, NV6 on every pair
@@ -361,7 +361,7 @@ _MODELS: tuple[GpuModel, ...] = (
     # environment dumps "GPU 0: Tesla V100-SXM3-32GB"). 25.781 inferred (same NVLink 2).
     GpuModel(
         key="V100-SXM3-32GB", smi_names=("Tesla V100-SXM3-32GB",), pci_ids=("1db8",),
-        memory_gb=32, form_factor="SXM3", nvlink_gen=2, nvlink_links=6, link_gbps=25.781,
+        memory_gb=32, form_factor="SXM3", nvlink_gen=2, nvlink_links=6, link_gbytes_per_s=25.781,
         nvswitch=True, nvswitch_gpu_counts=(16,), max_branch=_VOLTA_LAST_BRANCH,
     ),
     # V100 PCIe: no NVLink. 1db6 "Tesla V100 PCIe 32GB" (pci.ids; Microway's `nvidia-smi -q`:
@@ -384,7 +384,7 @@ _MODELS: tuple[GpuModel, ...] = (
     GpuModel(
         key="RTX-3090", smi_names=("NVIDIA GeForce RTX 3090", "GeForce RTX 3090"),
         pci_ids=("2204",), memory_gb=24, form_factor="PCIe",
-        nvlink_gen=3, nvlink_links=4, bridge_links=4, link_gbps=14.062,
+        nvlink_gen=3, nvlink_links=4, bridge_links=4, link_gbytes_per_s=14.062,
     ),
     GpuModel(
         key="RTX-4090", smi_names=("NVIDIA GeForce RTX 4090",), pci_ids=("2684",), memory_gb=24,
@@ -392,7 +392,7 @@ _MODELS: tuple[GpuModel, ...] = (
     ),
     GpuModel(
         key="RTX-A6000", smi_names=("NVIDIA RTX A6000",), pci_ids=("2230",), memory_gb=48,
-        form_factor="PCIe", nvlink_gen=3, nvlink_links=4, bridge_links=4, link_gbps=14.062,
+        form_factor="PCIe", nvlink_gen=3, nvlink_links=4, bridge_links=4, link_gbytes_per_s=14.062,
     ),
     # Ada Lovelace: no NVLink, no MIG (MIG guide "Supported GPUs" lists none). 26b1
     # "L6000 / RTX 6000 Ada Generation" and 26b5 "L40" in pci.ids; names from public

@@ -86,7 +86,7 @@ MEASURED_MARGIN = 0.90  # floors from a single public run sit 10 % below it
 NVLS = "NVLink SHARP (NVLS) in use"
 
 # PCIe x16 rate per direction in GB/s, after 128b/130b encoding (Gen3 8 GT/s, Gen4 16, Gen5 32).
-PCIE_X16_GBPS: dict[int, float] = {3: 15.75, 4: 31.5, 5: 63.0}
+PCIE_X16_GBYTES_PER_S: dict[int, float] = {3: 15.75, 4: 31.5, 5: 63.0}
 
 # PCIe generation of each model's host link (all x16). NVIDIA data sheets (inferred: not in
 # docs/hardware-reference.md; `nvidia-smi -q` fixtures: H100 Max 5, A10 4, T4 3);
@@ -273,14 +273,14 @@ def _derived(prof: TopologyProfile, model: GpuModel, gpu_count: int) -> tuple[fl
             f"no measured {prof.name} floor for {gpu_count}x {model.key}: add one to MEASURED "
             "in gpuinfra/knowledge/nccl.py with its source, or give it with --min-busbw")
     if prof.needs_direct_mesh:
-        line = model.nvlink_links * model.link_gbps
+        line = model.nvlink_links * model.link_gbytes_per_s
         return (round(line * DIRECT_MESH_EFFICIENCY, 1),
-                f"inferred: {model.nvlink_links} NVLinks x {model.link_gbps:g} GB/s x "
+                f"inferred: {model.nvlink_links} NVLinks x {model.link_gbytes_per_s:g} GB/s x "
                 f"{DIRECT_MESH_EFFICIENCY}")
     if prof.needs_bridge and gpu_count == 2:
         links = model.bridge_links or 0
-        return (round(links * model.link_gbps * BRIDGE_EFFICIENCY, 1),
-                f"inferred: {links} bridge links x {model.link_gbps:g} GB/s x "
+        return (round(links * model.link_gbytes_per_s * BRIDGE_EFFICIENCY, 1),
+                f"inferred: {links} bridge links x {model.link_gbytes_per_s:g} GB/s x "
                 f"{BRIDGE_EFFICIENCY} (Azure nc48ads_a100_v4 ratio)")
     if prof.needs_bridge and model.key not in NO_PCIE_P2P:
         return _pcie(model, PCIE_P2P_EFFICIENCY, "PCIe between the bridged pairs")
@@ -289,8 +289,8 @@ def _derived(prof: TopologyProfile, model: GpuModel, gpu_count: int) -> tuple[fl
 
 def _pcie(model: GpuModel, efficiency: float, why: str) -> tuple[float, str]:
     gen = PCIE_GEN[model.key]
-    return (round(PCIE_X16_GBPS[gen] * efficiency, 1),
-            f"inferred: {why}: Gen{gen} x16 {PCIE_X16_GBPS[gen]:g} GB/s x {efficiency}")
+    return (round(PCIE_X16_GBYTES_PER_S[gen] * efficiency, 1),
+            f"inferred: {why}: Gen{gen} x16 {PCIE_X16_GBYTES_PER_S[gen]:g} GB/s x {efficiency}")
 
 
 def network_busbw(nics: int, nic_gbps: float) -> float:

@@ -467,14 +467,15 @@ def _nvlink_alerts(gpu_nodes: Sequence[NodeSpec]) -> list[Alert]:
                 down_case = Case(
                     set={gpu_series("nvlink_links_active", node, indices[0]): f"{links - 1}x15"},
                     fires=({**_gpu_labels(node, indices[0]), "job": "node"},))
-        if groups and node.gpus.model.link_gbps:
-            rate = node.gpus.model.link_gbps
-            slow.append(f"gpuinfra_gpu_nvlink_link_min_gbps{selector(instance=node.short_name)} "
-                        f"< {rate - 0.01:g}")
+        if groups and node.gpus.model.link_gbytes_per_s:
+            rate = node.gpus.model.link_gbytes_per_s
+            slow.append("gpuinfra_gpu_nvlink_link_min_gbytes_per_second"
+                        f"{selector(instance=node.short_name)} < {rate - 0.01:g}")
             if slow_case is None:
                 first = min(i for idx in groups.values() for i in idx)
                 slow_case = Case(
-                    set={gpu_series("nvlink_link_min_gbps", node, first): f"{rate / 2:g}x15"},
+                    set={gpu_series("nvlink_link_min_gbytes_per_second", node, first):
+                         f"{rate / 2:g}x15"},
                     fires=({**_gpu_labels(node, first), "job": "node"},))
     out = []
     if down_case is not None:

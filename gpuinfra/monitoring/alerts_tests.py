@@ -57,8 +57,8 @@ def healthy_series(spec: ClusterSpec, mon: Monitoring) -> dict[str, str]:
             for index, links in enumerate(expected):
                 if links:
                     series[gpu_series("nvlink_links_active", node, index)] = f"{links}x15"
-                    series[gpu_series("nvlink_link_min_gbps", node, index)] = \
-                        f"{node.gpus.model.link_gbps:g}x15"
+                    series[gpu_series("nvlink_link_min_gbytes_per_second", node, index)] = \
+                        f"{node.gpus.model.link_gbytes_per_s:g}x15"
     for node in health_nodes(spec):
         series[health_series("ok", node)] = "1x15"
         # At every evaluation the last run was exactly the stale limit ago: time() - ts

@@ -297,9 +297,10 @@ def _nvlink(metrics: _Metrics, output: Output | None,
                     labels[gpu.index], len(active))
         metrics.add("nvlink_links_inactive", "NVLink links listed as <inactive>",
                     labels[gpu.index], len(gpu.inactive_links))
-        rates = [link.gbps for link in active if link.gbps is not None]
+        rates = [link.gbytes_per_s for link in active if link.gbytes_per_s is not None]
         if rates:
-            metrics.add("nvlink_link_min_gbps", "slowest active NVLink link, GB/s per direction",
+            metrics.add("nvlink_link_min_gbytes_per_second",
+                        "slowest active NVLink link, GB/s (gigabytes) per direction",
                         labels[gpu.index], min(rates))
     return True
 

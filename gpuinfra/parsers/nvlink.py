@@ -43,14 +43,14 @@ _GPU_LIST = ("this is `nvidia-smi -L` output (GPU lines only, no `Link n:` line 
 
 @dataclass(frozen=True)
 class NvlinkLink:
-    """One link: active with its per-direction rate in GB/s, or inactive (gbps None)."""
+    """One link: active with its per-direction rate in GB/s, or inactive (gbytes_per_s None)."""
 
     active: bool
-    gbps: float | None
+    gbytes_per_s: float | None
 
     def to_json(self) -> dict[str, Any]:
-        """Plain data: active, gbps."""
-        return {"active": self.active, "gbps": self.gbps}
+        """Plain data: active, gbytes_per_s (GB/s, not Gb/s)."""
+        return {"active": self.active, "gbytes_per_s": self.gbytes_per_s}
 
 
 @dataclass
@@ -176,9 +176,9 @@ def _link_state(value: str) -> NvlinkLink | None:
     """``26.562 GB/s`` / ``25 GB/s`` -> active with that rate, ``<inactive>`` -> inactive."""
     value = value.strip()
     if value.lower() == "<inactive>":
-        return NvlinkLink(active=False, gbps=None)
+        return NvlinkLink(active=False, gbytes_per_s=None)
     rate = _RATE.fullmatch(value)
-    return NvlinkLink(active=True, gbps=float(rate.group(1))) if rate else None
+    return NvlinkLink(active=True, gbytes_per_s=float(rate.group(1))) if rate else None
 
 
 def _what_is(line: str) -> str:

@@ -107,7 +107,7 @@ def test_dgx_v100_lspci_capture_maps_to_its_model():
     assert "[10de:1db1]" in text and model_for_pci_id("1db1").key == "V100-SXM2-16GB"
 
 
-@pytest.mark.parametrize(("key", "links", "gbps"), [
+@pytest.mark.parametrize(("key", "links", "gbytes_per_s"), [
     ("V100-SXM2-32GB", 6, 25.781),  # DGX1_NVLINK: 6 links per GPU at 25.781
     ("A800-SXM4-80GB", 8, 25.0),  # NV8: the export part's cut link count
     ("H800-SXM5-80GB", 8, 26.562),
@@ -115,9 +115,9 @@ def test_dgx_v100_lspci_capture_maps_to_its_model():
     ("B200-180GB", 18, 53.125),
     ("GB200-186GB", 18, 53.125),
 ])
-def test_link_counts_and_rates(key, links, gbps):
+def test_link_counts_and_rates(key, links, gbytes_per_s):
     model = GPU_MODELS[key]
-    assert (model.nvlink_links, model.link_gbps) == (links, gbps)
+    assert (model.nvlink_links, model.link_gbytes_per_s) == (links, gbytes_per_s)
 
 
 def test_real_dgx1_capture_shows_six_links_at_the_v100_rate():
@@ -125,7 +125,8 @@ def test_real_dgx1_capture_shows_six_links_at_the_v100_rate():
     assert len(status.gpus) == 8
     for gpu in status.gpus.values():
         assert len(gpu.active_links) == GPU_MODELS[V100].nvlink_links
-        assert {link.gbps for link in gpu.links.values()} == {GPU_MODELS[V100].link_gbps}
+        rates = {link.gbytes_per_s for link in gpu.links.values()}
+        assert rates == {GPU_MODELS[V100].link_gbytes_per_s}
 
 
 def test_media_extension_profiles_are_marked():

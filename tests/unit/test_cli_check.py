@@ -86,7 +86,7 @@ BAD = [
      "nvlink-topology", "bridge not detected or not seated"),
     ("pcie-only-4090", ["--profile", "nvswitch-all-to-all", "--gpus", "8", "--topo",
                         TOPO / "8x-rtx4090-pcie-only-phb-node-sys-xeon8352v-drv570.txt"],
-     "nvlink-topology", "bridge not detected or not seated"),
+     "nvlink-topology", "NVSwitch fabric not up"),
     ("inactive-links", ["--profile", "bridged-pairs", "--gpus", "2", "--model", "A100-PCIE-40GB",
                         "--nvlink", NVL / "hpe-dl380-gen11-2x-a100-pcie-no-bridge-nvlink-s-all"
                         "-inactive.txt"],
@@ -109,7 +109,7 @@ def _argv(args):
 @pytest.mark.parametrize("args", GOOD, ids=lambda a: a[1] + ":" + a[3])
 def test_good_systems_pass(args, capsys):
     code = main(_argv(args))
-    findings = json.loads(capsys.readouterr().out)
+    findings = json.loads(capsys.readouterr().out)["findings"]
     assert code == 0, [f for f in findings if f["severity"] == "fail"]
     assert findings and all(f["severity"] != "fail" for f in findings)
 
@@ -117,7 +117,7 @@ def test_good_systems_pass(args, capsys):
 @pytest.mark.parametrize(("args", "check", "words"), [b[1:] for b in BAD], ids=[b[0] for b in BAD])
 def test_broken_systems_fail_with_cause(args, check, words, capsys):
     assert main(_argv(args)) == 1
-    failed = [f for f in json.loads(capsys.readouterr().out) if f["severity"] == "fail"]
+    failed = [f for f in json.loads(capsys.readouterr().out)["findings"] if f["severity"] == "fail"]
     assert any(f["check"] == check and words in f["cause"] + f["observed"] for f in failed), failed
     assert all(f["fix"] for f in failed)
 
@@ -127,7 +127,7 @@ def test_cns_capture_fails_naming_the_chipset(tmp_path, capsys):
     cns = tmp_path / "p2p-cns.txt"
     cns.write_text("        GPU0    GPU1\n GPU0   X       CNS\n GPU1   CNS     X\n")
     assert main(_argv(["--profile", "bridged-pairs", "--gpus", "2", "--p2p", f"r:{cns}"])) == 1
-    failed = [f for f in json.loads(capsys.readouterr().out) if f["severity"] == "fail"]
+    failed = [f for f in json.loads(capsys.readouterr().out)["findings"] if f["severity"] == "fail"]
     assert any("chipset" in f["cause"].lower() for f in failed)
 
 

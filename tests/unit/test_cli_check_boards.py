@@ -17,7 +17,7 @@ DGX1 = ["--profile", "fixed-mesh", "--gpus", "8", "--model", "V100-SXM2-32GB"]
 
 def check(capsys, *args) -> tuple[int, list[dict]]:
     code = main(["check", *map(str, args), "--json"])
-    return code, json.loads(capsys.readouterr().out)
+    return code, json.loads(capsys.readouterr().out)["findings"]
 
 
 def test_dgx1_with_all_links_active_passes(capsys):
@@ -42,7 +42,7 @@ def test_human_output_names_the_pair(capsys):
     code = main(["check", *DGX1, "--topo", str(
         BOARDS / "dgx1-8x-v100-sxm2-32gb-gpu3-nvlinks-down-SYNTHESIZED-topo-m.txt")])
     out = capsys.readouterr().out
-    assert code == 1 and "GPU0-GPU3" in out and "4 failed" in out
+    assert code == 1 and "GPU0-GPU3" in out and "FAIL, 4 of 18 checks failed" in out
 
 
 def test_smi_q_fabric_is_judged(capsys):

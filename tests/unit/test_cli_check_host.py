@@ -38,7 +38,11 @@ ROCE400 = [f"--nic=mlx5_{i}:link_layer=ethernet,rate=400" for i in (0, 3, 4, 5, 
 
 def check(capsys, *argv: str) -> tuple[int, list[dict]]:
     code = main(["check", *argv, "--json", "--host", "node7"])
-    return code, json.loads(capsys.readouterr().out)
+    env = json.loads(capsys.readouterr().out)
+    verdicts = {c["verdict"] for c in env["captures"]}
+    assert env["verdict"] == ("fail" if "fail" in verdicts else
+                              "pass" if verdicts == {"pass"} else "not-checked")
+    return code, env["captures"]
 
 
 def cut(tmp_path, text: str, name: str = "cut.txt") -> str:
@@ -80,8 +84,9 @@ def test_ibstat_down_port_fails_with_cause_and_fix(capsys):
 def test_text_output_names_host_cause_and_fix(capsys):
     assert main(["check", "--ibstat", str(IBSTAT_DOWN), "--host", "node7", *ROCE400]) == 1
     out = capsys.readouterr().out
-    assert out.startswith("node7: ibstat: fail")
-    assert "cause: Polling" in out and "fix:   check the cable" in out
+    assert out.startswith("node7: ibstat: FAIL (ibstat 4 failure(s) in 12 complete block(s))")
+    assert "\nFAIL  Polling" in out and "fix: check the cable" in out
+    assert "on:  ibstat: mlx5_5, mlx5_11\n" in out  # one block per cause, its NICs named
 
 
 def test_ibv_devinfo_healthy_passes_and_wrong_layer_fails(capsys):
@@ -182,10 +187,21 @@ def test_dmesg_iommu_grep_says_nothing_of_passthrough(capsys):
     assert (code, verdict["verdict"]) == (3, "no verdict")
 
 
-def test_dmesg_without_what_is_asked_is_no_verdict(capsys):
-    # A log of other lines (here: an lsmod paste given as --dmesg) says nothing of the IOMMU.
-    code, [verdict] = check(capsys, "--dmesg", str(LSMOD_OK), "--iommu", "passthrough")
+def test_dmesg_without_what_is_asked_is_no_verdict(capsys, tmp_path):
+    # A kernel log of other lines says nothing of the IOMMU.
+    other = tmp_path / "dmesg.txt"
+    other.write_text("[    0.000000] Linux version 6.1.0-50-amd64\n"
+                     "[    1.204117] usb 1-1: new high-speed USB device number 2\n")
+    code, [verdict] = check(capsys, "--dmesg", str(other), "--iommu", "passthrough")
     assert (code, verdict["verdict"]) == (3, "no verdict")
+
+
+def test_another_commands_capture_is_refused_naming_it(capsys):
+    # An lsmod paste given as --dmesg: refused, saying what it looks like (was: "no verdict").
+    assert main(["check", "--dmesg", str(LSMOD_OK), "--iommu", "passthrough"]) == 2
+    err = capsys.readouterr().err
+    assert "this looks like `lsmod (whole or grepped), or cat /proc/modules` output, not " \
+        "`dmesg or journalctl -k" in err
 
 
 def test_cmdline_missing_iommu_pt_fails(capsys, tmp_path):

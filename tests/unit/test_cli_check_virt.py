@@ -26,8 +26,13 @@ INCOMPLETE = "incomplete: "
 
 
 def check(capsys, kind: str, path: Path | str, *options: str) -> tuple[int, dict]:
+    """The exit code and the capture's own verdict (the envelope's "captures")."""
     rc = main(["check", kind, str(path), "--json", *options])
-    return rc, json.loads(capsys.readouterr().out)
+    env = json.loads(capsys.readouterr().out)
+    [capture] = env["captures"]
+    assert env["verdict"] == {"pass": "pass", "fail": "fail"}.get(capture["verdict"],
+                                                                  "not-checked")
+    return rc, capture
 
 
 def cut_copy(tmp_path: Path, source: Path, lines: slice | None = None, insert: dict | None = None,
@@ -315,7 +320,7 @@ def test_every_kind_answers_in_one_shape(capsys, tmp_path):
     code = main(["check", "--cmdline", str(REPO / "tests/fixtures/vfio/"
                                            "proc-cmdline-lab-hv-converged.txt"),
                  "--hypervisor", "--cpu-vendor", "GenuineIntel", "--json"])
-    [host] = json.loads(capsys.readouterr().out)
+    [host] = json.loads(capsys.readouterr().out)["captures"]
     assert code == 0 and set(out) == set(host) >= {"host", "kind", "expectation", "verdict",
                                                     "blocks_judged", "cuts", "findings"}
     assert verdict_of(False, False, ["cut"], 0).startswith("incomplete")

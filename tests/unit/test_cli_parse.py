@@ -246,7 +246,7 @@ def test_unreadable_files_are_named(capsys, tmp_path, kind):
 # Options of `gpuinfra check` that are not a capture: the expectation and the output form.
 NOT_CAPTURES = {"help", "profile", "gpus", "model", "min-links", "json", "inventory", "host",
                 "group-data", "no-group-data", "nic", "device", "gpudirect", "iommu", "acs-off",
-                "bridge", "hypervisor", "rdma", "cpu-vendor"}
+                "bridge", "hypervisor", "rdma", "cpu-vendor", "matrix"}
 
 
 def _sub(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:

@@ -65,7 +65,7 @@ def test_hgx_h100_every_gpu_with_its_captured_telemetry():
     assert set(samples(text, "gpuinfra_gpu_memory_total_bytes").values()) == {81559 * 1048576}
     assert set(samples(text, "gpuinfra_gpu_ecc_uncorrected_volatile_errors").values()) == {0}
     assert set(samples(text, "gpuinfra_gpu_nvlink_links_active").values()) == {18}
-    assert set(samples(text, "gpuinfra_gpu_nvlink_link_min_gbps").values()) == {26.562}
+    assert set(samples(text, "gpuinfra_gpu_nvlink_link_min_gbytes_per_second").values()) == {26.562}
     assert set(samples(text, "gpuinfra_gpu_xid_errors").values()) == {0}
     # H100 retires no pages (row remapping: N/A in the capture): no retired-pages series.
     assert "gpuinfra_gpu_retired_pages_double_bit{" not in text
@@ -90,7 +90,7 @@ def test_a100_without_bridge_shows_no_active_link():
     text = collect("2x-a100-pcie-bridge-missing")
     # "Unable to retrieve NVLink information as all links are inActive": 0 links up.
     assert set(samples(text, "gpuinfra_gpu_nvlink_links_active").values()) == {0}
-    assert "gpuinfra_gpu_nvlink_link_min_gbps" not in text
+    assert "gpuinfra_gpu_nvlink_link_min_gbytes_per_second" not in text
     # No power draw was captured on that host: the replay refuses the telemetry query.
     assert samples(text, "gpuinfra_gpu_collector_query_ok")['query="telemetry"'] == 0
     assert "gpuinfra_gpu_temperature_celsius" not in text

@@ -487,7 +487,7 @@ def test_disk_free_default_is_the_kubelets_hard_eviction_threshold():
 # Sources: 85 and 10 above; 300 s = Prometheus' 5-minute lookback
 # (https://prometheus.io/docs/prometheus/latest/querying/basics/#staleness: a collector silent
 # longer than that has no current series left); 26.552 = the H100's 26.562 GB/s per link (the
-# lab's nvlink --status capture, gpuinfra/knowledge/gpus.py link_gbps) less 0.01; the XID
+# lab's nvlink --status capture, gpuinfra/knowledge/gpus.py link_gbytes_per_s) less 0.01; the XID
 # codes: NVIDIA's Xid catalog (gpuinfra/monitoring/alerts.py FATAL_XIDS). The `for` durations
 # and severities are the project's own choices, pinned so that a change is deliberate.
 PINNED = {
@@ -514,7 +514,8 @@ PINNED = {
                                       "critical"),
     "GpuTemperatureHigh": ("gpuinfra_gpu_temperature_celsius > 85", "5m", "warning"),
     "NvlinkDown": ('{instance="lab-worker1",gpu=~"0|1|2|3|4|5|6|7"} < 18', "2m", "critical"),
-    "NvlinkDegraded": ('gpuinfra_gpu_nvlink_link_min_gbps{instance="lab-worker1"} < 26.552',
+    "NvlinkDegraded": ('gpuinfra_gpu_nvlink_link_min_gbytes_per_second{instance="lab-worker1"} '
+                       '< 26.552',
                        "5m", "warning"),
     "GpuMetricsStale": ("time() - gpuinfra_gpu_collector_last_run_timestamp_seconds > 300",
                         "5m", "warning"),

@@ -53,16 +53,16 @@ def test_status_capture(name: str) -> None:
         off = [int(k) for k, link in gpu["links"].items() if not link["active"]]
         assert len(on) == active
         assert off == inactive
-        assert {gpu["links"][k]["gbps"] for k in on} <= {rate}
-        assert all(gpu["links"][str(k)]["gbps"] is None for k in off)
+        assert {gpu["links"][k]["gbytes_per_s"] for k in on} <= {rate}
+        assert all(gpu["links"][str(k)]["gbytes_per_s"] is None for k in off)
 
 
 def test_exact_shape_of_partly_active_gpu() -> None:
     data = _parse("hpe-dl380a-2x-h100-pcie-nvlink-s-12-of-18-active.txt").to_json()
     gpu0 = data["GPU0"]
     assert gpu0["uuid"] == "GPU-6968dfc2-d444-d92c-c36b-6abe53445cb9"
-    assert gpu0["links"]["0"] == {"active": True, "gbps": 26.562}
-    assert gpu0["links"]["4"] == {"active": False, "gbps": None}
+    assert gpu0["links"]["0"] == {"active": True, "gbytes_per_s": 26.562}
+    assert gpu0["links"]["4"] == {"active": False, "gbytes_per_s": None}
     assert list(gpu0["links"]) == [str(i) for i in range(18)]
 
 

@@ -120,13 +120,13 @@ def test_cli_judges_each_nic(capsys):
     assert "rocep1s0f0" in out and "roceP2p1s0f0" in out
     assert main(["perftest", "check", str(RAIL1), str(RAIL2), "--nic-gbps", "200",
                  "--json"]) == 1
-    findings = json.loads(capsys.readouterr().out)
+    findings = json.loads(capsys.readouterr().out)["findings"]
     assert [f["severity"] for f in findings] == ["fail", "fail"]
 
 
 @pytest.mark.parametrize(("args", "words"), [
     (["--nic-gbps", "0"], "must be a positive rate"),
-    (["--nic-gbps", "100", "--", "missing.txt"], "cannot read input"),
+    (["--nic-gbps", "100", "--", "missing.txt"], "cannot be read"),
 ])
 def test_cli_bad_input_exits_2(capsys, args, words):
     logs = [] if "missing.txt" in args else [str(RAIL1)]

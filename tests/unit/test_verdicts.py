@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.parsers.nvlink import NvlinkStatus, parse_nvlink
 from gpuinfra.parsers.p2p import P2PMatrix, parse_p2p
 from gpuinfra.parsers.topo import TopoMatrix, parse_topo
-from gpuinfra.verdicts import Finding, check_system, failures
+from gpuinfra.verdicts import (
+    FABRIC_DOWN_CAUSE,
+    FABRIC_DOWN_FIX,
+    NVSWITCH_CAUSE,
+    NVSWITCH_FIX,
+    Finding,
+    check_system,
+    failures,
+)
 from tests.conftest import REAL
 
 H100_TOPO = "8x-h100-sxm-nv18-no-nics-spaces.txt"
@@ -97,18 +107,43 @@ def test_h100_pcie_as_nvswitch_expects_all_18_links() -> None:
     assert links[0].cause == "links down: some NVLink lanes are inactive"
 
 
-@pytest.mark.parametrize("profile", ["bridged-pairs", "nvswitch-all-to-all"])
 @pytest.mark.parametrize("capture", [ALL_SYS_TOPO, RTX4090_TOPO])
-def test_pcie_only_captures_fail_nvlink_profiles_with_bridge_cause(
-    profile: str, capture: str
-) -> None:
-    findings = check_system(profile, 8, topo=topo(capture))
-    failed = failures(findings)
-    assert failed and all(f.check == "nvlink-topology" for f in failed)
-    assert all(BRIDGE in f.cause for f in failed)
-    assert all("nvidia-fabricmanager" in f.fix for f in failed)
-    expected = 4 if profile == "bridged-pairs" else 28
-    assert len(failed) == expected
+def test_pcie_only_captures_fail_bridged_pairs_with_bridge_cause(capture: str) -> None:
+    failed = failures(check_system("bridged-pairs", 8, topo=topo(capture)))
+    assert len(failed) == 4 and all(f.check == "nvlink-topology" for f in failed)
+    assert all(BRIDGE in f.cause and "reseat the NVLink bridge" in f.fix for f in failed)
+
+
+@pytest.mark.parametrize("capture", [ALL_SYS_TOPO, RTX4090_TOPO])
+def test_no_nvlink_on_an_nvswitch_board_is_the_fabric_not_a_bridge(capture: str) -> None:
+    """Issue 27: an HGX board has no bridges; no pair with NVLink at all is one cause, the
+    NVSwitch fabric (no public capture of an HGX with its fabric down was found: a board
+    showing no NVLink in `topo -m` is what one prints)."""
+    failed = failures(check_system("nvswitch-all-to-all", 8, topo=topo(capture)))
+    assert len(failed) == 28 and all(f.check == "nvlink-topology" for f in failed)
+    assert {(f.cause, f.fix) for f in failed} == {(FABRIC_DOWN_CAUSE, FABRIC_DOWN_FIX)}
+    assert all("bridge" not in f.cause + f.fix for f in failed)
+    assert "nvidia-fabricmanager" in FABRIC_DOWN_FIX
+
+
+def test_one_gpu_down_on_an_nvswitch_board_names_the_gpu_not_the_fabric() -> None:
+    # DERIVED from the real 8x H100 capture: GPU3's row and column show SYS (its links down).
+    text = (REAL / "nvidia-smi-topo-m" / "8x-h100-sxm-nv18-no-nics-spaces.txt").read_text()
+    lines = []
+    for line in text.splitlines():
+        cells = line.split()
+        if cells and re.fullmatch(r"GPU[0-7]", cells[0]) and not line[0].isspace():
+            row = int(cells[0][3:])
+            cells[1:9] = ["SYS" if (row == 3 or col == 3) and cell == "NV18" else cell
+                          for col, cell in enumerate(cells[1:9])]
+            line = "    ".join(cells)
+        lines.append(line)
+    failed = failures(check_system("nvswitch-all-to-all", 8, "H100-SXM5-80GB",
+                                   topo=parse_topo("\n".join(lines))))
+    assert {f.subject for f in failed} == {f"GPU{min(3, g)}-GPU{max(3, g)}"
+                                           for g in range(8) if g != 3}
+    assert {f.cause for f in failed} == {NVSWITCH_CAUSE}
+    assert "bridge" not in NVSWITCH_CAUSE + NVSWITCH_FIX
 
 
 def test_rtx4090_named_as_bridged_fails_the_profile_too() -> None:

@@ -1,0 +1,105 @@
+"""Which command printed a capture: one small sniffer for every capture kind the CLI reads.
+
+A capture given to the wrong option (an ``ibstat`` file to ``--topo``) should be refused with
+what it looks like, not with a parser's complaint about its third line::
+
+    >>> looks_like("CA 'mlx5_0'\\n\\tCA type: MT4129\\n")
+    'ibstat'
+    >>> mismatch("topo", "CA 'mlx5_0'\\n\\tCA type: MT4129\\n")
+    'this looks like `ibstat` output, not `nvidia-smi topo -m`'
+
+Each kind has a signature: a line only its command prints (a header, a legend, a row shape).
+Signatures are conservative: a capture whose kind is not recognised is no mismatch (the
+parser then says what it can), and a capture that also shows the expected kind's signature is
+never one (a paste of two commands). Kinds of one family (the ``lspci`` forms and the IOMMU
+group listing built from them) never refuse each other. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gpuinfra.parsers import PARSERS, kind_of
+
+# kind -> signature (re.MULTILINE), in the order of specificity: the first that matches is the
+# best guess. Kinds of PARSERS, plus the logs of `gpuinfra nccl check` / `perftest check`.
+_TOPO_CELL = r"(?:X|NV\d+|SYS|NODE|PHB|PXB|PIX)"
+_P2P_CELL = r"(?:X|OK|NS|CNS|GNS|TNS|DR|U)"
+SIGNATURES: dict[str, re.Pattern[str]] = {
+    kind: re.compile(pattern, re.MULTILINE) for kind, pattern in {
+        "nccl": r"^\s*#\s*nThread \d+ nGpus|^\s*#\s*Avg bus bandwidth|out-of-place\s+in-place",
+        "perftest": r"RDMA_Write BW Test|^\s*#bytes\s+#iterations\s+BW peak",
+        "ibstat": r"^CA '[^']+'\s*$|^\s+CA type:",
+        "ibv": r"^hca_id:\s*\S",
+        "show-gids": r"^\s*DEV\s+PORT\s+INDEX\s+GID\b",
+        "mlxconfig": r"^\s*Device type:\s+\S|^\s*Configurations:\s",
+        "fabric": r"^=+NVSMI LOG=+|^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d\s*$",
+        "nvlink": r"^\s*Link \d+: (?:<inactive>|[\d.]+ ?GB/s)"
+                  r"|Unable to retrieve NVLink information",
+        "p2p": rf"^\s*GPU\d+(?:\s+{_P2P_CELL})+\s*$|^\s*CNS\s*=\s*Chipset not supported",
+        "topo": rf"^\s*GPU\d+\s+{_TOPO_CELL}(?:\s+{_TOPO_CELL})+(?:\s|$)"
+                r"|^\s*SYS\s*=\s*Connection traversing",
+        "mig": r"^\|\s+(?:GPU instance profiles|GPU instances|Compute instance profiles|"
+               r"Compute instances):|^No MIG-enabled devices found"
+               r"|^GPU\s+\d+ Profile ID\s+\d+ Placements?\s*:",
+        "gpus": r"^GPU \d+: .+\(UUID: GPU-|^(?:index|name|uuid|pci\.bus_id)(?: \[[^\]]*\])?"
+                r"(?:, [\w.]+(?: \[[^\]]*\])?)+\s*$",
+        "virsh-hostdev": r"<hostdev\b|<domain\b",
+        "describe-node": r"^(?:Capacity|Allocatable):\s*$",
+        "gpu-pods": r"^(?:NAMESPACE\s+)?NAME\s+READY\s+STATUS\s+RESTARTS",
+        "plugin-log": r"nvidia-device-plugin\[|Retr(?:e|ie)iving plugins|^\S+ \S+ Loading NVML|"
+                      r"device-plugins/nvidia|^[IWEF]\d{4} [\d:.]+\s+\d+ \w+\.go:\d+\]",
+        "iommu-groups": r"^IOMMU Group \d+|/sys/kernel/iommu_groups/",
+        "lspci-vvv": r"^\s+(?:Capabilities:|LnkSta:|LnkCap:|ACSCtl:|ATSCtl:)",
+        "lspci-nnk": r"^\s+Kernel driver in use:",
+        "lspci": r"^(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] [^:\n]+: ",
+        "lsmod": r"^Module\s+Size\s+Used by|^\s*\w+\s+\d+\s+\d+(?: [\w,-]+)?\s*$"
+                 r"|^\w+ \d+ (?:\d+|-) \S+ (?:Live|Loading|Unloading) 0x",
+        "dmesg": r"^\[\s*\d+\.\d+\]\s|^\[\w{3} \w{3} +\d+ [\d:]+ \d{4}\]"
+                 r"|^\w{3} +\d+ [\d:]{8} (?:\S+ )?kernel: |\bNVRM: ",
+        "cmdline": r"\A[^\n]*\b(?:BOOT_IMAGE|root|console|mitigations|intel_iommu|amd_iommu|"
+                   r"iommu)=[^\n]*\s*\Z",
+    }.items()
+}
+# Kinds whose outputs share a form: none of them refuses another's capture.
+FAMILIES: dict[str, str] = {"lspci": "pci", "lspci-nnk": "pci", "lspci-vvv": "pci",
+                            "iommu-groups": "pci"}
+# A specific kind hides a general one that its output also matches (`nvlink --status` names
+# each GPU as `nvidia-smi -L` does).
+_HIDES: dict[str, tuple[str, ...]] = {"nvlink": ("gpus",), "lspci-vvv": ("lspci",),
+                                      "lspci-nnk": ("lspci",), "iommu-groups": ("lspci",)}
+COMMANDS: dict[str, str] = {"nccl": "all_reduce_perf (nccl-tests)", "perftest": "ib_write_bw"}
+
+
+def command_of(kind: str) -> str:
+    """The command whose output ``kind`` (a KIND, an alias, nccl or perftest) is."""
+    if kind in COMMANDS:
+        return COMMANDS[kind]
+    return PARSERS[kind_of(kind)].command
+
+
+def sniff(text: str) -> list[str]:
+    """Every kind whose signature ``text`` shows, the most specific first."""
+    found = [kind for kind, pattern in SIGNATURES.items() if pattern.search(text)]
+    hidden = {h for kind in found for h in _HIDES.get(kind, ())}
+    return [kind for kind in found if kind not in hidden]
+
+
+def looks_like(text: str) -> str | None:
+    """The kind ``text`` most likely is, or None when no signature matches."""
+    found = sniff(text)
+    return found[0] if found else None
+
+
+def _family(kind: str) -> str:
+    kind = kind_of(kind)
+    return FAMILIES.get(kind, kind)
+
+
+def mismatch(expected: str, text: str) -> str | None:
+    """"this looks like `X` output, not `Y`" when ``text`` is recognised as another kind than
+    ``expected`` and shows nothing of ``expected``'s own; None otherwise."""
+    found = sniff(text)
+    if not found or any(_family(kind) == _family(expected) for kind in found):
+        return None
+    return f"this looks like `{command_of(found[0])}` output, not `{command_of(expected)}`"
