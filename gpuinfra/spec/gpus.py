@@ -31,19 +31,20 @@ def gpu_spec(host: HostInput, errs: Collector) -> tuple[GpuSpec | None, GpuSpec 
     return None, GpuSpec(model=model, count=count, topology=PROFILES["pcie-only"])
 
 
-def _misspelt_model(host: HostInput) -> Any:
-    """The value of a key that is a typo of ``gpu_model`` (``gpu_modle``, ``GPU_MODEL``): the
-    typo is reported by the unknown-key check; the rest of the host is judged as if it were
-    spelt right, so its other problems show in the same round, not after the rename."""
-    keys = [k for k in host.data if isinstance(k, str) and k != "gpu_model"]
-    close = get_close_matches("gpu_model", [k.lower() for k in keys], n=1, cutoff=0.8)
-    return next((host.data[k] for k in keys if close and k.lower() == close[0]), None)
+def _misspelt_model(host: HostInput, errs: Collector) -> Any:
+    """The value of a key the unknown-key check already reported as a typo of ``gpu_model``
+    (``gpu_modle``, ``GPU_MODEL``): the rest of the host is judged as if it were spelt right,
+    so its other problems show in the same round, not after the rename. A key nobody reported
+    (another project's own data) is never read as one."""
+    typo = "unknown key (did you mean 'gpu_model'?)"
+    return next((host.data[e.field] for e in errs.errors
+                 if e.host == host.name and e.problem == typo and e.field in host.data), None)
 
 
 def _gpu_spec(host: HostInput, errs: Collector) -> GpuSpec | None:
     name, count, topo = (host.data.get(k) for k in ("gpu_model", "gpu_count", "gpu_topology"))
     if name is None:
-        name = _misspelt_model(host)
+        name = _misspelt_model(host, errs)
     if name is None:
         for key in ("gpu_count", "gpu_topology", "gpu_sharing"):
             if host.data.get(key) is not None:
