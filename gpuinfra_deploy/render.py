@@ -534,7 +534,7 @@ def _live_state(inventory: str, group_data: str | None, sudo: bool) -> tuple[Sta
     from gpuinfra_deploy.run.inventory import load_inventory
 
     site_hosts(inventory, group_data)  # the gate first: a bad spec connects nowhere
-    loaded = load_inventory(inventory, group_data=group_data)
+    loaded, _ = load_inventory(inventory, group_data=group_data)
     state = State(loaded, Config(SUDO=sudo))
     connect_all(state)
     return state, loaded
