@@ -17,6 +17,15 @@ KNOBS = (
     # registering less memory than configured is drained, and the OS needs room.
     Knob("slurm_memory_reserve_percent", 2, integer(0, 49),
          "memory kept from jobs, percent of MemTotal"),
+    # Default memory (MiB) and CPUs per allocated GPU (DefMemPerGPU, DefCpuPerGPU on each
+    # partition with GPU nodes) for jobs that ask for GPUs without --mem / --cpus-per-gpu.
+    # None: computed from the partition's nodes (RealMemory, already less the reserve, and
+    # CPUs, each divided by the node's GPUs; the smallest over the partition); 0: left out.
+    # A partition's own 'def_mem_per_gpu'/'def_cpu_per_gpu' wins over these.
+    Knob("slurm_def_mem_per_gpu", None, optional(integer(0, 2**31 - 1)),
+         "DefMemPerGPU in MiB (None: computed from the nodes)", site_wide=True),
+    Knob("slurm_def_cpu_per_gpu", None, optional(integer(0, 65533)),
+         "DefCpuPerGPU (None: computed from the nodes)", site_wide=True),
     # Extra slurm.conf settings, {"Key": "value"}; Slurm checks them (slurmd -G on the staged
     # file) before any daemon is restarted, so a typo is refused and the cluster keeps running.
     Knob("slurm_conf_extra", {}, CONF_EXTRA, "extra slurm.conf settings", site_wide=True),

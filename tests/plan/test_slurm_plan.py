@@ -278,7 +278,9 @@ def expected_files(distro: str, accounting: bool = False, extra: dict | None = N
                       {n.name: gpu_type(n.gpus.model.key) for n in nodes},
                       accounting=accounting, extra=extra, health=HEALTH_DEFAULTS)
     settings = {"slurmd_timeout": DEFAULTS["slurm_slurmd_timeout"],
-                "cgroup_plugin": DISTRO[distro]["cgroup_plugin"]}
+                "cgroup_plugin": DISTRO[distro]["cgroup_plugin"],
+                "mpi_default": DISTRO[distro]["mpi_default"],
+                "mpi_why": DISTRO[distro]["mpi_why"]}
     sections = []
     for node in nodes:
         devices, notes = gpu_devices(capture_gpus(node.name), {})
@@ -341,7 +343,7 @@ def slurm_warnings(caplog) -> str:
 @pytest.mark.parametrize("distro", DISTROS)
 def test_head_installs_controller_client_and_slurmd_which_it_keeps_off(distro):
     result = plan_for(HEAD, fresh_lab(distro))
-    assert installed(result) == "slurmctld slurm-client slurmd"
+    assert installed(result) == "slurmctld slurm-client slurmd libpmix-dev"
     assert result.op("Run slurmctld").commands == ("systemctl start slurmctld.service",
                                                    "systemctl enable slurmctld.service")
     assert result.op("slurmd off on a host that is not a worker")
@@ -357,7 +359,7 @@ def test_head_installs_controller_client_and_slurmd_which_it_keeps_off(distro):
 def test_workers_install_slurmd_and_the_client(distro):
     for name in WORKERS:
         result = plan_for(name, fresh_lab(distro))
-        assert installed(result) == "slurmd slurm-client"
+        assert installed(result) == "slurmd slurm-client libpmix-dev"
         assert result.op("Run slurmd").commands == ("systemctl start slurmd.service",
                                                     "systemctl enable slurmd.service")
         assert not any("slurmctld" in c for c in result.commands)
@@ -397,8 +399,9 @@ def test_slurm_conf_describes_each_worker():
             "ThreadsPerCore=1 RealMemory=23622 Gres=gpu:h100-sxm5-80gb:8 State=UNKNOWN") in conf
     assert ("NodeName=lab-worker2 NodeAddr=10.0.0.12 CPUs=2 Sockets=1 CoresPerSocket=2 "
             "ThreadsPerCore=1 RealMemory=23622 Gres=gpu:h100-pcie-80gb:2 State=UNKNOWN") in conf
+    # DefMemPerGPU: lab-worker1's 23622 MiB over its 8 GPUs, the partition's smallest share
     assert ("PartitionName=gpu Nodes=lab-worker1,lab-worker2 MaxTime=INFINITE State=UP "
-            "Default=YES") in conf
+            "Default=YES DefMemPerGPU=2952") in conf
 
 
 def test_each_worker_is_described_from_its_own_facts():
@@ -974,13 +977,13 @@ def test_mig_node_on_ubuntu_22_04_is_refused_without_an_nvml_plugin():
 @pytest.mark.parametrize("distro", ["debian-12", "ubuntu-24.04"])
 def test_mig_node_gets_the_nvml_plugin_and_autodetect(distro):
     result = plan_for(WORKER1, fresh_lab(distro), data={WORKER1: MIG})
-    assert installed(result) == "slurmd slurm-client slurm-wlm-nvml-plugin"
+    assert installed(result) == "slurmd slurm-client libpmix-dev slurm-wlm-nvml-plugin"
     files = staged(result, JUDGE_OP)
     assert "NodeName=lab-worker1 AutoDetect=nvml" in lines(files[GRES_CONF])
     assert files == staged(plan_for(HEAD, fresh_lab(distro), data={WORKER1: MIG}))
     assert " Gres=gpu:3g.40gb:16 " in files[SLURM_CONF]
     assert installed(plan_for(WORKER2, fresh_lab(distro), data={WORKER1: MIG})) == \
-        "slurmd slurm-client"  # the other worker has no MIG
+        "slurmd slurm-client libpmix-dev"  # the other worker has no MIG
 
 
 # ----------------------------------------------------------------------------- the spec gate
