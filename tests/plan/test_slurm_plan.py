@@ -1239,3 +1239,72 @@ def test_nodes_needing_different_cgroup_conf_files_are_refused():
     agreeing = {HEAD: fresh("debian-12", HEAD), WORKER1: fresh("ubuntu-24.04", WORKER1),
                 WORKER2: fresh("debian-12", WORKER2)}
     assert staged(plan_for(HEAD, agreeing))[CGROUP_CONF]
+
+
+# ----------------------------------------------------------------------------- production keys
+
+PRODUCTION_PARTITIONS = [
+    {"name": "gpu", "nodes": list(WORKERS), "default": True, "max_time": "2-00:00:00",
+     "default_time": "1:00:00", "allow_groups": ["gpu-users"], "priority_tier": 10},
+    {"name": "short", "nodes": [WORKER2], "max_time": 30, "oversubscribe": "NO",
+     "def_mem_per_gpu": 4096},
+]
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_the_head_stages_the_production_keys_from_the_spec_and_the_workers_facts(distro):
+    """Debian 12, Ubuntu 22.04 and 24.04: the partitions' Slurm settings as the spec says,
+    DefMemPerGPU from the workers' recorded memory (RealMemory 23622 MiB, less the 2 % reserve,
+    over lab-worker1's 8 GPUs), MpiDefault=pmix with libpmix-dev installed beside slurmd, and
+    PrologFlags=Contain."""
+    cluster = {"slurm_partitions": PRODUCTION_PARTITIONS}
+    head = plan_for(HEAD, fresh_lab(distro), cluster)
+    conf = lines(staged(head)[SLURM_CONF])
+    assert ("PartitionName=gpu Nodes=lab-worker1,lab-worker2 MaxTime=2-00:00:00 "
+            "DefaultTime=1:00:00 State=UP Default=YES AllowGroups=gpu-users PriorityTier=10 "
+            "DefMemPerGPU=2952") in conf
+    # lab-worker2 alone: 2 CPUs for its 2 GPUs, so DefCpuPerGPU=1 there
+    assert ("PartitionName=short Nodes=lab-worker2 MaxTime=30 State=UP OverSubscribe=NO "
+            "DefMemPerGPU=4096 DefCpuPerGPU=1") in conf
+    assert "MpiDefault=pmix" in conf and "PrologFlags=Contain" in conf
+    assert "libpmix-dev" in installed(head).split()
+    for name in WORKERS:  # each worker judges the same file with its slurmd
+        judged_conf = staged(plan_for(name, fresh_lab(distro), cluster), JUDGE_OP)[SLURM_CONF]
+        assert judged_conf == staged(head)[SLURM_CONF]
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_the_sites_per_gpu_defaults_replace_the_computed_ones(distro):
+    data = {n: {"slurm_def_mem_per_gpu": 8000, "slurm_def_cpu_per_gpu": 1} for n in ALL}
+    conf = lines(staged(plan_for(HEAD, fresh_lab(distro), data=data))[SLURM_CONF])
+    assert ("PartitionName=gpu Nodes=lab-worker1,lab-worker2 MaxTime=INFINITE State=UP "
+            "Default=YES DefMemPerGPU=8000 DefCpuPerGPU=1") in conf
+
+
+def test_the_lab_partition_without_def_cpu_per_gpu_is_said_at_deploy(caplog):
+    """The lab's workers have 2 CPUs for 8 GPUs: DefCpuPerGPU is left out, and the run says
+    why (a warning on the head)."""
+    with caplog.at_level(logging.WARNING):
+        plan_for(HEAD, fresh_lab("debian-12"))
+    assert "partition gpu: DefCpuPerGPU left out: lab-worker1 has fewer CPUs than GPUs" \
+        in slurm_warnings(caplog)
+
+
+def test_a_bad_partition_value_stops_the_run_before_any_operation():
+    parts = [{"name": "gpu", "nodes": list(WORKERS), "max_time": "two days"}]
+    with pytest.raises(PyinfraError, match=r"slurm_partitions\[0\]\['max_time'\] = 'two days'"):
+        plan_for(HEAD, fresh_lab("debian-12"), {"slurm_partitions": parts})
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_a_converged_cluster_with_the_production_keys_plans_nothing(distro):
+    cluster = {"slurm_partitions": PRODUCTION_PARTITIONS}
+    facts_of = converged_lab(distro)
+    files = {**expected_files(distro)}
+    files[SLURM_CONF] = staged(plan_for(HEAD, fresh_lab(distro), cluster))[SLURM_CONF]
+    head_runs(facts_of[HEAD], files)
+    for name in WORKERS:
+        judged(facts_of[name], files)
+    both = plan_all(facts_of, cluster)
+    for name in ALL:
+        assert both.plans[name].changing == [], name
