@@ -58,6 +58,7 @@ from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
 from gpuinfra_roles.slurm.operations import (
     RunningSlurmConf,
+    accounting_associations,
     accounting_db,
     checked_config,
     checked_here,
@@ -326,6 +327,11 @@ def slurm(site: Site, node: NodeSpec) -> None:
     if node.is_head:
         if accounting and any(w.gpus is not None for w in workers):
             controller_counts_gpus(name="slurmctld counts GPUs in accounting (gres/gpu TRES)")
+        if accounting:
+            accounting_associations(
+                name="Accounting: the cluster, the site's accounts and users (sacctmgr)",
+                cluster=spec.name, accounts=list(data["slurm_accounts"]),
+                users=dict(data["slurm_users"]))
     if node.is_worker:
         _compute(node, head, change)
     else:

@@ -5,6 +5,7 @@ and each node's GPUs (``gpu_model``, ``gpu_count``, ``gpu_sharing``). Checked by
 before any host is touched; keys whose value lands in slurm.conf must agree on every host.
 """
 
+from gpuinfra.slurmacct import ACCOUNTS, USERS
 from gpuinfra.slurmconf import CONF_EXTRA, GRES_TYPE
 from gpuinfra.spec.knobs import Knob, defaults
 from gpuinfra.spec.rules import database_name, integer, optional, sql_name
@@ -36,6 +37,13 @@ KNOBS = (
     # (MariaDB, unix_socket authentication for the slurm user: no password to keep).
     Knob("slurm_db_name", "slurm_acct_db", database_name(), "the accounting database"),
     Knob("slurm_db_user", "slurm", sql_name(), "the accounting database's user (an OS user)"),
+    # With accounting: the site's Slurm accounts (under root) and users with their default
+    # account ({user: account}), added to slurmdbd where missing (never removed or changed).
+    # Users and their UIDs are the site's: each must exist on every node (gpuinfra manages no
+    # users).
+    Knob("slurm_accounts", [], ACCOUNTS, "Slurm accounts made with accounting", site_wide=True),
+    Knob("slurm_users", {}, USERS, "Slurm users and their default account, with accounting",
+         site_wide=True),
 )
 
 DEFAULTS = defaults(KNOBS)

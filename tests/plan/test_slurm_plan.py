@@ -38,6 +38,7 @@ from pyinfra.context import ctx_inventory, ctx_state
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.parsers.cpus import parse_lscpu, parse_meminfo_mb
 from gpuinfra.parsers.topo import parse_topo
+from gpuinfra.slurmacct import sacctmgr_script
 from gpuinfra.slurmconf import (
     CONFIGLESS_DROPIN,
     gpu_devices,
@@ -72,6 +73,7 @@ from gpuinfra_roles.slurm.operations import (
     STAGE_DIR,
     MariaDbAccounting,
     RunningSlurmConf,
+    SlurmAssociations,
     SlurmctldTres,
     check_command,
     gpu_tres_script,
@@ -118,6 +120,7 @@ RESTART_SLURMD = "Restart slurmd (it fetches the new configuration)"
 RUNNING = "gpuinfra_roles.slurm.operations.RunningSlurmConf"
 CONF_FILES = (SLURM_CONF, GRES_CONF, CGROUP_CONF)
 ACCOUNTING_KEY = "database=slurm_acct_db,user=slurm"
+ASSOCIATIONS = "gpuinfra_roles.slurm.operations.SlurmAssociations"
 # slurmd's drop-in on every worker, as it must read (written out here, not rendered).
 DROPIN_TEXT = """\
 # Managed by gpuinfra: local edits are overwritten on the next deploy.
@@ -936,6 +939,7 @@ def test_converged_head_with_accounting_plans_no_command(distro):
     head["gpuinfra_roles.slurm.operations.MariaDbAccounting"] = {
         ACCOUNTING_KEY: {"database": True, "user": True}}
     head["gpuinfra_roles.slurm.operations.SlurmctldTres"] = {"answering": True, "gres_gpu": True}
+    head[ASSOCIATIONS] = {"answering": True, "rows": [["lab", "root", ""], ["lab", "root", "root"]]}
     result = plan_for(HEAD, facts_of, {"slurm_accounting": True})
     assert result.commands == [], result.changing
     head["files.Sha1File"][f"path={SLURMDBD_CONF}"] = "0" * 40  # slurmdbd.conf edited by hand
@@ -1308,3 +1312,56 @@ def test_a_converged_cluster_with_the_production_keys_plans_nothing(distro):
     both = plan_all(facts_of, cluster)
     for name in ALL:
         assert both.plans[name].changing == [], name
+
+
+# ----------------------------------------------------------------------------- associations
+
+ASSOC_OP = "Accounting: the cluster, the site's accounts and users (sacctmgr)"
+SITE_USERS = {"slurm_accounting": True, "slurm_accounts": ["ml", "vision"],
+              "slurm_users": {"alice": "ml", "bob": "research"}}
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_accounting_adds_the_sites_accounts_and_users_after_slurmctld_runs(distro):
+    result = plan_for(HEAD, fresh_lab(distro), SITE_USERS)
+    (script,) = result.op(ASSOC_OP).commands
+    assert script == sacctmgr_script("lab", ["ml", "vision"], {"alice": "ml", "bob": "research"})
+    # each add only where the list does not show it; research made for bob; nothing removed
+    assert "|| sacctmgr -i add account research cluster=lab" in script
+    assert ("grep -qx alice || sacctmgr -i add user alice account=ml defaultaccount=ml "
+            "cluster=lab") in script
+    assert "delete" not in script and "modify" not in script
+    order = [op.name for op in result.ops]
+    assert order.index("slurm | Run slurmctld") < order.index(f"slurm | {ASSOC_OP}")
+
+
+def test_associations_already_there_plan_nothing_and_one_missing_user_plans_the_script():
+    facts_of = fresh_lab("debian-12")
+    rows = [["lab", "root", ""], ["lab", "ml", ""], ["lab", "vision", ""],
+            ["lab", "research", ""], ["lab", "ml", "alice"], ["lab", "research", "bob"]]
+    facts_of[HEAD][ASSOCIATIONS] = {"answering": True, "rows": rows}
+    assert plan_for(HEAD, facts_of, SITE_USERS).op(ASSOC_OP).commands == ()
+    facts_of[HEAD][ASSOCIATIONS] = {"answering": True, "rows": rows[:-1]}
+    assert plan_for(HEAD, facts_of, SITE_USERS).op(ASSOC_OP).commands != ()
+
+
+def test_associations_are_the_heads_alone_and_only_with_accounting():
+    assert not [op for op in plan_for(WORKER1, fresh_lab("debian-12"), SITE_USERS).ops
+                if op.name.endswith(ASSOC_OP)]
+    cluster = {**SITE_USERS, "slurm_accounting": False}
+    assert not [op for op in plan_for(HEAD, fresh_lab("debian-12"), cluster).ops
+                if op.name.endswith(ASSOC_OP)]
+
+
+def test_a_bad_user_name_stops_the_run_before_any_operation():
+    cluster = {**SITE_USERS, "slurm_users": {"Alice Smith": "ml"}}
+    with pytest.raises(PyinfraError, match="slurm_users"):
+        plan_for(HEAD, fresh_lab("debian-12"), cluster)
+
+
+def test_slurm_associations_fact():
+    fact = SlurmAssociations()
+    assert fact.process(["#not-answering"]) == {"answering": False, "rows": []}
+    assert fact.process(["lab|root|", "lab|root|root", "lab|ml|alice"]) == {
+        "answering": True, "rows": [["lab", "root", ""], ["lab", "root", "root"],
+                                    ["lab", "ml", "alice"]]}
