@@ -16,7 +16,8 @@ not:
 4. with a partition ``short`` (``max_time`` 10 minutes, ``default_time`` 5) deployed from the
    spec (``--data slurm_partitions=...``): a job asking for 30 minutes there is refused at
    submission or left pending with reason ``PartitionTimeLimit``; a job without ``--time`` gets
-   the 5-minute default (``TimeLimit=00:05:00``).
+   the 5-minute default (``TimeLimit=00:05:00``); with accounting (the lab's), the spec's
+   account and user (``slurm_accounts``, ``slurm_users``) are in slurmdbd.
 
 Then the jobs are cancelled and a full run without the data puts the lab back (the partition
 gone), whatever happened.
@@ -37,6 +38,9 @@ from gpuinfra_lab.steps import Steps
 
 TAG = "slurm-defaults"
 SHORT = {"name": "short", "max_time": "10", "default_time": "5"}
+# Accounting associations from the spec (slurm_accounts, slurm_users): an account and an OS
+# user every lab node has; left in slurmdbd afterwards (the role never removes one).
+ACCOUNT, USER = "proof", "nobody"
 WAIT_S = 60
 
 
@@ -163,12 +167,20 @@ class Proof(Steps):
     def time_limits(self) -> None:
         parts = [{"name": "gpu", "nodes": self.workers, "default": True},
                  {**SHORT, "nodes": self.workers}]
-        out = deploy(self.inventory, "--data", f"slurm_partitions={json.dumps(parts)}")
+        out = deploy(self.inventory, "--data", f"slurm_partitions={json.dumps(parts)}",
+                     "--data", f"slurm_accounts={json.dumps([ACCOUNT])}",
+                     "--data", f"slurm_users={json.dumps({USER: ACCOUNT})}")
         line = self.sh("grep '^PartitionName=short ' /etc/slurm/slurm.conf")
         self.say(out.returncode == 0 and "MaxTime=10 DefaultTime=5" in line,
                  f"partition short deployed from the spec (slurmd -G accepted it): {line}",
                  f"deploying partition short: exit {out.returncode}, line {line!r}; "
                  f"{(out.stderr or out.stdout)[-400:]}")
+        assoc = self.sh(f"sacctmgr -n -P list associations account={ACCOUNT} "
+                        "format=cluster,account,user")
+        self.say(f"|{ACCOUNT}|{USER}" in assoc,
+                 f"accounting: account {ACCOUNT} and user {USER} added from the spec "
+                 f"({', '.join(assoc.split())})",
+                 f"accounting: sacctmgr shows {assoc!r} for account {ACCOUNT}")
         long = subprocess.run(
             ["ssh", "-F", str(REPO / ".lab" / "ssh_config"), self.head,
              "sbatch --parsable -p short --time=30 --mem=64 --wrap 'sleep 1'"],
