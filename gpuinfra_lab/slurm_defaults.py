@@ -75,6 +75,12 @@ def field(text: str, key: str) -> str:
     return match.group(1) if match else ""
 
 
+def config_value(text: str, key: str) -> str:
+    """A key of ``scontrol show config`` output (``MpiDefault              = pmix``)."""
+    match = re.search(rf"^{re.escape(key)}\s*=\s*(\S*)", text, re.MULTILINE)
+    return match.group(1) if match else ""
+
+
 def tres_mem_mb(tres: str) -> int | None:
     """``mem=`` of a TRES string (``cpu=1,mem=2952M,node=1``) in MiB."""
     match = re.search(r"(?:^|,)mem=(\d+(?:\.\d+)?)([KMGT]?)", tres)
@@ -114,7 +120,7 @@ class Proof(Steps):
 
     def launch(self) -> None:
         config = self.sh("scontrol show config")
-        mpi, flags = field(config, "MpiDefault"), field(config, "PrologFlags")
+        mpi, flags = config_value(config, "MpiDefault"), config_value(config, "PrologFlags")
         self.say(mpi == "pmix" and "Contain" in flags,
                  f"slurmctld runs with MpiDefault={mpi} PrologFlags={flags}",
                  f"slurmctld runs with MpiDefault={mpi!r} PrologFlags={flags!r}")

@@ -23,7 +23,7 @@ from gpuinfra.slurmconf import (
 )
 from gpuinfra.spec.partitions import time_minutes
 from gpuinfra_deploy.run.knobs import spec_problems
-from gpuinfra_lab.slurm_defaults import expected_mem_per_gpu, tres_mem_mb
+from gpuinfra_lab.slurm_defaults import config_value, expected_mem_per_gpu, field, tres_mem_mb
 from gpuinfra_roles.slurm import TEMPLATES
 from tests.unit.test_bad_input_spec import hosts, partitions, valid_site
 from tests.unit.test_slurmconf import (
@@ -278,3 +278,14 @@ def test_the_lab_proof_reads_the_per_gpu_share_and_job_memory_as_slurm_prints_th
     assert tres_mem_mb("cpu=1,mem=2952M,node=1,billing=1,gres/gpu=1") == 2952
     assert tres_mem_mb("cpu=2,mem=23G,node=1") == 23552
     assert tres_mem_mb("cpu=1,node=1") is None
+
+
+def test_the_lab_proof_reads_scontrol_show_config_and_show_job_as_slurm_prints_them():
+    # scontrol show config of Slurm 22.05.8 in the lab: "key = value" padded
+    config = ("MinJobAge               = 300 sec\nMpiDefault              = pmix\n"
+              "MpiParams               = (null)\nPrologFlags             = Alloc,Contain\n")
+    assert config_value(config, "MpiDefault") == "pmix"
+    assert config_value(config, "PrologFlags") == "Alloc,Contain"
+    assert config_value(config, "Mpi") == ""
+    job = "JobId=2 JobName=wrap\n   JobState=RUNNING Reason=None\n   TRES=cpu=1,mem=2952M,node=1"
+    assert field(job, "JobState") == "RUNNING" and field(job, "TRES") == "cpu=1,mem=2952M,node=1"
