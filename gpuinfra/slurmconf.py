@@ -62,11 +62,23 @@ MANAGED_KEYS = frozenset(k.lower() for k in (
     "SlurmdLogFile", "SlurmdPidFile", "SlurmdPort", "SlurmdSpoolDir", "SlurmdTimeout",
     "StateSaveLocation", "TaskPlugin", "NodeName", "PartitionName", "Include",
     "ControlMachine", "BackupController", "AccountingStorageUser", "AuthAltTypes",
-    "SlurmctldParameters",
+    "SlurmctldParameters", "PrologFlags", "DefMemPerGPU", "DefCpuPerGPU",
 ))
 # Written by the role and open to the site too: slurm_conf_extra's values are added to the
-# role's (SlurmctldParameters=enable_configless,<the site's>), never replacing them.
-MERGED_KEYS = frozenset({"slurmctldparameters"})
+# role's (SlurmctldParameters=enable_configless,<the site's>; PrologFlags=Contain,<the
+# site's>), never replacing them.
+MERGED_KEYS = frozenset({"slurmctldparameters", "prologflags"})
+# Where a site sets what the role writes itself (the message of a refused extra setting).
+_INSTEAD = {
+    "defmempergpu": "set slurm_def_mem_per_gpu (or 'def_mem_per_gpu' on a partition)",
+    "defcpupergpu": "set slurm_def_cpu_per_gpu (or 'def_cpu_per_gpu' on a partition)",
+}
+# PrologFlags the role does not allow (slurm.conf(5) PrologFlags): X11 turns on Slurm's X11
+# forwarding (off: no X11 on GPU nodes here); NoHold "cannot be combined with the Contain or
+# X11 flags", and the role always sets Contain.
+_REFUSED_PROLOG_FLAGS = {"x11": "X11 forwarding stays off (issue 28)",
+                         "nohold": "NoHold cannot be combined with Contain (slurm.conf(5)), "
+                                   "which the role sets"}
 # Programs slurmctld/slurmd run as root (slurm.conf(5)): only from root-owned system folders,
 # never a path a user could write (the spec cannot see owners; these folders are root's on
 # every distribution the roles support).
@@ -83,9 +95,15 @@ def extra_problem(key: Any, value: Any) -> str | None:
     problem = _SLURM_KEY.problem(key) or _extra_value(value)
     if problem:
         return problem
+    if key.lower() in _INSTEAD:
+        return f"{key} is written by the slurm role per partition: {_INSTEAD[key.lower()]}"
     if key.lower() in MANAGED_KEYS and key.lower() not in MERGED_KEYS:
         return (f"{key} is written by the slurm role from the spec (cluster_name, the head, "
                 "MUNGE, the nodes and partitions): an extra setting may not override it")
+    if key.lower() == "prologflags":
+        for flag in str(value).split(","):
+            if flag.strip().lower() in _REFUSED_PROLOG_FLAGS:
+                return f"PrologFlags {flag.strip()}: {_REFUSED_PROLOG_FLAGS[flag.strip().lower()]}"
     if key.lower() in _ROOT_PROGRAMS and not (str(value).startswith(_ROOT_FOLDERS)
                                               and ".." not in str(value)):
         return (f"{key} runs as root: a program in a root-owned folder "
@@ -376,17 +394,125 @@ def node_line(node: NodeSpec, address: str | None, hardware: NodeHardware | None
     return SlurmNodeLine(node.short_name, " ".join(parts), tuple(notes))
 
 
-def partition_lines(spec: ClusterSpec, max_time: str = "INFINITE") -> list[str]:
-    """``PartitionName=`` lines from the spec's partitions (short node names)."""
+def partition_lines(spec: ClusterSpec, max_time: str = "INFINITE",
+                    per_gpu: Mapping[str, PerGpu] | None = None) -> list[str]:
+    """``PartitionName=`` lines from the spec's partitions (short node names): MaxTime (the
+    partition's, else ``max_time``), DefaultTime, State (UP unless the partition says), Default,
+    the partition's other Slurm settings (gpuinfra/spec/partitions.py), then DefMemPerGPU and
+    DefCpuPerGPU from ``per_gpu`` (:func:`per_gpu_defaults`)."""
     short = {n.name: n.short_name for n in spec.nodes}
     lines = []
     for part in spec.partitions:
         nodes = ",".join(short[n] for n in part.nodes)
-        line = f"PartitionName={part.name} Nodes={nodes} MaxTime={max_time} State=UP"
+        parts = [f"PartitionName={part.name}", f"Nodes={nodes}",
+                 f"MaxTime={part.setting('MaxTime', max_time)}"]
+        if part.setting("DefaultTime"):
+            parts.append(f"DefaultTime={part.setting('DefaultTime')}")
+        parts.append(f"State={part.setting('State', 'UP')}")
         if part.default:
-            line += " Default=YES"
-        lines.append(line)
+            parts.append("Default=YES")
+        parts += [f"{k}={v}" for k, v in part.settings
+                  if k not in ("MaxTime", "DefaultTime", "State")]
+        defaults = (per_gpu or {}).get(part.name)
+        if defaults is not None:
+            if defaults.mem_mb:
+                parts.append(f"DefMemPerGPU={defaults.mem_mb}")
+            if defaults.cpus:
+                parts.append(f"DefCpuPerGPU={defaults.cpus}")
+        lines.append(" ".join(parts))
     return lines
+
+
+# --------------------------------------------------------------------------- per-GPU defaults
+# slurm.conf(5) (22.05.8; also in 21.08 and 23.11, global or per partition since 19.05):
+# "DefMemPerGPU: Default real memory size available per allocated GPU in megabytes" and
+# "DefCpuPerGPU: Default count of CPUs allocated per allocated GPU. This value is used only if
+# the job didn't specify --cpus-per-task and --cpus-per-gpu". Without them a job asking for
+# one GPU and no --mem gets DefMemPerNode, unlimited by default: the whole node's memory, and
+# the node's other GPUs sit idle. "DefMemPerCPU, DefMemPerGPU and DefMemPerNode are mutually
+# exclusive": a site that sets DefMemPerCPU or DefMemPerNode (slurm_conf_extra) keeps it, and
+# only a partition's own def_mem_per_gpu is written then.
+_CPUS = re.compile(r"\bCPUs=(\d+)\b")
+_MEMORY = re.compile(r"\bRealMemory=(\d+)\b")
+_GRES_GPU = re.compile(r"^gpu:(?:[^:,]+:)?(\d+)$")
+_OTHER_DEF_MEM = ("defmempercpu", "defmempernode")
+
+
+@dataclass(frozen=True)
+class PerGpu:
+    """A partition's DefMemPerGPU (MiB) and DefCpuPerGPU (None or 0: not written), and why."""
+
+    mem_mb: int | None
+    cpus: int | None
+    notes: tuple[str, ...] = ()
+
+
+def node_gpu_count(line: str) -> int:
+    """GPUs (MIG instances on a MIG node) a ``NodeName=`` line gives Slurm (its ``Gres=gpu``)."""
+    gres = next((p.partition("=")[2] for p in line.split() if p.startswith("Gres=")), "")
+    return sum(int(m.group(1)) for item in gres.split(",") if (m := _GRES_GPU.match(item)))
+
+
+def per_gpu_defaults(spec: ClusterSpec, node_lines: Sequence[SlurmNodeLine],
+                     site_mem: int | None = None, site_cpu: int | None = None,
+                     extra: Any = None) -> dict[str, PerGpu]:
+    """Each partition's DefMemPerGPU/DefCpuPerGPU: the partition's own value, else the site's
+    (``slurm_def_mem_per_gpu``/``slurm_def_cpu_per_gpu``), else computed from its GPU nodes'
+    lines as slurm.conf has them (RealMemory, already less the memory reserve, and CPUs, each
+    divided by the node's GPUs): the smallest over the partition, so that a job gets the same
+    default on any of its nodes and every GPU of every node can still be given out. 0 anywhere
+    leaves the key out. A partition without GPU nodes gets neither."""
+    lines = {n.name: n.text for n in node_lines}
+    other_mem = [k for k in (extra or {}) if str(k).lower() in _OTHER_DEF_MEM]
+    out: dict[str, PerGpu] = {}
+    for part in spec.partitions:
+        notes: list[str] = []
+        sized: list[tuple[str, int, int | None, int | None]] = []
+        for name in part.nodes:
+            node = spec.node(name)
+            text_ = lines.get(node.short_name, "")
+            gpus = node_gpu_count(text_)
+            if not gpus:
+                continue
+            cpus, memory = _CPUS.search(text_), _MEMORY.search(text_)
+            sized.append((node.short_name, gpus, int(memory.group(1)) if memory else None,
+                          int(cpus.group(1)) if cpus and memory else None))
+        if not sized:
+            continue
+        mem = _choose(part.def_mem_per_gpu, None if other_mem else site_mem,
+                      [(n, m // g) for n, g, m, _ in sized if m is not None],
+                      [n for n, _, m, _ in sized if m is None], "DefMemPerGPU", notes)
+        if other_mem and part.def_mem_per_gpu is None:
+            mem = None
+            notes.append(f"DefMemPerGPU left out: slurm_conf_extra sets {other_mem[0]} (Slurm "
+                         "takes only one of DefMemPerCPU, DefMemPerGPU and DefMemPerNode)")
+        cpu = _choose(part.def_cpu_per_gpu, site_cpu,
+                      [(n, c // g) for n, g, _, c in sized if c is not None],
+                      [n for n, _, _, c in sized if c is None], "DefCpuPerGPU", notes)
+        out[part.name] = PerGpu(mem or None, cpu or None,
+                                tuple(f"partition {part.name}: {n}" for n in notes))
+    return out
+
+
+def _choose(own: int | None, site: int | None, computed: list[tuple[str, int]],
+            unknown: list[str], key: str, notes: list[str]) -> int | None:
+    if own is not None:
+        return own
+    if site is not None:
+        return site
+    if unknown:
+        notes.append(f"{key} left out: the hardware of {', '.join(unknown)} is unknown in this "
+                     "run (deploy with every node reachable)")
+        return None
+    if not computed:
+        return None
+    node, value = min(computed, key=lambda c: c[1])
+    if value < 1:
+        what = "CPUs" if key == "DefCpuPerGPU" else "MiB of memory"
+        notes.append(f"{key} left out: {node} has fewer {what} than GPUs (a job on all its "
+                     "GPUs could not get one per GPU); set it per partition if you want one")
+        return None
+    return value
 
 
 def extra_lines(extra: Any) -> list[str]:
@@ -409,14 +535,30 @@ def extra_lines(extra: Any) -> list[str]:
             for key, value in extra.items() if key.lower() not in MERGED_KEYS]
 
 
+def merged_values(key: str, first: Sequence[str], extra: Any) -> list[str]:
+    """A merged key's values: the role's ``first``, then the site's own (``slurm_conf_extra``),
+    each once (compared without case, as Slurm reads flags)."""
+    values = list(first)
+    for name, value in (extra or {}).items():
+        if name.lower() == key.lower():
+            values += [v.strip() for v in str(value).split(",") if v.strip()]
+    seen: dict[str, str] = {}
+    for value in values:
+        seen.setdefault(value.lower(), value)
+    return list(seen.values())
+
+
 def ctld_parameters(extra: Any) -> list[str]:
     """SlurmctldParameters: enable_configless (the configuration is the head's alone, see the
     configless section below), then the site's own (``slurm_conf_extra``), each once."""
-    values = ["enable_configless"]
-    for key, value in (extra or {}).items():
-        if key.lower() in MERGED_KEYS:
-            values += [v.strip() for v in str(value).split(",") if v.strip()]
-    return list(dict.fromkeys(values))
+    return merged_values("SlurmctldParameters", ["enable_configless"], extra)
+
+
+def prolog_flags(extra: Any) -> list[str]:
+    """PrologFlags: Contain (slurm.conf(5): "At job allocation time, use the ProcTrack plugin
+    to create a job container on all allocated compute nodes"; it "implicitly sets the Alloc
+    flag"), then the site's own; X11 and NoHold are refused (:func:`extra_problem`)."""
+    return merged_values("PrologFlags", ["Contain"], extra)
 
 
 @dataclass
@@ -434,6 +576,8 @@ class SlurmConf:
     # The node health check's lines (HealthCheckProgram..., Prolog, Epilog): health_lines().
     health: list[str] = field(default_factory=list)
     ctld_parameters: list[str] = field(default_factory=lambda: ["enable_configless"])
+    prolog_flags: list[str] = field(default_factory=lambda: ["Contain"])
+    per_gpu_notes: list[str] = field(default_factory=list)
 
     @property
     def controller_host(self) -> str:
@@ -444,7 +588,7 @@ class SlurmConf:
 
     @property
     def notes(self) -> list[str]:
-        return [f"{n.name}: {note}" for n in self.nodes for note in n.notes]
+        return [f"{n.name}: {note}" for n in self.nodes for note in n.notes] + self.per_gpu_notes
 
 
 # The health role's programs (gpuinfra_roles/health: slurm.conf names a program, no arguments).
@@ -455,15 +599,18 @@ HEALTH_PROGRAMS = {"slurm": "/usr/local/sbin/gpuinfra-health-slurm",
 
 def health_lines(settings: Mapping[str, Any]) -> list[str]:
     """slurm.conf's health check keys from the health role's knobs (slurm.conf(5)):
-    HealthCheckProgram/-Interval/-NodeState; Prolog with PrologFlags=Alloc (run at allocation,
-    before the batch script, so a bad GPU requeues the job before it starts); Epilog."""
+    HealthCheckProgram/-Interval/-NodeState; Prolog (PrologFlags=Contain implies Alloc: run at
+    allocation, before the batch script, so a bad GPU requeues the job before it starts);
+    Epilog."""
     if not settings.get("health_enabled"):
         return []
     lines = [f"HealthCheckProgram={HEALTH_PROGRAMS['slurm']}",
              f"HealthCheckInterval={int(settings['health_check_interval'])}",
              f"HealthCheckNodeState={settings['health_check_node_state']}"]
     if settings.get("health_slurm_prolog"):
-        lines += [f"Prolog={HEALTH_PROGRAMS['prolog']}", "PrologFlags=Alloc"]
+        # At allocation: PrologFlags=Contain, which the role always sets, "implicitly sets the
+        # Alloc flag" (slurm.conf(5)).
+        lines.append(f"Prolog={HEALTH_PROGRAMS['prolog']}")
     if settings.get("health_slurm_epilog"):
         lines.append(f"Epilog={HEALTH_PROGRAMS['epilog']}")
     return lines
@@ -473,26 +620,35 @@ def slurm_conf(spec: ClusterSpec, addresses: Mapping[str, str | None],
                hardware: Mapping[str, NodeHardware | None], gres_type_of: Mapping[str, str],
                accounting: bool = False, extra: Any = None,
                health: Mapping[str, Any] | None = None,
-               running: RunningConfig | None = None) -> SlurmConf:
+               running: RunningConfig | None = None,
+               def_mem_per_gpu: int | None = None,
+               def_cpu_per_gpu: int | None = None) -> SlurmConf:
     """The cluster's slurm.conf content (host names are the inventory's); ``running``: the
-    head's files as they are, whose lines a node not reached in this run keeps."""
+    head's files as they are, whose lines a node not reached in this run keeps;
+    ``def_mem_per_gpu``/``def_cpu_per_gpu``: the site's per-GPU defaults (None: computed,
+    :func:`per_gpu_defaults`)."""
     kept = running.node_lines if running is not None else {}
     if len(spec.head) != 1:
         raise SlurmConfigError(f"Slurm needs exactly one host in 'head', found {len(spec.head)}")
     head = spec.head[0]
     workers = [n for n in spec.nodes if n.is_worker and "slurm" in n.schedulers]
+    nodes = [node_line(n, addresses.get(n.name), hardware.get(n.name), gres_type_of[n.name],
+                       kept=kept.get(n.short_name)) for n in workers]
+    extras = extra_lines(extra)  # checked before anything reads it
+    per_gpu = per_gpu_defaults(spec, nodes, def_mem_per_gpu, def_cpu_per_gpu, extra)
     return SlurmConf(
         cluster_name=spec.name,
         controller=head.short_name,
         controller_address=addresses.get(head.name),
         gres_types=gres_types(workers),
-        nodes=[node_line(n, addresses.get(n.name), hardware.get(n.name), gres_type_of[n.name],
-                         kept=kept.get(n.short_name)) for n in workers],
-        partitions=partition_lines(spec),
+        nodes=nodes,
+        partitions=partition_lines(spec, per_gpu=per_gpu),
         accounting=accounting,
-        extra=extra_lines(extra),
+        extra=extras,
         health=health_lines(health or {}),
         ctld_parameters=ctld_parameters(extra),
+        prolog_flags=prolog_flags(extra),
+        per_gpu_notes=[note for p in per_gpu.values() for note in p.notes],
     )
 
 

@@ -7,9 +7,13 @@ apt_mirror = {"debian": "http://mirror.example.internal/debian",
               "ubuntu": "http://mirror.example.internal/ubuntu"}
 apt_proxy = "http://proxy.example.internal:3128"
 nvidia_repo_mirror = "http://mirror.example.internal/libnvidia-container"
+# Partitions in Slurm's formats (docs/spec.md); DefMemPerGPU/DefCpuPerGPU computed per partition
+# from its nodes (gpuinfra_roles/slurm/README.md). `gpu: True`: every node has GPUs (checked).
 slurm_partitions = [
-    {"name": "hgx", "nodes": ["hgx01", "hgx02"], "default": True, "gpu": True},
-    {"name": "pcie", "nodes": ["pcie01"], "gpu": True},
+    {"name": "hgx", "nodes": ["hgx01", "hgx02"], "default": True, "gpu": True,
+     "max_time": "2-00:00:00", "default_time": "4:00:00"},
+    {"name": "pcie", "nodes": ["pcie01"], "gpu": True, "max_time": "1:00:00",
+     "priority_tier": 10},
 ]
 # Monitoring from the site's mirrors of NVIDIA's CUDA repository (DCGM) and Grafana's.
 monitoring_dcgm_repo_url = "http://mirror.example.internal/cuda/debian12/x86_64"

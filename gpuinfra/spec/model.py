@@ -240,10 +240,23 @@ class NodeSpec:
 
 @dataclass(frozen=True)
 class Partition:
+    """A Slurm partition (``slurm_partitions``; its settings: gpuinfra/spec/partitions.py).
+
+    ``gpu``: the site said every node of the partition has GPUs (checked at validation).
+    ``settings``: (Slurm key, value) pairs as written on its ``PartitionName=`` line;
+    ``def_mem_per_gpu``/``def_cpu_per_gpu``: the partition's own per-GPU defaults (None:
+    the site's, else computed from its nodes; 0: left out)."""
+
     name: str
     nodes: tuple[str, ...]
     default: bool = False
     gpu: bool = False
+    settings: tuple[tuple[str, str], ...] = ()
+    def_mem_per_gpu: int | None = None
+    def_cpu_per_gpu: int | None = None
+
+    def setting(self, key: str, default: str | None = None) -> str | None:
+        return dict(self.settings).get(key, default)
 
 
 @dataclass(frozen=True)

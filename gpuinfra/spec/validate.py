@@ -54,6 +54,7 @@ from gpuinfra.spec.model import (
     Partition,
     SpecWarning,
 )
+from gpuinfra.spec.partitions import PARTITION_KEYS, partition_settings
 from gpuinfra.spec.rules import clip, url_problem
 from gpuinfra.spec.sharing import gpu_sharing
 from gpuinfra.spec.vfio import check_acs_kept, vfio_spec
@@ -594,7 +595,7 @@ def _partitions(cluster: Mapping[str, Any], nodes: Sequence[NodeSpec],
             else ()
     if not isinstance(raw, (list, tuple)):
         errs.add(CLUSTER, "slurm_partitions", raw, "must be a list of dicts",
-                 "[{'name': 'gpu', 'nodes': [...], 'default': True, 'gpu': True}]",
+                 "[{'name': 'gpu', 'nodes': [...], 'default': True, 'max_time': '2-00:00:00'}]",
                  f"fix slurm_partitions {WHERE_ALL}")
         return ()
     if not raw:
@@ -615,9 +616,6 @@ def _partitions(cluster: Mapping[str, Any], nodes: Sequence[NodeSpec],
     return tuple(parts)
 
 
-_PARTITION_KEYS = ("name", "nodes", "default", "gpu")
-
-
 def _partition(index: int, item: Any, nodes: Mapping[str, NodeSpec],
                errs: Collector) -> Partition | None:
     field = f"slurm_partitions[{index}]"
@@ -625,13 +623,14 @@ def _partition(index: int, item: Any, nodes: Mapping[str, NodeSpec],
         errs.add(CLUSTER, field, item, "must be a dict", "{'name': ..., 'nodes': [...]}",
                  "fix the entry")
         return None
-    check_nested_keys(CLUSTER, field, item, _PARTITION_KEYS, "unknown partition setting",
+    check_nested_keys(CLUSTER, field, item, PARTITION_KEYS, "unknown partition setting",
                       errs)
     name, members = item.get("name"), item.get("nodes")
     if not isinstance(name, str) or not _PARTITION.fullmatch(name):
         errs.add(CLUSTER, f"{field}['name']", name, "missing or malformed partition name",
                  "letters, digits, '-' and '_'", "name the partition")
         return None
+    settings, per_gpu = partition_settings(field, name, item, errs)
     if not isinstance(members, (list, tuple)) or not members:
         errs.add(CLUSTER, f"{field}['nodes']", members, f"partition {name!r} has no node list",
                  "a non-empty list of inventory host names", "list its hosts")
@@ -665,8 +664,9 @@ def _partition(index: int, item: Any, nodes: Mapping[str, NodeSpec],
                      "without GPUs", "hosts with gpu_model set", f"remove {member} from "
                      f"{name!r}, or set 'gpu': False on the partition")
             ok = False
-    return Partition(name, tuple(members), bool(item.get("default", False)), bool(gpu)) \
-        if ok else None
+    return Partition(name, tuple(members), bool(item.get("default", False)), bool(gpu),
+                     settings, per_gpu.get("def_mem_per_gpu"),
+                     per_gpu.get("def_cpu_per_gpu")) if ok else None
 
 
 # ---------------------------------------------------------------------------- reporting

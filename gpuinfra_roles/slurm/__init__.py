@@ -58,6 +58,7 @@ from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
 from gpuinfra_roles.slurm.operations import (
     RunningSlurmConf,
+    accounting_associations,
     accounting_db,
     checked_config,
     checked_here,
@@ -74,6 +75,24 @@ GRES_CONF = f"{CONF_DIR}/gres.conf"
 CGROUP_CONF = f"{CONF_DIR}/cgroup.conf"
 SLURMDBD_CONF = f"{CONF_DIR}/slurmdbd.conf"
 
+# MpiDefault (slurm.conf(5): pmi2, pmix or none). Debian 12's slurm-wlm-basic-plugins
+# 22.05.8-4+deb12u3 ships mpi/pmix (mpi_pmix.so -> mpi_pmix_v4.so), which dlopen()s
+# /usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so (the plugin's strings; measured): that
+# unversioned name is only in libpmix-dev (libpmix2 has libpmix.so.2), so every Slurm node
+# gets libpmix-dev beside slurmd. `srun --mpi=list` on the head then lists pmix (the lab proof,
+# gpuinfra_lab/slurm_defaults.py).
+PMIX_MEASURED = {
+    "mpi_default": "pmix", "mpi_packages": ["libpmix-dev"],
+    "mpi_why": "PMIx (mpi/pmix of slurm-wlm-basic-plugins, libpmix from libpmix-dev); "
+               "srun --mpi=list shows the others",
+}
+# Ubuntu 22.04 (21.08.5) and 24.04 (23.11.4) build slurm-wlm from the same Debian packaging
+# with PMIx (libpmix-dev in its Build-Depends): the same plugin and library path. Not measured
+# here (no Ubuntu lab): `srun --mpi=list` on a deployed node says.
+PMIX_SAME_PACKAGING = {**PMIX_MEASURED,
+                       "mpi_why": PMIX_MEASURED["mpi_why"] + " (Debian's packaging; not "
+                       "measured on this release)"}
+
 # Per-distribution values: the task list below has no distro conditionals.
 DISTRO: dict[str, dict[str, Any]] = {
     "debian-12": {  # Slurm 22.05.8
@@ -81,6 +100,7 @@ DISTRO: dict[str, dict[str, Any]] = {
         "compute": ["slurmd", "slurm-client"],
         "nvml_plugin": "slurm-wlm-nvml-plugin",  # contrib (enabled by nvidia_driver)
         "cgroup_plugin": "autodetect",
+        **PMIX_MEASURED,
         "accounting": ["slurmdbd", "mariadb-server"],
         "mariadb_service": "mariadb",
     },
@@ -89,6 +109,7 @@ DISTRO: dict[str, dict[str, Any]] = {
         "compute": ["slurmd", "slurm-client"],
         "nvml_plugin": None,
         "cgroup_plugin": "cgroup/v1",
+        **PMIX_SAME_PACKAGING,
         "accounting": ["slurmdbd", "mariadb-server"],
         "mariadb_service": "mariadb",
     },
@@ -97,6 +118,7 @@ DISTRO: dict[str, dict[str, Any]] = {
         "compute": ["slurmd", "slurm-client"],
         "nvml_plugin": "slurm-wlm-nvml-plugin",
         "cgroup_plugin": "autodetect",
+        **PMIX_SAME_PACKAGING,
         "accounting": ["slurmdbd", "mariadb-server"],
         "mariadb_service": "mariadb",
     },
@@ -195,6 +217,8 @@ def _slurm_conf(site: Site, data: Any, settings: dict[str, Any]) -> tuple[str, l
         extra=data["slurm_conf_extra"],
         health={k: v for k, v in data.items() if k.startswith("health_")},
         running=running(site),
+        def_mem_per_gpu=data["slurm_def_mem_per_gpu"],
+        def_cpu_per_gpu=data["slurm_def_cpu_per_gpu"],
     )
     return TEMPLATES.render(SLURM_CONF, conf=conf, settings=settings), conf.notes
 
@@ -202,7 +226,8 @@ def _slurm_conf(site: Site, data: Any, settings: dict[str, Any]) -> tuple[str, l
 def _configs(site: Site, data: Any, distro: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
     """The cluster's configuration (the head's files; every node judges it) and its notes."""
     settings = {"slurmd_timeout": int(data["slurm_slurmd_timeout"]),
-                "cgroup_plugin": distro["cgroup_plugin"]}
+                "cgroup_plugin": distro["cgroup_plugin"],
+                "mpi_default": distro["mpi_default"], "mpi_why": distro["mpi_why"]}
 
     def render() -> tuple[dict[str, str], list[str]]:
         conf_text, notes = _slurm_conf(site, data, settings)
@@ -249,7 +274,7 @@ def slurm(site: Site, node: NodeSpec) -> None:
     own = node_gres(site, node) if node.is_worker else None
 
     # slurmd is on the head too, for `slurmd -G`, Slurm's own check of a staged config.
-    packages = list(distro["compute"])
+    packages = [*distro["compute"], *distro["mpi_packages"]]
     if node.is_head:
         packages = list(dict.fromkeys([*distro["controller"], *packages]))
     if own is not None and own.nvml_needed:
@@ -302,6 +327,11 @@ def slurm(site: Site, node: NodeSpec) -> None:
     if node.is_head:
         if accounting and any(w.gpus is not None for w in workers):
             controller_counts_gpus(name="slurmctld counts GPUs in accounting (gres/gpu TRES)")
+        if accounting:
+            accounting_associations(
+                name="Accounting: the cluster, the site's accounts and users (sacctmgr)",
+                cluster=spec.name, accounts=list(data["slurm_accounts"]),
+                users=dict(data["slurm_users"]))
     if node.is_worker:
         _compute(node, head, change)
     else:

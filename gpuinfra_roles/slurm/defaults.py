@@ -5,6 +5,7 @@ and each node's GPUs (``gpu_model``, ``gpu_count``, ``gpu_sharing``). Checked by
 before any host is touched; keys whose value lands in slurm.conf must agree on every host.
 """
 
+from gpuinfra.slurmacct import ACCOUNTS, USERS
 from gpuinfra.slurmconf import CONF_EXTRA, GRES_TYPE
 from gpuinfra.spec.knobs import Knob, defaults
 from gpuinfra.spec.rules import database_name, integer, optional, sql_name
@@ -17,6 +18,15 @@ KNOBS = (
     # registering less memory than configured is drained, and the OS needs room.
     Knob("slurm_memory_reserve_percent", 2, integer(0, 49),
          "memory kept from jobs, percent of MemTotal"),
+    # Default memory (MiB) and CPUs per allocated GPU (DefMemPerGPU, DefCpuPerGPU on each
+    # partition with GPU nodes) for jobs that ask for GPUs without --mem / --cpus-per-gpu.
+    # None: computed from the partition's nodes (RealMemory, already less the reserve, and
+    # CPUs, each divided by the node's GPUs; the smallest over the partition); 0: left out.
+    # A partition's own 'def_mem_per_gpu'/'def_cpu_per_gpu' wins over these.
+    Knob("slurm_def_mem_per_gpu", None, optional(integer(0, 2**31 - 1)),
+         "DefMemPerGPU in MiB (None: computed from the nodes)", site_wide=True),
+    Knob("slurm_def_cpu_per_gpu", None, optional(integer(0, 65533)),
+         "DefCpuPerGPU (None: computed from the nodes)", site_wide=True),
     # Extra slurm.conf settings, {"Key": "value"}; Slurm checks them (slurmd -G on the staged
     # file) before any daemon is restarted, so a typo is refused and the cluster keeps running.
     Knob("slurm_conf_extra", {}, CONF_EXTRA, "extra slurm.conf settings", site_wide=True),
@@ -27,6 +37,13 @@ KNOBS = (
     # (MariaDB, unix_socket authentication for the slurm user: no password to keep).
     Knob("slurm_db_name", "slurm_acct_db", database_name(), "the accounting database"),
     Knob("slurm_db_user", "slurm", sql_name(), "the accounting database's user (an OS user)"),
+    # With accounting: the site's Slurm accounts (under root) and users with their default
+    # account ({user: account}), added to slurmdbd where missing (never removed or changed).
+    # Users and their UIDs are the site's: each must exist on every node (gpuinfra manages no
+    # users).
+    Knob("slurm_accounts", [], ACCOUNTS, "Slurm accounts made with accounting", site_wide=True),
+    Knob("slurm_users", {}, USERS, "Slurm users and their default account, with accounting",
+         site_wide=True),
 )
 
 DEFAULTS = defaults(KNOBS)

@@ -20,6 +20,7 @@ from pyinfra.api import FactBase, FileUploadCommand, StringCommand, operation
 from pyinfra.facts.files import Sha256File
 
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.slurmacct import missing, sacctmgr_script
 from gpuinfra.spec.rules import clip, database_name, sql_name
 from gpuinfra_deploy.facts._base import quiet
 from gpuinfra_deploy.ops.checked import check_script, checked_files, digest, upload_source
@@ -234,3 +235,34 @@ def controller_counts_gpus():
         host.noop("slurmctld counts gres/gpu in its TRES")
         return
     yield StringCommand(gpu_tres_script())
+
+
+class SlurmAssociations(FactBase):
+    """slurmdbd's associations as ``sacctmgr`` lists them: ``{"answering": bool, "rows":
+    [[cluster, account, user], ...]}`` (user "" for an account's own association); not
+    answering when sacctmgr is absent or slurmdbd down (a first deploy)."""
+
+    def command(self) -> str:
+        return ("sacctmgr -n -P list associations format=cluster,account,user 2>/dev/null "
+                "|| echo '#not-answering'")
+
+    def process(self, output: list[str]) -> dict[str, Any]:
+        if any(line.strip() == "#not-answering" for line in output):
+            return {"answering": False, "rows": []}
+        return {"answering": True,
+                "rows": [line.split("|")[:3] for line in output if line.count("|") >= 2]}
+
+
+@operation()
+def accounting_associations(cluster: str, accounts: list[str], users: dict[str, str]):
+    """The cluster, the site's accounts and its users (with their default account) in
+    slurmdbd: listed first, only the missing ones added (gpuinfra/slurmacct.py); nothing when
+    slurmdbd already has them all. The script itself lists again before each add, so it is
+    safe on a first deploy, when nothing could be listed while planning."""
+    have = host.get_fact(SlurmAssociations)
+    if have["answering"]:
+        gaps = missing(have["rows"], cluster, accounts, users)
+        if not gaps:
+            host.noop("slurmdbd has the cluster, the accounts and the users")
+            return
+    yield sacctmgr_script(cluster, accounts, users)

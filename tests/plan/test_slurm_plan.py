@@ -38,6 +38,7 @@ from pyinfra.context import ctx_inventory, ctx_state
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.parsers.cpus import parse_lscpu, parse_meminfo_mb
 from gpuinfra.parsers.topo import parse_topo
+from gpuinfra.slurmacct import sacctmgr_script
 from gpuinfra.slurmconf import (
     CONFIGLESS_DROPIN,
     gpu_devices,
@@ -72,6 +73,7 @@ from gpuinfra_roles.slurm.operations import (
     STAGE_DIR,
     MariaDbAccounting,
     RunningSlurmConf,
+    SlurmAssociations,
     SlurmctldTres,
     check_command,
     gpu_tres_script,
@@ -118,6 +120,7 @@ RESTART_SLURMD = "Restart slurmd (it fetches the new configuration)"
 RUNNING = "gpuinfra_roles.slurm.operations.RunningSlurmConf"
 CONF_FILES = (SLURM_CONF, GRES_CONF, CGROUP_CONF)
 ACCOUNTING_KEY = "database=slurm_acct_db,user=slurm"
+ASSOCIATIONS = "gpuinfra_roles.slurm.operations.SlurmAssociations"
 # slurmd's drop-in on every worker, as it must read (written out here, not rendered).
 DROPIN_TEXT = """\
 # Managed by gpuinfra: local edits are overwritten on the next deploy.
@@ -278,7 +281,9 @@ def expected_files(distro: str, accounting: bool = False, extra: dict | None = N
                       {n.name: gpu_type(n.gpus.model.key) for n in nodes},
                       accounting=accounting, extra=extra, health=HEALTH_DEFAULTS)
     settings = {"slurmd_timeout": DEFAULTS["slurm_slurmd_timeout"],
-                "cgroup_plugin": DISTRO[distro]["cgroup_plugin"]}
+                "cgroup_plugin": DISTRO[distro]["cgroup_plugin"],
+                "mpi_default": DISTRO[distro]["mpi_default"],
+                "mpi_why": DISTRO[distro]["mpi_why"]}
     sections = []
     for node in nodes:
         devices, notes = gpu_devices(capture_gpus(node.name), {})
@@ -341,7 +346,7 @@ def slurm_warnings(caplog) -> str:
 @pytest.mark.parametrize("distro", DISTROS)
 def test_head_installs_controller_client_and_slurmd_which_it_keeps_off(distro):
     result = plan_for(HEAD, fresh_lab(distro))
-    assert installed(result) == "slurmctld slurm-client slurmd"
+    assert installed(result) == "slurmctld slurm-client slurmd libpmix-dev"
     assert result.op("Run slurmctld").commands == ("systemctl start slurmctld.service",
                                                    "systemctl enable slurmctld.service")
     assert result.op("slurmd off on a host that is not a worker")
@@ -357,7 +362,7 @@ def test_head_installs_controller_client_and_slurmd_which_it_keeps_off(distro):
 def test_workers_install_slurmd_and_the_client(distro):
     for name in WORKERS:
         result = plan_for(name, fresh_lab(distro))
-        assert installed(result) == "slurmd slurm-client"
+        assert installed(result) == "slurmd slurm-client libpmix-dev"
         assert result.op("Run slurmd").commands == ("systemctl start slurmd.service",
                                                     "systemctl enable slurmd.service")
         assert not any("slurmctld" in c for c in result.commands)
@@ -397,8 +402,9 @@ def test_slurm_conf_describes_each_worker():
             "ThreadsPerCore=1 RealMemory=23622 Gres=gpu:h100-sxm5-80gb:8 State=UNKNOWN") in conf
     assert ("NodeName=lab-worker2 NodeAddr=10.0.0.12 CPUs=2 Sockets=1 CoresPerSocket=2 "
             "ThreadsPerCore=1 RealMemory=23622 Gres=gpu:h100-pcie-80gb:2 State=UNKNOWN") in conf
+    # DefMemPerGPU: lab-worker1's 23622 MiB over its 8 GPUs, the partition's smallest share
     assert ("PartitionName=gpu Nodes=lab-worker1,lab-worker2 MaxTime=INFINITE State=UP "
-            "Default=YES") in conf
+            "Default=YES DefMemPerGPU=2952") in conf
 
 
 def test_each_worker_is_described_from_its_own_facts():
@@ -933,6 +939,7 @@ def test_converged_head_with_accounting_plans_no_command(distro):
     head["gpuinfra_roles.slurm.operations.MariaDbAccounting"] = {
         ACCOUNTING_KEY: {"database": True, "user": True}}
     head["gpuinfra_roles.slurm.operations.SlurmctldTres"] = {"answering": True, "gres_gpu": True}
+    head[ASSOCIATIONS] = {"answering": True, "rows": [["lab", "root", ""], ["lab", "root", "root"]]}
     result = plan_for(HEAD, facts_of, {"slurm_accounting": True})
     assert result.commands == [], result.changing
     head["files.Sha1File"][f"path={SLURMDBD_CONF}"] = "0" * 40  # slurmdbd.conf edited by hand
@@ -974,13 +981,13 @@ def test_mig_node_on_ubuntu_22_04_is_refused_without_an_nvml_plugin():
 @pytest.mark.parametrize("distro", ["debian-12", "ubuntu-24.04"])
 def test_mig_node_gets_the_nvml_plugin_and_autodetect(distro):
     result = plan_for(WORKER1, fresh_lab(distro), data={WORKER1: MIG})
-    assert installed(result) == "slurmd slurm-client slurm-wlm-nvml-plugin"
+    assert installed(result) == "slurmd slurm-client libpmix-dev slurm-wlm-nvml-plugin"
     files = staged(result, JUDGE_OP)
     assert "NodeName=lab-worker1 AutoDetect=nvml" in lines(files[GRES_CONF])
     assert files == staged(plan_for(HEAD, fresh_lab(distro), data={WORKER1: MIG}))
     assert " Gres=gpu:3g.40gb:16 " in files[SLURM_CONF]
     assert installed(plan_for(WORKER2, fresh_lab(distro), data={WORKER1: MIG})) == \
-        "slurmd slurm-client"  # the other worker has no MIG
+        "slurmd slurm-client libpmix-dev"  # the other worker has no MIG
 
 
 # ----------------------------------------------------------------------------- the spec gate
@@ -1236,3 +1243,125 @@ def test_nodes_needing_different_cgroup_conf_files_are_refused():
     agreeing = {HEAD: fresh("debian-12", HEAD), WORKER1: fresh("ubuntu-24.04", WORKER1),
                 WORKER2: fresh("debian-12", WORKER2)}
     assert staged(plan_for(HEAD, agreeing))[CGROUP_CONF]
+
+
+# ----------------------------------------------------------------------------- production keys
+
+PRODUCTION_PARTITIONS = [
+    {"name": "gpu", "nodes": list(WORKERS), "default": True, "max_time": "2-00:00:00",
+     "default_time": "1:00:00", "allow_groups": ["gpu-users"], "priority_tier": 10},
+    {"name": "short", "nodes": [WORKER2], "max_time": 30, "oversubscribe": "NO",
+     "def_mem_per_gpu": 4096},
+]
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_the_head_stages_the_production_keys_from_the_spec_and_the_workers_facts(distro):
+    """Debian 12, Ubuntu 22.04 and 24.04: the partitions' Slurm settings as the spec says,
+    DefMemPerGPU from the workers' recorded memory (RealMemory 23622 MiB, less the 2 % reserve,
+    over lab-worker1's 8 GPUs), MpiDefault=pmix with libpmix-dev installed beside slurmd, and
+    PrologFlags=Contain."""
+    cluster = {"slurm_partitions": PRODUCTION_PARTITIONS}
+    head = plan_for(HEAD, fresh_lab(distro), cluster)
+    conf = lines(staged(head)[SLURM_CONF])
+    assert ("PartitionName=gpu Nodes=lab-worker1,lab-worker2 MaxTime=2-00:00:00 "
+            "DefaultTime=1:00:00 State=UP Default=YES AllowGroups=gpu-users PriorityTier=10 "
+            "DefMemPerGPU=2952") in conf
+    # lab-worker2 alone: 2 CPUs for its 2 GPUs, so DefCpuPerGPU=1 there
+    assert ("PartitionName=short Nodes=lab-worker2 MaxTime=30 State=UP OverSubscribe=NO "
+            "DefMemPerGPU=4096 DefCpuPerGPU=1") in conf
+    assert "MpiDefault=pmix" in conf and "PrologFlags=Contain" in conf
+    assert "libpmix-dev" in installed(head).split()
+    for name in WORKERS:  # each worker judges the same file with its slurmd
+        judged_conf = staged(plan_for(name, fresh_lab(distro), cluster), JUDGE_OP)[SLURM_CONF]
+        assert judged_conf == staged(head)[SLURM_CONF]
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_the_sites_per_gpu_defaults_replace_the_computed_ones(distro):
+    data = {n: {"slurm_def_mem_per_gpu": 8000, "slurm_def_cpu_per_gpu": 1} for n in ALL}
+    conf = lines(staged(plan_for(HEAD, fresh_lab(distro), data=data))[SLURM_CONF])
+    assert ("PartitionName=gpu Nodes=lab-worker1,lab-worker2 MaxTime=INFINITE State=UP "
+            "Default=YES DefMemPerGPU=8000 DefCpuPerGPU=1") in conf
+
+
+def test_the_lab_partition_without_def_cpu_per_gpu_is_said_at_deploy(caplog):
+    """The lab's workers have 2 CPUs for 8 GPUs: DefCpuPerGPU is left out, and the run says
+    why (a warning on the head)."""
+    with caplog.at_level(logging.WARNING):
+        plan_for(HEAD, fresh_lab("debian-12"))
+    assert "partition gpu: DefCpuPerGPU left out: lab-worker1 has fewer CPUs than GPUs" \
+        in slurm_warnings(caplog)
+
+
+def test_a_bad_partition_value_stops_the_run_before_any_operation():
+    parts = [{"name": "gpu", "nodes": list(WORKERS), "max_time": "two days"}]
+    with pytest.raises(PyinfraError, match=r"slurm_partitions\[0\]\['max_time'\] = 'two days'"):
+        plan_for(HEAD, fresh_lab("debian-12"), {"slurm_partitions": parts})
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_a_converged_cluster_with_the_production_keys_plans_nothing(distro):
+    cluster = {"slurm_partitions": PRODUCTION_PARTITIONS}
+    facts_of = converged_lab(distro)
+    files = {**expected_files(distro)}
+    files[SLURM_CONF] = staged(plan_for(HEAD, fresh_lab(distro), cluster))[SLURM_CONF]
+    head_runs(facts_of[HEAD], files)
+    for name in WORKERS:
+        judged(facts_of[name], files)
+    both = plan_all(facts_of, cluster)
+    for name in ALL:
+        assert both.plans[name].changing == [], name
+
+
+# ----------------------------------------------------------------------------- associations
+
+ASSOC_OP = "Accounting: the cluster, the site's accounts and users (sacctmgr)"
+SITE_USERS = {"slurm_accounting": True, "slurm_accounts": ["ml", "vision"],
+              "slurm_users": {"alice": "ml", "bob": "research"}}
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_accounting_adds_the_sites_accounts_and_users_after_slurmctld_runs(distro):
+    result = plan_for(HEAD, fresh_lab(distro), SITE_USERS)
+    (script,) = result.op(ASSOC_OP).commands
+    assert script == sacctmgr_script("lab", ["ml", "vision"], {"alice": "ml", "bob": "research"})
+    # each add only where the list does not show it; research made for bob; nothing removed
+    assert "|| sacctmgr -i add account research cluster=lab" in script
+    assert ("grep -qx alice || sacctmgr -i add user alice account=ml defaultaccount=ml "
+            "cluster=lab") in script
+    assert "delete" not in script and "modify" not in script
+    order = [op.name for op in result.ops]
+    assert order.index("slurm | Run slurmctld") < order.index(f"slurm | {ASSOC_OP}")
+
+
+def test_associations_already_there_plan_nothing_and_one_missing_user_plans_the_script():
+    facts_of = fresh_lab("debian-12")
+    rows = [["lab", "root", ""], ["lab", "ml", ""], ["lab", "vision", ""],
+            ["lab", "research", ""], ["lab", "ml", "alice"], ["lab", "research", "bob"]]
+    facts_of[HEAD][ASSOCIATIONS] = {"answering": True, "rows": rows}
+    assert plan_for(HEAD, facts_of, SITE_USERS).op(ASSOC_OP).commands == ()
+    facts_of[HEAD][ASSOCIATIONS] = {"answering": True, "rows": rows[:-1]}
+    assert plan_for(HEAD, facts_of, SITE_USERS).op(ASSOC_OP).commands != ()
+
+
+def test_associations_are_the_heads_alone_and_only_with_accounting():
+    assert not [op for op in plan_for(WORKER1, fresh_lab("debian-12"), SITE_USERS).ops
+                if op.name.endswith(ASSOC_OP)]
+    cluster = {**SITE_USERS, "slurm_accounting": False}
+    assert not [op for op in plan_for(HEAD, fresh_lab("debian-12"), cluster).ops
+                if op.name.endswith(ASSOC_OP)]
+
+
+def test_a_bad_user_name_stops_the_run_before_any_operation():
+    cluster = {**SITE_USERS, "slurm_users": {"Alice Smith": "ml"}}
+    with pytest.raises(PyinfraError, match="slurm_users"):
+        plan_for(HEAD, fresh_lab("debian-12"), cluster)
+
+
+def test_slurm_associations_fact():
+    fact = SlurmAssociations()
+    assert fact.process(["#not-answering"]) == {"answering": False, "rows": []}
+    assert fact.process(["lab|root|", "lab|root|root", "lab|ml|alice"]) == {
+        "answering": True, "rows": [["lab", "root", ""], ["lab", "root", "root"],
+                                    ["lab", "ml", "alice"]]}

@@ -376,8 +376,7 @@ def test_partition_lines_default_and_explicit():
 def test_extra_lines_render_key_value():
     assert extra_lines({"MaxJobCount": 20000, "PropagateResourceLimits": "NONE",
                         "KillOnBadExit": True, "PrologFlags": "Alloc,Contain"}) == [
-        "MaxJobCount=20000", "PropagateResourceLimits=NONE", "KillOnBadExit=true",
-        "PrologFlags=Alloc,Contain"]
+        "MaxJobCount=20000", "PropagateResourceLimits=NONE", "KillOnBadExit=true"]
     assert extra_lines(None) == [] and extra_lines({}) == []
 
 
@@ -404,6 +403,15 @@ def test_extra_lines_must_be_a_dict(extra):
 
 # ----------------------------------------------------------------------------- slurm_conf
 
+# The lab's partition: 23622 MiB (24105 less 2 %) / 8 GPUs on lab-worker1, the smallest share;
+# 2 CPUs for 8 GPUs there: no DefCpuPerGPU, and a note says why.
+LAB_PARTITION = ("PartitionName=gpu Nodes=lab-worker1,lab-worker2 MaxTime=INFINITE State=UP "
+                 "Default=YES DefMemPerGPU=2952")
+LAB_CPU_NOTE = ("partition gpu: DefCpuPerGPU left out: lab-worker1 has fewer CPUs than GPUs (a "
+                "job on all its GPUs could not get one per GPU); set it per partition if you "
+                "want one")
+
+
 def lab_conf(**kwargs):
     spec = spec_of({"lab-worker1": HGX, "lab-worker2": PCIE_PAIR})
     hardware = {"lab-worker1": node_hardware(lab_layout(), 24105, 2),
@@ -420,9 +428,8 @@ def test_slurm_conf_of_the_lab():
     assert conf.gres_types == ["gpu"]
     assert [n.name for n in conf.nodes] == ["lab-worker1", "lab-worker2"]
     assert f"Gres=gpu:{PAIR_TYPE}:2" in conf.nodes[1].text
-    assert conf.partitions == ["PartitionName=gpu Nodes=lab-worker1,lab-worker2 "
-                               "MaxTime=INFINITE State=UP Default=YES"]
-    assert conf.notes == [] and conf.extra == [] and not conf.accounting
+    assert conf.partitions == [LAB_PARTITION]
+    assert conf.notes == [LAB_CPU_NOTE] and conf.extra == [] and not conf.accounting
 
 
 def test_slurm_conf_without_addresses_or_hardware():
@@ -430,7 +437,12 @@ def test_slurm_conf_without_addresses_or_hardware():
                     extra={"MaxJobCount": 5})
     assert conf.controller_host == "lab-head"
     assert "NodeAddr" not in conf.nodes[0].text
-    assert [n.split(":")[0] for n in conf.notes] == ["lab-worker1", "lab-worker2"]
+    assert [n.split(":")[0] for n in conf.notes] == ["lab-worker1", "lab-worker2",
+                                                      "partition gpu", "partition gpu"]
+    # no worker's hardware is known: neither per-GPU default is computed without it
+    assert "DefMemPerGPU left out: the hardware of lab-worker1, lab-worker2 is unknown" \
+        in conf.notes[2]
+    assert "DefMemPerGPU" not in conf.partitions[0]
     assert conf.accounting and conf.extra == ["MaxJobCount=5"]
 
 
@@ -449,7 +461,8 @@ def test_slurm_conf_refuses_bad_extra():
 
 # ----------------------------------------------------------------------------- templates
 
-SETTINGS = {"slurmd_timeout": 300, "cgroup_plugin": "autodetect"}
+SETTINGS = {"slurmd_timeout": 300, "cgroup_plugin": "autodetect", "mpi_default": "pmix",
+            "mpi_why": "PMIx"}
 
 
 def settings_lines(text: str) -> list[str]:
@@ -582,7 +595,7 @@ def test_slurmctld_parameters_from_the_site_are_accepted_and_merged_not_written_
     text = TEMPLATES.render("/etc/slurm/slurm.conf", conf=conf, settings=SETTINGS)
     assert [line for line in settings_lines(text) if line.lower().startswith(
         "slurmctldparameters")] == ["SlurmctldParameters=enable_configless,idle_on_node_suspend"]
-    assert MERGED_KEYS == {"slurmctldparameters"}
+    assert MERGED_KEYS == {"slurmctldparameters", "prologflags"}
 
 
 @pytest.mark.parametrize("key", sorted(MANAGED_KEYS - MERGED_KEYS))
@@ -659,8 +672,7 @@ def test_running_config_reads_the_node_lines_gres_lines_settings_and_partitions(
     assert running.settings["MinJobAge"] == "600"
     assert running.settings["SlurmctldParameters"] == "enable_configless"
     assert running.settings["SlurmctldHost"] == "lab-head(10.0.0.10)"
-    assert running.partitions == ("PartitionName=gpu Nodes=lab-worker1,lab-worker2 "
-                                  "MaxTime=INFINITE State=UP Default=YES",)
+    assert running.partitions == (LAB_PARTITION,)
     assert not running.empty
 
 
@@ -706,7 +718,9 @@ def test_slurm_conf_keeps_the_running_line_of_a_node_it_has_no_hardware_for():
     conf = lab_conf(hardware=hardware, running=running)
     assert [n.text for n in conf.nodes][1] == kept
     assert conf.notes == ["lab-worker2: not reached in this run: its line is kept from the "
-                          "head's running slurm.conf"]
+                          "head's running slurm.conf", LAB_CPU_NOTE]
+    # the kept line's hardware counts for the per-GPU defaults (CPUs=4 / 2 GPUs there)
+    assert conf.partitions == [LAB_PARTITION]
 
 
 class TestConfChange:

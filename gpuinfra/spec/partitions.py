@@ -1,0 +1,178 @@
+"""A Slurm partition's settings in the spec (``slurm_partitions[i]``), in Slurm's own formats.
+
+Formats from slurm.conf(5), PARTITION CONFIGURATION, of Slurm 22.05.8 (Debian 12's
+slurm-wlm-doc, /usr/share/doc/slurm-wlm/html/slurm.conf.html); the same keys and formats are
+in 21.08 (Ubuntu 22.04) and 23.11 (Ubuntu 24.04). Each spec key (lower case, like the
+partition's ``name``/``nodes``/``default``) is written as its Slurm key on the partition's
+``PartitionName=`` line; a value is checked here, before any host is touched, with what is
+allowed and how to fix it:
+
+- ``max_time``/``default_time`` (MaxTime, DefaultTime): "minutes, minutes:seconds,
+  hours:minutes:seconds, days-hours, days-hours:minutes, days-hours:minutes:seconds or
+  UNLIMITED" (INFINITE is Slurm's other word for it); an integer is minutes. DefaultTime
+  "Run time limit used for jobs that don't specify a value"; it may not exceed MaxTime here.
+- ``allow_accounts``/``allow_groups`` (AllowAccounts, AllowGroups): "Comma-separated list"
+  of account or group names; a list in the spec.
+- ``qos`` (QOS): a QOS name; ``priority_tier`` (PriorityTier): "may not exceed 65533".
+- ``oversubscribe`` (OverSubscribe): EXCLUSIVE, FORCE[:count], YES[:count] or NO.
+- ``state`` (State): UP, DOWN, DRAIN or INACTIVE.
+- ``def_mem_per_gpu``/``def_cpu_per_gpu`` (DefMemPerGPU in megabytes, DefCpuPerGPU): the
+  partition's own values over the site's and the computed ones (gpuinfra.slurmconf
+  ``per_gpu_defaults``); 0 leaves the key out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from gpuinfra.spec.checks import CLUSTER, WHERE_ALL, Collector
+from gpuinfra.spec.rules import clip
+
+# spec key -> Slurm key, in the order they are written on the PartitionName= line.
+SETTING_KEYS = {
+    "max_time": "MaxTime", "default_time": "DefaultTime", "allow_accounts": "AllowAccounts",
+    "allow_groups": "AllowGroups", "qos": "QOS", "priority_tier": "PriorityTier",
+    "oversubscribe": "OverSubscribe", "state": "State",
+}
+PER_GPU_KEYS = ("def_mem_per_gpu", "def_cpu_per_gpu")
+# The partition's keys in the spec: the node list and its name, then its Slurm settings.
+PARTITION_KEYS = ("name", "nodes", "default", "gpu", *SETTING_KEYS, *PER_GPU_KEYS)
+
+UNLIMITED = ("UNLIMITED", "INFINITE")
+TIME_FORMATS = ("minutes (an integer, or '90'), 'minutes:seconds', 'hours:minutes:seconds', "
+                "'days-hours', 'days-hours:minutes', 'days-hours:minutes:seconds', "
+                "'UNLIMITED' or 'INFINITE'")
+_NUMBERS = re.compile(r"\d{1,9}(?::\d{1,9}){0,2}")
+_DAYS = re.compile(r"(\d{1,6})-(\d{1,9}(?::\d{1,9}){0,2})")
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+NAME_ALLOWED = "names of letters, digits, '_', '.' and '-' (no spaces or commas)"
+_OVERSUBSCRIBE = re.compile(r"(NO|EXCLUSIVE|(YES|FORCE)(?::(\d{1,5}))?)", re.IGNORECASE)
+OVERSUBSCRIBE_ALLOWED = "'NO', 'EXCLUSIVE', 'YES', 'YES:<count>', 'FORCE' or 'FORCE:<count>'"
+OVERSUBSCRIBE_MAX = 32767  # the count shares a 16-bit field with the FORCE flag
+STATES = ("UP", "DOWN", "DRAIN", "INACTIVE")
+PRIORITY_TIER_MAX = 65533
+DEF_MEM_MAX = 2**31 - 1  # megabytes
+DEF_CPU_MAX = 65533
+
+
+def time_minutes(value: Any) -> float | None:
+    """Minutes of a Slurm time value (``inf`` for UNLIMITED); None when it is not one.
+
+    Seconds count as a fraction ("Time resolution is one minute and second values are rounded
+    up to the next minute", slurm.conf(5) MaxTime): only used to compare two values."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return float(value) if value >= 0 else None
+    if not isinstance(value, str):
+        return None
+    if value.upper() in UNLIMITED:
+        return float("inf")
+    days = _DAYS.fullmatch(value)
+    if days:
+        # days-hours, days-hours:minutes, days-hours:minutes:seconds
+        parts = [int(p) for p in days.group(2).split(":")]
+        hours, minutes, seconds = (parts + [0, 0])[:3]
+        if hours > 23 or minutes > 59 or seconds > 59:
+            return None
+        return int(days.group(1)) * 1440 + hours * 60 + minutes + seconds / 60
+    if not _NUMBERS.fullmatch(value):
+        return None
+    parts = [int(p) for p in value.split(":")]
+    if len(parts) == 1:  # minutes
+        return float(parts[0])
+    if len(parts) == 2:  # minutes:seconds
+        return None if parts[1] > 59 else parts[0] + parts[1] / 60
+    hours, minutes, seconds = parts  # hours:minutes:seconds
+    return None if minutes > 59 or seconds > 59 else hours * 60 + minutes + seconds / 60
+
+
+def partition_settings(field: str, name: str, item: Mapping[str, Any],
+                       errs: Collector) -> tuple[tuple[tuple[str, str], ...], dict[str, int]]:
+    """(Slurm key, value) pairs of the partition's settings, and its per-GPU defaults
+    (``def_mem_per_gpu``/``def_cpu_per_gpu`` as given); every bad value is added to ``errs``."""
+    out: list[tuple[str, str]] = []
+
+    def bad(key: str, problem: str, allowed: str, fix: str) -> None:
+        errs.add(CLUSTER, f"{field}[{key!r}]", item[key], f"partition {name!r}: {problem}",
+                 allowed, f"{fix} {WHERE_ALL}")
+
+    minutes: dict[str, float] = {}
+    for key in ("max_time", "default_time"):
+        if key not in item:
+            continue
+        value = item[key]
+        got = time_minutes(value)
+        if got is None:
+            bad(key, f"not a Slurm time ({SETTING_KEYS[key]})", TIME_FORMATS,
+                f"write e.g. '{key}': '2-00:00:00' (two days) or '{key}': 90 (minutes)")
+            continue
+        minutes[key] = got
+        out.append((SETTING_KEYS[key], str(value).upper() if isinstance(value, str)
+                    and value.upper() in UNLIMITED else str(value)))
+    if len(minutes) == 2 and minutes["default_time"] > minutes["max_time"]:
+        bad("default_time", f"longer than its max_time ({clip(item['max_time'])}): a job "
+            "without --time would ask for more than the partition allows",
+            "a default_time no longer than max_time", "shorten default_time, or raise max_time")
+    for key in ("allow_accounts", "allow_groups"):
+        if key not in item:
+            continue
+        value = item[key]
+        what = key.removeprefix("allow_")
+        if not isinstance(value, (list, tuple)) or not value:
+            bad(key, f"must be a non-empty list of {what}", NAME_ALLOWED,
+                f"write '{key}': ['{what[:-1]}1', '{what[:-1]}2']")
+            continue
+        wrong = [v for v in value if not isinstance(v, str) or not _NAME.fullmatch(v)]
+        if wrong:
+            bad(key, f"{clip(wrong[0])} is not a Slurm {what[:-1]} name", NAME_ALLOWED,
+                f"fix or remove {clip(wrong[0])}")
+            continue
+        out.append((SETTING_KEYS[key], ",".join(value)))
+    if "qos" in item:
+        value = item["qos"]
+        if not isinstance(value, str) or not _NAME.fullmatch(value):
+            bad("qos", "not a QOS name", NAME_ALLOWED.replace("names", "a name"),
+                "name a QOS made with `sacctmgr add qos`")
+        else:
+            out.append(("QOS", value))
+    if "priority_tier" in item:
+        value = item["priority_tier"]
+        if isinstance(value, bool) or not isinstance(value, int) \
+                or not 0 <= value <= PRIORITY_TIER_MAX:
+            bad("priority_tier", "not a PriorityTier (an integer, at most 65533)",
+                f"an integer from 0 to {PRIORITY_TIER_MAX}", "write e.g. 'priority_tier': 10")
+        else:
+            out.append(("PriorityTier", str(value)))
+    if "oversubscribe" in item:
+        value = item["oversubscribe"]
+        match = _OVERSUBSCRIBE.fullmatch(value) if isinstance(value, str) else None
+        if match is None or (match.group(3) is not None
+                             and not 1 <= int(match.group(3)) <= OVERSUBSCRIBE_MAX):
+            bad("oversubscribe", "not an OverSubscribe value",
+                f"{OVERSUBSCRIBE_ALLOWED} (count 1..{OVERSUBSCRIBE_MAX})",
+                "write e.g. 'oversubscribe': 'NO' (the default) or 'FORCE:2'")
+        else:
+            out.append(("OverSubscribe", value.upper()))
+    if "state" in item:
+        value = item["state"]
+        if not isinstance(value, str) or value.upper() not in STATES:
+            bad("state", "not a partition State", ", ".join(repr(s) for s in STATES),
+                "write e.g. 'state': 'UP' (the default)")
+        else:
+            out.append(("State", value.upper()))
+    per_gpu: dict[str, int] = {}
+    for key, top in (("def_mem_per_gpu", DEF_MEM_MAX), ("def_cpu_per_gpu", DEF_CPU_MAX)):
+        if key not in item:
+            continue
+        value = item[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
+            unit = "megabytes" if key == "def_mem_per_gpu" else "CPUs"
+            bad(key, f"not a count of {unit} per GPU", f"an integer from 0 (left out) to {top}",
+                f"write e.g. '{key}': {16384 if unit == 'megabytes' else 8}, or remove it "
+                "(computed from the nodes)")
+        else:
+            per_gpu[key] = value
+    return tuple(out), per_gpu
