@@ -10,9 +10,11 @@ run only on hosts whose spec lists GPUs (``"workers"``: only the workers group; 
 only the hypervisors group; ``"rdma"``: only hosts with rdma_nics), and
 ``VERIFY_SCHEDULER = "slurm"`` only on the nodes of that scheduler (node_schedulers). Hosts are
 reached with testinfra's paramiko backend (one connection per host and process) on a client
-that checks each host's SSH key against the site's known_hosts (gpuinfra_verify/ssh.py: a changed
-key fails every test of that host). Under pytest-xdist every test of one host runs on the same
-worker (scheduler below), so each host is probed once.
+connected as the deploy connects (the host's ssh_* data, then its ssh_config entry: HostName,
+ProxyJump, ProxyCommand) that checks each host's SSH key, and each jump host's, against the
+site's known_hosts (gpuinfra_verify/ssh.py: a changed key fails every test of that host).
+Under pytest-xdist every test of one host runs on the same worker (scheduler below), so each
+host is probed once.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from testinfra.host import Host
 
 from gpuinfra.spec import NodeSpec, SpecInvalid, format_errors
 from gpuinfra_verify.expect import NO_HOST, Site, host_of, site_from_json
-from gpuinfra_verify.ssh import HostKeyProblem, testinfra_host
+from gpuinfra_verify.ssh import ReachProblem, testinfra_host
 
 _SITE = pytest.StashKey[Site]()
 _SITE_JSON_KEY = pytest.StashKey[str]()
@@ -203,15 +205,16 @@ def node_data(site: Site, node_name: str) -> Mapping[str, Any]:
 
 
 def _reach(site: Site, name: str) -> Host:
-    """The testinfra host ``name``, its SSH key checked; a key the site does not trust fails
-    the test with both fingerprints and the fix (no test of that host runs on it)."""
+    """The testinfra host ``name``, reached as the deploy reaches it (ssh_config, ProxyJump), its
+    SSH key (and each jump host's) checked; a key the site does not trust fails the test with
+    both fingerprints and the fix, a hop that fails names the hop and the fix (no traceback)."""
     if name in _LOCAL_HOSTS:
         import testinfra
 
         return testinfra.get_host("local://")
     try:
         return testinfra_host(site.target(name))
-    except HostKeyProblem as exc:
+    except ReachProblem as exc:
         pytest.fail(str(exc), pytrace=False)
 
 
