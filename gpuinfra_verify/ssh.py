@@ -361,8 +361,8 @@ def _channel(route: Route, hop: str, client: paramiko.SSHClient, jump: Jump) -> 
         raise ReachProblem(
             f"{route.target.name}: {hop} at {ep.hostname}:{ep.port} did not open a connection "
             f"to {host}:{port} ({_reason(exc)}).\n  fix: check that {host}:{port} answers SSH "
-            f"from the jump host (`ssh {ep.spec} nc -zv {host} {port}`"
-            f"{_with_config(route)}) and that its sshd allows forwarding "
+            f"from the jump host (`ssh{_with_config(route)} {ep.spec} nc -zv {host} {port}`) "
+            "and that its sshd allows forwarding "
             "(AllowTcpForwarding yes)") from None
 
 
@@ -375,7 +375,7 @@ def _reason(exc: BaseException) -> str:
 
 
 def _with_config(route: Route) -> str:
-    return f" with -F {route.config_file}" if route.config_file else ""
+    return f" -F {route.config_file}" if route.config_file else ""
 
 
 @contextlib.contextmanager
@@ -490,6 +490,8 @@ def _changed(route: Route, hop: str, endpoint: Endpoint,
 def _failed(route: Route, hop: str, endpoint: Endpoint, exc: BaseException) -> ReachProblem:
     """What failed on the way to the host, said with the hop and the fix."""
     name = route.target.name
+    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError) and exc.errors:
+        exc = next(iter(exc.errors.values()))  # one per address tried: the first says it
     where = f"{endpoint.hostname}:{endpoint.port}"
     is_jump = hop != "the node"
     origin = (f" (ProxyJump of {route.node.spec} in {route.config_file})" if is_jump
