@@ -145,14 +145,14 @@ class Proof:
             [str(REPO / ".venv" / "bin" / "pyinfra"), "-y", str(variant), "exec",
              "--limit", "workers", "--", "hostname"],
             cwd=REPO, capture_output=True, text=True, check=False, timeout=300)
-        answered = [w for w in workers if re.search(rf"\[{w}\]\s+{w.split('-')[-1]}\b",
-                                                    exec_run.stdout + exec_run.stderr)
-                    or re.search(rf"\[{w}\].*\b{w}\b", exec_run.stdout + exec_run.stderr)]
+        output = exec_run.stdout + exec_run.stderr
+        answered = {w: m.group(1) for w in workers
+                    if (m := re.search(rf"^\s*\[{re.escape(w)}\]\s+(\S+)\s*$", output, re.M))}
         self.say(exec_run.returncode == 0 and len(answered) == len(workers),
-                 f"pyinfra exec through {head['name']}: {', '.join(answered)} answered "
-                 "`hostname`",
+                 f"pyinfra exec through {head['name']}: "
+                 + ", ".join(f"{w} answered `hostname` with {h}" for w, h in answered.items()),
                  f"pyinfra exec through {head['name']} exited {exec_run.returncode}, answered: "
-                 f"{answered}: {(exec_run.stdout + exec_run.stderr)[-600:]}")
+                 f"{answered}: {output[-600:]}")
         run = suite(variant)
         summary = (run.stdout.strip().splitlines() or ["no output"])[-1]
         self.say(run.returncode == 0, f"verify suite through {head['name']}: {summary.strip('= ')}",

@@ -4,13 +4,17 @@ inventory variant points the workers there with their addresses kept."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
-from gpuinfra_deploy.run.inventory import load_hosts
 from gpuinfra_lab import state
 from gpuinfra_lab.bastion import write_variant
 from gpuinfra_verify.expect import ssh_target
 from gpuinfra_verify.ssh import resolve
+from tests.conftest import REPO
 from tests.unit.test_verify_ssh_route import ours, pyinfra_connections
 
 HOSTS = [{"name": "lab-head", "address": "10.100.1.10", "groups": ["head"]},
@@ -50,7 +54,12 @@ def test_the_variant_points_the_workers_at_their_aliases(tmp_path):
     config, variant = write_variant(paths, str(source), "lab-head",
                                     {"lab-worker1": "10.100.1.11"})
     assert variant.name == "lab.py"  # group_data/lab.py applies to it as to inventory/lab.py
-    hosts = {h.name: h.data for h in load_hosts(str(variant), cwd=str(tmp_path))[0]}
+    # read as the verify suite reads it: the deploy's loader in a child process (importing
+    # pyinfra_cli here would patch this process's threads with gevent)
+    loaded = subprocess.run([sys.executable, "-m", "gpuinfra_verify.inventory_json", str(variant)],
+                            cwd=tmp_path, capture_output=True, text=True, check=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    hosts = {h["name"]: h["data"] for h in json.loads(loaded.stdout)["hosts"]}
     assert hosts["lab-head"]["ssh_hostname"] == "10.100.1.10"
     assert "ssh_config_file" not in hosts["lab-head"]
     worker = hosts["lab-worker1"]
