@@ -230,7 +230,9 @@ def resolve(target: SshTarget) -> Route:
     if "proxycommand" in found:
         return Route(target, node, proxy_command=found["proxycommand"], config_file=config_file)
     jumps: list[Jump] = []
-    if config is not None and "proxyjump" in found:
+    # ``ProxyJump none`` (OpenSSH: no jump, e.g. on the bastion's own entry under a
+    # ``Host *`` that jumps) is no jump; pyinfra 3.10 would look for a host named "none"
+    if config is not None and found.get("proxyjump", "none").lower() != "none":
         entries = [e.strip() for e in found["proxyjump"].split(",") if e.strip()]
         hops = [_jump_endpoint(config, e, target.host_key_policy, node.timeout)
                 for e in entries]

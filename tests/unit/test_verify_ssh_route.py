@@ -196,3 +196,12 @@ def test_proxycommand_beats_proxyjump(config):
                                          "ssh_config_file": config}))
     assert route.proxy_command == "nc -X connect -x proxy:3128 10.0.0.14 22"
     assert route.jumps == ()
+
+
+def test_proxyjump_none_is_no_jump(tmp_path):
+    config = tmp_path / "ssh_config"
+    config.write_text("Host bastion\n    HostName 192.0.2.1\n    ProxyJump none\n\n"
+                      "Host *\n    ProxyJump bastion\n")
+    assert resolve(ssh_target("bastion", {"ssh_config_file": str(config)})).jumps == ()
+    (jump,) = resolve(ssh_target("gpu01", {"ssh_config_file": str(config)})).jumps
+    assert jump.endpoint.hostname == "192.0.2.1" and jump.to == ("gpu01", 22)
