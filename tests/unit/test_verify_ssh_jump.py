@@ -49,7 +49,9 @@ class Ssh:
     requests: dict[int, tuple] = field(default_factory=dict)
     peers: list[tuple] = field(default_factory=list)  # where each connection came from
     forwarded_from: list[tuple] = field(default_factory=list)  # the forwarding sockets' ends
-    listener: socket.socket = field(default_factory=socket.socket)
+    # socket.socket looked up when the server starts: after pyinfra_cli's gevent patch (an
+    # earlier test in the process) a socket of before would block every greenlet
+    listener: socket.socket = field(default_factory=lambda: socket.socket())
     transports: list[paramiko.Transport] = field(default_factory=list)
 
     def start(self) -> Ssh:
