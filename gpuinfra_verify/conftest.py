@@ -31,7 +31,7 @@ from testinfra.host import Host
 
 from gpuinfra.spec import NodeSpec, SpecInvalid, format_errors
 from gpuinfra_verify.expect import NO_HOST, Site, host_of, site_from_json
-from gpuinfra_verify.ssh import ReachProblem, testinfra_host
+from gpuinfra_verify.ssh import ReachProblem, describe, resolve, testinfra_host
 
 _SITE = pytest.StashKey[Site]()
 _SITE_JSON_KEY = pytest.StashKey[str]()
@@ -103,11 +103,32 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    if getattr(config, "workerinput", None) is not None or not _COMMANDS:
+    if getattr(config, "workerinput", None) is not None:
+        return
+    site = config.stash.get(_SITE, None)
+    proxied = _proxied(site) if site is not None else []
+    if proxied:
+        terminalreporter.write_line("reached through a proxy: " + "; ".join(proxied))
+    if not _COMMANDS:
         return
     per_host = ", ".join(f"{name} {count}" for name, count in sorted(_COMMANDS.items()))
     terminalreporter.write_line(f"commands sent over SSH: {sum(_COMMANDS.values())} "
                                 f"({per_host})")
+
+
+def _proxied(site: Site) -> list[str]:
+    """The routes of the hosts reached through a jump host or a ProxyCommand (ssh_config)."""
+    routes = []
+    for node in site.spec.nodes:
+        if node.name in _LOCAL_HOSTS:
+            continue
+        try:
+            route = resolve(site.target(node.name))
+        except Exception:  # an unreadable ssh_config: the host's own tests say it
+            continue
+        if route.jumps or route.proxy_command:
+            routes.append(describe(route))
+    return routes
 
 
 def _named(config: pytest.Config) -> bool:

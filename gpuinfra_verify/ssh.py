@@ -246,7 +246,7 @@ def resolve(target: SshTarget) -> Route:
 
 
 def describe(route: Route) -> str:
-    """One line: how the suite reaches the host (``gpuinfra_lab/bastion.py`` prints it)."""
+    """One line: how the suite reaches the host (its summary prints it for proxied hosts)."""
     node = route.node
     path = [f"{j.endpoint.user or ''}{'@' if j.endpoint.user else ''}"
             f"{j.endpoint.hostname}:{j.endpoint.port}" for j in route.jumps]
