@@ -147,8 +147,9 @@ class Proof:
             cwd=REPO, capture_output=True, text=True, check=False, timeout=300)
         output = exec_run.stdout + exec_run.stderr
         answered = {w: m.group(1) for w in workers
-                    if (m := re.search(rf"^\s*\[{re.escape(w)}\]\s+(\S+)\s*$", output, re.M))}
-        self.say(exec_run.returncode == 0 and len(answered) == len(workers),
+                    if (m := re.search(rf"^\[{re.escape(w)}\] (\S+)\s*$", output, re.M))}
+        # the command's output is the one unindented line per host (pyinfra's own are indented)
+        self.say(exec_run.returncode == 0 and answered == {w: w for w in workers},
                  f"pyinfra exec through {head['name']}: "
                  + ", ".join(f"{w} answered `hostname` with {h}" for w, h in answered.items()),
                  f"pyinfra exec through {head['name']} exited {exec_run.returncode}, answered: "
