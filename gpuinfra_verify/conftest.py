@@ -10,9 +10,11 @@ run only on hosts whose spec lists GPUs (``"workers"``: only the workers group; 
 only the hypervisors group; ``"rdma"``: only hosts with rdma_nics), and
 ``VERIFY_SCHEDULER = "slurm"`` only on the nodes of that scheduler (node_schedulers). Hosts are
 reached with testinfra's paramiko backend (one connection per host and process) on a client
-that checks each host's SSH key against the site's known_hosts (gpuinfra_verify/ssh.py: a changed
-key fails every test of that host). Under pytest-xdist every test of one host runs on the same
-worker (scheduler below), so each host is probed once.
+connected as the deploy connects (the host's ssh_* data, then its ssh_config entry: HostName,
+ProxyJump, ProxyCommand) that checks each host's SSH key, and each jump host's, against the
+site's known_hosts (gpuinfra_verify/ssh.py: a changed key fails every test of that host).
+Under pytest-xdist every test of one host runs on the same worker (scheduler below), so each
+host is probed once.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from testinfra.host import Host
 
 from gpuinfra.spec import NodeSpec, SpecInvalid, format_errors
 from gpuinfra_verify.expect import NO_HOST, Site, host_of, site_from_json
-from gpuinfra_verify.ssh import HostKeyProblem, testinfra_host
+from gpuinfra_verify.ssh import ReachProblem, describe, resolve, testinfra_host
 
 _SITE = pytest.StashKey[Site]()
 _SITE_JSON_KEY = pytest.StashKey[str]()
@@ -101,11 +103,32 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    if getattr(config, "workerinput", None) is not None or not _COMMANDS:
+    if getattr(config, "workerinput", None) is not None:
+        return
+    site = config.stash.get(_SITE, None)
+    proxied = _proxied(site) if site is not None else []
+    if proxied:
+        terminalreporter.write_line("reached through a proxy: " + "; ".join(proxied))
+    if not _COMMANDS:
         return
     per_host = ", ".join(f"{name} {count}" for name, count in sorted(_COMMANDS.items()))
     terminalreporter.write_line(f"commands sent over SSH: {sum(_COMMANDS.values())} "
                                 f"({per_host})")
+
+
+def _proxied(site: Site) -> list[str]:
+    """The routes of the hosts reached through a jump host or a ProxyCommand (ssh_config)."""
+    routes = []
+    for node in site.spec.nodes:
+        if node.name in _LOCAL_HOSTS:
+            continue
+        try:
+            route = resolve(site.target(node.name))
+        except Exception:  # an unreadable ssh_config: the host's own tests say it
+            continue
+        if route.jumps or route.proxy_command:
+            routes.append(describe(route))
+    return routes
 
 
 def _named(config: pytest.Config) -> bool:
@@ -203,15 +226,16 @@ def node_data(site: Site, node_name: str) -> Mapping[str, Any]:
 
 
 def _reach(site: Site, name: str) -> Host:
-    """The testinfra host ``name``, its SSH key checked; a key the site does not trust fails
-    the test with both fingerprints and the fix (no test of that host runs on it)."""
+    """The testinfra host ``name``, reached as the deploy reaches it (ssh_config, ProxyJump), its
+    SSH key (and each jump host's) checked; a key the site does not trust fails the test with
+    both fingerprints and the fix, a hop that fails names the hop and the fix (no traceback)."""
     if name in _LOCAL_HOSTS:
         import testinfra
 
         return testinfra.get_host("local://")
     try:
         return testinfra_host(site.target(name))
-    except HostKeyProblem as exc:
+    except ReachProblem as exc:
         pytest.fail(str(exc), pytrace=False)
 
 

@@ -53,14 +53,25 @@ NO_SMI = "nvidia-smi not found on the host: the NVIDIA driver is not installed"
 
 # pyinfra's values of ssh_strict_host_key_checking, as the verify suite applies them.
 HOST_KEY_POLICIES = {"yes": "yes", "accept-new": "accept-new", "no": "no", "off": "no"}
+DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
+
+
+def host_key_policy(value: Any) -> str:
+    """pyinfra's ``ssh_strict_host_key_checking`` (or ssh_config's StrictHostKeyChecking) as
+    the suite applies it; anything else ("ask": no one to ask) is read as the strictest, "yes"."""
+    return HOST_KEY_POLICIES.get(str(value).lower(), "yes")
 
 
 @dataclass(frozen=True)
 class SshTarget:
-    """How to reach one inventory host, from its pyinfra data.
+    """How to reach one inventory host: its pyinfra data, as pyinfra's SSH connector reads it
+    (gpuinfra_verify/ssh.py resolves it through the ssh_config file, as pyinfra does).
 
-    host_key_policy: "yes" (known keys only), "accept-new" (trust on first use) or "no"
-    (no check); known_hosts: the file holding the trusted keys (gpuinfra_verify/ssh.py)."""
+    address: ``ssh_hostname``, else the name (the ssh_config lookup name: an alias there may
+    give another HostName, a ProxyJump); host_key_policy: "yes" (known keys only),
+    "accept-new" (trust on first use) or "no" (no check); known_hosts: the data's
+    ``ssh_known_hosts_file`` (None: the ssh_config's UserKnownHostsFile, else
+    ``~/.ssh/known_hosts``); config_file: ``ssh_config_file`` (None: ``~/.ssh/config``)."""
 
     name: str
     address: str
@@ -68,11 +79,20 @@ class SshTarget:
     port: int | None
     key: str | None
     host_key_policy: str = "accept-new"
-    known_hosts: str = "~/.ssh/known_hosts"
+    known_hosts: str | None = None
+    config_file: str | None = None
+    password: str | None = None
+    key_password: str | None = None
+    allow_agent: bool = True
+    look_for_keys: bool = True
+    # ssh_paramiko_connect_kwargs: paramiko's connect() arguments over everything else
+    paramiko_kwargs: tuple[tuple[str, Any], ...] = ()
 
     @property
     def known_hosts_path(self) -> str:
-        return str(Path(self.known_hosts).expanduser())
+        """The data's known_hosts file, else pyinfra's default (ssh.py also reads the
+        ssh_config's UserKnownHostsFile when the data names none)."""
+        return str(Path(self.known_hosts or DEFAULT_KNOWN_HOSTS).expanduser())
 
 
 @dataclass(frozen=True)
@@ -99,19 +119,26 @@ def site_from_json(inventory: str, text: str) -> Site:
 
 
 def ssh_target(name: str, data: Mapping[str, Any]) -> SshTarget:
-    """pyinfra's ssh_* data keys (ssh_hostname, ssh_user, ssh_port, ssh_key,
-    ssh_known_hosts_file, ssh_strict_host_key_checking) as an :class:`SshTarget`; the address
-    defaults to the name. An unknown host-key policy is read as the strictest, "yes"."""
-    policy = str(data.get("ssh_strict_host_key_checking", "accept-new")).lower()
+    """pyinfra's ssh_* data keys (pyinfra/connectors/ssh.py ``connector_data_meta``, with its
+    defaults) as an :class:`SshTarget`; the address defaults to the name. An unknown host-key
+    policy is read as the strictest, "yes"."""
     port = data.get("ssh_port")
+    extra = data.get("ssh_paramiko_connect_kwargs") or {}
     return SshTarget(
         name=name,
         address=str(data.get("ssh_hostname") or name),
-        user=data.get("ssh_user"),
+        user=data.get("ssh_user") or None,
         port=int(port) if port else None,
-        key=data.get("ssh_key"),
-        host_key_policy=HOST_KEY_POLICIES.get(policy, "yes"),
-        known_hosts=str(data.get("ssh_known_hosts_file") or "~/.ssh/known_hosts"),
+        key=data.get("ssh_key") or None,
+        host_key_policy=host_key_policy(data.get("ssh_strict_host_key_checking", "accept-new")),
+        known_hosts=str(data["ssh_known_hosts_file"]) if data.get("ssh_known_hosts_file")
+        else None,
+        config_file=str(data["ssh_config_file"]) if data.get("ssh_config_file") else None,
+        password=data.get("ssh_password") or None,
+        key_password=data.get("ssh_key_password") or None,
+        allow_agent=bool(data.get("ssh_allow_agent", True)),
+        look_for_keys=bool(data.get("ssh_look_for_keys", True)),
+        paramiko_kwargs=tuple(sorted(dict(extra).items())),
     )
 
 
