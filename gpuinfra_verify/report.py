@@ -26,7 +26,7 @@ from typing import Any
 
 from gpuinfra.envelope import CauseGroup, envelope, group_by_cause
 from gpuinfra.spec import ClusterSpec, NodeSpec
-from gpuinfra.verdicts import FABRIC_FIX
+from gpuinfra.verdicts import FABRIC_DOWN_CAUSE
 from gpuinfra_verify import matrices
 from gpuinfra_verify.expect import NO_HOST
 
@@ -38,8 +38,6 @@ SERVICES = ("chrony", "sshd", "containerd")  # properties holding a service's st
 OUTCOMES = ("passed", "failed", "error", "skipped")  # pytest's words, in its summary's order
 # A finding's line in test_gpu's failure message (gpuinfra_verify.expect.format_finding).
 _CHECK_LINE = re.compile(r"([a-z0-9-]+) (\S+): expected (.*), observed (.*)")
-FABRIC_DOWN_CAUSE = ("NVSwitch fabric not up: no GPU pair has NVLink (Fabric Manager not "
-                     "running or not finished, or the NVSwitches not trained)")
 
 
 @dataclass(frozen=True)
@@ -227,28 +225,24 @@ def failure_findings(case: Case) -> list[dict[str, str]]:
 
 
 def _fold_fabric(node: NodeReport, findings: list[dict[str, str]]) -> list[dict[str, str]]:
-    """On an NVSwitch board where no expected pair has NVLink, the pairs' and GPUs' link
-    failures are one finding: the fabric is not up (not one bridge per pair)."""
-    gpus = node.spec.gpus
-    if gpus is None or not gpus.topology.needs_nvswitch or not node.nvlink:
+    """Where the verdict library judged the whole NVSwitch fabric down (gpuinfra.verdicts
+    gives every pair FABRIC_DOWN_CAUSE), its pairs are shown as one finding, "all 28 pairs",
+    and every GPU's inactive links with them: the report decides no cause of its own."""
+    pairs = [f for f in findings
+             if f["check"] == "nvlink-topology" and f["cause"] == FABRIC_DOWN_CAUSE]
+    if len(pairs) < 2:
         return findings
-    expected = node.nvlink.get("expected") or []
-    wanted = {f"GPU{a}-GPU{b}" for a, row in enumerate(expected) for b, cell in enumerate(row)
-              if a < b and cell not in (None, "X")}
-    pairs = [f for f in findings if f["check"] == "nvlink-topology"]
-    if not wanted or {f["subject"] for f in pairs} != wanted or any(
-            f["observed"].startswith("NV") for f in pairs):
-        return findings
+    fix = pairs[0]["fix"]
     links = [f for f in findings
              if f["check"] == "nvlink-links" and f["observed"] == "all links inactive"]
     seen = ", ".join(sorted({f["observed"] for f in pairs}))
-    folded = [{"check": "nvlink-topology", "subject": f"all {len(wanted)} pairs",
+    folded = [{"check": "nvlink-topology", "subject": f"all {len(pairs)} pairs",
                "expected": pairs[0]["expected"], "observed": f"{seen} on every pair",
-               "severity": "fail", "cause": FABRIC_DOWN_CAUSE, "fix": FABRIC_FIX}]
+               "severity": "fail", "cause": FABRIC_DOWN_CAUSE, "fix": fix}]
     if links:
         folded.append({"check": "nvlink-links", "subject": f"all {len(links)} GPUs",
                        "expected": links[0]["expected"], "observed": "all links inactive",
-                       "severity": "fail", "cause": FABRIC_DOWN_CAUSE, "fix": FABRIC_FIX})
+                       "severity": "fail", "cause": FABRIC_DOWN_CAUSE, "fix": fix})
     for pair in pairs:  # the matrix's cells name the folded cause
         node.nvlink.setdefault("causes", {})[pair["subject"]] = FABRIC_DOWN_CAUSE
     return folded + [f for f in findings if f not in pairs and f not in links]
