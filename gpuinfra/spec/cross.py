@@ -23,6 +23,7 @@ def check_cross_keys(nodes: Sequence[NodeSpec], schedulers: Sequence[str],
     _open_modules(nodes, errs)
     _port_clashes(nodes, accounting, errs)
     _health_hooks(nodes, errs)
+    _job_container_checksums(nodes, errs)
 
 
 # slurm.conf keys the health role's knobs write (gpuinfra_roles/health): a site's own
@@ -47,6 +48,35 @@ def _health_hooks(nodes: Sequence[NodeSpec], errs: Collector) -> None:
                          f"no {key} in slurm_conf_extra, or {knob} = False",
                          f"remove {key} from slurm_conf_extra, or set {knob} = False "
                          f"{WHERE_ALL} (your own program then runs alone)")
+
+
+# What each job container runtime downloads, by the knob holding its SHA-256 (the
+# job_containers role; gpuinfra/knowledge/containers.py: none could be verified here).
+JOB_CONTAINER_DOWNLOADS = {
+    "enroot-pyxis": (("job_containers_enroot_sha256", "enroot_<v>-1_amd64.deb"),
+                     ("job_containers_enroot_caps_sha256", "enroot+caps_<v>-1_amd64.deb"),
+                     ("job_containers_pyxis_sha256", "pyxis v<v>.tar.gz")),
+    "apptainer": (("job_containers_apptainer_sha256", "apptainer_<v>_amd64.deb"),),
+}
+
+
+def _job_container_checksums(nodes: Sequence[NodeSpec], errs: Collector) -> None:
+    """A runtime from release files needs each file's SHA-256 from the site: gpuinfra
+    downloads nothing it cannot check."""
+    for node in nodes:
+        if "slurm" not in node.schedulers:
+            continue
+        runtime = node.settings.get("job_containers_runtime")
+        for knob, asset in JOB_CONTAINER_DOWNLOADS.get(runtime, ()):
+            if node.settings.get(knob) is None:
+                errs.add(node.name, knob, None,
+                         f"job_containers_runtime is {runtime!r}, which downloads {asset}: "
+                         "gpuinfra installs no download it cannot check, and knows no "
+                         "verified checksum for it",
+                         "the file's SHA-256, 64 lower-case hex digits",
+                         f"download the release file from its project (gpuinfra/knowledge/"
+                         f"containers.py names the URL), run `sha256sum` on it, and set {knob} "
+                         f"{WHERE_ALL}")
 
 
 # Ports the roles' daemons listen on that no knob moves (each daemon's own default):

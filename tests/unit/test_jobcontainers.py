@@ -1,0 +1,102 @@
+"""The job_containers role's files as text (gpuinfra.jobcontainers) and the spec gate's rules
+for its keys."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuinfra.jobcontainers import (
+    OCI_RUNTIMES,
+    enroot_conf,
+    oci_conf,
+    oci_conf_keys,
+    oci_conf_problems,
+    pyxis_plugstack,
+)
+from gpuinfra.spec import HostInput
+from gpuinfra_deploy.run.knobs import spec_problems
+
+
+@pytest.mark.parametrize("runtime", OCI_RUNTIMES)
+@pytest.mark.parametrize("gpus", [False, True])
+def test_oci_conf_is_what_slurmstepd_22_05_accepts(runtime, gpus):
+    text = oci_conf(runtime, gpus)
+    assert oci_conf_problems(text) == []
+    keys = oci_conf_keys(text)
+    assert set(keys) == {"runtimequery", "runtimekill", "runtimedelete", "runtimerun"}
+    for value in keys.values():
+        assert "--rootless=true --root=/run/gpuinfra-oci/%u" in value
+        assert "%n.%u.%j.%s.%t" in value
+    assert "%b" in keys["runtimerun"]
+
+
+def test_oci_conf_patterns_are_slurms_own_examples():
+    crun = oci_conf_keys(oci_conf("crun"))
+    assert crun["runtimerun"] == ("/usr/bin/crun --rootless=true --root=/run/gpuinfra-oci/%u "
+                                  "run --bundle %b %n.%u.%j.%s.%t")
+    assert crun["runtimekill"].endswith("kill -a %n.%u.%j.%s.%t")
+    assert crun["runtimedelete"].endswith("delete --force %n.%u.%j.%s.%t")
+    nvidia = oci_conf_keys(oci_conf("crun", gpus=True))
+    assert nvidia["runtimerun"] == ("/usr/bin/nvidia-container-runtime --rootless=true "
+                                    "--root=/run/gpuinfra-oci/%u run %n.%u.%j.%s.%t -b %b")
+
+
+def test_oci_conf_problems_are_slurmstepds():
+    assert oci_conf_problems('RunTimeRun="x"\n') == [
+        "runtimequery: missing", "runtimekill: missing", "runtimedelete: missing"]
+    both = oci_conf("crun") + 'RunTimeCreate="x"\nRunTimeStart="y"\n'
+    assert "RunTimeRun and RunTimeCreate/RunTimeStart are mutually exclusive" in \
+        oci_conf_problems(both)
+    assert oci_conf_problems(oci_conf("crun") + "ContainerPathOverride=/x\n") == [
+        "containerpathoverride: not a setting Slurm 22.05 reads"]
+
+
+def test_enroot_conf_and_pyxis_line():
+    text = enroot_conf({"runtime": "/run/e/$(id -u)", "cache": "/c", "data": "/d"})
+    assert text.splitlines()[-3:] == ["ENROOT_RUNTIME_PATH /run/e/$(id -u)",
+                                      "ENROOT_CACHE_PATH /c", "ENROOT_DATA_PATH /d"]
+    assert pyxis_plugstack().endswith("required /usr/local/lib/slurm/spank_pyxis.so\n")
+
+
+def site(**data) -> list[HostInput]:
+    common = {"schedulers": ["slurm"], "cluster_name": "t", **data}
+    return [HostInput("head01", ("head",), {"node_address": "10.0.0.1", **common}),
+            HostInput("gpu01", ("workers",), {"node_address": "10.0.0.2", **common})]
+
+
+@pytest.mark.parametrize(("runtime", "knobs"), [
+    ("enroot-pyxis", ["job_containers_enroot_sha256", "job_containers_enroot_caps_sha256",
+                      "job_containers_pyxis_sha256"]),
+    ("apptainer", ["job_containers_apptainer_sha256"]),
+])
+def test_a_downloaded_runtime_needs_the_sites_checksums(runtime, knobs):
+    problems = spec_problems(site(job_containers_runtime=runtime))
+    fields = sorted({p.field for p in problems})
+    assert fields == sorted(knobs)
+    for p in problems:
+        assert "gpuinfra installs no download it cannot check" in p.problem
+        assert f"set {p.field} once for the site" in p.fix
+        assert "sha256sum" in p.fix
+    given = {k: "0" * 64 for k in knobs}
+    assert spec_problems(site(job_containers_runtime=runtime, **given)) == []
+
+
+def test_oci_and_none_need_no_checksum():
+    assert spec_problems(site(job_containers_runtime="oci")) == []
+    assert spec_problems(site()) == []
+
+
+@pytest.mark.parametrize(("key", "value", "words"), [
+    ("job_containers_runtime", "docker", "not one of the choices"),
+    ("job_containers_oci_runtime", "podman", "not one of the choices"),
+    ("job_containers_enroot_sha256", "ABC", "not a SHA-256"),
+    ("job_containers_enroot_cache_path", "relative/path", "not an absolute path"),
+    ("job_containers_enroot_cache_path", "/x/$(rm -rf /)", "not an absolute path"),
+    ("job_containers_oci_bundle", "/srv/b b", "not an absolute path"),
+])
+def test_bad_values_are_refused_with_host_field_value_and_fix(key, value, words):
+    problems = spec_problems(site(**{key: value}))
+    assert [p.field for p in problems] == [key]
+    assert words in problems[0].problem
+    assert problems[0].value == value
+    assert f"set {key} in group_data" in problems[0].fix
