@@ -100,3 +100,37 @@ def test_bad_values_are_refused_with_host_field_value_and_fix(key, value, words)
     assert words in problems[0].problem
     assert problems[0].value == value
     assert f"set {key} in group_data" in problems[0].fix
+
+
+# ------------------------------------------------------------------ the checked download
+
+def _download(tmp_path, sha256: str):
+    import subprocess
+
+    from gpuinfra_roles.job_containers import download_script
+
+    source = tmp_path / "enroot_3.5.0-1_amd64.deb"
+    source.write_bytes(b"release file")
+    dest = tmp_path / "cache" / source.name
+    run = subprocess.run(["sh", "-c", download_script(f"file://{source}", str(dest), sha256)],
+                         capture_output=True, text=True, check=False)
+    return run, dest
+
+
+def test_the_download_keeps_a_file_only_with_the_sites_sha256(tmp_path):
+    import hashlib
+
+    good = hashlib.sha256(b"release file").hexdigest()
+    run, dest = _download(tmp_path, good)
+    assert run.returncode == 0, run.stderr
+    assert dest.read_bytes() == b"release file"
+
+
+def test_a_download_with_another_sha256_fails_naming_both_and_leaves_nothing(tmp_path):
+    import hashlib
+
+    run, dest = _download(tmp_path, "0" * 64)
+    assert run.returncode == 1
+    assert f"has SHA-256 {hashlib.sha256(b'release file').hexdigest()}" in run.stderr
+    assert f"the site expects {'0' * 64}: not installed" in run.stderr
+    assert list(dest.parent.iterdir()) == []  # neither the file nor its .part
