@@ -238,8 +238,18 @@ def _pyxis(data: Any, distro: dict[str, Any]) -> None:
     checked_files(name=f"{PYXIS_PLUGSTACK}, its plugin present first",
                   files={PYXIS_PLUGSTACK: pyxis_plugstack()},
                   stage="/etc/slurm/plugstack.conf.d/.gpuinfra-staged",
-                  check=check_script(f"test -r {PYXIS_PLUGIN}", "Pyxis",
+                  check=check_script(spank_check(PYXIS_PLUGIN), "Pyxis",
                                      "/etc/slurm/plugstack.conf.d/.gpuinfra-staged"))
+
+
+def spank_check(plugin: str) -> str:
+    """Shell: ``plugin`` is a SPANK plugin as slurmd loads one: a shared object defining the
+    symbols SPANK_PLUGIN() makes (``plugin_name``, ``plugin_type``, ``plugin_version``;
+    slurmd refuses a plugin without them), read with binutils' nm (gcc brought it)."""
+    q = shlex.quote(plugin)
+    return (f"test -r {q} && syms=$(nm -D --defined-only {q}) && for s in plugin_name "
+            "plugin_type plugin_version; do printf '%s\\n' \"$syms\" | grep -qw \"$s\" || "
+            f"{{ echo \"{plugin}: no $s: not a SPANK plugin\"; exit 1; }}; done")
 
 
 # ----------------------------------------------------------------------- release packages

@@ -3,6 +3,8 @@ for its keys."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from gpuinfra.jobcontainers import (
@@ -134,3 +136,33 @@ def test_a_download_with_another_sha256_fails_naming_both_and_leaves_nothing(tmp
     assert f"has SHA-256 {hashlib.sha256(b'release file').hexdigest()}" in run.stderr
     assert f"the site expects {'0' * 64}: not installed" in run.stderr
     assert list(dest.parent.iterdir()) == []  # neither the file nor its .part
+
+
+# ------------------------------------------------------- Pyxis's plugin judged before listing
+
+@pytest.mark.skipif(not (shutil.which("gcc") and shutil.which("nm")), reason="needs gcc, nm")
+def test_the_plugstack_line_waits_for_a_real_spank_plugin(tmp_path):
+    """What SPANK_PLUGIN(name, version) defines, compiled for real: accepted; a plugin without
+    plugin_type, or any other binary, refused naming the symbol."""
+    import subprocess
+
+    from gpuinfra_roles.job_containers import spank_check
+
+    def build(source: str) -> str:
+        (tmp_path / "p.c").write_text(source)
+        so = tmp_path / "p.so"
+        subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(so), str(tmp_path / "p.c")],
+                       check=True)
+        return str(so)
+
+    def judged(plugin: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["sh", "-c", spank_check(plugin)], capture_output=True,
+                              text=True, check=False)
+
+    spank = ('char plugin_name[] = "pyxis"; char plugin_type[] = "spank";\n'
+             "const unsigned int plugin_version = 1;\n")
+    assert judged(build(spank)).returncode == 0
+    without = judged(build(spank.replace("plugin_type", "other")))
+    assert without.returncode == 1
+    assert "no plugin_type: not a SPANK plugin" in without.stdout
+    assert judged("/bin/true").returncode == 1
