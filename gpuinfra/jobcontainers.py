@@ -27,10 +27,44 @@ RUNTIMES = ("oci", "enroot-pyxis", "apptainer")
 # Where slurmstepd reads oci.conf: beside the slurm.conf it runs, which under configless Slurm
 # is slurmd's fetched copy in SlurmdSpoolDir's conf-cache (/run/slurm/conf links there; the
 # slurm role's slurm.conf sets SlurmdSpoolDir, a plan test holds the two together). Slurm
-# 22.05's slurmctld does not serve oci.conf, so each worker keeps its own there.
+# 22.05's slurmctld does not serve oci.conf, and slurmd empties that folder whenever it fetches
+# its configuration (every start: seen in the lab), so each worker keeps its own copy in
+# /etc/slurm and a path unit puts it back into the cache each time the cache changes.
 SLURMD_SPOOL = "/var/lib/slurm/slurmd"
 OCI_CONF_DIR = f"{SLURMD_SPOOL}/conf-cache"
 OCI_CONF = f"{OCI_CONF_DIR}/oci.conf"
+OCI_CONF_KEPT = "/etc/slurm/oci.conf"
+OCI_SYNC = "/usr/local/sbin/gpuinfra-oci-conf"
+OCI_SYNC_UNIT = "gpuinfra-oci-conf"
+
+
+def oci_sync_script() -> str:
+    """The worker's oci.conf into slurmd's cache when it differs (absent there when the kept
+    copy is absent); nothing while slurmd has no cache yet."""
+    return (f"#!/bin/sh\n# gpuinfra (gpuinfra_roles/job_containers): do not edit.\n"
+            f"# {OCI_CONF_KEPT} into slurmd's configuration cache, where slurmstepd reads "
+            "it.\n"
+            f"[ -d {OCI_CONF_DIR} ] || exit 0\n"
+            f"if [ ! -e {OCI_CONF_KEPT} ]; then rm -f {OCI_CONF}; exit 0; fi\n"
+            f"cmp -s {OCI_CONF_KEPT} {OCI_CONF} && exit 0\n"
+            f"cp {OCI_CONF_KEPT} {OCI_CONF}.gpuinfra-new && chmod 0644 {OCI_CONF}.gpuinfra-new "
+            f"&& mv -f {OCI_CONF}.gpuinfra-new {OCI_CONF}\n")
+
+
+def oci_sync_units() -> dict[str, str]:
+    """systemd units: the path unit watching the cache (and the kept copy), the service it
+    starts (the script above)."""
+    return {
+        f"{OCI_SYNC_UNIT}.path": (
+            "# gpuinfra (gpuinfra_roles/job_containers): oci.conf back into slurmd's cache.\n"
+            "[Unit]\nDescription=Keep oci.conf in slurmd's configuration cache\n\n"
+            f"[Path]\nPathChanged={OCI_CONF_DIR}\nPathChanged={OCI_CONF_KEPT}\n"
+            f"Unit={OCI_SYNC_UNIT}.service\n\n[Install]\nWantedBy=multi-user.target\n"),
+        f"{OCI_SYNC_UNIT}.service": (
+            "# gpuinfra (gpuinfra_roles/job_containers): run by the path unit.\n"
+            "[Unit]\nDescription=oci.conf into slurmd's configuration cache\n\n"
+            f"[Service]\nType=oneshot\nExecStart={OCI_SYNC}\n"),
+    }
 OCI_RUNTIMES = ("crun", "runc")
 # The runtimes' binaries as Debian and Ubuntu package them (crun: /usr/bin, runc: /usr/sbin);
 # absolute, as slurmstepd's environment is not a login shell's.

@@ -4,14 +4,14 @@ Table of contents (``job_containers()``), by ``job_containers_runtime``:
 
 - ``"oci"``: Slurm's own OCI support (``srun --container=<bundle>``) on the workers: crun or
   runc from the distribution, a per-user state directory made at boot, and ``oci.conf``
-  (gpuinfra.jobcontainers.oci_conf) where slurmstepd reads it: Slurm 22.05 reads oci.conf
-  beside the slurm.conf it runs, which under configless Slurm is slurmd's fetched copy
-  (``/run/slurm/conf``), and slurmctld does not serve oci.conf in 22.05 (its list of
-  configless files lacks it), so each worker writes its own there. On GPU nodes with the
-  container toolkit, oci.conf calls nvidia-container-runtime (the NVIDIA hook), set up for
-  rootless use. Optionally a bundle built from Debian's busybox-static
-  (``job_containers_oci_bundle``), run once by the runtime as ``nobody`` before it is
-  declared ready.
+  (gpuinfra.jobcontainers.oci_conf) where slurmstepd reads it: beside the slurm.conf it runs,
+  which under configless Slurm is slurmd's fetched copy in its cache. Slurm 22.05's slurmctld
+  does not serve oci.conf, and slurmd empties that cache at every fetch (seen in the lab), so
+  each worker keeps its copy in /etc/slurm and a path unit puts it back into the cache each
+  time the cache changes. On GPU nodes with the container toolkit, oci.conf calls
+  nvidia-container-runtime (the NVIDIA hook), set up for rootless use. Optionally a bundle
+  built from Debian's busybox-static (``job_containers_oci_bundle``), run once by the runtime
+  as ``nobody`` before it is declared ready.
 - ``"enroot-pyxis"``: Enroot's release packages (checked against the site's SHA-256),
   enroot.conf with the site's paths, Pyxis built from its source tag against Slurm's headers
   and loaded by ``plugstack.conf.d/pyxis.conf`` on every Slurm node (srun on the head reads
@@ -31,21 +31,26 @@ from typing import Any
 from pyinfra import host
 from pyinfra.api import StringCommand, deploy
 from pyinfra.facts.deb import DebPackages
-from pyinfra.facts.files import File, FileContents
-from pyinfra.operations import apt, files, server
+from pyinfra.facts.files import File, FileContents, Sha256File
+from pyinfra.operations import apt, files, server, systemd
+from pyinfra.operations.util import any_changed
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.jobcontainers import (
     OCI_BINARIES,
     OCI_CONF,
-    OCI_CONF_DIR,
+    OCI_CONF_KEPT,
     OCI_STATE,
+    OCI_SYNC,
+    OCI_SYNC_UNIT,
     PYXIS_PLUGIN,
     PYXIS_PLUGSTACK,
     bundle_os_release,
     enroot_conf,
     oci_conf,
     oci_conf_problems,
+    oci_sync_script,
+    oci_sync_units,
     pyxis_plugstack,
 )
 from gpuinfra.knowledge.containers import (
@@ -57,7 +62,7 @@ from gpuinfra.knowledge.containers import (
 from gpuinfra.spec import NodeSpec
 from gpuinfra_deploy.facts.system import host_distro
 from gpuinfra_deploy.ops.apt import APT_CACHE_S
-from gpuinfra_deploy.ops.checked import check_script, checked_files
+from gpuinfra_deploy.ops.checked import check_script, checked_files, digest
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
 
@@ -83,8 +88,9 @@ def job_containers(site: Site, node: NodeSpec) -> None:
     runtime = data["job_containers_runtime"]
     distro = DISTRO[host_distro()]
     if runtime != "oci" and node.is_worker:
-        files.file(name=f"{OCI_CONF} absent (job_containers_runtime is {runtime})",
-                   path=OCI_CONF, present=False)
+        for path in (OCI_CONF_KEPT, OCI_CONF):
+            files.file(name=f"{path} absent (job_containers_runtime is {runtime})", path=path,
+                       present=False)
     if runtime != "enroot-pyxis":
         files.file(name=f"{PYXIS_PLUGSTACK} absent (job_containers_runtime is {runtime})",
                    path=PYXIS_PLUGSTACK, present=False)
@@ -127,11 +133,23 @@ def _oci(node: NodeSpec, data: Any) -> None:
     if problems:  # the library's own text: a bug, not a site error
         raise GpuinfraError(f"job_containers: oci.conf would be refused: {problems}")
     binary = OCI_BINARIES["nvidia" if gpus else runtime]
-    files.directory(name=f"{OCI_CONF_DIR} exists (slurmd's configuration cache)",
-                    path=OCI_CONF_DIR, present=True)
-    checked_files(name=f"{OCI_CONF}, its runtime answering first",
-                  files={OCI_CONF: text}, stage=OCI_STAGE,
+    checked_files(name=f"{OCI_CONF_KEPT}, its runtime answering first",
+                  files={OCI_CONF_KEPT: text}, stage=OCI_STAGE,
                   check=check_script(f"{binary} --version", binary, OCI_STAGE))
+    # slurmd empties its cache at every fetch: a path unit puts oci.conf back each time.
+    files.put(name=f"{OCI_SYNC} (oci.conf into slurmd's cache)", dest=OCI_SYNC,
+              src=StringIO(oci_sync_script()), mode="755")
+    units = [files.put(name=f"{unit} unit", dest=f"/etc/systemd/system/{unit}",
+                       src=StringIO(body), mode="644")
+             for unit, body in oci_sync_units().items()]
+    systemd.daemon_reload(name="systemd reads the oci.conf units", _if=any_changed(*units))
+    systemd.service(name=f"{OCI_SYNC_UNIT}.path watches slurmd's cache",
+                    service=f"{OCI_SYNC_UNIT}.path", running=True, enabled=True)
+    if host.get_fact(Sha256File, path=OCI_CONF) != digest(text):
+        server.shell(name=f"{OCI_CONF} from {OCI_CONF_KEPT} (slurmstepd reads it there)",
+                     commands=[OCI_SYNC])
+    else:
+        host.noop(f"{OCI_CONF} is in slurmd's cache")
     if bundle:
         if runtime != "crun":
             raise GpuinfraError(

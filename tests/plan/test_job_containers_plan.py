@@ -18,11 +18,15 @@ import pytest
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.jobcontainers import (
     OCI_CONF,
+    OCI_CONF_KEPT,
+    OCI_SYNC,
     PYXIS_PLUGIN,
     PYXIS_PLUGSTACK,
     SLURMD_SPOOL,
     enroot_conf,
     oci_conf,
+    oci_sync_script,
+    oci_sync_units,
     pyxis_plugstack,
 )
 from gpuinfra.knowledge.containers import apptainer_url, enroot_url, pyxis_url
@@ -60,9 +64,9 @@ def planned(data: dict, distro: str = "debian-12", on: str = WORKER, head: dict 
                                              worker or fresh(distro, "worker"), data), on)
 
 
-def _put(facts: dict, path: str, text: str) -> None:
+def _put(facts: dict, path: str, text: str, mode: int = 644) -> None:
     """``path`` holds ``text``, as files.put finds it (its SHA-1)."""
-    facts["files.File"][f"path={path}"] = FILE
+    facts["files.File"][f"path={path}"] = {**FILE, "mode": mode}
     facts["files.Directory"][f"path={path.rsplit('/', 1)[0]}"] = {**FILE, "mode": 755}
     facts.setdefault("files.Sha1File", {})[f"path={path}"] = \
         hashlib.sha1(text.encode()).hexdigest()  # noqa: S324 (files.put's own comparison)
@@ -76,6 +80,12 @@ def converged(distro: str, role: str, data: dict) -> dict:
     if runtime == "oci":
         installed["crun"] = ["1.8.1-1+deb12u1"]
         facts["files.Sha256File"][f"path={OCI_CONF}"] = digest(oci_conf("crun"))
+        facts["files.Sha256File"][f"path={OCI_CONF_KEPT}"] = digest(oci_conf("crun"))
+        _put(facts, OCI_SYNC, oci_sync_script(), mode=755)
+        for unit, body in oci_sync_units().items():
+            _put(facts, f"/etc/systemd/system/{unit}", body)
+        for fact in ("systemd.SystemdStatus", "systemd.SystemdEnabled"):
+            facts[fact] = {"*": {**facts[fact]["*"], "gpuinfra-oci-conf.path": True}}
         _put(facts, "/etc/tmpfiles.d/gpuinfra-oci.conf", "d /run/gpuinfra-oci 1777 root root -\n")
         facts["files.Directory"]["path=/run/gpuinfra-oci"] = {**FILE, "mode": 1777}
         facts["files.Directory"][f"path={SLURMD_SPOOL}/conf-cache"] = {**FILE, "mode": 755}
@@ -102,6 +112,10 @@ def converged(distro: str, role: str, data: dict) -> dict:
     return facts
 
 
+def uploads_text(op) -> str:
+    return op.raw[1].src.getvalue()
+
+
 def names(result) -> list[str]:
     return [op.name.split("| ", 1)[1] for op in result.changing]
 
@@ -116,7 +130,14 @@ def test_oci_fresh_worker_gets_crun_state_dir_and_oci_conf_where_slurmstepd_read
     assert put.raw[1].dest == "/etc/slurm/.gpuinfra-oci-staged/oci.conf"
     assert put.raw[1].src.getvalue().decode() == oci_conf("crun")
     assert "/usr/bin/crun --version" in put.commands[2]  # the runtime answers before it goes in
-    assert put.commands[3].startswith(f"cp /etc/slurm/.gpuinfra-oci-staged/oci.conf {OCI_CONF}.")
+    staged = "/etc/slurm/.gpuinfra-oci-staged/oci.conf"
+    assert put.commands[3].startswith(f"cp {staged} {OCI_CONF_KEPT}.")
+    # ... and into slurmd's cache, where slurmstepd reads it, now and whenever slurmd empties
+    # the cache (every fetch of its configuration): the path unit.
+    assert result.op(f"{OCI_CONF} from {OCI_CONF_KEPT}").commands == (OCI_SYNC,)
+    assert uploads_text(result.op(f"{OCI_SYNC} (oci.conf")) == oci_sync_script()
+    assert result.op("gpuinfra-oci-conf.path watches").commands == (
+        "systemctl start gpuinfra-oci-conf.path", "systemctl enable gpuinfra-oci-conf.path")
     assert result.op("/run/gpuinfra-oci exists").commands[1] == "chmod 1777 /run/gpuinfra-oci"
 
 
@@ -263,5 +284,8 @@ def test_no_runtime_removes_what_a_runtime_wrote():
     facts["files.File"][f"path={OCI_CONF}"] = FILE
     facts["files.File"][f"path={PYXIS_PLUGSTACK}"] = FILE
     result = planned({}, worker=facts)
-    assert [op.commands for op in result.changing] == [(f"rm -f {OCI_CONF}",),
+    facts["files.File"][f"path={OCI_CONF_KEPT}"] = FILE
+    result = planned({}, worker=facts)
+    assert [op.commands for op in result.changing] == [(f"rm -f {OCI_CONF_KEPT}",),
+                                                       (f"rm -f {OCI_CONF}",),
                                                        (f"rm -f {PYXIS_PLUGSTACK}",)]
