@@ -166,3 +166,48 @@ def test_the_plugstack_line_waits_for_a_real_spank_plugin(tmp_path):
     assert without.returncode == 1
     assert "no plugin_type: not a SPANK plugin" in without.stdout
     assert judged("/bin/true").returncode == 1
+
+
+# ------------------------------------------- oci.conf kept in slurmd's cache (it empties it)
+
+def test_the_path_unit_watches_slurmds_cache_and_the_kept_copy():
+    from gpuinfra.jobcontainers import OCI_CONF_DIR, OCI_CONF_KEPT, OCI_SYNC, oci_sync_units
+
+    units = oci_sync_units()
+    path = units["gpuinfra-oci-conf.path"].splitlines()
+    assert f"PathChanged={OCI_CONF_DIR}" in path
+    assert f"PathChanged={OCI_CONF_KEPT}" in path
+    assert "Unit=gpuinfra-oci-conf.service" in path
+    assert "WantedBy=multi-user.target" in path  # at boot, before slurmd fetches
+    assert f"ExecStart={OCI_SYNC}" in units["gpuinfra-oci-conf.service"].splitlines()
+
+
+def test_the_sync_script_run_for_real(tmp_path):
+    """Copies the kept oci.conf into the cache when it differs, leaves an equal one alone,
+    removes the cache's copy when none is kept, and waits quietly for a cache slurmd has not
+    made yet."""
+    import subprocess
+
+    from gpuinfra.jobcontainers import OCI_CONF, OCI_CONF_DIR, OCI_CONF_KEPT, oci_sync_script
+
+    cache, kept = tmp_path / "conf-cache", tmp_path / "oci.conf"
+    script = tmp_path / "sync"
+    script.write_text(oci_sync_script().replace(OCI_CONF, str(cache / "oci.conf"))
+                      .replace(OCI_CONF_DIR, str(cache)).replace(OCI_CONF_KEPT, str(kept)))
+
+    def sync() -> None:
+        subprocess.run(["sh", str(script)], check=True)
+
+    kept.write_text(oci_conf("crun"))
+    sync()  # no cache yet: nothing, exit 0
+    assert not cache.exists()
+    cache.mkdir()
+    (cache / "slurm.conf").write_text("fetched")
+    sync()
+    assert (cache / "oci.conf").read_text() == oci_conf("crun")
+    before = (cache / "oci.conf").stat().st_mtime_ns
+    sync()
+    assert (cache / "oci.conf").stat().st_mtime_ns == before  # equal: not rewritten
+    kept.unlink()
+    sync()
+    assert sorted(p.name for p in cache.iterdir()) == ["slurm.conf"]
