@@ -24,6 +24,7 @@ def check_cross_keys(nodes: Sequence[NodeSpec], schedulers: Sequence[str],
     _port_clashes(nodes, accounting, errs)
     _health_hooks(nodes, errs)
     _job_container_checksums(nodes, errs)
+    _job_container_bundle(nodes, errs)
 
 
 # slurm.conf keys the health role's knobs write (gpuinfra_roles/health): a site's own
@@ -77,6 +78,23 @@ def _job_container_checksums(nodes: Sequence[NodeSpec], errs: Collector) -> None
                          f"download the release file from its project (gpuinfra/knowledge/"
                          f"containers.py names the URL), run `sha256sum` on it, and set {knob} "
                          f"{WHERE_ALL}")
+
+
+def _job_container_bundle(nodes: Sequence[NodeSpec], errs: Collector) -> None:
+    """The role's shared bundle runs under crun only: runc's rootless bundle carries the uid
+    mappings of the one user who made it."""
+    for node in nodes:
+        s = node.settings
+        if (node.is_worker and s.get("job_containers_runtime") == "oci"
+                and s.get("job_containers_oci_bundle")
+                and s.get("job_containers_oci_runtime") == "runc"):
+            errs.add(node.name, "job_containers_oci_bundle", s["job_containers_oci_bundle"],
+                     "the role's bundle serves every user under crun, which maps the calling "
+                     "user itself; runc runs a rootless bundle only with the uid mappings of "
+                     "the user who made it",
+                     "None with job_containers_oci_runtime = 'runc'",
+                     "set job_containers_oci_runtime = 'crun', or job_containers_oci_bundle = "
+                     "None (each user then makes their own: `runc spec --rootless`)")
 
 
 # Ports the roles' daemons listen on that no knob moves (each daemon's own default):

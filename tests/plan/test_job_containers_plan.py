@@ -14,8 +14,8 @@ import hashlib
 import re
 
 import pytest
+from pyinfra.api.exceptions import PyinfraError
 
-from gpuinfra.errors import GpuinfraError
 from gpuinfra.jobcontainers import (
     OCI_CONF,
     OCI_CONF_KEPT,
@@ -199,7 +199,9 @@ def test_oci_bundle_built_from_busybox_and_run_once_by_crun_as_nobody():
 
 
 def test_oci_bundle_with_runc_is_refused_naming_why():
-    with pytest.raises(GpuinfraError, match="uid mappings of the user who made it"):
+    """By the gate (gpuinfra/spec/cross.py), before any host is touched."""
+    with pytest.raises(PyinfraError, match=r"\[lab-worker1\] job_containers_oci_bundle = "
+                       r"'/srv/containers/busybox': .*uid mappings of the user who made it"):
         planned({**OCI, "job_containers_oci_runtime": "runc",
                  "job_containers_oci_bundle": "/srv/containers/busybox"})
 

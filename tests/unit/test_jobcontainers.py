@@ -211,3 +211,13 @@ def test_the_sync_script_run_for_real(tmp_path):
     kept.unlink()
     sync()
     assert sorted(p.name for p in cache.iterdir()) == ["slurm.conf"]
+
+
+def test_the_roles_bundle_with_runc_is_refused_at_validate():
+    problems = spec_problems(site(job_containers_runtime="oci", job_containers_oci_runtime="runc",
+                                  job_containers_oci_bundle="/srv/b"))
+    assert [p.field for p in problems] == ["job_containers_oci_bundle"]
+    assert "uid mappings of the user who made it" in problems[0].problem
+    assert "job_containers_oci_runtime = 'crun'" in problems[0].fix
+    assert spec_problems(site(job_containers_runtime="oci", job_containers_oci_bundle="/srv/b")) \
+        == []
