@@ -15,6 +15,7 @@ from gpuinfra_roles import (
     fabric_manager,
     gpu_sharing,
     health,
+    job_containers,
     kubernetes,
     monitoring,
     munge,
@@ -42,6 +43,7 @@ health.apply(site, node)  # node health check (Slurm workers, GPU nodes): before
 # The scheduler roles need the head: a failed head stops them everywhere
 munge.apply(site, node)  # Slurm nodes: one key for the cluster, from the head
 slurm.apply(site, node)  # slurmctld on the head, slurmd on the workers
+job_containers.apply(site, node)  # Slurm nodes: the jobs' container runtime, after slurmd
 kubernetes.apply(site, node)  # Kubernetes nodes: control plane on the head, workers joined
 
 monitoring.apply(site, node)  # Prometheus + Alertmanager on the head, exporters, GPU metrics

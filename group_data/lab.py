@@ -50,3 +50,9 @@ mig_strategy = "mixed"
 # The node health check (gpuinfra_roles/health) every 10 s instead of 300: the lab's proof
 # (gpuinfra_lab/health_drain.py) waits for drains and resumes within a few intervals.
 health_check_interval = 10
+
+# Containers for Slurm jobs (gpuinfra_roles/job_containers): Slurm's own OCI support with
+# Debian's crun, and a busybox bundle the role builds on each worker (no registry is reachable
+# here); gpuinfra_lab/oci_jobs.py runs `srun --container=<bundle>` on both workers as nobody.
+job_containers_runtime = "oci"
+job_containers_oci_bundle = "/srv/gpuinfra/busybox-bundle"

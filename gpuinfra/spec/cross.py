@@ -23,6 +23,8 @@ def check_cross_keys(nodes: Sequence[NodeSpec], schedulers: Sequence[str],
     _open_modules(nodes, errs)
     _port_clashes(nodes, accounting, errs)
     _health_hooks(nodes, errs)
+    _job_container_checksums(nodes, errs)
+    _job_container_bundle(nodes, errs)
 
 
 # slurm.conf keys the health role's knobs write (gpuinfra_roles/health): a site's own
@@ -47,6 +49,52 @@ def _health_hooks(nodes: Sequence[NodeSpec], errs: Collector) -> None:
                          f"no {key} in slurm_conf_extra, or {knob} = False",
                          f"remove {key} from slurm_conf_extra, or set {knob} = False "
                          f"{WHERE_ALL} (your own program then runs alone)")
+
+
+# What each job container runtime downloads, by the knob holding its SHA-256 (the
+# job_containers role; gpuinfra/knowledge/containers.py: none could be verified here).
+JOB_CONTAINER_DOWNLOADS = {
+    "enroot-pyxis": (("job_containers_enroot_sha256", "enroot_<v>-1_amd64.deb"),
+                     ("job_containers_enroot_caps_sha256", "enroot+caps_<v>-1_amd64.deb"),
+                     ("job_containers_pyxis_sha256", "pyxis v<v>.tar.gz")),
+    "apptainer": (("job_containers_apptainer_sha256", "apptainer_<v>_amd64.deb"),),
+}
+
+
+def _job_container_checksums(nodes: Sequence[NodeSpec], errs: Collector) -> None:
+    """A runtime from release files needs each file's SHA-256 from the site: gpuinfra
+    downloads nothing it cannot check."""
+    for node in nodes:
+        if "slurm" not in node.schedulers:
+            continue
+        runtime = node.settings.get("job_containers_runtime")
+        for knob, asset in JOB_CONTAINER_DOWNLOADS.get(runtime, ()):
+            if node.settings.get(knob) is None:
+                errs.add(node.name, knob, None,
+                         f"job_containers_runtime is {runtime!r}, which downloads {asset}: "
+                         "gpuinfra installs no download it cannot check, and knows no "
+                         "verified checksum for it",
+                         "the file's SHA-256, 64 lower-case hex digits",
+                         f"download the release file from its project (gpuinfra/knowledge/"
+                         f"containers.py names the URL), run `sha256sum` on it, and set {knob} "
+                         f"{WHERE_ALL}")
+
+
+def _job_container_bundle(nodes: Sequence[NodeSpec], errs: Collector) -> None:
+    """The role's shared bundle runs under crun only: runc's rootless bundle carries the uid
+    mappings of the one user who made it."""
+    for node in nodes:
+        s = node.settings
+        if (node.is_worker and s.get("job_containers_runtime") == "oci"
+                and s.get("job_containers_oci_bundle")
+                and s.get("job_containers_oci_runtime") == "runc"):
+            errs.add(node.name, "job_containers_oci_bundle", s["job_containers_oci_bundle"],
+                     "the role's bundle serves every user under crun, which maps the calling "
+                     "user itself; runc runs a rootless bundle only with the uid mappings of "
+                     "the user who made it",
+                     "None with job_containers_oci_runtime = 'runc'",
+                     "set job_containers_oci_runtime = 'crun', or job_containers_oci_bundle = "
+                     "None (each user then makes their own: `runc spec --rootless`)")
 
 
 # Ports the roles' daemons listen on that no knob moves (each daemon's own default):

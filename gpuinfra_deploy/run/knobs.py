@@ -72,7 +72,8 @@ def knobs_of(roles: Iterable[str] | None = None) -> tuple[Knob, ...]:
 
 # The scheduler each scheduler role belongs to: a deploy running only some roles gets the
 # schedulers of those roles as its default ``schedulers`` (a driver-only deploy: none).
-ROLE_SCHEDULERS = {"munge": "slurm", "slurm": "slurm", "kubernetes": "kubernetes"}
+ROLE_SCHEDULERS = {"munge": "slurm", "slurm": "slurm", "job_containers": "slurm",
+                   "kubernetes": "kubernetes"}
 
 
 def build_spec(hosts: Sequence[HostInput], duplicates: Sequence[str] = (),

@@ -168,6 +168,14 @@ def site_for(role: str) -> tuple[list[dict[str, Any]], set[str]]:
 
         return [_host("web1", ("frontends",), fresh("debian-12"),
                       {"containerd_everywhere": True})], {"web1"}
+    if role == "job_containers":
+        head = load_facts(*base, "munge-fresh", "slurm-fresh")
+        node = load_facts(*base, "gpu-fresh", "gpu-debian-12", "munge-fresh", "slurm-fresh",
+                          "slurm-lab-worker1")
+        data = {"job_containers_runtime": "oci", "container_toolkit_enabled": False}
+        return [_host("ctl1", ("login",), head, {"ssh_hostname": "10.1.0.1", **data}),
+                _host("gpu01", ("gpu_nodes",), node, {**GPU, "ssh_hostname": "10.1.0.2",
+                                                      **data})], {"gpu01"}
     if role in ("munge", "slurm", "health"):
         head = load_facts(*base, "munge-fresh", "slurm-fresh")
         node = load_facts(*base, "gpu-fresh", "gpu-debian-12", "munge-fresh", "slurm-fresh",

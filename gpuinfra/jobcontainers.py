@@ -1,0 +1,159 @@
+"""Container runtimes for Slurm jobs: the files the job_containers role writes, as text.
+
+Pure functions (gpuinfra_roles/job_containers renders nothing else):
+
+- ``oci.conf`` (oci.conf(5), Slurm 22.05): Slurm's own OCI support, ``srun --container=<bundle>``.
+  Slurm 22.05 reads exactly ``ContainerPath``, ``CreateEnvFile``, ``RunTimeCreate``,
+  ``RunTimeDelete``, ``RunTimeKill``, ``RunTimeQuery``, ``RunTimeRun``, ``RunTimeStart``
+  (slurmstepd's parser; its man page's "ContainerPathOverride" is not among them). With
+  ``RunTimeRun`` the runtime's own ``run`` replaces create/start (no polling), and Query, Kill
+  and Delete must be set too (slurmstepd refuses the file otherwise). The patterns are Slurm's
+  containers.html examples for runc and crun, with ``--root`` a per-user directory instead of
+  ``/tmp/``. Every command runs as the job's user: the containers are rootless.
+- ``enroot.conf``: Enroot's paths (runtime, cache, data) from the site.
+- Pyxis's line for ``plugstack.conf.d``.
+- A bundle's root filesystem marker (``/etc/os-release`` of the bundle), so that a job can
+  tell it runs inside the bundle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gpuinfra.errors import GpuinfraError
+from gpuinfra.header import HEADER
+
+RUNTIMES = ("oci", "enroot-pyxis", "apptainer")
+# Where slurmstepd reads oci.conf: beside the slurm.conf it runs, which under configless Slurm
+# is slurmd's fetched copy in SlurmdSpoolDir's conf-cache (/run/slurm/conf links there; the
+# slurm role's slurm.conf sets SlurmdSpoolDir, a plan test holds the two together). Slurm
+# 22.05's slurmctld does not serve oci.conf, and slurmd empties that folder whenever it fetches
+# its configuration (every start: seen in the lab), so each worker keeps its own copy in
+# /etc/slurm and a path unit puts it back into the cache each time the cache changes.
+SLURMD_SPOOL = "/var/lib/slurm/slurmd"
+OCI_CONF_DIR = f"{SLURMD_SPOOL}/conf-cache"
+OCI_CONF = f"{OCI_CONF_DIR}/oci.conf"
+OCI_CONF_KEPT = "/etc/slurm/oci.conf"
+OCI_SYNC = "/usr/local/sbin/gpuinfra-oci-conf"
+OCI_SYNC_UNIT = "gpuinfra-oci-conf"
+
+
+def oci_sync_script() -> str:
+    """The worker's oci.conf into slurmd's cache when it differs (absent there when the kept
+    copy is absent); nothing while slurmd has no cache yet."""
+    return (f"#!/bin/sh\n# gpuinfra (gpuinfra_roles/job_containers): do not edit.\n"
+            f"# {OCI_CONF_KEPT} into slurmd's configuration cache, where slurmstepd reads "
+            "it.\n"
+            f"[ -d {OCI_CONF_DIR} ] || exit 0\n"
+            f"if [ ! -e {OCI_CONF_KEPT} ]; then rm -f {OCI_CONF}; exit 0; fi\n"
+            f"cmp -s {OCI_CONF_KEPT} {OCI_CONF} && exit 0\n"
+            f"cp {OCI_CONF_KEPT} {OCI_CONF}.gpuinfra-new && chmod 0644 {OCI_CONF}.gpuinfra-new "
+            f"&& mv -f {OCI_CONF}.gpuinfra-new {OCI_CONF}\n")
+
+
+def oci_sync_units() -> dict[str, str]:
+    """systemd units: the path unit watching the cache (and the kept copy), the service it
+    starts (the script above)."""
+    return {
+        f"{OCI_SYNC_UNIT}.path": (
+            "# gpuinfra (gpuinfra_roles/job_containers): oci.conf back into slurmd's cache.\n"
+            "[Unit]\nDescription=Keep oci.conf in slurmd's configuration cache\n\n"
+            f"[Path]\nPathChanged={OCI_CONF_DIR}\nPathChanged={OCI_CONF_KEPT}\n"
+            f"Unit={OCI_SYNC_UNIT}.service\n\n[Install]\nWantedBy=multi-user.target\n"),
+        f"{OCI_SYNC_UNIT}.service": (
+            "# gpuinfra (gpuinfra_roles/job_containers): run by the path unit.\n"
+            "[Unit]\nDescription=oci.conf into slurmd's configuration cache\n\n"
+            f"[Service]\nType=oneshot\nExecStart={OCI_SYNC}\n"),
+    }
+OCI_RUNTIMES = ("crun", "runc")
+# The runtimes' binaries as Debian and Ubuntu package them (crun: /usr/bin, runc: /usr/sbin);
+# absolute, as slurmstepd's environment is not a login shell's.
+OCI_BINARIES = {"crun": "/usr/bin/crun", "runc": "/usr/sbin/runc",
+                "nvidia": "/usr/bin/nvidia-container-runtime"}
+# The runtime's state, per user (--root): under a 1777 directory made at boot (tmpfiles.d).
+OCI_STATE = "/run/gpuinfra-oci"
+# The container's name: node, user, job, step, task (Slurm's examples).
+_NAME = "%n.%u.%j.%s.%t"
+
+
+def oci_conf(runtime: str, gpus: bool = False) -> str:
+    """oci.conf for ``runtime`` (crun or runc); ``gpus``: through NVIDIA's
+    nvidia-container-runtime (a runc-compatible shim from the container toolkit that adds the
+    NVIDIA hook, so the job's GPUs reach the container), which takes runc's arguments."""
+    if runtime not in OCI_RUNTIMES:
+        raise GpuinfraError(f"unknown OCI runtime {runtime!r}: use one of {OCI_RUNTIMES}")
+    style = "runc" if gpus else runtime
+    binary = OCI_BINARIES["nvidia" if gpus else runtime]
+    base = f"{binary} --rootless=true --root={OCI_STATE}/%u"
+    run = (f"{base} run --bundle %b {_NAME}" if style == "crun"
+           else f"{base} run {_NAME} -b %b")
+    lines = {
+        "RunTimeQuery": f"{base} state {_NAME}",
+        "RunTimeKill": f"{base} kill -a {_NAME}",
+        "RunTimeDelete": f"{base} delete --force {_NAME}",
+        "RunTimeRun": run,
+    }
+    why = ("through nvidia-container-runtime (the NVIDIA hook adds the job's GPUs), runc "
+           "underneath" if gpus else runtime)
+    return (HEADER + "# oci.conf (gpuinfra_roles/job_containers): Slurm's OCI containers, "
+            f"`srun --container=<bundle>`,\n# run rootless by {why}.\n"
+            + "".join(f'{key}="{value}"\n' for key, value in lines.items()))
+
+
+def oci_conf_keys(text: str) -> dict[str, str]:
+    """The settings of an oci.conf text (Slurm's parser: key=value, quotes off, # comments)."""
+    found = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        key, _, value = line.partition("=")
+        found[key.strip().lower()] = value.strip().strip('"')
+    return found
+
+
+# What slurmstepd 22.05 requires of oci.conf (its own refusal, verbatim in the binary:
+# "RunTimeRun and RunCreate/RunTimeStart are mutually exclusive. All other RunTime*
+# configurations items must be populated.")
+def oci_conf_problems(text: str) -> list[str]:
+    keys = oci_conf_keys(text)
+    known = {"containerpath", "createenvfile", "runtimecreate", "runtimedelete", "runtimekill",
+             "runtimequery", "runtimerun", "runtimestart"}
+    problems = [f"{k}: not a setting Slurm 22.05 reads" for k in keys if k not in known]
+    run = "runtimerun" in keys
+    if run and ({"runtimecreate", "runtimestart"} & keys.keys()):
+        problems.append("RunTimeRun and RunTimeCreate/RunTimeStart are mutually exclusive")
+    needed = ["runtimequery", "runtimekill", "runtimedelete"]
+    needed += [] if run else ["runtimecreate", "runtimestart"]
+    problems += [f"{k}: missing" for k in needed if k not in keys]
+    return problems
+
+
+def enroot_conf(paths: Mapping[str, str]) -> str:
+    """/etc/enroot/enroot.conf: ``paths`` maps runtime/cache/data to the site's directories
+    (``$(id -u)`` expands per user: enroot reads the file as shell words)."""
+    names = {"runtime": "ENROOT_RUNTIME_PATH", "cache": "ENROOT_CACHE_PATH",
+             "data": "ENROOT_DATA_PATH"}
+    return (HEADER + "# enroot.conf (gpuinfra_roles/job_containers): where Enroot keeps "
+            "containers, per user.\n"
+            + "".join(f"{names[k]} {paths[k]}\n" for k in ("runtime", "cache", "data")))
+
+
+PYXIS_PLUGIN = "/usr/local/lib/slurm/spank_pyxis.so"
+PYXIS_PLUGSTACK = "/etc/slurm/plugstack.conf.d/pyxis.conf"
+
+
+def pyxis_plugstack(plugin: str = PYXIS_PLUGIN) -> str:
+    """Pyxis in Slurm's plugin stack (``required``: a node that cannot load it refuses jobs
+    instead of running them without containers)."""
+    return (HEADER + "# Pyxis (gpuinfra_roles/job_containers): srun --container-image.\n"
+            f"required {plugin}\n")
+
+
+BUNDLE_ID = "gpuinfra-bundle"
+
+
+def bundle_os_release(name: str) -> str:
+    """The bundle's /etc/os-release: what `cat /etc/os-release` prints inside it."""
+    return (f'ID={BUNDLE_ID}\nNAME="gpuinfra job bundle {name}"\n'
+            'PRETTY_NAME="gpuinfra job bundle (busybox)"\n')
