@@ -275,6 +275,8 @@ def _joined(log: SmokeLog, expected: Expected) -> list[Finding]:
 def _crashes(log: SmokeLog) -> list[Finding]:
     out = []
     torchrun = [c for c in log.crashes if c.rank is not None]
+    if not torchrun and log.rendezvous_timeout:
+        return []  # srun's failed tasks are the nodes that gave up waiting: not crashes
     for crash in torchrun or log.crashes:  # torchrun's report names ranks; srun only tasks
         subject = (f"rank {crash.rank}" if crash.rank is not None else "task") + \
             (f" on {_short(crash.host)}" if crash.host else "")
@@ -298,9 +300,11 @@ def _ranks(log: SmokeLog, expected: Expected) -> Finding:
     missing = sorted(want - seen)
     observed = f"{len(seen & want)} of {expected.world_size} reported"
     if missing:
+        cause, fix = ((NEVER_JOINED_CAUSE, NEVER_JOINED_FIX) if log.rendezvous_timeout else
+                      (CRASH_CAUSE, CRASH_FIX) if log.crashes or log.exceptions else
+                      (MISSING_CAUSE, MISSING_FIX))
         return Finding("ranks", "job", label, f"{observed}; missing {_ranges(missing)}",
-                       "fail", MISSING_CAUSE if not log.crashes else CRASH_CAUSE,
-                       MISSING_FIX if not log.crashes else CRASH_FIX)
+                       "fail", cause, fix)
     worlds = {r.get("world_size") for r in log.results}
     if worlds != {expected.world_size}:
         return Finding("ranks", "job", label, f"world size {sorted(map(str, worlds))}", "fail",

@@ -9,6 +9,7 @@
     gpuinfra perftest check LOG... --nic-gbps G  each NIC's ib_write_bw against its rate
     gpuinfra roll --inventory I [--batch N]    a disruptive change, node by node, drained
     gpuinfra render I --out DIR --os|--facts   every file each host would get, offline
+    gpuinfra smoke script|check|run|manifest   multi-node PyTorch DDP smoke job
 
 Bad input never produces a traceback: every expected error is caught here and printed as one
 clear message, with exit code 2 (unusable input) or 1 (a finding / an invalid spec).
@@ -38,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_validate(sub)
     commands.add_parse(sub)
     commands.add_check(sub)
-    from gpuinfra_cli import lab, nccl, perftest, render, report, roll
+    from gpuinfra_cli import lab, nccl, perftest, render, report, roll, smoke
 
     lab.add_parser(sub)
     report.add_parser(sub)
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     perftest.add_parser(sub)
     roll.add_parser(sub)
     render.add_parser(sub)
+    smoke.add_parser(sub)
     return parser
 
 

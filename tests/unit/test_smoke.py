@@ -208,6 +208,8 @@ def test_a_node_that_never_joined_is_named_with_the_rendezvous_timeout():
     assert joined["lab-worker2"].cause == NEVER_JOINED_CAUSE
     assert "RendezvousTimeoutError" in joined["lab-worker2"].observed
     assert ("ranks", "job") in failed(findings) and ("exit", "job") in failed(findings)
+    assert by_check(findings, "ranks")[0].cause == NEVER_JOINED_CAUSE
+    assert not by_check(findings, "crash")  # the node left waiting gave up: not a crash
 
 
 def test_a_crashed_rank_is_named_with_its_exit_code_and_exception():
