@@ -51,7 +51,7 @@ class SmokeError(GpuinfraError):
 # ---------------------------------------------------------------------------- the training
 
 _SCRIPT = r'''
-import json, os, socket, sys, time
+import json, os, socket, time
 import torch
 import torch.distributed as dist
 
@@ -270,7 +270,7 @@ def sbatch_script(plan: SmokePlan, settings: SmokeSettings | None = None,
                 f"--nproc_per_node={plan.procs_per_node}", "--rdzv_backend=c10d",
                 "--rdzv_endpoint=$GPUINFRA_SMOKE_HEAD:" + str(job.port),
                 "--rdzv_id=$SLURM_JOB_ID",
-                f"--rdzv_conf=timeout={job.rdzv_timeout_s},join_timeout={job.rdzv_timeout_s}",
+                f"--rdzv_conf=join_timeout={job.rdzv_timeout_s}",
                 "--max_restarts=0", "--no-python", job.python, "-c", '"$1"']
     inner = " ".join(part if "$" in part else shlex.quote(part) for part in torchrun)
     srun = ["srun", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
@@ -338,7 +338,7 @@ def indexed_job(settings: K8sSettings) -> list[dict[str, Any]]:
     command = ["python3", "-m", "torch.distributed.run", f"--nnodes={s.nodes}",
                "--node_rank=$(JOB_COMPLETION_INDEX)", f"--nproc_per_node={procs}",
                "--rdzv_backend=c10d", f"--rdzv_endpoint={endpoint}", f"--rdzv_id={s.name}",
-               f"--rdzv_conf=timeout={s.rdzv_timeout_s},join_timeout={s.rdzv_timeout_s}",
+               f"--rdzv_conf=join_timeout={s.rdzv_timeout_s}",
                "--max_restarts=0", "--no-python", "python3", "-c", code]
     container: dict[str, Any] = {
         "name": "smoke", "image": s.image, "command": command,

@@ -12,6 +12,8 @@ import ast
 import json
 import shlex
 import subprocess
+import sys
+from pathlib import Path
 
 import kubernetes_validate
 import pytest
@@ -133,6 +135,20 @@ def test_training_script_is_python_and_prints_one_result_line():
     assert "DistributedDataParallel" in code and "dist.all_reduce(tensor)" in code
     assert 'BACKEND, STEPS, WARMUP, NBYTES, ITERS = "gloo", 20, 3, 1024, 10' in code
     assert "'" not in code  # nothing for the shell's quoting to split
+
+
+@pytest.mark.parametrize("backend", ["nccl", "gloo"])
+def test_training_script_has_no_undefined_or_unused_names(tmp_path, backend):
+    """No torch here to run it: pyflakes' checks (ruff F) catch a misspelt name before a job
+    does."""
+    ruff = Path(sys.executable).parent / "ruff"
+    if not ruff.exists():
+        pytest.skip("ruff not in the virtual environment")
+    path = tmp_path / "train.py"
+    path.write_text(training_script(backend, 1024))
+    found = subprocess.run([str(ruff), "check", "--isolated", "--select", "F,E9", str(path)],
+                           capture_output=True, text=True, check=False)
+    assert found.returncode == 0, found.stdout
 
 
 @pytest.mark.parametrize("args", [("mpi", 1024), ("gloo", 3), ("gloo", 0)])
