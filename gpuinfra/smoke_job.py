@@ -51,12 +51,13 @@ class SmokeError(GpuinfraError):
 # ---------------------------------------------------------------------------- the training
 
 _SCRIPT = r'''
-import json, os, socket, time
+import datetime, json, os, socket, time
 import torch
 import torch.distributed as dist
 
 BACKEND, STEPS, WARMUP, NBYTES, ITERS = {backend}, {steps}, {warmup}, {nbytes}, {iters}
-dist.init_process_group(BACKEND)
+# A rank that never comes ends the wait (the judge names the node), not the job time limit.
+dist.init_process_group(BACKEND, timeout=datetime.timedelta(seconds={timeout}))
 rank, world = dist.get_rank(), dist.get_world_size()
 local = int(os.environ.get("LOCAL_RANK", "0"))
 if BACKEND == "nccl":
@@ -115,7 +116,7 @@ dist.destroy_process_group()
 
 
 def training_script(backend: str, nbytes: int, steps: int = STEPS, warmup: int = WARMUP,
-                    iters: int = 10) -> str:
+                    iters: int = 10, timeout_s: int = 120) -> str:
     """The Python every rank runs under torchrun: ``steps`` timed DDP steps after ``warmup``,
     a check that the replicas hold equal weights, then ``iters`` timed all-reduces of
     ``nbytes`` (float32). Its one output line: ``GPUINFRA-SMOKE {json}`` with rank,
@@ -127,7 +128,8 @@ def training_script(backend: str, nbytes: int, steps: int = STEPS, warmup: int =
         raise SmokeError("the all-reduce size must be a positive multiple of 4 bytes and the "
                          "steps and iterations positive")
     return _SCRIPT.format(backend=json.dumps(backend), steps=int(steps), warmup=int(warmup),
-                          nbytes=int(nbytes), iters=int(iters), mark=MARK).lstrip()
+                          nbytes=int(nbytes), iters=int(iters), mark=MARK,
+                          timeout=int(timeout_s)).lstrip()
 
 
 # ---------------------------------------------------------------------------- the nodes
@@ -195,6 +197,11 @@ class SmokeSettings:
     steps: int = STEPS
     rdzv_timeout_s: int = 120
     port: int = PORT
+    # "torchrun": one torchrun per node (its c10d rendezvous); "srun": srun starts every rank
+    # itself and PyTorch meets on the first node from Slurm's own variables (env://). Debian
+    # 12's torch 1.13 cannot run torchrun under Python 3.11 (its Std enum: AttributeError
+    # 'NoneType' object has no attribute 'get', measured in the lab): use "srun" there.
+    launcher: str = "torchrun"
 
 
 def default_bytes(backend: str) -> int:
@@ -218,6 +225,8 @@ def _check(plan: SmokePlan, job: SmokeSettings, ib_hcas: Sequence[str]) -> None:
     if job.container is not None and not job.container.startswith("/"):
         raise SmokeError(f"--container {job.container!r}: the bundle's absolute path on the "
                          "nodes (srun --container=<bundle>)")
+    if job.launcher not in ("torchrun", "srun"):
+        raise SmokeError(f"launcher {job.launcher!r}: torchrun or srun")
     if not 1024 <= job.port <= 65535 or job.rdzv_timeout_s < 1:
         raise SmokeError("the rendezvous port must be 1024..65535 and its timeout positive")
 
@@ -238,14 +247,16 @@ def sbatch_script(plan: SmokePlan, settings: SmokeSettings | None = None,
     job = settings or SmokeSettings()
     _check(plan, job, ib_hcas)
     nbytes = job.nbytes or default_bytes(plan.backend)
-    code = training_script(plan.backend, nbytes, job.steps)
+    code = training_script(plan.backend, nbytes, job.steps, timeout_s=job.rdzv_timeout_s)
     header = [
         "#!/bin/bash",
         f"#SBATCH --job-name={job.job_name}",
         f"#SBATCH --partition={plan.partition}",
         f"#SBATCH --nodes={len(plan.nodes)}",
-        "#SBATCH --ntasks-per-node=1",
-        f"#SBATCH --cpus-per-task={plan.procs_per_node}" if plan.backend == "gloo" else "",
+        "#SBATCH --ntasks-per-node="
+        + ("1" if job.launcher == "torchrun" else str(plan.procs_per_node)),
+        f"#SBATCH --cpus-per-task={plan.procs_per_node}"
+        if plan.backend == "gloo" and job.launcher == "torchrun" else "",
         f"#SBATCH --gres=gpu:{plan.gpu_type}:{plan.procs_per_node}" if plan.gpu_type else "",
         "#SBATCH --exclusive" if plan.backend == "nccl" else "",
         f"#SBATCH --time={job.time_limit}",
@@ -271,9 +282,15 @@ def sbatch_script(plan: SmokePlan, settings: SmokeSettings | None = None,
                 "--rdzv_endpoint=$GPUINFRA_SMOKE_HEAD:" + str(job.port),
                 "--rdzv_id=$SLURM_JOB_ID",
                 f"--rdzv_conf=join_timeout={job.rdzv_timeout_s}",
-                "--max_restarts=0", "--no-python", job.python, "-c", '"$1"']
+                "--max_restarts=0", "--no_python", job.python, "-c", '"$1"']
+    if job.launcher == "srun":  # every rank a task of its own, env:// from Slurm's variables
+        torchrun = ["env", "RANK=$SLURM_PROCID", "WORLD_SIZE=$SLURM_NTASKS",
+                    "LOCAL_RANK=$SLURM_LOCALID", "MASTER_ADDR=$GPUINFRA_SMOKE_HEAD",
+                    f"MASTER_PORT={int(job.port)}",
+                    job.python, "-c", '"$1"']
     inner = " ".join(part if "$" in part else shlex.quote(part) for part in torchrun)
-    srun = ["srun", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
+    per_node = 1 if job.launcher == "torchrun" else plan.procs_per_node
+    srun = ["srun", f"--ntasks-per-node={per_node}", "--kill-on-bad-exit=1"]
     if job.container:
         srun.append(f"--container={job.container}")
     said = json.dumps(job_line(plan, job), sort_keys=True)
@@ -339,7 +356,7 @@ def indexed_job(settings: K8sSettings) -> list[dict[str, Any]]:
                "--node_rank=$(JOB_COMPLETION_INDEX)", f"--nproc_per_node={procs}",
                "--rdzv_backend=c10d", f"--rdzv_endpoint={endpoint}", f"--rdzv_id={s.name}",
                f"--rdzv_conf=join_timeout={s.rdzv_timeout_s}",
-               "--max_restarts=0", "--no-python", "python3", "-c", code]
+               "--max_restarts=0", "--no_python", "python3", "-c", code]
     container: dict[str, Any] = {
         "name": "smoke", "image": s.image, "command": command,
         "env": [{"name": "NCCL_DEBUG", "value": "INFO"}] if backend == "nccl" else [],

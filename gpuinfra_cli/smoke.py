@@ -70,6 +70,9 @@ def _job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--container", metavar="BUNDLE",
                    help="run inside this OCI bundle (srun --container; it needs python3+torch)")
     p.add_argument("--python", default="python3", help="the interpreter with torch")
+    p.add_argument("--launcher", choices=("torchrun", "srun"), default="torchrun",
+                   help="torchrun per node (default), or srun starting every rank (env:// "
+                        "from Slurm's variables; Debian 12's torch 1.13 needs it)")
     p.add_argument("--time", default="00:15:00", help="job time limit (default 00:15:00)")
 
 
@@ -94,7 +97,7 @@ def _render(args: argparse.Namespace, spec: Any) -> tuple[str, Any]:
 
     plan = plan_smoke(spec, args.partition, args.nodes, args.backend)
     settings = SmokeSettings(time_limit=args.time, container=args.container,
-                             python=args.python)
+                             python=args.python, launcher=args.launcher)
     node = _node(spec, plan.nodes[0])
     nics = [nic.name for nic in node.rdma_nics] if plan.backend == "nccl" else []
     text = sbatch_script(plan, settings, nics, gid_index(node.rdma_nics) if nics else None)
