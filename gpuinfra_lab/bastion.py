@@ -137,7 +137,10 @@ class Proof:
                  f"control: a direct connection to {first} was logged from {seen}, "
                  f"expected [{gw}]")
 
-        # 2-4. pyinfra and the suite through the bastion
+        # 2-4. pyinfra and the suite through the bastion. journalctl's --since counts whole
+        # seconds: the control's own login must lie before the window, not in its first second
+        # (CI once counted it: "lab-worker1 3 from [gateway, head]").
+        time.sleep(2)
         since = {w: podman.exec(w, "date +%s").strip() for w in workers}
         time.sleep(1)
         started = time.monotonic()
