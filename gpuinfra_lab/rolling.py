@@ -75,11 +75,17 @@ class Sampler:
         self.stop.set()
         self.thread.join()
 
+    # A sample where sinfo named no such node (it failed or timed out while slurmctld
+    # restarted) says nothing about the node: it is neither in service nor out of it.
     def out(self, name: str) -> bool:
-        return any(not _serving(s.get(name, "")) for s in self.seen)
+        return bool(self.states_out(name))
+
+    def states_out(self, name: str) -> list[str]:
+        """The states seen for ``name`` that do not serve jobs, in order (the evidence)."""
+        return [s[name] for s in self.seen if name in s and not _serving(s[name])]
 
     def both_out(self, names: list[str]) -> bool:
-        return any(all(not _serving(s.get(n, "")) for n in names) for s in self.seen)
+        return any(all(n in s and not _serving(s[n]) for n in names) for s in self.seen)
 
 
 def _serving(state: str) -> bool:
@@ -171,7 +177,8 @@ class Proof(Steps):
                  f"a failing node: exit {out.returncode}, {first} {nodes[first].state} "
                  f"({reason!r}); output: {out.stdout.strip().splitlines()[-3:]}")
         self.say(not sampler.out(second), f"{second}: never drained by the stopped roll",
-                 f"{second} was drained by a roll that stopped at {first}")
+                 f"{second} was drained by a roll that stopped at {first}: states seen "
+                 f"{sampler.states_out(second)} in {len(sampler.seen)} samples")
 
 
 def main(argv: list[str]) -> int:
