@@ -18,7 +18,6 @@ import json
 import re
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from gpuinfra.errors import GpuinfraError
@@ -125,12 +124,9 @@ def run_script(args: argparse.Namespace) -> int:
         print(f"note: {threshold.derived}", file=sys.stderr)
     summary = (f"{len(plan.nodes)} node(s) x {gpus.count} {gpus.model.key} in partition "
                f"{plan.partition}: pass at busbw >= {threshold.min_busbw:g} GB/s")
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
-        print(f"{args.output}: {summary}; submit with `sbatch {args.output}`", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
-        print(summary, file=sys.stderr)
+    from gpuinfra_cli.output import emit_script
+
+    emit_script(text, args.output, summary)
     return EXIT_OK
 
 

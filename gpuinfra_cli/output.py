@@ -248,3 +248,17 @@ def _said(judged: Any) -> str:
     if failed:
         return f"{failed} failure(s) in {blocks}"
     return f"{judged.verdict.split(':')[0]}, {blocks}"
+
+
+def emit_script(text: str, output: str | None, summary: str) -> None:
+    """A generated batch script: written to ``output`` (naming how to submit it) or printed
+    on stdout, the one-line summary on stderr (`nccl script`, `smoke script`)."""
+    import sys
+    from pathlib import Path
+
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+        print(f"{output}: {summary}; submit with `sbatch {output}`", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+        print(summary, file=sys.stderr)

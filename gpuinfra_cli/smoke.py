@@ -117,12 +117,9 @@ def run_script(args: argparse.Namespace) -> int:
     text, plan = _render(args, _spec(args.inventory))
     summary = (f"{len(plan.nodes)} node(s) x {plan.procs_per_node} rank(s), {plan.backend}, "
                f"partition {plan.partition}")
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
-        print(f"{args.output}: {summary}; submit with `sbatch {args.output}`", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
-        print(summary, file=sys.stderr)
+    from gpuinfra_cli.output import emit_script
+
+    emit_script(text, args.output, summary)
     return EXIT_OK
 
 
