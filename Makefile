@@ -73,27 +73,32 @@ plan: $(STAMP)
 
 # The main job on the local lab: validate the spec, start the lab, deploy, reboot the lab
 # (the first driver install records "reboot needed"; a reboot applies it), deploy again (must
-# change nothing), verify, report (also as a page: build/report.html); then a deploy with a broken slurm.conf must be refused while
-# slurmctld keeps running, and one with a broken prometheus.yml while Prometheus keeps serving;
-# then a worker without credentials is refused by Prometheus and Alertmanager, one with them is
-# answered, and every target is up; the health check's proof (gpuinfra_lab/health_drain.py:
-# a node drained with its cause and resumed, a hand-drained node left alone, an XID during a
-# job). `make demo BROKEN=1` adds the broken worker: the report fails on it, and it is shown
-# drained with its cause. The lab stays up afterwards.
+# change nothing); the training smoke job (gpuinfra_lab/training_smoke.py: PyTorch DDP across
+# both workers through Slurm, then the same job with a rank killed, judged FAIL); verify and
+# report, with the smoke job's result (also as a page: build/report.html); the health check's
+# proof (gpuinfra_lab/health_drain.py: a node drained with its cause and resumed, a
+# hand-drained node left alone, an XID during a job); a deploy with a broken slurm.conf must
+# be refused while slurmctld keeps running, one with a broken prometheus.yml while Prometheus
+# keeps serving; a worker without credentials is refused by Prometheus and Alertmanager, one
+# with them is answered, and every target is up. `make demo BROKEN=1` adds the broken worker
+# (and leaves the smoke job out): the report fails on it, and it is shown drained with its
+# cause. The lab stays up afterwards.
 demo: $(STAMP)
 	$(BIN)/gpuinfra validate inventory/lab.py
 	$(BIN)/gpuinfra lab up $(if $(BROKEN),--broken)
 	$(BIN)/pyinfra -y inventory/lab.py deploy.py
 	$(BIN)/gpuinfra lab reboot
 	$(BIN)/python -m gpuinfra_cli.idempotence inventory/lab.py
-	$(BIN)/gpuinfra report --inventory inventory/lab.py --html build/report.html || \
-	  [ -n "$(BROKEN)" ]
+	$(if $(BROKEN),,$(BIN)/python -m gpuinfra_lab.training_smoke inventory/lab.py \
+	  --keep build/smoke.json)
+	$(BIN)/gpuinfra report --inventory inventory/lab.py --html build/report.html \
+	  $(if $(BROKEN),,--smoke build/smoke.json) || [ -n "$(BROKEN)" ]
 	$(BIN)/python -m gpuinfra_lab.health_drain inventory/lab.py
 	$(BIN)/python -m gpuinfra_lab.bad_slurm_conf inventory/lab.py
 	$(BIN)/python -m gpuinfra_lab.bad_prometheus_conf inventory/lab.py
 	$(BIN)/python -m gpuinfra_lab.monitoring_auth inventory/lab.py
 	@echo
-	@echo "The report, as a page:  build/report.html (open it in a browser)"
+	@echo "The report, as a page:  build/report.html (open it in a browser; with the smoke job)"
 	@echo "The lab is still up. Look inside: ssh -F .lab/ssh_config lab-worker1"
 	@echo "                     or: $(BIN)/gpuinfra lab status"
 	@echo "Tear it down:          make lab-down"

@@ -4,6 +4,7 @@
     gpuinfra report --inventory inventory/lab.py --junit FILE  report on a finished run
     ... --html build/report.html                                also write the HTML page
     ... --json                                                  the JSON envelope, not text
+    ... --smoke build/smoke.json     add a smoke job's result (`gpuinfra smoke run --json`)
 
 The report itself is gpuinfra_verify/report.py (the page: report_html.py; docs/report.md).
 Exit 0 when every test passed or was skipped, 1 when any failed, 2 when there is nothing to
@@ -24,7 +25,14 @@ from pathlib import Path
 import gpuinfra_verify
 from gpuinfra.errors import GpuinfraError
 from gpuinfra_deploy.run.knobs import build_spec
-from gpuinfra_verify.report import build, read_junit, render_report, to_json
+from gpuinfra_verify.report import (
+    JobResult,
+    build,
+    job_result,
+    read_junit,
+    render_report,
+    to_json,
+)
 
 # The installed suite itself (a checkout or the wheel): `gpuinfra report` runs from anywhere.
 SUITE = Path(gpuinfra_verify.__file__).resolve().parent
@@ -44,12 +52,25 @@ def _run_suite(inventory: str, junit: Path, workers: str, quiet_stdout: bool = F
     return subprocess.run(command, check=False, stdout=out if quiet_stdout else None).returncode
 
 
+def _job(path: str) -> JobResult:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise GpuinfraError(f"--smoke {path}: cannot be read ({exc.strerror}): write it with "
+                            f"`gpuinfra smoke run ... --json > {path}`") from None
+    except ValueError as exc:
+        raise GpuinfraError(f"--smoke {path}: not JSON ({exc}): give the file `gpuinfra smoke "
+                            f"run|check ... --json` printed") from None
+    return job_result(data, path)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from gpuinfra_deploy.run.inventory import load_hosts
 
     if args.junit and not Path(args.junit).is_file():
         raise GpuinfraError(f"{args.junit}: no such file (write it with `pytest gpuinfra_verify "
                             f"--inventory {args.inventory} --junitxml {args.junit}`)")
+    jobs = [_job(path) for path in args.smoke or []]  # read before the suite runs
     hosts, duplicates = load_hosts(args.inventory)
     spec = build_spec(hosts, duplicates)
     with tempfile.TemporaryDirectory(prefix="gpuinfra-report-") as tmp:
@@ -64,7 +85,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             cases = read_junit(junit.read_text())
         except ET.ParseError as exc:
             raise GpuinfraError(f"{junit}: not a junit XML file: {exc}") from None
-    report = build(spec, cases, str(args.junit or "this run"))
+    report = build(spec, cases, str(args.junit or "this run"), jobs)
     if args.html:
         from gpuinfra_verify.report_html import render_html
 
@@ -94,6 +115,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help="also write the report as one self-contained HTML page")
     report.add_argument("--json", action="store_true",
                         help="print the report as the gpuinfra JSON envelope (kind report)")
+    report.add_argument("--smoke", action="append", metavar="FILE",
+                        help="add a smoke job's result (the JSON `gpuinfra smoke run|check "
+                             "--json` printed); a failed job fails the report")
     report.add_argument("-n", "--workers", default="4", metavar="N",
                         help="pytest-xdist workers when running the suite (0: serial)")
     report.set_defaults(func=cmd_report)

@@ -202,10 +202,11 @@ def run_run(args: argparse.Namespace) -> int:
     site = site_from_json(args.inventory, loaded.stdout)
     text, plan = _render(args, site.spec)
     head = Ssh(site.target(site.spec.head[0].name))
-    path = "/tmp/gpuinfra-smoke.sbatch"
     try:
-        rc, out, err = head.run(f"cat > {path} <<'GPUINFRA_SMOKE_EOF'\n{text}"
-                                f"GPUINFRA_SMOKE_EOF\nsbatch --parsable --chdir=/tmp {path}")
+        # The script on sbatch's standard input (sbatch reads it there when given no file):
+        # no file on the head at all, so none at a predictable path in /tmp.
+        rc, out, err = head.run(f"sbatch --parsable --chdir=/tmp <<'GPUINFRA_SMOKE_EOF'\n"
+                                f"{text}GPUINFRA_SMOKE_EOF")
         if rc != 0 or not out.strip().split(";")[0].isdigit():
             print(f"gpuinfra: sbatch on the head failed (exit {rc}): {(err or out).strip()}",
                   file=sys.stderr)

@@ -9,8 +9,10 @@ ports, MIG layout and service states the tests recorded (gpuinfra_verify/matrice
 its failures. Failures are grouped by cause over the whole cluster
 (gpuinfra.envelope.group_by_cause), each cause once with its fix and every subject it
 explains. Everything comes from the junit XML, so the report says no more than the tests
-proved. Three renderings: :func:`render` (text, `gpuinfra report`), :func:`to_json` (the
-gpuinfra JSON envelope, ``--json``) and gpuinfra_verify/report_html.py (``--html``).
+proved; a job's result (`gpuinfra smoke ... --json`, given with ``--smoke``) is added as
+it was judged, and a failed job fails the report. Three renderings: :func:`render` (text,
+`gpuinfra report`), :func:`to_json` (the gpuinfra JSON envelope, ``--json``) and
+gpuinfra_verify/report_html.py (``--html``).
 """
 
 from __future__ import annotations
@@ -297,6 +299,7 @@ class Report:
     nodes: list[NodeReport]
     other: list[Case]  # not per node (cluster-wide tests, no host of a module's kind)
     unknown: list[str]  # hosts with results that the inventory does not name
+    jobs: list[JobResult] = field(default_factory=list)  # `--smoke`: jobs run on the cluster
 
     @property
     def findings(self) -> list[dict[str, str]]:
@@ -307,6 +310,9 @@ class Report:
                          "subject": (case.node or "cluster")
                          + (f" {f['subject']}" if f["subject"] else "")}
                         for f in failure_findings(case)]
+        for job in self.jobs:
+            out += [{**f, "node": None, "subject": f"{job.label} {f['subject']}".strip()}
+                    for f in job.findings if f.get("severity") in ("fail", "warn")]
         return out
 
     @property
@@ -315,14 +321,94 @@ class Report:
 
     @property
     def verdict(self) -> str:
-        return _verdict(self.cases)
+        verdict = _verdict(self.cases)
+        if any(job.verdict != "pass" for job in self.jobs) and verdict != "not-checked":
+            return "fail"
+        return verdict
 
 
-def build(spec: ClusterSpec, cases: Sequence[Case], source: str) -> Report:
+# ---------------------------------------------------------------------------- jobs
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """A job's judged result, from the JSON envelope `gpuinfra smoke run|check --json`
+    printed: its verdict, where it ran, its figures and its findings as judged there."""
+
+    source: str  # the file it was read from
+    verdict: str  # "pass", "fail" or "not-checked"
+    backend: str
+    hosts: tuple[str, ...]
+    ranks: int
+    world_size: int
+    inputs: tuple[str, ...]  # e.g. ("job 7 on lab-worker1",)
+    busbw_gbytes_per_s: float | None  # the lowest rank's
+    step_ms: float | None  # the slowest rank's median step
+    findings: tuple[dict[str, Any], ...]
+
+    @property
+    def label(self) -> str:
+        named = [i for i in self.inputs if i != "-"]  # "-": judged from standard input
+        return "smoke job" + (f" ({named[0]})" if named else "")
+
+    def line(self) -> str:
+        """``PASS: 2 of 2 ranks on lab-worker1, lab-worker2 (gloo), ...``"""
+        figures = [f"{self.ranks} of {self.world_size} ranks on "
+                   f"{', '.join(self.hosts) or 'no host'} ({self.backend})"]
+        if self.busbw_gbytes_per_s is not None:
+            figures.append(f"all-reduce {self.busbw_gbytes_per_s:g} GB/s (lowest rank)")
+        if self.step_ms is not None:
+            figures.append(f"median step {self.step_ms:g} ms (slowest rank)")
+        return f"{self.verdict.upper().replace('-', ' ')}: {', '.join(figures)}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "smoke", "source": self.source, "verdict": self.verdict,
+                "backend": self.backend, "hosts": list(self.hosts), "ranks": self.ranks,
+                "world_size": self.world_size, "inputs": list(self.inputs),
+                "busbw_gbytes_per_s": self.busbw_gbytes_per_s, "step_ms": self.step_ms}
+
+
+def _numbers(results: Sequence[Any], key: str) -> list[float]:
+    return [float(r[key]) for r in results if isinstance(r, dict)
+            and isinstance(r.get(key), (int, float)) and not isinstance(r.get(key), bool)]
+
+
+def job_result(data: Any, source: str) -> JobResult:
+    """The smoke job's envelope read from ``source``; GpuinfraError naming the file and what
+    is wrong when it is not one."""
+    from gpuinfra.errors import GpuinfraError
+
+    fix = "give the file `gpuinfra smoke run|check ... --json` printed"
+    if not isinstance(data, dict) or data.get("kind") != "smoke":
+        kind = data.get("kind") if isinstance(data, dict) else type(data).__name__
+        raise GpuinfraError(f"{source}: not a smoke job's result (kind {kind!r}, expected "
+                            f"'smoke'): {fix}")
+    verdict, results = data.get("verdict"), data.get("results")
+    if verdict not in ("pass", "fail", "not-checked") or not isinstance(results, list) \
+            or not isinstance(data.get("findings"), list):
+        raise GpuinfraError(f"{source}: a smoke envelope without its verdict, results or "
+                            f"findings (verdict {verdict!r}): {fix}")
+    ranks = {r.get("rank") for r in results if isinstance(r, dict)}
+    world = [int(r["world_size"]) for r in results if isinstance(r, dict)
+             and isinstance(r.get("world_size"), int)]
+    hosts = data.get("hosts") if isinstance(data.get("hosts"), list) else []
+    busbw, steps = _numbers(results, "busbw_gbytes_per_s"), _numbers(results, "step_ms")
+    return JobResult(source, str(verdict), str(data.get("backend") or "?"),
+                     tuple(str(h) for h in hosts), len(ranks),
+                     max(world, default=int(data.get("nodes") or 0)
+                         * int(data.get("procs_per_node") or 0)),
+                     tuple(str(i) for i in data.get("inputs") or []),
+                     min(busbw) if busbw else None, max(steps) if steps else None,
+                     tuple(f for f in data["findings"] if isinstance(f, dict)))
+
+
+def build(spec: ClusterSpec, cases: Sequence[Case], source: str,
+          jobs: Sequence[JobResult] = ()) -> Report:
     names = {n.name for n in spec.nodes}
     nodes = [node_report(n, [c for c in cases if c.node == n.name]) for n in spec.nodes]
     unknown = sorted({c.node for c in cases if c.node} - names)
-    return Report(source, list(cases), nodes, [c for c in cases if not c.node], unknown)
+    return Report(source, list(cases), nodes, [c for c in cases if not c.node], unknown,
+                  list(jobs))
 
 
 # ---------------------------------------------------------------------------- text
@@ -430,6 +516,8 @@ def render_report(report: Report) -> str:
             lines += _wrap(where(group.subjects), "      ", "    on: ")
             if group.fix:
                 lines += _wrap(group.fix, "      ", "    fix: ")
+    for job in report.jobs:
+        lines += _wrap(job.line(), "    ", f"{job.label}: ")
     lines.append("verdict: " + _verdict_line(report))
     return "\n".join(lines)
 
@@ -441,6 +529,9 @@ def _verdict_line(report: Report) -> str:
                      if nodes[k])
     head = {"fail": "FAILED", "pass": "all checks passed",
             "not-checked": "NOT CHECKED (nothing ran)"}[report.verdict]
+    jobs = Counter(j.verdict for j in report.jobs)
+    if report.jobs:
+        said += f"; jobs: {', '.join(f'{n} {k}' for k, n in sorted(jobs.items()))}"
     return f"{head} (nodes: {said or 'none'})"
 
 
@@ -462,4 +553,5 @@ def to_json(report: Report, inputs: Sequence[str] = ()) -> dict[str, Any]:
              "not_per_node": len(report.other)}
     return envelope("report", findings, inputs=inputs, skipped=skipped,
                     extra={"tests": tests, "nodes": [n.to_json() for n in report.nodes],
-                           "unknown_nodes": report.unknown})
+                           "unknown_nodes": report.unknown,
+                           "jobs": [j.to_json() for j in report.jobs]})

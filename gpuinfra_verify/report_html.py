@@ -97,6 +97,8 @@ def render_html(report: Report) -> str:
     failed = [n for n in report.nodes if n.verdict == "fail"]  # the failed nodes first
     ordered = failed + [n for n in report.nodes if n.verdict != "fail"]
     body = [header, _causes(report), el("main", [_node(n) for n in ordered])]
+    if report.jobs:
+        body.append(_jobs(report))
     if report.other:
         body.append(_other(report))
     body.append(el("footer", f"gpuinfra {VERSION} ({SCHEMA}); from {report.source}"))
@@ -247,6 +249,22 @@ def _mig(mig: Mapping[str, Any]) -> Markup:
                        el("td", ", ".join(f"{n}x {p}" for p, n in want.items()) or "none"),
                        el("td", ", ".join(gpu.get("devices") or []) or "none")))
     return el("div", el("h3", "MIG layout"), el("table", rows, class_="mig"))
+
+
+def _jobs(report: Report) -> Markup:
+    """Jobs run on the cluster (`--smoke`): each one's verdict line and what failed in it."""
+    items = []
+    for job in report.jobs:
+        failed = [f for f in job.findings if f.get("severity") in ("fail", "warn")]
+        rows = [el("tr", el("td", str(f.get("check", ""))), el("td", str(f.get("subject", ""))),
+                   el("td", str(f.get("cause", "")) or str(f.get("observed", "")),
+                      class_="fail" if f.get("severity") == "fail" else None))
+                for f in failed]
+        items.append(el("article", el("h3", job.label), el("p", job.line()),
+                        el("table", rows) if rows else None,
+                        el("p", "from ", el("code", job.source), class_="muted"),
+                        class_=f"job {job.verdict}", data_verdict=job.verdict))
+    return el("section", el("h2", f"Jobs ({len(report.jobs)})"), items, id="jobs")
 
 
 def _other(report: Report) -> Markup:

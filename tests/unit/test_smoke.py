@@ -41,6 +41,7 @@ from gpuinfra.smoke_verdict import (
     judge_smoke,
     parse_smoke,
 )
+from tests.conftest import REPO
 
 GLOO = SmokePlan("gpu", ("lab-worker1", "lab-worker2"), "gloo", 1, None)
 HGX = SmokePlan("hgx", ("hgx01", "hgx02"), "nccl", 8, "h100-sxm5-80gb")
@@ -369,3 +370,19 @@ def test_torchrun_gets_the_flag_every_torch_release_reads():
     --no-python"); 2.x reads both spellings."""
     inner = srun_argv(sbatch_script(GLOO))
     assert "--no_python" in inner[inner.index("-c") + 1].split()
+
+
+# ---------------------------------------------------------------------------- real logs
+
+
+def test_real_lab_logs_pass_and_fail_naming_the_killed_ranks_node() -> None:
+    """The two jobs gpuinfra_lab/training_smoke.py ran on the lab (tests/fixtures/smoke)."""
+    root = REPO / "tests" / "fixtures" / "smoke"
+    good = parse_smoke((root / "lab-2node-gloo-pass.out").read_text())
+    findings = judge_smoke(good, expected_from_log(good))
+    assert not [f for f in findings if f.failed] and len(good.results) == 2
+    assert {r["host"] for r in good.results} == {"lab-worker1", "lab-worker2"}
+    killed = parse_smoke((root / "lab-2node-gloo-rank-killed.out").read_text())
+    failed = [f for f in judge_smoke(killed, expected_from_log(killed)) if f.failed]
+    assert killed.exit_status == 143 and killed.results == []
+    assert any("lab-worker2" in f.subject and f.cause == CRASH_CAUSE for f in failed), failed

@@ -215,3 +215,69 @@ def test_cli_rejects_a_file_that_is_not_junit(tmp_path: Path) -> None:
     junit.write_text("not xml")
     out = _cli("--inventory", "inventory/lab.py", "--junit", str(junit))
     assert out.returncode == 2 and "not a junit XML file" in out.stderr
+
+
+# ---------------------------------------------------------------------------- jobs (--smoke)
+
+
+def _smoke_envelope(tmp_path: Path, log: str, name: str) -> Path:
+    """What `gpuinfra smoke check LOG --json` prints for ``log``, in a file."""
+    out = subprocess.run([sys.executable, "-m", "gpuinfra_cli.main", "smoke", "check", "-",
+                          "--json"], cwd=REPO, input=log, capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert out.returncode in (0, 1), out.stderr
+    path = tmp_path / name
+    path.write_text(out.stdout)
+    return path
+
+
+def test_a_passed_smoke_job_is_said_and_a_failed_one_fails_the_report(tmp_path: Path) -> None:
+    from gpuinfra_verify.report_html import render_html
+    from tests.report_fixtures import lab_spec
+    from tests.unit.test_smoke import CRASHED, GOOD
+
+    passing = """<testsuites><testsuite>
+ <testcase classname="gpuinfra_verify.test_common" name="test_chrony[lab-head]"/>
+ </testsuite></testsuites>"""
+    cases = report.read_junit(passing)
+    good = report.job_result(json.loads(_smoke_envelope(tmp_path, GOOD, "good.json")
+                                        .read_text()), "good.json")
+    assert (good.verdict, good.ranks, good.world_size, good.hosts) == (
+        "pass", 2, 2, ("lab-worker1", "lab-worker2"))
+    assert good.busbw_gbytes_per_s == 0.9 and good.step_ms == 4.2
+    built = report.build(lab_spec(), cases, "run.xml", [good])
+    assert built.verdict == "pass"
+    text = report.render_report(built)
+    assert "smoke job: PASS: 2 of 2 ranks on lab-worker1, lab-worker2 (gloo), all-reduce " \
+        "0.9 GB/s" in text and text.endswith("(nodes: 1 passed, 3 not checked; jobs: 1 pass)")
+    assert report.to_json(built)["jobs"][0]["verdict"] == "pass"
+
+    bad = report.job_result(json.loads(_smoke_envelope(tmp_path, CRASHED, "bad.json")
+                                       .read_text()), "bad.json")
+    built = report.build(lab_spec(), cases, "run.xml", [bad])
+    assert bad.verdict == "fail" and built.verdict == "fail"
+    body = report.to_json(built)
+    assert body["verdict"] == "fail" and body["jobs"][0]["ranks"] == 1
+    assert any("lab-worker2" in " ".join(g["subjects"]) for g in body["causes"])
+    text = report.render_report(built)
+    assert "smoke job: FAIL: 1 of 2 ranks" in text and text.endswith(
+        "FAILED (nodes: 1 passed, 3 not checked; jobs: 1 fail)")
+    page = render_html(built)
+    assert 'id="jobs"' in page and 'data-verdict="fail"' in page and "lab-worker2" in page
+
+
+def test_cli_refuses_a_smoke_file_that_is_no_smoke_result(tmp_path: Path) -> None:
+    junit = tmp_path / "v.xml"
+    junit.write_text("<testsuites/>")
+    other = tmp_path / "check.json"
+    other.write_text(json.dumps({"schema": "gpuinfra/v1", "kind": "check", "verdict": "pass"}))
+    out = _cli("--inventory", "inventory/lab.py", "--junit", str(junit), "--smoke", str(other))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert f"{other}: not a smoke job's result (kind 'check'" in out.stderr
+    (tmp_path / "cut.json").write_text('{"kind": "smoke"')
+    out = _cli("--inventory", "inventory/lab.py", "--junit", str(junit),
+               "--smoke", str(tmp_path / "cut.json"))
+    assert out.returncode == 2 and "cut.json: not JSON" in out.stderr
+    out = _cli("--inventory", "inventory/lab.py", "--junit", str(junit),
+               "--smoke", str(tmp_path / "none.json"))
+    assert out.returncode == 2 and "none.json: cannot be read" in out.stderr
