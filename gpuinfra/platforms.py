@@ -9,6 +9,24 @@ from typing import Any
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge.drivers import SUPPORTED_OS
 
+# Distributions whose Slurm needs what the distribution does not boot with, and what the slurm
+# role does about it (its DISTRO table holds the packages; this is what `gpuinfra validate`
+# says, since the spec names no OS: the deploy learns it from each host).
+CGROUP_V1 = {
+    "ubuntu-22.04": "Slurm 21.08.5 has only the cgroup/v1 plugin and Ubuntu 22.04 boots "
+                    "cgroup v2: the slurm role adds systemd.unified_cgroup_hierarchy=0 to the "
+                    "kernel command line of its Slurm nodes (the one GRUB drop-in, with the "
+                    "IOMMU arguments) and records a reboot; slurmd starts after it",
+}
+
+
+def os_notes(schedulers: set[str]) -> list[str]:
+    """What each supported distribution needs for the schedulers a spec deploys, said before
+    any host is reached (the spec has no OS key)."""
+    if "slurm" not in schedulers:
+        return []
+    return [f"Slurm on {key}: {why}" for key, why in CGROUP_V1.items()]
+
 
 class UnsupportedOS(GpuinfraError):
     """The host runs a distribution the roles have no table for."""

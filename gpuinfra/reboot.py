@@ -19,6 +19,8 @@ DRIVER_CHANGED = "NVIDIA driver packages installed or changed"
 NOUVEAU_BLACKLISTED = "nouveau blacklisted (initramfs rebuilt)"
 DEVICE_OPTIONS_CHANGED = "NVIDIA device file options changed"
 KERNEL_ARGS_CHANGED = "IOMMU kernel arguments changed (boot loader updated)"
+CGROUP_V1_ARGS_CHANGED = ("kernel arguments for cgroup v1 added (boot loader updated): "
+                          "slurmd's cgroup/v1 plugin needs them")
 VFIO_OPTIONS_CHANGED = "vfio-pci options changed (initramfs rebuilt)"
 VFIO_INITRAMFS_CHANGED = "VFIO modules added to the initramfs"
 ATS_CHANGED = "ATS_ENABLED set in NIC firmware (applies at the next reboot or mstfwreset)"

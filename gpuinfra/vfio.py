@@ -103,18 +103,30 @@ def missing_kernel_args(cmdline: str, args: Iterable[str]) -> list[str]:
 VFIO_WHY = "IOMMU on for VFIO passthrough"
 RDMA_WHY = "IOMMU passthrough mode for RDMA (GPUDirect)"
 RDMA_ARGS = ("iommu=pt",)  # NVIDIA's GPUDirect RDMA guide: no IOMMU translation for DMA
+# systemd.unified_cgroup_hierarchy=0: systemd mounts the legacy (v1) controller hierarchies
+# instead of the unified v2 one (systemd(1), "Kernel Command Line"; systemd 249 on Ubuntu
+# 22.04 honours it). Slurm 21.08's only cgroup plugin is
+# cgroup/v1 (cgroup/v2 came in 22.05: Slurm's cgroup_v2.html), so its slurmd fails on a
+# cgroup v2 host.
+CGROUP_V1_ARGS = ("systemd.unified_cgroup_hierarchy=0",)
+CGROUP_V1_WHY = "cgroup v1 for Slurm's cgroup/v1 plugin (Slurm 21.08 has no cgroup/v2)"
 
 
-def node_kernel_args(hypervisor: bool, rdma: bool, cpu_vendor: str) -> tuple[tuple[str, ...],
-                                                                           str]:
-    """Every IOMMU argument a node needs, and why: one list for the vfio and rdma roles, so
-    both write the same GRUB drop-in (one mechanism; whichever runs second changes nothing).
-    ``rdma``: the node has real RDMA NICs (not Soft-RoCE, which does no device DMA)."""
+def node_kernel_args(hypervisor: bool, rdma: bool, cpu_vendor: str,
+                     cgroup_v1: bool = False) -> tuple[tuple[str, ...], str]:
+    """Every kernel argument a node needs, and why: one list for the vfio, rdma and slurm
+    roles, so all write the same GRUB drop-in (one mechanism; whichever runs second changes
+    nothing). ``rdma``: the node has real RDMA NICs (not Soft-RoCE, which does no device DMA);
+    ``cgroup_v1``: the node's Slurm has only the cgroup/v1 plugin while its distribution boots
+    cgroup v2 (:data:`gpuinfra.platforms.CGROUP_V1`)."""
     args: tuple[str, ...] = kernel_args(cpu_vendor) if hypervisor else ()
     if rdma:
         args += tuple(a for a in RDMA_ARGS if a not in args)
-    why = VFIO_WHY if hypervisor else RDMA_WHY
-    return args, why
+    whys = [VFIO_WHY] if hypervisor else [RDMA_WHY] if rdma else []
+    if cgroup_v1:
+        args += CGROUP_V1_ARGS
+        whys.append(CGROUP_V1_WHY)
+    return args, "; ".join(whys)
 
 
 def grub_dropin(args: Sequence[str], why: str = VFIO_WHY) -> str:

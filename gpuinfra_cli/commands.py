@@ -102,9 +102,13 @@ def run_validate(args: argparse.Namespace) -> int:
     site = validated_site(args.inventory, group_data_of(args))
     if site is None:
         return EXIT_FAIL
-    hosts = site[0]
+    from gpuinfra.platforms import os_notes
+
+    hosts, spec = site
     gpu_hosts = sum(1 for h in hosts if h.data.get("gpu_model"))
     print(f"{args.inventory}: valid ({len(hosts)} hosts, {gpu_hosts} with GPUs)")
+    for note in os_notes({s for n in spec.nodes for s in n.schedulers}):
+        print(f"note: {note}")
     return EXIT_OK
 
 

@@ -43,6 +43,20 @@ class CpuVendor(FactBase):
         return output[0].strip() if output else ""
 
 
+class CgroupHierarchy(FactBase):
+    """The cgroup hierarchy this boot mounted: ``"v2"`` (unified only: /sys/fs/cgroup holds
+    cgroup.controllers) or ``"v1"`` (the legacy controllers, with or without the hybrid
+    unified tree at /sys/fs/cgroup/unified). cgroups(7), "cgroups version 2"."""
+
+    default = str
+
+    def command(self) -> str:
+        return "test -f /sys/fs/cgroup/cgroup.controllers && echo v2 || echo v1"
+
+    def process(self, output: list[str]) -> str:
+        return output[0].strip() if output else ""
+
+
 class BootLoader(FactBase):
     """How kernel arguments reach the kernel: ``"systemd-boot"`` (Proxmox VE booting from
     ESPs that proxmox-boot-tool keeps, kernel command line in /etc/kernel/cmdline), ``"grub"``

@@ -48,13 +48,13 @@ from gpuinfra.rdma import (
 )
 from gpuinfra.render import flat_repo_list, origin_preference
 from gpuinfra.spec import NodeSpec
-from gpuinfra.vfio import binding, node_kernel_args
-from gpuinfra_deploy.facts.kernel import CpuVendor, LoadedModules
+from gpuinfra.vfio import binding
+from gpuinfra_deploy.facts.kernel import LoadedModules
 from gpuinfra_deploy.facts.pci import PciFunctions
 from gpuinfra_deploy.facts.system import host_distro
 from gpuinfra_deploy.ops.apt import APT_CACHE_S, apt_keyring
 from gpuinfra_deploy.ops.checked import check_script, checked_files
-from gpuinfra_deploy.ops.kernel_args import kernel_arguments
+from gpuinfra_deploy.ops.kernel_args import kernel_arguments, node_arguments
 from gpuinfra_deploy.ops.reboot import reboot_when_needed
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
@@ -97,8 +97,7 @@ def rdma(site: Site, node: NodeSpec) -> None:
     _stack(stack, distro, node)
     triggers: list[tuple[Any, str]] = []
     if not node.soft_roce:  # rxe does no device DMA: no IOMMU setting, no firmware
-        triggers.append((kernel_arguments(*node_kernel_args(
-            node.is_hypervisor, True, host.get_fact(CpuVendor))), reboot.KERNEL_ARGS_CHANGED))
+        triggers.append((kernel_arguments(*node_arguments(node)), reboot.KERNEL_ARGS_CHANGED))
         triggers += [(op, reboot.ATS_CHANGED) for op in _firmware_ats(node)]
     if node.gpus is not None:
         _gpudirect(stack, node)

@@ -27,6 +27,7 @@ from pyinfra.facts.server import LinuxDistribution
 from pyinfra.facts.systemd import SystemdStatus
 from pyinfra.operations import apt, files, server, systemd
 
+from gpuinfra import reboot
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.parsers.cpus import CpuLayout
 from gpuinfra.parsers.topo import TopoMatrix
@@ -48,11 +49,14 @@ from gpuinfra.slurmconf import (
     slurm_conf,
 )
 from gpuinfra.spec import ClusterSpec, NodeSpec
+from gpuinfra_deploy.facts.kernel import CgroupHierarchy
 from gpuinfra_deploy.facts.nvidia import NvidiaDeviceMinors, NvidiaGpus, NvidiaTopology
 from gpuinfra_deploy.facts.system import CpuLayout as CpuLayoutFact
 from gpuinfra_deploy.facts.system import MemTotalMb, distro_key, host_distro
 from gpuinfra_deploy.ops.apt import APT_CACHE_S
 from gpuinfra_deploy.ops.boot import BootNeeds, boot_order
+from gpuinfra_deploy.ops.kernel_args import kernel_arguments, needs_cgroup_v1, node_arguments
+from gpuinfra_deploy.ops.reboot import reboot_when_needed
 from gpuinfra_deploy.ops.templates import RoleTemplates
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
@@ -333,7 +337,16 @@ def slurm(site: Site, node: NodeSpec) -> None:
                 cluster=spec.name, accounts=list(data["slurm_accounts"]),
                 users=dict(data["slurm_users"]))
     if node.is_worker:
-        _compute(node, head, change)
+        # Slurm 21.08 (Ubuntu 22.04) has only cgroup/v1 and the release boots cgroup v2: the
+        # kernel argument goes in the one boot-loader drop-in; slurmd starts after the reboot.
+        cgroup_v1 = needs_cgroup_v1(node)
+        arguments = kernel_arguments(*node_arguments(node)) if cgroup_v1 else None
+        _compute(node, head, change,
+                 waits_for_v1=cgroup_v1 and host.get_fact(CgroupHierarchy) == "v2")
+        if cgroup_v1:
+            reboot_when_needed(spec.reboot_policy, "to boot cgroup v1, which slurmd's "
+                               "cgroup/v1 plugin needs (slurmd starts then)",
+                               [(arguments, reboot.CGROUP_V1_ARGS_CHANGED)])
     else:
         systemd.service(name="slurmd off on a host that is not a worker", service="slurmd",
                         running=False, enabled=False)
@@ -396,10 +409,12 @@ def _controller(node: NodeSpec, config: Any, change: ConfChange) -> None:
         _if=lambda: head and was_running and config.did_change())
 
 
-def _compute(node: NodeSpec, head: NodeSpec, change: ConfChange) -> None:
+def _compute(node: NodeSpec, head: NodeSpec, change: ConfChange, waits_for_v1: bool) -> None:
     """slurmd fetching the head's files (configless): its drop-in, no local copies; restarted
     when it must fetch them anew (a first switch to configless, or a change slurm.conf(5) says
-    every slurmd must restart for: nodes added or changed, GresTypes...)."""
+    every slurmd must restart for: nodes added or changed, GresTypes...). ``waits_for_v1``:
+    this boot has cgroup v2 only and this Slurm needs v1: slurmd is enabled, not started (it
+    would fail), and starts at the boot that applies the kernel argument."""
     was_running = _was_running("slurmd")
     dropin = files.put(name="slurmd fetches its configuration from slurmctld (drop-in)",
                        dest=CONFIGLESS_DROPIN,
@@ -410,6 +425,14 @@ def _compute(node: NodeSpec, head: NodeSpec, change: ConfChange) -> None:
     if not node.is_head:
         for path in (SLURM_CONF, GRES_CONF, CGROUP_CONF):
             files.file(name=f"{path} absent (the head serves it)", path=path, present=False)
+    if waits_for_v1:
+        logger.warning(f"{host.print_prefix}slurm: slurmd is not started: this boot mounted "
+                       "cgroup v2 only and this Slurm's cgroup/v1 plugin needs v1; it starts "
+                       "at the next boot (systemd.unified_cgroup_hierarchy=0 is in the boot "
+                       "loader's configuration)")
+        systemd.service(name="slurmd enabled (it starts at the boot with cgroup v1)",
+                        service="slurmd", running=None, enabled=True)
+        return
     systemd.service(name="Run slurmd", service="slurmd", running=True, enabled=True)
     systemd.service(
         name="Restart slurmd (it fetches the new configuration)"

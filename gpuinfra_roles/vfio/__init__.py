@@ -45,17 +45,15 @@ from gpuinfra.vfio import (
     host_use_refusals,
     modprobe_conf,
     modules_load_conf,
-    node_kernel_args,
     qm_hostpci,
     vm_functions,
 )
-from gpuinfra_deploy.facts.kernel import CpuVendor
 from gpuinfra_deploy.facts.pci import AcsOffUnit, PciFunctions, PciHostUse
 from gpuinfra_deploy.facts.system import host_distro
 from gpuinfra_deploy.facts.virt import LibvirtDomains, ProxmoxVersion, ResolvedPaths
 from gpuinfra_deploy.ops.apt import APT_CACHE_S
 from gpuinfra_deploy.ops.checked import check_script, checked_files
-from gpuinfra_deploy.ops.kernel_args import kernel_arguments
+from gpuinfra_deploy.ops.kernel_args import kernel_arguments, node_arguments
 from gpuinfra_deploy.ops.reboot import reboot_when_needed
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
@@ -91,9 +89,7 @@ def vfio(site: Site, node: NodeSpec) -> None:
                  packages=list(platform["packages"]), update=True, cache_time=APT_CACHE_S,
                  no_recommends=True)
 
-    arguments = kernel_arguments(*node_kernel_args(True, bool(node.rdma_nics) and
-                                                   not node.soft_roce,
-                                                   host.get_fact(CpuVendor)))
+    arguments = kernel_arguments(*node_arguments(node))
     options, in_initramfs = _boot_binding(spec.ids, node.settings["vfio_host_drivers"])
     vfio_overrides(name="Bind the devices passed by address to vfio-pci (driverctl)",
                    functions=list(bound.by_address))

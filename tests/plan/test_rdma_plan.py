@@ -148,7 +148,7 @@ def test_inbox_stack_on_a_fresh_gpu_node(distro):
     assert result.op(f"No DOCA-OFED repository ({DOCA_LIST})").commands == ()
     # one kernel-argument mechanism with vfio: the same drop-in, iommu=pt only
     assert 'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX iommu=pt"' in \
-        uploaded(result, "IOMMU kernel arguments for GRUB")
+        uploaded(result, "Kernel arguments for GRUB")
     assert result.op("mlx5_0: ATS_ENABLED=True").commands == \
         ("mstconfig -y -d 0000:04:00.0 set ATS_ENABLED=1",)
     marker = " ".join(result.op("Record that a reboot is needed: ATS_ENABLED").commands)

@@ -50,6 +50,7 @@ from gpuinfra.slurmconf import (
 )
 from gpuinfra.spec import HostInput, NodeSpec, build_cluster
 from gpuinfra.units import boot_dropin, dropin_path
+from gpuinfra.vfio import CGROUP_V1_ARGS, CGROUP_V1_WHY, grub_dropin
 from gpuinfra_deploy.facts._base import GPU_FIELDS
 from gpuinfra_deploy.facts.nvidia import NvidiaGpus, NvidiaTopology
 from gpuinfra_deploy.facts.system import CpuLayout, MemTotalMb
@@ -363,9 +364,52 @@ def test_workers_install_slurmd_and_the_client(distro):
     for name in WORKERS:
         result = plan_for(name, fresh_lab(distro))
         assert installed(result) == "slurmd slurm-client libpmix-dev"
-        assert result.op("Run slurmd").commands == ("systemctl start slurmd.service",
-                                                    "systemctl enable slurmd.service")
+        if distro == "ubuntu-22.04":  # booted cgroup v2: slurmd starts at the next boot
+            assert result.op(V1_WAIT_OP).commands == ("systemctl enable slurmd.service",)
+        else:
+            assert result.op("Run slurmd").commands == ("systemctl start slurmd.service",
+                                                        "systemctl enable slurmd.service")
         assert not any("slurmctld" in c for c in result.commands)
+
+
+V1_WAIT_OP = "slurmd enabled (it starts at the boot with cgroup v1)"
+V1_REASON = ("kernel arguments for cgroup v1 added (boot loader updated): slurmd's cgroup/v1 "
+             "plugin needs them")
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_slurm_21_08_boots_cgroup_v1_through_the_one_kernel_argument_drop_in(distro):
+    """Ubuntu 22.04's Slurm 21.08 has only cgroup/v1 and the release boots cgroup v2: each
+    worker gets systemd.unified_cgroup_hierarchy=0 in the GRUB drop-in the vfio and rdma roles
+    share, a reboot marker, and slurmd enabled but not started (it would fail on v2); the head
+    (no slurmd running there) and the other distributions get none of it."""
+    for name in WORKERS:
+        result = plan_for(name, fresh_lab(distro))
+        grub = [op for op in result.ops if "Kernel arguments for GRUB" in op.name]
+        if distro != "ubuntu-22.04":
+            assert not grub and not [op for op in result.ops if "reboot" in op.name.lower()]
+            continue
+        assert [op.name for op in grub] == [
+            "slurm | Kernel arguments for GRUB: systemd.unified_cgroup_hierarchy=0"]
+        assert uploaded(result, "Kernel arguments for GRUB") == grub_dropin(
+            CGROUP_V1_ARGS, CGROUP_V1_WHY)
+        assert result.op("Regenerate the GRUB configuration").commands == ("update-grub",)
+        assert not [op for op in result.ops if op.name.endswith("| Run slurmd")]
+        marker = result.op(f"Record that a reboot is needed: {V1_REASON}")
+        assert marker.commands and "/run/gpuinfra/reboot-required" in marker.commands[0]
+    head = plan_for(HEAD, fresh_lab(distro))
+    assert not [op for op in head.ops if "Kernel arguments" in op.name]
+
+
+def test_a_slurm_21_08_worker_booted_with_cgroup_v1_runs_slurmd():
+    """After the reboot (cgroup v1 mounted, the drop-in in place): slurmd runs, no marker."""
+    facts = fresh_lab("ubuntu-22.04")
+    for name in WORKERS:
+        facts[name]["gpuinfra_deploy.facts.kernel.CgroupHierarchy"] = "v1"
+    result = plan_for(WORKERS[0], facts)
+    assert result.op("Run slurmd").commands == ("systemctl start slurmd.service",
+                                                "systemctl enable slurmd.service")
+    assert not [op for op in result.ops if op.name.endswith(V1_WAIT_OP)]
 
 
 @pytest.mark.parametrize("distro", DISTROS)
@@ -561,7 +605,8 @@ def test_each_worker_judges_the_set_as_itself_and_keeps_nothing(distro, name):
     assert len(commands) == 7
     # Nothing goes into /etc/slurm: no install op, no copy or move there.
     assert not [o for o in result.ops if CONFIG_OP in o.name]
-    assert not [c for c in result.commands if " mv " in f" {c} " or c.startswith("cp ")]
+    assert not [c for c in result.commands if (" mv " in f" {c} " or c.startswith("cp "))
+                and "grub.d" not in c]  # Ubuntu 22.04: the cgroup v1 kernel argument
 
 
 @pytest.mark.parametrize("distro", DISTROS)
@@ -577,7 +622,8 @@ def test_each_worker_fetches_its_configuration_from_the_head(distro, name):
     for path in CONF_FILES:
         assert result.op(f"{path} absent (the head serves it)").commands == ()
     order = [op.name for op in result.ops]
-    assert order.index(f"slurm | {DROPIN_OP}") < order.index("slurm | Run slurmd")
+    start = V1_WAIT_OP if distro == "ubuntu-22.04" else "Run slurmd"
+    assert order.index(f"slurm | {DROPIN_OP}") < order.index(f"slurm | {start}")
 
 
 def test_a_worker_of_the_per_node_design_loses_its_copies_and_restarts_on_the_drop_in():

@@ -120,9 +120,9 @@ def test_fresh_host_gets_iommu_arguments_early_binding_and_vms(distro):
     install = commands(result, "Install driverctl")[-1]
     assert "install --no-install-recommends driverctl" in install and "libvirt-clients" in install
     assert 'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX intel_iommu=on iommu=pt"' in \
-        uploaded(result, "IOMMU kernel arguments for GRUB")
+        uploaded(result, "Kernel arguments for GRUB")
     assert "sh -ec '. /etc/default/grub; . /etc/gpuinfra/.vfio-staged/grub/gpuinfra-vfio.cfg" \
-        in " ".join(commands(result, "IOMMU kernel arguments for GRUB"))
+        in " ".join(commands(result, "Kernel arguments for GRUB"))
     assert commands(result, "update-grub") == ("update-grub",)
     options = uploaded(result, "vfio-pci options and softdeps")
     assert "options vfio-pci ids=8086:293e\n" in options
@@ -153,7 +153,7 @@ def test_an_amd_host_gets_iommu_pt_and_no_amd_iommu_on():
     """amd_iommu= has no "on" value (kernel-parameters.txt, parse_amd_iommu_options)."""
     facts = fresh("debian-12")
     facts["gpuinfra_deploy.facts.kernel.CpuVendor"] = "AuthenticAMD"
-    dropin = uploaded(run(facts), "IOMMU kernel arguments for GRUB")
+    dropin = uploaded(run(facts), "Kernel arguments for GRUB")
     assert "iommu=pt" in dropin and "amd_iommu" not in dropin
 
 
@@ -391,7 +391,7 @@ def test_proxmox_systemd_boot_gets_its_kernel_cmdline_and_qm_hostpci():
     result = run(facts, PROXMOX_SPEC)
     assert commands(result, "Install driverctl")[-1].endswith(
         "install --no-install-recommends driverctl pciutils")
-    assert uploaded(result, f"IOMMU kernel arguments in {KERNEL_CMDLINE}") == \
+    assert uploaded(result, f"Kernel arguments in {KERNEL_CMDLINE}") == \
         f"{PROXMOX_CMDLINE} intel_iommu=on iommu=pt\n"
     assert commands(result, "proxmox-boot-tool") == ("proxmox-boot-tool refresh",)
     assert not [op for op in result.ops if "GRUB" in op.name or "libvirt" in op.name]

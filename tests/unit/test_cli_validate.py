@@ -143,3 +143,19 @@ def test_a_group_data_that_cannot_be_found_is_an_error_never_silence(tmp_path):
     given = run(str(BIN / "gpuinfra"), "validate", str(inv), "--group-data", str(data),
                 cwd=tmp_path)
     assert given.returncode == 1 and "driver_branch = '999'" in given.stderr
+
+
+def test_validate_says_what_each_distribution_needs_for_the_schedulers(tmp_path):
+    """The spec names no OS: validate says which distribution needs what (Ubuntu 22.04's
+    Slurm 21.08: cgroup v1 and one reboot) for a Slurm site, and nothing for a site without
+    Slurm."""
+    inv = site(tmp_path, 'head = [("h1", {"node_address": "10.0.0.1"})]\n'
+               f'workers = [("w1", {{**{GOOD_WORKER}, "node_address": "10.0.0.2"}})]\n')
+    out = run(str(BIN / "gpuinfra"), "validate", str(inv), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert ("note: Slurm on ubuntu-22.04: Slurm 21.08.5 has only the cgroup/v1 plugin"
+            in out.stdout and "systemd.unified_cgroup_hierarchy=0" in out.stdout)
+    (tmp_path / "group_data" / "site.py").write_text('schedulers = ["kubernetes"]\n')
+    out = run(str(BIN / "gpuinfra"), "validate", str(inv), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "note:" not in out.stdout and "valid" in out.stdout
