@@ -8,6 +8,7 @@
     gpuinfra nccl script|check ...             NCCL all-reduce job and its judgement
     gpuinfra perftest check LOG... --nic-gbps G  each NIC's ib_write_bw against its rate
     gpuinfra roll --inventory I [--batch N]    a disruptive change, node by node, drained
+    gpuinfra deploy --inventory I [--batch N]  the deploy, then the reboots it needs, rolled
     gpuinfra render I --out DIR --os|--facts   every file each host would get, offline
     gpuinfra smoke script|check|run|manifest   multi-node PyTorch DDP smoke job
 
@@ -39,13 +40,14 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_validate(sub)
     commands.add_parse(sub)
     commands.add_check(sub)
-    from gpuinfra_cli import lab, nccl, perftest, render, report, roll, smoke
+    from gpuinfra_cli import deploy, lab, nccl, perftest, render, report, roll, smoke
 
     lab.add_parser(sub)
     report.add_parser(sub)
     nccl.add_parser(sub)
     perftest.add_parser(sub)
     roll.add_parser(sub)
+    deploy.add_parser(sub)
     render.add_parser(sub)
     smoke.add_parser(sub)
     return parser

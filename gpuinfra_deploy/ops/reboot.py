@@ -3,8 +3,11 @@
 A change that takes effect only after a reboot (a driver install, a blacklisted module, kernel
 arguments) appends its reason to the marker /run/gpuinfra/reboot-required (a tmpfs: the reboot
 that applies the change clears it; see gpuinfra.reboot). With ``reboot_policy = "never"`` the
-deploy warns per host; with ``"if-needed"`` it reboots the host, unless Slurm jobs run there
-(then it says so and leaves the node to `gpuinfra roll`, which drains it first).
+deploy warns per host. With ``"if-needed"``: a scheduler's worker is never rebooted by the
+deploy itself (pyinfra would reboot every such host at once, under their jobs): it says so,
+and `gpuinfra deploy` rolls it after the run (drained, in batches, then the files that wait
+for the reboot: gpuinfra_cli/deploy.py); any other host (a hypervisor, the head) is rebooted
+in the run, unless Slurm jobs run there (then it is left to `gpuinfra roll`).
 """
 
 from __future__ import annotations
@@ -21,12 +24,14 @@ from gpuinfra import reboot
 from gpuinfra_deploy.facts.system import SlurmJobsHere
 
 
-def reboot_when_needed(policy: str, why: str, triggers: Sequence[tuple[Any, str]]) -> None:
+def reboot_when_needed(policy: str, why: str, triggers: Sequence[tuple[Any, str]],
+                       worker: bool = False) -> None:
     """Record why a reboot is needed; warn per host; reboot when the policy says so.
 
     + policy: the spec's reboot_policy ("never" or "if-needed")
     + why: what the reboot does, for the messages ("to load the NVIDIA driver")
     + triggers: (operation, reason) pairs; a changed operation needs a reboot for its reason
+    + worker: the host is a scheduler's worker (NodeSpec.is_worker): rebooted only by the roll
     """
     triggers = [(op, reason) for op, reason in triggers if op is not None]
     for op, reason in triggers:
@@ -42,18 +47,28 @@ def reboot_when_needed(policy: str, why: str, triggers: Sequence[tuple[Any, str]
                        f"--inventory inventory/<site>.py --limit {host.name}` reboots it "
                        "drained, then writes what waits for the reboot (gres.conf's GPU "
                        "topology, the CDI spec)")
-    if policy == "if-needed":
-        # Never under running jobs: a node running Slurm jobs is left for `gpuinfra roll`,
-        # which drains it, waits for them and reboots it.
-        jobs = host.get_fact(SlurmJobsHere) if (reasons or triggers) else []
-        if jobs:
-            logger.warning(f"{host.print_prefix}not rebooted {why}: Slurm jobs run here "
-                           f"({', '.join(jobs[:10])}); `gpuinfra roll --inventory "
-                           f"inventory/<site>.py --limit {host.name}` drains it, waits for "
-                           "them and reboots it")
-            return
-        server.reboot(name=f"Reboot {why}",
-                      _if=lambda: pending_before or any(op.did_change() for op, _ in triggers))
+    if policy != "if-needed":
+        return
+    if worker:
+        if reasons:
+            logger.warning(f"{host.print_prefix}reboot needed ({'; '.join(reasons)}): a "
+                           f"worker is rebooted {why} only drained and in batches, never by "
+                           "the deploy itself: `gpuinfra deploy --inventory "
+                           "inventory/<site>.py` does it after the run (reboot_policy "
+                           f"'if-needed'), or `gpuinfra roll --inventory inventory/<site>.py "
+                           f"--limit {host.name}`")
+        return
+    # Never under running jobs: a node running Slurm jobs is left for `gpuinfra roll`,
+    # which drains it, waits for them and reboots it.
+    jobs = host.get_fact(SlurmJobsHere) if (reasons or triggers) else []
+    if jobs:
+        logger.warning(f"{host.print_prefix}not rebooted {why}: Slurm jobs run here "
+                       f"({', '.join(jobs[:10])}); `gpuinfra roll --inventory "
+                       f"inventory/<site>.py --limit {host.name}` drains it, waits for "
+                       "them and reboots it")
+        return
+    server.reboot(name=f"Reboot {why}",
+                  _if=lambda: pending_before or any(op.did_change() for op, _ in triggers))
 
 
 def _marker_command(reason: str) -> StringCommand:

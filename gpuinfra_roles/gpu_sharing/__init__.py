@@ -114,8 +114,8 @@ def _mig(site: Site, node: NodeSpec) -> None:
         logger.warning(f"{host.print_prefix}MIG mode pending on GPU(s) "
                        f"{', '.join(map(str, pending))}: reset them (nvidia-smi -r -i N, "
                        "idle GPU) or reboot; the boot unit then creates the instances")
-    reboot_when_needed(site.spec.reboot_policy, "to apply the MIG mode",
-                       mode_changes)
+    reboot_when_needed(site.spec.reboot_policy, "to apply the MIG mode", mode_changes,
+                       worker=node.is_worker)
 
 
 def _mig_files(node: NodeSpec) -> None:

@@ -114,7 +114,7 @@ def nvidia_driver(site: Site, node: NodeSpec, driver: DriverRelease) -> None:
 
     reboot_when_needed(site.spec.reboot_policy, "to load the NVIDIA driver",
                        [(install, reboot.DRIVER_CHANGED), (blacklist, reboot.NOUVEAU_BLACKLISTED),
-                        (options, reboot.DEVICE_OPTIONS_CHANGED)])
+                        (options, reboot.DEVICE_OPTIONS_CHANGED)], worker=node.is_worker)
 
 
 def _archive_components(distro: dict[str, Any], codename: str) -> None:

@@ -108,7 +108,8 @@ def rdma(site: Site, node: NodeSpec) -> None:
     if node.soft_roce:
         _soft_roce(node)
     reboot_when_needed(site.spec.reboot_policy,
-                       "to apply the IOMMU mode and the NICs' firmware settings", triggers)
+                       "to apply the IOMMU mode and the NICs' firmware settings", triggers,
+                       worker=node.is_worker)
 
 
 # ---------------------------------------------------------------------------- the stack

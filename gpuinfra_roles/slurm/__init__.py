@@ -346,7 +346,7 @@ def slurm(site: Site, node: NodeSpec) -> None:
         if cgroup_v1:
             reboot_when_needed(spec.reboot_policy, "to boot cgroup v1, which slurmd's "
                                "cgroup/v1 plugin needs (slurmd starts then)",
-                               [(arguments, reboot.CGROUP_V1_ARGS_CHANGED)])
+                               [(arguments, reboot.CGROUP_V1_ARGS_CHANGED)], worker=True)
     else:
         systemd.service(name="slurmd off on a host that is not a worker", service="slurmd",
                         running=False, enabled=False)

@@ -102,7 +102,7 @@ def vfio(site: Site, node: NodeSpec) -> None:
                        "to turn the IOMMU on and let vfio-pci claim its devices at boot",
                        [(arguments, reboot.KERNEL_ARGS_CHANGED),
                         (options, reboot.VFIO_OPTIONS_CHANGED),
-                        (in_initramfs, reboot.VFIO_INITRAMFS_CHANGED)])
+                        (in_initramfs, reboot.VFIO_INITRAMFS_CHANGED)], worker=node.is_worker)
 
 
 def _platform() -> str:

@@ -1,0 +1,147 @@
+"""`gpuinfra deploy`: the whole deploy in one command, reboots included, never all at once.
+
+    gpuinfra deploy --inventory inventory/<site>.py [--batch 1] [--wait-jobs 600]
+                    [--limit NODE ...] [--data KEY=VALUE ...]
+
+1. ``pyinfra -y INVENTORY deploy.py`` (with ``--limit``/``--data`` as given) and
+   ``reboot_policy=never``: the deploy records on each host why it needs a reboot (the marker
+   /run/gpuinfra/reboot-required) and reboots nothing itself;
+2. the workers that recorded one are read over SSH (one command each);
+3. with the site's ``reboot_policy = "if-needed"`` (or ``--data reboot_policy=if-needed``):
+   ``gpuinfra roll`` on exactly those workers, ``--batch`` at a time: each batch drained,
+   its jobs waited for, deployed, rebooted, deployed again on the loaded driver (gres.conf's
+   ``Links=``/``Cores=``, the CDI spec: what waits for the reboot), judged by its health
+   check and resumed; the first node that fails stays drained with the cause and the rest
+   are left alone. With ``"never"``: it names them and the command that finishes them.
+
+A first deploy of GPU nodes is then whole in one command. Exit: pyinfra's status when the
+deploy failed (2 when it could not start), the roll's (1: it stopped, saying where), else 0.
+Hosts outside the schedulers (hypervisors) and the head are rebooted by the deploy itself
+under ``"if-needed"`` (gpuinfra_deploy/ops/reboot.py); only workers are rolled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from gpuinfra.errors import GpuinfraError
+from gpuinfra.reboot import REBOOT_MARKER
+
+NO_REBOOT = "reboot_policy=never"  # the deploy records; this command rolls (gpuinfra_cli.roll)
+
+
+def _site(inventory: str) -> Any:
+    from gpuinfra_verify.expect import site_from_json
+
+    run = subprocess.run([sys.executable, "-m", "gpuinfra_verify.inventory_json",
+                          str(Path(inventory).resolve())], capture_output=True, text=True,
+                         check=False)
+    if run.returncode != 0:
+        raise GpuinfraError((run.stderr.strip().splitlines() or [f"{inventory}: cannot be "
+                                                                 "loaded"])[-1])
+    return site_from_json(inventory, run.stdout)
+
+
+def policy_of(site_policy: str, data: list[str]) -> str:
+    """The reboot policy this run follows: the last ``--data reboot_policy=...``, else the
+    site's; a value the spec would refuse is refused here too."""
+    from gpuinfra.spec.model import REBOOT_POLICIES
+
+    policy = site_policy
+    for item in data:
+        key, _, value = item.partition("=")
+        if key.strip() == "reboot_policy":
+            policy = value.strip().strip("'\"")
+    if policy not in REBOOT_POLICIES:
+        raise GpuinfraError(f"--data reboot_policy={policy}: one of "
+                            f"{', '.join(REBOOT_POLICIES)}")
+    return policy
+
+
+def waiting(site: Any, names: list[str]) -> dict[str, str]:
+    """The workers among ``names`` whose marker says a reboot is needed: {name: reasons};
+    a worker that cannot be read is refused (this command would otherwise leave it half
+    done without saying so)."""
+    from gpuinfra_cli.roll import Ssh
+
+    found: dict[str, str] = {}
+    for name in names:
+        node = Ssh(site.target(name))
+        try:
+            got = node.try_run(f"cat {REBOOT_MARKER} 2>/dev/null || true")
+        finally:
+            node.close()
+        if got is None or got[0] != 0:
+            raise GpuinfraError(f"{name}: cannot read {REBOOT_MARKER} over SSH after the "
+                                "deploy: is it up? Run `gpuinfra deploy` again once it is")
+        reasons = sorted({line.strip() for line in got[1].splitlines() if line.strip()})
+        if reasons:
+            found[name] = "; ".join(reasons)
+    return found
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    from gpuinfra_cli.roll import cmd_roll
+
+    for item in args.data:
+        if "=" not in item:
+            raise GpuinfraError(f"--data {item!r}: KEY=VALUE, as pyinfra's --data")
+    if args.wait_jobs < 0:
+        raise GpuinfraError(f"--wait-jobs {args.wait_jobs}: seconds, 0 or more")
+    site = _site(args.inventory)
+    policy = policy_of(site.spec.reboot_policy, args.data)
+    workers = [n.name for n in site.spec.nodes if n.is_worker]
+    if args.batch < 1 or args.batch >= max(len(workers), 2):
+        raise GpuinfraError(f"--batch {args.batch}: between 1 and {max(len(workers) - 1, 1)} "
+                            "(a roll never takes every worker out at once)")
+    unknown = [n for n in args.limit if n not in {n.name for n in site.spec.nodes}]
+    if unknown:
+        raise GpuinfraError(f"--limit {unknown[0]}: not a host of {args.inventory}")
+    command = [str(Path(sys.executable).with_name("pyinfra")), "-y", args.inventory,
+               "deploy.py", *[a for n in args.limit for a in ("--limit", n)],
+               *[a for d in args.data for a in ("--data", d)], "--data", NO_REBOOT]
+    print("deploy: $ " + " ".join(command[1:]), flush=True)
+    rc = subprocess.run(command, check=False).returncode
+    if rc != 0:
+        print(f"deploy: pyinfra exited {rc}: nothing rebooted; fix what it said and run "
+              "`gpuinfra deploy` again", file=sys.stderr)
+        return rc
+    reached = [n for n in workers if not args.limit or n in args.limit]
+    need = waiting(site, reached)
+    if not need:
+        print(f"deploy: done; no worker needs a reboot ({len(reached)} checked)")
+        return 0
+    for name, why in need.items():
+        print(f"deploy: {name} needs a reboot: {why}")
+    limits = " ".join(f"--limit {n}" for n in need)
+    if policy == "never":
+        print(f"deploy: reboot_policy is 'never': nothing rebooted. Until these reboot, "
+              "gres.conf has no Links=/Cores= for them and the CDI spec waits. Finish with: "
+              f"gpuinfra roll --inventory {args.inventory} {limits} (drained, in batches)")
+        return 0
+    print(f"deploy: rolling {len(need)} worker(s), {args.batch} at a time (drained, rebooted, "
+          "deployed again, judged, resumed)", flush=True)
+    roll_args = argparse.Namespace(
+        inventory=args.inventory, batch=args.batch, wait_jobs=args.wait_jobs,
+        limit=list(need), data=[*args.data, NO_REBOOT], reboot=False,
+        why="reboot the deploy needs")
+    return cmd_roll(roll_args)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("deploy", help="deploy, then roll the reboots it needs (batches)",
+                            description=__doc__.split("\n\n")[0])
+    parser.add_argument("--inventory", required=True, help="inventory/<site>.py")
+    parser.add_argument("--batch", type=int, default=1,
+                        help="workers rebooted at once (default 1)")
+    parser.add_argument("--wait-jobs", type=int, default=600, metavar="S",
+                        help="how long the roll waits for a batch's jobs (default 600 s)")
+    parser.add_argument("--limit", action="append", default=[], metavar="NODE",
+                        help="deploy only these hosts, as pyinfra's --limit (repeatable)")
+    parser.add_argument("--data", action="append", default=[], metavar="KEY=VALUE",
+                        help="data for the deploy, as pyinfra's --data (repeatable)")
+    parser.set_defaults(func=cmd_deploy)

@@ -1,0 +1,96 @@
+"""`gpuinfra deploy` (gpuinfra_cli/deploy.py): the deploy, then the workers that need a reboot
+rolled; its input refused before any host is touched, and what it does with what the
+workers' markers say. Live in the lab: gpuinfra_lab/whole_deploy.py."""
+
+from __future__ import annotations
+
+import subprocess
+from types import SimpleNamespace as NS
+
+import pytest
+
+from gpuinfra.errors import GpuinfraError
+from gpuinfra_cli import deploy as cli
+from gpuinfra_cli.main import main
+
+INVENTORY = (
+    'head = [("h1", {"ssh_hostname": "192.0.2.1"})]\n'
+    'workers = [("w1", {"ssh_hostname": "192.0.2.2", "gpu_model": "H100-SXM5-80GB", '
+    '"gpu_count": 8, "gpu_topology": "nvswitch-all-to-all"}), '
+    '("w2", {"ssh_hostname": "192.0.2.3", "gpu_model": "H100-SXM5-80GB", "gpu_count": 8, '
+    '"gpu_topology": "nvswitch-all-to-all"})]\n')
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--limit", "nosuch"], "--limit nosuch: not a host of inventory/site.py"),
+    (["--batch", "0"], "--batch 0: between 1 and"),
+    (["--batch", "2"], "a roll never takes every worker out at once"),
+    (["--wait-jobs", "-1"], "--wait-jobs -1: seconds, 0 or more"),
+    (["--data", "novalue"], "--data 'novalue': KEY=VALUE"),
+    (["--data", "reboot_policy=always"], "--data reboot_policy=always: one of never, if-needed"),
+])
+def test_bad_input_is_refused_before_any_host_is_touched(args, words, capsys, tmp_path,
+                                                         monkeypatch) -> None:
+    (tmp_path / "inventory").mkdir()
+    (tmp_path / "inventory" / "site.py").write_text(INVENTORY)
+    monkeypatch.chdir(tmp_path)
+    ran: list[list[str]] = []
+    real = subprocess.run
+    monkeypatch.setattr(cli.subprocess, "run", lambda command, **kw: ran.append(command)
+                        or real(command, **kw))
+    assert main(["deploy", "--inventory", "inventory/site.py", *args]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err
+    assert not [c for c in ran if "pyinfra" in str(c[0])]  # no deploy started
+
+
+def test_the_last_data_reboot_policy_wins_over_the_sites() -> None:
+    assert cli.policy_of("never", []) == "never"
+    assert cli.policy_of("never", ["reboot_policy=if-needed"]) == "if-needed"
+    assert cli.policy_of("if-needed", ['reboot_policy="never"', "x=1"]) == "never"
+    with pytest.raises(GpuinfraError, match="one of never, if-needed"):
+        cli.policy_of("never", ["reboot_policy=sometimes"])
+
+
+def _flow(monkeypatch, policy: str, markers: dict[str, str], deploy_rc: int = 0):
+    """cmd_deploy with the site, pyinfra, the markers and the roll faked: what it ran."""
+    nodes = [NS(name="h1", is_worker=False), NS(name="w1", is_worker=True),
+             NS(name="w2", is_worker=True)]
+    site = NS(spec=NS(nodes=nodes, reboot_policy=policy))
+    ran, rolled = [], []
+    monkeypatch.setattr(cli, "_site", lambda inventory: site)
+    monkeypatch.setattr(cli.subprocess, "run", lambda command, **kw: ran.append(command)
+                        or NS(returncode=deploy_rc))
+    monkeypatch.setattr(cli, "waiting", lambda site, names: {n: markers[n] for n in names
+                                                            if n in markers})
+    import gpuinfra_cli.roll as roll
+
+    monkeypatch.setattr(roll, "cmd_roll", lambda args: rolled.append(args) or 0)
+    args = NS(inventory="inventory/x.py", batch=1, wait_jobs=60, limit=[], data=[])
+    return cli.cmd_deploy(args), ran, rolled
+
+
+def test_never_names_the_workers_and_the_command_and_rolls_nothing(monkeypatch, capsys) -> None:
+    rc, ran, rolled = _flow(monkeypatch, "never", {"w2": "NVIDIA driver packages installed"})
+    out = capsys.readouterr().out
+    assert rc == 0 and not rolled
+    assert ran[0][2:4] == ["inventory/x.py", "deploy.py"] and ran[0][-2:] == [
+        "--data", "reboot_policy=never"]  # the deploy itself never reboots
+    assert "deploy: w2 needs a reboot: NVIDIA driver packages installed" in out
+    assert "gpuinfra roll --inventory inventory/x.py --limit w2 (drained, in batches)" in out
+
+
+def test_if_needed_rolls_exactly_the_workers_that_need_it(monkeypatch) -> None:
+    rc, _, rolled = _flow(monkeypatch, "if-needed", {"w2": "x"})
+    assert rc == 0 and len(rolled) == 1
+    assert rolled[0].limit == ["w2"] and rolled[0].batch == 1
+    assert "reboot_policy=never" in rolled[0].data and not rolled[0].reboot
+
+
+def test_nothing_to_reboot_and_a_failed_deploy_roll_nothing(monkeypatch, capsys) -> None:
+    rc, _, rolled = _flow(monkeypatch, "if-needed", {})
+    assert rc == 0 and not rolled and "no worker needs a reboot (2 checked)" in \
+        capsys.readouterr().out
+    rc, _, rolled = _flow(monkeypatch, "if-needed", {"w1": "x"}, deploy_rc=1)
+    assert rc == 1 and not rolled
+    assert "nothing rebooted" in capsys.readouterr().err
