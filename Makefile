@@ -94,6 +94,7 @@ demo: $(STAMP)
 	$(BIN)/gpuinfra report --inventory inventory/lab.py --html build/report.html \
 	  $(if $(BROKEN),,--smoke build/smoke.json) || [ -n "$(BROKEN)" ]
 	$(BIN)/python -m gpuinfra_lab.health_drain inventory/lab.py
+	$(BIN)/python -m gpuinfra_lab.job_metrics inventory/lab.py
 	$(BIN)/python -m gpuinfra_lab.bad_slurm_conf inventory/lab.py
 	$(BIN)/python -m gpuinfra_lab.bad_prometheus_conf inventory/lab.py
 	$(BIN)/python -m gpuinfra_lab.monitoring_auth inventory/lab.py

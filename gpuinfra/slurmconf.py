@@ -595,24 +595,50 @@ class SlurmConf:
 HEALTH_PROGRAMS = {"slurm": "/usr/local/sbin/gpuinfra-health-slurm",
                    "prolog": "/usr/local/sbin/gpuinfra-health-prolog",
                    "epilog": "/usr/local/sbin/gpuinfra-health-epilog"}
+# The monitoring role's GPU job mapping hooks (gpuinfra_roles/monitoring/gpujobs.py, on Slurm GPU
+# nodes: which job holds each GPU, for dcgm-exporter and the GPU collector).
+JOB_MAPPING_PROGRAMS = {"prolog": "/usr/local/sbin/gpuinfra-gpujobs-prolog",
+                        "epilog": "/usr/local/sbin/gpuinfra-gpujobs-epilog"}
+# Both at once: one glob naming every gpuinfra hook. slurm.conf(5) of 22.05 (Debian 12's
+# 22.05.8, read in its man page) and of 23.11: Prolog "A glob pattern (See glob (7)) may also be
+# used to specify more than one program to run (e.g. "/etc/slurm/prolog.d/*")", and the same
+# for Epilog; a list with commas is newer (not in 22.05's page). A node where one of them is
+# not installed (the monitoring role not yet run, a node without GPUs) runs the others: a
+# glob names only what exists, where a missing named program would fail the Prolog and drain
+# the node. The order between them is not promised, and nothing here depends on it.
+HOOK_GLOBS = {"prolog": "/usr/local/sbin/gpuinfra-*-prolog",
+              "epilog": "/usr/local/sbin/gpuinfra-*-epilog"}
 
 
-def health_lines(settings: Mapping[str, Any]) -> list[str]:
+def _hook(kind: str, health: bool, job_mapping: bool) -> str | None:
+    """The Prolog or Epilog value: the one program, the glob of both, or none."""
+    if health and job_mapping:
+        return HOOK_GLOBS[kind]
+    if health:
+        return HEALTH_PROGRAMS[kind]
+    return JOB_MAPPING_PROGRAMS[kind] if job_mapping else None
+
+
+def health_lines(settings: Mapping[str, Any], job_mapping: bool = False) -> list[str]:
     """slurm.conf's health check keys from the health role's knobs (slurm.conf(5)):
     HealthCheckProgram/-Interval/-NodeState; Prolog (PrologFlags=Contain implies Alloc: run at
     allocation, before the batch script, so a bad GPU requeues the job before it starts);
-    Epilog."""
-    if not settings.get("health_enabled"):
-        return []
-    lines = [f"HealthCheckProgram={HEALTH_PROGRAMS['slurm']}",
-             f"HealthCheckInterval={int(settings['health_check_interval'])}",
-             f"HealthCheckNodeState={settings['health_check_node_state']}"]
-    if settings.get("health_slurm_prolog"):
-        # At allocation: PrologFlags=Contain, which the role always sets, "implicitly sets the
-        # Alloc flag" (slurm.conf(5)).
-        lines.append(f"Prolog={HEALTH_PROGRAMS['prolog']}")
-    if settings.get("health_slurm_epilog"):
-        lines.append(f"Epilog={HEALTH_PROGRAMS['epilog']}")
+    Epilog. ``job_mapping``: the monitoring role's GPU job hooks run too
+    (:data:`JOB_MAPPING_PROGRAMS`, monitoring_job_mapping)."""
+    health = bool(settings.get("health_enabled"))
+    lines = []
+    if health:
+        lines += [f"HealthCheckProgram={HEALTH_PROGRAMS['slurm']}",
+                  f"HealthCheckInterval={int(settings['health_check_interval'])}",
+                  f"HealthCheckNodeState={settings['health_check_node_state']}"]
+    # At allocation: PrologFlags=Contain, which the role always sets, "implicitly sets the
+    # Alloc flag" (slurm.conf(5)).
+    prolog = _hook("prolog", health and bool(settings.get("health_slurm_prolog")), job_mapping)
+    epilog = _hook("epilog", health and bool(settings.get("health_slurm_epilog")), job_mapping)
+    if prolog:
+        lines.append(f"Prolog={prolog}")
+    if epilog:
+        lines.append(f"Epilog={epilog}")
     return lines
 
 
@@ -622,11 +648,13 @@ def slurm_conf(spec: ClusterSpec, addresses: Mapping[str, str | None],
                health: Mapping[str, Any] | None = None,
                running: RunningConfig | None = None,
                def_mem_per_gpu: int | None = None,
-               def_cpu_per_gpu: int | None = None) -> SlurmConf:
+               def_cpu_per_gpu: int | None = None,
+               job_mapping: bool = False) -> SlurmConf:
     """The cluster's slurm.conf content (host names are the inventory's); ``running``: the
     head's files as they are, whose lines a node not reached in this run keeps;
     ``def_mem_per_gpu``/``def_cpu_per_gpu``: the site's per-GPU defaults (None: computed,
-    :func:`per_gpu_defaults`)."""
+    :func:`per_gpu_defaults`); ``job_mapping``: the GPU job hooks in Prolog/Epilog
+    (:func:`health_lines`)."""
     kept = running.node_lines if running is not None else {}
     if len(spec.head) != 1:
         raise SlurmConfigError(f"Slurm needs exactly one host in 'head', found {len(spec.head)}")
@@ -645,7 +673,7 @@ def slurm_conf(spec: ClusterSpec, addresses: Mapping[str, str | None],
         partitions=partition_lines(spec, per_gpu=per_gpu),
         accounting=accounting,
         extra=extras,
-        health=health_lines(health or {}),
+        health=health_lines(health or {}, job_mapping),
         ctld_parameters=ctld_parameters(extra),
         prolog_flags=prolog_flags(extra),
         per_gpu_notes=[note for p in per_gpu.values() for note in p.notes],

@@ -57,3 +57,25 @@ def read(commands: Mapping[str, Command], timeout: float = TIMEOUT_S) -> dict[st
         futures = {name: pool.submit(run, command, timeout) for name, command in
                    commands.items()}
         return {name: future.result() for name, future in futures.items()}
+
+
+def read_folder(path: str, max_bytes: int = 65536) -> dict[str, str]:
+    """The text of each regular file in ``path`` and its sub-folders, by name relative to it
+    (``0``, ``jobs/7``): the GPU job mapping folder (gpuinfra.monitoring.jobmap). Empty when
+    the folder is missing; a file that vanishes or cannot be read meanwhile is left out, and
+    so are names starting with ``.`` (temporary files, the lock)."""
+    out: dict[str, str] = {}
+    for folder, subfolders, names in os.walk(path):
+        subfolders[:] = [s for s in subfolders if not s.startswith(".")]
+        relative = os.path.relpath(folder, path)
+        for name in names:
+            if name.startswith("."):
+                continue
+            key = name if relative == "." else f"{relative}/{name}"
+            try:
+                with open(os.path.join(folder, name), encoding="utf-8",
+                          errors="replace") as handle:
+                    out[key] = handle.read(max_bytes)
+            except OSError:
+                continue
+    return out

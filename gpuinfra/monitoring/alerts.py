@@ -17,6 +17,7 @@ from gpuinfra.health.expectation import runs_on
 from gpuinfra.knowledge.topology import expected_active_links
 from gpuinfra.monitoring.gpumetrics import FATAL_XIDS, RECOVERY_ACTION_XID
 from gpuinfra.monitoring.settings import Monitoring
+from gpuinfra.monitoring.slurmnodes import UNAVAILABLE
 from gpuinfra.spec.model import ClusterSpec, NodeSpec
 
 # File systems the disk alert ignores (memory, container layers, images).
@@ -120,6 +121,13 @@ def unit_active_series(instance: str, unit: str) -> str:
 def slurm_nodes_series(instance: str, state: str) -> str:
     """The Slurm exporter's count of nodes in ``state`` (exporter on ``instance``)."""
     return f"slurm_node_count_per_state{selector(job='slurm', instance=instance, state=state)}"
+
+
+def slurm_state_series(instance: str, node: str, state: str, reason: str = "") -> str:
+    """The head's Slurm node state series of ``node`` (gpuinfra.monitoring.slurmnodes, served by
+    node_exporter on ``instance``, the head)."""
+    return ("gpuinfra_slurm_node_state"
+            f"{selector(job='node', instance=instance, node=node, state=state, reason=reason)}")
 
 
 def health_series(metric: str, node: NodeSpec, **labels: str) -> str:
@@ -244,12 +252,16 @@ def _slurm_alerts(spec: ClusterSpec) -> list[Alert]:
                          fires=({"job": "node", "instance": workers[0],
                                  "name": "slurmd.service", "state": "active"},)),),
         ))
-    # Without the Slurm exporter (off by default: monitoring_slurm_exporter) the health
-    # check's own series still show the nodes it drained; an operator's drain needs the
-    # exporter (monitoring README, "What fires without the Slurm exporter").
+    # Three sources, any of which fires it: the head's own Slurm node states (on by default:
+    # gpuinfra.monitoring.slurmnodes, every drained, down or failed node, an operator's drain
+    # included), the Slurm exporter (off by default: monitoring_slurm_exporter), and the health
+    # check's own series (the nodes it drained).
     checked = [n for n in health_nodes(spec) if "slurm" in n.schedulers]
-    expr = 'sum(slurm_node_count_per_state{state=~"drain.*|down.*|fail.*"}) > 0'
-    cases = [Case(set={slurm_nodes_series(head, "drained"): "1x15"}, fires=({},))]
+    expr = (f'count(gpuinfra_slurm_node_state{{state=~"{UNAVAILABLE}"}} == 1) > 0 or '
+            f'sum(slurm_node_count_per_state{{state=~"{UNAVAILABLE}"}}) > 0')
+    cases = [Case(set={slurm_state_series(head, workers[0] if workers else head, "drained",
+                                          reason="proof"): "1x15"}, fires=({},)),
+             Case(set={slurm_nodes_series(head, "drained"): "1x15"}, fires=({},))]
     if checked:
         expr += " or count(gpuinfra_health_drained == 1) > 0"
         cases.append(Case(set={health_series("drained", checked[0], reason=DRAIN_REASON):
@@ -259,9 +271,10 @@ def _slurm_alerts(spec: ClusterSpec) -> list[Alert]:
         summary="Slurm has drained or down nodes",
         description="Some nodes take no jobs. `sinfo -R` on the head names them with Slurm's "
         "reason; fix the cause, then `scontrol update nodename=NODE state=resume` (a node the "
-        "health check drained is resumed by the check itself once it passes). From the Slurm "
-        "exporter (monitoring_slurm_exporter: every drained, down or failed node) and from the "
-        "health check (gpuinfra_health_drained: the nodes it drained).",
+        "health check drained is resumed by the check itself once it passes). From the head's "
+        "Slurm node states (gpuinfra_slurm_node_state: every drained, down or failed node, "
+        "with its reason), the Slurm exporter (monitoring_slurm_exporter) and the health "
+        "check (gpuinfra_health_drained: the nodes it drained).",
         firing=tuple(cases),
     ))
     return out

@@ -23,6 +23,7 @@ from gpuinfra.monitoring.alerts import (
     health_stale_seconds,
     selector,
     slurm_nodes_series,
+    slurm_state_series,
     unit_active_series,
 )
 from gpuinfra.monitoring.settings import Monitoring
@@ -66,7 +67,10 @@ def healthy_series(spec: ClusterSpec, mon: Monitoring) -> dict[str, str]:
         series[health_series("last_run_timestamp_seconds", node)] = \
             f"-{health_stale_seconds(node)}+60x15"
     if "slurm" in spec.schedulers:
-        series[slurm_nodes_series(spec.head[0].short_name, "idle")] = f"{len(spec.workers)}x15"
+        head = spec.head[0].short_name
+        series[slurm_nodes_series(head, "idle")] = f"{len(spec.workers)}x15"
+        for node in spec.workers:  # the head's own Slurm node states (slurmnodes)
+            series[slurm_state_series(head, node.short_name, "idle")] = "1x15"
     return series
 
 

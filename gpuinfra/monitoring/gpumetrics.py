@@ -23,12 +23,13 @@ gone from nvidia-smi, so every XID series also names the PCI address it was logg
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gpuinfra.errors import ParseError
 from gpuinfra.health.collect import Output
+from gpuinfra.monitoring.jobmap import Holding
 from gpuinfra.parsers.gpus import Gpu, parse_gpus
 from gpuinfra.parsers.nvlink import parse_nvlink
 
@@ -247,10 +248,13 @@ def _parsed(query: Query, output: Output | None) -> list[Gpu] | None:
 
 
 def metrics_text(outputs: Mapping[str, Output], nvlink: Output | None,
-                 kernel_log: Output | None, now: float) -> str:
+                 kernel_log: Output | None, now: float,
+                 jobs: Sequence[Holding] = ()) -> str:
     """The collector's metric text from each query's output (keyed by :data:`QUERIES` name),
     ``nvidia-smi nvlink --status`` and the kernel log (the reading
-    gpuinfra.health.probes.METRICS gives all three); ``now`` is the run's Unix time."""
+    gpuinfra.health.probes.METRICS gives all three); ``now`` is the run's Unix time;
+    ``jobs``: the Slurm jobs holding GPUs (gpuinfra.monitoring.jobmap.holdings of the node's
+    mapping folder), one ``job_info`` series each; an idle GPU has none."""
     metrics = _Metrics()
     parsed = {q.name: _parsed(q, outputs.get(q.name)) for q in QUERIES}
     gpus = parsed["gpus"] or []
@@ -268,6 +272,11 @@ def metrics_text(outputs: Mapping[str, Output], nvlink: Output | None,
             if index in labels and value is not None:
                 metrics.add(suffix, help_text, labels[index], value)
 
+    for held in jobs:
+        metrics.add("job_info", "one series per Slurm job holding the GPU (value 1): job_id "
+                    "and user, from the Prolog's mapping folder", {
+                        **labels.get(held.gpu, {"gpu": str(held.gpu), "uuid": ""}),
+                        "job_id": held.job, "user": held.user}, 1)
     nvlink_ok = _nvlink(metrics, nvlink, labels)
     xid_ok = _xids(metrics, kernel_log, gpus, labels)
     status = {q.name: parsed[q.name] is not None for q in QUERIES}

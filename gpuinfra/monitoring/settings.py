@@ -27,6 +27,7 @@ class Monitoring:
     web_security: bool  # TLS and basic auth on Prometheus and Alertmanager
     node_exporter_web_security: bool  # the same on every node's node_exporter
     dcgm: bool
+    job_mapping: bool  # which Slurm job holds each GPU (gpuinfra.monitoring.jobmap)
     slurm_exporter: bool
     gpu_temperature_max: int
     disk_free_min_percent: int
@@ -47,6 +48,7 @@ class Monitoring:
             web_security=settings["monitoring_web_security"],
             node_exporter_web_security=settings["monitoring_node_exporter_web_security"],
             dcgm=settings["monitoring_dcgm"],
+            job_mapping=settings["monitoring_job_mapping"],
             slurm_exporter=settings["monitoring_slurm_exporter"] is not None,
             gpu_temperature_max=settings["monitoring_gpu_temperature_max"],
             disk_free_min_percent=settings["monitoring_disk_free_min_percent"],

@@ -7,6 +7,7 @@ exporter's unit (the head; the binary is a release tarball, no package ships a u
 
 from __future__ import annotations
 
+from gpuinfra.header import HEADER
 from gpuinfra.units import unit_file
 
 ROLE = "(monitoring role)"
@@ -26,12 +27,14 @@ TEXTFILE_DIRECTORY = "/var/lib/prometheus/node-exporter"
 JOURNAL_GROUP = "systemd-journal"
 
 
-def collector_service(lib: str, out: str, textfile_dir: str, device_group: str = "video") -> str:
+def collector_service(lib: str, out: str, textfile_dir: str, device_group: str = "video",
+                      jobs_dir: str | None = None) -> str:
     """The GPU collector, run by its timer: ``{lib}/collect.py`` writes ``out`` (in
     node_exporter's ``textfile_dir``, the only path it may write), as a transient unprivileged
     user with the groups it needs: the textfile directory's, ``device_group`` (the GPUs'
     device files, for nvidia-smi) and the journal's (the XIDs in the kernel log). No
-    capability at all."""
+    capability at all. ``jobs_dir``: the GPU job mapping folder it reads (Slurm GPU nodes)."""
+    jobs = f" --jobs {jobs_dir}" if jobs_dir else ""
     return unit_file({
         "Unit": [("Description", "gpuinfra GPU metrics (nvidia-smi and the kernel log) for "
                                  "node_exporter"),
@@ -40,7 +43,7 @@ def collector_service(lib: str, out: str, textfile_dir: str, device_group: str =
                     ("DynamicUser", "yes"),
                     ("SupplementaryGroups", f"{COLLECTOR_GROUP} {device_group} {JOURNAL_GROUP}"),
                     ("CapabilityBoundingSet", ""),
-                    ("ExecStart", f"/usr/bin/python3 -I {lib}/collect.py --out {out}"),
+                    ("ExecStart", f"/usr/bin/python3 -I {lib}/collect.py --out {out}{jobs}"),
                     ("TimeoutStartSec", "50s"),
                     ("Nice", 10),
                     ("NoNewPrivileges", "true"),
@@ -60,13 +63,59 @@ def collector_timer() -> str:
     }, about=f"Runs the GPU metrics collector every minute {ROLE}.")
 
 
-def dcgm_exporter_dropin(listen: str) -> str:
+def dcgm_exporter_dropin(listen: str, job_mapping_dir: str | None = None) -> str:
     """dcgm-exporter on ``listen`` (``address:port``, the node's cluster address): the empty
-    ``ExecStart=`` drops the packaged command line."""
+    ``ExecStart=`` drops the packaged command line. ``job_mapping_dir``: the folder Slurm's
+    Prolog keeps (gpuinfra.monitoring.jobmap), given as ``--hpc-job-mapping-dir``
+    (NVIDIA/dcgm-exporter: pkg/cmd/app.go CLIHPCJobMappingDir = "hpc-job-mapping-dir", env
+    DCGM_HPC_JOB_MAPPING_DIR; internal/pkg/transformation/hpc.go labels each metric of a
+    listed GPU with ``hpc_job``)."""
+    mapping = f" --hpc-job-mapping-dir {job_mapping_dir}" if job_mapping_dir else ""
+    about = "Listen on the cluster network only" + (
+        "; label GPU metrics with the Slurm job holding the GPU" if job_mapping_dir else "")
     return unit_file({
         "Service": [("ExecStart", ""),
-                    ("ExecStart", f"{DCGM_EXPORTER} -f {DCGM_COUNTERS} -a {listen}")],
-    }, about=f"Listen on the cluster network only {ROLE}.")
+                    ("ExecStart", f"{DCGM_EXPORTER} -f {DCGM_COUNTERS} -a {listen}{mapping}")],
+    }, about=f"{about} {ROLE}.")
+
+
+def slurm_nodes_service(lib: str, out: str, textfile_dir: str) -> str:
+    """The head's Slurm node states (gpuinfra.monitoring.slurmnodes), run by its timer:
+    ``{lib}/slurm_nodes.py`` asks sinfo and writes ``out`` in node_exporter's ``textfile_dir``,
+    as a transient unprivileged user of the textfile directory's group (sinfo needs no
+    privilege: MUNGE authenticates any local user)."""
+    return unit_file({
+        "Unit": [("Description", "gpuinfra Slurm node states (sinfo) for node_exporter"),
+                 ("Documentation", f"file://{lib}/slurm_nodes.py"),
+                 ("After", "munge.service slurmctld.service")],
+        "Service": [("Type", "oneshot"),
+                    ("DynamicUser", "yes"),
+                    ("SupplementaryGroups", COLLECTOR_GROUP),
+                    ("CapabilityBoundingSet", ""),
+                    ("ExecStart", f"/usr/bin/python3 -I {lib}/slurm_nodes.py --out {out}"),
+                    ("TimeoutStartSec", "50s"),
+                    ("NoNewPrivileges", "true"),
+                    ("ProtectSystem", "strict"),
+                    ("ProtectHome", "true"),
+                    ("PrivateTmp", "true"),
+                    ("ReadWritePaths", textfile_dir)],
+    }, about=f"Slurm node states for node_exporter's textfile collector {ROLE}.")
+
+
+def slurm_nodes_timer() -> str:
+    """Asks Slurm 30 s after boot, then every minute."""
+    return unit_file({
+        "Unit": [("Description", "gpuinfra Slurm node states every minute")],
+        "Timer": [("OnBootSec", "30s"), ("OnUnitActiveSec", "60s"), ("AccuracySec", "1s")],
+        "Install": [("WantedBy", "timers.target")],
+    }, about=f"Asks Slurm for its node states every minute {ROLE}.")
+
+
+def job_mapping_tmpfiles(folder: str) -> str:
+    """tmpfiles.d(5) line making the GPU job mapping folder at boot (under /run, emptied by
+    every reboot with the jobs it listed), so dcgm-exporter finds it before the first job."""
+    return (f"{HEADER}# The GPU job mapping folder: Slurm's Prolog and Epilog keep it {ROLE}.\n"
+            f"d {folder} 0755 root root -\n")
 
 
 def grafana_dropin(address: str, port: int, admin_password_file: str) -> str:

@@ -44,6 +44,7 @@ from gpuinfra.monitoring.grafana import (
     grafana_dashboards_provider,
     grafana_datasource,
 )
+from gpuinfra.monitoring.jobmap import JOB_MAPPING_DIR
 from gpuinfra.monitoring.knobs import slurm_exporter_url
 from gpuinfra.monitoring.scrape import (
     DCGM_EXPORTER_PORT,
@@ -57,6 +58,7 @@ from gpuinfra.monitoring.scrape import (
     target,
 )
 from gpuinfra.monitoring.settings import Monitoring
+from gpuinfra.monitoring.slurmnodes import PROM_NAME as SLURM_NODES_PROM
 from gpuinfra.monitoring.units import (
     COLLECTOR_GROUP,
     TEXTFILE_DIRECTORY,
@@ -64,7 +66,10 @@ from gpuinfra.monitoring.units import (
     collector_timer,
     dcgm_exporter_dropin,
     grafana_dropin,
+    job_mapping_tmpfiles,
     slurm_exporter_unit,
+    slurm_nodes_service,
+    slurm_nodes_timer,
 )
 from gpuinfra.monitoring.web import (
     BCRYPT_COST,
@@ -89,6 +94,7 @@ from gpuinfra.monitoring.web import (
     node_material_dir,
     web_config,
 )
+from gpuinfra.slurmconf import JOB_MAPPING_PROGRAMS
 from gpuinfra.spec import ClusterSpec, NodeSpec
 from gpuinfra.spec.cross import unaddressed
 from gpuinfra_deploy.facts.system import host_distro
@@ -113,6 +119,14 @@ COLLECTOR_LIB = "/usr/local/lib/gpuinfra-gpu-metrics"
 COLLECTOR_OUT = f"{TEXTFILE_DIR}/gpuinfra-gpu.prom"
 UNIT_DIR = "/etc/systemd/system"
 COLLECTOR_UNITS = ("gpuinfra-gpu-metrics.service", "gpuinfra-gpu-metrics.timer")
+# Slurm GPU nodes: the Prolog and Epilog keeping which job holds each GPU (gpujobs.py, beside
+# the collector; slurm.conf names them: gpuinfra.slurmconf.JOB_MAPPING_PROGRAMS).
+GPUJOBS = f"{COLLECTOR_LIB}/gpujobs.py"
+JOB_MAPPING_TMPFILES = "/etc/tmpfiles.d/gpuinfra-gpu-jobs.conf"
+# The head of a Slurm site: Slurm's node states every minute (gpuinfra.monitoring.slurmnodes).
+SLURM_NODES_LIB = "/usr/local/lib/gpuinfra-slurm-nodes"
+SLURM_NODES_OUT = f"{TEXTFILE_DIR}/{SLURM_NODES_PROM}"
+SLURM_NODES_UNITS = ("gpuinfra-slurm-nodes.service", "gpuinfra-slurm-nodes.timer")
 UNIT_STAGE = "/etc/systemd/system/.gpuinfra-staged"
 PROMETHEUS_STAGE = "/etc/prometheus/.gpuinfra-staged"
 ALERTMANAGER_STAGE = "/etc/prometheus/.gpuinfra-staged-alertmanager"
@@ -189,10 +203,17 @@ def monitoring(site: Site, node: NodeSpec) -> None:
         if mon.node_exporter_web_security:
             _exporter_credentials(spec)
     _node_exporter(site, node, mon, distro)
+    if node.gpus is not None or slurm_head(spec, node):
+        _textfile_directory()
     if node.gpus is not None:
-        _gpu_collector(node)
+        mapped = job_mapping_on(node, mon)
+        if mapped:
+            _job_mapping()
+        _gpu_collector(node, mapped)
         if mon.dcgm:
-            _dcgm(site, node, data, distro)
+            _dcgm(site, node, data, distro, mapped)
+    if slurm_head(spec, node):
+        _slurm_nodes()
     if node.is_head:
         renewed = _prometheus(spec, mon)
         _alertmanager(spec, mon)
@@ -201,6 +222,18 @@ def monitoring(site: Site, node: NodeSpec) -> None:
         if slurm_exporter_on(spec, data):
             _slurm_exporter(node, data["monitoring_slurm_exporter"])
     boot_order(boot_needs(spec, node, mon, data))
+
+
+def job_mapping_on(node: NodeSpec, mon: Monitoring) -> bool:
+    """Slurm keeps which job holds each GPU of this node (monitoring_job_mapping, a Slurm GPU
+    worker): the same condition makes the slurm role name the hooks in slurm.conf."""
+    return mon.job_mapping and node.gpus is not None and node.is_worker \
+        and "slurm" in node.schedulers
+
+
+def slurm_head(spec: ClusterSpec, node: NodeSpec) -> bool:
+    """The head of a Slurm site writes Slurm's node states (SlurmNodesDrained reads them)."""
+    return node.is_head and "slurm" in spec.schedulers
 
 
 def slurm_exporter_on(spec: ClusterSpec, data: Any) -> bool:
@@ -266,13 +299,39 @@ def collector_files() -> dict[str, bytes]:
             f"{COLLECTOR_LIB}/{ZIP_NAME}": node_zip()}
 
 
-def _gpu_collector(node: NodeSpec) -> None:
-    # It runs as a transient user in this group (gpuinfra.monitoring.units), which may write
-    # node_exporter's textfile directory: never as root.
+def _textfile_directory() -> None:
+    # The GPU collector and the head's Slurm node states run as a transient user in this group
+    # (gpuinfra.monitoring.units), which may write node_exporter's textfile directory: never
+    # as root.
     server.group(name=f"Group {COLLECTOR_GROUP} (writes the GPU metrics)", group=COLLECTOR_GROUP,
                  system=True)
     files.directory(name=f"{TEXTFILE_DIR}: writable by group {COLLECTOR_GROUP}",
                     path=TEXTFILE_DIR, user="root", group=COLLECTOR_GROUP, mode="775")
+
+
+def gpujobs_entry_point(mode: str) -> str:
+    """The shell script slurm.conf's Prolog or Epilog names: gpujobs.py, isolated, in ``mode``."""
+    return (f"#!/bin/sh\n{HEADER}# GPU job mapping (gpuinfra_roles/monitoring/gpujobs.py).\n"
+            f"exec /usr/bin/python3 -I {GPUJOBS} {mode}\n")
+
+
+def _job_mapping() -> None:
+    """The folder made at boot, and the Prolog and Epilog that keep it (gpujobs.py, with the
+    collector's zip beside it)."""
+    files.put(name=f"{JOB_MAPPING_DIR} made at boot (tmpfiles.d)", dest=JOB_MAPPING_TMPFILES,
+              src=StringIO(job_mapping_tmpfiles(JOB_MAPPING_DIR)), mode="644")
+    files.directory(name=f"{JOB_MAPPING_DIR} exists (0755)", path=JOB_MAPPING_DIR, user="root",
+                    group="root", mode="755")
+    files.put(name=f"GPU job mapping: {GPUJOBS}", dest=GPUJOBS,
+              src=BytesIO((HERE / "gpujobs.py").read_bytes()), mode="644",
+              create_remote_dir=True)
+    for mode, path in JOB_MAPPING_PROGRAMS.items():
+        files.put(name=f"Slurm's {mode.capitalize()} for the GPU job mapping: {path}",
+                  dest=path, src=StringIO(gpujobs_entry_point(mode)), user="root",
+                  group="root", mode="755")
+
+
+def _gpu_collector(node: NodeSpec, mapped: bool = False) -> None:
     # The collector once shipped the library as loose modules: gone, the zip holds it now.
     files.directory(name=f"{COLLECTOR_LIB}/gpuinfra absent (the library is in {ZIP_NAME})",
                     path=f"{COLLECTOR_LIB}/gpuinfra", present=False)
@@ -282,7 +341,8 @@ def _gpu_collector(node: NodeSpec) -> None:
                                  mode="644", create_remote_dir=True))
     service, timer = COLLECTOR_UNITS
     units = {f"{UNIT_DIR}/{service}": collector_service(
-        COLLECTOR_LIB, COLLECTOR_OUT, TEXTFILE_DIR, node.settings["nvidia_driver_device_group"]),
+        COLLECTOR_LIB, COLLECTOR_OUT, TEXTFILE_DIR, node.settings["nvidia_driver_device_group"],
+        JOB_MAPPING_DIR if mapped else None),
              f"{UNIT_DIR}/{timer}": collector_timer()}
     verify = " ".join(shlex.quote(f"{UNIT_STAGE}/{unit}") for unit in COLLECTOR_UNITS)
     installed = checked_files(
@@ -315,7 +375,37 @@ def dcgm_packages(data: Any, node: NodeSpec | None = None) -> PinnedPackages:
     return PinnedPackages(packages=dict(versions), pins=dict(versions))
 
 
-def _dcgm(site: Site, node: NodeSpec, data: Any, distro: dict[str, Any]) -> None:
+def _slurm_nodes() -> None:
+    """The head: Slurm's node states every minute (slurm_nodes.py and the library zip, a
+    timer), for the SlurmNodesDrained alert without the Slurm exporter."""
+    changed = [files.put(name=f"Slurm node states: {path}", dest=path, src=BytesIO(data),
+                         mode="644", create_remote_dir=True)
+               for path, data in slurm_nodes_files().items()]
+    service, timer = SLURM_NODES_UNITS
+    units = {f"{UNIT_DIR}/{service}": slurm_nodes_service(SLURM_NODES_LIB, SLURM_NODES_OUT,
+                                                          TEXTFILE_DIR),
+             f"{UNIT_DIR}/{timer}": slurm_nodes_timer()}
+    verify = " ".join(shlex.quote(f"{UNIT_STAGE}/{unit}") for unit in SLURM_NODES_UNITS)
+    installed = checked_files(
+        name="Slurm node states' units, checked by systemd-analyze", files=units,
+        stage=UNIT_STAGE, check=check_script(f"systemd-analyze verify {verify}", "systemd",
+                                             UNIT_STAGE))
+    systemd.daemon_reload(name="systemd reads the Slurm node states' units",
+                          _if=installed.did_change)
+    systemd.service(name="Ask Slurm for its node states every minute", service=timer,
+                    running=True, enabled=True)
+    systemd.service(name="Ask Slurm for its node states now (new program)", service=service,
+                    running=True, _if=any_changed(installed, *changed))
+
+
+def slurm_nodes_files() -> dict[str, bytes]:
+    """The head's Slurm node states program as installed, with the library zip."""
+    return {f"{SLURM_NODES_LIB}/slurm_nodes.py": (HERE / "slurm_nodes.py").read_bytes(),
+            f"{SLURM_NODES_LIB}/{ZIP_NAME}": node_zip()}
+
+
+def _dcgm(site: Site, node: NodeSpec, data: Any, distro: dict[str, Any],
+          mapped: bool = False) -> None:
     url = dcgm_repo(site, node, data, distro)
     cuda_repository(url, key_url_for(url, None), "DCGM")
     pinned = dcgm_packages(data, node)
@@ -324,7 +414,8 @@ def _dcgm(site: Site, node: NodeSpec, data: Any, distro: dict[str, Any]) -> None
     install_pinned("DCGM and its exporter", pinned, DCGM_PIN_FILE)
     listen = target(node, DCGM_EXPORTER_PORT)
     dropin = files.put(name="DCGM exporter listens on the cluster network", dest=DCGM_DROPIN,
-                       src=StringIO(dcgm_exporter_dropin(listen)),
+                       src=StringIO(dcgm_exporter_dropin(
+                           listen, JOB_MAPPING_DIR if mapped else None)),
                        mode="644", create_remote_dir=True)
     systemd.daemon_reload(name="systemd reads the DCGM exporter's drop-in",
                           _if=dropin.did_change)

@@ -74,6 +74,13 @@ KNOBS = (
          "the exact datacenter-gpu-manager-exporter version", site_wide=True),
     Knob("monitoring_dcgm_repo_url", None, optional(http_url()),
          "a mirror of NVIDIA's CUDA repository for DCGM", site_wide=True),
+    # Which Slurm job holds each GPU (gpuinfra/monitoring/jobmap.py): on Slurm GPU nodes,
+    # Slurm's Prolog and Epilog keep dcgm-exporter's HPC job mapping folder, which the GPU
+    # collector (gpuinfra_gpu_job_info{job_id,user}) and dcgm-exporter (hpc_job) read; the
+    # Epilog logs one line per job (journalctl -t gpuinfra-job). The slurm role names the hooks
+    # in slurm.conf.
+    Knob("monitoring_job_mapping", True, boolean(),
+         "job-aware GPU metrics on Slurm GPU nodes (Prolog/Epilog)", site_wide=True),
     # Grafana from Grafana's own apt repository (not in Debian), pinned; the datasource and
     # the GPU-cluster dashboard provisioned from the spec.
     Knob("monitoring_grafana", True, boolean(), "Grafana on the head", site_wide=True),

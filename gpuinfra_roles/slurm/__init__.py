@@ -223,8 +223,16 @@ def _slurm_conf(site: Site, data: Any, settings: dict[str, Any]) -> tuple[str, l
         running=running(site),
         def_mem_per_gpu=data["slurm_def_mem_per_gpu"],
         def_cpu_per_gpu=data["slurm_def_cpu_per_gpu"],
+        job_mapping=job_mapping_on(spec, data),
     )
     return TEMPLATES.render(SLURM_CONF, conf=conf, settings=settings), conf.notes
+
+
+def job_mapping_on(spec: Any, data: Any) -> bool:
+    """The monitoring role keeps which job holds each GPU on the Slurm GPU nodes
+    (monitoring_job_mapping): slurm.conf names its Prolog and Epilog too."""
+    return bool(data["monitoring_enabled"] and data["monitoring_job_mapping"]
+                and any(n.gpus is not None for n in spec.workers_of("slurm")))
 
 
 def _configs(site: Site, data: Any, distro: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
@@ -507,5 +515,5 @@ def applies(site: Site, node: NodeSpec) -> bool:
 
 # The one declaration of where this role applies and how it is called: deploy.py, the entry
 # file beside this one and another project's deploy all run ``ROLE.apply``.
-ROLE = Role("slurm", slurm, applies, needs_head=True, reads=("health",))
+ROLE = Role("slurm", slurm, applies, needs_head=True, reads=("health", "monitoring"))
 apply = ROLE.apply

@@ -17,6 +17,7 @@ from copy import deepcopy
 from datetime import datetime
 from functools import cache
 from io import BytesIO
+from pathlib import Path
 
 import pytest
 from pyinfra.api.exceptions import PyinfraError
@@ -64,6 +65,15 @@ from tests.plan.harness import (
 )
 
 DISTROS = ["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
+from gpuinfra.monitoring.jobmap import JOB_MAPPING_DIR  # noqa: E402
+from gpuinfra.slurmconf import JOB_MAPPING_PROGRAMS  # noqa: E402
+from gpuinfra_roles.monitoring import (  # noqa: E402
+    DCGM_DROPIN,
+    GPUJOBS,
+    JOB_MAPPING_TMPFILES,
+)
+
+ROLE_DIR = Path(__file__).resolve().parents[2] / "gpuinfra_roles" / "monitoring"
 HEAD, GPU = "head1", "gpu01"
 HEAD_DATA = {"ssh_hostname": "10.0.0.1"}
 GPU_DATA = {"ssh_hostname": "10.0.0.2", "gpu_model": "H100-PCIE-80GB", "gpu_count": 2,
@@ -265,13 +275,19 @@ def _converged(distro: str, data_json: str) -> dict:
             states = dict(host.get(kind, {}).get("*", {}))
             states.update({f"{s}.service": True for s in SERVICES})
             states["gpuinfra-gpu-metrics.timer"] = True
+            states["gpuinfra-slurm-nodes.timer"] = True
             if kind == "systemd.SystemdStatus":  # a oneshot service: inactive between runs
                 states["gpuinfra-gpu-metrics.service"] = False
+                states["gpuinfra-slurm-nodes.service"] = False
             host[kind] = {"*": states}
-        if name == GPU:  # the collector's group and the textfile directory it may write
-            host["server.Groups"] = [*host["server.Groups"], "gpuinfra-metrics"]
-            host["files.Directory"]["path=/var/lib/prometheus/node-exporter"] = {
-                **_file(4096), "mode": 775, "group": "gpuinfra-metrics"}
+        # The collector's (GPU nodes) and the Slurm node states' (the head) group and the
+        # textfile directory they may write.
+        host["server.Groups"] = [*host["server.Groups"], "gpuinfra-metrics"]
+        host["files.Directory"]["path=/var/lib/prometheus/node-exporter"] = {
+            **_file(4096), "mode": 775, "group": "gpuinfra-metrics"}
+        if name == GPU:  # the GPU job mapping folder (made at boot by tmpfiles.d)
+            host["files.Directory"]["path=/run/gpuinfra-gpu-jobs"] = {
+                "mode": 755, "user": "root", "group": "root"}
         host["files.File"]["path=/var/lib/apt/periodic/update-success-stamp"] = {
             **_file(0), "mtime": datetime(2026, 11, 22, 3, 30)}
         for dest, body in uploaded_bytes(host_plan).items():
@@ -280,6 +296,8 @@ def _converged(distro: str, data_json: str) -> dict:
             host["files.File"][f"path={live}"] = _file(len(body))
             host["files.Sha1File"][f"path={live}"] = hashlib.sha1(body).hexdigest()
             host["files.Sha256File"][f"path={live}"] = hashlib.sha256(body).hexdigest()
+            if live.startswith("/usr/local/sbin/"):  # Slurm's Prolog and Epilog: programs
+                host["files.File"][f"path={live}"]["mode"] = 755
             folder = live.rsplit("/", 1)[0]
             host["files.Directory"][f"path={folder}"] = {"mode": 755, "user": "root",
                                                           "group": "root"}
@@ -534,7 +552,7 @@ def test_exporter_credentials_are_made_and_judged_on_the_head_before_any_node_co
                                 f"{folder}/web.yml.gpuinfra-new {folder}/web.yml")
     # Nothing secret is uploaded or on a command line; nothing goes through /tmp.
     for host_plan in (head, gpu):
-        assert not [c for c in host_plan.commands if "/tmp" in c]
+        assert not [c for c in host_plan.commands if "/tmp/" in c or c.endswith("/tmp")]
         secret = [dest for dest in uploaded(host_plan)
                   if dest.startswith(EXPORTER_DIR) and not dest.endswith("/address")]
         assert secret == [], secret
@@ -640,3 +658,39 @@ def test_a_new_ca_signs_every_node_again_and_a_new_address_its_node():
 def test_node_exporter_gets_the_web_config_flag_its_version_knows(distro, flag):
     args = uploaded(run(distro, **NODE_WEB).plans[GPU])["/etc/default/prometheus-node-exporter"]
     assert f" {flag}={NODE_WEB_DIR}/web.yml" in args
+
+
+# -------------------------------------------------------------------- job-aware GPU metrics
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_slurm_gpu_nodes_keep_which_job_holds_each_gpu(distro):
+    """A Slurm GPU worker: the Prolog and Epilog programs slurm.conf names
+    (gpuinfra.slurmconf.JOB_MAPPING_PROGRAMS), the folder made at boot, the collector and
+    dcgm-exporter reading it; the head asks Slurm for its node states every minute."""
+    result = run(distro)
+    gpu, head = result.plans[GPU], result.plans[HEAD]
+    files = uploaded(gpu)
+    for mode, path in JOB_MAPPING_PROGRAMS.items():
+        assert files[path].startswith("#!/bin/sh\n")
+        assert files[path].endswith(f"exec /usr/bin/python3 -I {GPUJOBS} {mode}\n")
+        assert op(gpu, path).commands[-1] == f"chmod 755 {path}"
+    assert files[GPUJOBS] == (ROLE_DIR / "gpujobs.py").read_text()
+    assert f"d {JOB_MAPPING_DIR} 0755 root root -" in files[JOB_MAPPING_TMPFILES]
+    assert f"--jobs {JOB_MAPPING_DIR}" in files[
+        f"{UNIT_STAGE}/gpuinfra-gpu-metrics.service"]
+    assert f"--hpc-job-mapping-dir {JOB_MAPPING_DIR}" in files[DCGM_DROPIN]
+    head_files = uploaded(head)
+    assert "slurm_nodes.py --out /var/lib/prometheus/node-exporter/gpuinfra-slurm-nodes.prom" \
+        in head_files[f"{UNIT_STAGE}/gpuinfra-slurm-nodes.service"]
+    assert not [p for p in head_files if "gpujobs" in p]
+
+
+def test_job_mapping_off_and_sites_without_slurm_write_none_of_it():
+    off = run("debian-12", monitoring_job_mapping=False)
+    files = uploaded(off.plans[GPU])
+    assert not [p for p in files if "gpujobs" in p or "gpu-jobs" in p]
+    assert "--jobs" not in files[f"{UNIT_STAGE}/gpuinfra-gpu-metrics.service"]
+    assert "hpc-job-mapping" not in files[DCGM_DROPIN]
+    k8s = run("debian-12", schedulers=["kubernetes"])
+    for plan in k8s.plans.values():
+        assert not [p for p in uploaded(plan) if "gpujobs" in p or "slurm-nodes" in p]

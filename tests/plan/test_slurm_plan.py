@@ -280,7 +280,8 @@ def expected_files(distro: str, accounting: bool = False, extra: dict | None = N
     conf = slurm_conf(spec, {n: SPEC[n]["ssh_hostname"] for n in names},
                       {n.name: hardware for n in nodes},
                       {n.name: gpu_type(n.gpus.model.key) for n in nodes},
-                      accounting=accounting, extra=extra, health=HEALTH_DEFAULTS)
+                      accounting=accounting, extra=extra, health=HEALTH_DEFAULTS,
+                      job_mapping=True)  # monitoring_job_mapping's default, GPU workers
     settings = {"slurmd_timeout": DEFAULTS["slurm_slurmd_timeout"],
                 "cgroup_plugin": DISTRO[distro]["cgroup_plugin"],
                 "mpi_default": DISTRO[distro]["mpi_default"],

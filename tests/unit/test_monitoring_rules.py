@@ -575,7 +575,7 @@ def test_slurm_nodes_drained_fires_without_the_slurm_exporter(tmp_path):
     mon = monitoring_of(spec)
     assert not mon.slurm_exporter
     tests = rule_tests(spec, mon, "rules.yml")
-    case = next(t for t in tests["tests"] if t["name"] == "SlurmNodesDrained fires (case 2)")
+    case = next(t for t in tests["tests"] if t["name"] == "SlurmNodesDrained fires (case 3)")
     case["input_series"] = [s for s in case["input_series"]
                             if not s["series"].startswith("slurm_node_count_per_state")]
     reason = next(s["series"] for s in case["input_series"]
@@ -587,6 +587,48 @@ def test_slurm_nodes_drained_fires_without_the_slurm_exporter(tmp_path):
         "gpuinfra: ")
     tests["tests"] = [case, drained]
     write(tmp_path, "rules.yml", rules(spec, mon))
+    write(tmp_path, "tests.yml", tests)
+    tested = run(promtool_path(), "test", "rules", "tests.yml", cwd=tmp_path)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+def test_slurm_nodes_drained_fires_from_the_heads_own_node_states(tmp_path):
+    """The default configuration, with neither the Slurm exporter nor the health check's
+    series: a node an operator drained, as the head's sinfo metrics say
+    (gpuinfra.monitoring.slurmnodes: the very text it writes for that sinfo line), fires
+    SlurmNodesDrained after its 5 minutes; the same site with the node idle does not."""
+    from gpuinfra.health.collect import Output
+    from gpuinfra.monitoring.slurmnodes import node_states_text
+
+    spec = site("lab")
+    mon = monitoring_of(spec)
+    head, worker = spec.head[0].short_name, spec.workers[0].short_name
+    text = node_states_text(Output(True, 0, f"{worker}|drained|gpu:8|proof\n"), 0)
+    sample = next(line for line in text.splitlines()
+                  if line.startswith("gpuinfra_slurm_node_state{"))
+    labels = sample[len("gpuinfra_slurm_node_state{"):sample.index("}")]
+    series = f'gpuinfra_slurm_node_state{{job="node",instance="{head}",{labels}}}'
+    alert = next(a for a in alerts(spec, mon) if a.name == "SlurmNodesDrained")
+
+    def test(values: str, fires: bool) -> dict:
+        return {"name": f"drained {values}", "interval": "1m",
+                "input_series": [{"series": series, "values": values}],
+                "alert_rule_test": [{"eval_time": "14m", "alertname": alert.name,
+                                     "exp_alerts": [{"exp_labels": {"severity": "warning"},
+                                                     "exp_annotations": {
+                                                         "summary": alert.summary,
+                                                         "description": alert.description}}]
+                                     if fires else []}]}
+
+    tests = {"rule_files": ["rules.yml"], "evaluation_interval": "1m",
+             "tests": [test("1x15", True)]}
+    write(tmp_path, "rules.yml", rules(spec, mon))
+    write(tmp_path, "tests.yml", tests)
+    tested = run(promtool_path(), "test", "rules", "tests.yml", cwd=tmp_path)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    idle = series.replace('state="drained"', 'state="idle"')
+    tests["tests"] = [{**test("1x15", False),
+                       "input_series": [{"series": idle, "values": "1x15"}]}]
     write(tmp_path, "tests.yml", tests)
     tested = run(promtool_path(), "test", "rules", "tests.yml", cwd=tmp_path)
     assert tested.returncode == 0, tested.stdout + tested.stderr
