@@ -143,6 +143,8 @@ class RenderedFile:
 class Render:
     files: dict[str, list[RenderedFile]] = field(default_factory=dict)
     facts_from: dict[str, str] = field(default_factory=dict)  # host -> where its facts came from
+    # host -> the commands of its operations, in order (shell text; file uploads as their repr)
+    commands: dict[str, list[str]] = field(default_factory=dict)
 
     def written(self) -> Iterable[RenderedFile]:
         return (f for files in self.files.values() for f in files
@@ -392,6 +394,8 @@ def _render(state: State, inventory: Any, answers: Answers, deploy: Path,
                 op_data = state.get_op_data_for_host(host, op_hash)
                 with ctx_state.use(state), ctx_host.use(host):
                     commands = list(op_data.command_generator())
+                result.commands.setdefault(host.name, []).extend(
+                    raw_command(c) for c in commands)
                 name = ", ".join(sorted(state.get_op_meta(op_hash).names))
                 func, kwargs = _op_call(op_data)
                 events = by_op.get((host.name, op_hash), [])

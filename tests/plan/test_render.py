@@ -187,3 +187,21 @@ def test_an_unwritable_out_is_refused(capsys, tmp_path):
     blocker.write_text("")
     assert main(["render", EXAMPLE, "--out", str(blocker / "sub"), "--os", "debian-12"]) == 2
     assert "cannot write there" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("os_name", ["debian-12", "ubuntu-22.04", "ubuntu-24.04"])
+def test_the_lab_site_renders_on_every_distribution(os_name):
+    """The lab's site (Slurm accounting with users, MPS, job containers, the health check)
+    renders on every distribution with assumed fresh facts: a fact a role asks that the
+    assumed layers lack would fail here (the accounting associations once did, with a
+    traceback). Ubuntu 22.04's workers get the cgroup v1 kernel argument."""
+    from gpuinfra.vfio import CGROUP_V1_ARGS, GRUB_DROPIN
+
+    result = render.render_site("inventory/lab.py", os_name=os_name)
+    for worker in ("lab-worker1", "lab-worker2"):
+        grub = [f for f in result.files[worker] if f.path == GRUB_DROPIN]
+        if os_name == "ubuntu-22.04":
+            assert len(grub) == 1 and CGROUP_V1_ARGS[0] in grub[0].content.decode()
+        else:
+            assert not grub
+    assert any("sacctmgr" in c for c in result.commands["lab-head"])
