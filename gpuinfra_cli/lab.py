@@ -22,7 +22,13 @@ import time
 from collections.abc import Sequence
 
 from gpuinfra_lab.cluster import lab_down, lab_reboot, lab_status, lab_up, print_table
-from gpuinfra_lab.profiles import GUEST_PROFILES, MAX_WORKERS, guest_problem, plan_hosts
+from gpuinfra_lab.profiles import (
+    GUEST_PROFILES,
+    MAX_FLEET,
+    MAX_WORKERS,
+    guest_problem,
+    plan_hosts,
+)
 from gpuinfra_lab.state import LabError, Paths, ensure_lab_dir, find_repo, locked, say
 
 
@@ -43,6 +49,9 @@ def guest_counts(values: Sequence[str]) -> dict[str, int] | str:
 def cmd_up(args: argparse.Namespace) -> int:
     if not 0 <= args.workers <= MAX_WORKERS:
         return fail(f"--workers must be between 0 and {MAX_WORKERS}")
+    if not 0 <= args.fleet <= MAX_FLEET:
+        return fail(f"--fleet must be between 0 and {MAX_FLEET} (light workers for the "
+                    "benchmarks: gpuinfra_lab/fleet.py)")
     guests = guest_counts(args.vm)
     if isinstance(guests, str):
         return fail(guests)
@@ -50,7 +59,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     try:
         paths = _root_paths()
         with locked(paths):
-            hosts = lab_up(paths, plan_hosts(args.workers, args.broken, guests))
+            hosts = lab_up(paths, plan_hosts(args.workers, args.broken, guests, args.fleet))
     except LabError as exc:
         return fail(str(exc))
     say(f"lab up: {len(hosts)} hosts ready in {time.monotonic() - start:.1f} s")
@@ -125,6 +134,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     verbs = lab.add_subparsers(dest="lab_command", required=True, parser_class=type(lab))
     up = verbs.add_parser("up", help="start (or repair) the lab; idempotent")
     up.add_argument("--workers", type=int, default=2, help="healthy GPU workers (default 2)")
+    up.add_argument("--fleet", type=int, default=0, metavar="N",
+                    help="N light workers lab-fleet1..N for the fleet benchmarks (bench/fleet.py)")
     up.add_argument(
         "--broken",
         action="store_true",

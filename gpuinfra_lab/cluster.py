@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from gpuinfra_lab import qemu
+from gpuinfra_lab.fleet import drop_old_fleet_images, ensure_fleet_image, raise_host_limits
 from gpuinfra_lab.image import drop_old_images, ensure_image
 from gpuinfra_lab.podman import (
     Podman,
@@ -20,10 +21,12 @@ from gpuinfra_lab.podman import (
     ensure_network,
     wait_booted,
 )
-from gpuinfra_lab.profiles import HEAD_NAME, PROFILES, HostPlan, host_address
+from gpuinfra_lab.profiles import FLEET_PREFIX, HEAD_NAME, PROFILES, HostPlan, host_address
 from gpuinfra_lab.provision import came_back_broken, provision, ssh_banner, wait_ssh
 from gpuinfra_lab.state import LABEL, LabError, Paths, ensure_ssh_key, say, write_state
 from gpuinfra_lab.vmimage import CACHE, ensure_vm_image
+
+FLEET_PARALLEL = 8  # containers started and provisioned at once when a fleet is asked for
 
 
 def lab_up(paths: Paths, plan: list[HostPlan]) -> list[dict]:
@@ -42,17 +45,32 @@ def lab_up(paths: Paths, plan: list[HostPlan]) -> list[dict]:
         podman.remove(extra)
         say(f"{extra}: removed (not in this lab)")
     addresses = {h.name: host_address(subnet, h.name) for h in containers}
-    for h in containers:
-        done = ensure_container(podman, h, image, addresses[h.name], found.get(h.name))
+    fleet = [h for h in containers if h.name.startswith(FLEET_PREFIX)]
+    if fleet:
+        raise_host_limits()
+    fleet_image = ensure_fleet_image(podman, paths, image) if fleet else None
+    if fleet_image:
+        drop_old_fleet_images(podman, fleet_image)
+
+    def start(h: HostPlan) -> None:
+        chosen = fleet_image if h in fleet and fleet_image else image
+        done = ensure_container(podman, h, chosen, addresses[h.name], found.get(h.name))
         say(f"{h.name}: {done}")
-    drop_old_images(podman, image)
-    hosts, host_keys = [], {}
-    for h in containers:
+
+    def ready(h: HostPlan) -> dict:
         state = provision(podman, paths, h, pubkey)
         wait_ssh(h.name, addresses[h.name])
         host_keys[h.name] = (addresses[h.name], host_public_keys(podman, h.name))
-        hosts.append({"name": h.name, "address": addresses[h.name], "groups": list(h.groups),
-                      "profile": h.profile, "systemd": state})  # fmt: skip
+        return {"name": h.name, "address": addresses[h.name], "groups": list(h.groups),
+                "profile": h.profile, "systemd": state}
+
+    host_keys: dict = {}
+    # The fleet's containers start and boot a few at a time: one by one, a hundred of them
+    # would take minutes of waiting on each systemd in turn.
+    with ThreadPoolExecutor(max_workers=FLEET_PARALLEL if fleet else 1) as pool:
+        list(pool.map(start, containers))
+        drop_old_images(podman, image)
+        hosts = list(pool.map(ready, containers))
     for h in guests:
         port, accel = started[h.name]
         waited = qemu.wait_ssh(h.name, port, paths.vms / h.name)

@@ -33,6 +33,10 @@ from gpuinfra_lab.replay import (
 
 HEAD_NAME = "lab-head"
 MAX_WORKERS = 16
+# `lab up --fleet N`: light workers for the benchmarks at fleet size (gpuinfra_lab/fleet.py),
+# named lab-fleetN, at .100+N of the lab's /24 (the workers keep .11-.26).
+FLEET_PREFIX = "lab-fleet"
+MAX_FLEET = 120
 MAX_GUESTS = 4  # per guest profile: each guest is an emulated machine (TCG) on two cores
 
 
@@ -262,19 +266,28 @@ def host_address(subnet: str, name: str) -> str:
     valid, and inventory/lab.py lists it before the lab is up."""
     import ipaddress
 
-    offset = 10 if name == HEAD_NAME else 10 + int(name.removeprefix("lab-worker"))
+    if name == HEAD_NAME:
+        offset = 10
+    elif name.startswith(FLEET_PREFIX):
+        offset = 100 + int(name.removeprefix(FLEET_PREFIX))
+    else:
+        offset = 10 + int(name.removeprefix("lab-worker"))
     return str(ipaddress.ip_network(subnet)[offset])
 
 
 def plan_hosts(workers: int = 2, broken: bool = False,
-               guests: Mapping[str, int] | None = None) -> list[HostPlan]:
-    """The head, ``workers`` healthy workers (profiles cycled), the broken one if asked, and
+               guests: Mapping[str, int] | None = None, fleet: int = 0) -> list[HostPlan]:
+    """The head, ``workers`` healthy workers (profiles cycled), the broken one if asked,
     ``guests`` (guest profile -> how many; with ``broken``, each in its broken variant when
-    the profile has one)."""
+    the profile has one) and ``fleet`` light workers (lab-fleetN: the healthy profiles cycled,
+    from the fleet image, gpuinfra_lab/fleet.py)."""
     hosts = [HostPlan(HEAD_NAME, ("head",))]
     for i in range(1, workers + 1):
         profile = WORKER_PROFILES[(i - 1) % len(WORKER_PROFILES)]
         hosts.append(HostPlan(f"lab-worker{i}", ("workers",), profile))
+    for i in range(1, fleet + 1):
+        profile = WORKER_PROFILES[(i - 1) % len(WORKER_PROFILES)]
+        hosts.append(HostPlan(f"{FLEET_PREFIX}{i}", ("workers",), profile))
     if broken:
         hosts.append(HostPlan(f"lab-worker{workers + 1}", ("workers",), BROKEN_PROFILE))
     for name, count in (guests or {}).items():

@@ -1,5 +1,13 @@
 """Site-wide values of the local lab (inventory/lab.py)."""
 
+import json as _json
+from pathlib import Path as _Path
+
+_HOSTS = _Path(__file__).resolve().parent.parent / ".lab" / "hosts.json"
+# `lab up --fleet N` (gpuinfra_lab/fleet.py): many workers on this machine's two cores.
+_FLEET = _HOSTS.is_file() and any(h["name"].startswith("lab-fleet")
+                                  for h in _json.loads(_HOSTS.read_text())["hosts"])
+
 cluster_name = "lab"
 schedulers = ["slurm"]
 
@@ -48,8 +56,9 @@ gpu_sharing_mps_compute_mode = False
 mig_strategy = "mixed"
 
 # The node health check (gpuinfra_roles/health) every 10 s instead of 300: the lab's proof
-# (gpuinfra_lab/health_drain.py) waits for drains and resumes within a few intervals.
-health_check_interval = 10
+# (gpuinfra_lab/health_drain.py) waits for drains and resumes within a few intervals. With a
+# fleet, the default 300: a hundred nodes checked every 10 s would keep both cores busy.
+health_check_interval = 300 if _FLEET else 10
 
 # Containers for Slurm jobs (gpuinfra_roles/job_containers): Slurm's own OCI support with
 # Debian's crun, and a busybox bundle the role builds on each worker (no registry is reachable

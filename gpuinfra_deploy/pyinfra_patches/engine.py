@@ -13,6 +13,14 @@ of this project mostly waiting and re-reading:
    here answers a repeated question from the first answer, and is dropped for a host the
    moment any command, upload or callback runs on it (and for every host when a callback runs,
    since a callback may reach other hosts), so a fact is never older than the last change.
+   One question asked by several hosts at once (pyinfra plans the hosts in parallel
+   greenlets, and a role asks other hosts' facts: the head's slurm.conf and every worker's
+   judge read each worker's CPUs and GPUs) is asked once: the others wait for its answer.
+   Unshared, N hosts opened N channels on one connection at the same moment, and past sshd's
+   MaxSessions (10) the channels were refused ("ChannelException(2, 'Connect failed')"):
+   measured with 13 lab hosts. For the same reason different questions to one host run at
+   most :data:`FACT_CHANNELS` at a time (the head is asked a file fact per worker by every
+   worker's monitoring role at once).
 3. **Per-operation CPU.** In CLI mode pyinfra orders operations by the line numbers of the
    deploy code on the call stack, read with ``inspect.stack()``, which also loads a line of
    source for every frame of every operation call: the same line numbers come straight from
@@ -100,13 +108,47 @@ class FactCache:
 CACHE = FactCache()
 
 
+_INFLIGHT = "_gpuinfra_facts_asked"  # on a host: {key: AsyncResult} of the reads under way
+_SLOTS = "_gpuinfra_fact_slots"  # on a host: the semaphore of its concurrent fact reads
+# Fact reads in flight on one host's connection at once: below OpenSSH's MaxSessions (10),
+# which also counts the session an operation's command may hold meanwhile.
+FACT_CHANNELS = 6
+
+
+def _slots(host: Any) -> Any:
+    from gevent.lock import BoundedSemaphore
+
+    slots = getattr(host, _SLOTS, None)
+    if slots is None:
+        slots = BoundedSemaphore(FACT_CHANNELS)
+        setattr(host, _SLOTS, slots)
+    return slots
+
+
 def _get_fact_cached(self: Any, name_or_cls: Any, *args: Any, **kwargs: Any) -> Any:
+    from gevent.event import AsyncResult
+
     key = FactCache.key(self, name_or_cls, args, kwargs)
     found, value = CACHE.get(self, key)
     if found:
         return value
-    value = _INSTALLED["get_fact"](self, name_or_cls, *args, **kwargs)
+    asked = getattr(self, _INFLIGHT, None)
+    if asked is None:
+        asked = {}
+        setattr(self, _INFLIGHT, asked)
+    if key in asked:  # another greenlet is reading it now: its answer (or its error)
+        return asked[key].get()
+    answer = asked[key] = AsyncResult()
+    try:
+        with _slots(self):
+            value = _INSTALLED["get_fact"](self, name_or_cls, *args, **kwargs)
+    except BaseException as exc:
+        answer.set_exception(exc)
+        raise
+    finally:
+        asked.pop(key, None)
     CACHE.put(self, key, value)
+    answer.set(value)
     return value
 
 

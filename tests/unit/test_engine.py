@@ -150,3 +150,65 @@ def test_global_arguments_are_pyinfras_computed_once():
             pyinfra_arguments.all_global_arguments()  # a fresh list each call, as pyinfra's
     finally:
         engine.uninstall()
+
+
+def test_one_question_asked_at_once_by_many_is_read_once(installed, state_and_hosts):
+    """pyinfra plans hosts in parallel greenlets; many asking one host the same fact at once
+    (every host's slurm.conf reads each worker's CPUs) wait for one read: unshared, each opened
+    its own SSH channel and past sshd's MaxSessions they were refused."""
+    import gevent
+
+    _, (a, _) = state_and_hosts
+    calls = []
+
+    def slow_get_fact(state, host, cls, args=None, kwargs=None):
+        calls.append(host.name)
+        gevent.sleep(0.05)  # the command's round trip: the others ask meanwhile
+        return f"{cls.__name__}@{host.name}#{len(calls)}"
+
+    with mock.patch.object(pyinfra_host, "get_fact", slow_get_fact):
+        readers = [gevent.spawn(a.get_fact, Hostname) for _ in range(12)]
+        gevent.joinall(readers, raise_error=True)
+    assert len(calls) == 1 and {g.value for g in readers} == {"Hostname@@fake/a#1"}
+
+
+def test_an_error_reaches_every_waiter_and_the_next_read_asks_again(installed,
+                                                                     state_and_hosts):
+    import gevent
+
+    _, (a, _) = state_and_hosts
+    calls = []
+
+    def failing_get_fact(state, host, cls, args=None, kwargs=None):
+        calls.append(host.name)
+        gevent.sleep(0.05)
+        raise OSError("channel refused")
+
+    with mock.patch.object(pyinfra_host, "get_fact", failing_get_fact):
+        readers = [gevent.spawn(a.get_fact, Hostname) for _ in range(3)]
+        gevent.joinall(readers)
+        assert len(calls) == 1 and all(isinstance(g.exception, OSError) for g in readers)
+        with pytest.raises(OSError):
+            a.get_fact(Hostname)
+    assert len(calls) == 2  # nothing cached from a failed read
+
+
+def test_different_questions_to_one_host_share_a_few_channels(installed, state_and_hosts):
+    import gevent
+
+    _, (a, _) = state_and_hosts
+    running, most = [0], [0]
+
+    def slow_get_fact(state, host, cls, args=None, kwargs=None):
+        running[0] += 1
+        most[0] = max(most[0], running[0])
+        gevent.sleep(0.02)
+        running[0] -= 1
+        return repr(kwargs)
+
+    with mock.patch.object(pyinfra_host, "get_fact", slow_get_fact):
+        from pyinfra.facts.files import File
+
+        readers = [gevent.spawn(a.get_fact, File, path=f"/etc/x{i}") for i in range(20)]
+        gevent.joinall(readers, raise_error=True)
+    assert most[0] == engine.FACT_CHANNELS and len({g.value for g in readers}) == 20
