@@ -18,9 +18,10 @@ of this project mostly waiting and re-reading:
    judge read each worker's CPUs and GPUs) is asked once: the others wait for its answer.
    Unshared, N hosts opened N channels on one connection at the same moment, and past sshd's
    MaxSessions (10) the channels were refused ("ChannelException(2, 'Connect failed')"):
-   measured with 13 lab hosts. For the same reason different questions to one host run at
-   most :data:`FACT_CHANNELS` at a time (the head is asked a file fact per worker by every
-   worker's monitoring role at once).
+   measured with 13 lab hosts. For the same reason no host runs more than
+   :data:`HOST_CHANNELS` commands at a time over its connection (:func:`_run_limited`): the
+   head is asked a file fact per worker by every worker's monitoring role at once, and copies
+   from the head run on it for every worker in the same operation.
 3. **Per-operation CPU.** In CLI mode pyinfra orders operations by the line numbers of the
    deploy code on the call stack, read with ``inspect.stack()``, which also loads a line of
    source for every frame of every operation call: the same line numbers come straight from
@@ -109,10 +110,10 @@ CACHE = FactCache()
 
 
 _INFLIGHT = "_gpuinfra_facts_asked"  # on a host: {key: AsyncResult} of the reads under way
-_SLOTS = "_gpuinfra_fact_slots"  # on a host: the semaphore of its concurrent fact reads
-# Fact reads in flight on one host's connection at once: below OpenSSH's MaxSessions (10),
-# which also counts the session an operation's command may hold meanwhile.
-FACT_CHANNELS = 6
+_SLOTS = "_gpuinfra_channels"  # on a host: the semaphore of its commands in flight
+# Commands in flight on one host's SSH connection at once (each is a session channel): below
+# OpenSSH's default MaxSessions (10), past which sshd refuses the channel.
+HOST_CHANNELS = 8
 
 
 def _slots(host: Any) -> Any:
@@ -120,7 +121,7 @@ def _slots(host: Any) -> Any:
 
     slots = getattr(host, _SLOTS, None)
     if slots is None:
-        slots = BoundedSemaphore(FACT_CHANNELS)
+        slots = BoundedSemaphore(HOST_CHANNELS)
         setattr(host, _SLOTS, slots)
     return slots
 
@@ -140,8 +141,7 @@ def _get_fact_cached(self: Any, name_or_cls: Any, *args: Any, **kwargs: Any) -> 
         return asked[key].get()
     answer = asked[key] = AsyncResult()
     try:
-        with _slots(self):
-            value = _INSTALLED["get_fact"](self, name_or_cls, *args, **kwargs)
+        value = _INSTALLED["get_fact"](self, name_or_cls, *args, **kwargs)
     except BaseException as exc:
         answer.set_exception(exc)
         raise
@@ -150,6 +150,13 @@ def _get_fact_cached(self: Any, name_or_cls: Any, *args: Any, **kwargs: Any) -> 
     CACHE.put(self, key, value)
     answer.set(value)
     return value
+
+
+def _run_limited(self: SSHConnector, *args: Any, **kwargs: Any) -> Any:
+    """pyinfra's ``SSHConnector.run_shell_command``, at most :data:`HOST_CHANNELS` at once per
+    host (every command, fact read and upload of the run goes through it)."""
+    with _slots(self.host):
+        return _INSTALLED["ssh_run"](self, *args, **kwargs)
 
 
 def _forgetting(name: str, every_host: bool = False) -> Any:
@@ -208,6 +215,8 @@ def install() -> None:
         return
     _INSTALLED["ssh_connect"] = SSHConnector._connect
     SSHConnector._connect = _connect_nodelay  # type: ignore[method-assign]
+    _INSTALLED["ssh_run"] = SSHConnector.run_shell_command
+    SSHConnector.run_shell_command = _run_limited  # type: ignore[method-assign]
     _INSTALLED["get_fact"] = pyinfra_host.Host.get_fact
     pyinfra_host.Host.get_fact = _get_fact_cached  # type: ignore[method-assign]
     for cls, every_host in ((pyinfra_command.StringCommand, False),
@@ -229,6 +238,7 @@ def uninstall() -> None:
     if not _INSTALLED:
         return
     SSHConnector._connect = _INSTALLED.pop("ssh_connect")  # type: ignore[method-assign]
+    SSHConnector.run_shell_command = _INSTALLED.pop("ssh_run")  # type: ignore[method-assign]
     pyinfra_host.Host.get_fact = _INSTALLED.pop("get_fact")  # type: ignore[method-assign]
     for cls in (pyinfra_command.StringCommand, pyinfra_command.FileUploadCommand,
                 pyinfra_command.FileDownloadCommand, pyinfra_command.RsyncCommand,

@@ -193,22 +193,27 @@ def test_an_error_reaches_every_waiter_and_the_next_read_asks_again(installed,
     assert len(calls) == 2  # nothing cached from a failed read
 
 
-def test_different_questions_to_one_host_share_a_few_channels(installed, state_and_hosts):
+def test_commands_to_one_host_share_a_few_channels(installed):
+    """Every command of the run (fact reads, operations, uploads, callbacks reaching the head)
+    goes through SSHConnector.run_shell_command: at most HOST_CHANNELS at once per host."""
+    from types import SimpleNamespace
+
     import gevent
 
-    _, (a, _) = state_and_hosts
     running, most = [0], [0]
 
-    def slow_get_fact(state, host, cls, args=None, kwargs=None):
+    def slow_run(self, command, **kwargs):
         running[0] += 1
         most[0] = max(most[0], running[0])
         gevent.sleep(0.02)
         running[0] -= 1
-        return repr(kwargs)
+        return True, command
 
-    with mock.patch.object(pyinfra_host, "get_fact", slow_get_fact):
-        from pyinfra.facts.files import File
-
-        readers = [gevent.spawn(a.get_fact, File, path=f"/etc/x{i}") for i in range(20)]
-        gevent.joinall(readers, raise_error=True)
-    assert most[0] == engine.FACT_CHANNELS and len({g.value for g in readers}) == 20
+    head, other = SimpleNamespace(host=SimpleNamespace()), SimpleNamespace(host=SimpleNamespace())
+    with mock.patch.dict(engine._INSTALLED, {"ssh_run": slow_run}):
+        calls = [gevent.spawn(engine.SSHConnector.run_shell_command, head, f"cmd{i}")
+                 for i in range(20)]
+        calls.append(gevent.spawn(engine.SSHConnector.run_shell_command, other, "elsewhere"))
+        gevent.joinall(calls, raise_error=True)
+    assert most[0] == engine.HOST_CHANNELS + 1  # the other host is not held back
+    assert [c.value for c in calls[:3]] == [(True, "cmd0"), (True, "cmd1"), (True, "cmd2")]
