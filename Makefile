@@ -76,7 +76,8 @@ plan: $(STAMP)
 # change nothing), verify, report (also as a page: build/report.html); then a deploy with a broken slurm.conf must be refused while
 # slurmctld keeps running, and one with a broken prometheus.yml while Prometheus keeps serving;
 # then a worker without credentials is refused by Prometheus and Alertmanager, one with them is
-# answered, and every target is up; the health check's proof (gpuinfra_lab/health_drain.py:
+# answered, and every target is up; every worker's journal reaches the head once, also across a
+# restart of its receiver, and a foreign client certificate is refused; the health check's proof (gpuinfra_lab/health_drain.py:
 # a node drained with its cause and resumed, a hand-drained node left alone, an XID during a
 # job). `make demo BROKEN=1` adds the broken worker: the report fails on it, and it is shown
 # drained with its cause. The lab stays up afterwards.
@@ -92,6 +93,7 @@ demo: $(STAMP)
 	$(BIN)/python -m gpuinfra_lab.bad_slurm_conf inventory/lab.py
 	$(BIN)/python -m gpuinfra_lab.bad_prometheus_conf inventory/lab.py
 	$(BIN)/python -m gpuinfra_lab.monitoring_auth inventory/lab.py
+	$(BIN)/python -m gpuinfra_lab.central_logs inventory/lab.py
 	@echo
 	@echo "The report, as a page:  build/report.html (open it in a browser)"
 	@echo "The lab is still up. Look inside: ssh -F .lab/ssh_config lab-worker1"

@@ -235,11 +235,11 @@ def vacuum_timer() -> str:
     })
 
 
-def query(host: str, since: str, until: str) -> str:
+def query(host: str, since: str, until: str | None = None) -> str:
     """The one line an operator runs on the head for what ``host`` logged between ``since``
     and ``until`` (journalctl's time formats: ``"2026-11-27 03:00:00"``, ``"-10min"``)."""
     return shlex.join(["journalctl", "--directory", REMOTE_DIR, f"_HOSTNAME={host}",
-                       "--since", since, "--until", until])
+                       "--since", since, *(["--until", until] if until else [])])
 
 
 def verify_command(cert: str) -> str:
