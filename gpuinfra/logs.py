@@ -53,6 +53,7 @@ from collections.abc import Sequence
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.header import HEADER
+from gpuinfra.spec.model import NodeSpec
 from gpuinfra.units import unit_file
 
 REMOTE_DIR = "/var/log/journal/remote"  # the vendor unit's --output= (LogsDirectory=)
@@ -294,3 +295,84 @@ def client_command(short_name: str) -> str:
     return cert_command(f"{folder}/client.key", f"{folder}/client.crt", f"/CN={short_name}",
                         ["basicConstraints=critical,CA:FALSE",
                          "extendedKeyUsage=clientAuth"])
+
+
+# ---------------------------------------------------------------------------- stale logs
+# A node that stops sending its journal: each node logs a heartbeat every HEARTBEAT_S (so a
+# quiet node still has recent entries), the head writes each node's newest entry time into
+# node_exporter's textfile directory every minute, and the NodeLogsStale alert
+# (gpuinfra.monitoring.alerts) fires when one is older than STALE_S.
+HEARTBEAT_UNITS = ("gpuinfra-logs-heartbeat.service", "gpuinfra-logs-heartbeat.timer")
+HEARTBEAT_S = 120
+AGE_UNITS = ("gpuinfra-logs-age.service", "gpuinfra-logs-age.timer")
+AGE_SCRIPT = "/usr/local/lib/gpuinfra-logs/last-entry.sh"
+AGE_METRIC = "gpuinfra_logs_last_entry_timestamp_seconds"
+AGE_FILE = "gpuinfra-logs.prom"
+STALE_S = 600
+
+
+def uploaders(nodes: Sequence[NodeSpec]) -> list[NodeSpec]:
+    """The nodes that send their journal: every node but the head (it keeps its own), where
+    ``logs_enabled``."""
+    return [n for n in nodes if not n.is_head and n.settings.get("logs_enabled")]
+
+
+def heartbeat_service() -> str:
+    return unit_file({
+        "Unit": [("Description", "A line in the journal, so the head sees this node's logs "
+                                 "flowing (gpuinfra: NodeLogsStale)")],
+        "Service": [("Type", "oneshot"),
+                    ("ExecStart", "/usr/bin/logger -t gpuinfra-logs-heartbeat alive")],
+    })
+
+
+def heartbeat_timer() -> str:
+    return unit_file({
+        "Unit": [("Description", "A journal heartbeat every 2 minutes")],
+        "Timer": [("OnBootSec", "1min"), ("OnUnitActiveSec", f"{HEARTBEAT_S}s")],
+        "Install": [("WantedBy", "timers.target")],
+    })
+
+
+def age_script(nodes: Sequence[str], textfile_dir: str) -> str:
+    """The head's writer of :data:`AGE_METRIC` (one series per node, its newest entry's
+    time in seconds, 0 when it has none), written beside the live file and renamed over it.
+    ``nodes``: short names, checked host names (gpuinfra.spec)."""
+    for name in nodes:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9-]{0,62}", name):
+            raise GpuinfraError(f"not a host name: {name!r}")
+    q = shlex.quote
+    out = f"{textfile_dir}/{AGE_FILE}"
+    return "\n".join([
+        "#!/bin/sh", HEADER.rstrip("\n"),
+        "# Each node's newest journal entry on the head (gpuinfra_roles/logs).",
+        "set -u",
+        f"tmp=$(mktemp {q(textfile_dir + '/.gpuinfra-logs.XXXXXX')}) || exit 1",
+        "{",
+        f"  echo '# HELP {AGE_METRIC} Newest journal entry of the node on the head (0: none).'",
+        f"  echo '# TYPE {AGE_METRIC} gauge'",
+        f"  for node in {' '.join(nodes)}; do",
+        f"    us=$(journalctl --directory={REMOTE_DIR} \"_HOSTNAME=$node\" -n 1 -o export "
+        "2>/dev/null | sed -n 's/^__REALTIME_TIMESTAMP=//p')",
+        f"    echo \"{AGE_METRIC}{{node=\\\"$node\\\"}} $(( ${{us:-0}} / 1000000 ))\"",
+        "  done",
+        f"}} > \"$tmp\" && chmod 0644 \"$tmp\" && mv -f \"$tmp\" {q(out)}",
+        ""])
+
+
+def age_service(textfile_dir: str) -> str:
+    return unit_file({
+        "Unit": [("Description", "Each node's newest journal entry, for Prometheus "
+                                 "(gpuinfra: NodeLogsStale)")],
+        "Service": [("Type", "oneshot"), ("ExecStart", f"/bin/sh {AGE_SCRIPT}"),
+                    ("ProtectSystem", "strict"), ("ReadWritePaths", textfile_dir),
+                    ("PrivateNetwork", "yes"), ("NoNewPrivileges", "yes")],
+    })
+
+
+def age_timer() -> str:
+    return unit_file({
+        "Unit": [("Description", "Each node's newest journal entry, every minute")],
+        "Timer": [("OnBootSec", "1min"), ("OnUnitActiveSec", "1min")],
+        "Install": [("WantedBy", "timers.target")],
+    })

@@ -14,7 +14,9 @@ every step held, 1 listing what did not, each naming its node:
 3. the head's receiver stopped (stunnel and journal-remote), a line logged on lab-worker2 is
    not on the head; the receiver started again, the line arrives, exactly once (the uploader
    resumes from its saved cursor);
-4. from lab-worker2, a throwaway self-signed certificate (made in a private ``mktemp -d``
+4. the head's metric of each worker's newest entry there (what the NodeLogsStale alert
+   reads: gpuinfra.logs.age_script) is under 3 minutes old;
+5. from lab-worker2, a throwaway self-signed certificate (made in a private ``mktemp -d``
    folder, removed afterwards) is refused by the head's TLS, while the worker's own
    certificate is answered ``202 Accepted``.
 """
@@ -28,6 +30,8 @@ import uuid
 from collections.abc import Mapping
 
 from gpuinfra.logs import (
+    AGE_FILE,
+    AGE_METRIC,
     CA_CERT,
     CA_KEY,
     CLIENT_CERT,
@@ -42,6 +46,7 @@ from gpuinfra.logs import (
     UPLOAD_GROUP,
     node_dir,
 )
+from gpuinfra.monitoring.units import TEXTFILE_DIRECTORY
 from gpuinfra_lab.health_drain import lab_hosts
 from gpuinfra_lab.oci_jobs import lab_setting
 from gpuinfra_lab.refusal import lab_ssh
@@ -75,6 +80,23 @@ def arrival_problem(node: str, line: str, count: int, waited: float | None) -> s
     if count != 1:
         return f"{node}: its line {line} is on the head {count} times, not once"
     return None
+
+
+def metric_problems(text: str, workers: list[str], limit_s: int = 180) -> list[str]:
+    """What is wrong with the head's metric file (``text``, then the head's ``date +%s``):
+    a worker missing, or its newest entry older than ``limit_s``."""
+    lines = text.strip().splitlines()
+    if not lines or not lines[-1].isdigit():
+        return [f"no {AGE_FILE} on the head"]
+    now = int(lines[-1])
+    seen = {}
+    for line in lines[:-1]:
+        for worker in workers:
+            if line.startswith(f'{AGE_METRIC}{{node="{worker}"}} '):
+                seen[worker] = int(float(line.split()[-1]))
+    return [f"{w}: not in {AGE_FILE}" if w not in seen else
+            f"{w}: its newest entry on the head is {now - seen[w]} s old"
+            for w in workers if w not in seen or now - seen[w] > limit_s]
 
 
 def count_on_head(head: str, node: str, line: str) -> int:
@@ -125,6 +147,8 @@ class Proof(Steps):
                                       waited)
             self.say(problem is None, f"{worker}: its line on the head in {waited or 0:.1f} s, "
                                       "once", problem or "")
+        if lab_setting("monitoring_enabled") is not False:  # the metric is monitoring's
+            self.freshness(workers)
         self.restart(WORKER)
         self.foreign(WORKER, head_address)
         return self.end()
@@ -141,6 +165,12 @@ class Proof(Steps):
             bad = mode_problems(stat_modes(worker, list(want)), want)
             self.say(not bad, f"{worker}: its key root:{UPLOAD_GROUP} 0640, certificates 0644",
                      f"{worker}: {'; '.join(bad)}")
+
+    def freshness(self, workers: list[str]) -> None:
+        out = lab_ssh(self.head, f"cat {TEXTFILE_DIRECTORY}/{AGE_FILE}; date +%s").stdout
+        bad = metric_problems(out, workers)
+        self.say(not bad, f"{self.head}: {AGE_METRIC} names every worker, each newest entry "
+                          "under 3 minutes old", f"{self.head}: {'; '.join(bad)}")
 
     def restart(self, worker: str) -> None:
         lab_ssh(self.head, f"systemctl stop {RECEIVER_UNITS}")

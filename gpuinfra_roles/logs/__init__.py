@@ -29,10 +29,13 @@ from pyinfra.operations.util import any_changed
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.logs import (
+    AGE_SCRIPT,
+    AGE_UNITS,
     CA_CERT,
     CLIENT_CERT,
     CLIENT_KEY,
     DROPIN_NAME,
+    HEARTBEAT_UNITS,
     NODES_DIR,
     PACKAGE,
     RECEIVER_DROPIN,
@@ -51,9 +54,14 @@ from gpuinfra.logs import (
     UPLOAD_GROUP,
     UPLOAD_SERVICE,
     VACUUM_UNITS,
+    age_script,
+    age_service,
+    age_timer,
     ca_command,
     client_command,
     disk_problem,
+    heartbeat_service,
+    heartbeat_timer,
     node_dir,
     receiver_dropin,
     remote_conf,
@@ -62,9 +70,11 @@ from gpuinfra.logs import (
     tunnel_conf,
     upload_conf,
     upload_dropin,
+    uploaders,
     vacuum_service,
     vacuum_timer,
 )
+from gpuinfra.monitoring.units import TEXTFILE_DIRECTORY
 from gpuinfra.spec import NodeSpec
 from gpuinfra_deploy.facts.system import host_distro
 from gpuinfra_deploy.ops.apt import APT_CACHE_S
@@ -110,11 +120,6 @@ class LogDiskBytes(FactBase):
         return int(output[-1].strip())
 
 
-def uploaders(site: Site) -> list[NodeSpec]:
-    """The nodes that send their journal: every node but the head (it keeps its own)."""
-    return [n for n in site.spec.nodes if not n.is_head and n.settings.get("logs_enabled")]
-
-
 @deploy("logs")
 def logs(site: Site, node: NodeSpec) -> None:
     data = node.settings
@@ -122,7 +127,7 @@ def logs(site: Site, node: NodeSpec) -> None:
         host.noop("central logs disabled (logs_enabled = False)")
         return
     head = site.spec.head[0]
-    missing = [n.name for n in (head, *uploaders(site)) if n.address is None]
+    missing = [n.name for n in (head, *uploaders(site.spec.nodes)) if n.address is None]
     if missing:
         raise GpuinfraError(f"logs: no cluster-network address for {', '.join(missing)}: the "
                             "head's receiver listens there and its certificate names it. Set "
@@ -149,6 +154,8 @@ def logs(site: Site, node: NodeSpec) -> None:
         _receiver(head, data, distro, renewed)
     else:
         _uploader(site, node, head, distro)
+    if data.get("monitoring_enabled"):
+        _staleness(site, node)
 
 
 def _fits_the_disk(site: Site, data: Any) -> None:
@@ -156,7 +163,7 @@ def _fits_the_disk(site: Site, data: Any) -> None:
     if size is None:
         raise GpuinfraError(f"logs: cannot read the size of the file system of {REMOTE_DIR} "
                             "on the head (df)")
-    problem = disk_problem(size, data["logs_max_use"], len(uploaders(site)))
+    problem = disk_problem(size, data["logs_max_use"], len(uploaders(site.spec.nodes)))
     if problem:
         raise GpuinfraError(f"logs: {problem}")
 
@@ -180,7 +187,7 @@ def _credentials(site: Site, head: NodeSpec) -> bool:
     for key in (f"{TLS_DIR}/ca.key", SERVER_KEY):
         files.file(name=f"{key}: root only (0600)", path=key, user="root", group="root",
                    mode="600")
-    for other in uploaders(site):
+    for other in uploaders(site.spec.nodes):
         folder = node_dir(other.short_name)
         files.directory(name=f"{folder}: root only (0700)", path=folder, user="root",
                         group="root", mode="700")
@@ -275,6 +282,36 @@ def _uploader(site: Site, node: NodeSpec, head: NodeSpec, distro: dict[str, Any]
                     _if=any_changed(copied, conf, dropin))
 
 
+def _timer(name: str, units: dict[str, str]) -> None:
+    """Oneshot service and its timer in /etc/systemd/system, judged by systemd-analyze."""
+    stage = f"{UNIT_DIR}/.gpuinfra-staged-logs-{name}"
+    installed = checked_files(
+        name=f"{', '.join(units)}, checked by systemd-analyze",
+        files={f"{UNIT_DIR}/{unit}": text for unit, text in units.items()}, stage=stage,
+        check=check_script("systemd-analyze verify " + " ".join(
+            shlex.quote(f"{stage}/{unit}") for unit in units), "systemd-analyze", stage))
+    systemd.daemon_reload(name=f"systemd reads {', '.join(units)}", _if=installed.did_change)
+    systemd.service(name=f"Run {list(units)[1]}", service=list(units)[1], running=True,
+                    enabled=True)
+
+
+def _staleness(site: Site, node: NodeSpec) -> None:
+    """What the NodeLogsStale alert reads (gpuinfra.monitoring.alerts): a heartbeat in each
+    node's journal, and on the head each node's newest entry there, for node_exporter."""
+    if not node.is_head:
+        service, timer = HEARTBEAT_UNITS
+        _timer("heartbeat", {service: heartbeat_service(), timer: heartbeat_timer()})
+        return
+    names = [n.short_name for n in uploaders(site.spec.nodes)]
+    files.put(name=f"{AGE_SCRIPT}: each node's newest journal entry, for Prometheus",
+              dest=AGE_SCRIPT, src=StringIO(age_script(names, TEXTFILE_DIRECTORY)),
+              mode="755", create_remote_dir=True)
+    files.directory(name=f"{TEXTFILE_DIRECTORY}: node_exporter's textfile directory",
+                    path=TEXTFILE_DIRECTORY, present=True)
+    service, timer = AGE_UNITS
+    _timer("age", {service: age_service(TEXTFILE_DIRECTORY), timer: age_timer()})
+
+
 def applies(site: Site, node: NodeSpec) -> bool:
     """Every host of a site with a head (the role itself says where logs_enabled is False)."""
     return bool(site.spec.head)
@@ -282,5 +319,6 @@ def applies(site: Site, node: NodeSpec) -> bool:
 
 # The one declaration of where this role applies and how it is called: deploy.py, the entry
 # file beside this one and another project's deploy all run ``ROLE.apply``.
-ROLE = Role("logs", logs, applies)
+# Other roles' knobs it reads: monitoring's (monitoring_enabled: the NodeLogsStale metric).
+ROLE = Role("logs", logs, applies, reads=("monitoring",))
 apply = ROLE.apply

@@ -125,6 +125,23 @@ def test_a_cap_that_does_not_fit_the_heads_disk_is_refused_when_planned():
     assert run("debian-12", head_facts=small, logs_max_use="1G").plans[HEAD].ops
 
 
+def test_what_the_stale_logs_alert_reads():
+    """NodeLogsStale (gpuinfra.monitoring.alerts): a heartbeat on each node, and on the head
+    each node's newest entry in node_exporter's textfile directory; none without monitoring."""
+    result = run("debian-12")
+    head, gpu = uploaded(result.plans[HEAD]), uploaded(result.plans[GPU])
+    script = head["/usr/local/lib/gpuinfra-logs/last-entry.sh"]
+    assert "for node in gpu01; do" in script
+    assert "/var/lib/prometheus/node-exporter/gpuinfra-logs.prom" in script
+    assert "OnUnitActiveSec=1min" in \
+        head["/etc/systemd/system/.gpuinfra-staged-logs-age/gpuinfra-logs-age.timer"]
+    assert "/usr/bin/logger -t gpuinfra-logs-heartbeat alive" in \
+        gpu["/etc/systemd/system/.gpuinfra-staged-logs-heartbeat/gpuinfra-logs-heartbeat.service"]
+    quiet = run("debian-12", monitoring_enabled=False)
+    assert not [n for p in quiet.plans.values() for n in names(p)
+                if "heartbeat" in n or "newest journal entry" in n]
+
+
 def test_off_switch():
     result = run("debian-12", logs_enabled=False)
     assert all(not planned.commands for p in result.plans.values() for planned in p.ops)

@@ -102,3 +102,14 @@ def test_the_report_gives_each_failed_node_its_query():
     off = build_cluster([HostInput(h.name, h.groups, {**h.data, "logs_enabled": False})
                          for h in hosts], (), knobs_of(None))
     assert "_HOSTNAME" not in report.render(off, report.read_junit(junit), "x")[0]
+
+
+def test_the_proof_reads_the_heads_metric():
+    from gpuinfra_lab.central_logs import metric_problems
+
+    text = ('# HELP x\ngpuinfra_logs_last_entry_timestamp_seconds{node="w1"} 1000\n'
+            'gpuinfra_logs_last_entry_timestamp_seconds{node="w2"} 0\n1100\n')
+    assert metric_problems(text, ["w1"]) == []
+    assert metric_problems(text, ["w1", "w2", "w3"]) == [
+        "w2: its newest entry on the head is 1100 s old", "w3: not in gpuinfra-logs.prom"]
+    assert metric_problems("", ["w1"]) == ["no gpuinfra-logs.prom on the head"]
