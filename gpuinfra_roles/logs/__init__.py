@@ -161,7 +161,16 @@ def logs(site: Site, node: NodeSpec) -> None:
     if node.is_head:
         _receiver(head, data, distro, renewed)
     else:
-        _uploader(site, node, head, distro)
+        uploader = _uploader(site, node, head, distro)
+    # Shared again: the nodes start their uploaders only once the head's receiver runs (an
+    # uploader started before it fails and waits 10 s: a second deploy would start it again).
+    files.file(name=f"{CA_CERT}: the logs CA's certificate, public (0644)", path=CA_CERT,
+               user="root", group="root", mode="644")
+    if not node.is_head:
+        systemd.service(name="Send this node's journal to the head", service=UPLOAD_SERVICE,
+                        running=True, enabled=True)
+        systemd.service(name="Restart the uploader on its new configuration or key",
+                        service=UPLOAD_SERVICE, restarted=True, _if=uploader)
     if data.get("monitoring_enabled"):
         _staleness(site, node)
 
@@ -268,7 +277,9 @@ def _receiver(head: NodeSpec, data: Any, distro: dict[str, Any], renewed: bool) 
                  _if=lambda: bool(renewed) or tunnel.did_change())
 
 
-def _uploader(site: Site, node: NodeSpec, head: NodeSpec, distro: dict[str, Any]) -> None:
+def _uploader(site: Site, node: NodeSpec, head: NodeSpec, distro: dict[str, Any]) -> Any:
+    """The uploader's files; the condition "any of them changed" (it is started later, once
+    the head's receiver runs)."""
     server.group(name=f"Group {UPLOAD_GROUP} (the uploader reads its key)",
                  group=UPLOAD_GROUP, system=True)
     folder = node_dir(node.short_name)
@@ -284,11 +295,7 @@ def _uploader(site: Site, node: NodeSpec, head: NodeSpec, distro: dict[str, Any]
                      mode="644", create_remote_dir=True)
     dropin = _dropin(UPLOAD_DROPIN, upload_dropin(), UPLOAD_SERVICE, distro)
     systemd.daemon_reload(name="systemd reads the uploader's drop-in", _if=dropin.did_change)
-    systemd.service(name="Send this node's journal to the head", service=UPLOAD_SERVICE,
-                    running=True, enabled=True)
-    systemd.service(name="Restart the uploader on its new configuration or key",
-                    service=UPLOAD_SERVICE, restarted=True,
-                    _if=any_changed(copied, conf, dropin))
+    return any_changed(copied, conf, dropin)
 
 
 def _timer(name: str, units: dict[str, str]) -> None:
