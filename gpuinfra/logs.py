@@ -290,7 +290,7 @@ def node_dir(short_name: str) -> str:
 
 def client_command(short_name: str) -> str:
     """A node's client key and certificate, made on the head in its own folder; the CN is the
-    node's short name: journal-remote names the node's file after it."""
+    node's short name (stunnel logs it when it refuses or admits the node)."""
     folder = node_dir(short_name)
     return cert_command(f"{folder}/client.key", f"{folder}/client.crt", f"/CN={short_name}",
                         ["basicConstraints=critical,CA:FALSE",
