@@ -80,9 +80,10 @@ plan: $(STAMP)
 # hand-drained node left alone, an XID during a job); a deploy with a broken slurm.conf must
 # be refused while slurmctld keeps running, one with a broken prometheus.yml while Prometheus
 # keeps serving; a worker without credentials is refused by Prometheus and Alertmanager, one
-# with them is answered, and every target is up. `make demo BROKEN=1` adds the broken worker
-# (and leaves the smoke job out): the report fails on it, and it is shown drained with its
-# cause. The lab stays up afterwards.
+# with them is answered, and every target is up; every worker's journal reaches the head
+# once, also across a restart of its receiver, and a foreign client certificate is refused.
+# `make demo BROKEN=1` adds the broken worker (and leaves the smoke job out): the report fails
+# on it, and it is shown drained with its cause. The lab stays up afterwards.
 demo: $(STAMP)
 	$(BIN)/gpuinfra validate inventory/lab.py
 	$(BIN)/gpuinfra lab up $(if $(BROKEN),--broken)
@@ -98,6 +99,7 @@ demo: $(STAMP)
 	$(BIN)/python -m gpuinfra_lab.bad_slurm_conf inventory/lab.py
 	$(BIN)/python -m gpuinfra_lab.bad_prometheus_conf inventory/lab.py
 	$(BIN)/python -m gpuinfra_lab.monitoring_auth inventory/lab.py
+	$(BIN)/python -m gpuinfra_lab.central_logs inventory/lab.py
 	@echo
 	@echo "The report, as a page:  build/report.html (open it in a browser; with the smoke job)"
 	@echo "The lab is still up. Look inside: ssh -F .lab/ssh_config lab-worker1"

@@ -17,6 +17,7 @@ from gpuinfra_roles import (
     health,
     job_containers,
     kubernetes,
+    logs,
     monitoring,
     munge,
     nvidia_driver,
@@ -47,3 +48,4 @@ job_containers.apply(site, node)  # Slurm nodes: the jobs' container runtime, af
 kubernetes.apply(site, node)  # Kubernetes nodes: control plane on the head, workers joined
 
 monitoring.apply(site, node)  # Prometheus + Alertmanager on the head, exporters, GPU metrics
+logs.apply(site, node)  # every node's journal on the head (journal-upload -> journal-remote, TLS)

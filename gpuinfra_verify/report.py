@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuinfra import logs
 from gpuinfra.envelope import CauseGroup, envelope, group_by_cause
 from gpuinfra.spec import ClusterSpec, NodeSpec
 from gpuinfra.verdicts import FABRIC_DOWN_CAUSE
@@ -516,10 +517,22 @@ def render_report(report: Report) -> str:
             lines += _wrap(where(group.subjects), "      ", "    on: ")
             if group.fix:
                 lines += _wrap(group.fix, "      ", "    fix: ")
+    lines += _log_queries(report)
     for job in report.jobs:
         lines += _wrap(job.line(), "    ", f"{job.label}: ")
     lines.append("verdict: " + _verdict_line(report))
     return "\n".join(lines)
+
+
+def _log_queries(report: Report) -> list[str]:
+    """For each failed node that sends its journal to the head (the logs role), the command
+    that shows its last hour there (gpuinfra_roles/logs/README.md: narrow --since/--until)."""
+    failed = [n.spec for n in report.nodes if n.verdict == "fail" and not n.spec.is_head
+              and n.spec.settings.get("logs_enabled")]
+    if not failed:
+        return []
+    return ["logs of the failed nodes, their last hour (run on the head):"] + [
+        f"  {logs.query(spec.short_name, '-1h')}" for spec in failed]
 
 
 def _verdict_line(report: Report) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 from gpuinfra.health.expectation import runs_on
 from gpuinfra.knowledge.topology import expected_active_links
+from gpuinfra.logs import AGE_METRIC, STALE_S, uploaders
 from gpuinfra.monitoring.gpumetrics import FATAL_XIDS, RECOVERY_ACTION_XID
 from gpuinfra.monitoring.settings import Monitoring
 from gpuinfra.monitoring.slurmnodes import UNAVAILABLE
@@ -27,7 +28,7 @@ ALERT_NAMES = ("NodeDown", "DiskAlmostFull", "SlurmctldDown", "SlurmdDown", "Slu
                "GpuMissing", "GpuXidErrors", "GpuFatalXid", "GpuUncorrectableEcc",
                "GpuMemoryNeedsReset", "GpuRetiredPagesOrRemapFailure", "GpuTemperatureHigh",
                "NvlinkDown", "NvlinkDegraded", "GpuMetricsStale", "NodeDrainedByHealthCheck",
-               "NodeHealthCheckFailed", "NodeHealthCheckStale")
+               "NodeHealthCheckFailed", "NodeHealthCheckStale", "NodeLogsStale")
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,13 @@ def health_series(metric: str, node: NodeSpec, **labels: str) -> str:
     return f"gpuinfra_health_{metric}{selector(job='node', instance=node.short_name, **labels)}"
 
 
+def logs_series(spec: ClusterSpec, node: NodeSpec) -> str:
+    """The head's series of ``node``'s newest journal entry there (gpuinfra.logs.age_script,
+    served by the head's node_exporter)."""
+    head = spec.head[0].short_name
+    return f"{AGE_METRIC}{selector(job='node', instance=head, node=node.short_name)}"
+
+
 def health_nodes(spec: ClusterSpec) -> list[NodeSpec]:
     """The nodes whose health check writes metrics (gpuinfra.health.expectation.runs_on,
     where ``health_enabled``)."""
@@ -178,6 +186,7 @@ def alerts(spec: ClusterSpec, mon: Monitoring) -> list[Alert]:
         out += _slurm_alerts(spec)
     out += _gpu_alerts(spec, mon)
     out += _health_alerts(spec)
+    out += _logs_alerts(spec)
     return out
 
 
@@ -187,7 +196,8 @@ def rules(spec: ClusterSpec, mon: Monitoring) -> dict[str, Any]:
     groups = {"gpuinfra-nodes": ("NodeDown", "DiskAlmostFull"),
               "gpuinfra-slurm": ("SlurmctldDown", "SlurmdDown", "SlurmNodesDrained"),
               "gpuinfra-health": ("NodeDrainedByHealthCheck", "NodeHealthCheckFailed",
-                                  "NodeHealthCheckStale")}
+                                  "NodeHealthCheckStale"),
+              "gpuinfra-logs": ("NodeLogsStale",)}
     out: dict[str, list[dict[str, Any]]] = {}
     for alert in found:
         group = next((g for g, names in groups.items() if alert.name in names), "gpuinfra-gpus")
@@ -512,6 +522,29 @@ def _nvlink_alerts(gpu_nodes: Sequence[NodeSpec]) -> list[Alert]:
             firing=(slow_case,),
         ))
     return out
+
+
+def _logs_alerts(spec: ClusterSpec) -> list[Alert]:
+    """A node whose journal stopped reaching the head (the logs role): its newest entry there
+    older than gpuinfra.logs.STALE_S, while it logs a heartbeat every 2 minutes."""
+    nodes = uploaders(spec.nodes)
+    if len(spec.head) != 1 or not nodes:
+        return []
+    node = nodes[0]
+    return [Alert(
+        name="NodeLogsStale", expr=f"time() - {AGE_METRIC} > {STALE_S}", duration="5m",
+        severity="warning",
+        summary="{{ $labels.node }}: no journal entry has reached the head for "
+        f"{STALE_S // 60} minutes",
+        description="The node's uploader stopped or cannot reach the head (every node logs a "
+        "heartbeat every 2 minutes): `systemctl status systemd-journal-upload` and "
+        "`journalctl -u systemd-journal-upload` on the node (URL, certificate), "
+        "`systemctl status stunnel@gpuinfra-logs systemd-journal-remote.socket` on the head.",
+        # The newest entry was STALE_S seconds before the start and none came since.
+        firing=(Case(set={logs_series(spec, node): f"-{STALE_S}x15"},
+                     fires=({"job": "node", "instance": spec.head[0].short_name,
+                             "node": node.short_name},)),),
+    )]
 
 
 def _collector_stale_alert(node: NodeSpec) -> Alert:

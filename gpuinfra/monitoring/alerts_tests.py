@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuinfra.knowledge.topology import expected_active_links
+from gpuinfra.logs import STALE_S, uploaders
 from gpuinfra.monitoring.alerts import (
     Alert,
     alerts,
@@ -21,6 +22,7 @@ from gpuinfra.monitoring.alerts import (
     health_nodes,
     health_series,
     health_stale_seconds,
+    logs_series,
     selector,
     slurm_nodes_series,
     slurm_state_series,
@@ -66,6 +68,10 @@ def healthy_series(spec: ClusterSpec, mon: Monitoring) -> dict[str, str]:
         # equals the limit, just not above it.
         series[health_series("last_run_timestamp_seconds", node)] = \
             f"-{health_stale_seconds(node)}+60x15"
+    if len(spec.head) == 1:
+        for node in uploaders(spec.nodes):
+            # The newest entry exactly STALE_S old at every evaluation: just not above it.
+            series[logs_series(spec, node)] = f"-{STALE_S}+60x15"
     if "slurm" in spec.schedulers:
         head = spec.head[0].short_name
         series[slurm_nodes_series(head, "idle")] = f"{len(spec.workers)}x15"

@@ -164,6 +164,14 @@ def site_for(role: str) -> tuple[list[dict[str, Any]], set[str]]:
                       {"ssh_hostname": "10.1.0.1"}),
                 _host("gpu01", ("gpu_nodes",), load_facts(*base, "monitoring-fresh"),
                       {"ssh_hostname": "10.1.0.2"})], {"mgmt1", "gpu01"}
+    if role == "logs":
+        # It reads monitoring_enabled (its stale-logs metric): the operator's own value of
+        # that key ("yes") would be judged, so the site sets it.
+        data = {"monitoring_enabled": True}
+        return [_host("mgmt1", ("login",), load_facts(*base), {"ssh_hostname": "10.1.0.1",
+                                                               **data}),
+                _host("gpu01", ("gpu_nodes",), load_facts(*base),
+                      {"ssh_hostname": "10.1.0.2", **data})], {"mgmt1", "gpu01"}
     if role == "containerd":
         from tests.plan.test_containerd_plan import fresh
 

@@ -524,6 +524,9 @@ PINNED = {
     # Twice health_check_interval (300 s by default: gpuinfra_roles/health/defaults.py).
     "NodeHealthCheckStale": ("time() - gpuinfra_health_last_run_timestamp_seconds > 600",
                              "5m", "warning"),
+    # Every node logs a heartbeat every 2 minutes (gpuinfra_roles/logs).
+    "NodeLogsStale": ("time() - gpuinfra_logs_last_entry_timestamp_seconds > 600", "5m",
+                      "warning"),
 }
 
 

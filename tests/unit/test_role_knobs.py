@@ -32,7 +32,7 @@ def test_knob_keys_are_unique_and_role_prefixed():
     folder, and a foreign deploy's typo check covers exactly the prefixes of its roles."""
     keys = [k.key for k in ROLE_KNOBS]
     assert len(keys) == len(set(keys))
-    assert len(role_names()) == 14
+    assert len(role_names()) == 15
     for role in role_names():
         assert all(k.key.startswith(f"{role}_") for k in role_knobs(role)), role
 
