@@ -12,6 +12,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pyinfra.api.exceptions import PyinfraError
+
+from gpuinfra.errors import GpuinfraError
 from gpuinfra.spec import NodeSpec
 from gpuinfra_deploy.ops.gpu import node_driver
 from gpuinfra_deploy.pyinfra_patches import uploads
@@ -57,13 +60,25 @@ class Role:
             site, node = this_node(roles=self.knob_roles, groups=groups)
         if not self.applies(site, node):
             return
-        args: tuple[Any, ...] = ()
-        if self.takes_driver:
-            args = (site.once(("driver", node.name), lambda: node_driver(site, node)),)
-        if self.needs_head:
-            self.deploy(site, node, *args, _if=site.head_up)
-        else:
-            self.deploy(site, node, *args)
+        try:
+            args: tuple[Any, ...] = ()
+            if self.takes_driver:
+                args = (site.once(("driver", node.name), lambda: node_driver(site, node)),)
+            if self.needs_head:
+                self.deploy(site, node, *args, _if=site.head_up)
+            else:
+                self.deploy(site, node, *args)
+        except PlanRefused:
+            raise
+        except GpuinfraError as exc:  # a role refusing what it was given: its words, no trace
+            said = str(exc)
+            raise PlanRefused(said if node.name in said else f"{node.name}: {said}") from None
+
+
+class PlanRefused(GpuinfraError, PyinfraError):
+    """A role refused to plan a host (a value that cannot work there, a host it cannot
+    change safely). A pyinfra error, so pyinfra prints the message and stops, before any host
+    is changed, instead of a Python traceback of the deploy file."""
 
 
 def entry(role: Role) -> None:

@@ -13,8 +13,10 @@ from tests.unit.test_smoke import CRASHED, GOOD, NEVER_JOINED, nccl_log
 
 
 def test_lab_gloo_script(capsys, repo_cwd):  # noqa: F811
+    # --nodes 2: the same script whether or not a lab with a fleet (bench/fleet.py) is up
     code, out, err = run(capsys, "smoke", "script", "--inventory", "inventory/lab.py",
-                         "--backend", "gloo", "--container", "/var/lib/gpuinfra/bundles/torch")
+                         "--backend", "gloo", "--container", "/var/lib/gpuinfra/bundles/torch",
+                         "--nodes", "2")
     assert code == 0, err
     assert "#SBATCH --partition=gpu" in out and "#SBATCH --nodes=2" in out
     assert "--container=/var/lib/gpuinfra/bundles/torch" in out

@@ -143,3 +143,26 @@ def test_the_accounting_database_is_never_a_system_schema(name):
     errors = [e for e in spec_problems(hosts(slurm_db_name=name)) if e.field == "slurm_db_name"]
     assert errors and "system schema" in errors[0].problem, errors
     assert "slurm_acct_db" not in errors[0].problem
+
+
+def test_a_role_refusing_a_host_is_a_pyinfra_error_naming_it_not_a_traceback() -> None:
+    """A GpuinfraError raised while a role plans a host (logs_max_use too big for the head's
+    disk, MIG without an NVML plugin...) reaches pyinfra as its own error: pyinfra prints
+    `--> pyinfra error ...: <host>: <message>` and stops before changing anything, instead of
+    the deploy file's traceback."""
+    from types import SimpleNamespace
+
+    from pyinfra.api.exceptions import PyinfraError
+
+    from gpuinfra.errors import GpuinfraError
+    from gpuinfra_deploy.run.role import PlanRefused, Role
+
+    def refusing(site, node):
+        raise GpuinfraError("logs: logs_max_use = '10G' does not fit the head's disk")
+
+    role = Role("x", refusing, lambda site, node: True)
+    node = SimpleNamespace(name="head1")
+    with pytest.raises(PyinfraError) as caught:
+        role.apply(SimpleNamespace(), node)
+    assert isinstance(caught.value, PlanRefused) and isinstance(caught.value, GpuinfraError)
+    assert str(caught.value) == "head1: logs: logs_max_use = '10G' does not fit the head's disk"
