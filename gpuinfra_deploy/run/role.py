@@ -8,6 +8,7 @@ call ``ROLE.apply(...)``, so the three plan the same operations on the same host
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -68,17 +69,27 @@ class Role:
                 self.deploy(site, node, *args, _if=site.head_up)
             else:
                 self.deploy(site, node, *args)
-        except PlanRefused:
-            raise
         except GpuinfraError as exc:  # a role refusing what it was given: its words, no trace
+            if isinstance(exc, (AssertionError, PyinfraError)):  # a test's, or already one
+                raise
             said = str(exc)
-            raise PlanRefused(said if node.name in said else f"{node.name}: {said}") from None
+            if node.name not in said:
+                exc.args = (f"{node.name}: {said}",)
+            try:
+                exc.__class__ = refused(type(exc))
+            except TypeError:  # an exception class with its own layout: as it is
+                pass
+            raise
 
 
-class PlanRefused(GpuinfraError, PyinfraError):
-    """A role refused to plan a host (a value that cannot work there, a host it cannot
-    change safely). A pyinfra error, so pyinfra prints the message and stops, before any host
-    is changed, instead of a Python traceback of the deploy file."""
+@functools.cache
+def refused(cls: type[GpuinfraError]) -> type:
+    """``cls`` that is also a pyinfra error: a role's refusal while planning a host (a value
+    that cannot work there, a host it cannot change safely) keeps its type for the callers
+    that catch it, and pyinfra prints its message and stops, before any host is changed,
+    instead of a Python traceback of the deploy file."""
+    return type(cls.__name__, (cls, PyinfraError), {"__module__": cls.__module__,
+                                                     "__qualname__": cls.__qualname__})
 
 
 def entry(role: Role) -> None:

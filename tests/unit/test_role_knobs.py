@@ -154,15 +154,23 @@ def test_a_role_refusing_a_host_is_a_pyinfra_error_naming_it_not_a_traceback() -
 
     from pyinfra.api.exceptions import PyinfraError
 
-    from gpuinfra.errors import GpuinfraError
-    from gpuinfra_deploy.run.role import PlanRefused, Role
+    from gpuinfra.platforms import UnsupportedOS
+    from gpuinfra_deploy.plan import MissingFact
+    from gpuinfra_deploy.run.role import Role
 
     def refusing(site, node):
-        raise GpuinfraError("logs: logs_max_use = '10G' does not fit the head's disk")
+        raise UnsupportedOS("CentOS (centos-9) is not supported")
 
     role = Role("x", refusing, lambda site, node: True)
     node = SimpleNamespace(name="head1")
     with pytest.raises(PyinfraError) as caught:
         role.apply(SimpleNamespace(), node)
-    assert isinstance(caught.value, PlanRefused) and isinstance(caught.value, GpuinfraError)
-    assert str(caught.value) == "head1: logs: logs_max_use = '10G' does not fit the head's disk"
+    assert isinstance(caught.value, UnsupportedOS)  # its callers still catch it by its type
+    assert str(caught.value) == "head1: CentOS (centos-9) is not supported"
+
+    def missing(site, node):  # a plan test's missing fixture fact stays the test's failure
+        raise MissingFact("fixture lacks fact server.Groups")
+
+    with pytest.raises(MissingFact) as caught:
+        Role("y", missing, lambda site, node: True).apply(SimpleNamespace(), node)
+    assert not isinstance(caught.value, PyinfraError)
