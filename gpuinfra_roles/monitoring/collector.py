@@ -17,9 +17,7 @@ read with the same runner: gpuinfra_node.reader.read_folder) adds who holds each
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -38,24 +36,14 @@ def collect(jobs_dir: str | None = None) -> str:
                         reading["nvlink"], reading["kernel-log"], time.time(), held)
 
 
-def write_atomically(path: Path, text: str) -> None:
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w") as out:
-            out.write(text)
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description="GPU metrics for node_exporter")
     parser.add_argument("--out", required=True, type=Path, help="the .prom file to write")
     parser.add_argument("--jobs", help="the GPU job mapping folder Slurm's Prolog keeps")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent / ZIP_NAME))
+    from gpuinfra_node.textfile import write_atomically
+
     write_atomically(args.out, collect(args.jobs))
     return 0
 

@@ -14,25 +14,11 @@ in the same directory, then a rename). A sinfo that fails gives
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ZIP_NAME = "gpuinfra.zip"  # gpuinfra_deploy.nodecode.ZIP_NAME, beside this file
-
-
-def write_atomically(path: Path, text: str) -> None:
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w") as out:
-            out.write(text)
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
 
 
 def main(argv: list[str]) -> int:
@@ -42,6 +28,7 @@ def main(argv: list[str]) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent / ZIP_NAME))
     from gpuinfra.monitoring.slurmnodes import SINFO_COMMAND, node_states_text
     from gpuinfra_node.reader import run
+    from gpuinfra_node.textfile import write_atomically
 
     write_atomically(args.out, node_states_text(run(SINFO_COMMAND), time.time()))
     return 0
