@@ -24,13 +24,15 @@ $(STAMP): pyproject.toml
 # Tools the unit tests run: virt-xml-validate (Debian's libvirt-clients, with xmllint from
 # libxml2-utils) judges the libvirt domain XML the vfio role writes; chromium and its
 # chromedriver (Debian's) load `gpuinfra report --html` in a headless browser
-# (tests/unit/test_report_browser.py). Installed with apt-get when missing (needs root, as the
-# lab does).
-TEST_PACKAGES := libvirt-clients libxml2-utils chromium chromium-driver
+# (tests/unit/test_report_browser.py); rsyslog and rsyslog-elasticsearch: `rsyslogd -N1` judges
+# the logs role's forwarding file (tests/unit/test_logs_forward.py). Installed with apt-get when
+# missing (needs root, as the lab does).
+TEST_PACKAGES := libvirt-clients libxml2-utils chromium chromium-driver rsyslog rsyslog-elasticsearch
 test-tools:
 	@command -v virt-xml-validate >/dev/null && command -v xmllint >/dev/null && \
-	  command -v chromium >/dev/null && test -x /usr/bin/chromedriver || { \
-	  echo "installing $(TEST_PACKAGES) (virt-xml-validate, chromium: for the unit tests)"; \
+	  command -v chromium >/dev/null && test -x /usr/bin/chromedriver && \
+	  dpkg -s rsyslog-elasticsearch >/dev/null 2>&1 || { \
+	  echo "installing $(TEST_PACKAGES) (virt-xml-validate, chromium, rsyslogd: for the unit tests)"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get install -y -q --no-install-recommends $(TEST_PACKAGES) >/dev/null || \
 	  { apt-get update -q >/dev/null && \

@@ -12,8 +12,10 @@ the package, its key and certificates from the head through this machine's memor
 (gpuinfra_deploy/ops/from_head.py), the uploader (``systemd-journal-upload --save-state``: it
 resumes from its cursor after any interruption), restarted forever. Unit drop-ins are judged
 by ``systemd-analyze verify`` before they go live; journal-remote.conf, journal-upload.conf and
-stunnel's file have no checker. Daemons restart only where their files changed. Data keys:
-defaults.py; per-distribution values: :data:`DISTRO`.
+stunnel's file have no checker. Daemons restart only where their files changed. Option
+``logs_forward`` (every node, with or without the above): rsyslog forwards the node's own logs
+to the site's syslog or Elasticsearch, its file judged by ``rsyslogd -N1`` (``_forward``). Data
+keys: defaults.py; per-distribution values: :data:`DISTRO`.
 """
 
 from __future__ import annotations
@@ -74,6 +76,14 @@ from gpuinfra.logs import (
     vacuum_service,
     vacuum_timer,
 )
+from gpuinfra.logs_forward import (
+    FORWARD_CONF,
+    FORWARD_STAGE,
+    SERVICE,
+    check_command,
+    forward_conf,
+    packages,
+)
 from gpuinfra.monitoring.units import TEXTFILE_DIRECTORY
 from gpuinfra.spec import NodeSpec
 from gpuinfra_deploy.facts.system import host_distro
@@ -133,6 +143,7 @@ def logs(site: Site, node: NodeSpec) -> None:
     data = node.settings
     if not data["logs_enabled"]:
         host.noop("central logs disabled (logs_enabled = False)")
+        _forward(data["logs_forward"])
         return
     head = site.spec.head[0]
     missing = [n.name for n in (head, *uploaders(site.spec.nodes)) if n.address is None]
@@ -173,6 +184,31 @@ def logs(site: Site, node: NodeSpec) -> None:
                         service=UPLOAD_SERVICE, restarted=True, _if=uploader)
     if data.get("monitoring_enabled"):
         _staleness(site, node)
+    _forward(data["logs_forward"])
+
+
+def _forward(targets: list[dict[str, Any]]) -> None:
+    """Option ``logs_forward``: this node's logs to the site's syslog or Elasticsearch with
+    rsyslog (gpuinfra/logs_forward.py), the file judged by ``rsyslogd -N1`` before it goes
+    live, rsyslog restarted only when it changed. No targets: the file of an earlier deploy
+    removed (and rsyslog restarted without it); nothing else touched."""
+    if not targets:
+        removed = files.file(name=f"{FORWARD_CONF}: no forwarding (logs_forward is empty)",
+                             path=FORWARD_CONF, present=False)
+        server.shell(name="Restart rsyslog without the forwarding file",
+                     commands=[f"systemctl try-restart {SERVICE}"], _if=removed.did_change)
+        return
+    apt.packages(name="Install rsyslog (forwarding to the site's log store)",
+                 packages=packages(targets), no_recommends=True, update=True,
+                 cache_time=APT_CACHE_S)
+    conf = checked_files(
+        name=f"{FORWARD_CONF}: the site's log targets, checked by rsyslogd -N1",
+        files={FORWARD_CONF: forward_conf(targets)}, stage=FORWARD_STAGE,
+        check=check_script(check_command(FORWARD_STAGE), "rsyslogd -N1", FORWARD_STAGE))
+    systemd.service(name="Run rsyslog (it forwards this node's logs)", service=SERVICE,
+                    running=True, enabled=True)
+    systemd.service(name="Restart rsyslog on its new forwarding file", service=SERVICE,
+                    restarted=True, _if=conf.did_change)
 
 
 def _fits_the_disk(site: Site, data: Any) -> None:

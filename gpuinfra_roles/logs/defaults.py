@@ -7,6 +7,7 @@ head's disk when the deploy is planned (gpuinfra.logs.disk_problem).
 """
 
 from gpuinfra.logs import DEFAULT_PORT, RETENTION, SIZE
+from gpuinfra.logs_forward import forward_rule
 from gpuinfra.spec.knobs import Knob, defaults
 from gpuinfra.spec.rules import boolean, integer, text
 
@@ -27,6 +28,11 @@ KNOBS = (
     Knob("logs_retention", "30d", text(RETENTION, "a time like 30d, 12h or 8w (hours, days, "
                                                   "weeks)"),
          "how long the head keeps the nodes' logs", site_wide=True),
+    # Option: every node (the head too) also forwards its own logs with rsyslog to the site's
+    # syslog or Elasticsearch/OpenSearch (gpuinfra/logs_forward.py). Empty: no forwarding
+    # (and a forwarding file an earlier deploy wrote is removed). Independent of logs_enabled.
+    Knob("logs_forward", [], forward_rule(),
+         "the site's syslog / Elasticsearch targets each node forwards its logs to"),
 )
 
 DEFAULTS = defaults(KNOBS)
