@@ -65,8 +65,12 @@ def timed(command: list[str], check: bool = True) -> tuple[float, int, str]:
         elapsed = time.monotonic() - start
         peak = int((rss.read().strip().splitlines() or ["0"])[-1])
     if check and done.returncode != 0:
-        raise SystemExit(f"`{' '.join(command)}` failed (exit {done.returncode}):\n"
-                         f"{(done.stdout + done.stderr)[-3000:]}")
+        log = Path(tempfile.mkdtemp(prefix="gpuinfra-bench-fleet-")) / "failed.log"
+        log.write_text(done.stdout + done.stderr)
+        said = [line for line in (done.stdout + done.stderr).splitlines()
+                if "rror" in line or "failed" in line.lower()]
+        raise SystemExit(f"`{' '.join(command)}` failed (exit {done.returncode}; whole output: "
+                         f"{log}):\n" + "\n".join(said[-40:]))
     return elapsed, peak, done.stdout
 
 

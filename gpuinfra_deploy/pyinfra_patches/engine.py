@@ -19,7 +19,8 @@ of this project mostly waiting and re-reading:
    Unshared, N hosts opened N channels on one connection at the same moment, and past sshd's
    MaxSessions (10) the channels were refused ("ChannelException(2, 'Connect failed')"):
    measured with 13 lab hosts. For the same reason no host runs more than
-   :data:`HOST_CHANNELS` commands at a time over its connection (:func:`_run_limited`): the
+   :data:`HOST_CHANNELS` commands at a time over its connection, and a channel sshd refused
+   to open is opened again a few times (:func:`_run_limited`): the
    head is asked a file fact per worker by every worker's monitoring role at once, and copies
    from the head run on it for every worker in the same operation.
 3. **Per-operation CPU.** In CLI mode pyinfra orders operations by the line numbers of the
@@ -113,7 +114,10 @@ _INFLIGHT = "_gpuinfra_facts_asked"  # on a host: {key: AsyncResult} of the read
 _SLOTS = "_gpuinfra_channels"  # on a host: the semaphore of its commands in flight
 # Commands in flight on one host's SSH connection at once (each is a session channel): below
 # OpenSSH's default MaxSessions (10), past which sshd refuses the channel.
-HOST_CHANNELS = 8
+HOST_CHANNELS = 6
+# A channel sshd refused to open (a closing one still counts against MaxSessions for a
+# moment): nothing ran, so it is asked again, after these pauses (seconds).
+REOPEN_PAUSES = (0.2, 0.5, 1.0, 2.0)
 
 
 def _slots(host: Any) -> Any:
@@ -155,8 +159,19 @@ def _get_fact_cached(self: Any, name_or_cls: Any, *args: Any, **kwargs: Any) -> 
 def _run_limited(self: SSHConnector, *args: Any, **kwargs: Any) -> Any:
     """pyinfra's ``SSHConnector.run_shell_command``, at most :data:`HOST_CHANNELS` at once per
     host (every command, fact read and upload of the run goes through it)."""
+    import gevent
+    from paramiko import ChannelException, SSHException
+
     with _slots(self.host):
-        return _INSTALLED["ssh_run"](self, *args, **kwargs)
+        for pause in (*REOPEN_PAUSES, None):
+            try:
+                return _INSTALLED["ssh_run"](self, *args, **kwargs)
+            except (ChannelException, SSHException) as exc:
+                refused = isinstance(exc, ChannelException) or \
+                    "Unable to open channel" in str(exc)
+                if not refused or pause is None:
+                    raise
+                gevent.sleep(pause)
 
 
 def _forgetting(name: str, every_host: bool = False) -> Any:

@@ -217,3 +217,43 @@ def test_commands_to_one_host_share_a_few_channels(installed):
         gevent.joinall(calls, raise_error=True)
     assert most[0] == engine.HOST_CHANNELS + 1  # the other host is not held back
     assert [c.value for c in calls[:3]] == [(True, "cmd0"), (True, "cmd1"), (True, "cmd2")]
+
+
+def test_a_refused_channel_is_opened_again_and_other_errors_are_not_retried(installed,
+                                                                          monkeypatch):
+    from types import SimpleNamespace
+
+    from paramiko import ChannelException, SSHException
+
+    monkeypatch.setattr(engine, "REOPEN_PAUSES", (0.0, 0.0))
+    tries = []
+
+    def refusing_twice(self, command, **kwargs):
+        tries.append(command)
+        if len(tries) <= 2:
+            raise ChannelException(2, "Connect failed")
+        return True, command
+
+    conn = SimpleNamespace(host=SimpleNamespace())
+    with mock.patch.dict(engine._INSTALLED, {"ssh_run": refusing_twice}):
+        assert engine.SSHConnector.run_shell_command(conn, "true") == (True, "true")
+    assert len(tries) == 3
+
+    def always_refused(self, command, **kwargs):
+        tries.append(command)
+        raise SSHException("Unable to open channel.")
+
+    tries.clear()
+    with mock.patch.dict(engine._INSTALLED, {"ssh_run": always_refused}), \
+            pytest.raises(SSHException):
+        engine.SSHConnector.run_shell_command(conn, "true")
+    assert len(tries) == 3  # the pauses, then the last try's error
+
+    def broken(self, command, **kwargs):
+        tries.append(command)
+        raise SSHException("Error reading SSH protocol banner")
+
+    tries.clear()
+    with mock.patch.dict(engine._INSTALLED, {"ssh_run": broken}), pytest.raises(SSHException):
+        engine.SSHConnector.run_shell_command(conn, "true")
+    assert len(tries) == 1  # not a refused channel: not asked again
