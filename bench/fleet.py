@@ -99,11 +99,17 @@ def pyinfra(*extra: str) -> list[str]:
     return [str(BIN / "pyinfra"), "-y", "--json", "inventory/lab.py", "deploy.py", *extra]
 
 
+FLAPS: list[str] = []  # what a no-op run changed after all (said at the end, not hidden)
+
+
 def noop(extra: tuple[str, ...] = ()) -> tuple[float, int]:
+    from gpuinfra_lab.deploys import changed_operations
+
     elapsed, peak, out = timed(pyinfra(*extra))
-    totals = json.loads(out)["results"]["totals"]
-    if totals.get("success"):
-        raise SystemExit(f"the no-op deploy changed {totals['success']} operations")
+    changed = changed_operations(json.loads(out)["results"])
+    if changed:
+        FLAPS.append(f"a no-op run{' ' + ' '.join(extra) if extra else ''} changed {changed}")
+        say(f"NOT A NO-OP: {FLAPS[-1]}")
     return elapsed, peak
 
 
@@ -137,6 +143,14 @@ def one_size(n: int, runs: int, with_ansible: bool) -> str:
         f"(load {load()})")
     first_s, _, _ = timed([str(BIN / "pyinfra"), "-y", "inventory/lab.py", "deploy.py"])
     say(f"N={n}: first deploy of the fleet {first_s:.1f} s (load {load()})")
+    # The second deploy must change nothing; what it changed is said (an idempotence gap at
+    # this size), and the timed no-ops below must then change nothing at all.
+    _, _, out = timed(pyinfra())
+    from gpuinfra_lab.deploys import changed_operations
+
+    changed = changed_operations(json.loads(out)["results"])
+    say(f"N={n}: second deploy changed {len(changed)} operation(s)"
+        + (f": {changed}" if changed else " (converged)"))
     before = ssh_counts(names)
     ours = [noop() for _ in range(runs)]
     after = ssh_counts(names)
@@ -183,9 +197,11 @@ def main(argv: list[str]) -> int:
         raise SystemExit("bench.fleet: the lab needs root")
     say(f"machine: {os.cpu_count()} CPUs, load {load()}")
     lines = [one_size(n, args.runs, not args.no_ansible) for n in sorted(args.sizes)]
+    for line in FLAPS:
+        print(f"idempotence gap: {line}")
     for line in lines:
         print(line)
-    return 0
+    return 1 if FLAPS else 0
 
 
 if __name__ == "__main__":
