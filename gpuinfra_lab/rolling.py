@@ -84,8 +84,20 @@ class Sampler:
         """The states seen for ``name`` that do not serve jobs, in order (the evidence)."""
         return [s[name] for s in self.seen if name in s and not _serving(s[name])]
 
+    def drained(self, name: str) -> list[str]:
+        """The drain states seen for ``name`` (``drain``, ``drng``, ``drained``...), in order:
+        the evidence that a roll drained it. A node ``unknown`` to a slurmctld that has just
+        restarted (the roll's deploy restarts it when gres.conf changes) until its slurmd
+        registers again is out of service for those seconds, but was not drained."""
+        return [s[name] for s in self.seen if name in s
+                and s[name].rstrip("*~#!%$@^-+").startswith(("drain", "drng"))]
+
     def both_out(self, names: list[str]) -> bool:
-        return any(all(n in s and not _serving(s[n]) for n in names) for s in self.seen)
+        """A sample with every one of ``names`` taken out (drained, down, rebooting); a node
+        ``unknown`` to a just-restarted slurmctld is the controller's state, not the node's."""
+        return any(all(n in s and not _serving(s[n])
+                       and not s[n].rstrip("*~#!%$@^-+").startswith("unknown") for n in names)
+                   for s in self.seen)
 
 
 def _serving(state: str) -> bool:
@@ -127,13 +139,13 @@ class Proof(Steps):
             out = roll("--wait-jobs", "5", "--data", DATA, "--why", "lab proof: the bound")
         nodes = parse_sinfo_nodes(lab_ssh(self.head, SINFO).stdout)
         self.say(out.returncode == 1 and f"job {job} (on {first})" in out.stdout
-                 and _serving(nodes[first].state) and not sampler.out(second)
+                 and _serving(nodes[first].state) and not sampler.drained(second)
                  and self.mode(first) == self.mode(second) == "660",
                  f"the bound: stopped naming job {job}; {first} back in service, {second} "
                  "never drained, nothing changed",
                  f"the bound: exit {out.returncode}, job named: "
                  f"{f'job {job} (on {first})' in out.stdout}, {first} {nodes[first].state}, "
-                 f"{second} drained: {sampler.out(second)}, modes {self.mode(first)}/"
+                 f"{second} drained: {sampler.drained(second)}, modes {self.mode(first)}/"
                  f"{self.mode(second)}")
         on_head(self.head, f"scancel {job}")
 
@@ -176,9 +188,9 @@ class Proof(Steps):
                  f"({reason})",
                  f"a failing node: exit {out.returncode}, {first} {nodes[first].state} "
                  f"({reason!r}); output: {out.stdout.strip().splitlines()[-3:]}")
-        self.say(not sampler.out(second), f"{second}: never drained by the stopped roll",
+        self.say(not sampler.drained(second), f"{second}: never drained by the stopped roll",
                  f"{second} was drained by a roll that stopped at {first}: states seen "
-                 f"{sampler.states_out(second)} in {len(sampler.seen)} samples")
+                 f"{sampler.drained(second)} in {len(sampler.seen)} samples")
 
 
 def main(argv: list[str]) -> int:

@@ -67,12 +67,12 @@ class Proof(Steps):
             said = f"deploy: {second} needs a reboot: " in out.stdout and \
                 f"gpuinfra roll --inventory inventory/lab.py --limit {second}" in out.stdout
             self.say(out.returncode == 0 and said and not self.booted_since_mark(second)
-                     and not sampler.out(second) and not sampler.out(first),
+                     and not sampler.drained(second) and not sampler.drained(first),
                      f"reboot_policy 'never': {second} named with its reason and the roll "
-                     "command, not rebooted, never out of service",
+                     "command, not rebooted, never drained",
                      f"reboot_policy 'never': exit {out.returncode}, named: {said}, rebooted: "
-                     f"{self.booted_since_mark(second)}, out of service: "
-                     f"{sampler.states_out(second)} {self.tail(out)}")
+                     f"{self.booted_since_mark(second)}, drained: "
+                     f"{sampler.drained(second)} {self.tail(out)}")
             self.rolled(first, second, (DATA, IF_NEEDED), MODE.lstrip("0"), "the new mode")
             lab_ssh(second, f"touch {BEFORE}")
             self.rolled(first, second, (IF_NEEDED,), "660", "back to the site's mode")
@@ -87,16 +87,16 @@ class Proof(Steps):
         nodes = parse_sinfo_nodes(lab_ssh(self.head, SINFO).stdout)
         marker = lab_ssh(second, f"test -e {REBOOT_MARKER}").returncode == 0
         ok = (out.returncode == 0 and self.booted_since_mark(second) and not marker
-              and self.mode(second) == mode and sampler.out(second)
-              and not sampler.out(first) and second in nodes
+              and self.mode(second) == mode and sampler.drained(second)
+              and not sampler.drained(first) and second in nodes
               and _serving(nodes[second].state))
         self.say(ok, f"reboot_policy 'if-needed', {what}: {second} drained "
                      f"({', '.join(dict.fromkeys(sampler.states_out(second)))}), rebooted, "
-                     f"mode {mode}, resumed, in the same command; {first} never out of service",
+                     f"mode {mode}, resumed, in the same command; {first} never drained",
                  f"reboot_policy 'if-needed', {what}: exit {out.returncode}, rebooted: "
                  f"{self.booted_since_mark(second)}, marker left: {marker}, mode "
                  f"{self.mode(second)} (want {mode}), {second} out: "
-                 f"{sampler.states_out(second)}, {first} out: {sampler.states_out(first)}, "
+                 f"{sampler.states_out(second)}, {first} drained: {sampler.drained(first)}, "
                  f"now {nodes.get(second)} {self.tail(out)}")
 
 
