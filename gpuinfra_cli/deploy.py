@@ -35,15 +35,9 @@ NO_REBOOT = "reboot_policy=never"  # the deploy records; this command rolls (gpu
 
 
 def _site(inventory: str) -> Any:
-    from gpuinfra_verify.expect import site_from_json
+    from gpuinfra_cli.roll import load_site
 
-    run = subprocess.run([sys.executable, "-m", "gpuinfra_verify.inventory_json",
-                          str(Path(inventory).resolve())], capture_output=True, text=True,
-                         check=False)
-    if run.returncode != 0:
-        raise GpuinfraError((run.stderr.strip().splitlines() or [f"{inventory}: cannot be "
-                                                                 "loaded"])[-1])
-    return site_from_json(inventory, run.stdout)
+    return load_site(inventory)
 
 
 def policy_of(site_policy: str, data: list[str]) -> str:

@@ -271,16 +271,22 @@ class Roll:
             self.on_head(roll.drain(shorts, problem))
 
 
-def cmd_roll(args: argparse.Namespace) -> int:
+def load_site(inventory: str) -> Any:
+    """The site of ``inventory``, loaded in a child process (pyinfra's loader patches the
+    interpreter); its own error line when it cannot be loaded."""
     from gpuinfra_verify.expect import site_from_json
 
     run = subprocess.run([sys.executable, "-m", "gpuinfra_verify.inventory_json",
-                          str(Path(args.inventory).resolve())], capture_output=True,
+                          str(Path(inventory).resolve())], capture_output=True,
                          text=True, check=False)
     if run.returncode != 0:
-        raise GpuinfraError((run.stderr.strip().splitlines() or [f"{args.inventory}: cannot be "
+        raise GpuinfraError((run.stderr.strip().splitlines() or [f"{inventory}: cannot be "
                                                                  "loaded"])[-1])
-    site = site_from_json(args.inventory, run.stdout)
+    return site_from_json(inventory, run.stdout)
+
+
+def cmd_roll(args: argparse.Namespace) -> int:
+    site = load_site(args.inventory)
     workers = [n.name for n in site.spec.nodes if n.is_worker]
     unknown = [n for n in args.limit if n not in workers]
     if unknown:
