@@ -705,13 +705,16 @@ def node_gres_lines(node: str, lines: Sequence[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class RunningConfig:
-    """The head's slurm.conf and gres.conf as they are: each node's ``NodeName=`` line and its
-    gres.conf lines (kept for a node a run does not reach), and the settings (key -> value)."""
+    """The head's slurm.conf and gres.conf as they are: each node's ``NodeName=`` line, its
+    gres.conf lines and the ``# note:`` comments of its gres.conf section (kept for a node a
+    run does not reach, so a ``--limit`` run leaves that node's part of the file byte for
+    byte), and the settings (key -> value)."""
 
     node_lines: dict[str, str] = field(default_factory=dict)
     gres_lines: dict[str, list[str]] = field(default_factory=dict)
     settings: dict[str, str] = field(default_factory=dict)
     partitions: tuple[str, ...] = ()
+    gres_notes: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -741,11 +744,27 @@ def running_config(slurm_conf_text: str, gres_conf_text: str) -> RunningConfig:
     """:class:`RunningConfig` of the head's files (empty texts: a first deploy)."""
     settings, nodes, partitions = _settings(slurm_conf_text)
     gres: dict[str, list[str]] = {}
+    notes: dict[str, list[str]] = {}
+    section = None  # the node whose "# <node>" heading the lines are under (gres.conf.j2)
     for raw in gres_conf_text.splitlines():
+        heading = _GRES_SECTION.match(raw)
+        if heading:
+            section = heading.group(1)
+            continue
+        note = _GRES_NOTE.match(raw)
+        if note and section is not None:
+            notes.setdefault(section, []).append(note.group(1))
+            continue
         line = raw.split("#", 1)[0].strip()
         if line.lower().startswith("nodename="):
             gres.setdefault(line.split()[0].partition("=")[2], []).append(line)
-    return RunningConfig(nodes, gres, settings, tuple(partitions))
+    return RunningConfig(nodes, gres, settings, tuple(partitions), notes)
+
+
+# A node's section of the cluster's gres.conf (gpuinfra_roles/slurm/templates/.../gres.conf.j2):
+# "# <node>" then its "# note: ..." lines then its NodeName= lines.
+_GRES_SECTION = re.compile(r"^# ([A-Za-z0-9][A-Za-z0-9._-]*)$")
+_GRES_NOTE = re.compile(r"^# note: (.*)$")
 
 
 # What a changed key asks of the daemons, from slurm.conf(5) of Slurm 22.05.8 (doc/man/man5/

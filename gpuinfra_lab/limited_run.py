@@ -13,7 +13,9 @@ exit 0 when every step held, 1 listing what did not:
    it; slurmctld took it by ``scontrol reconfigure`` (same PID: no restart); every worker,
    the ones the run did not reach included, runs the head's files byte for byte; the job is
    still running on the first worker;
-3. a full run with the setting, then another: the second changes nothing.
+3. a full run with the setting leaves the head's files as the limited run wrote them (the
+   first worker's part of gres.conf, not reached, was kept byte for byte, notes too), and
+   another full run changes nothing.
 
 Then the job is cancelled and a full run without the setting puts the lab back (checked the
 same way), whatever happened.
@@ -48,6 +50,12 @@ def deploy(inventory: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 def sums(name: str, folder: str) -> str:
     return lab_ssh(name, f"cd {folder} && sha256sum {FILES}").stdout
+
+
+def _changed_files(before: str, after: str) -> list[str]:
+    """The files whose sha256sum line differs between two ``sums`` outputs."""
+    return sorted({line.split()[-1] for line in set(before.splitlines()) ^ set(after.splitlines())
+                   if line.strip()})
 
 
 def workers() -> list[str]:
@@ -121,7 +129,14 @@ class Proof(Steps):
         self.say(state.startswith("RUNNING"), f"job {job} still running on {first}",
                  f"job {job} is no longer running: {state!r}")
 
-        deploy(self.inventory, "--data", DATA)  # the workers the limited run left out judge it
+        limited = sums(self.head, "/etc/slurm")
+        full = deploy(self.inventory, "--data", DATA)  # the workers left out judge it
+        after = sums(self.head, "/etc/slurm")
+        self.say(full.returncode == 0 and after == limited,
+                 "the full run after it leaves the head's files as the limited run wrote them "
+                 "(a node's part of gres.conf is kept byte for byte when it is not reached)",
+                 f"the full run after the limited run: exit {full.returncode}; it rewrote the "
+                 f"head's files: {_changed_files(limited, after)}")
         again = deploy(self.inventory, "--json", "--data", DATA)
         try:
             changed = changed_operations(json.loads(again.stdout)["results"])

@@ -191,16 +191,20 @@ def node_gres(site: Site, node: NodeSpec) -> GresPlan | None:
 
 def _gres_conf(site: Site) -> tuple[str, list[str]]:
     """The cluster's one gres.conf (each node's lines with NodeName=) and its notes."""
-    kept = (running(site) or RunningConfig()).gres_lines
+    kept = running(site) or RunningConfig()
     sections, notes = [], []
     for node in site.spec.workers_of("slurm"):
         plan = node_gres(site, node)
         if plan is None:
-            lines = kept.get(node.short_name, [])
+            # Its section as the head has it, notes too: a --limit run followed by a full one
+            # leaves gres.conf byte for byte, so no slurmd is told to fetch it again. Why the
+            # lines are kept is said in the run's output, not in the file.
+            lines = kept.gres_lines.get(node.short_name, [])
             why = ("not reached in this run: its lines are kept from the head's gres.conf"
                    if lines else "not reached in this run, and the head's gres.conf has no "
                    "lines for it: deploy it (--limit HEAD --limit NODE) once it is up")
-            sections.append({"node": node.short_name, "notes": [why], "lines": lines})
+            sections.append({"node": node.short_name, "lines": lines,
+                             "notes": kept.gres_notes.get(node.short_name, [])})
             notes.append(f"{node.short_name}: {why}")
             continue
         sections.append({"node": node.short_name, "notes": list(plan.notes),

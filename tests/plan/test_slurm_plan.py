@@ -736,10 +736,11 @@ def test_restarts_only_when_the_configuration_changes(distro):
 
 
 def test_files_that_differ_only_in_comments_are_fetched_again_by_every_slurmd():
-    """After `--limit lab-head --limit lab-worker1`, the head's gres.conf says lab-worker2's
-    lines were kept; the next full run reaches lab-worker2 and the note goes. The lines are
-    the same (nothing for slurmctld to re-read), but each slurmd must run the head's files
-    byte for byte (gpuinfra_verify test_node_runs_the_heads_configuration): reconfigure."""
+    """A head whose gres.conf carries a note this release no longer writes (an earlier
+    release wrote "not reached" notes there after a --limit run); the next full run takes the
+    note out. The lines are the same (nothing for slurmctld to re-read), but each slurmd must
+    run the head's files byte for byte (gpuinfra_verify test_node_runs_the_heads_configuration):
+    reconfigure."""
     facts_of = converged_lab("debian-12")
     files = expected_files("debian-12")
     noted = files[GRES_CONF].replace(
@@ -827,15 +828,25 @@ def test_a_new_worker_restarts_slurmctld_and_every_running_slurmd():
 
 # ----------------------------------------------------------------------------- what the run reaches
 
+BIG_WORKER2_NOTE = "# note: written by an earlier deploy, kept as it is"
+
+
 def running_with_big_worker2(distro: str) -> dict[str, str]:
     """The head's running files, where lab-worker2 (deployed earlier) is a 2-socket HGX whose
-    GPUs have Cores=: lines this run cannot compute for it (it is not reached)."""
+    GPUs have Cores=: lines (and a note) this run cannot compute for it (it is not reached)."""
     files = expected_files(distro)
     computed = next(line for line in lines(files[SLURM_CONF])
                     if line.startswith("NodeName=lab-worker2 "))
-    gres = [line for line in lines(files[GRES_CONF]) if not line.startswith("NodeName=lab-worker2")]
+    before, _ = files[GRES_CONF].split("\n# lab-worker2\n", 1)
     return {**files, SLURM_CONF: files[SLURM_CONF].replace(computed, BIG_WORKER2),
-            GRES_CONF: "\n".join([*gres, *BIG_WORKER2_GRES]) + "\n"}
+            GRES_CONF: "\n".join([before, "# lab-worker2", BIG_WORKER2_NOTE,
+                                  *BIG_WORKER2_GRES]) + "\n"}
+
+
+def worker1_links_dropped(gres: str) -> str:
+    """gres.conf as it was before lab-worker1's driver was loaded: its lines without Links=."""
+    return "\n".join(line.split(" Links=")[0] if line.startswith("NodeName=lab-worker1 ")
+                     else line for line in gres.split("\n"))
 
 
 @pytest.mark.parametrize("distro", DISTROS)
@@ -843,10 +854,13 @@ def running_with_big_worker2(distro: str) -> dict[str, str]:
 def test_a_worker_not_reached_keeps_its_lines_from_the_heads_running_files(distro, down,
                                                                            caplog):
     """lab-worker2 is left out by --limit, or down (pyinfra fails it at connect): the head
-    still writes the cluster's files, lab-worker2's lines kept from its running ones. A worker
-    that judged nothing in this run does not hold the head's files back."""
+    still writes the cluster's files (lab-worker1's lines changed), lab-worker2's part kept
+    from its running ones byte for byte, notes too. A worker that judged nothing in this run
+    does not hold the head's files back."""
     facts_of = converged_lab(distro)
-    head_runs(facts_of[HEAD], running_with_big_worker2(distro))
+    running_files = running_with_big_worker2(distro)
+    running_files[GRES_CONF] = worker1_links_dropped(running_files[GRES_CONF])
+    head_runs(facts_of[HEAD], running_files)
     with not_reached(WORKER2, down=down), caplog.at_level(logging.WARNING):
         head = plan_all(facts_of, targets=(HEAD, WORKER1)).plans[HEAD]
     assert head.op(CONFIG_OP).commands, "the head did not write its files"
@@ -855,17 +869,40 @@ def test_a_worker_not_reached_keeps_its_lines_from_the_heads_running_files(distr
     assert BIG_WORKER2 in conf
     assert not [line for line in conf if " CPUs=1 " in line]
     gres = files[GRES_CONF]
-    assert [line for line in settings_lines(gres) if line.startswith("NodeName=lab-worker2 ")] \
-        == BIG_WORKER2_GRES
-    worker2 = gres.split("\n# lab-worker2\n", 1)[1]
-    assert lines(worker2)[0] == ("# note: not reached in this run: its lines are kept from "
-                                 "the head's gres.conf")
+    assert gres != running_files[GRES_CONF]
+    assert gres.split("\n# lab-worker2\n", 1)[1] == \
+        running_files[GRES_CONF].split("\n# lab-worker2\n", 1)[1]
+    assert lines(gres.split("\n# lab-worker2\n", 1)[1]) == [BIG_WORKER2_NOTE, *BIG_WORKER2_GRES]
     warned = slurm_warnings(caplog)
     assert "lab-worker2: not reached in this run: its line is kept" in warned
-    # The node lines are the running ones: no daemon needs a restart for them; gres.conf
-    # gained its note, which every slurmd fetches.
-    assert head.op(RESTART_CTLD).commands == ()
-    assert head.op(RECONFIGURE).commands == (reconfigure_script(),)
+    assert "lab-worker2: not reached in this run: its lines are kept from the head's gres.conf" \
+        in warned
+    # lab-worker1's lines changed: Slurm 22.05 restarts for a gres.conf change; the slurmd
+    # this run does not reach is named with the command to run there.
+    assert "not in this run: lab-worker2: `systemctl restart slurmd` there" in warned
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_a_limited_run_then_a_full_run_leave_the_heads_files_as_they_are(distro, caplog):
+    """The gap bench.fleet found (issue 26): `--limit lab-head --limit lab-worker1` wrote
+    "not reached" notes into lab-worker2's gres.conf section and the next full run took them
+    out again, so each such pair told every slurmd to fetch gres.conf anew. Now the section of
+    a node not reached is kept as the head has it and the reason is said in the output only:
+    on a converged cluster both runs leave every file as it is and reconfigure nothing."""
+    facts_of = converged_lab(distro)
+    head_runs(facts_of[HEAD], running_with_big_worker2(distro))
+    with not_reached(WORKER2), caplog.at_level(logging.WARNING):
+        limited = plan_all(facts_of, targets=(HEAD, WORKER1)).plans[HEAD]
+    assert "lab-worker2: not reached in this run" in slurm_warnings(caplog)
+    assert limited.op(CONFIG_OP).commands == ()
+    assert limited.op(RECONFIGURE).commands == ()
+    assert limited.op(RESTART_CTLD).commands == ()
+    head_runs(facts_of[HEAD], expected_files(distro))
+    full = plan_all(facts_of)
+    assert changing(full.plans[HEAD]) == []
+    with not_reached(WORKER2):
+        again = plan_all(facts_of, targets=(HEAD, WORKER1)).plans[HEAD]
+    assert changing(again) == []
 
 
 def test_a_worker_never_deployed_and_not_reached_gets_the_placeholder_with_its_note(caplog):
@@ -875,11 +912,8 @@ def test_a_worker_never_deployed_and_not_reached_gets_the_placeholder_with_its_n
     files = staged(head)
     assert ("NodeName=lab-worker2 NodeAddr=10.0.0.12 CPUs=1 Gres=gpu:h100-pcie-80gb:2 "
             "State=UNKNOWN") in lines(files[SLURM_CONF])
-    worker2 = files[GRES_CONF].split("\n# lab-worker2\n", 1)[1]
-    assert lines(worker2)[0] == (
-        "# note: not reached in this run, and the head's gres.conf has no lines for it: "
-        "deploy it (--limit HEAD --limit NODE) once it is up")
-    assert not settings_lines(worker2)
+    # Its section is empty: the reason is in the run's output, not in the file.
+    assert files[GRES_CONF].split("\n# lab-worker2\n", 1)[1].strip() == ""
     warned = slurm_warnings(caplog)
     assert "lab-worker2: not reached in this run, and the head's gres.conf has no lines" \
         in warned

@@ -821,3 +821,26 @@ class TestConfChange:
     def test_the_key_lists_do_not_overlap_and_are_lower_case(self):
         assert not CTLD_RESTART_KEYS & ALL_RESTART_KEYS
         assert all(k == k.lower() for k in CTLD_RESTART_KEYS | ALL_RESTART_KEYS)
+
+
+def test_running_config_keeps_each_nodes_gres_notes_under_its_heading():
+    """A node a run does not reach keeps its gres.conf section byte for byte: its NodeName=
+    lines and the `# note:` lines under its `# <node>` heading (gres.conf.j2's layout)."""
+    gres = "\n".join([
+        "# Managed by gpuinfra: changes here are overwritten",
+        "# gres.conf of cluster lab (gpuinfra_roles/slurm): the controller's alone",
+        "", "# lab-worker1",
+        "# note: device minors of GPU 0-7 not reported by the driver",
+        "NodeName=lab-worker1 Name=gpu Type=h100 File=/dev/nvidia0",
+        "", "# lab-worker2",
+        "NodeName=lab-worker2 Name=gpu Type=h100 File=/dev/nvidia0 # trailing comment",
+        "# note: a note below the lines is still this node's"])
+    running = running_config("", gres)
+    assert running.gres_notes == {
+        "lab-worker1": ["device minors of GPU 0-7 not reported by the driver"],
+        "lab-worker2": ["a note below the lines is still this node's"]}
+    assert running.gres_lines == {
+        "lab-worker1": ["NodeName=lab-worker1 Name=gpu Type=h100 File=/dev/nvidia0"],
+        "lab-worker2": ["NodeName=lab-worker2 Name=gpu Type=h100 File=/dev/nvidia0"]}
+    # A note above any heading belongs to no node.
+    assert running_config("", "# note: stray\n").gres_notes == {}
