@@ -13,7 +13,8 @@ For each N, in increasing order, on this machine (its load is printed with each 
    moment): their ratio; the laptop side's peak memory (`/usr/bin/time` maximum RSS);
 4. a one-line change to a file every worker has (`health_on_failure` between "drain" and
    "report": one line of /etc/gpuinfra/health.json on every GPU node), then back;
-5. `gpuinfra report` (the verify suite over every host): time;
+5. `gpuinfra report` (the verify suite over every host): time, each command in its own round
+   trip (--no-batch), then learning and learned (gpuinfra_verify/batch.py) from an empty cache;
 6. SSH commands per fleet node for each of 3-5 and for Ansible (root's shell on the fleet
    workers counts every command it runs: gpuinfra_lab/fleet.py);
 7. Ansible: the playbook of bench/noop.py (the same converged state, every host) with its
@@ -56,12 +57,13 @@ def load() -> str:
     return Path("/proc/loadavg").read_text().split()[0]
 
 
-def timed(command: list[str], check: bool = True) -> tuple[float, int, str]:
+def timed(command: list[str], check: bool = True,
+          env: dict[str, str] | None = None) -> tuple[float, int, str]:
     """Wall seconds, the peak RSS in KiB (/usr/bin/time) and the output."""
     with tempfile.NamedTemporaryFile("r", suffix=".time") as rss:
         start = time.monotonic()
         done = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss.name, *command],
-                              cwd=REPO, capture_output=True, text=True, check=False)
+                              cwd=REPO, capture_output=True, text=True, check=False, env=env)
         elapsed = time.monotonic() - start
         peak = int((rss.read().strip().splitlines() or ["0"])[-1])
     if check and done.returncode != 0:
@@ -99,7 +101,7 @@ def pyinfra(*extra: str) -> list[str]:
     return [str(BIN / "pyinfra"), "-y", "--json", "inventory/lab.py", "deploy.py", *extra]
 
 
-FLAPS: list[str] = []  # what a no-op run changed after all (said at the end, not hidden)
+FLAPS: list[str] = []  # what a no-op run changed after all, or verdicts that differ by mode
 
 
 def noop(extra: tuple[str, ...] = ()) -> tuple[float, int]:
@@ -169,12 +171,7 @@ def one_size(n: int, runs: int, with_ansible: bool) -> str:
         change.append((elapsed, per_node(before, ssh_counts(names))))
     say(f"N={n}: a one-line change on every worker {change[0][0]:.1f} s and back "
         f"{change[1][0]:.1f} s ({change[0][1]:.0f} SSH commands per fleet node)")
-    before = ssh_counts(names)
-    report_s, _, _ = timed([str(BIN / "gpuinfra"), "report", "--inventory", "inventory/lab.py"],
-                           check=False)
-    say(f"N={n}: gpuinfra report {report_s:.1f} s, "
-        f"{per_node(before, ssh_counts(names)):.0f} SSH commands per fleet node "
-        f"(load {load()})")
+    report_s = reports(n, names)
     versus = ""
     if with_ansible:
         before = ssh_counts(names)
@@ -185,6 +182,43 @@ def one_size(n: int, runs: int, with_ansible: bool) -> str:
         versus = f", {theirs / noop_s:.1f}x faster than Ansible"
     return (f"fleet N={n}: noop {noop_s:.2f} s ({noop_s / small_s:.1f}x the 3-node noop"
             f"{versus}), report {report_s:.1f} s")
+
+
+def reports(n: int, names: list[str]) -> float:
+    """`gpuinfra report` three ways, in one run: each command in its own round trip
+    (--no-batch, testinfra's way), then the suite's own way twice from an empty cache of
+    learned commands (the first run learns each node's read-only commands, the second asks
+    them in one round trip: gpuinfra_verify/batch.py). The last figure is the report's."""
+    command = [str(BIN / "gpuinfra"), "report", "--inventory", "inventory/lab.py", "--json"]
+    figures, verdicts = [], []
+    with tempfile.TemporaryDirectory(prefix="bench-fleet-verify-") as cache:
+        env = {**os.environ, "GPUINFRA_VERIFY_CACHE": cache}
+        for label, extra in (("each command alone (--no-batch)", ["--no-batch"]),
+                             ("learning (first run)", []), ("learned", [])):
+            before = ssh_counts(names)
+            elapsed, _, out = timed(command + extra, check=False, env=env)
+            per = per_node(before, ssh_counts(names))
+            verdicts.append(node_verdicts(out))
+            say(f"N={n}: gpuinfra report, {label}: {elapsed:.1f} s, {per:.0f} SSH commands "
+                f"per fleet node; {sum(v[1] == 'pass' for v in verdicts[-1])} of "
+                f"{len(verdicts[-1])} nodes pass (load {load()})")
+            figures.append(elapsed)
+    if any(v != verdicts[0] for v in verdicts):
+        FLAPS.append(f"N={n}: the report's verdicts differ between --no-batch and batched "
+                     f"runs: {[sorted(set(v) ^ set(verdicts[0])) for v in verdicts[1:]]}")
+    return figures[-1]
+
+
+def node_verdicts(out: str) -> list[tuple]:
+    """Each node's verdict and its sections' verdicts and failed tests, from `report --json`
+    (empty when the report printed no JSON)."""
+    try:
+        nodes = json.loads(out)["nodes"]
+    except (ValueError, KeyError, TypeError):
+        return []
+    return [(node["node"], node["verdict"],
+             tuple((s["name"], s["verdict"], tuple(s["failed"])) for s in node["sections"]))
+            for node in nodes]
 
 
 def main(argv: list[str]) -> int:
@@ -198,7 +232,7 @@ def main(argv: list[str]) -> int:
     say(f"machine: {os.cpu_count()} CPUs, load {load()}")
     lines = [one_size(n, args.runs, not args.no_ansible) for n in sorted(args.sizes)]
     for line in FLAPS:
-        print(f"idempotence gap: {line}")
+        print(f"found: {line}")
     for line in lines:
         print(line)
     return 1 if FLAPS else 0

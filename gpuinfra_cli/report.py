@@ -38,7 +38,8 @@ from gpuinfra_verify.report import (
 SUITE = Path(gpuinfra_verify.__file__).resolve().parent
 
 
-def _run_suite(inventory: str, junit: Path, workers: str, quiet_stdout: bool = False) -> int:
+def _run_suite(inventory: str, junit: Path, workers: str, quiet_stdout: bool = False,
+               batch: bool = True) -> int:
     """Run the verify suite (its output goes to the terminal, to stderr when stdout is for
     the JSON); pytest's exit code."""
     if not SUITE.is_dir():
@@ -47,6 +48,8 @@ def _run_suite(inventory: str, junit: Path, workers: str, quiet_stdout: bool = F
                "-p", "no:cacheprovider", f"--junitxml={junit}"]
     if workers != "0":
         command += ["-n", workers]
+    if not batch:
+        command.append("--no-batch")
     out = sys.stderr if quiet_stdout else sys.stdout
     print("$ " + " ".join(command[2:]), file=out, flush=True)
     return subprocess.run(command, check=False, stdout=out if quiet_stdout else None).returncode
@@ -76,7 +79,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="gpuinfra-report-") as tmp:
         junit = Path(args.junit) if args.junit else Path(tmp) / "verify.xml"
         if not args.junit:
-            rc = _run_suite(args.inventory, junit, args.workers, args.json)
+            rc = _run_suite(args.inventory, junit, args.workers, args.json,
+                            batch=not args.no_batch)
             if rc not in (0, 1) or not junit.is_file():
                 print(f"gpuinfra report: the verify suite did not run (pytest exit {rc})",
                       file=sys.stderr)
@@ -120,6 +124,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                              "--json` printed); a failed job fails the report")
     report.add_argument("-n", "--workers", default="4", metavar="N",
                         help="pytest-xdist workers when running the suite (0: serial)")
+    report.add_argument("--no-batch", action="store_true",
+                        help="send each check's command in an SSH round trip of its own "
+                             "(testinfra's way), not each node's read-only commands in one "
+                             "(gpuinfra_verify/batch.py)")
     report.set_defaults(func=cmd_report)
 
 

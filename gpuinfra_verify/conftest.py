@@ -19,6 +19,8 @@ host is probed once.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -30,6 +32,7 @@ import pytest
 from testinfra.host import Host
 
 from gpuinfra.spec import NodeSpec, SpecInvalid, format_errors
+from gpuinfra_verify.batch import Batches, install, install_counter
 from gpuinfra_verify.expect import NO_HOST, Site, host_of, site_from_json
 from gpuinfra_verify.ssh import ReachProblem, describe, resolve, testinfra_host
 
@@ -38,10 +41,14 @@ _SITE_JSON_KEY = pytest.StashKey[str]()
 _SITE_JSON = "gpuinfra_verify_site"
 # Hosts named by --local: reached through testinfra's local backend (this machine).
 _LOCAL_HOSTS: set[str] = set()
-# Commands each host was sent (one SSH round trip each), this process; summed over xdist's
-# workers by the controller and printed at the end ("commands sent over SSH").
-_COMMANDS: Counter[str] = Counter()
+# Each host's commands, read-only ones asked in one round trip (gpuinfra_verify/batch.py), and
+# the SSH round trips each host was sent, this process; summed over xdist's workers by the
+# controller and printed at the end ("commands sent over SSH").
+_BATCHES = Batches(None)
+_COMMANDS: Counter[str] = _BATCHES.sent
 _COMMANDS_KEY = "gpuinfra_verify_commands"
+_PROBLEMS_KEY = "gpuinfra_verify_batch_problems"
+_PROBLEMS: list[str] = []
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -51,6 +58,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="HOST is the machine pytest runs on: its checks run here, through "
                           "testinfra's local backend, not over SSH (repeatable; on a node "
                           "with no SSH from the laptop, or to prove a node from itself)")
+    parser.addoption("--no-batch", action="store_true",
+                     help="send every command in an SSH round trip of its own (testinfra's "
+                          "way) instead of each node's read-only commands in one "
+                          "(gpuinfra_verify/batch.py)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -74,32 +85,38 @@ def pytest_configure(config: pytest.Config) -> None:
             f"--local {unknown[0]}: no such host in {path} (hosts: {', '.join(sorted(known))}); "
             "fix: name the inventory host this machine is")
     _LOCAL_HOSTS.update(local)
-    _count_commands()
+    if not config.getoption("no_batch", default=False):
+        _BATCHES.folder = _learned_folder(path)
 
 
-def _count_commands() -> None:
-    """Count every command a testinfra host runs (its modules run theirs through Host.run)."""
-    if getattr(Host.run, "_gpuinfra_counted", False):
-        return
-    plain = Host.run
-
-    def counted(self: Host, command: str, *args: Any, **kwargs: Any) -> Any:
-        _COMMANDS[getattr(self.backend, "hostname", None) or "local"] += 1
-        return plain(self, command, *args, **kwargs)
-
-    counted._gpuinfra_counted = True  # type: ignore[attr-defined]
-    Host.run = counted  # type: ignore[method-assign]
+def _learned_folder(inventory: str) -> Path:
+    """Where each host's learned read-only commands are kept between runs: the folder
+    GPUINFRA_VERIFY_CACHE names, else gpuinfra/verify-commands in the user's cache folder
+    ($XDG_CACHE_HOME, else ~/.cache), one folder per inventory file."""
+    resolved = Path(inventory).resolve()
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    base = Path(os.environ.get("GPUINFRA_VERIFY_CACHE") or cache / "gpuinfra" / "verify-commands")
+    digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:12]
+    return base / f"{resolved.stem}-{digest}"
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    try:
+        _BATCHES.save()
+    except OSError as exc:  # the next run reads each node command by command: say why
+        _PROBLEMS.append(f"the learned commands could not be kept: {exc}")
+    _PROBLEMS.extend(_BATCHES.problems())
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:  # an xdist worker: hand the counts to the controller
         workeroutput[_COMMANDS_KEY] = dict(_COMMANDS)
+        workeroutput[_PROBLEMS_KEY] = list(_PROBLEMS)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
-    _COMMANDS.update(getattr(node, "workeroutput", {}).get(_COMMANDS_KEY, {}))
+    output = getattr(node, "workeroutput", {})
+    _COMMANDS.update(output.get(_COMMANDS_KEY, {}))
+    _PROBLEMS.extend(output.get(_PROBLEMS_KEY, []))
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -109,6 +126,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     proxied = _proxied(site) if site is not None else []
     if proxied:
         terminalreporter.write_line("reached through a proxy: " + "; ".join(proxied))
+    for problem in dict.fromkeys(_PROBLEMS):
+        terminalreporter.write_line(problem)
     if not _COMMANDS:
         return
     per_host = ", ".join(f"{name} {count}" for name, count in sorted(_COMMANDS.items()))
@@ -234,9 +253,20 @@ def _reach(site: Site, name: str) -> Host:
 
         return testinfra.get_host("local://")
     try:
-        return testinfra_host(site.target(name))
+        host = testinfra_host(site.target(name))
     except ReachProblem as exc:
         pytest.fail(str(exc), pytrace=False)
+    if _BATCHES.folder is not None:
+        install(host.backend, _BATCHES.host(name, _kind(site.spec.node(name))), _COMMANDS)
+    else:
+        install_counter(host.backend, name, _COMMANDS)
+    return host
+
+
+def _kind(node: NodeSpec) -> str:
+    """Hosts of one kind are sent the same commands (a host never seen borrows the list)."""
+    return repr((node.groups, node.gpus, node.schedulers, node.rdma_nics, node.vfio,
+                 sorted((k, repr(v)) for k, v in node.settings.items())))
 
 
 @pytest.fixture(scope="session")

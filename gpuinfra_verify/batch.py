@@ -1,0 +1,307 @@
+"""A few SSH round trips per node for the whole verify suite: read-only commands asked at once.
+
+testinfra sends every command of every check in an SSH channel of its own, and sshd starts a
+session for each (a fork, PAM, a shell): 60-70 round trips a GPU node, which is what made
+``gpuinfra report`` grow with the fleet (docs/measurements.md, bench/fleet.py). Here the
+first command the suite sends a host is preceded by one command that runs, on the node, every
+read-only command (:func:`read_only`) the suite sent that host the last time (learned: kept
+in ``<cache>/<host>.json`` at the end of each run; a host not seen before borrows the list of a
+host of the same kind, learned in this run or before), and each of those commands' first use
+is answered from what that one round trip printed: the same command line, run by the same
+user the same way, its exit code, stdout and stderr byte for byte.
+
+What always goes live: a command not read-only (a container started, a pod created, a
+bandwidth test), a command not in the learned list, and a command asked a second time (a
+check that waits and asks again sees the node as it is now, not as it was). After a command
+that is not read-only, what the host's reading still held is dropped and read again at the
+host's next command (one more round trip), since the command may have changed it. A reading
+that cannot be taken or read (no ``base64``/``mktemp`` on the node, a cut output) falls back
+to one round trip per command, as before: never a different verdict.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import re
+import shlex
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Commands whose first word is one of these, and whose arguments ask nothing to be changed,
+# only read the node. A command line is read-only when every simple command in it is (split
+# at |, ;, && and ||) and it redirects output to nowhere but /dev/null or another stream.
+READ_ONLY_COMMANDS = frozenset({
+    "awk", "base64", "basename", "blkid", "cat", "command", "cut", "date", "df", "dirname",
+    "dpkg", "dpkg-query", "echo", "env", "false", "find", "findmnt", "getent", "grep", "head",
+    "hostname", "hostnamectl", "ibstat", "ibv_devices", "ibv_devinfo", "id", "ip", "journalctl",
+    "ls", "lsblk", "lscpu", "lsmod", "lspci", "md5sum", "mount", "nproc", "printf", "ps",
+    "rdma", "readlink", "realpath", "sed", "sha256sum", "sort", "ss", "stat", "sysctl", "tail",
+    "test", "tr", "true", "type", "uname", "uniq", "wc", "which", "xargs",
+    "[",
+})
+# First words that read for some arguments only: (word, a regex the rest must match).
+READ_ONLY_FORMS = {
+    "systemctl": re.compile(r"^(--no-pager |--value |-p \S+ |--property[= ]\S+ |--all |"
+                            r"--plain |--no-legend |--full |--type[= ]\S+ |--state[= ]\S+ )*"
+                            r"(is-active|is-enabled|is-failed|is-system-running|show|status|"
+                            r"cat|list-units|list-unit-files|list-timers|--version)\b"),
+    # nvidia-smi(1): queries, listings, topo and NVLink status, MIG listings (mig -l*).
+    "nvidia-smi": re.compile(r"^((-i|--id) \S+ |--id=\S+ )*"
+                             r"($|(-q|--query|-L|--list-gpus|-x|-h|--help)\b|--query-\w+=|"
+                             r"--format=|topo\b|nvlink (-s|--status|-c|--capabilities)\b|"
+                             r"mig -l\w*\b)"),
+    "gpuinfra-health": re.compile(r"^(reading|status)\b"),
+    "/usr/local/sbin/gpuinfra-health": re.compile(r"^(reading|status)\b"),
+}
+_SPLIT = re.compile(r"\|\||&&|[|;]")
+_REDIRECT = re.compile(r"(\d?>>?|&>)\s*(\S+)")
+
+
+def read_only(command: str) -> bool:
+    """True when ``command`` only reads the node (see :data:`READ_ONLY_COMMANDS`); a command
+    wrapped by testinfra in ``sudo [-u USER] /bin/sh -c '...'`` is judged by what it wraps.
+    Anything this cannot read with certainty (backticks, ``$(``, here-documents, a ``>`` to a
+    file) is not read-only: it goes live."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    if words[:1] == ["sudo"]:
+        rest = words[1:]
+        if rest[:1] == ["-u"] and len(rest) > 2:
+            rest = rest[2:]
+        if rest[:2] in (["/bin/sh", "-c"], ["sh", "-c"]) and len(rest) == 3:
+            return read_only(rest[2])
+        return False
+    if any(mark in command for mark in ("`", "$(", "<<", "\n")):
+        return False
+    for target in (m.group(2) for m in _REDIRECT.finditer(command)):
+        if target not in ("/dev/null", "&1", "&2") and not target.startswith("&"):
+            return False
+    for part in _SPLIT.split(command):
+        try:
+            simple = shlex.split(part)
+        except ValueError:
+            return False
+        while simple and "=" in simple[0] and not simple[0].startswith("="):
+            simple = simple[1:]  # VAR=value before the command
+        if not simple:
+            continue
+        word, rest = simple[0], " ".join(simple[1:])
+        if word in ("sed",) and any(a.startswith("-i") for a in simple[1:]):
+            return False
+        if word in ("find",) and any(a in ("-delete", "-exec", "-execdir", "-ok", "-fprint")
+                                     for a in simple[1:]):
+            return False
+        if word == "xargs" and simple[1:2] and simple[1] not in READ_ONLY_COMMANDS:
+            return False
+        if word in READ_ONLY_FORMS:
+            if not READ_ONLY_FORMS[word].match(rest):
+                return False
+        elif word == "sysctl":
+            if any(a in ("-w", "--write", "-p", "--load", "--system") for a in simple[1:]):
+                return False
+        elif word not in READ_ONLY_COMMANDS:
+            return False
+    return True
+
+
+MARK = "gpuinfra-batch"
+
+
+def batch_script(commands: Sequence[str]) -> str:
+    """One shell command that runs each of ``commands`` as sshd would (the login shell's
+    ``-c``; bash where the node has it, as testinfra's commands assume nothing more), in
+    order, stdin from /dev/null, and prints for each: ``gpuinfra-batch <i> <exit code>``,
+    then its stdout and its stderr, each in base64 on one line. The outputs go through a
+    folder of mktemp's (0700, a name nobody can predict), removed at the end."""
+    lines = [
+        'd=$(mktemp -d) || exit 97',
+        "trap 'rm -rf \"$d\"' EXIT",
+        's=$(command -v bash || echo /bin/sh)',
+        'one() { "$s" -c "$1" </dev/null >"$d/o" 2>"$d/e"; r=$?; '
+        f'printf "{MARK} %s %s\\n" "$2" "$r"; base64 -w0 "$d/o"; echo; '
+        'base64 -w0 "$d/e"; echo; }',
+    ]
+    lines += [f"one {shlex.quote(command)} {i}" for i, command in enumerate(commands)]
+    return "\n".join(lines) + "\n"
+
+
+class BatchUnreadable(ValueError):
+    """What the node printed is not :func:`batch_script`'s answer for these commands."""
+
+
+def parse_batch(text: bytes, count: int) -> list[tuple[int, bytes, bytes]]:
+    """(exit code, stdout, stderr) of each command of :func:`batch_script`'s answer."""
+    lines = text.split(b"\n")
+    answers: list[tuple[int, bytes, bytes]] = []
+    at = 0
+    while len(answers) < count:
+        if at + 2 >= len(lines):
+            raise BatchUnreadable(f"{len(answers)} of {count} answers before the output ended")
+        head = lines[at].decode("ascii", "replace").split()
+        if len(head) != 3 or head[0] != MARK or head[1] != str(len(answers)):
+            raise BatchUnreadable(f"answer {len(answers)}: {lines[at][:80]!r}")
+        try:
+            rc = int(head[2])
+            out = base64.b64decode(lines[at + 1], validate=True)
+            err = base64.b64decode(lines[at + 2], validate=True)
+        except (ValueError, binascii.Error) as exc:
+            raise BatchUnreadable(f"answer {len(answers)}: {exc}") from None
+        answers.append((rc, out, err))
+        at += 3
+    return answers
+
+
+Exec = Callable[[bytes], tuple[int, bytes, bytes]]
+
+
+@dataclass
+class HostBatch:
+    """One host's learned commands, its pending answers and what it sent (see the module)."""
+
+    name: str
+    kind: str
+    learned: list[bytes] = field(default_factory=list)
+    pending: dict[bytes, tuple[int, bytes, bytes]] = field(default_factory=dict)
+    asked: list[bytes] = field(default_factory=list)
+    read: bool = False
+    problem: str = ""
+
+    def run(self, command: bytes, send: Exec, sent: Counter[str]) -> tuple[int, bytes, bytes]:
+        reads = read_only(command.decode("utf-8", "replace"))
+        if command not in self.pending and reads and not self.read:
+            self.read = True
+            self._take(command, send, sent)
+        self._ask(command)
+        if command in self.pending:
+            return self.pending.pop(command)
+        sent[self.name] += 1
+        answer = send(command)
+        if not reads:  # it may have changed what the pending answers read: read them again
+            self.pending.clear()
+            self.read = False
+        return answer
+
+    def _ask(self, command: bytes) -> None:
+        if command not in self.asked:
+            self.asked.append(command)
+
+    def _take(self, first: bytes, send: Exec, sent: Counter[str]) -> None:
+        """One round trip: ``first`` and every learned read-only command not yet asked."""
+        wanted = [first] + [c for c in self.learned if c not in self.asked and c != first
+                            and read_only(c.decode("utf-8", "replace"))]
+        if len(wanted) < 2:
+            return  # nothing to gain: the command goes on its own
+        texts = [c.decode("utf-8", "replace") for c in wanted]
+        sent[self.name] += 1
+        rc, out, err = send(batch_script(texts).encode())
+        try:
+            if rc != 0:
+                raise BatchUnreadable(f"exit {rc}: {err.decode('utf-8', 'replace')[-200:]}")
+            answers = parse_batch(out, len(wanted))
+        except BatchUnreadable as exc:
+            self.problem = f"{self.name}: the one-round-trip reading failed ({exc})"
+            self.learned = []  # one round trip per command from now on
+            return
+        self.pending.update(zip(wanted, answers, strict=True))
+
+
+@dataclass
+class Batches:
+    """Every host's :class:`HostBatch` in this process, and where the learned lists live."""
+
+    folder: Path | None
+    hosts: dict[str, HostBatch] = field(default_factory=dict)
+    sent: Counter[str] = field(default_factory=Counter)
+
+    def host(self, name: str, kind: str) -> HostBatch:
+        if name not in self.hosts:
+            self.hosts[name] = HostBatch(name, kind, self._learned(name, kind))
+        return self.hosts[name]
+
+    def _learned(self, name: str, kind: str) -> list[bytes]:
+        """The host's own list from its last run; else a host of the same kind's, from this
+        run (asked so far) or an earlier one."""
+        stored = self._load(name)
+        if stored:
+            return stored
+        for other in self.hosts.values():
+            if other.kind == kind and other.asked:
+                return other.asked  # that host's list as it grows (read again after a change)
+        for path in sorted(self.folder.glob("*.json")) if self.folder else ():
+            data = _read(path)
+            if data and data.get("kind") == kind:
+                return _commands(data)
+        return []
+
+    def _load(self, name: str) -> list[bytes] | None:
+        data = _read(self.folder / f"{name}.json") if self.folder else None
+        return _commands(data) if data else None
+
+    def save(self) -> None:
+        """Each host's read-only commands of this run, for the next (written whole, then
+        renamed: a run cut short leaves the last good list)."""
+        if self.folder is None:
+            return
+        for host in self.hosts.values():
+            commands = [c.decode("utf-8", "replace") for c in host.asked
+                        if read_only(c.decode("utf-8", "replace"))]
+            if not commands:
+                continue
+            self.folder.mkdir(parents=True, exist_ok=True)
+            path = self.folder / f"{host.name}.json"
+            temporary = path.with_suffix(f".json.{os.getpid()}")
+            temporary.write_text(json.dumps({"kind": host.kind, "commands": commands},
+                                            indent=1) + "\n")
+            temporary.replace(path)
+
+    def problems(self) -> Iterable[str]:
+        return (h.problem for h in self.hosts.values() if h.problem)
+
+
+def _read(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _commands(data: dict) -> list[bytes]:
+    commands = data.get("commands")
+    if not isinstance(commands, list):
+        return []
+    return [c.encode() for c in commands if isinstance(c, str)]
+
+
+def install(backend: object, batch: HostBatch, sent: Counter[str]) -> None:
+    """Route a testinfra paramiko backend's commands through ``batch``."""
+    send = backend._exec_command  # type: ignore[attr-defined]
+    if getattr(send, "_gpuinfra_batch", None) is batch:
+        return
+
+    def exec_command(command: bytes) -> tuple[int, bytes, bytes]:
+        return batch.run(command, send, sent)
+
+    exec_command._gpuinfra_batch = batch  # type: ignore[attr-defined]
+    backend._exec_command = exec_command  # type: ignore[attr-defined]
+
+
+def install_counter(backend: object, name: str, sent: Counter[str]) -> None:
+    """Count a testinfra paramiko backend's round trips, each command on its own (--no-batch)."""
+    send = backend._exec_command  # type: ignore[attr-defined]
+    if getattr(send, "_gpuinfra_counted", False):
+        return
+
+    def exec_command(command: bytes) -> tuple[int, bytes, bytes]:
+        sent[name] += 1
+        return send(command)
+
+    exec_command._gpuinfra_counted = True  # type: ignore[attr-defined]
+    backend._exec_command = exec_command  # type: ignore[attr-defined]

@@ -1,0 +1,155 @@
+"""gpuinfra_verify/batch.py: a node's read-only commands in one SSH round trip, answered
+byte for byte as if each had been sent alone; anything else goes live."""
+
+from __future__ import annotations
+
+import subprocess
+from collections import Counter
+
+import pytest
+
+from gpuinfra_verify.batch import (
+    Batches,
+    BatchUnreadable,
+    HostBatch,
+    batch_script,
+    parse_batch,
+    read_only,
+)
+
+
+@pytest.mark.parametrize("command", [
+    "systemctl is-active chrony", "systemctl is-enabled 'nvidia-persistenced'",
+    "systemctl show -p MainPID --value slurmctld", "systemctl --version",
+    "cat -- /etc/hosts", "test -e /run/gpuinfra/reboot-required", "hostname",
+    "sysctl -n net.core.rmem_max", "dpkg-query -f '${Status} ${Version}' -W chrony",
+    "getent group gpuinfra-admin", "nvidia-smi --query-gpu=index,driver_version --format=csv",
+    "nvidia-smi topo -m", "nvidia-smi mig -lgi", "nvidia-smi nvlink --status",
+    "nvidia-smi -i 0 --query-gpu=mig.mode.current --format=csv,noheader", "nvidia-smi -q",
+    "stat -c '%U:%G %a' /etc/munge/munge.key",
+    "lsmod | grep -c nouveau", "ls /dev/nvidia* 2>/dev/null || true",
+    "sudo /bin/sh -c 'cat /etc/slurm/slurm.conf'",
+    "/usr/local/sbin/gpuinfra-health reading",
+    "LC_ALL=C systemctl status munge", "command -v systemctl",
+])
+def test_commands_that_only_read_are_read_only(command):
+    assert read_only(command)
+
+
+@pytest.mark.parametrize("command", [
+    "systemctl restart slurmd", "systemctl start chrony", "nvidia-smi -pm 1",
+    "nvidia-smi -i 0 -r", "nvidia-smi mig -cgi 9", "sysctl -w vm.swappiness=1",
+    "ctr run --rm x y", "kubectl apply -f -", "ib_write_bw -d rxe0", "rm -f /tmp/x",
+    "cat /etc/hosts > /tmp/copy", "echo $(reboot)", "echo `reboot`", "sed -i s/a/b/ f",
+    "find / -delete", "cat x; touch y", "cat <<EOF\nx\nEOF", "sudo reboot",
+    "sudo /bin/sh -c 'systemctl stop munge'", "xargs rm", "'unterminated",
+    "gpuinfra-health check", "/usr/local/sbin/gpuinfra-health drain",
+])
+def test_commands_that_may_change_the_node_go_live(command):
+    assert not read_only(command)
+
+
+COMMANDS = ["printf 'a\\nb'", "echo out; echo err >&2; exit 3", "printf '\\000\\377'",
+            "cat /nonexistent", "true", "read x; echo \"[$x]\""]
+
+
+def run_here(script: str) -> bytes:
+    return subprocess.run(["sh", "-c", script], capture_output=True, check=True).stdout
+
+
+def test_the_batch_answers_each_command_as_if_it_ran_alone():
+    """The script run by a real shell: each command's exit code, stdout and stderr byte for
+    byte as `sh -c` gives them alone (stdin closed, as over an SSH exec)."""
+    answers = parse_batch(run_here(batch_script(COMMANDS)), len(COMMANDS))
+    alone = [subprocess.run(["bash", "-c", c], capture_output=True, stdin=subprocess.DEVNULL)
+             for c in COMMANDS]
+    assert answers == [(a.returncode, a.stdout, a.stderr) for a in alone]
+    assert answers[1] == (3, b"out\n", b"err\n")
+    assert answers[2][1] == b"\x00\xff"
+
+
+@pytest.mark.parametrize("cut", [
+    lambda out: out[: len(out) // 2],  # the output cut mid-way
+    lambda out: out.replace(b"gpuinfra-batch 1 ", b"gpuinfra-batch 7 ", 1),
+    lambda out: out.replace(b"\n", b"\n!", 1),  # a line that is no base64
+    lambda out: b"",
+])
+def test_an_answer_that_is_not_the_scripts_is_refused(cut):
+    out = run_here(batch_script(COMMANDS))
+    with pytest.raises(BatchUnreadable):
+        parse_batch(cut(out), len(COMMANDS))
+
+
+class Node:
+    """A node that runs what it is sent with a real shell, and counts the round trips."""
+
+    def __init__(self, state: str = "a") -> None:
+        self.state = state
+        self.sent: list[bytes] = []
+
+    def send(self, command: bytes) -> tuple[int, bytes, bytes]:
+        self.sent.append(command)
+        text = command.decode()
+        if text == "change":
+            self.state = "b"
+            return 0, b"", b""
+        done = subprocess.run(["sh", "-c", text], capture_output=True,
+                              env={"STATE": self.state, "PATH": "/usr/bin:/bin"})
+        return done.returncode, done.stdout, done.stderr
+
+
+READS = [b"echo one", b"echo $STATE", b"cat /nonexistent"]
+
+
+def test_learned_reads_take_one_round_trip_and_a_second_ask_goes_live():
+    node, sent = Node(), Counter()
+    host = HostBatch("n1", "kind", learned=list(READS))
+    answers = [host.run(c, node.send, sent) for c in READS]
+    assert [a[1] for a in answers] == [b"one\n", b"a\n", b""]
+    assert answers[2][0] != 0 and b"nonexistent" in answers[2][2]
+    assert sent["n1"] == 1 and len(node.sent) == 1  # one round trip for the three
+    node.state = "c"
+    assert host.run(b"echo $STATE", node.send, sent)[1] == b"c\n"  # asked again: live
+    assert sent["n1"] == 2
+
+
+def test_a_command_that_may_change_the_node_drops_what_was_read_before_it():
+    node, sent = Node(), Counter()
+    host = HostBatch("n1", "kind", learned=[b"echo one", b"echo $STATE", b"change", b"echo x"])
+    assert host.run(b"echo one", node.send, sent)[1] == b"one\n"
+    assert host.run(b"change", node.send, sent) == (0, b"", b"")  # live, never batched
+    # what the first reading held for `echo $STATE` was "a": read again, it is "b" now
+    assert host.run(b"echo $STATE", node.send, sent)[1] == b"b\n"
+    assert host.run(b"echo x", node.send, sent)[1] == b"x\n"
+    assert sent["n1"] == 3 and b"change" in node.sent
+
+
+def test_a_reading_the_node_cannot_give_falls_back_to_one_command_at_a_time():
+    sent = Counter()
+
+    def broken(command: bytes) -> tuple[int, bytes, bytes]:
+        if command.startswith(b"d=$(mktemp"):
+            return 127, b"", b"sh: 1: mktemp: not found"
+        return Node().send(command)
+
+    host = HostBatch("n1", "kind", learned=list(READS))
+    assert [host.run(c, broken, sent)[1] for c in READS] == [b"one\n", b"a\n", b""]
+    assert "mktemp: not found" in host.problem and sent["n1"] == 4
+
+
+def test_learned_lists_are_kept_per_host_and_borrowed_by_a_host_of_the_same_kind(tmp_path):
+    node = Node()
+    first = Batches(tmp_path)
+    one = first.host("n1", "gpu-worker")
+    for command in [*READS, b"change"]:
+        one.run(command, node.send, first.sent)
+    first.save()
+    assert (tmp_path / "n1.json").exists()
+    later = Batches(tmp_path)
+    assert later.host("n1", "gpu-worker").learned == READS  # never the command that changes
+    assert later.host("n2", "gpu-worker").learned == READS  # borrowed: same kind
+    assert later.host("n3", "head").learned == []
+    two = later.host("n2", "gpu-worker")
+    for command in READS:
+        two.run(command, node.send, later.sent)
+    assert later.sent["n2"] == 1
