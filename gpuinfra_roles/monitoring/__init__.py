@@ -219,7 +219,7 @@ def monitoring(site: Site, node: NodeSpec) -> None:
             _job_mapping()
         _gpu_collector(node, mapped)
         if mon.dcgm:
-            _dcgm(site, node, data, distro, mapped)
+            _dcgm(site, node, data, distro, mapped, pod_mapping_on(node, mon))
     if slurm_head(spec, node):
         _slurm_nodes()
     if node.is_head:
@@ -237,6 +237,13 @@ def job_mapping_on(node: NodeSpec, mon: Monitoring) -> bool:
     worker): the same condition makes the slurm role name the hooks in slurm.conf."""
     return mon.job_mapping and node.gpus is not None and node.is_worker \
         and "slurm" in node.schedulers
+
+
+def pod_mapping_on(node: NodeSpec, mon: Monitoring) -> bool:
+    """dcgm-exporter labels this node's GPU metrics with the Kubernetes pod holding each GPU
+    (monitoring_job_mapping, a Kubernetes GPU worker: the kubelet's pod-resources API)."""
+    return mon.job_mapping and node.gpus is not None and node.is_worker \
+        and "kubernetes" in node.schedulers
 
 
 def slurm_head(spec: ClusterSpec, node: NodeSpec) -> bool:
@@ -413,7 +420,7 @@ def slurm_nodes_files() -> dict[str, bytes]:
 
 
 def _dcgm(site: Site, node: NodeSpec, data: Any, distro: dict[str, Any],
-          mapped: bool = False) -> None:
+          mapped: bool = False, pods: bool = False) -> None:
     url = dcgm_repo(site, node, data, distro)
     cuda_repository(url, key_url_for(url, None), "DCGM")
     pinned = dcgm_packages(data, node)
@@ -423,7 +430,7 @@ def _dcgm(site: Site, node: NodeSpec, data: Any, distro: dict[str, Any],
     listen = target(node, DCGM_EXPORTER_PORT)
     dropin = files.put(name="DCGM exporter listens on the cluster network", dest=DCGM_DROPIN,
                        src=StringIO(dcgm_exporter_dropin(
-                           listen, JOB_MAPPING_DIR if mapped else None)),
+                           listen, JOB_MAPPING_DIR if mapped else None, pods)),
                        mode="644", create_remote_dir=True)
     systemd.daemon_reload(name="systemd reads the DCGM exporter's drop-in",
                           _if=dropin.did_change)
