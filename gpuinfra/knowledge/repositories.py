@@ -42,3 +42,12 @@ DOCA_KEY_FINGERPRINT: str | None = None
 # Grafana's apt repository, suite "stable", component "main", signed by gpg.key at its root
 # (https://grafana.com/docs/grafana/latest/setup-grafana/installation/debian/).
 GRAFANA_REPO = "https://apt.grafana.com"
+# Where the roles that add it (monitoring: Grafana on the head; logs: Loki and Alloy with
+# logs_loki) put its key and its list: one file each, the same text from either role.
+GRAFANA_KEYRING = "/usr/share/keyrings/grafana.gpg"
+GRAFANA_LIST = "/etc/apt/sources.list.d/gpuinfra-grafana.list"
+
+
+def grafana_apt_line(repo: str) -> str:
+    """The list file's one line for Grafana's repository at ``repo`` (or a mirror of it)."""
+    return f"deb [signed-by={GRAFANA_KEYRING}] {repo.rstrip('/')} stable main\n"

@@ -14,6 +14,9 @@ ROLE = "(monitoring role)"
 SLURM_EXPORTER_DOCS = "https://github.com/rivosinc/prometheus-slurm-exporter"
 DCGM_EXPORTER = "/usr/bin/dcgm-exporter"
 DCGM_COUNTERS = "/etc/dcgm-exporter/default-counters.csv"
+# The kubelet's pod-resources socket (kubeadm's kubelet root /var/lib/kubelet), which
+# dcgm-exporter asks which pod holds each GPU.
+POD_RESOURCES_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 
 
 # The group that may write node_exporter's textfile directory; the collector runs as a
@@ -63,16 +66,28 @@ def collector_timer() -> str:
     }, about=f"Runs the GPU metrics collector every minute {ROLE}.")
 
 
-def dcgm_exporter_dropin(listen: str, job_mapping_dir: str | None = None) -> str:
+def dcgm_exporter_dropin(listen: str, job_mapping_dir: str | None = None,
+                         kubernetes: bool = False) -> str:
     """dcgm-exporter on ``listen`` (``address:port``, the node's cluster address): the empty
     ``ExecStart=`` drops the packaged command line. ``job_mapping_dir``: the folder Slurm's
     Prolog keeps (gpuinfra.monitoring.jobmap), given as ``--hpc-job-mapping-dir``
     (NVIDIA/dcgm-exporter: pkg/cmd/app.go CLIHPCJobMappingDir = "hpc-job-mapping-dir", env
     DCGM_HPC_JOB_MAPPING_DIR; internal/pkg/transformation/hpc.go labels each metric of a
-    listed GPU with ``hpc_job``)."""
+    listed GPU with ``hpc_job``). ``kubernetes``: a Kubernetes GPU worker, whose metrics
+    dcgm-exporter labels with the pod, namespace and container holding each GPU, asked of the
+    kubelet's pod-resources API (``--kubernetes``, env DCGM_EXPORTER_KUBERNETES, "Enable
+    kubernetes mapping metrics to kubernetes pods"; NVIDIA/dcgm-exporter pkg/cmd/app.go, and
+    its DaemonSet dcgm-exporter.yaml, which sets DCGM_EXPORTER_KUBERNETES=true and mounts
+    /var/lib/kubelet/pod-resources). The socket is left at the exporter's default,
+    ``--pod-resources-kubelet-socket`` = :data:`POD_RESOURCES_SOCKET` (kubeadm's kubelet's),
+    not passed: the flag is newer than ``--kubernetes``. The exporter runs here as the
+    packaged systemd service on the host, so the socket is on its own file system."""
     mapping = f" --hpc-job-mapping-dir {job_mapping_dir}" if job_mapping_dir else ""
+    if kubernetes:
+        mapping += " --kubernetes"
     about = "Listen on the cluster network only" + (
-        "; label GPU metrics with the Slurm job holding the GPU" if job_mapping_dir else "")
+        "; label GPU metrics with the Slurm job holding the GPU" if job_mapping_dir else "") + (
+        "; label GPU metrics with the Kubernetes pod holding the GPU" if kubernetes else "")
     return unit_file({
         "Service": [("ExecStart", ""),
                     ("ExecStart", f"{DCGM_EXPORTER} -f {DCGM_COUNTERS} -a {listen}{mapping}")],

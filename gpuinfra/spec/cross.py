@@ -3,9 +3,11 @@ is touched, instead of failing (or silently doing half) at plan or deploy time."
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.logs_loki import retention_problem
 from gpuinfra.spec.checks import WHERE_ALL, WHERE_HOST, Collector, SpecError
 from gpuinfra.spec.model import NodeSpec
 
@@ -25,6 +27,7 @@ def check_cross_keys(nodes: Sequence[NodeSpec], schedulers: Sequence[str],
     _health_hooks(nodes, errs)
     _job_container_checksums(nodes, errs)
     _job_container_bundle(nodes, errs)
+    _loki(nodes, errs)
 
 
 # slurm.conf keys the health role's knobs write (gpuinfra_roles/health): a site's own
@@ -108,7 +111,7 @@ _FIXED = {"slurmctld": 6817, "slurmd": 6818, "slurmdbd": 6819, "kube-apiserver":
 _PORT_KNOBS = {"monitoring_prometheus_port": "Prometheus",
                "monitoring_alertmanager_port": "Alertmanager",
                "monitoring_node_exporter_port": "node_exporter",
-               "monitoring_grafana_port": "Grafana"}
+               "monitoring_grafana_port": "Grafana", "logs_loki_port": "Loki"}
 
 
 def _listeners(node: NodeSpec, accounting: bool) -> dict[str, int | None]:
@@ -138,6 +141,8 @@ def _listeners(node: NodeSpec, accounting: bool) -> dict[str, int | None]:
                 found["the Slurm exporter"] = _FIXED["the Slurm exporter"]
         if node.gpus is not None and s.get("monitoring_dcgm"):
             found["dcgm-exporter"] = _FIXED["dcgm-exporter"]
+    if s.get("logs_loki") and node.is_head:
+        found["logs_loki_port"] = s.get("logs_loki_port")
     return found
 
 
@@ -158,6 +163,35 @@ def _port_clashes(nodes: Sequence[NodeSpec], accounting: bool, errs: Collector) 
                      "would not start",
                      "a port no other daemon of the host listens on",
                      f"set {' or '.join(knobs)} {WHERE_ALL} to a free port")
+
+
+def _loki(nodes: Sequence[NodeSpec], errs: Collector) -> None:
+    """Loki (logs_loki) runs on the head, listens on its cluster address and keeps logs 24h
+    at least (gpuinfra.logs_loki)."""
+    on = [n for n in nodes if n.settings.get("logs_loki")]
+    if not on:
+        return
+    heads = [n for n in nodes if n.is_head]
+    if not heads:
+        errs.add(on[0].name, "logs_loki", True,
+                 "Loki runs on the head and this site has none", "False on a site without "
+                 "a head", f"set logs_loki = False {WHERE_ALL}, or put a host in the 'head' "
+                 "group")
+    told = {e.host for e in errs.errors if e.field in ("node_address", "ssh_hostname")}
+    for head in heads:
+        if head.address is None and head.settings.get("logs_loki") and head.name not in told:
+            errs.add(head.name, "node_address", None,
+                     "logs_loki is on: Loki listens on the head's cluster address and every "
+                     "node's Alloy writes there, and this head has none (no node_address, and "
+                     "its ssh_hostname is not an IP)", "an IP node_address on the head",
+                     f"set node_address {WHERE_HOST}, or logs_loki = False {WHERE_ALL}")
+    retention = on[0].settings.get("logs_retention")
+    if isinstance(retention, str) and re.fullmatch(r"[1-9][0-9]{0,4}[hdw]", retention):
+        problem = retention_problem(retention)
+        if problem:
+            errs.add(on[0].name, "logs_retention", retention, f"logs_loki is on: {problem}",
+                     "24h or more (e.g. '1d', '30d') with logs_loki",
+                     f"set logs_retention = '1d' or longer {WHERE_ALL}, or logs_loki = False")
 
 
 def _heads_in_their_schedulers(nodes: Sequence[NodeSpec], schedulers: Sequence[str],

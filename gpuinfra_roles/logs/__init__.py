@@ -24,12 +24,16 @@ import shlex
 from io import StringIO
 from typing import Any
 
+import yaml
 from pyinfra import host
 from pyinfra.api import FactBase, deploy
 from pyinfra.operations import apt, files, server, systemd
 from pyinfra.operations.util import any_changed
 
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.header import HEADER
+from gpuinfra.knowledge.packages import SIGNING_KEYS, PinnedPackages
+from gpuinfra.knowledge.repositories import GRAFANA_KEYRING, GRAFANA_LIST, grafana_apt_line
 from gpuinfra.logs import (
     AGE_SCRIPT,
     AGE_UNITS,
@@ -84,10 +88,25 @@ from gpuinfra.logs_forward import (
     forward_conf,
     packages,
 )
+from gpuinfra.logs_loki import (
+    ALLOY_CONFIG,
+    ALLOY_SERVICE,
+    ALLOY_STAGE,
+    LOKI_CONFIG,
+    LOKI_DATA,
+    LOKI_SERVICE,
+    LOKI_STAGE,
+    LOKI_USER,
+    PIN_FILE,
+    alloy_check,
+    alloy_config,
+    loki_check,
+    loki_config,
+)
 from gpuinfra.monitoring.units import TEXTFILE_DIRECTORY
 from gpuinfra.spec import NodeSpec
 from gpuinfra_deploy.facts.system import host_distro
-from gpuinfra_deploy.ops.apt import APT_CACHE_S
+from gpuinfra_deploy.ops.apt import APT_CACHE_S, apt_keyring, install_pinned, require_available
 from gpuinfra_deploy.ops.boot import BootNeeds, boot_order
 from gpuinfra_deploy.ops.checked import check_script, checked_files
 from gpuinfra_deploy.ops.from_head import Copy, files_from_head
@@ -144,6 +163,8 @@ def logs(site: Site, node: NodeSpec) -> None:
     if not data["logs_enabled"]:
         host.noop("central logs disabled (logs_enabled = False)")
         _forward(data["logs_forward"])
+        if data["logs_loki"]:
+            _loki(site, node, data)
         return
     head = site.spec.head[0]
     missing = [n.name for n in (head, *uploaders(site.spec.nodes)) if n.address is None]
@@ -185,6 +206,8 @@ def logs(site: Site, node: NodeSpec) -> None:
     if data.get("monitoring_enabled"):
         _staleness(site, node)
     _forward(data["logs_forward"])
+    if data["logs_loki"]:
+        _loki(site, node, data)
 
 
 def _forward(targets: list[dict[str, Any]]) -> None:
@@ -209,6 +232,67 @@ def _forward(targets: list[dict[str, Any]]) -> None:
                     running=True, enabled=True)
     systemd.service(name="Restart rsyslog on its new forwarding file", service=SERVICE,
                     restarted=True, _if=conf.did_change)
+
+
+def loki_packages(data: Any, head: bool) -> PinnedPackages:
+    """Alloy on every node, Loki too on the head, at the knobs' exact versions."""
+    versions = {"alloy": data["logs_alloy_version"]}
+    if head:
+        versions["loki"] = data["logs_loki_version"]
+    return PinnedPackages(packages=versions, pins=dict(versions))
+
+
+def _loki(site: Site, node: NodeSpec, data: Any) -> None:
+    """Option ``logs_loki`` (gpuinfra/logs_loki.py): Grafana's repository, then on the head
+    Loki (its file judged by ``loki -verify-config``), on every node Alloy reading the journal
+    into it (its file judged by ``alloy validate``); each daemon restarted only when its file
+    changed. Grafana's data source and dashboard are the monitoring role's."""
+    head = site.spec.head[0]
+    if head.address is None:  # refused at the gate; a plan without it stops here
+        raise GpuinfraError("logs_loki: the head has no cluster-network address for Loki to "
+                            "listen on. Set its node_address, or logs_loki = False")
+    repo = data["monitoring_grafana_repo_url"]
+    keyring = apt_keyring(name="Add Grafana's signing key (Loki, Alloy)",
+                          url=f"{repo.rstrip('/')}/gpg.key", path=GRAFANA_KEYRING,
+                          fingerprint=SIGNING_KEYS["grafana"])
+    listed = files.put(name="List Grafana's repository in apt sources (Loki, Alloy)",
+                       dest=GRAFANA_LIST, src=StringIO(grafana_apt_line(repo)), mode="644")
+    apt.update(name="Refresh apt after adding Grafana's repository (Loki, Alloy)",
+               _if=any_changed(keyring, listed))
+    pinned = loki_packages(data, node.is_head)
+    require_available("Loki and Alloy", pinned, "logs_loki_version / logs_alloy_version")
+    # One name on every host: pyinfra merges the same call's operations across hosts.
+    installed = install_pinned("Alloy, and Loki on the head", pinned, PIN_FILE)
+    port = data["logs_loki_port"]
+    if node.is_head:
+        files.directory(name=f"{LOKI_DATA}: Loki's chunks and index ({LOKI_USER}, 0750)",
+                        path=LOKI_DATA, user=LOKI_USER, mode="750")
+        conf = checked_files(
+            name=f"{LOKI_CONFIG}: Loki on the head's cluster address, checked by loki "
+                 "-verify-config",
+            files={LOKI_CONFIG: HEADER + "# Built from the site's spec (logs role, "
+                                "logs_loki).\n" + yaml.safe_dump(
+                loki_config(str(head.address), port, data["logs_retention"]),
+                sort_keys=False, default_flow_style=False)},
+            stage=LOKI_STAGE,
+            check=check_script(loki_check(LOKI_STAGE), "loki -verify-config", LOKI_STAGE))
+        boot_order([BootNeeds(LOKI_SERVICE, "the head's cluster address, to listen on",
+                              ("network-online.target",), ("network-online.target",))])
+        systemd.service(name="Run Loki (every node's journal, for Grafana)",
+                        service=LOKI_SERVICE, running=True, enabled=True)
+        systemd.service(name="Restart Loki on its new configuration or package",
+                        service=LOKI_SERVICE, restarted=True,
+                        _if=any_changed(conf, installed))
+    alloy = checked_files(
+        name=f"{ALLOY_CONFIG}: this node's journal to the head's Loki, checked by alloy "
+             "validate",
+        files={ALLOY_CONFIG: alloy_config(node.short_name, str(head.address), port)},
+        stage=ALLOY_STAGE,
+        check=check_script(alloy_check(ALLOY_STAGE), "alloy validate", ALLOY_STAGE))
+    systemd.service(name="Run Alloy (this node's journal to Loki)", service=ALLOY_SERVICE,
+                    running=True, enabled=True)
+    systemd.service(name="Restart Alloy on its new configuration or package",
+                    service=ALLOY_SERVICE, restarted=True, _if=any_changed(alloy, installed))
 
 
 def _fits_the_disk(site: Site, data: Any) -> None:

@@ -8,8 +8,9 @@ head's disk when the deploy is planned (gpuinfra.logs.disk_problem).
 
 from gpuinfra.logs import DEFAULT_PORT, RETENTION, SIZE
 from gpuinfra.logs_forward import forward_rule
+from gpuinfra.logs_loki import DEFAULT_LOKI_PORT
 from gpuinfra.spec.knobs import Knob, defaults
-from gpuinfra.spec.rules import boolean, integer, text
+from gpuinfra.spec.rules import boolean, debian_version, integer, text
 
 KNOBS = (
     # Central logs on (every node's journal on the head). On by default: the lab and every site
@@ -33,6 +34,26 @@ KNOBS = (
     # (and a forwarding file an earlier deploy wrote is removed). Independent of logs_enabled.
     Knob("logs_forward", [], forward_rule(),
          "the site's syslog / Elasticsearch targets each node forwards its logs to"),
+    # Option: Grafana Loki on the head and Grafana Alloy on every node (the head too) reading
+    # its journal, both from Grafana's apt repository (monitoring_grafana_repo_url), pinned
+    # (gpuinfra/logs_loki.py); with monitoring's Grafana on, a Loki data source and a dashboard
+    # of drained and failed nodes' logs. Loki keeps logs_retention (24h at least); it has no
+    # cap in bytes. Independent of logs_enabled. Off: nothing installed (turning it off later
+    # leaves Loki and Alloy as they are).
+    Knob("logs_loki", False, boolean(), "Loki on the head and Alloy on every node",
+         site_wide=True),
+    # Loki's HTTP port on the head's cluster address (Loki's own default); its gRPC port,
+    # 9095, is on the loopback.
+    Knob("logs_loki_port", DEFAULT_LOKI_PORT, integer(1024, 65535), "Loki's HTTP port",
+         site_wide=True),
+    # UNVERIFIED (no access to apt.grafana.com from here): the .deb versions follow the
+    # release tags (Loki v3.6.0, Alloy v1.12.2: grafana/alloy CHANGELOG.md, 2026-01-08); the
+    # role's apt-cache gate stops before any change when apt lists other versions but not
+    # these, naming what it lists.
+    Knob("logs_loki_version", "3.6.0", debian_version(), "the exact loki package version",
+         site_wide=True),
+    Knob("logs_alloy_version", "1.12.2", debian_version(), "the exact alloy package version",
+         site_wide=True),
 )
 
 DEFAULTS = defaults(KNOBS)

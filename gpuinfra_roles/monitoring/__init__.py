@@ -32,10 +32,20 @@ from gpuinfra.errors import GpuinfraError
 from gpuinfra.header import HEADER
 from gpuinfra.knowledge.gpus import AMPERE_OR_OLDER
 from gpuinfra.knowledge.packages import SIGNING_KEYS, PinnedPackages
-from gpuinfra.knowledge.repositories import CUDA_REPOS
+from gpuinfra.knowledge.repositories import (
+    CUDA_REPOS,
+    GRAFANA_KEYRING,
+    GRAFANA_LIST,
+    grafana_apt_line,
+)
+from gpuinfra.logs_loki import DASHBOARD_NAME as LOKI_DASHBOARD
+from gpuinfra.logs_loki import DATASOURCE_FILE as LOKI_DATASOURCE_FILE
+from gpuinfra.logs_loki import grafana_datasource as loki_datasource
+from gpuinfra.logs_loki import node_logs_dashboard
 from gpuinfra.monitoring.alertmanager import ALERTMANAGER_CONFIG, alertmanager_config
 from gpuinfra.monitoring.alerts import rules
 from gpuinfra.monitoring.grafana import (
+    DATASOURCE_UID,
     GRAFANA_ADMIN_PASSWORD,
     GRAFANA_PROMETHEUS_CA,
     GRAFANA_PROMETHEUS_PASSWORD,
@@ -137,8 +147,6 @@ GRAFANA_DB = "/var/lib/grafana/grafana.db"  # the package's default [paths] data
 RULES_FILE = Path(RULES_PATH).name  # relative: promtool resolves it beside the config
 DCGM_PIN_FILE = "/etc/apt/preferences.d/gpuinfra-dcgm"
 DCGM_DROPIN = f"{UNIT_DIR}/nvidia-dcgm-exporter.service.d/gpuinfra.conf"
-GRAFANA_KEYRING = "/usr/share/keyrings/grafana.gpg"
-GRAFANA_LIST = "/etc/apt/sources.list.d/gpuinfra-grafana.list"
 GRAFANA_PIN_FILE = "/etc/apt/preferences.d/gpuinfra-grafana"
 GRAFANA_DROPIN = f"{UNIT_DIR}/grafana-server.service.d/gpuinfra.conf"
 GRAFANA_PROVISIONING = "/etc/grafana/provisioning"
@@ -211,7 +219,7 @@ def monitoring(site: Site, node: NodeSpec) -> None:
             _job_mapping()
         _gpu_collector(node, mapped)
         if mon.dcgm:
-            _dcgm(site, node, data, distro, mapped)
+            _dcgm(site, node, data, distro, mapped, pod_mapping_on(node, mon))
     if slurm_head(spec, node):
         _slurm_nodes()
     if node.is_head:
@@ -229,6 +237,13 @@ def job_mapping_on(node: NodeSpec, mon: Monitoring) -> bool:
     worker): the same condition makes the slurm role name the hooks in slurm.conf."""
     return mon.job_mapping and node.gpus is not None and node.is_worker \
         and "slurm" in node.schedulers
+
+
+def pod_mapping_on(node: NodeSpec, mon: Monitoring) -> bool:
+    """dcgm-exporter labels this node's GPU metrics with the Kubernetes pod holding each GPU
+    (monitoring_job_mapping, a Kubernetes GPU worker: the kubelet's pod-resources API)."""
+    return mon.job_mapping and node.gpus is not None and node.is_worker \
+        and "kubernetes" in node.schedulers
 
 
 def slurm_head(spec: ClusterSpec, node: NodeSpec) -> bool:
@@ -405,7 +420,7 @@ def slurm_nodes_files() -> dict[str, bytes]:
 
 
 def _dcgm(site: Site, node: NodeSpec, data: Any, distro: dict[str, Any],
-          mapped: bool = False) -> None:
+          mapped: bool = False, pods: bool = False) -> None:
     url = dcgm_repo(site, node, data, distro)
     cuda_repository(url, key_url_for(url, None), "DCGM")
     pinned = dcgm_packages(data, node)
@@ -415,7 +430,7 @@ def _dcgm(site: Site, node: NodeSpec, data: Any, distro: dict[str, Any],
     listen = target(node, DCGM_EXPORTER_PORT)
     dropin = files.put(name="DCGM exporter listens on the cluster network", dest=DCGM_DROPIN,
                        src=StringIO(dcgm_exporter_dropin(
-                           listen, JOB_MAPPING_DIR if mapped else None)),
+                           listen, JOB_MAPPING_DIR if mapped else None, pods)),
                        mode="644", create_remote_dir=True)
     systemd.daemon_reload(name="systemd reads the DCGM exporter's drop-in",
                           _if=dropin.did_change)
@@ -630,8 +645,16 @@ def _alertmanager(spec: ClusterSpec, mon: Monitoring) -> None:
                       any_changed(config, private))
 
 
-def grafana_files(spec: ClusterSpec, mon: Monitoring) -> dict[str, str]:
-    return {
+def grafana_files(spec: ClusterSpec, mon: Monitoring,
+                  loki_port: int | None = None) -> dict[str, str]:
+    """Grafana's provisioning; ``loki_port``: the logs role's Loki runs on the head there
+    (logs_loki), so its data source and the node-logs dashboard are added."""
+    loki = {} if loki_port is None else {
+        LOKI_DATASOURCE_FILE: yaml_with_header(loki_datasource(
+            str(spec.head[0].address), loki_port, spec.name)),
+        f"{GRAFANA_DASHBOARDS}/{LOKI_DASHBOARD}": json.dumps(node_logs_dashboard(
+            spec.name, DATASOURCE_UID, "slurm" in spec.schedulers), indent=2) + "\n"}
+    return loki | {
         f"{GRAFANA_PROVISIONING}/datasources/gpuinfra.yaml": yaml_with_header(
             grafana_datasource(spec, mon)),
         f"{GRAFANA_PROVISIONING}/dashboards/gpuinfra.yaml": yaml_with_header(
@@ -641,6 +664,11 @@ def grafana_files(spec: ClusterSpec, mon: Monitoring) -> dict[str, str]:
     }
 
 
+def loki_port(data: Any) -> int | None:
+    """The logs role's Loki port where it runs (logs_loki), for Grafana's data source."""
+    return data["logs_loki_port"] if data.get("logs_loki") else None
+
+
 def _grafana(spec: ClusterSpec, mon: Monitoring, data: Any, renewed: bool) -> None:
     """Grafana on the head; ``renewed``: this run makes Prometheus' web secrets again (its
     copies follow)."""
@@ -648,7 +676,7 @@ def _grafana(spec: ClusterSpec, mon: Monitoring, data: Any, renewed: bool) -> No
     keyring = apt_keyring(name="Add Grafana's signing key", url=f"{repo}/gpg.key",
                           path=GRAFANA_KEYRING, fingerprint=SIGNING_KEYS["grafana"])
     listed = files.put(name="List Grafana's repository in apt sources", dest=GRAFANA_LIST,
-                       src=StringIO(f"deb [signed-by={GRAFANA_KEYRING}] {repo} stable main\n"),
+                       src=StringIO(grafana_apt_line(repo)),
                        mode="644")
     apt.update(name="Refresh apt after adding Grafana's repository",
                _if=any_changed(keyring, listed))
@@ -673,7 +701,7 @@ def _grafana(spec: ClusterSpec, mon: Monitoring, data: Any, renewed: bool) -> No
                        mode="644", create_remote_dir=True)
     provisioned = [files.put(name=f"Grafana provisioning: {path}", dest=path,
                              src=StringIO(text), mode="644", create_remote_dir=True)
-                   for path, text in grafana_files(spec, mon).items()]
+                   for path, text in grafana_files(spec, mon, loki_port(data)).items()]
     systemd.daemon_reload(name="systemd reads Grafana's drop-in", _if=dropin.did_change)
     systemd.service(name="Run Grafana", service="grafana-server", running=True, enabled=True)
     systemd.service(name="Restart Grafana on its new address, provisioning or credentials",
@@ -754,6 +782,7 @@ def applies(site: Site, node: NodeSpec) -> bool:
 
 # The one declaration of where this role applies and how it is called: deploy.py, the entry
 # file beside this one and another project's deploy all run ``ROLE.apply``.
-# Other roles' knobs it reads: the driver's, and the health check's (its alerts).
-ROLE = Role("monitoring", monitoring, applies, reads=("nvidia_driver", "health"))
+# Other roles' knobs it reads: the driver's, the health check's (its alerts), the logs role's
+# (logs_loki: Grafana's Loki data source).
+ROLE = Role("monitoring", monitoring, applies, reads=("nvidia_driver", "health", "logs"))
 apply = ROLE.apply

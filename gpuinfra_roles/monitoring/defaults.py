@@ -78,9 +78,11 @@ KNOBS = (
     # Slurm's Prolog and Epilog keep dcgm-exporter's HPC job mapping folder, which the GPU
     # collector (gpuinfra_gpu_job_info{job_id,user}) and dcgm-exporter (hpc_job) read; the
     # Epilog logs one line per job (journalctl -t gpuinfra-job). The slurm role names the hooks
-    # in slurm.conf.
+    # in slurm.conf. On Kubernetes GPU workers, dcgm-exporter labels GPU metrics with the pod
+    # holding each GPU (--kubernetes: the kubelet's pod-resources API).
     Knob("monitoring_job_mapping", True, boolean(),
-         "job-aware GPU metrics on Slurm GPU nodes (Prolog/Epilog)", site_wide=True),
+         "job-aware GPU metrics (Slurm jobs by Prolog/Epilog, Kubernetes pods by the kubelet)",
+         site_wide=True),
     # Grafana from Grafana's own apt repository (not in Debian), pinned; the datasource and
     # the GPU-cluster dashboard provisioned from the spec.
     Knob("monitoring_grafana", True, boolean(), "Grafana on the head", site_wide=True),

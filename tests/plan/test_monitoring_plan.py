@@ -694,3 +694,20 @@ def test_job_mapping_off_and_sites_without_slurm_write_none_of_it():
     k8s = run("debian-12", schedulers=["kubernetes"])
     for plan in k8s.plans.values():
         assert not [p for p in uploaded(plan) if "gpujobs" in p or "slurm-nodes" in p]
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_kubernetes_gpu_workers_label_dcgm_metrics_with_the_pod(distro):
+    """A Kubernetes GPU worker: dcgm-exporter asks the kubelet's pod-resources API which pod
+    holds each GPU (--kubernetes, its default socket /var/lib/kubelet/pod-resources/
+    kubelet.sock); a Slurm worker does not, nor any worker with monitoring_job_mapping off."""
+    k8s = uploaded(run(distro, schedulers=["kubernetes"]).plans[GPU])[DCGM_DROPIN]
+    assert "ExecStart=/usr/bin/dcgm-exporter -f /etc/dcgm-exporter/default-counters.csv " \
+           "-a 10.0.0.2:9400 --kubernetes\n" in k8s
+    assert "hpc-job-mapping" not in k8s
+    both = uploaded(run(distro, schedulers=["slurm", "kubernetes"],
+                        scheduler_sharing="drain").plans[GPU])[DCGM_DROPIN]
+    assert f"--hpc-job-mapping-dir {JOB_MAPPING_DIR} --kubernetes\n" in both
+    assert "--kubernetes" not in uploaded(run(distro).plans[GPU])[DCGM_DROPIN]
+    off = run(distro, schedulers=["kubernetes"], monitoring_job_mapping=False)
+    assert "--kubernetes" not in uploaded(off.plans[GPU])[DCGM_DROPIN]
