@@ -776,3 +776,32 @@ def test_prometheus_scrapes_node_exporters_over_https_with_their_own_credentials
     off = prometheus_config(build_spec(_hosts()), monitoring_of(build_spec(_hosts())))
     node_job = next(j for j in off["scrape_configs"] if j["job_name"] == "node")
     assert "scheme" not in node_job and "basic_auth" not in node_job
+
+
+# The PromQL the READMEs give operators to paste (a backticked expression with a vector
+# match): each must be one Prometheus parses. The job join once read `x > 0 * on(...) ...`,
+# which Prometheus refuses ("vector matching only allowed between instant vectors").
+DOCUMENTED_PROMQL = [REPO / "README.md", REPO / "gpuinfra_roles" / "monitoring" / "README.md"]
+
+
+def documented_queries() -> list[tuple[str, str]]:
+    found = []
+    for path in DOCUMENTED_PROMQL:
+        for query in re.findall(r"`([^`\n]*\bon\([^`\n]*\)[^`\n]*)`", path.read_text()):
+            found.append((path.relative_to(REPO).as_posix(), query))
+    return found
+
+
+def test_the_documented_job_join_is_found():
+    assert [q for _, q in documented_queries() if "group_left(job_id, user)" in q]
+
+
+@pytest.mark.parametrize("where,query", documented_queries())
+def test_documented_promql_parses(where, query, tmp_path):
+    rules_file = tmp_path / "documented.yml"
+    rules_file.write_text(yaml.safe_dump(
+        {"groups": [{"name": "documented", "rules": [{"record": "documented:query",
+                                                       "expr": query}]}]}))
+    done = subprocess.run([promtool_path(), "check", "rules", str(rules_file)],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, f"{where}: `{query}`: {done.stdout}{done.stderr}"
