@@ -59,6 +59,11 @@ LOKI_BINARY = "/usr/local/bin/loki"  # where the loki package installs it (not o
 LOKI_SERVICE = "loki.service"
 LOKI_USER = "loki"  # made by the package's postinst
 LOKI_DATA = "/var/lib/loki"  # the package's own config keeps its data under /tmp/loki
+# The loki package starts its service on its own default file (every address, data under /tmp)
+# as soon as it is installed. The role's drop-in, written before the install, keeps it from
+# starting until the marker exists; the marker is written once the checked file is live.
+LOKI_GATE = "/etc/systemd/system/loki.service.d/gpuinfra-judged.conf"
+LOKI_JUDGED = "/etc/loki/.gpuinfra-judged"
 LOKI_GRPC_PORT = 9095  # Loki's default; on the loopback only (single binary)
 DEFAULT_LOKI_PORT = 3100  # Loki's default HTTP port
 
@@ -255,3 +260,18 @@ def node_logs_dashboard(site: str, prometheus_uid: str, slurm: bool) -> dict[str
                          "expr": '{host=~"${node:regex}", host!=""}'}]}],
     }
 
+
+
+def loki_gate() -> str:
+    """The drop-in that keeps Loki from starting before its judged file is live (systemd.unit(5):
+    a failed ``ConditionPathExists=`` skips the start without an error, so the package's own
+    ``systemctl start`` after its install succeeds and starts nothing)."""
+    return (header() + "# Loki starts only on the configuration the logs role judged (loki "
+            "-verify-config):\n# the package's own start after its install, on its default "
+            "file, is skipped.\n[Unit]\n"
+            f"ConditionPathExists={LOKI_JUDGED}\n")
+
+
+def loki_judged_marker() -> str:
+    return (header() + f"# {LOKI_CONFIG} went live after loki -verify-config judged it (logs "
+            f"role); {LOKI_GATE} starts Loki only while this file exists.\n")

@@ -94,6 +94,8 @@ from gpuinfra.logs_loki import (
     ALLOY_STAGE,
     LOKI_CONFIG,
     LOKI_DATA,
+    LOKI_GATE,
+    LOKI_JUDGED,
     LOKI_SERVICE,
     LOKI_STAGE,
     LOKI_USER,
@@ -102,6 +104,8 @@ from gpuinfra.logs_loki import (
     alloy_config,
     loki_check,
     loki_config,
+    loki_gate,
+    loki_judged_marker,
 )
 from gpuinfra.monitoring.units import TEXTFILE_DIRECTORY
 from gpuinfra.spec import NodeSpec
@@ -261,6 +265,10 @@ def _loki(site: Site, node: NodeSpec, data: Any) -> None:
                _if=any_changed(keyring, listed))
     pinned = loki_packages(data, node.is_head)
     require_available("Loki and Alloy", pinned, "logs_loki_version / logs_alloy_version")
+    if node.is_head:  # before the install: the package starts Loki on its own default file
+        gate = files.put(name=f"{LOKI_GATE}: Loki starts only on its judged file",
+                         dest=LOKI_GATE, src=StringIO(loki_gate()), mode="644")
+        systemd.daemon_reload(name="systemd reads Loki's start gate", _if=gate.did_change)
     # One name on every host: pyinfra merges the same call's operations across hosts.
     installed = install_pinned("Alloy, and Loki on the head", pinned, PIN_FILE)
     port = data["logs_loki_port"]
@@ -276,6 +284,8 @@ def _loki(site: Site, node: NodeSpec, data: Any) -> None:
                 sort_keys=False, default_flow_style=False)},
             stage=LOKI_STAGE,
             check=check_script(loki_check(LOKI_STAGE), "loki -verify-config", LOKI_STAGE))
+        files.put(name=f"{LOKI_JUDGED}: Loki's judged file is live (its start gate opens)",
+                  dest=LOKI_JUDGED, src=StringIO(loki_judged_marker()), mode="644")
         boot_order([BootNeeds(LOKI_SERVICE, "the head's cluster address, to listen on",
                               ("network-online.target",), ("network-online.target",))])
         systemd.service(name="Run Loki (every node's journal, for Grafana)",

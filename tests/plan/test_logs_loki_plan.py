@@ -28,6 +28,7 @@ from gpuinfra.logs_loki import (
     DATASOURCE_FILE,
     DATASOURCE_UID,
     LOKI_CONFIG,
+    LOKI_GATE,
     LOKI_STAGE,
     PIN_FILE,
 )
@@ -99,6 +100,17 @@ def test_loki_on_the_head_and_alloy_everywhere_each_checked_before_it_goes_live(
     assert op(head, "loki.service: boot order").commands
     assert head.ops.index(op(head, "Run Loki")) < head.ops.index(op(head, "Restart Loki"))
     assert not [n for n in names(gpu) if "Loki (" in n or LOKI_CONFIG in n]
+    # The package starts Loki on its default file (every address) when it is installed: the
+    # start gate is in place before the install, and opens only once the judged file is live.
+    gate, install = op(head, "Loki starts only on its judged file"), \
+        op(head, "Install Alloy, and Loki on the head")
+    assert head.ops.index(gate) < head.ops.index(install)
+    assert "[Unit]\nConditionPathExists=/etc/loki/.gpuinfra-judged\n" in \
+        uploaded(head)[LOKI_GATE]
+    marker = op(head, "Loki's judged file is live")
+    config_op = op(head, f"{LOKI_CONFIG}: Loki on the head's cluster address")
+    assert head.ops.index(config_op) < head.ops.index(marker) < head.ops.index(op(head, "Run Loki"))
+    assert not [n for n in names(gpu) if "start gate" in n or "judged file" in n]
 
 
 def test_retention_and_port_come_from_the_logs_knobs():
