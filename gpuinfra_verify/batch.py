@@ -10,13 +10,14 @@ host of the same kind, learned in this run or before), and each of those command
 is answered from what that one round trip printed: the same command line, run by the same
 user the same way, its exit code, stdout and stderr byte for byte.
 
-What always goes live: a command not read-only (a container started, a pod created, a
-bandwidth test), a command not in the learned list, and a command asked a second time (a
-check that waits and asks again sees the node as it is now, not as it was). After a command
-that is not read-only, what the host's reading still held is dropped and read again at the
-host's next command (one more round trip), since the command may have changed it. A reading
-that cannot be taken or read (no ``base64``/``mktemp`` on the node, a cut output) falls back
-to one round trip per command, as before: never a different verdict.
+What goes live: a command not read-only (a container started, a pod created, a bandwidth
+test), a command not in the learned list, and a command the same check asks again after
+:data:`AGAIN_S` (a check that waits and asks again sees the node as it is now); another check
+asking the same command gets the freshest answer held. After a command that is not
+read-only, every answer held is dropped, and what the last run asked after that command is
+read again at the host's next command (one more round trip), since the command may have
+changed it. A reading that cannot be taken or read (no ``base64``/``mktemp`` on the node, a
+cut output) falls back to one round trip per command, as before: never a different verdict.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import json
 import os
 import re
 import shlex
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -40,12 +42,22 @@ READ_ONLY_COMMANDS = frozenset({
     "dpkg", "dpkg-query", "echo", "env", "false", "find", "findmnt", "getent", "grep", "head",
     "hostname", "hostnamectl", "ibstat", "ibv_devices", "ibv_devinfo", "id", "ip", "journalctl",
     "ls", "lsblk", "lscpu", "lsmod", "lspci", "md5sum", "mount", "nproc", "printf", "ps",
-    "rdma", "readlink", "realpath", "sed", "sha256sum", "sort", "ss", "stat", "sysctl", "tail",
+    "rdma", "readlink", "realpath", "sacct", "sed", "sha256sum", "sinfo", "sort", "squeue", "ss",
+    "stat", "sysctl", "tail",
     "test", "tr", "true", "type", "uname", "uniq", "wc", "which", "xargs",
     "[",
 })
 # First words that read for some arguments only: (word, a regex the rest must match).
 READ_ONLY_FORMS = {
+    "cd": re.compile(r"^\S+$"),  # changes only the directory of the command's own shell
+    "containerd": re.compile(r"^config (dump|default)$"),
+    "ctr": re.compile(r"^(-n \S+ |--namespace[= ]\S+ )*(plugins?|containers|images|tasks|"
+                      r"namespaces|snapshots) (ls|list)\b|^version$"),
+    # Slurm's readers: the controller's view (each answer is the view at the reading).
+    "scontrol": re.compile(r"^(-o |--oneliner |-d |--details )*(show|ping|version)\b"),
+    "sacctmgr": re.compile(r"^(-n |-p |-P |--noheader |--parsable2? |-i )*(show|list)\b"),
+    "munge": re.compile(r"^(-n|--no-input)$"),  # a credential of nothing: changes nothing
+    "slurmd": re.compile(r"^(-f \S+ )?-G\b|^-C$|^-V$"),  # print GRES / hardware / version
     "systemctl": re.compile(r"^(--no-pager |--value |-p \S+ |--property[= ]\S+ |--all |"
                             r"--plain |--no-legend |--full |--type[= ]\S+ |--state[= ]\S+ )*"
                             r"(is-active|is-enabled|is-failed|is-system-running|show|status|"
@@ -58,8 +70,6 @@ READ_ONLY_FORMS = {
     "gpuinfra-health": re.compile(r"^(reading|status)\b"),
     "/usr/local/sbin/gpuinfra-health": re.compile(r"^(reading|status)\b"),
 }
-_SPLIT = re.compile(r"\|\||&&|[|;]")
-_REDIRECT = re.compile(r"(\d?>>?|&>)\s*(\S+)")
 
 
 def read_only(command: str) -> bool:
@@ -80,35 +90,62 @@ def read_only(command: str) -> bool:
         return False
     if any(mark in command for mark in ("`", "$(", "<<", "\n")):
         return False
-    for target in (m.group(2) for m in _REDIRECT.finditer(command)):
-        if target not in ("/dev/null", "&1", "&2") and not target.startswith("&"):
-            return False
-    for part in _SPLIT.split(command):
-        try:
-            simple = shlex.split(part)
-        except ValueError:
-            return False
-        while simple and "=" in simple[0] and not simple[0].startswith("="):
-            simple = simple[1:]  # VAR=value before the command
-        if not simple:
-            continue
-        word, rest = simple[0], " ".join(simple[1:])
-        if word in ("sed",) and any(a.startswith("-i") for a in simple[1:]):
-            return False
-        if word in ("find",) and any(a in ("-delete", "-exec", "-execdir", "-ok", "-fprint")
-                                     for a in simple[1:]):
-            return False
-        if word == "xargs" and simple[1:2] and simple[1] not in READ_ONLY_COMMANDS:
-            return False
-        if word in READ_ONLY_FORMS:
-            if not READ_ONLY_FORMS[word].match(rest):
-                return False
-        elif word == "sysctl":
-            if any(a in ("-w", "--write", "-p", "--load", "--system") for a in simple[1:]):
-                return False
-        elif word not in READ_ONLY_COMMANDS:
-            return False
-    return True
+    simple = _simple_commands(command)
+    return simple is not None and all(_reads(words) for words in simple if words)
+
+
+def _simple_commands(command: str) -> list[list[str]] | None:
+    """The words of each simple command of ``command`` (split at |, ||, &&, ;, parentheses),
+    redirections taken out; None when a redirection writes anywhere but /dev/null or another
+    stream, or the line cannot be read."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:
+        return None
+    simple: list[list[str]] = [[]]
+    at = 0
+    while at < len(tokens):
+        token = tokens[at]
+        if token in ("|", "||", "&&", ";", "(", ")"):
+            simple.append([])
+        elif token and set(token) <= set("<>&|;()"):
+            if ">" not in token and token != "<":
+                return None  # &, <<, |& ...: not read here
+            if simple[-1] and simple[-1][-1].isdigit():
+                simple[-1].pop()  # the stream number of 2>/dev/null
+            target = tokens[at + 1] if at + 1 < len(tokens) else ""
+            if ">" in token and not (target == "/dev/null" or (token.endswith("&")
+                                                                 and target.isdigit())):
+                return None
+            at += 1
+        else:
+            simple[-1].append(token)
+        at += 1
+    return simple
+
+
+def _reads(words: list[str]) -> bool:
+    while words and "=" in words[0] and not words[0].startswith("="):
+        words = words[1:]  # VAR=value before the command
+    if not words:
+        return True
+    word, args = words[0], words[1:]
+    rest = " ".join(args)
+    if word == "sed" and any(a.startswith("-i") or a.startswith("--in-place") for a in args):
+        return False
+    if word == "find" and any(a in ("-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint",
+                                    "-fprintf", "-fls") for a in args):
+        return False
+    if word == "xargs" and args and args[0] not in READ_ONLY_COMMANDS:
+        return False
+    if word in READ_ONLY_FORMS:
+        return bool(READ_ONLY_FORMS[word].match(rest))
+    if word == "sysctl":
+        return not any(a in ("-w", "--write", "-p", "--load", "--system") or "=" in a
+                       for a in args)
+    return word in READ_ONLY_COMMANDS
 
 
 MARK = "gpuinfra-batch"
@@ -161,40 +198,61 @@ def parse_batch(text: bytes, count: int) -> list[tuple[int, bytes, bytes]]:
 Exec = Callable[[bytes], tuple[int, bytes, bytes]]
 
 
+# A check that asks the same command again this soon (testinfra's service module reads
+# `is_running` twice in one expression) gets the same answer; asked again later by the same
+# check (a check that waits, polling every second or more), the command goes live.
+AGAIN_S = 0.2
+
+
+def current_test() -> str:
+    """The test pytest runs now (its node id), "" outside a test."""
+    return os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+
+
 @dataclass
 class HostBatch:
-    """One host's learned commands, its pending answers and what it sent (see the module)."""
+    """One host's learned commands, the answers it holds and what it sent (see the module)."""
 
     name: str
     kind: str
     learned: list[bytes] = field(default_factory=list)
-    pending: dict[bytes, tuple[int, bytes, bytes]] = field(default_factory=dict)
+    answers: dict[bytes, tuple[int, bytes, bytes]] = field(default_factory=dict)
     asked: list[bytes] = field(default_factory=list)
+    last_ask: dict[tuple[str, bytes], float] = field(default_factory=dict)
     read: bool = False
+    after: int = 0  # a reading fetches learned[after:]: what the last run asked from here on
     problem: str = ""
+    clock: Callable[[], float] = time.monotonic
 
     def run(self, command: bytes, send: Exec, sent: Counter[str]) -> tuple[int, bytes, bytes]:
         reads = read_only(command.decode("utf-8", "replace"))
-        if command not in self.pending and reads and not self.read:
-            self.read = True
-            self._take(command, send, sent)
-        self._ask(command)
-        if command in self.pending:
-            return self.pending.pop(command)
-        sent[self.name] += 1
-        answer = send(command)
-        if not reads:  # it may have changed what the pending answers read: read them again
-            self.pending.clear()
-            self.read = False
-        return answer
-
-    def _ask(self, command: bytes) -> None:
+        now, key = self.clock(), (current_test(), command)
+        before = self.last_ask.get(key)
+        self.last_ask[key] = now
         if command not in self.asked:
             self.asked.append(command)
+        if reads and (before is None or now - before < AGAIN_S):
+            if command not in self.answers and not self.read:
+                self.read = True
+                self._take(command, send, sent)
+            if command in self.answers:
+                return self.answers[command]
+        sent[self.name] += 1
+        _log_live(self.name, command)
+        answer = send(command)
+        if reads:
+            self.answers[command] = answer  # the freshest answer, for the checks after
+        else:  # it may have changed what the answers read: read what follows again
+            self.answers.clear()
+            self.read = False
+            if command in self.learned:
+                self.after = self.learned.index(command) + 1
+        return answer
 
     def _take(self, first: bytes, send: Exec, sent: Counter[str]) -> None:
-        """One round trip: ``first`` and every learned read-only command not yet asked."""
-        wanted = [first] + [c for c in self.learned if c not in self.asked and c != first
+        """One round trip: ``first`` and every learned read-only command from ``after`` on."""
+        wanted = [first] + [c for c in self.learned[self.after:] if c != first
+                            and c not in self.answers
                             and read_only(c.decode("utf-8", "replace"))]
         if len(wanted) < 2:
             return  # nothing to gain: the command goes on its own
@@ -209,7 +267,7 @@ class HostBatch:
             self.problem = f"{self.name}: the one-round-trip reading failed ({exc})"
             self.learned = []  # one round trip per command from now on
             return
-        self.pending.update(zip(wanted, answers, strict=True))
+        self.answers.update(zip(wanted, answers, strict=True))
 
 
 @dataclass
@@ -263,6 +321,15 @@ class Batches:
 
     def problems(self) -> Iterable[str]:
         return (h.problem for h in self.hosts.values() if h.problem)
+
+
+def _log_live(name: str, command: bytes) -> None:
+    """With GPUINFRA_VERIFY_LIVE_LOG=<file>: each command sent on its own, a line per command
+    (host, then the command), to see what a run could not answer from a node's reading."""
+    path = os.environ.get("GPUINFRA_VERIFY_LIVE_LOG")
+    if path:
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(f"{name}\t{command.decode('utf-8', 'replace')!r}\n")
 
 
 def _read(path: Path) -> dict | None:

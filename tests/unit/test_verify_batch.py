@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 
 from gpuinfra_verify.batch import (
+    AGAIN_S,
     Batches,
     BatchUnreadable,
     HostBatch,
@@ -28,7 +29,11 @@ from gpuinfra_verify.batch import (
     "nvidia-smi -i 0 --query-gpu=mig.mode.current --format=csv,noheader", "nvidia-smi -q",
     "stat -c '%U:%G %a' /etc/munge/munge.key",
     "lsmod | grep -c nouveau", "ls /dev/nvidia* 2>/dev/null || true",
-    "sudo /bin/sh -c 'cat /etc/slurm/slurm.conf'",
+    "sudo /bin/sh -c 'cat /etc/slurm/slurm.conf'", "containerd config dump", "ctr plugins ls",
+    "cd /run/slurm/conf && sha256sum slurm.conf gres.conf",
+    "slurmd -G -f /run/slurm/conf/slurm.conf 2>&1",
+    "sinfo -N -h -o '%N|%T|%G|%E' -n lab-fleet1", "scontrol show config", "munge -n",
+    "ls /dev/nvidia* 2>/dev/null", "grep -c x /proc/modules 2>&1 | head -1",
     "/usr/local/sbin/gpuinfra-health reading",
     "LC_ALL=C systemctl status munge", "command -v systemctl",
 ])
@@ -43,7 +48,11 @@ def test_commands_that_only_read_are_read_only(command):
     "cat /etc/hosts > /tmp/copy", "echo $(reboot)", "echo `reboot`", "sed -i s/a/b/ f",
     "find / -delete", "cat x; touch y", "cat <<EOF\nx\nEOF", "sudo reboot",
     "sudo /bin/sh -c 'systemctl stop munge'", "xargs rm", "'unterminated",
-    "gpuinfra-health check", "/usr/local/sbin/gpuinfra-health drain",
+    "gpuinfra-health check", "/usr/local/sbin/gpuinfra-health drain", "ctr run --rm i c",
+    "cd /tmp; rm -f x", "slurmd -D", "containerd --config x",
+    "scontrol update nodename=x state=resume", "sacctmgr -i add user x", "munge -n -s x",
+    "sinfo -o '%N|%T' > /tmp/states", "cat x 2>/tmp/err", "sysctl vm.swappiness=1",
+    "echo x &", "cat x >> /etc/hosts",
 ])
 def test_commands_that_may_change_the_node_go_live(command):
     assert not read_only(command)
@@ -101,26 +110,66 @@ class Node:
 READS = [b"echo one", b"echo $STATE", b"cat /nonexistent"]
 
 
-def test_learned_reads_take_one_round_trip_and_a_second_ask_goes_live():
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def in_test(monkeypatch, name: str) -> None:
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", f"gpuinfra_verify/test_x.py::{name} (call)")
+
+
+def test_learned_reads_take_one_round_trip(monkeypatch):
+    in_test(monkeypatch, "test_a")
     node, sent = Node(), Counter()
     host = HostBatch("n1", "kind", learned=list(READS))
     answers = [host.run(c, node.send, sent) for c in READS]
     assert [a[1] for a in answers] == [b"one\n", b"a\n", b""]
     assert answers[2][0] != 0 and b"nonexistent" in answers[2][2]
     assert sent["n1"] == 1 and len(node.sent) == 1  # one round trip for the three
+
+
+def test_a_check_asking_again_later_sees_the_node_now_another_check_gets_the_answer_held(
+        monkeypatch):
+    in_test(monkeypatch, "test_a")
+    node, sent, clock = Node(), Counter(), Clock()
+    host = HostBatch("n1", "kind", learned=list(READS), clock=clock)
+    assert host.run(b"echo $STATE", node.send, sent)[1] == b"a\n"
     node.state = "c"
-    assert host.run(b"echo $STATE", node.send, sent)[1] == b"c\n"  # asked again: live
+    # the same expression reading it twice (testinfra's is_running): the same answer
+    clock.now += AGAIN_S / 2
+    assert host.run(b"echo $STATE", node.send, sent)[1] == b"a\n"
+    assert sent["n1"] == 1
+    # another check: the answer held
+    in_test(monkeypatch, "test_b")
+    assert host.run(b"echo $STATE", node.send, sent)[1] == b"a\n"
+    # the first check asks again a second later (it waits for a change): live
+    in_test(monkeypatch, "test_a")
+    clock.now += 1
+    assert host.run(b"echo $STATE", node.send, sent)[1] == b"c\n"
+    assert sent["n1"] == 2
+    # and a later check gets that fresher answer
+    in_test(monkeypatch, "test_c")
+    assert host.run(b"echo $STATE", node.send, sent)[1] == b"c\n"
     assert sent["n1"] == 2
 
 
-def test_a_command_that_may_change_the_node_drops_what_was_read_before_it():
+def test_a_command_that_may_change_the_node_drops_what_was_read_before_it(monkeypatch):
+    in_test(monkeypatch, "test_a")
     node, sent = Node(), Counter()
-    host = HostBatch("n1", "kind", learned=[b"echo one", b"echo $STATE", b"change", b"echo x"])
+    host = HostBatch("n1", "kind",
+                     learned=[b"echo one", b"echo $STATE", b"change", b"echo x", b"echo y"])
     assert host.run(b"echo one", node.send, sent)[1] == b"one\n"
     assert host.run(b"change", node.send, sent) == (0, b"", b"")  # live, never batched
-    # what the first reading held for `echo $STATE` was "a": read again, it is "b" now
+    # what the first reading held for `echo $STATE` was "a": read again, it is "b" now, in
+    # one round trip with what the last run asked after the change
+    in_test(monkeypatch, "test_b")
     assert host.run(b"echo $STATE", node.send, sent)[1] == b"b\n"
     assert host.run(b"echo x", node.send, sent)[1] == b"x\n"
+    assert host.run(b"echo y", node.send, sent)[1] == b"y\n"
     assert sent["n1"] == 3 and b"change" in node.sent
 
 
