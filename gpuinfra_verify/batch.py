@@ -2,13 +2,14 @@
 
 testinfra sends every command of every check in an SSH channel of its own, and sshd starts a
 session for each (a fork, PAM, a shell): 60-70 round trips a GPU node, which is what made
-``gpuinfra report`` grow with the fleet (docs/measurements.md, bench/fleet.py). Here the
-first command the suite sends a host is preceded by one command that runs, on the node, every
-read-only command (:func:`read_only`) the suite sent that host the last time (learned: kept
-in ``<cache>/<host>.json`` at the end of each run; a host not seen before borrows the list of a
-host of the same kind, learned in this run or before), and each of those commands' first use
-is answered from what that one round trip printed: the same command line, run by the same
-user the same way, its exit code, stdout and stderr byte for byte.
+``gpuinfra report`` grow with the fleet (docs/measurements.md, bench/fleet.py). Here each host
+keeps the commands the suite sent it, in order (learned: ``<cache>/<host>.json`` at the end of
+each run; a host not seen before borrows the list of a host of the same kind, learned in this
+run or before). When the suite sends a read-only command (:func:`read_only`) it holds no
+answer for, one command runs on the node, in one round trip, that command and what the last
+run asked after it up to the next command that may change the node (a reading); each is
+answered from what that round trip printed: the same command line, run by the same user the
+same way, its exit code, stdout and stderr byte for byte.
 
 What goes live: a command not read-only (a container started, a pod created, a bandwidth
 test), a command not in the learned list, and a command the same check asks again after
@@ -202,6 +203,8 @@ Exec = Callable[[bytes], tuple[int, bytes, bytes]]
 # `is_running` twice in one expression) gets the same answer; asked again later by the same
 # check (a check that waits, polling every second or more), the command goes live.
 AGAIN_S = 0.2
+# At most this many commands in one reading.
+WINDOW = 400
 
 
 def current_test() -> str:
@@ -219,10 +222,21 @@ class HostBatch:
     answers: dict[bytes, tuple[int, bytes, bytes]] = field(default_factory=dict)
     asked: list[bytes] = field(default_factory=list)
     last_ask: dict[tuple[str, bytes], float] = field(default_factory=dict)
-    read: bool = False
-    after: int = 0  # a reading fetches learned[after:]: what the last run asked from here on
+    # How far this run has gone in the last run's order: the furthest learned command asked.
+    position: int = -1
     problem: str = ""
     clock: Callable[[], float] = time.monotonic
+
+    def __post_init__(self) -> None:
+        self.index: dict[bytes, int] = {}
+
+    def _where(self, command: bytes) -> int:
+        """The command's first place in the last run's order (-1: not there). A borrowed list
+        (a same-kind host's, this run) grows as that host goes on: indexed anew."""
+        if len(self.index) < len(self.learned):
+            for i, learned in enumerate(self.learned):
+                self.index.setdefault(learned, i)
+        return self.index.get(command, -1)
 
     def run(self, command: bytes, send: Exec, sent: Counter[str]) -> tuple[int, bytes, bytes]:
         reads = read_only(command.decode("utf-8", "replace"))
@@ -231,9 +245,9 @@ class HostBatch:
         self.last_ask[key] = now
         if command not in self.asked:
             self.asked.append(command)
+        self.position = max(self.position, self._where(command))
         if reads and (before is None or now - before < AGAIN_S):
-            if command not in self.answers and not self.read:
-                self.read = True
+            if command not in self.answers:
                 self._take(command, send, sent)
             if command in self.answers:
                 return self.answers[command]
@@ -244,16 +258,21 @@ class HostBatch:
             self.answers[command] = answer  # the freshest answer, for the checks after
         else:  # it may have changed what the answers read: read what follows again
             self.answers.clear()
-            self.read = False
-            if command in self.learned:
-                self.after = self.learned.index(command) + 1
         return answer
 
+    def window(self) -> list[bytes]:
+        """What the last run asked after the furthest point this run has reached, up to its
+        next command that may change the node (the answers would not outlive it)."""
+        ahead = []
+        for command in self.learned[self.position + 1:]:
+            if not read_only(command.decode("utf-8", "replace")):
+                break
+            ahead.append(command)
+        return ahead[:WINDOW]
+
     def _take(self, first: bytes, send: Exec, sent: Counter[str]) -> None:
-        """One round trip: ``first`` and every learned read-only command from ``after`` on."""
-        wanted = [first] + [c for c in self.learned[self.after:] if c != first
-                            and c not in self.answers
-                            and read_only(c.decode("utf-8", "replace"))]
+        """One round trip: ``first`` and the learned read-only commands of :meth:`window`."""
+        wanted = [first] + [c for c in self.window() if c != first and c not in self.answers]
         if len(wanted) < 2:
             return  # nothing to gain: the command goes on its own
         texts = [c.decode("utf-8", "replace") for c in wanted]
@@ -303,13 +322,14 @@ class Batches:
         return _commands(data) if data else None
 
     def save(self) -> None:
-        """Each host's read-only commands of this run, for the next (written whole, then
-        renamed: a run cut short leaves the last good list)."""
+        """Each host's commands of this run in the order first asked, for the next (written
+        whole, then renamed: a run cut short leaves the last good list)."""
         if self.folder is None:
             return
         for host in self.hosts.values():
-            commands = [c.decode("utf-8", "replace") for c in host.asked
-                        if read_only(c.decode("utf-8", "replace"))]
+            # every command in the order asked: the ones that may change the node are
+            # never sent in a reading, they end each reading's window (HostBatch.window)
+            commands = [c.decode("utf-8", "replace") for c in host.asked]
             if not commands:
                 continue
             self.folder.mkdir(parents=True, exist_ok=True)

@@ -157,20 +157,24 @@ def test_a_check_asking_again_later_sees_the_node_now_another_check_gets_the_ans
     assert sent["n1"] == 2
 
 
-def test_a_command_that_may_change_the_node_drops_what_was_read_before_it(monkeypatch):
+def test_a_reading_ends_at_a_change_and_the_change_drops_what_was_read_before_it(monkeypatch):
     in_test(monkeypatch, "test_a")
     node, sent = Node(), Counter()
     host = HostBatch("n1", "kind",
                      learned=[b"echo one", b"echo $STATE", b"change", b"echo x", b"echo y"])
     assert host.run(b"echo one", node.send, sent)[1] == b"one\n"
+    # the reading held the commands up to the change, none after it
+    assert set(host.answers) == {b"echo one", b"echo $STATE"}
     assert host.run(b"change", node.send, sent) == (0, b"", b"")  # live, never batched
+    assert host.answers == {}
     # what the first reading held for `echo $STATE` was "a": read again, it is "b" now, in
     # one round trip with what the last run asked after the change
     in_test(monkeypatch, "test_b")
-    assert host.run(b"echo $STATE", node.send, sent)[1] == b"b\n"
     assert host.run(b"echo x", node.send, sent)[1] == b"x\n"
     assert host.run(b"echo y", node.send, sent)[1] == b"y\n"
     assert sent["n1"] == 3 and b"change" in node.sent
+    assert host.run(b"echo $STATE", node.send, sent)[1] == b"b\n"  # not held: live
+    assert sent["n1"] == 4
 
 
 def test_a_reading_the_node_cannot_give_falls_back_to_one_command_at_a_time():
@@ -195,8 +199,9 @@ def test_learned_lists_are_kept_per_host_and_borrowed_by_a_host_of_the_same_kind
     first.save()
     assert (tmp_path / "n1.json").exists()
     later = Batches(tmp_path)
-    assert later.host("n1", "gpu-worker").learned == READS  # never the command that changes
-    assert later.host("n2", "gpu-worker").learned == READS  # borrowed: same kind
+    # in the order asked, the change too (it ends a reading's window; it is never batched)
+    assert later.host("n1", "gpu-worker").learned == [*READS, b"change"]
+    assert later.host("n2", "gpu-worker").learned == [*READS, b"change"]  # borrowed
     assert later.host("n3", "head").learned == []
     two = later.host("n2", "gpu-worker")
     for command in READS:
