@@ -33,6 +33,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 # Commands whose first word is one of these, and whose arguments ask nothing to be changed,
@@ -73,6 +74,7 @@ READ_ONLY_FORMS = {
 }
 
 
+@lru_cache(maxsize=4096)
 def read_only(command: str) -> bool:
     """True when ``command`` only reads the node (see :data:`READ_ONLY_COMMANDS`); a command
     wrapped by testinfra in ``sudo [-u USER] /bin/sh -c '...'`` is judged by what it wraps.
@@ -226,6 +228,8 @@ class HostBatch:
     position: int = -1
     problem: str = ""
     clock: Callable[[], float] = time.monotonic
+    # False (--no-batch): every command in a round trip of its own, testinfra's way, counted.
+    batched: bool = True
 
     def __post_init__(self) -> None:
         self.index: dict[bytes, int] = {}
@@ -239,6 +243,10 @@ class HostBatch:
         return self.index.get(command, -1)
 
     def run(self, command: bytes, send: Exec, sent: Counter[str]) -> tuple[int, bytes, bytes]:
+        if not self.batched:
+            sent[self.name] += 1
+            _log_live(self.name, command)
+            return send(command)
         reads = read_only(command.decode("utf-8", "replace"))
         now, key = self.clock(), (current_test(), command)
         before = self.last_ask.get(key)
@@ -298,8 +306,11 @@ class Batches:
     sent: Counter[str] = field(default_factory=Counter)
 
     def host(self, name: str, kind: str) -> HostBatch:
+        """The host's :class:`HostBatch`; without a folder (--no-batch) one that sends each
+        command on its own."""
         if name not in self.hosts:
-            self.hosts[name] = HostBatch(name, kind, self._learned(name, kind))
+            self.hosts[name] = HostBatch(name, kind, self._learned(name, kind),
+                                         batched=self.folder is not None)
         return self.hosts[name]
 
     def _learned(self, name: str, kind: str) -> list[bytes]:
@@ -379,16 +390,3 @@ def install(backend: object, batch: HostBatch, sent: Counter[str]) -> None:
     exec_command._gpuinfra_batch = batch  # type: ignore[attr-defined]
     backend._exec_command = exec_command  # type: ignore[attr-defined]
 
-
-def install_counter(backend: object, name: str, sent: Counter[str]) -> None:
-    """Count a testinfra paramiko backend's round trips, each command on its own (--no-batch)."""
-    send = backend._exec_command  # type: ignore[attr-defined]
-    if getattr(send, "_gpuinfra_counted", False):
-        return
-
-    def exec_command(command: bytes) -> tuple[int, bytes, bytes]:
-        sent[name] += 1
-        return send(command)
-
-    exec_command._gpuinfra_counted = True  # type: ignore[attr-defined]
-    backend._exec_command = exec_command  # type: ignore[attr-defined]

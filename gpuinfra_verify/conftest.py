@@ -32,7 +32,7 @@ import pytest
 from testinfra.host import Host
 
 from gpuinfra.spec import NodeSpec, SpecInvalid, format_errors
-from gpuinfra_verify.batch import Batches, install, install_counter
+from gpuinfra_verify.batch import Batches, install
 from gpuinfra_verify.expect import NO_HOST, Site, host_of, site_from_json
 from gpuinfra_verify.ssh import ReachProblem, describe, resolve, testinfra_host
 
@@ -90,7 +90,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _learned_folder(inventory: str) -> Path:
-    """Where each host's learned read-only commands are kept between runs: the folder
+    """Where each host's learned commands are kept between runs: the folder
     GPUINFRA_VERIFY_CACHE names, else gpuinfra/verify-commands in the user's cache folder
     ($XDG_CACHE_HOME, else ~/.cache), one folder per inventory file."""
     resolved = Path(inventory).resolve()
@@ -256,10 +256,7 @@ def _reach(site: Site, name: str) -> Host:
         host = testinfra_host(site.target(name))
     except ReachProblem as exc:
         pytest.fail(str(exc), pytrace=False)
-    if _BATCHES.folder is not None:
-        install(host.backend, _BATCHES.host(name, _kind(site.spec.node(name))), _COMMANDS)
-    else:
-        install_counter(host.backend, name, _COMMANDS)
+    install(host.backend, _BATCHES.host(name, _kind(site.spec.node(name))), _COMMANDS)
     return host
 
 

@@ -207,3 +207,13 @@ def test_learned_lists_are_kept_per_host_and_borrowed_by_a_host_of_the_same_kind
     for command in READS:
         two.run(command, node.send, later.sent)
     assert later.sent["n2"] == 1
+
+
+def test_without_a_folder_every_command_goes_on_its_own_and_is_counted():
+    """--no-batch: testinfra's way, each command a round trip of its own, none held."""
+    node, batches = Node(), Batches(None)
+    host = batches.host("n1", "kind")
+    for command in [*READS, *READS]:
+        host.run(command, node.send, batches.sent)
+    assert node.sent == [*READS, *READS] and batches.sent["n1"] == 6
+    assert host.answers == {} and not host.asked
