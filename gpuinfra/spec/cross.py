@@ -3,7 +3,6 @@ is touched, instead of failing (or silently doing half) at plan or deploy time."
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from gpuinfra.errors import GpuinfraError
@@ -186,12 +185,14 @@ def _loki(nodes: Sequence[NodeSpec], errs: Collector) -> None:
                      "its ssh_hostname is not an IP)", "an IP node_address on the head",
                      f"set node_address {WHERE_HOST}, or logs_loki = False {WHERE_ALL}")
     retention = on[0].settings.get("logs_retention")
-    if isinstance(retention, str) and re.fullmatch(r"[1-9][0-9]{0,4}[hdw]", retention):
+    try:
         problem = retention_problem(retention)
-        if problem:
-            errs.add(on[0].name, "logs_retention", retention, f"logs_loki is on: {problem}",
-                     "24h or more (e.g. '1d', '30d') with logs_loki",
-                     f"set logs_retention = '1d' or longer {WHERE_ALL}, or logs_loki = False")
+    except GpuinfraError:  # not a time at all: logs_retention's own rule says so
+        problem = None
+    if problem:
+        errs.add(on[0].name, "logs_retention", retention, f"logs_loki is on: {problem}",
+                 "24h or more (e.g. '1d', '30d') with logs_loki",
+                 f"set logs_retention = '1d' or longer {WHERE_ALL}, or logs_loki = False")
 
 
 def _heads_in_their_schedulers(nodes: Sequence[NodeSpec], schedulers: Sequence[str],
