@@ -14,12 +14,16 @@ host). Prints both times and their ratio.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shlex
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from gpuinfra_lab.podman import Podman
 from gpuinfra_lab.state import Paths, find_repo
@@ -29,8 +33,9 @@ BIN = REPO / ".venv" / "bin"
 APT_FILES = "/etc/apt/sources.list /etc/apt/sources.list.d /etc/apt/preferences.d"
 
 
-def sh(*command: str) -> subprocess.CompletedProcess:
-    return subprocess.run(list(command), cwd=REPO, capture_output=True, text=True)
+def sh(*command: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(list(command), cwd=REPO, capture_output=True, text=True,
+                          env=None if env is None else {**os.environ, **env})
 
 
 def fresh_lab() -> list[str]:
@@ -47,11 +52,31 @@ def manual(podman: Podman, host: str) -> set[str]:
 
 
 def deploy_once() -> float:
-    start = time.monotonic()
-    done = sh(str(BIN / "pyinfra"), "-y", "inventory/lab.py", "deploy.py")
-    if done.returncode != 0:
-        raise SystemExit(f"the deploy failed:\n{done.stderr[-2000:]}")
-    return time.monotonic() - start
+    """The whole deploy, timed; where its time went printed (the slowest operations)."""
+    with tempfile.TemporaryDirectory() as folder:
+        times = Path(folder) / "ops.json"
+        start = time.monotonic()
+        done = sh(str(BIN / "pyinfra"), "-y", "inventory/lab.py", "deploy.py",
+                  env={"GPUINFRA_OP_TIMES": str(times)})
+        took = time.monotonic() - start
+        if done.returncode != 0:
+            raise SystemExit(f"the deploy failed:\n{done.stderr[-2000:]}")
+        if times.is_file():
+            print(where_the_time_went(json.loads(times.read_text()), took), flush=True)
+    return took
+
+
+def where_the_time_went(data: dict, took: float, top: int = 12) -> str:
+    """Planning (until the first operation), then the slowest operations (wall time: every
+    host's part of it, pyinfra waits for all before the next), and the rest."""
+    ops = data.get("operations", [])
+    planning = ops[0]["start_s"] if ops else data.get("total_s", took)
+    lines = [f"  {took:.1f} s: planning and connecting {planning:.1f} s, "
+             f"{len(ops)} operations {sum(o['wall_s'] for o in ops):.1f} s"]
+    for op in sorted(ops, key=lambda o: -o["wall_s"])[:top]:
+        slowest = max(op["hosts"].items(), key=lambda kv: kv[1], default=("-", 0))
+        lines.append(f"  {op['wall_s']:6.1f} s  {op['op'][:70]} (slowest {slowest[0]})")
+    return "\n".join(lines)
 
 
 def raw_apt(podman: Podman, hosts: list[str], packages: dict[str, list[str]],

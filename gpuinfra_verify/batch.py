@@ -23,18 +23,20 @@ cut output) falls back to one round trip per command, as before: never a differe
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import os
 import re
 import shlex
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+
+from gpuinfra.shell_batch import MARK, BatchUnreadable, batch_script, parse_batch
+
+__all__ = ["MARK", "BatchUnreadable", "batch_script", "parse_batch", "read_only"]
 
 # Commands whose first word is one of these, and whose arguments ask nothing to be changed,
 # only read the node. A command line is read-only when every simple command in it is (split
@@ -149,53 +151,6 @@ def _reads(words: list[str]) -> bool:
         return not any(a in ("-w", "--write", "-p", "--load", "--system") or "=" in a
                        for a in args)
     return word in READ_ONLY_COMMANDS
-
-
-MARK = "gpuinfra-batch"
-
-
-def batch_script(commands: Sequence[str]) -> str:
-    """One shell command that runs each of ``commands`` as sshd would (the login shell's
-    ``-c``; bash where the node has it, as testinfra's commands assume nothing more), in
-    order, stdin from /dev/null, and prints for each: ``gpuinfra-batch <i> <exit code>``,
-    then its stdout and its stderr, each in base64 on one line. The outputs go through a
-    folder of mktemp's (0700, a name nobody can predict), removed at the end."""
-    lines = [
-        'd=$(mktemp -d) || exit 97',
-        "trap 'rm -rf \"$d\"' EXIT",
-        's=$(command -v bash || echo /bin/sh)',
-        'one() { "$s" -c "$1" </dev/null >"$d/o" 2>"$d/e"; r=$?; '
-        f'printf "{MARK} %s %s\\n" "$2" "$r"; base64 -w0 "$d/o"; echo; '
-        'base64 -w0 "$d/e"; echo; }',
-    ]
-    lines += [f"one {shlex.quote(command)} {i}" for i, command in enumerate(commands)]
-    return "\n".join(lines) + "\n"
-
-
-class BatchUnreadable(ValueError):
-    """What the node printed is not :func:`batch_script`'s answer for these commands."""
-
-
-def parse_batch(text: bytes, count: int) -> list[tuple[int, bytes, bytes]]:
-    """(exit code, stdout, stderr) of each command of :func:`batch_script`'s answer."""
-    lines = text.split(b"\n")
-    answers: list[tuple[int, bytes, bytes]] = []
-    at = 0
-    while len(answers) < count:
-        if at + 2 >= len(lines):
-            raise BatchUnreadable(f"{len(answers)} of {count} answers before the output ended")
-        head = lines[at].decode("ascii", "replace").split()
-        if len(head) != 3 or head[0] != MARK or head[1] != str(len(answers)):
-            raise BatchUnreadable(f"answer {len(answers)}: {lines[at][:80]!r}")
-        try:
-            rc = int(head[2])
-            out = base64.b64decode(lines[at + 1], validate=True)
-            err = base64.b64decode(lines[at + 2], validate=True)
-        except (ValueError, binascii.Error) as exc:
-            raise BatchUnreadable(f"answer {len(answers)}: {exc}") from None
-        answers.append((rc, out, err))
-        at += 3
-    return answers
 
 
 Exec = Callable[[bytes], tuple[int, bytes, bytes]]

@@ -46,6 +46,8 @@ from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 from pyinfra.api.util import PYINFRA_INSTALL_DIR
 from pyinfra.connectors.ssh import SSHConnector
 
+from gpuinfra_deploy.pyinfra_patches import fact_batch
+
 # The modules themselves (``pyinfra.api`` re-exports a function called ``operation``).
 pyinfra_arguments = import_module("pyinfra.api.arguments")
 pyinfra_command = import_module("pyinfra.api.command")
@@ -144,6 +146,8 @@ def _get_fact_cached(self: Any, name_or_cls: Any, *args: Any, **kwargs: Any) -> 
     if key in asked:  # another greenlet is reading it now: its answer (or its error)
         return asked[key].get()
     answer = asked[key] = AsyncResult()
+    reading = _FACT_READS.get(_current())
+    _FACT_READS[_current()] = True
     try:
         value = _INSTALLED["get_fact"](self, name_or_cls, *args, **kwargs)
     except BaseException as exc:
@@ -151,14 +155,94 @@ def _get_fact_cached(self: Any, name_or_cls: Any, *args: Any, **kwargs: Any) -> 
         raise
     finally:
         asked.pop(key, None)
+        if reading is None:
+            _FACT_READS.pop(_current(), None)
     CACHE.put(self, key, value)
     answer.set(value)
     return value
 
 
+def _current() -> Any:
+    import gevent
+
+    return gevent.getcurrent()
+
+
+# The greenlets reading a fact now (a fact read's command may be answered by fact_batch).
+_FACT_READS: dict[Any, bool] = {}
+
+
 def _run_limited(self: SSHConnector, *args: Any, **kwargs: Any) -> Any:
     """pyinfra's ``SSHConnector.run_shell_command``, at most :data:`HOST_CHANNELS` at once per
-    host (every command, fact read and upload of the run goes through it)."""
+    host (every command, fact read and upload of the run goes through it); a fact read's
+    command answered from the host's one-round-trip reading where it can be
+    (fact_batch.py)."""
+    if _FACT_READS.get(_current()):
+        answered = _fact_from_batch(self, *args, **kwargs)
+        if answered is not None:
+            return answered
+    return _run_one(self, *args, **kwargs)
+
+
+def _fact_from_batch(self: SSHConnector, command: Any, print_output: bool = False,
+                     print_input: bool = False, **arguments: Any) -> Any:
+    """``(status, CommandOutput)`` as pyinfra's ``run_shell_command`` returns it, from the
+    host's batched reading; None when this read must go live (fact_batch.py says which)."""
+    from pyinfra.connectors.util import (
+        SUDO_PASSWORD_REQUIRED_LINES,
+        CommandOutput,
+        OutputLine,
+        make_unix_command_for_host,
+    )
+
+    host = self.host
+    facts = fact_batch.for_host(host)
+    if facts is None or print_output or print_input or not isinstance(
+            command, pyinfra_command.StringCommand):
+        return None
+    if any(arguments.get(k) for k in ("_stdin", "_get_pty", "_timeout", "_sudo_password",
+                                      "_su_password")) or \
+            host.connector_data.get("prompted_sudo_password"):
+        return None
+    unix = make_unix_command_for_host(self.state, host, command, **{
+        k: v for k, v in arguments.items() if k != "_success_exit_codes"})
+    raw = unix.get_raw_value()
+    if raw != unix.get_masked_value():
+        return None  # it hides a value: never written down, never batched
+
+    def send(script: str) -> tuple[int, bytes, bytes]:
+        # the script on standard input: no argument-length limit (128 KiB per argument)
+        status, output = _run_one(self, pyinfra_command.StringCommand("sh", "-s"),
+                                  _stdin=script)
+        out = "\n".join(output.stdout_lines).encode()
+        err = "\n".join(output.stderr_lines).encode()
+        return (0 if status else 1), out, err
+
+    answer = facts.read(raw, send)
+    if answer is None:
+        return None
+    rc, out, err = answer
+    try:
+        lines = [OutputLine("stdout", line) for line in _lines(out)] + \
+            [OutputLine("stderr", line) for line in _lines(err)]
+    except UnicodeDecodeError:
+        return None
+    if rc != 0 and any(line.line.strip() in SUDO_PASSWORD_REQUIRED_LINES for line in lines):
+        return None  # sudo wants a password: live, where pyinfra asks for it
+    codes = arguments.get("_success_exit_codes")
+    return (rc in codes if codes else rc == 0), CommandOutput(lines)
+
+
+def _lines(data: bytes) -> list[str]:
+    """pyinfra's lines of a buffer (connectors/util.py ``read_buffer``): split at newlines,
+    the newline dropped, a last line without one kept."""
+    parts = data.split(b"\n")
+    if parts and parts[-1] == b"":
+        parts.pop()
+    return [part.decode("utf-8") for part in parts]
+
+
+def _run_one(self: SSHConnector, *args: Any, **kwargs: Any) -> Any:
     import gevent
     from paramiko import ChannelException, SSHException
 
@@ -179,11 +263,13 @@ def _forgetting(name: str, every_host: bool = False) -> Any:
         hosts = list(state.inventory) if every_host else [host]
         for each in hosts:
             CACHE.forget(each)
+            fact_batch.forget(each)
         try:
             return _INSTALLED[name](self, state, host, connector_arguments)
         finally:
             for each in hosts:
                 CACHE.forget(each)
+                fact_batch.forget(each)
 
     return execute
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuinfra.spec import ClusterSpec, SpecInvalid, format_errors, format_warnings
+from gpuinfra_deploy.pyinfra_patches import fact_batch
 from gpuinfra_deploy.pyinfra_patches.loader import InventoryError, checked_loading
 from gpuinfra_deploy.run.inventory import duplicates, host_inputs
 from gpuinfra_deploy.run.knobs import build_spec
@@ -72,6 +73,7 @@ def validate_before_connect() -> None:
             print(format_warnings(spec.warnings), file=sys.stderr)
         _fail_percent(params, spec)
         _summary_at_exit(spec)
+        fact_batch.configure(inventory)  # each host's fact reads learned per inventory file
         return loaded
 
     gated.__wrapped__ = load  # type: ignore[attr-defined]

@@ -9,7 +9,10 @@ Installed by the gate (gpuinfra_deploy/pyinfra_patches/gate.py) on CLI runs only
 from __future__ import annotations
 
 import atexit
+import json
+import os
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,10 +52,47 @@ def failure_summary(failures: list[Failure], total: int, fail_percent: Any,
 
 
 class _Recorder(BaseStateCallback):
-    """Remembers, per host, the first step it failed at."""
+    """Remembers, per host, the first step it failed at; and how long each operation took
+    (written where GPUINFRA_OP_TIMES names, for bench/cold.py: where a deploy's time goes)."""
 
     def __init__(self) -> None:
         self.steps: dict[str, str] = {}
+        self.began = time.monotonic()
+        self.started: dict[Any, float] = {}
+        self.times: list[dict[str, Any]] = []
+        self.host_started: dict[tuple[str, Any], float] = {}
+        self.host_times: dict[Any, dict[str, float]] = {}
+
+    def operation_start(self, state: Any, op_hash: Any) -> None:
+        self.started[op_hash] = time.monotonic()
+
+    def operation_host_start(self, state: Any, host: Any, op_hash: Any) -> None:
+        self.host_started[(host.name, op_hash)] = time.monotonic()
+
+    def operation_host_success(self, state: Any, host: Any, op_hash: Any,
+                               retry_count: int = 0) -> None:
+        began = self.host_started.pop((host.name, op_hash), None)
+        if began is not None:
+            self.host_times.setdefault(op_hash, {})[host.name] = time.monotonic() - began
+
+    def operation_end(self, state: Any, op_hash: Any) -> None:
+        began = self.started.pop(op_hash, None)
+        if began is None:
+            return
+        meta = state.get_op_meta(op_hash)
+        self.times.append({"op": " | ".join(sorted(meta.names)) or str(op_hash),
+                           "start_s": round(began - self.began, 3),
+                           "wall_s": round(time.monotonic() - began, 3),
+                           "hosts": {k: round(v, 3)
+                                     for k, v in self.host_times.pop(op_hash, {}).items()}})
+
+    def write_times(self) -> None:
+        path = os.environ.get("GPUINFRA_OP_TIMES")
+        if not path:
+            return
+        with open(path, "w", encoding="utf-8") as out:
+            json.dump({"total_s": round(time.monotonic() - self.began, 3),
+                       "operations": self.times}, out, indent=1)
 
     def host_connect_error(self, state: Any, host: Any, error: Any) -> None:
         self.steps.setdefault(host.name, f"connecting ({error})")
@@ -79,6 +119,7 @@ def install(state: Any, head_names: frozenset[str]) -> None:
     state.init = init_then_record
 
     def report() -> None:
+        recorder.write_times()
         failed = sorted(h.name for h in state.failed_hosts)
         failures = [Failure(n, recorder.steps.get(n, "an earlier step"), n in head_names)
                     for n in failed]

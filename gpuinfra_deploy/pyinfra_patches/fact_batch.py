@@ -1,0 +1,239 @@
+"""A host's fact reads in one SSH round trip: what the last run asked it, asked at once.
+
+pyinfra reads each fact with a command of its own, one SSH channel each (sshd forks a
+session, PAM, a shell), in series per host while it plans: a no-op of this project's deploy
+sends a fleet worker about 170 of them (docs/measurements.md, "Fleet"). Those commands are the
+same from one run to the next. So each host keeps, between runs, the fact commands it was
+sent, in order, cut into *windows*: the reads between two commands that ran on it (the
+engine's fact cache is dropped at each, engine.py). When a fact read misses, the window of
+the last run that holds its command is read in one round trip (:func:`gpuinfra.shell_batch.
+batch_script`: each command run as sshd would run it, its exit code, stdout and stderr back
+byte for byte) and the reads that follow are answered from it.
+
+An answer held here lives exactly as long as the engine's cached facts: until anything runs
+on the host (or a callback runs anywhere), when :func:`forget` drops it. A read the last run
+did not ask, and a window's first read with nothing to batch, go live as before. Never
+batched (nor written down): a command whose printed form hides a value (a password, a
+``HiddenValue``: :meth:`StringCommand.get_masked_value` differs from the raw one), a read
+with standard input, a pty, a timeout or a sudo/su password in play, and any read while
+pyinfra prints fact input or output (``-vv``). A round trip that cannot be read (no
+``mktemp``/``base64`` on the node, a cut output) turns batching off for that host: one
+command per read, as pyinfra does.
+
+Learned lists live in ``$GPUINFRA_DEPLOY_CACHE`` (else ``~/.cache/gpuinfra/deploy-facts``),
+one folder per inventory file (0700, files 0600), written whole at the end of the run.
+``GPUINFRA_FACT_BATCH=off`` sends every read on its own (benchmarks compare the two).
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuinfra.shell_batch import BatchUnreadable, batch_script, parse_batch
+
+Answer = tuple[int, bytes, bytes]
+Send = Callable[[str], Answer]
+
+# At most this many commands in one round trip.
+WINDOW = 400
+ATTR = "_gpuinfra_fact_batch"
+
+
+@dataclass
+class Learned:
+    """Where the learned lists are kept (None: nothing learned, nothing batched)."""
+
+    folder: Path | None = None
+
+
+LEARNED = Learned()
+
+
+def enabled() -> bool:
+    return LEARNED.folder is not None and \
+        os.environ.get("GPUINFRA_FACT_BATCH", "on").lower() not in ("off", "0", "no")
+
+
+def configure(inventory: str) -> None:
+    """Learn per host of ``inventory`` (the gate calls this with the run's inventory file)."""
+    resolved = Path(inventory).resolve()
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    base = Path(os.environ.get("GPUINFRA_DEPLOY_CACHE") or cache / "gpuinfra" / "deploy-facts")
+    digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:12]
+    LEARNED.folder = base / f"{resolved.stem}-{digest}"
+    if not _SAVING:
+        _SAVING.append(True)
+        atexit.register(save_all)
+
+
+_SAVING: list[bool] = []
+_HOSTS: dict[str, HostFacts] = {}
+
+
+@dataclass
+class HostFacts:
+    """One host's learned windows, this run's windows, and the answers it holds now."""
+
+    name: str
+    kind: str
+    learned: list[list[str]]
+    windows: list[list[str]] = field(default_factory=lambda: [[]])
+    answers: dict[str, Answer] = field(default_factory=dict)
+    reading: set[str] = field(default_factory=set)  # in the round trip under way
+    generation: int = 0  # forgets so far: an answer read before the last one is not kept
+    at: int = 0  # the learned window matched last
+    off: str = ""  # why batching stopped for this host
+    round_trips: int = 0
+    waiter: Any = None  # the round trip under way (a gevent Event)
+
+    def note(self, command: str) -> None:
+        window = self.windows[-1]
+        if command not in window:
+            window.append(command)
+
+    def forget(self) -> None:
+        self.answers.clear()
+        self.generation += 1
+        if self.windows[-1]:
+            self.windows.append([])
+
+    def wanted(self, command: str) -> list[str]:
+        """``command`` and the rest of the last run's window that holds it, not yet held."""
+        order = list(range(self.at, len(self.learned))) + list(range(0, self.at))
+        for index in order:
+            window = self.learned[index]
+            if command in window:
+                self.at = index
+                rest = [c for c in window if c != command and c not in self.answers
+                        and c not in self.reading]
+                return [command, *rest][:WINDOW]
+        return [command]
+
+    def read(self, command: str, send: Send) -> Answer | None:
+        """The held answer for ``command`` (read in one round trip with its window when it is
+        not held yet), or None: the caller sends it on its own."""
+        import gevent.event
+
+        self.note(command)
+        if command in self.answers:
+            return self.answers[command]
+        if command in self.reading and self.waiter is not None:
+            self.waiter.wait()
+            return self.answers.get(command)
+        if self.off:
+            return None
+        wanted = self.wanted(command)
+        if len(wanted) < 2:
+            return None
+        generation, waiter = self.generation, gevent.event.Event()
+        self.reading.update(wanted)
+        self.waiter = waiter
+        try:
+            self.round_trips += 1
+            rc, out, err = send(batch_script(wanted))
+            if rc != 0:
+                raise BatchUnreadable(f"exit {rc}: {err.decode('utf-8', 'replace')[-200:]}")
+            answers = parse_batch(out, len(wanted))
+        except BatchUnreadable as exc:
+            self.off = f"{self.name}: fact reads in one round trip failed ({exc}); " \
+                "each read is sent on its own"
+            return None
+        finally:
+            self.reading.difference_update(wanted)
+            waiter.set()
+            if self.waiter is waiter:
+                self.waiter = None
+        if generation == self.generation:
+            self.answers.update(zip(wanted, answers, strict=True))
+        return answers[0]
+
+
+def for_host(host: Any) -> HostFacts | None:
+    """The host's :class:`HostFacts` (None when batching is off)."""
+    if not enabled():
+        return None
+    facts = getattr(host, ATTR, None)
+    if facts is None:
+        kind = ",".join(sorted(g.name if hasattr(g, "name") else str(g)
+                               for g in getattr(host, "groups", ()) or ()))
+        facts = HostFacts(host.name, kind, _learned(host.name, kind))
+        setattr(host, ATTR, facts)
+        _HOSTS[host.name] = facts
+    return facts
+
+
+def forget(host: Any) -> None:
+    facts = getattr(host, ATTR, None)
+    if facts is not None:
+        facts.forget()
+
+
+def _learned(name: str, kind: str) -> list[list[str]]:
+    """The host's windows from its last run; else those of a host of the same groups."""
+    folder = LEARNED.folder
+    if folder is None:
+        return []
+    own = _load(folder / f"{_file_name(name)}.json")
+    if own is not None:
+        return own[1]
+    for path in sorted(folder.glob("*.json")):
+        other = _load(path)
+        if other is not None and other[0] == kind:
+            return other[1]
+    return []
+
+
+def _file_name(name: str) -> str:
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
+    return f"{safe}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+
+
+def _load(path: Path) -> tuple[str, list[list[str]]] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("windows"), list):
+        return None
+    windows = [[c for c in w if isinstance(c, str)] for w in data["windows"]
+               if isinstance(w, list)]
+    return str(data.get("kind", "")), windows
+
+
+def save_all() -> None:
+    """Each host's windows of this run, for the next (written whole, then renamed)."""
+    folder = LEARNED.folder
+    if folder is None:
+        return
+    for facts in list(_HOSTS.values()):
+        windows = [w for w in facts.windows if w]
+        if not windows:
+            continue
+        try:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            path = folder / f"{_file_name(facts.name)}.json"
+            temporary = path.with_suffix(f".json.{os.getpid()}")
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as out:
+                json.dump({"host": facts.name, "kind": facts.kind, "windows": windows}, out,
+                          indent=1)
+            temporary.replace(path)
+        except OSError:
+            return  # the next run reads each fact on its own: nothing else changes
+
+
+def reset() -> None:
+    """Forget every host and the folder (tests)."""
+    _HOSTS.clear()
+    LEARNED.folder = None
+
+
+def problems() -> list[str]:
+    return [f.off for f in _HOSTS.values() if f.off]
