@@ -8,7 +8,9 @@ For each N, in increasing order, on this machine (its load is printed with each 
    image): time, and the fleet containers' memory (podman's cgroup figure, per node);
 2. the first deploy of the new fleet workers (`pyinfra -y inventory/lab.py deploy.py`):
    time (not a target: the fleet image already holds the packages);
-3. the no-op deploy, ``--runs`` times (each must change nothing): median; and the same with
+3. the no-op deploy, ``--runs`` alternating pairs (each must change nothing): each fact read
+   on its own (``GPUINFRA_FACT_BATCH=off``), then the deploy's own way (a host's fact reads in
+   one round trip: gpuinfra_deploy/pyinfra_patches/fact_batch.py), medians; and the same with
    ``--limit`` to the head and the two workers (the 3-node no-op, same machine, same
    moment): their ratio; the laptop side's peak memory (`/usr/bin/time` maximum RSS);
 4. a one-line change to a file every worker has (`health_on_failure` between "drain" and
@@ -104,10 +106,11 @@ def pyinfra(*extra: str) -> list[str]:
 FLAPS: list[str] = []  # what a no-op run changed after all, or verdicts that differ by mode
 
 
-def noop(extra: tuple[str, ...] = ()) -> tuple[float, int]:
+def noop(extra: tuple[str, ...] = (), env: dict[str, str] | None = None) -> tuple[float, int]:
     from gpuinfra_lab.deploys import changed_operations
 
-    elapsed, peak, out = timed(pyinfra(*extra))
+    elapsed, peak, out = timed(pyinfra(*extra), env=None if env is None else {**os.environ,
+                                                                             **env})
     changed = changed_operations(json.loads(out)["results"])
     if changed:
         FLAPS.append(f"a no-op run{' ' + ' '.join(extra) if extra else ''} changed {changed}")
@@ -153,14 +156,24 @@ def one_size(n: int, runs: int, with_ansible: bool) -> str:
     changed = changed_operations(json.loads(out)["results"])
     say(f"N={n}: second deploy changed {len(changed)} operation(s)"
         + (f": {changed}" if changed else " (converged)"))
-    before = ssh_counts(names)
-    ours = [noop() for _ in range(runs)]
-    after = ssh_counts(names)
+    # Alternating pairs: each fact read on its own (GPUINFRA_FACT_BATCH=off), then a host's
+    # fact reads in one round trip (the deploy's own way: fact_batch.py); the latter is the
+    # no-op figure.
+    ours, alone, sent = [], [], {"off": 0.0, "on": 0.0}
+    for _ in range(runs):
+        for mode, into in (("off", alone), ("on", ours)):
+            before = ssh_counts(names)
+            into.append(noop(env={"GPUINFRA_FACT_BATCH": mode}))
+            sent[mode] += per_node(before, ssh_counts(names)) / runs
+    say(f"N={n}: no-op with each fact read on its own {statistics.median(t for t, _ in alone):.2f}"
+        f" s (runs {', '.join(f'{t:.2f}' for t, _ in alone)}), {sent['off']:.0f} SSH commands "
+        f"per fleet node; with a host's fact reads in one round trip "
+        f"{statistics.median(t for t, _ in ours):.2f} s, {sent['on']:.0f} (load {load()})")
     small = [noop(tuple(a for h in CORE for a in ("--limit", h)))[0] for _ in range(runs)]
     noop_s, small_s = statistics.median(t for t, _ in ours), statistics.median(small)
     peak_mib = max(p for _, p in ours) / 1024
     say(f"N={n}: no-op {noop_s:.2f} s (runs {', '.join(f'{t:.2f}' for t, _ in ours)}), 3-node "
-        f"no-op {small_s:.2f} s; {per_node(before, after) / runs:.0f} SSH commands per fleet "
+        f"no-op {small_s:.2f} s; {sent['on']:.0f} SSH commands per fleet "
         f"node per run; pyinfra peak {peak_mib:.0f} MiB ({peak_mib / (n + 3):.1f} MiB per "
         f"host) (load {load()})")
     change = []

@@ -102,20 +102,47 @@ def dropin_path(unit: str) -> str:
     return f"/etc/systemd/system/{_checked(unit)}.d/{DROPIN_NAME}"
 
 
-def boot_dropin(why: str, after: Sequence[str] = (), wants: Sequence[str] = ()) -> str:
+def boot_dropin(why: str, after: Sequence[str] = (), wants: Sequence[str] = (),
+                ready_port: int | None = None) -> str:
     """The drop-in text: ``After=``/``Wants=`` on the units named, and the bounded restart.
 
-    ``why`` is one comment line saying what the daemon needs at boot."""
+    ``why`` is one comment line saying what the daemon needs at boot. ``ready_port``: the
+    daemon counts as started only once it listens on that TCP port (:func:`listening_wait`),
+    so a unit ordered after it starts when it answers, not when its process exists."""
     for unit in (*after, *wants):
         _checked(unit)
+    ready = [] if ready_port is None else [
+        ("#", f"Started once it listens on port {ready_port}: the units ordered after it "
+              "wait for that,\nnot only for its process (waited for at most "
+              f"{READY_WAIT_S} s, never failing it)."),
+        ("ExecStartPost", listening_wait(ready_port, READY_WAIT_S))]
     return unit_file({
         "Unit": [("#", why), ("After", after), ("Wants", wants),
                  ("StartLimitIntervalSec", START_LIMIT_INTERVAL_S),
                  ("StartLimitBurst", START_LIMIT_BURST)],
         "Service": [("#", "Restarted when it fails (a dependency not ready yet), a bounded "
                           "number of\ntimes."),
-                    ("Restart", "on-failure"), ("RestartSec", RESTART_SEC)],
+                    ("Restart", "on-failure"), ("RestartSec", RESTART_SEC), *ready],
     })
+
+
+# How long a daemon's start waits for its port (boot_dropin's ready_port) at most.
+READY_WAIT_S = 60
+
+
+def listening_wait(port: int, seconds: int) -> str:
+    """An ``ExecStartPost=`` command line: wait until something listens on TCP ``port``
+    (``ss -Hltn 'sport = :PORT'`` prints a row), at most ``seconds``. systemd counts a
+    ``Type=simple`` unit as started only when its ExecStartPost= ends (systemd.service(5)),
+    so ``After=`` on it then means "answering". The leading ``-`` keeps a timeout from
+    failing the daemon: it then counts as started, as without this line. No ``$`` or ``%``
+    in it (systemd would expand them)."""
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+        raise GpuinfraError(f"not a TCP port: {port!r}")
+    if not isinstance(seconds, int) or isinstance(seconds, bool) or seconds < 1:
+        raise GpuinfraError(f"not a number of seconds: {seconds!r}")
+    return (f"-/usr/bin/timeout {seconds} /bin/sh -c "
+            f"'until ss -Hltn \"sport = :{port}\" | grep -q .; do sleep 0.2; done'")
 
 
 def _checked(unit: str) -> str:

@@ -16,19 +16,23 @@ from gpuinfra.units import boot_dropin, dropin_path
 
 
 class BootNeeds(NamedTuple):
-    """What ``unit`` needs at boot: started after ``after``, pulling in ``wants``."""
+    """What ``unit`` needs at boot: started after ``after``, pulling in ``wants``; with
+    ``ready_port``, counted as started only once it listens there (gpuinfra.units)."""
 
     unit: str
     why: str
     after: Sequence[str] = ()
     wants: Sequence[str] = ()
+    ready_port: int | None = None
+
+    def text(self) -> str:
+        return boot_dropin(self.why, self.after, self.wants, self.ready_port)
 
 
 def boot_order(needs: Sequence[BootNeeds]) -> None:
     """Each unit's boot drop-in in place; one daemon-reload when any changed."""
     changed = [files.put(name=f"{n.unit}: boot order and bounded restart (drop-in)",
-                         dest=dropin_path(n.unit), src=StringIO(boot_dropin(n.why, n.after,
-                                                                            n.wants)),
+                         dest=dropin_path(n.unit), src=StringIO(n.text()),
                          mode="644")
                for n in needs]
     systemd.daemon_reload(name="Reload systemd units (boot order drop-ins)",

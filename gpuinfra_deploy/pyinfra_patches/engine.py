@@ -200,12 +200,14 @@ def _fact_from_batch(self: SSHConnector, command: Any, print_output: bool = Fals
     if facts is None or print_output or print_input or not isinstance(
             command, pyinfra_command.StringCommand):
         return None
-    if any(arguments.get(k) for k in ("_stdin", "_get_pty", "_timeout", "_sudo_password",
-                                      "_su_password")) or \
+    # what pyinfra's run_shell_command takes out before it builds the command line
+    taken = {k: arguments.pop(k, None) for k in ("_stdin", "_get_pty", "_timeout",
+                                                  "_success_exit_codes")}
+    if taken["_stdin"] or taken["_get_pty"] or taken["_timeout"] or \
+            arguments.get("_sudo_password") or arguments.get("_su_password") or \
             host.connector_data.get("prompted_sudo_password"):
         return None
-    unix = make_unix_command_for_host(self.state, host, command, **{
-        k: v for k, v in arguments.items() if k != "_success_exit_codes"})
+    unix = make_unix_command_for_host(self.state, host, command, **arguments)
     raw = unix.get_raw_value()
     if raw != unix.get_masked_value():
         return None  # it hides a value: never written down, never batched
@@ -229,7 +231,7 @@ def _fact_from_batch(self: SSHConnector, command: Any, print_output: bool = Fals
         return None
     if rc != 0 and any(line.line.strip() in SUDO_PASSWORD_REQUIRED_LINES for line in lines):
         return None  # sudo wants a password: live, where pyinfra asks for it
-    codes = arguments.get("_success_exit_codes")
+    codes = taken["_success_exit_codes"]
     return (rc in codes if codes else rc == 0), CommandOutput(lines)
 
 

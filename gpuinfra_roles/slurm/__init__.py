@@ -480,10 +480,19 @@ def boot_needs(node: NodeSpec, accounting: bool) -> list[BootNeeds]:
     return needs
 
 
+# slurmdbd.conf(5) DbdPort: the role's slurmdbd.conf leaves the default (gpuinfra/spec/cross.py).
+DBD_PORT = 6819
+
+
 def dbd_boot_needs(distro: dict[str, Any]) -> BootNeeds:
+    """slurmdbd after MariaDB and munged; and started only once it listens: slurmctld (After=
+    slurmdbd) otherwise starts 50 ms after slurmdbd's process, finds its port closed, and with
+    no saved state exits ("we have no TRES from it"), then waits RestartSec (10 s) to try
+    again: measured on the lab's first deploy and at each boot."""
     mariadb = f"{distro['mariadb_service']}.service"
     return BootNeeds("slurmdbd.service", "MariaDB answering, and munged",
-                     ("munge.service", mariadb, *_NETWORK), ("munge.service", mariadb))
+                     ("munge.service", mariadb, *_NETWORK), ("munge.service", mariadb),
+                     ready_port=DBD_PORT)
 
 
 def _accounting(data: Any, distro: dict[str, Any], spec: ClusterSpec) -> None:

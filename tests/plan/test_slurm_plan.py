@@ -49,7 +49,7 @@ from gpuinfra.slurmconf import (
     slurm_conf,
 )
 from gpuinfra.spec import HostInput, NodeSpec, build_cluster
-from gpuinfra.units import boot_dropin, dropin_path
+from gpuinfra.units import dropin_path
 from gpuinfra.vfio import CGROUP_V1_ARGS, CGROUP_V1_WHY, grub_dropin
 from gpuinfra_deploy.facts._base import GPU_FIELDS
 from gpuinfra_deploy.facts.nvidia import NvidiaGpus, NvidiaTopology
@@ -221,7 +221,7 @@ def dropin_sums(distro: str, name: str, accounting: bool) -> dict[str, str]:
     if accounting and name == HEAD:
         needs.append(dbd_boot_needs(DISTRO[distro]))
     sums = {f"path={dropin_path(n.unit)}":
-            hashlib.sha1(boot_dropin(n.why, n.after, n.wants).encode()).hexdigest()
+            hashlib.sha1(n.text().encode()).hexdigest()
             for n in needs}
     if name != HEAD:
         sums[f"path={CONFIGLESS_DROPIN}"] = hashlib.sha1(DROPIN_TEXT.encode()).hexdigest()

@@ -122,6 +122,8 @@ def ssh_like(learned_here):
 
         stdin = arguments.pop("_stdin", None)
         codes = arguments.pop("_success_exit_codes", None)
+        arguments.pop("_get_pty", None)
+        arguments.pop("_timeout", None)  # as pyinfra's run_shell_command does
         raw = make_unix_command_for_host(state, host, command, **arguments).get_raw_value()
         sent.append(raw)
         done = subprocess.run(["bash", "-c", raw], capture_output=True,
@@ -138,9 +140,18 @@ def ssh_like(learned_here):
 
 
 def as_fact_read(conn, command, **arguments):
+    """What pyinfra's _get_fact passes: every connector argument, most of them unset."""
+    from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
+    from pyinfra.api.facts import _handle_fact_kwargs
+    from pyinfra.facts.server import Hostname
+
+    _, global_kwargs = _handle_fact_kwargs(conn.state, conn.host, Hostname, (), {})
+    executor = {k: v for k, v in global_kwargs.items() if k in CONNECTOR_ARGUMENT_KEYS}
+    assert "_timeout" in executor and "_get_pty" in executor  # pyinfra's own shape
+    executor.update(arguments)
     engine._FACT_READS[engine._current()] = True
     try:
-        return engine.SSHConnector.run_shell_command(conn, command, **arguments)
+        return engine.SSHConnector.run_shell_command(conn, command, **executor)
     finally:
         engine._FACT_READS.pop(engine._current(), None)
 

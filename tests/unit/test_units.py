@@ -98,3 +98,32 @@ def test_a_path_is_named_as_systemd_names_it(path, unit):
         done = subprocess.run([escape, "--path", path], capture_output=True, text=True,
                               check=True)
         assert f"{done.stdout.strip()}.device" == unit
+
+
+def test_a_ready_port_makes_the_start_wait_until_the_daemon_listens():
+    """slurmdbd's drop-in (gpuinfra_roles/slurm): ExecStartPost waits for its port, so a
+    unit After= it starts when it answers. The line systemd runs, run here: it returns once a
+    socket listens, and times out (exit 124, which the leading '-' keeps from failing the
+    daemon) when none does."""
+    import shlex
+    import socket
+    import time
+
+    from gpuinfra.units import listening_wait
+
+    text = boot_dropin("MariaDB answering", ("mariadb.service",), ready_port=6819)
+    posts = [line for line in text.splitlines() if line.startswith("ExecStartPost=")]
+    assert posts == ["ExecStartPost=" + listening_wait(6819, 60)]
+    assert "$" not in posts[0] and "%" not in posts[0]  # systemd expands both
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        port = server.getsockname()[1]
+        argv = shlex.split(listening_wait(port, 1).lstrip("-"))
+        assert subprocess.run(argv).returncode == 124  # bound, not listening: timed out
+        server.listen()
+        start = time.monotonic()
+        assert subprocess.run(argv).returncode == 0
+        assert time.monotonic() - start < 0.9
+    for bad in (0, 65536, "6819", True):
+        with pytest.raises(GpuinfraError):
+            listening_wait(bad, 60)
