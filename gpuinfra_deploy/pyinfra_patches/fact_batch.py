@@ -4,20 +4,21 @@ pyinfra reads each fact with a command of its own, one SSH channel each (sshd fo
 session, PAM, a shell), in series per host while it plans: a no-op of this project's deploy
 sends a fleet worker about 170 of them (docs/measurements.md, "Fleet"). Those commands are the
 same from one run to the next. So each host keeps, between runs, the fact commands it was
-sent, in order, cut into *windows*: the reads between two commands that ran on it (the
-engine's fact cache is dropped at each, engine.py). When a fact read misses, the window of
-the last run that holds its command is read in one round trip (:func:`gpuinfra.shell_batch.
-batch_script`: each command run as sshd would run it, its exit code, stdout and stderr back
-byte for byte) and the reads that follow are answered from it.
+sent before anything ran on it (the whole of a no-op's reads; a first deploy's planning), in
+order. When such a read misses, that list is read in one round trip
+(:func:`gpuinfra.shell_batch.batch_script`: each command run as sshd would run it, its exit
+code, stdout and stderr back byte for byte) and the reads that follow are answered from it.
 
-An answer held here lives exactly as long as the engine's cached facts: until anything runs
-on the host (or a callback runs anywhere), when :func:`forget` drops it. A read the last run
-did not ask, and a window's first read with nothing to batch, go live as before. Never
-batched (nor written down): a command whose printed form hides a value (a password, a
-``HiddenValue``: :meth:`StringCommand.get_masked_value` differs from the raw one), a read
-with standard input, a pty, a timeout or a sudo/su password in play, and any read while
-pyinfra prints fact input or output (``-vv``). A round trip that cannot be read (no
-``mktemp``/``base64`` on the node, a cut output) turns batching off for that host: one
+Only reads before the host's first change are batched. Once a command ran on the host (the
+engine drops its cached facts then, engine.py) every read goes live, as pyinfra sends it: the
+reads between two changes are a few each, and a list learned on a converged host says nothing
+of them (tried: prefetching the learned list after each change of a first deploy made it
+several times slower). A read the last run did not ask, and a first read with nothing else to
+batch, go live too. Never batched (nor written down): a command whose printed form hides a
+value (a password, a ``HiddenValue``: :meth:`StringCommand.get_masked_value` differs from the
+raw one), a read with standard input, a pty, a timeout or a sudo/su password in play, and any
+read while pyinfra prints fact input or output (``-vv``). A round trip that cannot be read
+(no ``mktemp``/``base64`` on the node, a cut output) turns batching off for that host: one
 command per read, as pyinfra does.
 
 Learned lists live in ``$GPUINFRA_DEPLOY_CACHE`` (else ``~/.cache/gpuinfra/deploy-facts``),
@@ -79,49 +80,41 @@ _HOSTS: dict[str, HostFacts] = {}
 
 @dataclass
 class HostFacts:
-    """One host's learned windows, this run's windows, and the answers it holds now."""
+    """One host's learned reads, this run's reads before its first change, and the answers
+    it holds now."""
 
     name: str
     kind: str
-    learned: list[list[str]]
-    windows: list[list[str]] = field(default_factory=lambda: [[]])
+    learned: list[str]
+    asked: list[str] = field(default_factory=list)  # before the first change, in order
     answers: dict[str, Answer] = field(default_factory=dict)
     reading: set[str] = field(default_factory=set)  # in the round trip under way
-    generation: int = 0  # forgets so far: an answer read before the last one is not kept
-    at: int = 0  # the learned window matched last
+    changed: bool = False  # something ran on the host: every read goes live from now on
     off: str = ""  # why batching stopped for this host
     round_trips: int = 0
     waiter: Any = None  # the round trip under way (a gevent Event)
 
-    def note(self, command: str) -> None:
-        window = self.windows[-1]
-        if command not in window:
-            window.append(command)
-
     def forget(self) -> None:
         self.answers.clear()
-        self.generation += 1
-        if self.windows[-1]:
-            self.windows.append([])
+        self.changed = True
 
     def wanted(self, command: str) -> list[str]:
-        """``command`` and the rest of the last run's window that holds it, not yet held."""
-        order = list(range(self.at, len(self.learned))) + list(range(0, self.at))
-        for index in order:
-            window = self.learned[index]
-            if command in window:
-                self.at = index
-                rest = [c for c in window if c != command and c not in self.answers
-                        and c not in self.reading]
-                return [command, *rest][:WINDOW]
-        return [command]
+        """``command`` and the rest of the learned list, not held nor being read."""
+        if command not in self.learned:
+            return [command]
+        rest = [c for c in self.learned if c != command and c not in self.answers
+                and c not in self.reading]
+        return [command, *rest][:WINDOW]
 
     def read(self, command: str, send: Send) -> Answer | None:
-        """The held answer for ``command`` (read in one round trip with its window when it is
-        not held yet), or None: the caller sends it on its own."""
+        """The held answer for ``command`` (read in one round trip with the learned list when
+        it is not held yet), or None: the caller sends it on its own."""
         import gevent.event
 
-        self.note(command)
+        if self.changed:
+            return None
+        if command not in self.asked:
+            self.asked.append(command)
         if command in self.answers:
             return self.answers[command]
         if command in self.reading and self.waiter is not None:
@@ -132,7 +125,7 @@ class HostFacts:
         wanted = self.wanted(command)
         if len(wanted) < 2:
             return None
-        generation, waiter = self.generation, gevent.event.Event()
+        waiter = gevent.event.Event()
         self.reading.update(wanted)
         self.waiter = waiter
         try:
@@ -150,7 +143,7 @@ class HostFacts:
             waiter.set()
             if self.waiter is waiter:
                 self.waiter = None
-        if generation == self.generation:
+        if not self.changed:  # a change while it was read: its answers may be stale
             self.answers.update(zip(wanted, answers, strict=True))
         return answers[0]
 
@@ -175,8 +168,8 @@ def forget(host: Any) -> None:
         facts.forget()
 
 
-def _learned(name: str, kind: str) -> list[list[str]]:
-    """The host's windows from its last run; else those of a host of the same groups."""
+def _learned(name: str, kind: str) -> list[str]:
+    """The host's reads from its last run; else those of a host of the same groups."""
     folder = LEARNED.folder
     if folder is None:
         return []
@@ -195,26 +188,24 @@ def _file_name(name: str) -> str:
     return f"{safe}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
-def _load(path: Path) -> tuple[str, list[list[str]]] | None:
+def _load(path: Path) -> tuple[str, list[str]] | None:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict) or not isinstance(data.get("windows"), list):
+    if not isinstance(data, dict) or not isinstance(data.get("commands"), list):
         return None
-    windows = [[c for c in w if isinstance(c, str)] for w in data["windows"]
-               if isinstance(w, list)]
-    return str(data.get("kind", "")), windows
+    return str(data.get("kind", "")), [c for c in data["commands"] if isinstance(c, str)]
 
 
 def save_all() -> None:
-    """Each host's windows of this run, for the next (written whole, then renamed)."""
+    """Each host's reads of this run before its first change, for the next (written whole,
+    then renamed)."""
     folder = LEARNED.folder
     if folder is None:
         return
     for facts in list(_HOSTS.values()):
-        windows = [w for w in facts.windows if w]
-        if not windows:
+        if not facts.asked:
             continue
         try:
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -222,8 +213,8 @@ def save_all() -> None:
             temporary = path.with_suffix(f".json.{os.getpid()}")
             fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w") as out:
-                json.dump({"host": facts.name, "kind": facts.kind, "windows": windows}, out,
-                          indent=1)
+                json.dump({"host": facts.name, "kind": facts.kind, "commands": facts.asked},
+                          out, indent=1)
             temporary.replace(path)
         except OSError:
             return  # the next run reads each fact on its own: nothing else changes

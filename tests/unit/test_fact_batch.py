@@ -54,7 +54,7 @@ def learned_here(tmp_path, monkeypatch):
 
 
 def test_one_round_trip_answers_each_read_as_it_would_have_been_alone():
-    host = fact_batch.HostFacts("w1", "workers", learned=[list(COMMANDS)])
+    host = fact_batch.HostFacts("w1", "workers", learned=list(COMMANDS))
     calls: list[str] = []
     send = sent_by_stdin(calls)
     for command in COMMANDS:
@@ -63,30 +63,27 @@ def test_one_round_trip_answers_each_read_as_it_would_have_been_alone():
 
 
 def test_a_read_the_last_run_did_not_ask_goes_live():
-    host = fact_batch.HostFacts("w1", "workers", learned=[list(COMMANDS)])
+    host = fact_batch.HostFacts("w1", "workers", learned=list(COMMANDS))
     calls: list[str] = []
     assert host.read("echo new", sent_by_stdin(calls)) is None and calls == []
-    lonely = fact_batch.HostFacts("w2", "workers", learned=[["echo alone"]])
+    lonely = fact_batch.HostFacts("w2", "workers", learned=["echo alone"])
     assert lonely.read("echo alone", sent_by_stdin(calls)) is None and calls == []
 
 
-def test_a_change_on_the_host_drops_what_was_read_and_the_next_window_is_read_anew():
-    first, second = ["echo 1", "echo 2"], ["echo 3", "echo 4"]
-    host = fact_batch.HostFacts("w1", "workers", learned=[first, second])
+def test_after_a_change_on_the_host_every_read_goes_live():
+    host = fact_batch.HostFacts("w1", "workers", learned=["echo 1", "echo 2", "echo 3"])
     calls: list[str] = []
     send = sent_by_stdin(calls)
     assert host.read("echo 1", send) == (0, b"1\n", b"")
+    assert host.read("echo 2", send) == (0, b"2\n", b"") and len(calls) == 1
     host.forget()  # a command ran on the host
-    assert "echo 2" not in host.answers
-    assert host.read("echo 2", send) == (0, b"2\n", b"")  # read again, after the change
-    assert host.read("echo 3", send) == (0, b"3\n", b"")
-    assert host.read("echo 4", send) == (0, b"4\n", b"")
-    assert len(calls) == 3
-    assert host.windows == [["echo 1"], ["echo 2", "echo 3", "echo 4"]]
+    assert host.answers == {}
+    assert host.read("echo 3", send) is None  # the caller sends it on its own
+    assert len(calls) == 1 and host.asked == ["echo 1", "echo 2"]
 
 
 def test_an_answer_read_across_a_change_is_not_kept():
-    host = fact_batch.HostFacts("w1", "workers", learned=[["echo 1", "echo 2"]])
+    host = fact_batch.HostFacts("w1", "workers", learned=["echo 1", "echo 2"])
 
     def send_then_change(script: str) -> tuple[int, bytes, bytes]:
         host.forget()  # something ran on the host while the reading was under way
@@ -97,7 +94,7 @@ def test_an_answer_read_across_a_change_is_not_kept():
 
 
 def test_a_reading_that_cannot_be_read_turns_batching_off_for_the_host():
-    host = fact_batch.HostFacts("w1", "workers", learned=[list(COMMANDS)])
+    host = fact_batch.HostFacts("w1", "workers", learned=list(COMMANDS))
     assert host.read(COMMANDS[0], lambda script: (0, b"gpuinfra-batch 0 0\nnot base64!\n",
                                                   b"")) is None
     assert "fact reads in one round trip failed" in host.off
@@ -197,7 +194,7 @@ def test_a_command_that_hides_a_value_is_never_batched_nor_written_down(ssh_like
     assert files and all("s3cret" not in f.read_text() for f in files)
     assert all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in files)
     assert stat.S_IMODE(files[0].parent.stat().st_mode) == 0o700
-    assert json.loads(files[0].read_text())["windows"] == [["sh -c 'echo plain'"]]
+    assert json.loads(files[0].read_text())["commands"] == ["sh -c 'echo plain'"]
 
 
 def test_off_by_environment_sends_every_read_alone(ssh_like, monkeypatch):
@@ -212,7 +209,7 @@ def test_off_by_environment_sends_every_read_alone(ssh_like, monkeypatch):
 def test_a_command_that_is_not_a_fact_read_always_goes_live(ssh_like):
     conn, sent = ssh_like
     conn.host._gpuinfra_fact_batch = fact_batch.HostFacts(
-        "w1", "", learned=[["sh -c 'echo 1'", "sh -c 'echo 2'"]])
+        "w1", "", learned=["sh -c 'echo 1'", "sh -c 'echo 2'"])
     engine.SSHConnector.run_shell_command(conn, StringCommand("echo 1"))
     engine.SSHConnector.run_shell_command(conn, StringCommand("echo 2"))
     assert sent == ["sh -c 'echo 1'", "sh -c 'echo 2'"]
