@@ -197,8 +197,9 @@ def _fact_from_batch(self: SSHConnector, command: Any, print_output: bool = Fals
 
     host = self.host
     facts = fact_batch.for_host(host)
+    # a fact's command is a str when the fact needs no other command, else a StringCommand
     if facts is None or print_output or print_input or not isinstance(
-            command, pyinfra_command.StringCommand):
+            command, (str, pyinfra_command.StringCommand)):
         return None
     # what pyinfra's run_shell_command takes out before it builds the command line
     taken = {k: arguments.pop(k, None) for k in ("_stdin", "_get_pty", "_timeout",
