@@ -35,6 +35,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from gpuinfra.shell_batch import MARK, BatchUnreadable, batch_script, parse_batch
+from gpuinfra_deploy.run.learned import write_private_json
 
 __all__ = ["MARK", "BatchUnreadable", "batch_script", "parse_batch", "read_only"]
 
@@ -298,12 +299,8 @@ class Batches:
             commands = [c.decode("utf-8", "replace") for c in host.asked]
             if not commands:
                 continue
-            self.folder.mkdir(parents=True, exist_ok=True)
-            path = self.folder / f"{host.name}.json"
-            temporary = path.with_suffix(f".json.{os.getpid()}")
-            temporary.write_text(json.dumps({"kind": host.kind, "commands": commands},
-                                            indent=1) + "\n")
-            temporary.replace(path)
+            write_private_json(self.folder / f"{host.name}.json",
+                               {"kind": host.kind, "commands": commands})
 
     def problems(self) -> Iterable[str]:
         return (h.problem for h in self.hosts.values() if h.problem)

@@ -19,8 +19,6 @@ host is probed once.
 
 from __future__ import annotations
 
-import hashlib
-import os
 import subprocess
 import sys
 from collections import Counter
@@ -32,6 +30,7 @@ import pytest
 from testinfra.host import Host
 
 from gpuinfra.spec import NodeSpec, SpecInvalid, format_errors
+from gpuinfra_deploy.run.learned import learned_folder
 from gpuinfra_verify.batch import Batches, install
 from gpuinfra_verify.expect import NO_HOST, Site, host_of, site_from_json
 from gpuinfra_verify.ssh import ReachProblem, describe, resolve, testinfra_host
@@ -93,11 +92,7 @@ def _learned_folder(inventory: str) -> Path:
     """Where each host's learned commands are kept between runs: the folder
     GPUINFRA_VERIFY_CACHE names, else gpuinfra/verify-commands in the user's cache folder
     ($XDG_CACHE_HOME, else ~/.cache), one folder per inventory file."""
-    resolved = Path(inventory).resolve()
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    base = Path(os.environ.get("GPUINFRA_VERIFY_CACHE") or cache / "gpuinfra" / "verify-commands")
-    digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:12]
-    return base / f"{resolved.stem}-{digest}"
+    return learned_folder(inventory, "verify-commands", "GPUINFRA_VERIFY_CACHE")
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuinfra.shell_batch import BatchUnreadable, batch_script, parse_batch
+from gpuinfra_deploy.run.learned import learned_folder, write_private_json
 
 Answer = tuple[int, bytes, bytes]
 Send = Callable[[str], Answer]
@@ -64,11 +65,7 @@ def enabled() -> bool:
 
 def configure(inventory: str) -> None:
     """Learn per host of ``inventory`` (the gate calls this with the run's inventory file)."""
-    resolved = Path(inventory).resolve()
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    base = Path(os.environ.get("GPUINFRA_DEPLOY_CACHE") or cache / "gpuinfra" / "deploy-facts")
-    digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:12]
-    LEARNED.folder = base / f"{resolved.stem}-{digest}"
+    LEARNED.folder = learned_folder(inventory, "deploy-facts", "GPUINFRA_DEPLOY_CACHE")
     if not _SAVING:
         _SAVING.append(True)
         atexit.register(save_all)
@@ -208,14 +205,9 @@ def save_all() -> None:
         if not facts.asked:
             continue
         try:
-            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-            path = folder / f"{_file_name(facts.name)}.json"
-            temporary = path.with_suffix(f".json.{os.getpid()}")
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as out:
-                json.dump({"host": facts.name, "kind": facts.kind, "commands": facts.asked},
-                          out, indent=1)
-            temporary.replace(path)
+            write_private_json(folder / f"{_file_name(facts.name)}.json",
+                               {"host": facts.name, "kind": facts.kind,
+                                "commands": facts.asked})
         except OSError:
             return  # the next run reads each fact on its own: nothing else changes
 

@@ -192,12 +192,16 @@ def test_a_reading_the_node_cannot_give_falls_back_to_one_command_at_a_time():
 
 def test_learned_lists_are_kept_per_host_and_borrowed_by_a_host_of_the_same_kind(tmp_path):
     node = Node()
+    tmp_path = tmp_path / "learned"
     first = Batches(tmp_path)
     one = first.host("n1", "gpu-worker")
     for command in [*READS, b"change"]:
         one.run(command, node.send, first.sent)
     first.save()
     assert (tmp_path / "n1.json").exists()
+    import stat  # the commands a host was sent are the user's own: private
+    assert stat.S_IMODE((tmp_path / "n1.json").stat().st_mode) == 0o600
+    assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o700
     later = Batches(tmp_path)
     # in the order asked, the change too (it ends a reading's window; it is never batched)
     assert later.host("n1", "gpu-worker").learned == [*READS, b"change"]
