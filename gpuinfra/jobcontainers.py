@@ -38,17 +38,35 @@ OCI_SYNC = "/usr/local/sbin/gpuinfra-oci-conf"
 OCI_SYNC_UNIT = "gpuinfra-oci-conf"
 
 
+# Tries of oci_sync_script while slurmd empties and refills its cache (a second apart).
+OCI_SYNC_TRIES = 5
+
+
 def oci_sync_script() -> str:
     """The worker's oci.conf into slurmd's cache when it differs (absent there when the kept
-    copy is absent); nothing while slurmd has no cache yet."""
+    copy is absent); nothing while slurmd has no cache yet.
+
+    Two runs may overlap (the deploy runs it while the path unit does, when slurmd has just
+    refilled its cache): each copies to a temporary name of its own (mktemp, in the cache, so
+    the rename is atomic), never to a shared one: with one shared name, seen on 40 lab
+    workers, one run renamed the other's file away and failed ("mv: cannot stat"). A try
+    that slurmd's emptying of the cache cut short is tried again, a second later."""
     return (f"#!/bin/sh\n# gpuinfra (gpuinfra_roles/job_containers): do not edit.\n"
             f"# {OCI_CONF_KEPT} into slurmd's configuration cache, where slurmstepd reads "
             "it.\n"
             f"[ -d {OCI_CONF_DIR} ] || exit 0\n"
             f"if [ ! -e {OCI_CONF_KEPT} ]; then rm -f {OCI_CONF}; exit 0; fi\n"
-            f"cmp -s {OCI_CONF_KEPT} {OCI_CONF} && exit 0\n"
-            f"cp {OCI_CONF_KEPT} {OCI_CONF}.gpuinfra-new && chmod 0644 {OCI_CONF}.gpuinfra-new "
-            f"&& mv -f {OCI_CONF}.gpuinfra-new {OCI_CONF}\n")
+            f"for try in {' '.join(str(i + 1) for i in range(OCI_SYNC_TRIES))}; do\n"
+            f"  cmp -s {OCI_CONF_KEPT} {OCI_CONF} && exit 0\n"
+            f"  [ -d {OCI_CONF_DIR} ] || exit 0\n"
+            f"  new=$(mktemp {OCI_CONF_DIR}/.oci.conf.XXXXXX) && cp {OCI_CONF_KEPT} \"$new\" && "
+            f"chmod 0644 \"$new\" && mv -f \"$new\" {OCI_CONF} && exit 0\n"
+            f"  rm -f \"$new\"; sleep 1\n"
+            "done\n"
+            f"echo 'gpuinfra: {OCI_CONF_KEPT} could not be put into {OCI_CONF_DIR} "
+            f"({OCI_SYNC_TRIES} tries): is slurmd restarting over and over? "
+            "journalctl -u slurmd' >&2\n"
+            "exit 1\n")
 
 
 def oci_sync_units() -> dict[str, str]:

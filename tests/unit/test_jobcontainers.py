@@ -211,6 +211,16 @@ def test_the_sync_script_run_for_real(tmp_path):
     kept.unlink()
     sync()
     assert sorted(p.name for p in cache.iterdir()) == ["slurm.conf"]
+    # Many at once (the deploy's run beside the path unit's): each its own temporary name,
+    # every run exits 0, one oci.conf and no temporary left (a shared name failed 1 of 40).
+    kept.write_text(oci_conf("crun"))
+    for _ in range(3):
+        (cache / "oci.conf").unlink(missing_ok=True)
+        runs = [subprocess.Popen(["sh", str(script)], stderr=subprocess.PIPE)
+                for _ in range(12)]
+        assert [r.wait() for r in runs] == [0] * 12, [r.stderr.read() for r in runs]
+        assert sorted(p.name for p in cache.iterdir()) == ["oci.conf", "slurm.conf"]
+        assert (cache / "oci.conf").read_text() == oci_conf("crun")
 
 
 def test_the_roles_bundle_with_runc_is_refused_at_validate():
