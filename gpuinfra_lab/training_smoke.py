@@ -38,7 +38,8 @@ TAG = "training-smoke"
 PACKAGES = ("python3-torch", "libgl1-nvidia-glvnd-glx")
 # apt-get as the deploy's own apt steps do; lists refreshed once when a package is unknown.
 INSTALL = ("export DEBIAN_FRONTEND=noninteractive; "
-           "python3 -c 'import torch' 2>/dev/null && exit 0; "
+           # already there (a second `make demo` on a running lab): its version, as below
+           "python3 -c 'import torch; print(torch.__version__)' 2>/dev/null && exit 0; "
            "apt-get install -y -q --no-install-recommends {p} >/dev/null 2>&1 || "
            "{{ apt-get update -q >/dev/null && "
            "apt-get install -y -q --no-install-recommends {p} >/dev/null; }}; "

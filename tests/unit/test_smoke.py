@@ -386,3 +386,27 @@ def test_real_lab_logs_pass_and_fail_naming_the_killed_ranks_node() -> None:
     failed = [f for f in judge_smoke(killed, expected_from_log(killed)) if f.failed]
     assert killed.exit_status == 143 and killed.results == []
     assert any("lab-worker2" in f.subject and f.cause == CRASH_CAUSE for f in failed), failed
+
+
+def test_the_labs_torch_step_reports_a_torch_already_installed(tmp_path):
+    """gpuinfra_lab.training_smoke's install step on a worker that has torch (a second
+    `make demo` on a running lab) prints its version like a fresh install does: it printed
+    nothing, and the proof failed "python3-torch could not be installed or imported (exit 0)"."""
+    import os
+    import subprocess
+
+    from gpuinfra_lab.training_smoke import INSTALL, PACKAGES
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    # a python3 whose torch imports: it prints the version only when the code asks for it
+    (fake / "python3").write_text('#!/bin/sh\ncase "$2" in *torch.__version__*) '
+                                  'echo 2.1.0;; esac\n')
+    (fake / "apt-get").write_text("#!/bin/sh\necho apt-get must not run >&2\nexit 1\n")
+    for tool in fake.iterdir():
+        tool.chmod(0o755)
+    done = subprocess.run(["sh", "-c", INSTALL.format(p=" ".join(PACKAGES))],
+                          capture_output=True, text=True,
+                          env={**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"})
+    assert (done.returncode, done.stdout.strip().splitlines()[-1:]) == (0, ["2.1.0"])
+    assert "apt-get must not run" not in done.stderr
