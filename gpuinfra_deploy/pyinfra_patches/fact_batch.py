@@ -22,7 +22,9 @@ read while pyinfra prints fact input or output (``-vv``). A round trip that cann
 command per read, as pyinfra does.
 
 Learned lists live in ``$GPUINFRA_DEPLOY_CACHE`` (else ``~/.cache/gpuinfra/deploy-facts``),
-one folder per inventory file (0700, files 0600), written whole at the end of the run.
+one folder per inventory file (0700, files 0600), written whole at the end of the run. Their
+commands run on the hosts, so a list whose file or folder is another user's, or writable by
+group or others, is not used, and the run says so with the fix (:func:`_load`).
 ``GPUINFRA_FACT_BATCH=off`` sends every read on its own (benchmarks compare the two).
 """
 
@@ -32,6 +34,7 @@ import atexit
 import hashlib
 import json
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -186,6 +189,18 @@ def _file_name(name: str) -> str:
 
 
 def _load(path: Path) -> tuple[str, list[str]] | None:
+    """The learned list at ``path``; None when there is none, it cannot be read, or it is not
+    trusted: its commands run on the host, so the file and its folder must be the user's own
+    and writable by nobody else (as ssh's StrictModes asks of authorized_keys)."""
+    if not path.is_file():
+        return None
+    loose = [str(p) for p in (path.parent, path) if not _private(p)]
+    if loose:
+        _UNTRUSTED.setdefault(loose[0], f"{loose[0]} is not yours alone (another user owns "
+                              "it or may write it): its learned fact commands were not run; "
+                              f"fix: delete it (the next run learns again), or chown it to "
+                              "you and chmod go-w")
+        return None
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -197,7 +212,9 @@ def _load(path: Path) -> tuple[str, list[str]] | None:
 
 def save_all() -> None:
     """Each host's reads of this run before its first change, for the next (written whole,
-    then renamed)."""
+    then renamed); what kept batching from working said on stderr."""
+    for problem in problems():
+        print(f"gpuinfra: {problem}", file=sys.stderr)
     folder = LEARNED.folder
     if folder is None:
         return
@@ -215,8 +232,22 @@ def save_all() -> None:
 def reset() -> None:
     """Forget every host and the folder (tests)."""
     _HOSTS.clear()
+    _UNTRUSTED.clear()
     LEARNED.folder = None
 
 
+_UNTRUSTED: dict[str, str] = {}
+
+
+def _private(path: Path) -> bool:
+    try:
+        info = path.stat()
+    except OSError:
+        return False
+    return info.st_uid == os.getuid() and not info.st_mode & 0o022
+
+
 def problems() -> list[str]:
-    return [f.off for f in _HOSTS.values() if f.off]
+    """What kept batching from working in this run, once per cause."""
+    return list(dict.fromkeys([*_UNTRUSTED.values(), *(f.off for f in _HOSTS.values()
+                                                         if f.off)]))

@@ -215,3 +215,22 @@ def test_a_command_that_is_not_a_fact_read_always_goes_live(ssh_like):
     engine.SSHConnector.run_shell_command(conn, StringCommand("echo 1"))
     engine.SSHConnector.run_shell_command(conn, StringCommand("echo 2"))
     assert sent == ["sh -c 'echo 1'", "sh -c 'echo 2'"]
+
+
+def test_a_learned_list_another_user_may_write_is_not_run(learned_here, capsys):
+    """Its commands would run on the host: a file or folder writable by others is ignored,
+    and the run says so once, with the fix."""
+    folder = learned_here / "x"
+    fact_batch.LEARNED.folder = folder
+    fact_batch.write_private_json(folder / f"{fact_batch._file_name('w1')}.json",
+                                  {"kind": "workers", "commands": ["echo 1", "echo 2"]})
+    assert fact_batch._learned("w1", "workers") == ["echo 1", "echo 2"]
+    folder.chmod(0o777)
+    assert fact_batch._learned("w1", "workers") == []
+    folder.chmod(0o700)
+    learned = folder / f"{fact_batch._file_name('w1')}.json"
+    learned.chmod(0o666)
+    assert fact_batch._learned("w1", "workers") == []
+    fact_batch.save_all()
+    said = capsys.readouterr().err
+    assert said.count("is not yours alone") == 2 and "fix: delete it" in said
