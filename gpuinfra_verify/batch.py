@@ -34,10 +34,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from gpuinfra.shell_batch import MARK, BatchUnreadable, batch_script, parse_batch
+from gpuinfra.shell_batch import BatchUnreadable, batch_script, parse_batch
 from gpuinfra_deploy.run.learned import write_private_json
-
-__all__ = ["MARK", "BatchUnreadable", "batch_script", "parse_batch", "read_only"]
 
 # Commands whose first word is one of these, and whose arguments ask nothing to be changed,
 # only read the node. A command line is read-only when every simple command in it is (split

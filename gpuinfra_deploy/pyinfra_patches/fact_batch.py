@@ -53,9 +53,12 @@ ATTR = "_gpuinfra_fact_batch"
 
 @dataclass
 class Learned:
-    """Where the learned lists are kept (None: nothing learned, nothing batched)."""
+    """Where the learned lists are kept (None: nothing learned, nothing batched), whether
+    they are saved at exit, and each kind's list to borrow (read once per run)."""
 
     folder: Path | None = None
+    saving: bool = False
+    by_kind: dict[str, list[str]] | None = None
 
 
 LEARNED = Learned()
@@ -69,12 +72,12 @@ def enabled() -> bool:
 def configure(inventory: str) -> None:
     """Learn per host of ``inventory`` (the gate calls this with the run's inventory file)."""
     LEARNED.folder = learned_folder(inventory, "deploy-facts", "GPUINFRA_DEPLOY_CACHE")
-    if not _SAVING:
-        _SAVING.append(True)
+    LEARNED.by_kind = None
+    if not LEARNED.saving:
+        LEARNED.saving = True
         atexit.register(save_all)
 
 
-_SAVING: list[bool] = []
 _HOSTS: dict[str, HostFacts] = {}
 
 
@@ -176,11 +179,13 @@ def _learned(name: str, kind: str) -> list[str]:
     own = _load(folder / f"{_file_name(name)}.json")
     if own is not None:
         return own[1]
-    for path in sorted(folder.glob("*.json")):
-        other = _load(path)
-        if other is not None and other[0] == kind:
-            return other[1]
-    return []
+    if LEARNED.by_kind is None:  # the folder read once per run, not once per new host
+        LEARNED.by_kind = {}
+        for path in sorted(folder.glob("*.json")):
+            other = _load(path)
+            if other is not None:
+                LEARNED.by_kind.setdefault(other[0], other[1])
+    return LEARNED.by_kind.get(kind, [])
 
 
 def _file_name(name: str) -> str:
@@ -234,6 +239,7 @@ def reset() -> None:
     _HOSTS.clear()
     _UNTRUSTED.clear()
     LEARNED.folder = None
+    LEARNED.by_kind = None
 
 
 _UNTRUSTED: dict[str, str] = {}

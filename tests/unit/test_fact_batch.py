@@ -234,3 +234,18 @@ def test_a_learned_list_another_user_may_write_is_not_run(learned_here, capsys):
     fact_batch.save_all()
     said = capsys.readouterr().err
     assert said.count("is not yours alone") == 2 and "fix: delete it" in said
+
+
+def test_a_new_host_borrows_the_list_of_a_host_of_its_groups(learned_here):
+    """A fleet worker never seen takes a same-groups host's list (its commands mostly the
+    same); another kind takes none. The folder is read once per run, not per new host."""
+    folder = fact_batch.LEARNED.folder
+    fact_batch.write_private_json(folder / f"{fact_batch._file_name('w1')}.json",
+                                  {"kind": "workers", "commands": ["echo 1", "echo 2"]})
+    fact_batch.write_private_json(folder / f"{fact_batch._file_name('h')}.json",
+                                  {"kind": "head", "commands": ["echo h"]})
+    assert fact_batch._learned("w2", "workers") == ["echo 1", "echo 2"]
+    with mock.patch.object(fact_batch, "_load", wraps=fact_batch._load) as loads:
+        assert fact_batch._learned("w3", "workers") == ["echo 1", "echo 2"]
+        assert fact_batch._learned("x", "hypervisors") == []
+    assert loads.call_count == 2  # each host's own file only

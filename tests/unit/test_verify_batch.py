@@ -8,15 +8,8 @@ from collections import Counter
 
 import pytest
 
-from gpuinfra_verify.batch import (
-    AGAIN_S,
-    Batches,
-    BatchUnreadable,
-    HostBatch,
-    batch_script,
-    parse_batch,
-    read_only,
-)
+from gpuinfra.shell_batch import BatchUnreadable, batch_script, parse_batch
+from gpuinfra_verify.batch import AGAIN_S, Batches, HostBatch, read_only
 
 
 @pytest.mark.parametrize("command", [
