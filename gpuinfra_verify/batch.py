@@ -3,13 +3,14 @@
 testinfra sends every command of every check in an SSH channel of its own, and sshd starts a
 session for each (a fork, PAM, a shell): 60-70 round trips a GPU node, which is what made
 ``gpuinfra report`` grow with the fleet (docs/measurements.md, bench/fleet.py). Here each host
-keeps the commands the suite sent it, in order (learned: ``<cache>/<host>.json`` at the end of
-each run; a host not seen before borrows the list of a host of the same kind, learned in this
-run or before). When the suite sends a read-only command (:func:`read_only`) it holds no
-answer for, one command runs on the node, in one round trip, that command and what the last
-run asked after it up to the next command that may change the node (a reading); each is
-answered from what that round trip printed: the same command line, run by the same user the
-same way, its exit code, stdout and stderr byte for byte.
+keeps the commands the suite sent it, in order (learned, at the end of each run:
+``gpuinfra_deploy.run.learned``, the deploy's store; a host not seen before borrows the list
+of a host of the same kind, learned in this run or before). When the suite sends a read-only
+command (:func:`read_only`) it holds no answer for, one command runs on the node, in one
+round trip, that command and what the last run asked after it up to the next command that may
+change the node (a reading); each is answered from what that round trip printed: the same
+command line, run by the same user the same way, its exit code, stdout and stderr byte for
+byte.
 
 What goes live: a command not read-only (a container started, a pod created, a bandwidth
 test), a command not in the learned list, and a command the same check asks again after
@@ -23,7 +24,6 @@ cut output) falls back to one round trip per command, as before: never a differe
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -35,7 +35,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from gpuinfra.shell_batch import BatchUnreadable, batch_script, parse_batch
-from gpuinfra_deploy.run.learned import write_private_json
+from gpuinfra_deploy.run.learned import LearnedLists
 
 # Commands whose first word is one of these, and whose arguments ask nothing to be changed,
 # only read the node. A command line is read-only when every simple command in it is (split
@@ -253,11 +253,22 @@ class HostBatch:
 
 @dataclass
 class Batches:
-    """Every host's :class:`HostBatch` in this process, and where the learned lists live."""
+    """Every host's :class:`HostBatch` in this process, and where the learned lists live
+    (:class:`LearnedLists`, the deploy's own: private files, trusted only when the user's
+    alone)."""
 
     folder: Path | None
     hosts: dict[str, HostBatch] = field(default_factory=dict)
     sent: Counter[str] = field(default_factory=Counter)
+    _lists: LearnedLists | None = None
+
+    @property
+    def lists(self) -> LearnedLists | None:
+        if self.folder is None:
+            return None
+        if self._lists is None or self._lists.folder != self.folder:
+            self._lists = LearnedLists(self.folder)
+        return self._lists
 
     def host(self, name: str, kind: str) -> HostBatch:
         """The host's :class:`HostBatch`; without a folder (--no-batch) one that sends each
@@ -270,38 +281,33 @@ class Batches:
     def _learned(self, name: str, kind: str) -> list[bytes]:
         """The host's own list from its last run; else a host of the same kind's, from this
         run (asked so far) or an earlier one."""
-        stored = self._load(name)
-        if stored:
-            return stored
+        lists = self.lists
+        if lists is None:
+            return []
+        own = lists.own(name)
+        if own:
+            return [c.encode() for c in own]
         for other in self.hosts.values():
             if other.kind == kind and other.asked:
                 return other.asked  # that host's list as it grows (read again after a change)
-        for path in sorted(self.folder.glob("*.json")) if self.folder else ():
-            data = _read(path)
-            if data and data.get("kind") == kind:
-                return _commands(data)
-        return []
-
-    def _load(self, name: str) -> list[bytes] | None:
-        data = _read(self.folder / f"{name}.json") if self.folder else None
-        return _commands(data) if data else None
+        return [c.encode() for c in lists.of_kind(kind)]
 
     def save(self) -> None:
         """Each host's commands of this run in the order first asked, for the next (written
         whole, then renamed: a run cut short leaves the last good list)."""
-        if self.folder is None:
+        lists = self.lists
+        if lists is None:
             return
         for host in self.hosts.values():
             # every command in the order asked: the ones that may change the node are
             # never sent in a reading, they end each reading's window (HostBatch.window)
             commands = [c.decode("utf-8", "replace") for c in host.asked]
-            if not commands:
-                continue
-            write_private_json(self.folder / f"{host.name}.json",
-                               {"kind": host.kind, "commands": commands})
+            if commands:
+                lists.save(host.name, host.kind, commands)
 
     def problems(self) -> Iterable[str]:
-        return (h.problem for h in self.hosts.values() if h.problem)
+        untrusted = self.lists.untrusted.values() if self.lists else ()
+        return [*untrusted, *(h.problem for h in self.hosts.values() if h.problem)]
 
 
 def _log_live(name: str, command: bytes) -> None:
@@ -311,21 +317,6 @@ def _log_live(name: str, command: bytes) -> None:
     if path:
         with open(path, "a", encoding="utf-8") as log:
             log.write(f"{name}\t{command.decode('utf-8', 'replace')!r}\n")
-
-
-def _read(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _commands(data: dict) -> list[bytes]:
-    commands = data.get("commands")
-    if not isinstance(commands, list):
-        return []
-    return [c.encode() for c in commands if isinstance(c, str)]
 
 
 def install(backend: object, batch: HostBatch, sent: Counter[str]) -> None:
@@ -339,4 +330,3 @@ def install(backend: object, batch: HostBatch, sent: Counter[str]) -> None:
 
     exec_command._gpuinfra_batch = batch  # type: ignore[attr-defined]
     backend._exec_command = exec_command  # type: ignore[attr-defined]
-

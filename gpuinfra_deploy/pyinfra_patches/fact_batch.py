@@ -24,24 +24,22 @@ command per read, as pyinfra does.
 Learned lists live in ``$GPUINFRA_DEPLOY_CACHE`` (else ``~/.cache/gpuinfra/deploy-facts``),
 one folder per inventory file (0700, files 0600), written whole at the end of the run. Their
 commands run on the hosts, so a list whose file or folder is another user's, or writable by
-group or others, is not used, and the run says so with the fix (:func:`_load`).
+group or others, is not used, and the run says so with the fix
+(:class:`gpuinfra_deploy.run.learned.LearnedLists`, shared with the verify suite).
 ``GPUINFRA_FACT_BATCH=off`` sends every read on its own (benchmarks compare the two).
 """
 
 from __future__ import annotations
 
 import atexit
-import hashlib
-import json
 import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from gpuinfra.shell_batch import BatchUnreadable, batch_script, parse_batch
-from gpuinfra_deploy.run.learned import learned_folder, write_private_json
+from gpuinfra_deploy.run.learned import LearnedLists, learned_folder
 
 Answer = tuple[int, bytes, bytes]
 Send = Callable[[str], Answer]
@@ -53,26 +51,25 @@ ATTR = "_gpuinfra_fact_batch"
 
 @dataclass
 class Learned:
-    """Where the learned lists are kept (None: nothing learned, nothing batched), whether
-    they are saved at exit, and each kind's list to borrow (read once per run)."""
+    """Where the learned lists are kept (None: nothing learned, nothing batched) and whether
+    they are saved at exit."""
 
-    folder: Path | None = None
+    lists: LearnedLists | None = None
     saving: bool = False
-    by_kind: dict[str, list[str]] | None = None
 
 
 LEARNED = Learned()
 
 
 def enabled() -> bool:
-    return LEARNED.folder is not None and \
+    return LEARNED.lists is not None and \
         os.environ.get("GPUINFRA_FACT_BATCH", "on").lower() not in ("off", "0", "no")
 
 
 def configure(inventory: str) -> None:
     """Learn per host of ``inventory`` (the gate calls this with the run's inventory file)."""
-    LEARNED.folder = learned_folder(inventory, "deploy-facts", "GPUINFRA_DEPLOY_CACHE")
-    LEARNED.by_kind = None
+    LEARNED.lists = LearnedLists(
+        learned_folder(inventory, "deploy-facts", "GPUINFRA_DEPLOY_CACHE"))
     if not LEARNED.saving:
         LEARNED.saving = True
         atexit.register(save_all)
@@ -173,46 +170,11 @@ def forget(host: Any) -> None:
 
 def _learned(name: str, kind: str) -> list[str]:
     """The host's reads from its last run; else those of a host of the same groups."""
-    folder = LEARNED.folder
-    if folder is None:
+    lists = LEARNED.lists
+    if lists is None:
         return []
-    own = _load(folder / f"{_file_name(name)}.json")
-    if own is not None:
-        return own[1]
-    if LEARNED.by_kind is None:  # the folder read once per run, not once per new host
-        LEARNED.by_kind = {}
-        for path in sorted(folder.glob("*.json")):
-            other = _load(path)
-            if other is not None:
-                LEARNED.by_kind.setdefault(other[0], other[1])
-    return LEARNED.by_kind.get(kind, [])
-
-
-def _file_name(name: str) -> str:
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
-    return f"{safe}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
-
-
-def _load(path: Path) -> tuple[str, list[str]] | None:
-    """The learned list at ``path``; None when there is none, it cannot be read, or it is not
-    trusted: its commands run on the host, so the file and its folder must be the user's own
-    and writable by nobody else (as ssh's StrictModes asks of authorized_keys)."""
-    if not path.is_file():
-        return None
-    loose = [str(p) for p in (path.parent, path) if not _private(p)]
-    if loose:
-        _UNTRUSTED.setdefault(loose[0], f"{loose[0]} is not yours alone (another user owns "
-                              "it or may write it): its learned fact commands were not run; "
-                              f"fix: delete it (the next run learns again), or chown it to "
-                              "you and chmod go-w")
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("commands"), list):
-        return None
-    return str(data.get("kind", "")), [c for c in data["commands"] if isinstance(c, str)]
+    own = lists.own(name)
+    return own if own is not None else lists.of_kind(kind)
 
 
 def save_all() -> None:
@@ -220,16 +182,14 @@ def save_all() -> None:
     then renamed); what kept batching from working said on stderr."""
     for problem in problems():
         print(f"gpuinfra: {problem}", file=sys.stderr)
-    folder = LEARNED.folder
-    if folder is None:
+    lists = LEARNED.lists
+    if lists is None:
         return
     for facts in list(_HOSTS.values()):
         if not facts.asked:
             continue
         try:
-            write_private_json(folder / f"{_file_name(facts.name)}.json",
-                               {"host": facts.name, "kind": facts.kind,
-                                "commands": facts.asked})
+            lists.save(facts.name, facts.kind, facts.asked)
         except OSError:
             return  # the next run reads each fact on its own: nothing else changes
 
@@ -237,23 +197,10 @@ def save_all() -> None:
 def reset() -> None:
     """Forget every host and the folder (tests)."""
     _HOSTS.clear()
-    _UNTRUSTED.clear()
-    LEARNED.folder = None
-    LEARNED.by_kind = None
-
-
-_UNTRUSTED: dict[str, str] = {}
-
-
-def _private(path: Path) -> bool:
-    try:
-        info = path.stat()
-    except OSError:
-        return False
-    return info.st_uid == os.getuid() and not info.st_mode & 0o022
+    LEARNED.lists = None
 
 
 def problems() -> list[str]:
     """What kept batching from working in this run, once per cause."""
-    return list(dict.fromkeys([*_UNTRUSTED.values(), *(f.off for f in _HOSTS.values()
-                                                         if f.off)]))
+    untrusted = LEARNED.lists.untrusted.values() if LEARNED.lists else ()
+    return list(dict.fromkeys([*untrusted, *(f.off for f in _HOSTS.values() if f.off)]))

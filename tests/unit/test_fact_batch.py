@@ -16,6 +16,7 @@ from pyinfra.api.connect import connect_all
 from pyinfra.connectors.util import CommandOutput, OutputLine
 
 from gpuinfra_deploy.pyinfra_patches import engine, fact_batch
+from gpuinfra_deploy.run.learned import LearnedLists, file_name
 
 # What pyinfra facts send, in the forms that matter: output with and without a last newline,
 # a failure with stderr, an empty output, bytes that are not ASCII, a quote-heavy line.
@@ -221,15 +222,13 @@ def test_a_learned_list_another_user_may_write_is_not_run(learned_here, capsys):
     """Its commands would run on the host: a file or folder writable by others is ignored,
     and the run says so once, with the fix."""
     folder = learned_here / "x"
-    fact_batch.LEARNED.folder = folder
-    fact_batch.write_private_json(folder / f"{fact_batch._file_name('w1')}.json",
-                                  {"kind": "workers", "commands": ["echo 1", "echo 2"]})
+    fact_batch.LEARNED.lists = LearnedLists(folder)
+    fact_batch.LEARNED.lists.save("w1", "workers", ["echo 1", "echo 2"])
     assert fact_batch._learned("w1", "workers") == ["echo 1", "echo 2"]
     folder.chmod(0o777)
     assert fact_batch._learned("w1", "workers") == []
     folder.chmod(0o700)
-    learned = folder / f"{fact_batch._file_name('w1')}.json"
-    learned.chmod(0o666)
+    (folder / file_name("w1")).chmod(0o666)
     assert fact_batch._learned("w1", "workers") == []
     fact_batch.save_all()
     said = capsys.readouterr().err
@@ -239,13 +238,12 @@ def test_a_learned_list_another_user_may_write_is_not_run(learned_here, capsys):
 def test_a_new_host_borrows_the_list_of_a_host_of_its_groups(learned_here):
     """A fleet worker never seen takes a same-groups host's list (its commands mostly the
     same); another kind takes none. The folder is read once per run, not per new host."""
-    folder = fact_batch.LEARNED.folder
-    fact_batch.write_private_json(folder / f"{fact_batch._file_name('w1')}.json",
-                                  {"kind": "workers", "commands": ["echo 1", "echo 2"]})
-    fact_batch.write_private_json(folder / f"{fact_batch._file_name('h')}.json",
-                                  {"kind": "head", "commands": ["echo h"]})
+    lists = fact_batch.LEARNED.lists
+    lists.save("w1", "workers", ["echo 1", "echo 2"])
+    lists.save("h", "head", ["echo h"])
     assert fact_batch._learned("w2", "workers") == ["echo 1", "echo 2"]
-    with mock.patch.object(fact_batch, "_load", wraps=fact_batch._load) as loads:
+    with mock.patch.object(LearnedLists, "_load", autospec=True,
+                           side_effect=LearnedLists._load) as loads:
         assert fact_batch._learned("w3", "workers") == ["echo 1", "echo 2"]
         assert fact_batch._learned("x", "hypervisors") == []
     assert loads.call_count == 2  # each host's own file only

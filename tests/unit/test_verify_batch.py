@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 
 from gpuinfra.shell_batch import BatchUnreadable, batch_script, parse_batch
+from gpuinfra_deploy.run.learned import file_name
 from gpuinfra_verify.batch import AGAIN_S, Batches, HostBatch, read_only
 
 
@@ -191,9 +192,10 @@ def test_learned_lists_are_kept_per_host_and_borrowed_by_a_host_of_the_same_kind
     for command in [*READS, b"change"]:
         one.run(command, node.send, first.sent)
     first.save()
-    assert (tmp_path / "n1.json").exists()
+    kept = tmp_path / file_name("n1")
+    assert kept.exists()
     import stat  # the commands a host was sent are the user's own: private
-    assert stat.S_IMODE((tmp_path / "n1.json").stat().st_mode) == 0o600
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
     assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o700
     later = Batches(tmp_path)
     # in the order asked, the change too (it ends a reading's window; it is never batched)
@@ -214,3 +216,19 @@ def test_without_a_folder_every_command_goes_on_its_own_and_is_counted():
         host.run(command, node.send, batches.sent)
     assert node.sent == [*READS, *READS] and batches.sent["n1"] == 6
     assert host.answers == {} and not host.asked
+
+
+def test_a_learned_list_another_user_may_write_is_not_run_by_the_verify_suite(tmp_path):
+    """The suite's learned commands run on the node too: the deploy's trust rule holds."""
+    node, folder = Node(), tmp_path / "learned"
+    first = Batches(folder)
+    for command in READS:
+        first.host("n1", "gpu-worker").run(command, node.send, first.sent)
+    first.save()
+    assert Batches(folder).host("n1", "gpu-worker").learned == list(READS)
+    (folder / file_name("n1")).chmod(0o664)
+    later = Batches(folder)
+    assert later.host("n1", "gpu-worker").learned == []
+    assert later.host("n2", "gpu-worker").learned == []  # not borrowed either
+    said = list(later.problems())
+    assert len(said) == 1 and "is not yours alone" in said[0] and "fix: delete it" in said[0]
