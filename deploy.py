@@ -41,7 +41,12 @@ gpu_sharing.apply(site, node)  # MIG layout (kept at boot), MPS daemon: before t
 rdma.apply(site, node)  # hosts with rdma_nics, after the driver (nvidia-peermem); ATS, ACS
 health.apply(site, node)  # node health check (Slurm workers, GPU nodes): before slurm.conf names it
 
-# The scheduler roles need the head: a failed head stops them everywhere
+# Slurm's packages (and MariaDB on the head), each host at its own pace: the head installs
+# them while the workers install their driver
+slurm.packages_ahead(site, node)
+
+# The scheduler roles need the head: a failed head stops them everywhere; every host meets at
+# each of their steps (gpuinfra_deploy/pyinfra_patches/schedule.py)
 munge.apply(site, node)  # Slurm nodes: one key for the cluster, from the head
 slurm.apply(site, node)  # slurmctld on the head, slurmd on the workers
 job_containers.apply(site, node)  # Slurm nodes: the jobs' container runtime, after slurmd

@@ -12,7 +12,10 @@ For each N, in increasing order, on this machine (its load is printed with each 
    on its own (``GPUINFRA_FACT_BATCH=off``), then the deploy's own way (a host's fact reads in
    one round trip: gpuinfra_deploy/pyinfra_patches/fact_batch.py), medians; and the same with
    ``--limit`` to the head and the two workers (the 3-node no-op, same machine, same
-   moment): their ratio; the laptop side's peak memory (`/usr/bin/time` maximum RSS);
+   moment): their ratio; the laptop side's peak memory (`/usr/bin/time` maximum RSS); and
+   alternating pairs of pyinfra's order (``GPUINFRA_PACED=off``: every host waits for the
+   slowest at each operation) against each host at its own pace (the deploy's own way:
+   gpuinfra_deploy/pyinfra_patches/schedule.py);
 4. a one-line change to a file every worker has (`health_on_failure` between "drain" and
    "report": one line of /etc/gpuinfra/health.json on every GPU node), then back;
 5. `gpuinfra report` (the verify suite over every host): time, each command in its own round
@@ -169,6 +172,17 @@ def one_size(n: int, runs: int, with_ansible: bool) -> str:
         f" s (runs {', '.join(f'{t:.2f}' for t, _ in alone)}), {sent['off']:.0f} SSH commands "
         f"per fleet node; with a host's fact reads in one round trip "
         f"{statistics.median(t for t, _ in ours):.2f} s, {sent['on']:.0f} (load {load()})")
+    # Alternating pairs: pyinfra's order (every host at each operation: GPUINFRA_PACED=off),
+    # then each host at its own pace, meeting at the scheduler roles (the deploy's own way:
+    # gpuinfra_deploy/pyinfra_patches/schedule.py); both with the fact reads batched.
+    waiting, paced = [], []
+    for _ in range(runs):
+        waiting.append(noop(env={"GPUINFRA_PACED": "off"})[0])
+        paced.append(noop()[0])
+    say(f"N={n}: no-op in pyinfra's order {statistics.median(waiting):.2f} s (runs "
+        f"{', '.join(f'{t:.2f}' for t in waiting)}); each host at its own pace "
+        f"{statistics.median(paced):.2f} s (runs {', '.join(f'{t:.2f}' for t in paced)}) "
+        f"(load {load()})")
     small = [noop(tuple(a for h in CORE for a in ("--limit", h)))[0] for _ in range(runs)]
     noop_s, small_s = statistics.median(t for t, _ in ours), statistics.median(small)
     peak_mib = max(p for _, p in ours) / 1024

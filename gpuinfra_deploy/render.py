@@ -97,7 +97,7 @@ _CHMOD = re.compile(r"^chmod (?:-R )?(\S+) (\S+)$")
 _CHOWN = re.compile(r"^(chown|chgrp) (?:-R )?(\S+) (\S+)$")
 _REDIRECT = re.compile(r"(?<![0-9&>])>\s*(/[^\s;&|)]+)")
 _MADE_ON_HOST = {"secret_files": "paths", "copied_file": "dest", "filled_file": "dest",
-                 "files_from_head": "copies"}
+                 "copy_from_head": "copies"}
 
 
 @dataclass

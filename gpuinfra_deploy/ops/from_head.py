@@ -8,10 +8,11 @@ directory, no command line and no output ever carries the content; only SHA-256 
 read to decide (``Sha256File`` on both hosts).
 
 The copy is planned when a digest differs, the node's file is missing or has the wrong group
-or mode, or the head's file does not exist yet (it is made earlier in the same run: pyinfra
-runs an operation on every host before the next one, so the head's operation that makes it
-must come first in the deploy). At execution the digests are read again and the files that are
-already equal are left alone.
+or mode, or the head's file does not exist yet (it is made earlier in the same run: the copy
+is a meeting of every host, gpuinfra_deploy/pyinfra_patches/schedule.py, so it starts once
+the head has finished every operation before it; the head's operation that makes the file
+must come first in the deploy). At execution the digests are read again and the files that
+are already equal are left alone.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pyinfra.facts.files import File, Sha256File
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra_deploy.ops.remote import run
+from gpuinfra_deploy.pyinfra_patches.schedule import meeting
 
 
 class Copy(NamedTuple):
@@ -79,8 +81,14 @@ def _copy(state: Any, host: Any, source: Any, copies: Sequence[Copy]) -> None:  
             stdin=encoded)
 
 
+def files_from_head(**kwargs: Any) -> Any:
+    """:func:`copy_from_head`, a meeting of every host (the head's files are made first)."""
+    with meeting():
+        return copy_from_head(**kwargs)
+
+
 @operation()
-def files_from_head(head: Any, copies: Sequence[Copy]):
+def copy_from_head(head: Any, copies: Sequence[Copy]):
     """Each of ``copies`` on this node equal to the head's file (copied when it differs).
 
     + head: the pyinfra host holding the files (made there earlier in this run or before)

@@ -1,4 +1,4 @@
-"""How the project runs pyinfra: three changes to its engine, installed once by config.py.
+"""How the project runs pyinfra: four changes to its engine, installed once by config.py.
 
 pyinfra 3.10 (pinned: these read its internals, docs/pyinfra-notes.md) spends a no-op rerun
 of this project mostly waiting and re-reading:
@@ -28,6 +28,11 @@ of this project mostly waiting and re-reading:
    source for every frame of every operation call: the same line numbers come straight from
    the frames (:func:`operation_order_from_stack`). And every operation re-evaluates the type
    hints of its ~30 global arguments (``all_global_arguments``), a constant: computed once.
+4. **Each host at its own pace.** pyinfra waits for every host at every operation; the CLI's
+   ``run_ops`` now lets each host go through its own operations and makes the hosts meet only
+   at the operations that need another host (schedule.py; ``GPUINFRA_PACED=off`` for
+   pyinfra's order). As the hosts' lines then interleave, ``Host.print_prefix`` names the
+   operation a host runs.
 
 Each change keeps pyinfra's behaviour (tests/unit/test_engine.py compares them with the
 originals and shows the cache re-reading after a change).
@@ -46,13 +51,14 @@ from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 from pyinfra.api.util import PYINFRA_INSTALL_DIR
 from pyinfra.connectors.ssh import SSHConnector
 
-from gpuinfra_deploy.pyinfra_patches import fact_batch
+from gpuinfra_deploy.pyinfra_patches import fact_batch, schedule
 
 # The modules themselves (``pyinfra.api`` re-exports a function called ``operation``).
 pyinfra_arguments = import_module("pyinfra.api.arguments")
 pyinfra_command = import_module("pyinfra.api.command")
 pyinfra_host = import_module("pyinfra.api.host")
 pyinfra_operation = import_module("pyinfra.api.operation")
+pyinfra_cli_main = import_module("pyinfra_cli.cli")
 
 _INSTALLED: dict[str, Any] = {}
 
@@ -311,10 +317,21 @@ def all_global_arguments() -> list[tuple[str, type]]:
     return list(_global_arguments())
 
 
+def _run_ops_paced(state: Any, serial: bool = False, no_wait: bool = False) -> None:
+    """The CLI's ``run_ops``: each host at its own pace, meeting where the deploy says
+    (schedule.py)."""
+    schedule.run_ops(state, serial=serial, no_wait=no_wait, original=_INSTALLED["run_ops"])
+
+
+def _print_prefix(self: Any) -> str:
+    """pyinfra's ``Host.print_prefix``, naming the operation the host runs in a paced run."""
+    return schedule.print_prefix(self, _INSTALLED["print_prefix"].fget)
+
+
 # ------------------------------------------------------------------------------ install
 
 def install() -> None:
-    """Apply the three changes (idempotent)."""
+    """Apply the four changes (idempotent)."""
     if _INSTALLED:
         return
     _INSTALLED["ssh_connect"] = SSHConnector._connect
@@ -335,6 +352,10 @@ def install() -> None:
     pyinfra_operation.get_operation_order_from_stack = operation_order_from_stack
     _INSTALLED["global_arguments"] = pyinfra_arguments.all_global_arguments
     pyinfra_arguments.all_global_arguments = all_global_arguments
+    _INSTALLED["run_ops"] = pyinfra_cli_main.run_ops
+    pyinfra_cli_main.run_ops = _run_ops_paced
+    _INSTALLED["print_prefix"] = pyinfra_host.Host.print_prefix
+    pyinfra_host.Host.print_prefix = property(_print_prefix)  # type: ignore[method-assign]
 
 
 def uninstall() -> None:
@@ -350,4 +371,6 @@ def uninstall() -> None:
         cls.execute = _INSTALLED.pop(f"{cls.__name__}.execute")  # type: ignore[method-assign]
     pyinfra_operation.get_operation_order_from_stack = _INSTALLED.pop("order")
     pyinfra_arguments.all_global_arguments = _INSTALLED.pop("global_arguments")
+    pyinfra_cli_main.run_ops = _INSTALLED.pop("run_ops")
+    pyinfra_host.Host.print_prefix = _INSTALLED.pop("print_prefix")  # type: ignore[method-assign]
     _global_arguments.cache_clear()

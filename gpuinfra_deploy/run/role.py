@@ -19,6 +19,7 @@ from gpuinfra.errors import GpuinfraError
 from gpuinfra.spec import NodeSpec
 from gpuinfra_deploy.ops.gpu import node_driver
 from gpuinfra_deploy.pyinfra_patches import uploads
+from gpuinfra_deploy.pyinfra_patches.schedule import meeting
 from gpuinfra_deploy.run.site import Site, this_node
 
 
@@ -29,7 +30,9 @@ class Role:
 
     ``needs_head``: a scheduler role (MUNGE, Slurm, Kubernetes) whose every node needs the
     head: a head that failed in this run stops it on every host (``_if=site.head_up``), while
-    the rest of the deploy goes on. ``takes_driver``: a GPU role, handed the node's driver
+    the rest of the deploy goes on; each of its operations is a meeting of every host
+    (gpuinfra_deploy/pyinfra_patches/schedule.py), as pyinfra runs every operation.
+    ``takes_driver``: a GPU role, handed the node's driver
     release (one per node for the run, so the GPU roles agree on one version).
     ``reads``: other roles whose knobs this one reads (the driver release is resolved from
     nvidia_driver's): run alone, their keys are judged with its own.
@@ -65,8 +68,9 @@ class Role:
             args: tuple[Any, ...] = ()
             if self.takes_driver:
                 args = (site.once(("driver", node.name), lambda: node_driver(site, node)),)
-            if self.needs_head:
-                self.deploy(site, node, *args, _if=site.head_up)
+            if self.needs_head:  # every operation a meeting of all hosts (schedule.py)
+                with meeting():
+                    self.deploy(site, node, *args, _if=site.head_up)
             else:
                 self.deploy(site, node, *args)
         except GpuinfraError as exc:  # a role refusing what it was given: its words, no trace

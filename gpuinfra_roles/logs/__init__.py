@@ -115,6 +115,7 @@ from gpuinfra_deploy.ops.boot import BootNeeds, boot_order
 from gpuinfra_deploy.ops.checked import check_script, checked_files
 from gpuinfra_deploy.ops.from_head import Copy, files_from_head
 from gpuinfra_deploy.ops.made_on_host import secret_files
+from gpuinfra_deploy.pyinfra_patches.schedule import meeting
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
 
@@ -189,19 +190,21 @@ def logs(site: Site, node: NodeSpec) -> None:
         apt.packages(name="Install systemd-journal-remote (its uploader)",
                      packages=distro["packages"], no_recommends=True, update=True,
                      cache_time=APT_CACHE_S)
-    # One operation of every host: pyinfra runs it on the head after the credentials above,
-    # so each node's copy below waits for them (pyinfra orders a run's operations as a DAG of
-    # each host's sequence; an operation shared by the head and a node joins the two).
-    files.directory(name=f"{TLS_DIR}: root, public certificates (0755)", path=TLS_DIR,
-                    user="root", group="root", mode="755")
+    # One operation of every host, a meeting (gpuinfra_deploy/pyinfra_patches/schedule.py):
+    # it runs on a node once the head has made the credentials above, so each node's copy
+    # below finds them.
+    with meeting():
+        files.directory(name=f"{TLS_DIR}: root, public certificates (0755)", path=TLS_DIR,
+                        user="root", group="root", mode="755")
     if node.is_head:
         _receiver(head, data, distro, renewed)
     else:
         uploader = _uploader(site, node, head, distro)
     # Shared again: the nodes start their uploaders only once the head's receiver runs (an
     # uploader started before it fails and waits 10 s: a second deploy would start it again).
-    files.file(name=f"{CA_CERT}: the logs CA's certificate, public (0644)", path=CA_CERT,
-               user="root", group="root", mode="644")
+    with meeting():
+        files.file(name=f"{CA_CERT}: the logs CA's certificate, public (0644)", path=CA_CERT,
+                   user="root", group="root", mode="644")
     if not node.is_head:
         systemd.service(name="Send this node's journal to the head", service=UPLOAD_SERVICE,
                         running=True, enabled=True)

@@ -205,8 +205,8 @@ def monitoring(site: Site, node: NodeSpec) -> None:
 
     if node.is_head:
         # First on the head: promtool, openssl and bcrypt make and judge the nodes' exporter
-        # credentials, which every node copies in the next step (pyinfra runs an operation on
-        # every host before the next one).
+        # credentials, which every node copies in the next step (a copy from the head waits
+        # for the head's operations before it: gpuinfra_deploy/ops/from_head.py).
         _head_packages(distro)
         if mon.node_exporter_web_security:
             _exporter_credentials(spec)

@@ -287,20 +287,7 @@ def slurm(site: Site, node: NodeSpec) -> None:
     if node.is_head:
         for note in notes:
             logger.warning(f"{host.print_prefix}slurm: {note}")
-    own = node_gres(site, node) if node.is_worker else None
-
-    # slurmd is on the head too, for `slurmd -G`, Slurm's own check of a staged config.
-    packages = [*distro["compute"], *distro["mpi_packages"]]
-    if node.is_head:
-        packages = list(dict.fromkeys([*distro["controller"], *packages]))
-    if own is not None and own.nvml_needed:
-        if not distro["nvml_plugin"]:
-            raise GpuinfraError(f"slurm: {host.name} shares its GPUs with MIG, which Slurm "
-                                "schedules only through NVML; this distribution has no NVML "
-                                "plugin package (use Debian 12 or Ubuntu 24.04)")
-        packages.append(distro["nvml_plugin"])
-    install = apt.packages(name="Install Slurm", packages=packages, no_recommends=True,
-                           update=True, cache_time=APT_CACHE_S)
+    install, _ = _install(site, node)  # planned already when deploy.py ran AHEAD
     files.directory(name=f"{CONF_DIR} exists", path=CONF_DIR, user="root", group="root",
                     mode="755")
     if node.is_worker:
@@ -496,9 +483,8 @@ def dbd_boot_needs(distro: dict[str, Any]) -> BootNeeds:
 
 
 def _accounting(data: Any, distro: dict[str, Any], spec: ClusterSpec) -> None:
-    """slurmdbd with MariaDB on the head; the database user authenticates by unix socket."""
-    apt.packages(name="Install MariaDB and slurmdbd", packages=list(distro["accounting"]),
-                 no_recommends=True, update=True, cache_time=APT_CACHE_S)
+    """slurmdbd with MariaDB on the head (installed by :func:`_install`); the database user
+    authenticates by unix socket."""
     systemd.service(name="Run MariaDB", service=distro["mariadb_service"], running=True,
                     enabled=True)
     db, user = data["slurm_db_name"], data["slurm_db_user"]
@@ -521,6 +507,46 @@ def _run(service: str, config: Any) -> None:
                     restarted=True, _if=lambda: was_running and config.did_change())
 
 
+def _install(site: Site, node: NodeSpec) -> tuple[Any, Any]:
+    """Slurm's packages on this node, and MariaDB with slurmdbd on a head that keeps
+    accounting: planned once per node, early by :data:`AHEAD` (deploy.py) or else here. Their
+    services wait for their files (Debian's units start nothing without slurm.conf or
+    slurmdbd.conf); MariaDB starts on its defaults and is configured below."""
+
+    def plan() -> tuple[Any, Any]:
+        distro = DISTRO[host_distro()]
+        # slurmd is on the head too, for `slurmd -G`, Slurm's own check of a staged config.
+        packages = [*distro["compute"], *distro["mpi_packages"]]
+        if node.is_head:
+            packages = list(dict.fromkeys([*distro["controller"], *packages]))
+        own = node_gres(site, node) if node.is_worker else None
+        if own is not None and own.nvml_needed:
+            if not distro["nvml_plugin"]:
+                raise GpuinfraError(f"slurm: {host.name} shares its GPUs with MIG, which Slurm "
+                                    "schedules only through NVML; this distribution has no "
+                                    "NVML plugin package (use Debian 12 or Ubuntu 24.04)")
+            packages.append(distro["nvml_plugin"])
+        slurm = apt.packages(name="Install Slurm", packages=packages, no_recommends=True,
+                             update=True, cache_time=APT_CACHE_S, _if=site.head_up)
+        dbd = None
+        if site.spec.slurm_accounting and node.is_head:
+            dbd = apt.packages(name="Install MariaDB and slurmdbd",
+                               packages=list(distro["accounting"]), no_recommends=True,
+                               update=True, cache_time=APT_CACHE_S, _if=site.head_up)
+        return slurm, dbd
+
+    return site.once(("slurm packages", node.name), plan)
+
+
+@deploy("slurm")
+def slurm_packages(site: Site, node: NodeSpec) -> None:
+    """Only the packages (:func:`_install`), each node at its own pace: deploy.py runs this
+    before the roles that need the head, where every host meets
+    (gpuinfra_deploy/pyinfra_patches/schedule.py), so that the head installs Slurm and MariaDB
+    while the workers install their driver, not after."""
+    _install(site, node)
+
+
 def applies(site: Site, node: NodeSpec) -> bool:
     """Slurm nodes: slurmctld on the head, slurmd on the workers."""
     return "slurm" in node.schedulers
@@ -530,3 +556,5 @@ def applies(site: Site, node: NodeSpec) -> bool:
 # file beside this one and another project's deploy all run ``ROLE.apply``.
 ROLE = Role("slurm", slurm, applies, needs_head=True, reads=("health", "monitoring"))
 apply = ROLE.apply
+AHEAD = Role("slurm", slurm_packages, applies, reads=("health", "monitoring"))
+packages_ahead = AHEAD.apply

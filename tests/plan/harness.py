@@ -49,6 +49,7 @@ from gpuinfra_deploy.plan import (
 )
 from gpuinfra_deploy.plan import answer as _answer
 from gpuinfra_deploy.plan import decode as _decode
+from gpuinfra_deploy.pyinfra_patches.schedule import meetings_of
 
 __all__ = ["DEPLOY", "FACTS", "REPO", "ClusterPlan", "FakeHost", "MissingFact", "Plan",
            "PlannedOp", "load_facts", "plan", "plan_cluster", "plan_hosts", "upload_text",
@@ -137,6 +138,8 @@ class ClusterPlan:
 
     plans: Mapping[str, Plan]
     order: tuple[tuple[str, str], ...]
+    # the operations (names) that are meetings of every host (pyinfra_patches/schedule.py)
+    meetings: frozenset[str] = frozenset()
 
     def position(self, host: str, words: str) -> int:
         """Where the one operation of ``host`` named like ``words`` runs in ``order``."""
@@ -176,7 +179,9 @@ def plan_hosts(deploy_func: Callable[..., Any], hosts: Sequence[FakeHost],
         order = tuple((host.name, ", ".join(sorted(state.get_op_meta(op_hash).names)))
                       for op_hash in op_order
                       for host in chosen if op_hash in state.ops[host])
-    return ClusterPlan(plans, order)
+        meetings = frozenset(", ".join(sorted(state.get_op_meta(op_hash).names))
+                             for op_hash in meetings_of(state))
+    return ClusterPlan(plans, order, meetings)
 
 
 def plan_cluster(deploy_func: Callable[..., Any], hosts: Sequence[FakeHost], target: str,

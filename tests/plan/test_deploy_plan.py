@@ -28,3 +28,23 @@ def test_a_failed_head_stops_the_scheduler_roles_everywhere_and_nothing_else():
     plan = plan_hosts(DEPLOY, [HEAD, WORKER], ["gpu1"], SITE, failed=["head"]).plans["gpu1"]
     assert _changing(plan, "munge |") == [] and _changing(plan, "slurm |") == []
     assert _changing(plan, "nvidia_driver |") and _changing(plan, "common |")
+
+
+def test_the_hosts_meet_where_one_needs_another_and_nowhere_else():
+    """Each host runs at its own pace (gpuinfra_deploy/pyinfra_patches/schedule.py) except at
+    a meeting: every operation of the roles that need the head, and the copies of files made
+    on the head. A role of one host alone (the driver, the base packages) has none."""
+    data = {**SITE, "logs_enabled": True}
+    cluster = plan_hosts(DEPLOY, [HEAD, WORKER], ["gpu1"], data)
+    names = {op for _, op in cluster.order}
+    ahead = {"slurm | Install Slurm"}  # planned before munge, each host at its own pace
+    for role in ("munge |", "slurm |"):
+        ours = {op for op in names if op.startswith(role)} - ahead
+        assert ours and ours <= cluster.meetings, role
+    assert not ahead & cluster.meetings
+    assert cluster.position("gpu1", "Install Slurm") < cluster.position("gpu1", "Install munge")
+    for role in ("common |", "nvidia_driver |", "health |"):
+        assert not {op for op in names if op.startswith(role)} & cluster.meetings, role
+    copies = {op for op in names if "from the head" in op}
+    assert copies and copies <= cluster.meetings  # the logs' client key and certificates
+    assert any(op.startswith("logs |") and "public (0644)" in op for op in cluster.meetings)
