@@ -24,8 +24,9 @@ fail percent every host stops at its next operation and the run ends with pyinfr
 pyinfra's callbacks see each operation start once (its first host) and end once (its last).
 Since the hosts' lines of different operations interleave, each line a host prints during an
 operation names it (``[lab-worker1] nvidia_driver | Install the NVIDIA driver: Success``:
-:func:`print_prefix`, in place of pyinfra's ``Host.print_prefix``), and no ``--> Starting
-operation`` heading is printed. ``GPUINFRA_PACED=off``, ``--serial``, ``--no-wait``
+:func:`print_prefix`, in place of pyinfra's ``Host.print_prefix``; a run of one operation,
+such as ``pyinfra exec``, prints as pyinfra does), and no ``--> Starting operation`` heading is
+printed. ``GPUINFRA_PACED=off``, ``--serial``, ``--no-wait``
 or any operation with ``_serial``/``_parallel`` give pyinfra's own order.
 """
 
@@ -186,7 +187,8 @@ class Paced:
             if op not in self.started:
                 self.started.add(op)
                 self.state.trigger_callbacks("operation_start", op)
-            _DOING[host] = ", ".join(sorted(self.state.get_op_meta(op).names)) or str(op)
+            if len(self.order) > 1:  # one operation (`pyinfra exec`): nothing interleaves
+                _DOING[host] = ", ".join(sorted(self.state.get_op_meta(op).names)) or str(op)
             try:
                 ok = pyinfra_operations._run_host_op_with_context(self.state, host, op)
             finally:

@@ -210,3 +210,6 @@ def test_each_line_a_host_prints_names_its_operation(ops, monkeypatch):
     assert sorted(said) == sorted([plain(Host("head")) + schedule.format_text("o1", "blue") + ": ",
                                    plain(Host("w1")) + schedule.format_text("o2", "blue") + ": "])
     assert engine._print_prefix(Host("head")) == plain(Host("head"))  # outside an operation
+    said.clear()  # one operation (`pyinfra exec ... -- hostname`): pyinfra's lines, as parsed
+    schedule.run_ops(FakeState({"head": ["o1"], "w1": ["o1"]}), original=not_called)
+    assert sorted(said) == sorted([plain(Host("head")), plain(Host("w1"))])
