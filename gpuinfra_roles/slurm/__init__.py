@@ -287,7 +287,7 @@ def slurm(site: Site, node: NodeSpec) -> None:
     if node.is_head:
         for note in notes:
             logger.warning(f"{host.print_prefix}slurm: {note}")
-    install, _ = _install(site, node)  # planned already when deploy.py ran AHEAD
+    install = _install(site, node)  # planned already when deploy.py ran AHEAD
     files.directory(name=f"{CONF_DIR} exists", path=CONF_DIR, user="root", group="root",
                     mode="755")
     if node.is_worker:
@@ -507,13 +507,14 @@ def _run(service: str, config: Any) -> None:
                     restarted=True, _if=lambda: was_running and config.did_change())
 
 
-def _install(site: Site, node: NodeSpec) -> tuple[Any, Any]:
-    """Slurm's packages on this node, and MariaDB with slurmdbd on a head that keeps
-    accounting: planned once per node, early by :data:`AHEAD` (deploy.py) or else here. Their
-    services wait for their files (Debian's units start nothing without slurm.conf or
-    slurmdbd.conf); MariaDB starts on its defaults and is configured below."""
+def _install(site: Site, node: NodeSpec) -> Any:
+    """Slurm's packages on this node (the operation returned: slurmd is turned off on the
+    head after it), and MariaDB with slurmdbd on a head that keeps accounting: planned once
+    per node, early by :data:`AHEAD` (deploy.py) or else here. Their services wait for their
+    files (Debian's units start nothing without slurm.conf or slurmdbd.conf); MariaDB starts
+    on its defaults and is configured below."""
 
-    def plan() -> tuple[Any, Any]:
+    def plan() -> Any:
         distro = DISTRO[host_distro()]
         # slurmd is on the head too, for `slurmd -G`, Slurm's own check of a staged config.
         packages = [*distro["compute"], *distro["mpi_packages"]]
@@ -528,12 +529,11 @@ def _install(site: Site, node: NodeSpec) -> tuple[Any, Any]:
             packages.append(distro["nvml_plugin"])
         slurm = apt.packages(name="Install Slurm", packages=packages, no_recommends=True,
                              update=True, cache_time=APT_CACHE_S, _if=site.head_up)
-        dbd = None
         if site.spec.slurm_accounting and node.is_head:
-            dbd = apt.packages(name="Install MariaDB and slurmdbd",
-                               packages=list(distro["accounting"]), no_recommends=True,
-                               update=True, cache_time=APT_CACHE_S, _if=site.head_up)
-        return slurm, dbd
+            apt.packages(name="Install MariaDB and slurmdbd",
+                         packages=list(distro["accounting"]), no_recommends=True,
+                         update=True, cache_time=APT_CACHE_S, _if=site.head_up)
+        return slurm
 
     return site.once(("slurm packages", node.name), plan)
 
