@@ -12,8 +12,9 @@ and parsed by :func:`node_state`. :func:`plan_gpu` compares one GPU with its lay
   its compute instances;
 - the GPU instances to create (largest first, each with its default compute instance, ``-C``),
   and compute instances missing in kept GPU instances;
-- a refusal, naming the processes, when the GPU would lose a mode or an instance while
-  processes run on it; a refusal when the layout has no valid placement on the GPU.
+- a refusal, naming the processes, when the GPU would change its MIG mode (either way: the
+  change resets the GPU) or lose an instance while processes run on it; a refusal when the
+  layout has no valid placement on the GPU.
 
 Placements come from :class:`gpuinfra.knowledge.gpus.MigProfile` (``-lgipp``, with sources).
 Pure: no I/O, the commands are returned as text for the role to run.
@@ -278,7 +279,9 @@ def plan_gpu(state: GpuMigState, layout: Mapping[str, int], model: GpuModel) -> 
     set_mode = None if state.mig_current or state.mig_pending else True
     if not state.mig_current:  # instances come once the mode is current (same run or boot)
         plan = GpuPlan(state.index, set_mode=set_mode, create=creation_order(model, wanted))
-        return _pending(state, plan)
+        # Turning MIG on resets the GPU under its processes too (NVML's nvmlDeviceSetMigMode:
+        # the device is unbound or reset, NVML_ERROR_IN_USE while it is not idle).
+        return _refuse_if_busy(state, _pending(state, plan))
     destroy, create, notes = _instance_difference(state, wanted, model)
     destroyed = {g.instance_id for g in destroy}
     add_compute = tuple(g.instance_id for g in state.instances

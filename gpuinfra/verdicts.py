@@ -184,19 +184,22 @@ def check_system(
     p2p: Sequence[P2PMatrix] = (),
     nvlink: NvlinkStatus | None = None,
     fabric: FabricReport | None = None,
+    gpu_names: Sequence[str] | None = None,
 ) -> list[Finding]:
     """Check captured outputs against ``profile`` for ``gpu_count`` GPUs.
 
     model_key names the GPU model (inferred from the nvlink GPU names when None); min_links
-    overrides the per-pair NVLink minimum. Returns one Finding per check, passes included, in
-    order: gpu-count, gpu-model, profile, then (if the count is right) nvlink-topology per
-    pair, p2p-<mode> per pair and matrix, nvlink-links per GPU, fabric per GPU (from
-    `nvidia-smi -q`). Raises GpuinfraError for an unknown profile or model.
+    overrides the per-pair NVLink minimum; gpu_names: the names the GPU listing
+    (``nvidia-smi --query-gpu=name`` / ``-L``) gives, one per GPU, when it was read. Returns
+    one Finding per check, passes included, in order: gpu-count, gpu-model, profile, then (if
+    the count is right) nvlink-topology per pair, p2p-<mode> per pair and matrix,
+    nvlink-links per GPU, fabric per GPU (from `nvidia-smi -q`). Raises GpuinfraError for an
+    unknown profile or model.
     """
     prof = _profile(profile)
     model = _model(model_key, nvlink)
-    findings = [_check_count(gpu_count, topo, p2p, nvlink, fabric)]
-    findings += _check_model(model_key, model, nvlink)
+    findings = [_check_count(gpu_count, topo, p2p, nvlink, fabric, gpu_names)]
+    findings += _check_model(model_key, model, _named_gpus(gpu_names, fabric, nvlink))
     findings.append(_check_profile(prof, model, gpu_count))
     if not prof.checks_pairs:
         return findings
@@ -284,15 +287,19 @@ def _check_count(
     p2p: Sequence[P2PMatrix],
     nvlink: NvlinkStatus | None,
     fabric: FabricReport | None = None,
+    gpu_names: Sequence[str] | None = None,
 ) -> Finding:
     """gpu-count: every complete view of the node lists exactly ``gpu_count`` GPUs."""
-    seen = _gpu_counts(gpu_count, topo, p2p, nvlink)
+    seen = [("nvidia-smi --query-gpu", len(gpu_names))] if gpu_names is not None else []
+    seen += _gpu_counts(gpu_count, topo, p2p, nvlink)
     if fabric is not None:
         seen.append(("nvidia-smi -q", len(fabric.gpus)))
     expected = f"{gpu_count} GPUs"
     if not seen:
-        return Finding("gpu-count", "node", expected, "no topo/p2p/nvlink output to count",
-                       "warn", "nothing was captured", "capture `nvidia-smi topo -m`")
+        return Finding("gpu-count", "node", expected, "no GPU list or topo/p2p/nvlink output "
+                       "to count", "warn", "nothing was captured",
+                       "capture `nvidia-smi --query-gpu=index,name --format=csv` or "
+                       "`nvidia-smi topo -m`")
     observed = "; ".join(f"{source}: {count}" for source, count in seen)
     counts = [count for _, count in seen]
     if min(counts) < gpu_count:
@@ -329,20 +336,39 @@ def _gpu_counts(
     return seen
 
 
-def _check_model(
-    model_key: str | None, model: GpuModel | None, nvlink: NvlinkStatus | None
-) -> list[Finding]:
-    """gpu-model: the nvlink GPU names match the spec's model (no finding when unknown)."""
-    if model_key is None or model is None or nvlink is None or not nvlink.gpus:
+def _named_gpus(gpu_names: Sequence[str] | None, fabric: FabricReport | None,
+                nvlink: NvlinkStatus | None) -> list[str]:
+    """The GPU names the driver printed, from the first output that has them: the GPU
+    listing, then ``nvidia-smi -q``, then ``nvlink --status`` (which prints nothing on GPUs
+    without NVLink, and on one SXM GPU without its NVSwitch peers:
+    tests/fixtures/device/h100-80gb-hbm3-vm-drv580.159.04/nvlink-status.txt)."""
+    if gpu_names:
+        return [name for name in gpu_names if name]
+    if fabric is not None and fabric.gpus:
+        return [gpu.name for gpu in fabric.gpus.values() if gpu.name]
+    return nvlink.names if nvlink is not None else []
+
+
+def _check_model(model_key: str | None, model: GpuModel | None,
+                 names: Sequence[str]) -> list[Finding]:
+    """gpu-model: every GPU's name is one of the spec's model (knowledge.gpus smi_names); a
+    name the table does not know is a warning, not a pass."""
+    if model_key is None or model is None or not names:
         return []
-    found = _model_from_names(nvlink)
-    names = ", ".join(sorted(set(nvlink.names)))
-    if found is None or found.key == model.key:
-        severity = "ok" if found is not None else "warn"
-        cause = "" if found is not None else "GPU name not in the knowledge table"
-        return [Finding("gpu-model", "node", model.key, names, severity, cause)]
-    return [Finding("gpu-model", "node", model.key, f"{names} ({found.key})", "fail",
-                    "the node has different GPUs than the spec declares", SPEC_FIX)]
+    seen = {name: model_for_smi_name(name) for name in names}
+    shown = ", ".join(sorted(seen))
+    wrong = {name: found for name, found in seen.items()
+             if found is not None and found.key != model.key}
+    if wrong:
+        keys = ", ".join(sorted({found.key for found in wrong.values()}))
+        return [Finding("gpu-model", "node", model.key, f"{shown} ({keys})", "fail",
+                        "the node has different GPUs than the spec declares", SPEC_FIX)]
+    if any(found is None for found in seen.values()):
+        return [Finding("gpu-model", "node", model.key, shown, "warn",
+                        "GPU name not in the knowledge table (gpuinfra/knowledge/gpus.py "
+                        "smi_names)", "add the name to the model's smi_names if it is that "
+                        "model; else correct gpu_model")]
+    return [Finding("gpu-model", "node", model.key, shown, "ok")]
 
 
 def _check_profile(prof: TopologyProfile, model: GpuModel | None, gpu_count: int) -> Finding:

@@ -134,7 +134,8 @@ def _gpus(expect: Expectation, reading: Mapping[str, Output]) -> list[Finding]:
         p2p = [parsed[m] for m in ("p2p-r", "p2p-w") if parsed.get(m) is not None]
         findings += check_system(want.topology, want.count, want.model, topo=parsed.get("topo"),
                                  p2p=p2p, nvlink=parsed.get("nvlink"),
-                                 fabric=parsed.get("fabric"))
+                                 fabric=parsed.get("fabric"),
+                                 gpu_names=[g.name or "" for g in gpus])
     if want.persistence_mode:
         findings += _persistence(gpus)
     findings += _remapped(gpus, reading.get("remapped"))

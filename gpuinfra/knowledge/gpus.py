@@ -135,8 +135,10 @@ _PLACE_1, _PLACE_2_1G, _PLACE_2, _PLACE_4, _PLACE_0 = (
     tuple(range(7)), (0, 2, 4, 6), (0, 2, 4), (0, 4), (0,))
 
 
-# UNVERIFIED (knowledge audit 9735030 row 3): these start slots are also used for H200 141GB, H200
-# NVL, GH200 96/144GB, H20, B200 and GB200: no `-lgipp` capture of any of them was found (the MIG
+# The same slots, names and counts on a real H200 141GB (`-lgip`/`-lgipp`, driver 580.159.04:
+# tests/fixtures/device/h200-141gb-vm-drv580.159.04, held by tests/unit/test_device_h200.py).
+# UNVERIFIED (knowledge audit 9735030 row 3): these start slots are also used for H200 NVL,
+# GH200 96/144GB, H20, B200 and GB200: no `-lgipp` capture of any of them was found (the MIG
 # guide gives the same sizes and counts only). A wrong slot is refused at the gate or fails `-cgi`
 # on the node (nothing half-made); the first real capture belongs in tests/fixtures/mig.
 def _mig_7(g1: str, g1_large: str, g2: str, g3: str, g4: str, g7: str) -> dict[str, MigProfile]:
@@ -276,6 +278,8 @@ _MODELS: tuple[GpuModel, ...] = (
     # H200 141GB: 18 NVLink 4 links (HGX H200 spec, nccl-tests#272); the per-link 26.562 is
     # inferred (same PHY as H100; no H200 `nvlink -s` capture exists). Name: fixture
     # nvidia-smi-query-gpu/h200-8gpu-...; MIG: ConfigMap filter 0x2335; MIG guide: R550 minimum.
+    # Name, PCI ID 2335, 143771 MiB and the MIG profiles seen on a real one: tests/fixtures/
+    # device/h200-141gb-vm-drv580.159.04 (its NVLink was not: one GPU without its board).
     GpuModel(
         key="H200-SXM-141GB", smi_names=("NVIDIA H200",), pci_ids=("2335",), memory_gb=141,
         form_factor="SXM5",

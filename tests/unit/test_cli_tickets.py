@@ -74,9 +74,9 @@ def test_a_healthy_hgx_is_one_line_per_check(capsys):
     assert main([*HGX, "--topo", str(TOPO_H100), "--p2p", f"r:{P2P_H100}",
                  "--smi-q", str(SMIQ_H100), "--host", "hgx01"]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0] == "hgx01 (8x H100-SXM5-80GB, nvswitch-all-to-all): PASS, 66 checks"
+    assert out.splitlines()[0] == "hgx01 (8x H100-SXM5-80GB, nvswitch-all-to-all): PASS, 67 checks"
     assert "ok    nvlink-topology  28 pairs: NV18 (expected NV>=18)" in out
-    assert len(out.splitlines()) == 6 and _widest(out) <= 100  # was 69 lines, 122 columns
+    assert len(out.splitlines()) == 7 and _widest(out) <= 100  # was 69 lines, 122 columns
 
 
 def test_a_whole_fabric_failure_is_one_cause_over_all_pairs_no_bridge(capsys):

@@ -99,7 +99,7 @@ def test_gpu_not_registered_with_the_fabric_fails():
 def test_fabric_is_not_judged_before_nvlink_4_or_without_switches():
     a10 = parse_fabric(A10_Q.read_text())
     assert [f.check for f in check_system("pcie-only", 1, "A10", fabric=a10)] == \
-        ["gpu-count", "profile"]
+        ["gpu-count", "gpu-model", "profile"]
     na = h100_text().replace("Completed", "N/A").replace(": Success", ": N/A")  # DERIVED
     findings = check_system("nvswitch-all-to-all", 8, "A100-SXM4-80GB", fabric=parse_fabric(na))
     assert not [f for f in findings if f.check == "fabric"]
