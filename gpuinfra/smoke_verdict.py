@@ -23,7 +23,7 @@ from typing import Any
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge.nccl import PLATEAU_MIN_BYTES, BusbwThreshold
 from gpuinfra.nccl_verdict import SOCKET_CAUSE, SOCKET_FIX, _busbw_cause, _busbw_fix
-from gpuinfra.parsers.nccl import size_text
+from gpuinfra.parsers.nccl import NETWORK, size_text
 from gpuinfra.smoke_job import END_MARK, HOSTS_MARK, JOB_MARK, MARK
 from gpuinfra.verdicts import Finding
 
@@ -68,7 +68,6 @@ _TR_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
 _TR_WHY = re.compile(r"^\s*(?:traceback|error_file)\s*:\s*(.+)$")
 _EXCEPTION = re.compile(r"^(?:\[rank\d+\]: ?)?([A-Za-z_][\w.]*(?:Error|Exception|Interrupt)"
                         r"(?::.*)?)$")
-_NET = re.compile(r"NCCL INFO (?:NET/(IB|Socket)\b|Using network (\S+))")
 
 
 @dataclass(frozen=True)
@@ -156,10 +155,8 @@ def _failure_line(line: str, log: SmokeLog, block: dict[str, Any]) -> None:
                 log.srun_nodes.append(name)
     if (m := _SRUN_TASK.search(line)) is not None and "xited with exit code 0" not in m[3]:
         log.crashes.append(Crash(None, m[1], _code(m[3]), f"srun: task {m[2]}: {m[3]}"))
-    if (m := _NET.search(line)) is not None:
-        net = m[1] or m[2]
-        if net not in log.networks:
-            log.networks.append(net)
+    if (m := NETWORK.search(line)) is not None and m[1].strip() not in log.networks:
+        log.networks.append(m[1].strip())  # the NCCL-tests parser's reading (parsers/nccl.py)
     if _TR_START.match(line):
         if block:
             _close(block, log)
@@ -339,7 +336,8 @@ def _transport(log: SmokeLog, expected: Expected) -> Finding:
     want = "IB" if expected.rdma else "Socket"
     label = f"NCCL network {want}" + (" (the nodes have RDMA NICs)" if expected.rdma else "")
     if not log.networks:
-        return Finding("transport", "job", label, "no NET/ line (NCCL_DEBUG unset)", "warn",
+        return Finding("transport", "job", label, "no 'Using network' line (NCCL_DEBUG unset)",
+                       "warn",
                        "the log does not say which network NCCL used",
                        "run with NCCL_DEBUG=INFO (the generated script sets it)")
     observed = ", ".join(log.networks)
@@ -356,6 +354,11 @@ def _busbw(log: SmokeLog, expected: Expected, threshold: BusbwThreshold | None) 
     if expected.backend == "gloo":
         return Finding("busbw", "job", "reported (gloo on CPUs: no floor, the run proves the "
                        "launch path)", observed, "ok")
+    if expected.world_size == 1:  # 2(n-1)/n = 0: one rank's all-reduce moves no data
+        return Finding("busbw", "job", "two ranks or more to measure", observed, "warn",
+                       "one rank: an all-reduce over one rank moves no data, so the run "
+                       "proves the NCCL path, not a bandwidth",
+                       "run it on two GPUs or more (--nodes, or a node with more GPUs)")
     if threshold is None:
         return Finding("busbw", "job", "a floor for this fabric", observed, "warn",
                        "no NCCL floor for this shape (no spec given, or none is known)",

@@ -33,7 +33,11 @@ _RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S
                    r"device\s+(\d+)\s+\[([^\]]*)\]\s+(.*)$")
 _OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s+(OK|FAILED)")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+)")
-_NETWORK = re.compile(r"NCCL INFO Using network (.+)$")
+# The network NCCL chose (IB, Socket or a plugin's name). Only this line says it: the
+# "NET/IB : ..." lines come before the choice, and NCCL 2.28 prints "NET/IB : Using [RO]; OOB
+# eth0" on a host with no IB device (tests/fixtures/device/h200-141gb-vm-drv580.159.04/
+# smoke-nccl-1gpu.txt: "NET/IB : No device found.", then "Using network Socket").
+NETWORK = re.compile(r"NCCL INFO Using network (.+)$")
 # NCCL_DEBUG=INFO lines saying whether NVLink SHARP (NVLS) can be used.
 _NVLS_OFF = re.compile(r"NVLS multicast support is not available|"
                        r"NCCL_NVLS_ENABLE set by environment to 0")
@@ -188,7 +192,7 @@ class _State:
             self.nvls = False
         elif _NVLS_ON.search(line) and self.nvls is None:
             self.nvls = True
-        if (net := _NETWORK.search(line)) is not None and net[1] not in self.networks:
+        if (net := NETWORK.search(line)) is not None and net[1] not in self.networks:
             self.networks.append(net[1])
         elif (version := _VERSION.search(line)) is not None and self.version is None:
             self.version = version[1]

@@ -20,11 +20,13 @@ from gpuinfra.health.judge import judge
 from gpuinfra.health.probes import probes
 from gpuinfra.knowledge.gpus import GPU_MODELS
 from gpuinfra.migplan import compute_processes, node_state, plan_node
+from gpuinfra.nccl_verdict import SOCKET_CAUSE
 from gpuinfra.parsers.fabric import parse_fabric
 from gpuinfra.parsers.gpus import parse_gpus
 from gpuinfra.parsers.mig import available_profiles, parse_mig
 from gpuinfra.parsers.nvlink import parse_nvlink
 from gpuinfra.parsers.processes import parse_compute_apps
+from gpuinfra.smoke_verdict import Expected, expected_from_log, judge_smoke, parse_smoke
 from gpuinfra.verdicts import check_system, failures
 from gpuinfra_deploy.facts.nvidia import NvidiaMigState
 
@@ -153,7 +155,8 @@ def test_every_capture_has_its_command_and_the_index_names_the_folder() -> None:
     with (H200 / "commands.tsv").open() as handle:
         commands = {row["name"]: int(row["rc"]) for row in csv.DictReader(handle, delimiter="\t")}
     run_sh = {"compute-apps-busy", "mig-state", "mig-state-busy", "nvidia-smi-busy"}
-    assert {p.stem for p in H200.glob("*.txt")} - {"red-run"} == set(commands) | run_sh
+    others = {"red-run", "smoke-nccl-1gpu"}  # run-red.sh's and run-smoke.sh's output
+    assert {p.stem for p in H200.glob("*.txt")} - others == set(commands) | run_sh
     for name in ("nvidia-smi-q", "topo-m", "mig-lgip", "mig-lgipp", "compute-apps"):
         assert commands[name] == 0, f"{name} did not answer on the device"
     assert f"## {H200.name}" in (H200.parent / "INDEX.md").read_text()
@@ -177,3 +180,27 @@ def test_a_gpu_name_the_knowledge_lacks_is_a_warning_not_a_pass() -> None:
     model = next(f for f in found if f.check == "gpu-model")
     assert (model.severity, model.observed) == ("warn", "NVIDIA H201")
     assert "smi_names" in model.cause
+
+
+def test_the_smoke_jobs_nccl_path_ran_on_a_real_gpu() -> None:
+    """run-smoke.sh: the training script's CUDA and NCCL path (the lab runs gloo on CPUs), one
+    rank under torchrun, NCCL_DEBUG=INFO."""
+    log = parse_smoke(_text("smoke-nccl-1gpu.txt"))
+    rank, = log.results
+    assert (rank["backend"], rank["device"], rank["replicas_in_sync"]) == \
+        ("nccl", "NVIDIA H200", True)
+    verdict = {f.check: f for f in judge_smoke(log, expected_from_log(log))}
+    assert not [f for f in verdict.values() if f.failed]
+    assert verdict["busbw"].severity == "warn" and "one rank" in verdict["busbw"].cause
+
+
+def test_nccl_without_ib_is_read_as_sockets() -> None:
+    """NCCL 2.28 on a host without IB prints "NET/IB : No device found." and even "NET/IB :
+    Using [RO]; OOB eth0" before "Using network Socket". The smoke judge read those NET/IB
+    lines as IB used: on a cluster with RDMA NICs, a job on sockets passed its transport check
+    (observed "IB, Socket"). It now reads only the choice, as the NCCL-tests parser does."""
+    log = parse_smoke(_text("smoke-nccl-1gpu.txt"))
+    assert log.networks == ["Socket"]
+    transport, = [f for f in judge_smoke(log, Expected("nccl", 2, 1, rdma=True))
+                  if f.check == "transport"]
+    assert transport.failed and transport.cause == SOCKET_CAUSE

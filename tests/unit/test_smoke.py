@@ -108,7 +108,9 @@ CRASHED = "\n".join(job_lines() + [
 def nccl_log(net: str, busbw: float) -> str:
     hosts = ("hgx01", "hgx02")
     lines = job_lines("nccl", 2, 8, hosts)
-    lines += [f"hgx01:1234:1300 [0] NCCL INFO NET/{net} : Using [0]mlx5_0:1/IB"]
+    lines += ["hgx01:1234:1300 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB ib0"
+              if net == "IB" else "hgx01:1234:1300 [0] NCCL INFO NET/IB : No device found.",
+              f"hgx01:1234:1300 [0] NCCL INFO Using network {net}"]
     lines += [result(r, hosts[r // 8], 16, "nccl", busbw, 8 * 1024**3) for r in range(16)]
     return "\n".join(lines + ["GPUINFRA-SMOKE-END srun exit 0"])
 
