@@ -35,10 +35,12 @@ from gpuinfra.parsers.topo import TopoMatrix
 SEVERITIES = ("ok", "warn", "fail")
 SPEED_TOLERANCE = 0.01  # a link may read up to 1 % below the generation's rate
 
-MISSING_GPU_CAUSE = "a GPU is missing from the bus, or passthrough/VM configuration hides it"
+MISSING_GPU_CAUSE = ("a GPU is missing from the bus (fell off it: XID 79; not seated or not "
+                     "powered), is bound to another driver (vfio-pci), or passthrough/VM "
+                     "configuration hides it")
 MISSING_GPU_FIX = (
-    "check `lspci -nn | grep -i nvidia`, `dmesg | grep -i -e NVRM -e Xid`; on a VM check the "
-    "hostdev/vfio passthrough config; reseat or replace the GPU"
+    "check `nvidia-smi -L`, `lspci -nnk -d 10de:`, `dmesg | grep -i -e NVRM -e Xid`; on a VM "
+    "check the hostdev/vfio passthrough config; reboot, then reseat or replace the GPU"
 )
 EXTRA_GPU_CAUSE = "the node shows more GPUs than the spec declares (wrong spec, or wrong node)"
 EXTRA_GPU_FIX = "correct the GPU count in the cluster spec, or check this is the intended node"
