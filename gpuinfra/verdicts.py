@@ -296,6 +296,13 @@ def _check_count(
     seen += _gpu_counts(gpu_count, topo, p2p, nvlink)
     if fabric is not None:
         seen.append(("nvidia-smi -q", len(fabric.gpus)))
+    return count_finding(gpu_count, seen)
+
+
+def count_finding(gpu_count: int, seen: Sequence[tuple[str, int]]) -> Finding:
+    """gpu-count: each (source, GPUs it lists) against the spec's ``gpu_count``: fewer is a
+    missing GPU, more an extra one (the one rule: check_system, the health check and the verify
+    suite's driver test)."""
     expected = f"{gpu_count} GPUs"
     if not seen:
         return Finding("gpu-count", "node", expected, "no GPU list or topo/p2p/nvlink output "

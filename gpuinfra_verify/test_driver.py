@@ -20,6 +20,7 @@ from testinfra.host import Host
 from gpuinfra import reboot
 from gpuinfra.runtimes import CONFIG_PATHS, has_nvidia_runtime
 from gpuinfra.spec import NodeSpec
+from gpuinfra.verdicts import count_finding
 from gpuinfra_verify.expect import (
     csv_column,
     device_problems,
@@ -123,12 +124,10 @@ def test_driver_gpu_count(host: Host, node: NodeSpec, reboot_reasons: list[str],
     assert node.gpus is not None
     _loaded_driver_needed(reboot_reasons)
     seen = len(_smi_column(host, node, "index", note))
-    if seen != node.gpus.count:
-        fail(note, problem(
-            node.name, f"the driver sees {seen} GPU(s), the spec says {node.gpus.count}",
-            "a GPU is not seated, fell off the bus (Xid 79), is bound to another driver "
-            "(vfio-pci), or the spec is wrong",
-            "compare `lspci -nnk -d 10de:` with the spec; reseat or fix gpu_count"))
+    found = count_finding(node.gpus.count, [("nvidia-smi --query-gpu=index", seen)])
+    if found.failed:
+        fail(note, problem(node.name, f"{found.observed} GPU(s), the spec says "
+                           f"{found.expected}", found.cause, found.fix))
 
 
 def test_persistence_mode(host: Host, node: NodeSpec, driver: dict[str, Any],
