@@ -9,6 +9,11 @@ with their versions) with the apt sources and preferences it wrote; then another
 gets those sources and preferences (not timed) and every host runs, in parallel, `apt-get
 update` and one `apt-get install` of its packages at those versions (timed: the slowest
 host). Prints both times and their ratio.
+
+The lab's hosts and the deploy's controller share this machine's cores: each deploy also
+prints the controller's own CPU time (pyinfra, planning and SSH included) and the machine's
+busy share over the run, and with ``--solo`` each host's raw install is timed once more alone
+(one host at a time, on a third fresh lab): what the hosts' installs cost without each other.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shlex
 import statistics
 import subprocess
@@ -51,16 +57,40 @@ def manual(podman: Podman, host: str) -> set[str]:
     return set(podman.exec(host, "apt-mark showmanual").split())
 
 
+def cpu_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole machine (/proc/stat's cpu line)."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
+    return sum(values) - idle, sum(values)
+
+
+def busy_since(before: tuple[int, int]) -> float:
+    """The machine's busy share since ``before`` (a :func:`cpu_ticks` reading)."""
+    busy, total = cpu_ticks()
+    return (busy - before[0]) / max(total - before[1], 1)
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def deploy_once() -> float:
-    """The whole deploy, timed; where its time went printed (the slowest operations)."""
+    """The whole deploy, timed; where its time went printed (the slowest operations), with
+    the controller's CPU time and the machine's busy share over the run."""
     with tempfile.TemporaryDirectory() as folder:
         times = Path(folder) / "ops.json"
+        cpu, ticks = children_cpu(), cpu_ticks()
         start = time.monotonic()
         done = sh(str(BIN / "pyinfra"), "-y", "inventory/lab.py", "deploy.py",
                   env={"GPUINFRA_OP_TIMES": str(times)})
         took = time.monotonic() - start
+        cpu, share = children_cpu() - cpu, busy_since(ticks)
         if done.returncode != 0:
             raise SystemExit(f"the deploy failed:\n{done.stderr[-2000:]}")
+        print(f"  controller CPU {cpu:.1f} s ({cpu / took:.2f} of one core over {took:.1f} s); "
+              f"the machine's {os.cpu_count()} cores busy {share:.0%}",
+              flush=True)
         if times.is_file():
             print(where_the_time_went(json.loads(times.read_text()), took), flush=True)
     return took
@@ -103,9 +133,17 @@ def raw_apt(podman: Podman, hosts: list[str], packages: dict[str, list[str]],
         return max(pool.map(install, hosts))
 
 
+def raw_apt_solo(podman: Podman, hosts: list[str], packages: dict[str, list[str]],
+                 apt_tar: dict[str, bytes]) -> dict[str, float]:
+    """Each host's raw install alone, one host after the other (same script, fresh lab)."""
+    return {host: raw_apt(podman, [host], packages, apt_tar) for host in hosts}
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="bench.cold")
     parser.add_argument("--pairs", type=int, default=1)
+    parser.add_argument("--solo", action="store_true",
+                        help="also time each host's raw install alone (a third fresh lab)")
     args = parser.parse_args(argv)
     podman = Podman(Paths(REPO))
     ours, raw = [], []
@@ -125,10 +163,16 @@ def main(argv: list[str]) -> int:
                  f"tar -c -C / -f - {APT_FILES.replace('/etc', 'etc')}"],
                 capture_output=True, env=podman.env, check=True).stdout
         hosts = fresh_lab()
+        ticks = cpu_ticks()
         raw.append(raw_apt(podman, hosts, packages, apt_tar))
+        share = busy_since(ticks)
         print(f"pair: deploy {ours[-1]:.1f} s, raw apt {raw[-1]:.1f} s "
-              f"({sum(len(p) for p in packages.values())} packages over {len(hosts)} hosts)",
-              flush=True)
+              f"({sum(len(p) for p in packages.values())} packages over {len(hosts)} hosts; "
+              f"cores busy {share:.0%} during raw apt)", flush=True)
+        if args.solo:
+            alone = raw_apt_solo(podman, fresh_lab(), packages, apt_tar)
+            print("  raw apt, each host alone: " +
+                  ", ".join(f"{h} {s:.1f} s" for h, s in alone.items()), flush=True)
     sh(str(BIN / "gpuinfra"), "lab", "down")
     a, b = statistics.median(ours), statistics.median(raw)
     print(f"cold deploy median {a:.1f} s, raw apt median {b:.1f} s: {a / b:.2f}x")
