@@ -1,6 +1,7 @@
 """What a real H100 printed (tests/fixtures/device/h100-80gb-hbm3-vm-drv580.159.04, captured
-on the GPU machine lent to this project) read by the same library code as a deploy's verify
-suite, the GPU metrics collector and `gpuinfra check`."""
+on the GPU machine lent to this project; the collector's test also on the H200's captures)
+read by the same library code as a deploy's verify suite, the GPU metrics collector and
+`gpuinfra check`."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 from xml.etree import ElementTree
+
+import pytest
 
 from gpuinfra.health.probes import KERNEL_LOG
 from gpuinfra.knowledge.gpus import GPU_MODELS
@@ -24,14 +27,15 @@ from gpuinfra.verdicts import check_system, failures
 
 DEVICE = Path(__file__).resolve().parents[1] / "fixtures" / "device"
 H100 = DEVICE / "h100-80gb-hbm3-vm-drv580.159.04"
+H200 = DEVICE / "h200-141gb-vm-drv580.159.04"
 
 
 def _text(name: str) -> str:
     return (H100 / f"{name}.txt").read_text()
 
 
-def _commands() -> dict[str, tuple[int, str]]:
-    with (H100 / "commands.tsv").open() as handle:
+def _commands(machine: Path = H100) -> dict[str, tuple[int, str]]:
+    with (machine / "commands.tsv").open() as handle:
         return {row["name"]: (int(row["rc"]), row["command"])
                 for row in csv.DictReader(handle, delimiter="\t")}
 
@@ -103,18 +107,23 @@ def test_judged_as_what_it_is_and_not_as_what_it_is_not() -> None:
     assert "profile" in {f.check for f in failures(_findings("nvswitch-all-to-all", 1))}
 
 
-def test_the_collector_reads_the_captures_as_it_read_the_gpu() -> None:
+@pytest.mark.parametrize("machine", [H100, H200], ids=lambda folder: folder.name)
+def test_the_collector_reads_the_captures_as_it_read_the_gpu(machine: Path) -> None:
     """Fed the captured query outputs, the library writes the series the collector wrote on
     the machine (values of the moment aside: temperature and power drift between runs)."""
-    commands = {command: name for name, (_, command) in _commands().items()}
+    commands = {command: name for name, (_, command) in _commands(machine).items()}
+
+    def text_of(name: str) -> str:
+        return (machine / f"{name}.txt").read_text()
+
     outputs = {}
     for query in QUERIES:
         name = commands[" ".join(query.command())]
-        outputs[query.name] = Output(True, text=_text(name))
+        outputs[query.name] = Output(True, text=text_of(name))
     assert "|| dmesg" in KERNEL_LOG[-1]  # the capture is dmesg's: the fallback reads it
-    text = metrics_text(outputs, Output(True, text=_text("nvlink-status")),
-                        Output(True, text=_text("kernel-log-nvrm")), 1795710849.0)
-    written = (H100 / "collector.prom").read_text()
+    text = metrics_text(outputs, Output(True, text=text_of("nvlink-status")),
+                        Output(True, text=text_of("kernel-log-nvrm")), 1795710849.0)
+    written = (machine / "collector.prom").read_text()
 
     def series(metrics: str) -> set[str]:
         return {line.rsplit(" ", 1)[0] for line in metrics.splitlines()
