@@ -23,7 +23,7 @@ from typing import Any
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge.nccl import PLATEAU_MIN_BYTES, BusbwThreshold
 from gpuinfra.nccl_verdict import SOCKET_CAUSE, SOCKET_FIX, _busbw_cause, _busbw_fix
-from gpuinfra.parsers.nccl import NETWORK, size_text
+from gpuinfra.parsers.nccl import network_chosen, size_text
 from gpuinfra.smoke_job import END_MARK, HOSTS_MARK, JOB_MARK, MARK
 from gpuinfra.verdicts import Finding
 
@@ -155,8 +155,8 @@ def _failure_line(line: str, log: SmokeLog, block: dict[str, Any]) -> None:
                 log.srun_nodes.append(name)
     if (m := _SRUN_TASK.search(line)) is not None and "xited with exit code 0" not in m[3]:
         log.crashes.append(Crash(None, m[1], _code(m[3]), f"srun: task {m[2]}: {m[3]}"))
-    if (m := NETWORK.search(line)) is not None and m[1].strip() not in log.networks:
-        log.networks.append(m[1].strip())  # the NCCL-tests parser's reading (parsers/nccl.py)
+    if (net := network_chosen(line)) is not None and net not in log.networks:
+        log.networks.append(net)
     if _TR_START.match(line):
         if block:
             _close(block, log)

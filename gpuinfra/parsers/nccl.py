@@ -37,7 +37,7 @@ _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+)")
 # "NET/IB : ..." lines come before the choice, and NCCL 2.28 prints "NET/IB : Using [RO]; OOB
 # eth0" on a host with no IB device (tests/fixtures/device/h200-141gb-vm-drv580.159.04/
 # smoke-nccl-1gpu.txt: "NET/IB : No device found.", then "Using network Socket").
-NETWORK = re.compile(r"NCCL INFO Using network (.+)$")
+_NETWORK = re.compile(r"NCCL INFO Using network (.+)$")
 # NCCL_DEBUG=INFO lines saying whether NVLink SHARP (NVLS) can be used.
 _NVLS_OFF = re.compile(r"NVLS multicast support is not available|"
                        r"NCCL_NVLS_ENABLE set by environment to 0")
@@ -45,6 +45,13 @@ _NVLS_ON = re.compile(r"NVLS multicast support is available")
 _VERSION = re.compile(r"NCCL version (\S+)")
 _PROBLEM = re.compile(r"NCCL WARN|NCCL failure|Test failure|srun: error|error:", re.IGNORECASE)
 _INT = re.compile(r"^\d+$")
+
+
+def network_chosen(line: str) -> str | None:
+    """The network NCCL chose, if ``line`` says it (``Using network Socket``: "Socket"). The
+    one reading of it: the NCCL-tests parser here and the smoke job's judge."""
+    found = _NETWORK.search(line)
+    return found[1].strip() if found is not None else None
 
 
 @dataclass(frozen=True)
@@ -192,8 +199,8 @@ class _State:
             self.nvls = False
         elif _NVLS_ON.search(line) and self.nvls is None:
             self.nvls = True
-        if (net := NETWORK.search(line)) is not None and net[1] not in self.networks:
-            self.networks.append(net[1])
+        if (net := network_chosen(line)) is not None and net not in self.networks:
+            self.networks.append(net)
         elif (version := _VERSION.search(line)) is not None and self.version is None:
             self.version = version[1]
         elif _PROBLEM.search(line) and len(self.problems) < 20:
