@@ -7,6 +7,7 @@ nodes, hypervisors...) is the role's own declaration (``applies`` in its ``__ini
 the same one its entry file uses: `pyinfra inventory/<site>.py gpuinfra_roles/<role>/deploy.py`.
 """
 
+from gpuinfra_deploy.run.ahead import packages_ahead
 from gpuinfra_deploy.run.site import this_node
 from gpuinfra_roles import (
     common,
@@ -29,6 +30,13 @@ from gpuinfra_roles import (
 site, node = this_node()
 
 common.apply(site, node)  # hostname, /etc/hosts, apt mirror and proxy, chrony, sysctls: every host
+
+# The distribution's packages of every role below that this host gets, in one apt transaction
+# (not one per role), each host at its own pace: the head installs Slurm, MariaDB and
+# Prometheus while the workers install theirs and their driver (gpuinfra_deploy/run/ahead.py)
+packages_ahead(site, node, [role.ROLE for role in (
+    containerd, vfio, nvidia_driver, fabric_manager, container_toolkit, gpu_sharing, rdma,
+    health, munge, slurm, job_containers, kubernetes, monitoring, logs)])
 containerd.apply(site, node)  # Kubernetes nodes (every host with containerd_everywhere)
 vfio.apply(site, node)  # hypervisors: IOMMU, vfio-pci for the VMs' devices, before any GPU driver
 
@@ -40,10 +48,6 @@ gpu_sharing.apply(site, node)  # MIG layout (kept at boot), MPS daemon: before t
 
 rdma.apply(site, node)  # hosts with rdma_nics, after the driver (nvidia-peermem); ATS, ACS
 health.apply(site, node)  # node health check (Slurm workers, GPU nodes): before slurm.conf names it
-
-# Slurm's packages (and MariaDB on the head), each host at its own pace: the head installs
-# them while the workers install their driver
-slurm.packages_ahead(site, node)
 
 # The scheduler roles need the head: a failed head stops them everywhere; every host meets at
 # each of their steps (gpuinfra_deploy/pyinfra_patches/schedule.py)

@@ -145,6 +145,8 @@ class Render:
     facts_from: dict[str, str] = field(default_factory=dict)  # host -> where its facts came from
     # host -> the commands of its operations, in order (shell text; file uploads as their repr)
     commands: dict[str, list[str]] = field(default_factory=dict)
+    # host -> its operations in order: (name, its commands as in ``commands``)
+    ops: dict[str, list[tuple[str, list[str]]]] = field(default_factory=dict)
 
     def written(self) -> Iterable[RenderedFile]:
         return (f for files in self.files.values() for f in files
@@ -394,9 +396,10 @@ def _render(state: State, inventory: Any, answers: Answers, deploy: Path,
                 op_data = state.get_op_data_for_host(host, op_hash)
                 with ctx_state.use(state), ctx_host.use(host):
                     commands = list(op_data.command_generator())
-                result.commands.setdefault(host.name, []).extend(
-                    raw_command(c) for c in commands)
+                texts = [raw_command(c) for c in commands]
+                result.commands.setdefault(host.name, []).extend(texts)
                 name = ", ".join(sorted(state.get_op_meta(op_hash).names))
+                result.ops.setdefault(host.name, []).append((name, texts))
                 func, kwargs = _op_call(op_data)
                 events = by_op.get((host.name, op_hash), [])
                 asked = sorted({f"{h}: {label}" for h, label, _ in events

@@ -36,6 +36,11 @@ class Role:
     release (one per node for the run, so the GPU roles agree on one version).
     ``reads``: other roles whose knobs this one reads (the driver release is resolved from
     nvidia_driver's): run alone, their keys are judged with its own.
+    ``packages``: ``(site, node) -> names``, the packages of the distribution's own archive
+    this role installs on the node with nothing pinned and nothing of its own before them
+    (the same list its install takes). deploy.py installs every role's in one apt transaction
+    early (:func:`gpuinfra_deploy.run.ahead.packages_ahead`); the role's own install then
+    finds them there. Run alone, the role installs them itself.
     """
 
     name: str
@@ -44,6 +49,7 @@ class Role:
     needs_head: bool = False
     takes_driver: bool = False
     reads: tuple[str, ...] = ()
+    packages: Callable[[Site, NodeSpec], list[str]] | None = None
 
     @property
     def knob_roles(self) -> tuple[str, ...]:

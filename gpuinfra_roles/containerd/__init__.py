@@ -102,8 +102,7 @@ def containerd_configured(sandbox_image: str):
 @deploy("containerd")
 def containerd(site: Site, node: NodeSpec) -> None:
     # Where it runs: applies() below (ROLE.apply never calls it elsewhere).
-    distro = DISTRO[host_distro()]
-    apt.packages(name="Install containerd", packages=[distro["package"]], no_recommends=True,
+    apt.packages(name="Install containerd", packages=packages(site, node), no_recommends=True,
                  update=True, cache_time=APT_CACHE_S)
     files.directory(name="/etc/containerd exists", path="/etc/containerd", user="root",
                     group="root", mode="755")
@@ -118,6 +117,11 @@ def containerd(site: Site, node: NodeSpec) -> None:
     systemd.service(name="Run containerd", service="containerd", running=True, enabled=True)
 
 
+def packages(site: Site, node: NodeSpec) -> list[str]:
+    """The distribution's containerd (deploy.py installs it with the other roles')."""
+    return [DISTRO[host_distro()]["package"]]
+
+
 def applies(site: Site, node: NodeSpec) -> bool:
     """Kubernetes nodes, and every host where containerd_everywhere is set."""
     return runs_containerd(node)
@@ -125,5 +129,5 @@ def applies(site: Site, node: NodeSpec) -> bool:
 
 # The one declaration of where this role applies and how it is called: deploy.py, the entry
 # file beside this one and another project's deploy all run ``ROLE.apply``.
-ROLE = Role("containerd", containerd, applies)
+ROLE = Role("containerd", containerd, applies, packages=packages)
 apply = ROLE.apply

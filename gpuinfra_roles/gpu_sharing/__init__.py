@@ -84,7 +84,7 @@ def _mig(site: Site, node: NodeSpec) -> None:
     assert node.gpus is not None  # the gate gives every MIG node its GPUs
     distro = DISTRO[host_distro()]
     apt.packages(name=f"Install {distro['yaml']} (reads the MIG config back)",
-                 packages=[distro["yaml"]], update=True, cache_time=APT_CACHE_S,
+                 packages=packages(site, node), update=True, cache_time=APT_CACHE_S,
                  no_recommends=True)
     _mig_files(node)
     states = migplan.node_state(host.get_fact(NvidiaMigState) or
@@ -182,6 +182,13 @@ def _mps(node: NodeSpec, driver: DriverRelease) -> None:
                     restarted=unit.will_change or bool(installed and installed.will_change))
 
 
+def packages(site: Site, node: NodeSpec) -> list[str]:
+    """The YAML reader of a MIG node (the MPS daemon is the driver's, pinned: its own)."""
+    if node.settings["gpu_sharing_enabled"] and node.sharing.mode == "mig":
+        return [DISTRO[host_distro()]["yaml"]]
+    return []
+
+
 def applies(site: Site, node: NodeSpec) -> bool:
     """GPU nodes (the role itself says where the spec shares nothing)."""
     return node.gpus is not None
@@ -189,5 +196,5 @@ def applies(site: Site, node: NodeSpec) -> bool:
 
 # The one declaration of where this role applies and how it is called: deploy.py, the entry
 # file beside this one and another project's deploy all run ``ROLE.apply``.
-ROLE = Role("gpu_sharing", gpu_sharing, applies, takes_driver=True)
+ROLE = Role("gpu_sharing", gpu_sharing, applies, takes_driver=True, packages=packages)
 apply = ROLE.apply

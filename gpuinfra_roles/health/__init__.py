@@ -59,8 +59,9 @@ def health(site: Site, node: NodeSpec) -> None:
         files.file(name=f"{EXPECTATION_PATH} absent (health_enabled is False)",
                    path=EXPECTATION_PATH, present=False)
         return
-    apt.packages(name="Install Python 3 (the health check runs on it)", packages=["python3"],
-                 no_recommends=True, update=True, cache_time=APT_CACHE_S)
+    apt.packages(name="Install Python 3 (the health check runs on it)",
+                 packages=packages(site, node), no_recommends=True, update=True,
+                 cache_time=APT_CACHE_S)
     files.directory(name=f"{LIB_DIR} exists", path=LIB_DIR, user="root", group="root",
                     mode="755")
     files.put(name=f"The library the check judges with ({ZIP})", dest=ZIP,
@@ -79,6 +80,11 @@ def health(site: Site, node: NodeSpec) -> None:
                   check=check_script(f"{COMMAND} validate {staged}", "gpuinfra-health", STAGE))
 
 
+def packages(site: Site, node: NodeSpec) -> list[str]:
+    """Python 3, which the check runs on (none where health_enabled is False)."""
+    return ["python3"] if node.settings["health_enabled"] else []
+
+
 def applies(site: Site, node: NodeSpec) -> bool:
     """Slurm workers (their slurmd runs the check) and every GPU node
     (gpuinfra.health.expectation.runs_on)."""
@@ -87,5 +93,5 @@ def applies(site: Site, node: NodeSpec) -> bool:
 
 # The one declaration of where this role applies and how it is called.
 ROLE = Role("health", health, applies, reads=("nvidia_driver", "fabric_manager",
-                                              "gpu_sharing"))
+                                              "gpu_sharing"), packages=packages)
 apply = ROLE.apply

@@ -113,14 +113,33 @@ def oci_gpus(node: NodeSpec) -> bool:
             and bool(s["job_containers_oci_gpus"]))
 
 
+def oci_packages(node: NodeSpec) -> list[str]:
+    """The OCI runtime, runc beside it for the GPU hook's runtime, busybox for the bundle."""
+    data = node.settings
+    runtime = data["job_containers_oci_runtime"]
+    return [runtime, *(["runc"] if oci_gpus(node) and runtime != "runc" else []),
+            *(["busybox-static"] if data["job_containers_oci_bundle"] else [])]
+
+
+def packages(site: Site, node: NodeSpec) -> list[str]:
+    """The runtime's packages from the distribution (the OCI runtime on a worker; what Pyxis
+    builds with): the same lists the role's installs take. Enroot and Apptainer are release
+    .deb files, installed by the role."""
+    runtime = node.settings["job_containers_runtime"]
+    if runtime == "oci" and node.is_worker:
+        return oci_packages(node)
+    if runtime == "enroot-pyxis":
+        return list(DISTRO[host_distro()]["pyxis_build"])
+    return []
+
+
 def _oci(node: NodeSpec, data: Any) -> None:
     runtime = data["job_containers_oci_runtime"]
     gpus = oci_gpus(node)
     bundle = data["job_containers_oci_bundle"]
-    packages = [runtime, *(["runc"] if gpus and runtime != "runc" else []),
-                *(["busybox-static"] if bundle else [])]
-    apt.packages(name=f"Install {' and '.join(packages)} (Slurm's OCI containers)",
-                 packages=packages, no_recommends=True, update=True, cache_time=APT_CACHE_S)
+    needed = oci_packages(node)
+    apt.packages(name=f"Install {' and '.join(needed)} (Slurm's OCI containers)",
+                 packages=needed, no_recommends=True, update=True, cache_time=APT_CACHE_S)
     # The runtime's state (--root), per user, under a directory every user may create in.
     files.put(name=f"{OCI_STATE} made at boot (tmpfiles.d)", dest=OCI_TMPFILES,
               src=StringIO(f"d {OCI_STATE} 1777 root root -\n"), mode="644")
@@ -318,5 +337,5 @@ def applies(site: Site, node: NodeSpec) -> bool:
 
 # The one declaration of where this role applies and how it is called.
 ROLE = Role("job_containers", job_containers, applies, needs_head=True,
-            reads=("container_toolkit",))
+            reads=("container_toolkit",), packages=packages)
 apply = ROLE.apply

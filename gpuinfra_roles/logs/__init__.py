@@ -86,8 +86,8 @@ from gpuinfra.logs_forward import (
     SERVICE,
     check_command,
     forward_conf,
-    packages,
 )
+from gpuinfra.logs_forward import packages as forward_packages
 from gpuinfra.logs_loki import (
     ALLOY_CONFIG,
     ALLOY_SERVICE,
@@ -183,12 +183,12 @@ def logs(site: Site, node: NodeSpec) -> None:
         # First on the head: every node copies its key and certificates from there.
         _fits_the_disk(site, data)
         apt.packages(name="Install systemd-journal-remote, openssl and stunnel",
-                     packages=distro["head"], no_recommends=True, update=True,
+                     packages=_central(node), no_recommends=True, update=True,
                      cache_time=APT_CACHE_S)
         renewed = _credentials(site, head)
     else:
         apt.packages(name="Install systemd-journal-remote (its uploader)",
-                     packages=distro["packages"], no_recommends=True, update=True,
+                     packages=_central(node), no_recommends=True, update=True,
                      cache_time=APT_CACHE_S)
     # One operation of every host, a meeting (gpuinfra_deploy/pyinfra_patches/schedule.py):
     # it runs on a node once the head has made the credentials above, so each node's copy
@@ -229,7 +229,7 @@ def _forward(targets: list[dict[str, Any]]) -> None:
                      commands=[f"systemctl try-restart {SERVICE}"], _if=removed.did_change)
         return
     apt.packages(name="Install rsyslog (forwarding to the site's log store)",
-                 packages=packages(targets), no_recommends=True, update=True,
+                 packages=forward_packages(targets), no_recommends=True, update=True,
                  cache_time=APT_CACHE_S)
     conf = checked_files(
         name=f"{FORWARD_CONF}: the site's log targets, checked by rsyslogd -N1",
@@ -462,6 +462,25 @@ def _staleness(site: Site, node: NodeSpec) -> None:
     _timer("age", {service: age_service(TEXTFILE_DIRECTORY), timer: age_timer()})
 
 
+def _central(node: NodeSpec) -> list[str]:
+    """The central logs' packages: the receiver's, its TLS tools and tunnel on the head,
+    the uploader on the others."""
+    return list(DISTRO[host_distro()]["head" if node.is_head else "packages"])
+
+
+def packages(site: Site, node: NodeSpec) -> list[str]:
+    """The distribution's packages of the central logs and of the forwarding (rsyslog and
+    its modules), as the role installs them; Loki and Alloy are pinned from Grafana's
+    repository, installed by the role."""
+    data = node.settings
+    central = []
+    if data["logs_enabled"] and all(n.address is not None
+                                    for n in (site.spec.head[0], *uploaders(site.spec.nodes))):
+        central = _central(node)
+    targets = data["logs_forward"]
+    return [*central, *(forward_packages(targets) if targets else [])]
+
+
 def applies(site: Site, node: NodeSpec) -> bool:
     """Every host of a site with a head (the role itself says where logs_enabled is False)."""
     return bool(site.spec.head)
@@ -470,5 +489,5 @@ def applies(site: Site, node: NodeSpec) -> bool:
 # The one declaration of where this role applies and how it is called: deploy.py, the entry
 # file beside this one and another project's deploy all run ``ROLE.apply``.
 # Other roles' knobs it reads: monitoring's (monitoring_enabled: the NodeLogsStale metric).
-ROLE = Role("logs", logs, applies, reads=("monitoring",))
+ROLE = Role("logs", logs, applies, reads=("monitoring",), packages=packages)
 apply = ROLE.apply

@@ -775,6 +775,16 @@ def _slurm_exporter(node: NodeSpec, exporter: dict[str, str]) -> None:
                     _if=any_changed(fetched, unit))
 
 
+def packages(site: Site, node: NodeSpec) -> list[str]:
+    """Prometheus and Alertmanager with their web tools on the head, node_exporter on every
+    node: the distribution's, as the role installs them (Grafana, DCGM and the Slurm exporter
+    come from their own repositories or releases, installed by the role)."""
+    if not node.settings["monitoring_enabled"] or unaddressed(site.spec.nodes):
+        return []
+    distro = DISTRO[host_distro()]
+    return list(dict.fromkeys([*(distro["head"] if node.is_head else []), *distro["node"]]))
+
+
 def applies(site: Site, node: NodeSpec) -> bool:
     """Every host (the role itself says where monitoring_enabled is False)."""
     return True
@@ -784,5 +794,6 @@ def applies(site: Site, node: NodeSpec) -> bool:
 # file beside this one and another project's deploy all run ``ROLE.apply``.
 # Other roles' knobs it reads: the driver's, the health check's (its alerts), the logs role's
 # (logs_loki: Grafana's Loki data source).
-ROLE = Role("monitoring", monitoring, applies, reads=("nvidia_driver", "health", "logs"))
+ROLE = Role("monitoring", monitoring, applies, reads=("nvidia_driver", "health", "logs"),
+            packages=packages)
 apply = ROLE.apply

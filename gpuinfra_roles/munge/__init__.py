@@ -128,8 +128,8 @@ def key_from_head(head: Any, rotation: str | None = None):
 @deploy("munge")
 def munge(site: Site, node: NodeSpec) -> None:
     rotation = site.spec.munge_key_rotation
-    apt.packages(name="Install munge", packages=["munge"], no_recommends=True, update=True,
-                 cache_time=APT_CACHE_S)
+    apt.packages(name="Install munge", packages=packages(site, node), no_recommends=True,
+                 update=True, cache_time=APT_CACHE_S)
     files.directory(name=f"{KEY_DIR}: munge only (0700)", path=KEY_DIR, user="munge",
                     group="munge", mode="700")
     if node.is_head:
@@ -150,6 +150,11 @@ def munge(site: Site, node: NodeSpec) -> None:
                  _if=key.did_change)
 
 
+def packages(site: Site, node: NodeSpec) -> list[str]:
+    """MUNGE itself (its key comes from the head after it)."""
+    return ["munge"]
+
+
 def applies(site: Site, node: NodeSpec) -> bool:
     """Slurm nodes: the head and the workers whose node_schedulers include slurm."""
     return "slurm" in node.schedulers
@@ -157,5 +162,5 @@ def applies(site: Site, node: NodeSpec) -> bool:
 
 # The one declaration of where this role applies and how it is called: deploy.py, the entry
 # file beside this one and another project's deploy all run ``ROLE.apply``.
-ROLE = Role("munge", munge, applies, needs_head=True)
+ROLE = Role("munge", munge, applies, needs_head=True, packages=packages)
 apply = ROLE.apply

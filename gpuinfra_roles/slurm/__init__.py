@@ -58,6 +58,7 @@ from gpuinfra_deploy.ops.boot import BootNeeds, boot_order
 from gpuinfra_deploy.ops.kernel_args import kernel_arguments, needs_cgroup_v1, node_arguments
 from gpuinfra_deploy.ops.reboot import reboot_when_needed
 from gpuinfra_deploy.ops.templates import RoleTemplates
+from gpuinfra_deploy.run.ahead import installed_ahead
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
 from gpuinfra_roles.slurm.operations import (
@@ -287,7 +288,7 @@ def slurm(site: Site, node: NodeSpec) -> None:
     if node.is_head:
         for note in notes:
             logger.warning(f"{host.print_prefix}slurm: {note}")
-    install = _install(site, node)  # planned already when deploy.py ran AHEAD
+    install = _install(site, node)
     files.directory(name=f"{CONF_DIR} exists", path=CONF_DIR, user="root", group="root",
                     mode="755")
     if node.is_worker:
@@ -349,9 +350,12 @@ def slurm(site: Site, node: NodeSpec) -> None:
     else:
         systemd.service(name="slurmd off on a host that is not a worker", service="slurmd",
                         running=False, enabled=False)
-        # The package's postinst enables slurmd after this run's facts were read.
+        # The package's postinst enables slurmd after this run's facts were read; deploy.py
+        # installed it with the other roles' packages (gpuinfra_deploy/run/ahead.py).
+        ahead = installed_ahead(site, node)
         server.shell(name="slurmd off right after its install (the package enables it)",
-                     commands=["systemctl disable --now slurmd"], _if=install.did_change)
+                     commands=["systemctl disable --now slurmd"],
+                     _if=lambda: install.did_change() or bool(ahead and ahead.did_change()))
 
 
 def _workers_accepted(site: Site, workers: list[NodeSpec]) -> bool:
@@ -507,44 +511,50 @@ def _run(service: str, config: Any) -> None:
                     restarted=True, _if=lambda: was_running and config.did_change())
 
 
+def _slurm_packages(node: NodeSpec) -> list[str]:
+    distro = DISTRO[host_distro()]
+    # slurmd is on the head too, for `slurmd -G`, Slurm's own check of a staged config.
+    packages = [*distro["compute"], *distro["mpi_packages"]]
+    if node.is_head:
+        packages = list(dict.fromkeys([*distro["controller"], *packages]))
+    return packages
+
+
+def _accounting_packages(site: Site, node: NodeSpec) -> list[str]:
+    return list(DISTRO[host_distro()]["accounting"]) \
+        if site.spec.slurm_accounting and node.is_head else []
+
+
+def packages(site: Site, node: NodeSpec) -> list[str]:
+    """Slurm's packages and, on a head that keeps accounting, MariaDB and slurmdbd: deploy.py
+    installs them with the other roles' (gpuinfra_deploy/run/ahead.py), each host at its own
+    pace, so the head installs them while the workers install their driver. The NVML plugin
+    (contrib, the driver's libraries) stays in :func:`_install`."""
+    return [*_slurm_packages(node), *_accounting_packages(site, node)]
+
+
 def _install(site: Site, node: NodeSpec) -> Any:
     """Slurm's packages on this node (the operation returned: slurmd is turned off on the
-    head after it), and MariaDB with slurmdbd on a head that keeps accounting: planned once
-    per node, early by :data:`AHEAD` (deploy.py) or else here. Their services wait for their
-    files (Debian's units start nothing without slurm.conf or slurmdbd.conf); MariaDB starts
-    on its defaults and is configured below."""
-
-    def plan() -> Any:
-        distro = DISTRO[host_distro()]
-        # slurmd is on the head too, for `slurmd -G`, Slurm's own check of a staged config.
-        packages = [*distro["compute"], *distro["mpi_packages"]]
-        if node.is_head:
-            packages = list(dict.fromkeys([*distro["controller"], *packages]))
-        own = node_gres(site, node) if node.is_worker else None
-        if own is not None and own.nvml_needed:
-            if not distro["nvml_plugin"]:
-                raise GpuinfraError(f"slurm: {host.name} shares its GPUs with MIG, which Slurm "
-                                    "schedules only through NVML; this distribution has no "
-                                    "NVML plugin package (use Debian 12 or Ubuntu 24.04)")
-            packages.append(distro["nvml_plugin"])
-        slurm = apt.packages(name="Install Slurm", packages=packages, no_recommends=True,
-                             update=True, cache_time=APT_CACHE_S, _if=site.head_up)
-        if site.spec.slurm_accounting and node.is_head:
-            apt.packages(name="Install MariaDB and slurmdbd",
-                         packages=list(distro["accounting"]), no_recommends=True,
+    head after it), and MariaDB with slurmdbd on a head that keeps accounting. Their services
+    wait for their files (Debian's units start nothing without slurm.conf or slurmdbd.conf);
+    MariaDB starts on its defaults and is configured below."""
+    distro = DISTRO[host_distro()]
+    packages = _slurm_packages(node)
+    own = node_gres(site, node) if node.is_worker else None
+    if own is not None and own.nvml_needed:
+        if not distro["nvml_plugin"]:
+            raise GpuinfraError(f"slurm: {host.name} shares its GPUs with MIG, which Slurm "
+                                "schedules only through NVML; this distribution has no "
+                                "NVML plugin package (use Debian 12 or Ubuntu 24.04)")
+        packages.append(distro["nvml_plugin"])
+    slurm = apt.packages(name="Install Slurm", packages=packages, no_recommends=True,
                          update=True, cache_time=APT_CACHE_S, _if=site.head_up)
-        return slurm
-
-    return site.once(("slurm packages", node.name), plan)
-
-
-@deploy("slurm")
-def slurm_packages(site: Site, node: NodeSpec) -> None:
-    """Only the packages (:func:`_install`), each node at its own pace: deploy.py runs this
-    before the roles that need the head, where every host meets
-    (gpuinfra_deploy/pyinfra_patches/schedule.py), so that the head installs Slurm and MariaDB
-    while the workers install their driver, not after."""
-    _install(site, node)
+    accounting = _accounting_packages(site, node)
+    if accounting:
+        apt.packages(name="Install MariaDB and slurmdbd", packages=accounting,
+                     no_recommends=True, update=True, cache_time=APT_CACHE_S,
+                     _if=site.head_up)
+    return slurm
 
 
 def applies(site: Site, node: NodeSpec) -> bool:
@@ -554,7 +564,6 @@ def applies(site: Site, node: NodeSpec) -> bool:
 
 # The one declaration of where this role applies and how it is called: deploy.py, the entry
 # file beside this one and another project's deploy all run ``ROLE.apply``.
-ROLE = Role("slurm", slurm, applies, needs_head=True, reads=("health", "monitoring"))
+ROLE = Role("slurm", slurm, applies, needs_head=True, reads=("health", "monitoring"),
+            packages=packages)
 apply = ROLE.apply
-AHEAD = Role("slurm", slurm_packages, applies, reads=("health", "monitoring"))
-packages_ahead = AHEAD.apply

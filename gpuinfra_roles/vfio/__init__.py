@@ -86,7 +86,7 @@ def vfio(site: Site, node: NodeSpec) -> None:
     _refuse_what_cannot_work(node.name, spec, bound, pci)
     _refuse_what_the_host_needs(node, bound, pci, check_disks=platform["vms"] == "libvirt")
     apt.packages(name=f"Install {', '.join(platform['packages'])}",
-                 packages=list(platform["packages"]), update=True, cache_time=APT_CACHE_S,
+                 packages=packages(site, node), update=True, cache_time=APT_CACHE_S,
                  no_recommends=True)
 
     arguments = kernel_arguments(*node_arguments(node))
@@ -103,6 +103,11 @@ def vfio(site: Site, node: NodeSpec) -> None:
                        [(arguments, reboot.KERNEL_ARGS_CHANGED),
                         (options, reboot.VFIO_OPTIONS_CHANGED),
                         (in_initramfs, reboot.VFIO_INITRAMFS_CHANGED)], worker=node.is_worker)
+
+
+def packages(site: Site, node: NodeSpec) -> list[str]:
+    """driverctl and the checks' tools, from the distribution (or Proxmox VE's Debian)."""
+    return list(DISTRO[_platform()]["packages"])
 
 
 def _platform() -> str:
@@ -247,5 +252,5 @@ def applies(site: Site, node: NodeSpec) -> bool:
 
 # The one declaration of where this role applies and how it is called: deploy.py, the entry
 # file beside this one and another project's deploy all run ``ROLE.apply``.
-ROLE = Role("vfio", vfio, applies)
+ROLE = Role("vfio", vfio, applies, packages=packages)
 apply = ROLE.apply
