@@ -8,12 +8,15 @@ packages it installed on each host are read back (`apt-mark showmanual` less the
 with their versions) with the apt sources and preferences it wrote; then another fresh lab
 gets those sources and preferences (not timed) and every host runs, in parallel, `apt-get
 update` and one `apt-get install` of its packages at those versions (timed: the slowest
-host). Prints both times and their ratio.
+host). Prints both times and their ratio; then the deploy once more on those hosts, every
+package already there: the configuration alone.
 
 The lab's hosts and the deploy's controller share this machine's cores: each deploy also
 prints the controller's own CPU time (pyinfra, planning and SSH included) and the machine's
-busy share over the run, and with ``--solo`` each host's raw install is timed once more alone
-(one host at a time, on a third fresh lab): what the hosts' installs cost without each other.
+busy share over the run and the CPU seconds the hosts themselves used (their containers'
+cgroups: the work, whatever the contention), and with ``--solo`` each host's raw install is
+timed once more alone (one host at a time, on a third fresh lab): what the hosts' installs
+cost without each other.
 """
 
 from __future__ import annotations
@@ -70,16 +73,32 @@ def busy_since(before: tuple[int, int]) -> float:
     return (busy - before[0]) / max(total - before[1], 1)
 
 
+def hosts_cpu(podman: Podman, hosts: list[str]) -> dict[str, float]:
+    """CPU seconds each lab host's container has used since it started (its cgroup's
+    cpuacct.usage, v1, or cpu.stat's usage_usec, v2): the work done on the hosts, whatever
+    the contention."""
+    script = ("cat /sys/fs/cgroup/cpuacct/cpuacct.usage 2>/dev/null || "
+              "awk '$1==\"usage_usec\"{print $2*1000}' /sys/fs/cgroup/cpu.stat")
+    return {h: int(float(podman.exec(h, script).split()[0])) / 1e9 for h in hosts}
+
+
+def cpu_note(before: dict[str, float], after: dict[str, float]) -> tuple[float, str]:
+    used = {h: after[h] - before[h] for h in after}
+    return sum(used.values()), ", ".join(f"{h} {s:.1f}" for h, s in used.items())
+
+
 def children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 
 
-def deploy_once() -> float:
-    """The whole deploy, timed; where its time went printed (the slowest operations), with
-    the controller's CPU time and the machine's busy share over the run."""
+def deploy_once(podman: Podman, hosts: list[str]) -> tuple[float, float]:
+    """The whole deploy, timed (and the hosts' CPU seconds); where its time went printed
+    (the slowest operations), with the controller's CPU time, the machine's busy share over
+    the run and each host's CPU seconds."""
     with tempfile.TemporaryDirectory() as folder:
         times = Path(folder) / "ops.json"
+        on_hosts = hosts_cpu(podman, hosts)
         cpu, ticks = children_cpu(), cpu_ticks()
         start = time.monotonic()
         done = sh(str(BIN / "pyinfra"), "-y", "inventory/lab.py", "deploy.py",
@@ -88,12 +107,13 @@ def deploy_once() -> float:
         cpu, share = children_cpu() - cpu, busy_since(ticks)
         if done.returncode != 0:
             raise SystemExit(f"the deploy failed:\n{done.stderr[-2000:]}")
+        total, each = cpu_note(on_hosts, hosts_cpu(podman, hosts))
         print(f"  controller CPU {cpu:.1f} s ({cpu / took:.2f} of one core over {took:.1f} s); "
-              f"the machine's {os.cpu_count()} cores busy {share:.0%}",
-              flush=True)
+              f"the machine's {os.cpu_count()} cores busy {share:.0%}; the hosts' CPU "
+              f"{total:.1f} s ({each})", flush=True)
         if times.is_file():
             print(where_the_time_went(json.loads(times.read_text()), took), flush=True)
-    return took
+    return took, total
 
 
 def where_the_time_went(data: dict, took: float, top: int = 12) -> str:
@@ -117,7 +137,9 @@ def where_the_time_went(data: dict, took: float, top: int = 12) -> str:
 
 
 def raw_apt(podman: Podman, hosts: list[str], packages: dict[str, list[str]],
-            apt_tar: dict[str, bytes]) -> float:
+            apt_tar: dict[str, bytes]) -> tuple[float, float, str]:
+    """The raw installs, every host at once: the slowest host's time, the hosts' CPU seconds
+    (total, and each as text)."""
     for host in hosts:  # the same sources and pins as the deploy wrote (not timed)
         podman.exec(host, "tar -x -C / -f -", stdin=apt_tar[host])
 
@@ -129,14 +151,16 @@ def raw_apt(podman: Podman, hosts: list[str], packages: dict[str, list[str]],
         podman.exec(host, script)
         return time.monotonic() - start
 
+    before = hosts_cpu(podman, hosts)
     with ThreadPoolExecutor(len(hosts)) as pool:
-        return max(pool.map(install, hosts))
+        took = max(pool.map(install, hosts))
+    return (took, *cpu_note(before, hosts_cpu(podman, hosts)))
 
 
 def raw_apt_solo(podman: Podman, hosts: list[str], packages: dict[str, list[str]],
                  apt_tar: dict[str, bytes]) -> dict[str, float]:
     """Each host's raw install alone, one host after the other (same script, fresh lab)."""
-    return {host: raw_apt(podman, [host], packages, apt_tar) for host in hosts}
+    return {host: raw_apt(podman, [host], packages, apt_tar)[0] for host in hosts}
 
 
 def main(argv: list[str]) -> int:
@@ -146,11 +170,13 @@ def main(argv: list[str]) -> int:
                         help="also time each host's raw install alone (a third fresh lab)")
     args = parser.parse_args(argv)
     podman = Podman(Paths(REPO))
-    ours, raw = [], []
+    ours, raw, cpu_ours, cpu_raw, config = [], [], [], [], []
     for _ in range(args.pairs):
         hosts = fresh_lab()
         image_manual = {h: manual(podman, h) for h in hosts}
-        ours.append(deploy_once())
+        took, used = deploy_once(podman, hosts)
+        ours.append(took)
+        cpu_ours.append(used)
         packages = {}
         apt_tar = {}
         for h in hosts:
@@ -164,18 +190,31 @@ def main(argv: list[str]) -> int:
                 capture_output=True, env=podman.env, check=True).stdout
         hosts = fresh_lab()
         ticks = cpu_ticks()
-        raw.append(raw_apt(podman, hosts, packages, apt_tar))
+        took, used, each = raw_apt(podman, hosts, packages, apt_tar)
+        raw.append(took)
         share = busy_since(ticks)
+        cpu_raw.append(used)
         print(f"pair: deploy {ours[-1]:.1f} s, raw apt {raw[-1]:.1f} s "
               f"({sum(len(p) for p in packages.values())} packages over {len(hosts)} hosts; "
-              f"cores busy {share:.0%} during raw apt)", flush=True)
+              f"cores busy {share:.0%} during raw apt; the hosts' CPU {used:.1f} s: "
+              f"{each}); the hosts' CPU, deploy against raw: "
+              f"{cpu_ours[-1] / max(cpu_raw[-1], 1e-9):.2f}x", flush=True)
+        # The same deploy on the hosts raw apt just filled: the configuration alone (files,
+        # keys, checks, services), with every package already there.
+        took, used = deploy_once(podman, hosts)
+        config.append(took)
+        print(f"  the deploy on the raw-apt hosts (the configuration alone): {took:.1f} s, the "
+              f"hosts' CPU {used:.1f} s", flush=True)
         if args.solo:
             alone = raw_apt_solo(podman, fresh_lab(), packages, apt_tar)
             print("  raw apt, each host alone: " +
                   ", ".join(f"{h} {s:.1f} s" for h, s in alone.items()), flush=True)
     sh(str(BIN / "gpuinfra"), "lab", "down")
     a, b = statistics.median(ours), statistics.median(raw)
-    print(f"cold deploy median {a:.1f} s, raw apt median {b:.1f} s: {a / b:.2f}x")
+    c, d = statistics.median(cpu_ours), statistics.median(cpu_raw)
+    print(f"cold deploy median {a:.1f} s, raw apt median {b:.1f} s: {a / b:.2f}x; the hosts' "
+          f"CPU {c:.1f} s against {d:.1f} s: {c / d:.2f}x; the configuration alone (the "
+          f"deploy on the raw-apt hosts) median {statistics.median(config):.1f} s")
     return 0
 
 
