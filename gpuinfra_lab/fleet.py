@@ -26,6 +26,7 @@ import shlex
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from gpuinfra_lab.podman import Podman
 from gpuinfra_lab.state import LabError, Paths, say
@@ -58,6 +59,17 @@ def install_packages(commands: list[str]) -> list[str]:
 def fleet_packages(repo: Path) -> list[str]:
     """What the deploy installs on the lab's workers, from a render of the lab's default site
     (head and the two healthy workers) with fresh Debian 12 facts."""
+    from gpuinfra_lab.profiles import plan_hosts
+
+    result = lab_render(repo)
+    commands = [c for h in plan_hosts() if "workers" in h.groups
+                for c in result.commands.get(h.name, [])]
+    return install_packages(commands)
+
+
+def lab_render(repo: Path) -> Any:
+    """``gpuinfra render`` of the lab's default site (head and the two healthy workers) with
+    fresh Debian 12 facts: a gpuinfra_deploy.render.Render."""
     from gpuinfra_deploy.render import render_site
     from gpuinfra_lab.profiles import plan_hosts
 
@@ -76,9 +88,7 @@ def fleet_packages(repo: Path) -> list[str]:
                                  group_data=str(repo / "group_data"))
         finally:
             quiet.setLevel(level)
-    commands = [c for h in plan_hosts() if "workers" in h.groups
-                for c in result.commands.get(h.name, [])]
-    return install_packages(commands)
+    return result
 
 
 def _spec(profile: str | None, number: int) -> dict:
