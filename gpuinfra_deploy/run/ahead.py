@@ -1,8 +1,9 @@
 """Every role's plain packages for a host in one apt transaction, early in deploy.py.
 
 Each apt transaction reads the package lists again and runs dpkg's triggers (man-db,
-ldconfig, systemd's reload) again: eight roles installing their own packages on a worker cost
-1.14-1.22x one transaction of the same packages (measured on the lab, docs/measurements.md).
+ldconfig, systemd's reload) again: eight roles installing their own packages on a worker
+cost more than one transaction of the same packages (docs/measurements.md, "One apt
+transaction per host").
 A role declares its plain packages (``Role.packages``: the distribution's archive, nothing
 pinned, nothing of its own before them); deploy.py installs them all right after the common
 role has set up apt, each host at its own pace (no meeting), so the head installs Slurm,

@@ -172,7 +172,7 @@ def logs(site: Site, node: NodeSpec) -> None:
             _loki(site, node, data)
         return
     head = site.spec.head[0]
-    missing = [n.name for n in (head, *uploaders(site.spec.nodes)) if n.address is None]
+    missing = _unaddressed(site)
     if missing:
         raise GpuinfraError(f"logs: no cluster-network address for {', '.join(missing)}: the "
                             "head's receiver listens there and its certificate names it. Set "
@@ -462,6 +462,12 @@ def _staleness(site: Site, node: NodeSpec) -> None:
     _timer("age", {service: age_service(TEXTFILE_DIRECTORY), timer: age_timer()})
 
 
+def _unaddressed(site: Site) -> list[str]:
+    """The head and uploaders without a cluster-network address (refused at the gate)."""
+    return [n.name for n in (site.spec.head[0], *uploaders(site.spec.nodes))
+            if n.address is None]
+
+
 def _central(node: NodeSpec) -> list[str]:
     """The central logs' packages: the receiver's, its TLS tools and tunnel on the head,
     the uploader on the others."""
@@ -473,10 +479,7 @@ def packages(site: Site, node: NodeSpec) -> list[str]:
     its modules), as the role installs them; Loki and Alloy are pinned from Grafana's
     repository, installed by the role."""
     data = node.settings
-    central = []
-    if data["logs_enabled"] and all(n.address is not None
-                                    for n in (site.spec.head[0], *uploaders(site.spec.nodes))):
-        central = _central(node)
+    central = _central(node) if data["logs_enabled"] and not _unaddressed(site) else []
     targets = data["logs_forward"]
     return [*central, *(forward_packages(targets) if targets else [])]
 
