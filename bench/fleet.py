@@ -1,6 +1,6 @@
 """Benchmark at fleet size: the lab with N light workers (gpuinfra_lab/fleet.py), over real SSH.
 
-    .venv/bin/python -m bench.fleet N [N ...] [--runs 3] [--no-ansible]
+    .venv/bin/python -m bench.fleet N [N ...] [--runs 3] [--no-ansible] [--data KEY=VALUE]
 
 For each N, in increasing order, on this machine (its load is printed with each figure):
 
@@ -102,8 +102,14 @@ def per_node(before: dict[str, int], after: dict[str, int]) -> float:
     return statistics.mean(after[n] - before[n] - 1 for n in before)
 
 
+# ``--data KEY=VALUE`` of the command line, on every deploy of the run (the report reads the
+# inventory's own data: its checks of what the override turned off fail, and say so).
+DATA: list[str] = []
+
+
 def pyinfra(*extra: str) -> list[str]:
-    return [str(BIN / "pyinfra"), "-y", "--json", "inventory/lab.py", "deploy.py", *extra]
+    return [str(BIN / "pyinfra"), "-y", "--json", "inventory/lab.py", "deploy.py", *DATA,
+            *extra]
 
 
 FLAPS: list[str] = []  # what a no-op run changed after all, or verdicts that differ by mode
@@ -149,7 +155,7 @@ def one_size(n: int, runs: int, with_ansible: bool) -> str:
     names = fleet_names()
     say(f"N={n}: lab up {up_s:.1f} s; {memory_per_node(names):.0f} MiB per fleet node "
         f"(load {load()})")
-    first_s, _, _ = timed([str(BIN / "pyinfra"), "-y", "inventory/lab.py", "deploy.py"])
+    first_s, _, _ = timed([str(BIN / "pyinfra"), "-y", "inventory/lab.py", "deploy.py", *DATA])
     say(f"N={n}: first deploy of the fleet {first_s:.1f} s (load {load()})")
     # The second deploy must change nothing; what it changed is said (an idempotence gap at
     # this size), and the timed no-ops below must then change nothing at all.
@@ -194,7 +200,7 @@ def one_size(n: int, runs: int, with_ansible: bool) -> str:
     for data in CHANGE:
         before = ssh_counts(names)
         elapsed, _, _ = timed([str(BIN / "pyinfra"), "-y", "inventory/lab.py", "deploy.py",
-                               "--data", data])
+                               *DATA, "--data", data])
         change.append((elapsed, per_node(before, ssh_counts(names))))
     say(f"N={n}: a one-line change on every worker {change[0][0]:.1f} s and back "
         f"{change[1][0]:.1f} s ({change[0][1]:.0f} SSH commands per fleet node)")
@@ -253,7 +259,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("sizes", nargs="+", type=int)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-ansible", action="store_true")
+    parser.add_argument("--data", action="append", default=[], metavar="KEY=VALUE",
+                        help="data for every deploy of the run, e.g. logs_enabled=False past "
+                             "the fleet the head's disk holds the central logs of (docs/lab.md)")
     args = parser.parse_args(argv)
+    bad = [d for d in args.data if "=" not in d]
+    if bad:
+        parser.error(f"--data {bad[0]}: give KEY=VALUE (logs_enabled=False)")
+    DATA[:] = [a for d in args.data for a in ("--data", d)]
     if os.geteuid() != 0:
         raise SystemExit("bench.fleet: the lab needs root")
     say(f"machine: {os.cpu_count()} CPUs, load {load()}")
