@@ -20,7 +20,7 @@ import time
 
 from bench.cold import BIN, sh
 from gpuinfra_deploy.run.ahead import NAME
-from gpuinfra_lab.fleet import lab_render
+from gpuinfra_lab.fleet import install_args, lab_render
 from gpuinfra_lab.podman import Podman
 from gpuinfra_lab.state import Paths, find_repo
 
@@ -34,9 +34,7 @@ def installs(ops: list[tuple[str, list[str]]]) -> list[tuple[str, list[str]]]:
     for name, commands in ops:
         if name.startswith("packages | ") and NAME in name:
             continue
-        words = [w for c in commands if "apt-get" in c and " install " in c
-                 for w in shlex.split(c.split(" install ", 1)[1].split(" && ")[0])
-                 if not w.startswith("-") and "=" not in w and w not in (";", "&&", "||")]
+        words = [w for c in commands for w in install_args(c) if "=" not in w]
         if words:
             found.append((name, words))
     return found

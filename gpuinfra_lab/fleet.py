@@ -42,18 +42,20 @@ SHELL_SCRIPT = f"#!/bin/sh\necho >> {COMMAND_LOG}\nexec /bin/bash \"$@\"\n"
 COMPONENTS = "main contrib non-free non-free-firmware"
 
 
+def install_args(command: str) -> list[str]:
+    """The package arguments (``name`` or ``name=version``) of an ``apt-get ... install ...``
+    command, as the deploy's plan prints it; none for any other command."""
+    if "apt-get" not in command or " install " not in command:
+        return []
+    return [word for word in shlex.split(command.split(" install ", 1)[1].split(" && ")[0])
+            if not word.startswith("-") and word not in (";", "&&", "||")]
+
+
 def install_packages(commands: list[str]) -> list[str]:
     """The package names of every ``apt-get ... install ...`` command (versions dropped),
     sorted and unique."""
-    names: set[str] = set()
-    for command in commands:
-        if "apt-get" not in command or " install " not in command:
-            continue
-        for word in shlex.split(command.split(" install ", 1)[1].split(" && ")[0]):
-            if word.startswith("-") or word in (";", "&&", "||"):
-                continue
-            names.add(word.split("=", 1)[0])
-    return sorted(names)
+    return sorted({word.split("=", 1)[0] for command in commands
+                   for word in install_args(command)})
 
 
 def fleet_packages(repo: Path) -> list[str]:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import shlex
 
 import pytest
 
 from gpuinfra_deploy.render import render_site
 from gpuinfra_deploy.run.ahead import NAME
+from gpuinfra_lab.fleet import install_args
 from tests.plan.harness import DEPLOY, REPO, plan_hosts
 from tests.plan.test_deploy_plan import HEAD, SITE, WORKER, _changing
 
@@ -34,13 +34,6 @@ OWN = {
     # contrib / multiverse, built against the driver's NVML: after the driver's sources and pins.
     "slurm | Install Slurm": {"slurm-wlm-nvml-plugin"},
 }
-
-
-def _installed(command: str) -> list[str]:
-    if "apt-get" not in command or " install " not in command:
-        return []
-    words = shlex.split(command.split(" install ", 1)[1].split(" && ")[0])
-    return [w for w in words if not w.startswith("-") and w not in (";", "&&", "||")]
 
 
 @pytest.fixture(scope="module", params=["debian-12", "ubuntu-24.04"])
@@ -64,9 +57,9 @@ def _own_installs_beyond_ahead(result) -> dict[tuple[str, str], list[str]]:
         at = names.index(AHEAD)
         before = {name.split(" | ")[0] for name in names[:at]}
         assert before == {"common"}, (host, before)  # right after apt is set up, nothing else
-        ahead = {w for c in ops[at][1] for w in _installed(c)}
+        ahead = {w for c in ops[at][1] for w in install_args(c)}
         for name, commands in ops[at + 1:]:
-            plain = [w for c in commands for w in _installed(c) if "=" not in w]
+            plain = [w for c in commands for w in install_args(c) if "=" not in w]
             beyond = [w for w in plain if w not in ahead]
             allowed = next((v for k, v in OWN.items() if name.startswith(k)), set())
             if allowed is not None:
@@ -83,7 +76,7 @@ def test_every_role_package_is_in_the_one_transaction(rendered):
 
 def test_the_one_transaction_holds_each_roles_packages(rendered):
     os_name, result = rendered
-    ahead = {host: {w for name, cmds in ops if name == AHEAD for c in cmds for w in _installed(c)}
+    ahead = {host: {w for name, cmds in ops if name == AHEAD for c in cmds for w in install_args(c)}
              for host, ops in result.ops.items()}
     # The head: Slurm's controller, Prometheus, the logs' receiver (the example keeps no
     # accounting: MariaDB is the lab's, held by the cold deploy in bench.cold).
