@@ -9,12 +9,12 @@ MOLECULE := PATH="$(CURDIR)/$(BIN):$$PATH" ANSIBLE_HOME="$$state/ansible-home" \
   ANSIBLE_LOCAL_TEMP="$$state/ansible-local" $(BIN)/molecule
 PRIVATE_STATE := state=$$(mktemp -d -t gpuinfra-molecule.XXXXXXXX) && \
   trap 'rm -rf "$$state"' EXIT INT TERM &&
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml setup.py | sha256sum | cut -c1-12)
 
 .PHONY: test molecule unit plan lint demo validate deploy verify report render lab-up lab-down lab-reboot \
   lab-status clean test-tools
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'

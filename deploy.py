@@ -4,7 +4,7 @@ The table of contents of a deploy. config.py has validated the site's spec and e
 data before pyinfra connected; here the run's Site (the typed spec, built once per run) and
 this host's node are handed to each role in order. Where a role applies (GPU nodes, Slurm
 nodes, hypervisors...) is the role's own declaration (``applies`` in its ``__init__.py``),
-the same one its entry file uses: `pyinfra inventory/<site>.py gpuinfra_roles/<role>/deploy.py`.
+the same one its entry file uses: `pyinfra inventory/<site>.py roles/<role>/deploy.py`.
 """
 
 from gpuinfra_deploy.run.ahead import packages_ahead

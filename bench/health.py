@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.health [--runs 10]
 
-Runs the installed form of the check (gpuinfra_roles/health/program.py beside the library
+Runs the installed form of the check (roles/health/program.py beside the library
 zip the role packs, in Python's isolated mode, `check`) on the lab's 8x H100 HGX replay (8
 GPUs: topology, both P2P matrices, NVLink status, the full `-q` for the fabric, remapped rows,
 the kernel log), N times, and prints the median and worst wall time, the share spent judging
@@ -40,7 +40,7 @@ def main(argv: list[str]) -> int:
     from gpuinfra_deploy.nodecode import node_zip
     from gpuinfra_lab.profiles import build
 
-    sys.path.insert(0, str(REPO / "gpuinfra_roles" / "health"))
+    sys.path.insert(0, str(REPO / "roles" / "health"))
     import program
 
     expect = Expectation("hgx", None, GpuExpectation("H100-SXM5-80GB", 8,
@@ -57,7 +57,7 @@ def main(argv: list[str]) -> int:
         smi.write_text(f"#!/bin/sh\nexec {sys.executable} {REPO}/gpuinfra_lab/nvidia-smi \"$@\"\n")
         smi.chmod(0o755)
         (root / "gpuinfra.zip").write_bytes(node_zip())
-        (root / "program.py").write_text((REPO / "gpuinfra_roles/health/program.py").read_text())
+        (root / "program.py").write_text((REPO / "roles/health/program.py").read_text())
         (root / "health.json").write_text(expect.to_json())
         env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "GPUINFRA_LAB_HARDWARE": str(hardware)}
         # The program sets its own search path (Slurm gives none): here the stand-in goes first.

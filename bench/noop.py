@@ -35,7 +35,7 @@ from gpuinfra_roles.munge import KEY, KEY_DIR
 from gpuinfra_roles.nvidia_driver import PIN_FILE
 from gpuinfra_roles.slurm import CGROUP_CONF, GRES_CONF, SLURM_CONF, SLURMDBD_CONF
 
-SYSCTL_FILE = "/etc/sysctl.d/90-gpuinfra.conf"  # gpuinfra_roles/common persists its sysctls here
+SYSCTL_FILE = "/etc/sysctl.d/90-gpuinfra.conf"  # roles/common persists its sysctls here
 REPO = find_repo()
 BIN = REPO / ".venv" / "bin"
 DRIVER_FILES = ("/etc/modprobe.d/blacklist-nouveau.conf",

@@ -1,6 +1,6 @@
 """Container runtimes for Slurm jobs: the files the job_containers role writes, as text.
 
-Pure functions (gpuinfra_roles/job_containers renders nothing else):
+Pure functions (roles/job_containers renders nothing else):
 
 - ``oci.conf`` (oci.conf(5), Slurm 22.05): Slurm's own OCI support, ``srun --container=<bundle>``.
   Slurm 22.05 reads exactly ``ContainerPath``, ``CreateEnvFile``, ``RunTimeCreate``,

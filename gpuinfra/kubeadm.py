@@ -6,7 +6,7 @@ service networks) and KubeletConfiguration (systemd cgroup driver, the container
 in the current API (kubeadm.k8s.io/v1beta4, kubelet.config.k8s.io/v1beta1) [kubeadm-v1beta3]
 [k8s-cgroup]. ``kubeadm join --config`` reads a JoinConfiguration in its own file: it holds the
 bootstrap token, so it is rendered at execution time, in memory, and never written anywhere
-but the joining node's private staging directory (gpuinfra_roles/kubernetes).
+but the joining node's private staging directory (roles/kubernetes).
 
 Every file here is judged by kubeadm itself (``kubeadm config validate --config``) on the node
 before it is used, and by the unit tests against the documented structure.
@@ -81,7 +81,7 @@ def init_documents(*, node_name: str, address: str, version: str, cluster_name: 
         "apiVersion": k8s.KUBEADM_API,
         "kind": "InitConfiguration",
         # kubeadm init always makes one bootstrap token; this one is short-lived and never
-        # printed (--skip-token-print): workers join with their own (gpuinfra_roles/kubernetes).
+        # printed (--skip-token-print): workers join with their own (roles/kubernetes).
         "bootstrapTokens": [{"description": "kubeadm init's own; gpuinfra joins nodes with "
                                             "single-use tokens", "ttl": "15m0s"}],
         "localAPIEndpoint": {"advertiseAddress": address, "bindPort": k8s.API_SERVER_PORT},

@@ -1,6 +1,6 @@
 """Central logs: every node's journal on the head, with systemd's own tools (the logs role).
 
-Pure functions: the file texts the role writes (gpuinfra_roles/logs renders nothing else), the
+Pure functions: the file texts the role writes (roles/logs renders nothing else), the
 size arithmetic of the head's disk check, and the one-line query an operator runs on the head.
 
 What runs where (Debian 12's package ``systemd-journal-remote`` 252.39, read with ``dpkg -x``;

@@ -4,7 +4,7 @@ Each function returns plain dicts (one per object); :func:`render` writes them a
 stream. Every object is checked twice before it reaches a cluster: offline by the unit tests
 against the OpenAPI schema of the pinned Kubernetes minor (kubernetes-validate, strict), and
 on the control plane by the API server's own schema (``kubectl apply --dry-run=server``,
-gpuinfra_roles/kubernetes).
+roles/kubernetes).
 
 The GPU layer, and why this one (docs/hardware-reference.md 6.4, 6.5): the NVIDIA device plugin
 (and, optionally, GPU Feature Discovery) as static manifests, not the GPU Operator. This
@@ -318,7 +318,7 @@ HEALTH_CONFIG = "gpuinfra-health.json"
 # The node condition the check drives (kubectl describe node: Conditions); the taint
 # controller reads the same name (gpuinfra.health.taint).
 HEALTH_CONDITION = health_taint.CONDITION
-HEALTH_COMMAND = "/usr/local/sbin/gpuinfra-health"  # gpuinfra_roles/health COMMAND
+HEALTH_COMMAND = "/usr/local/sbin/gpuinfra-health"  # roles/health COMMAND
 # The check runs in the host's namespaces: it needs the host's python3, nvidia-smi with the
 # driver's libraries, the kernel log of this boot, ibstat and systemd (Fabric Manager), none of
 # which node-problem-detector's image has; mounting each into the pod would copy the host

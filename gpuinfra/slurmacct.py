@@ -2,7 +2,7 @@
 
 Pure functions; the slurm role runs :func:`sacctmgr_script` on the head when
 ``slurm_accounting`` is on and something the site asks for is missing
-(gpuinfra_roles/slurm/operations.py ``accounting_associations``).
+(roles/slurm/operations.py ``accounting_associations``).
 
 - ``slurm_accounts``: account names, each made under Slurm's ``root`` account;
 - ``slurm_users``: ``{user: default account}``; the user is associated with that account

@@ -1,7 +1,7 @@
 """Slurm's configuration for a GPU cluster, computed from the spec and each node's facts.
 
 Pure functions; the slurm role renders their results with
-gpuinfra_roles/slurm/templates/etc/slurm/*.j2.
+roles/slurm/templates/etc/slurm/*.j2.
 Formats follow slurm.conf(5), gres.conf(5) and cgroup.conf(5) of Slurm 22.05 (Debian 12), also
 valid for 21.08 (Ubuntu 22.04) and 23.11 (Ubuntu 24.04); docs/hardware-reference.md section 5.
 
@@ -35,7 +35,7 @@ from gpuinfra.spec.rules import Rule, clip, text
 from gpuinfra.units import unit_file
 
 MPS_COUNT_PER_GPU = 100  # gres/mps counts in percent of a GPU (gres.conf(5), mps)
-# The knobs' rules (gpuinfra_roles/slurm/defaults.py) and the checks below are the same rules.
+# The knobs' rules (roles/slurm/defaults.py) and the checks below are the same rules.
 GRES_TYPE = text(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", "a GRES type: letters, digits, '.', '_' "
                  "or '-' (no ':' or ','), at most 64 characters", "a GRES type")
 _SLURM_KEY = text(r"[A-Za-z][A-Za-z0-9]{0,63}", "a slurm.conf key: letters and digits")
@@ -49,7 +49,7 @@ def _extra_value(value: Any) -> str | None:
     return None
 
 
-# The slurm.conf keys the role writes itself (gpuinfra_roles/slurm/templates/etc/slurm/
+# The slurm.conf keys the role writes itself (roles/slurm/templates/etc/slurm/
 # slurm.conf.j2; a test holds this list to the template), and the node and partition lines:
 # an extra setting may not override them (Slurm takes the last value of a key, so
 # slurm_conf_extra = {"AuthType": "auth/none"} would quietly replace MUNGE). Compared without
@@ -563,7 +563,7 @@ def prolog_flags(extra: Any) -> list[str]:
 
 @dataclass
 class SlurmConf:
-    """Everything gpuinfra_roles/slurm/templates/etc/slurm/slurm.conf.j2 needs."""
+    """Everything roles/slurm/templates/etc/slurm/slurm.conf.j2 needs."""
 
     cluster_name: str
     controller: str
@@ -591,11 +591,11 @@ class SlurmConf:
         return [f"{n.name}: {note}" for n in self.nodes for note in n.notes] + self.per_gpu_notes
 
 
-# The health role's programs (gpuinfra_roles/health: slurm.conf names a program, no arguments).
+# The health role's programs (roles/health: slurm.conf names a program, no arguments).
 HEALTH_PROGRAMS = {"slurm": "/usr/local/sbin/gpuinfra-health-slurm",
                    "prolog": "/usr/local/sbin/gpuinfra-health-prolog",
                    "epilog": "/usr/local/sbin/gpuinfra-health-epilog"}
-# The monitoring role's GPU job mapping hooks (gpuinfra_roles/monitoring/gpujobs.py, on Slurm GPU
+# The monitoring role's GPU job mapping hooks (roles/monitoring/gpujobs.py, on Slurm GPU
 # nodes: which job holds each GPU, for dcgm-exporter and the GPU collector).
 JOB_MAPPING_PROGRAMS = {"prolog": "/usr/local/sbin/gpuinfra-gpujobs-prolog",
                         "epilog": "/usr/local/sbin/gpuinfra-gpujobs-epilog"}
@@ -761,7 +761,7 @@ def running_config(slurm_conf_text: str, gres_conf_text: str) -> RunningConfig:
     return RunningConfig(nodes, gres, settings, tuple(partitions), notes)
 
 
-# A node's section of the cluster's gres.conf (gpuinfra_roles/slurm/templates/.../gres.conf.j2):
+# A node's section of the cluster's gres.conf (roles/slurm/templates/.../gres.conf.j2):
 # "# <node>" then its "# note: ..." lines then its NodeName= lines.
 _GRES_SECTION = re.compile(r"^# ([A-Za-z0-9][A-Za-z0-9._-]*)$")
 _GRES_NOTE = re.compile(r"^# note: (.*)$")

@@ -10,7 +10,7 @@
   torchrun (``python3 -m torch.distributed.run``) with ``--nnodes=$SLURM_JOB_NUM_NODES``,
   ``--node_rank=$SLURM_NODEID`` and the c10d rendezvous on the job's first host (``scontrol
   show hostnames $SLURM_JOB_NODELIST``); optionally inside the job container (``srun
-  --container=<bundle>``, Slurm's OCI path, gpuinfra_roles/job_containers).
+  --container=<bundle>``, Slurm's OCI path, roles/job_containers).
 - :func:`indexed_job`: the same job on Kubernetes as a plain Indexed Job (the completion
   index is the node rank) with a headless Service for the rendezvous.
 

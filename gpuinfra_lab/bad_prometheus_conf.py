@@ -51,7 +51,7 @@ def _prometheus(head: dict) -> dict[str, str]:
 def _proof(head_name: str) -> Refusal:
     return Refusal(
         tag="bad-prometheus-conf", daemon="Prometheus", conf="prometheus.yml",
-        deploy=("gpuinfra_roles/monitoring/deploy.py", "--limit", head_name, "--data", BAD_DATA),
+        deploy=("roles/monitoring/deploy.py", "--limit", head_name, "--data", BAD_DATA),
         must_say=("scrape timeout greater than scrape interval",
                   "gpuinfra: promtool refused the new configuration"),
         probe=_prometheus, answered="queries answered",

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m gpuinfra_lab.central_logs [inventory/lab.py]
 
-On a deployed lab (the logs role: gpuinfra_roles/logs), each step prints one line; exit 0 when
+On a deployed lab (the logs role: roles/logs), each step prints one line; exit 0 when
 every step held, 1 listing what did not, each naming its node:
 
 1. the TLS files: on the head the CA's key, the receiver's key and each node's client key

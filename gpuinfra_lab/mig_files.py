@@ -55,7 +55,7 @@ def on_node(command: str) -> tuple[int, str]:
 def deploy(inventory: str) -> tuple[int, str]:
     """(exit code, output) of the gpu_sharing role alone on NODE."""
     run = subprocess.run([str(REPO / ".venv" / "bin" / "pyinfra"), "-y", inventory,
-                          "gpuinfra_roles/gpu_sharing/deploy.py", "--limit", NODE],
+                          "roles/gpu_sharing/deploy.py", "--limit", NODE],
                          cwd=REPO, capture_output=True, text=True, check=False, timeout=600)
     return run.returncode, run.stdout + run.stderr
 

@@ -91,7 +91,7 @@ def main(argv: list[str]) -> int:
         try:
             run = subprocess.run(
                 [str(REPO / ".venv" / "bin" / "pyinfra"), "-y", "--sudo", inventory,
-                 "gpuinfra_roles/munge/deploy.py", "--data", f"ssh_user={USER}",
+                 "roles/munge/deploy.py", "--data", f"ssh_user={USER}",
                  "--data", f"munge_key_rotation={rotation}"],
                 cwd=REPO, capture_output=True, text=True, check=False, timeout=PYINFRA_TIMEOUT_S)
             if run.returncode != 0:

@@ -78,7 +78,7 @@ class Proof(Steps):
                      f"{worker}: after a slurmd restart: back in Slurm: {back is not None}, "
                      f"oci.conf still there: {kept}")
         again = subprocess.run([str(REPO / ".venv" / "bin" / "pyinfra"), "-y", self.inventory,
-                                "gpuinfra_roles/job_containers/deploy.py", "--json"], cwd=REPO,
+                                "roles/job_containers/deploy.py", "--json"], cwd=REPO,
                                capture_output=True, text=True, check=False, timeout=900)
         try:
             changed = changed_operations(json.loads(again.stdout)["results"])

@@ -180,7 +180,7 @@ PROFILES: dict[str, LabProfile] = {p.name: p for p in (
                expected_failures=NO_NVIDIA_MODULE),
     LabProfile("2x-h100-pcie-bridged",
                {"gpu_model": "H100-PCIE-80GB", "gpu_count": 2, "gpu_topology": "bridged-pairs",
-                # MPS: the daemon runs for real without a GPU (gpuinfra_roles/gpu_sharing/README.md)
+                # MPS: the daemon runs for real without a GPU (roles/gpu_sharing/README.md)
                 "gpu_sharing": {"mode": "mps", "clients": 4, "thread_percentage": 50,
                                 "pinned_mem_limit": "8G"}},
                h100_pcie_bridged, expected_failures=NO_NVIDIA_MODULE),

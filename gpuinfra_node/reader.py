@@ -1,9 +1,9 @@
 """The one runner of node commands: each command of a reading (gpuinfra.health.probes) at once,
 in threads, each with its own timeout, as a :class:`gpuinfra.health.collect.Output`.
 
-Used on the node by the health check (gpuinfra_roles/health/program.py: its reading, also the
+Used on the node by the health check (roles/health/program.py: its reading, also the
 verify suite's one SSH round trip) and by the GPU metrics collector
-(gpuinfra_roles/monitoring/collector.py); the library stays pure (no process is started
+(roles/monitoring/collector.py); the library stays pure (no process is started
 there). A command that is missing, fails or hangs gives ``ok`` False and the reason, never an
 exception: the judge says "cannot read X" for it, and the other commands still count.
 """

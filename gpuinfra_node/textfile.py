@@ -1,5 +1,5 @@
 """node_exporter's textfile collector files, written whole: what the node-side programs share
-(the GPU collector, the head's Slurm node states: gpuinfra_roles/monitoring)."""
+(the GPU collector, the head's Slurm node states: roles/monitoring)."""
 
 from __future__ import annotations
 

@@ -526,7 +526,7 @@ def render_report(report: Report) -> str:
 
 def _log_queries(report: Report) -> list[str]:
     """For each failed node that sends its journal to the head (the logs role), the command
-    that shows its last hour there (gpuinfra_roles/logs/README.md: narrow --since/--until)."""
+    that shows its last hour there (roles/logs/README.md: narrow --since/--until)."""
     failed = [n.spec for n in report.nodes if n.verdict == "fail" and not n.spec.is_head
               and n.spec.settings.get("logs_enabled")]
     if not failed:

@@ -1,4 +1,4 @@
-"""The base role (gpuinfra_roles/common) on every host: what `deploy.py` promises each node."""
+"""The base role (roles/common) on every host: what `deploy.py` promises each node."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""containerd (gpuinfra_roles/containerd) on every host that runs it: Kubernetes nodes, and every
+"""containerd (roles/containerd) on every host that runs it: Kubernetes nodes, and every
 host with containerd_everywhere (the lab, where it runs for real).
 
 Per host: containerd running and enabled; its live configuration (``containerd config dump``:

@@ -26,7 +26,7 @@ inventory/<site>.py` checks the merged result."""
 
 # Kubernetes (schedulers = ["kubernetes"], or both with node_schedulers per worker): the pinned
 # release (1.33.x-1.35.x), its networks, the CNI and the NVIDIA device plugin release. See
-# docs/roles.md "Kubernetes" and gpuinfra_roles/kubernetes/README.md.
+# docs/roles.md "Kubernetes" and roles/kubernetes/README.md.
 # kubernetes_version = "1.35.8"
 # kubernetes_pod_cidr = "10.244.0.0/16"
 # kubernetes_service_cidr = "10.96.0.0/12"

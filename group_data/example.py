@@ -8,7 +8,7 @@ apt_mirror = {"debian": "http://mirror.example.internal/debian",
 apt_proxy = "http://proxy.example.internal:3128"
 nvidia_repo_mirror = "http://mirror.example.internal/libnvidia-container"
 # Partitions in Slurm's formats (docs/spec.md); DefMemPerGPU/DefCpuPerGPU computed per partition
-# from its nodes (gpuinfra_roles/slurm/README.md). `gpu: True`: every node has GPUs (checked).
+# from its nodes (roles/slurm/README.md). `gpu: True`: every node has GPUs (checked).
 slurm_partitions = [
     {"name": "hgx", "nodes": ["hgx01", "hgx02"], "default": True, "gpu": True,
      "max_time": "2-00:00:00", "default_time": "4:00:00"},

@@ -14,10 +14,10 @@ schedulers = ["slurm"]
 # GPU roles in the lab (Debian 12 containers, no GPU, only Debian's archive reachable):
 # containers have no kernel of Debian's to build DKMS modules for, so no headers metapackage;
 # the driver packages themselves install for real from non-free
-# (gpuinfra_roles/nvidia_driver/README.md).
+# (roles/nvidia_driver/README.md).
 nvidia_driver_kernel_headers = False
 # NVIDIA's CUDA repository (Debian's only source of Fabric Manager) is unreachable from the lab:
-# the role warns on the NVSwitch worker instead (gpuinfra_roles/fabric_manager/README.md).
+# the role warns on the NVSwitch worker instead (roles/fabric_manager/README.md).
 fabric_manager_enabled = False
 # The container toolkit is on by default on GPU nodes, but NVIDIA's repository (its only
 # source: Debian has no toolkit package) is unreachable from the lab: off here, plan-tested.
@@ -30,7 +30,7 @@ slurm_accounting = True
 # started through it with the systemd cgroup driver: gpuinfra_verify/test_containerd.py).
 # Kubernetes does not: no kubelet/kubeadm package is reachable, and this kernel gives cgroup v1
 # only, which kubelet 1.35 refuses. So the lab runs containerd without Kubernetes
-# (gpuinfra_roles/containerd).
+# (roles/containerd).
 containerd_everywhere = True
 
 # Monitoring: Debian's Prometheus, Alertmanager and node_exporter run for real, and the GPU
@@ -47,7 +47,7 @@ monitoring_alert_receivers = [{"name": "ops", "webhook_url": "http://127.0.0.1:5
                                "severities": ["critical", "warning"]}]
 
 # MPS on lab-worker2 (gpuinfra_lab/profiles.py): Debian's nvidia-cuda-mps control daemon runs for
-# real without a GPU and takes its limits (gpuinfra_roles/gpu_sharing/README.md), but no GPU answers
+# real without a GPU and takes its limits (roles/gpu_sharing/README.md), but no GPU answers
 # a compute-mode change: the unit leaves it out here.
 gpu_sharing_mps_compute_mode = False
 # The MIG lab profiles (gpuinfra_lab/profiles.py) replay an all-balanced layout: a mixed layout,
@@ -55,12 +55,12 @@ gpu_sharing_mps_compute_mode = False
 # Kubernetes in the lab).
 mig_strategy = "mixed"
 
-# The node health check (gpuinfra_roles/health) every 10 s instead of 300: the lab's proof
+# The node health check (roles/health) every 10 s instead of 300: the lab's proof
 # (gpuinfra_lab/health_drain.py) waits for drains and resumes within a few intervals. With a
 # fleet, the default 300: a hundred nodes checked every 10 s would keep both cores busy.
 health_check_interval = 300 if _FLEET else 10
 
-# Containers for Slurm jobs (gpuinfra_roles/job_containers): Slurm's own OCI support with
+# Containers for Slurm jobs (roles/job_containers): Slurm's own OCI support with
 # Debian's crun, and a busybox bundle the role builds on each worker (no registry is reachable
 # here); gpuinfra_lab/oci_jobs.py runs `srun --container=<bundle>` on both workers as nobody.
 job_containers_runtime = "oci"

@@ -9,7 +9,7 @@ _HGX_H100 = {
     "gpu_model": "H100-SXM5-80GB",
     "gpu_count": 8,
     "gpu_topology": "nvswitch-all-to-all",
-    # One NDR ConnectX-7 per GPU (gpuinfra_roles/rdma): addresses as `lspci -D` lists them.
+    # One NDR ConnectX-7 per GPU (roles/rdma): addresses as `lspci -D` lists them.
     "rdma_nics": [{"name": f"mlx5_{i}", "pci": f"0000:{bus}:00.0", "ats": True,
                    "link_layer": "infiniband", "rate_gbps": 400, "model": "ConnectX-7"}
                   for i, bus in enumerate(("18", "2a", "3a", "5d", "9a", "ab", "ba", "db"))],
@@ -26,7 +26,7 @@ workers = [
                 "gpu_sharing": {"mode": "mps", "clients": 16, "thread_percentage": 50}}),
 ]
 
-# A KVM host (gpuinfra_roles/vfio): each VM gets an NVLink-bridged pair, whole cards (the audio
+# A KVM host (roles/vfio): each VM gets an NVLink-bridged pair, whole cards (the audio
 # function .1 of each card follows its GPU). It keeps no GPU itself: no gpu_model.
 _A6000 = ["0000:3b:00.0", "0000:3c:00.0", "0000:5e:00.0", "0000:5f:00.0"]
 hypervisors = [

@@ -1,6 +1,6 @@
 """What one command of a reading gave (:class:`Output`), and the limits its runner keeps.
 
-The runner itself is the health check's (gpuinfra_roles/health/program.py: every command at
+The runner itself is the health check's (roles/health/program.py: every command at
 once, in threads, each with a timeout); the library stays pure. A command that is missing,
 fails or hangs is an :class:`Output` with ``ok`` False and the reason, never an exception: the
 judge says "cannot read X" for it, and the other commands still count.

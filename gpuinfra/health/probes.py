@@ -1,7 +1,7 @@
 """The commands of one reading of a node: name -> command, chosen by the node's expectation.
 
 One table for every reader of a node, all run by one runner on the node
-(gpuinfra_node/reader.py): the health check (gpuinfra_roles/health: :func:`probes`), the
+(gpuinfra_node/reader.py): the health check (roles/health: :func:`probes`), the
 verify suite (the health check's reading, one SSH round trip: gpuinfra_verify/conftest.py) and
 the GPU metrics collector (:data:`METRICS`: gpuinfra.monitoring.gpumetrics.QUERIES, NVLink
 and the kernel log, with the same commands as the health check's). A command is an argv list,

@@ -20,7 +20,7 @@ preferences (docs/hardware-reference.md 1.1, 1.3, 1.6, 2):
   (``535.171.04-1~deb12u1``): it is pinned separately.
 
 Versions are defaults: the operator sets the exact version current in their archive or mirror
-(see gpuinfra_roles/nvidia_driver/README.md).
+(see roles/nvidia_driver/README.md).
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ SIGNING_KEYS = {
 
 # NVIDIA Container Toolkit: the four packages NVIDIA's install guide pins together [ctk-install]
 # (their version is the container_toolkit role's knob,
-# gpuinfra_roles/container_toolkit/defaults.py).
+# roles/container_toolkit/defaults.py).
 CONTAINER_TOOLKIT_PACKAGES = (
     "nvidia-container-toolkit",
     "nvidia-container-toolkit-base",

@@ -1,6 +1,6 @@
 """The GPU textfile collector: what it asks `nvidia-smi` and the kernel log, and the metric text.
 
-The collector (gpuinfra_roles/monitoring/collector.py, run by a systemd timer on every GPU node)
+The collector (roles/monitoring/collector.py, run by a systemd timer on every GPU node)
 runs the commands below, hands their output to :func:`metrics_text` and writes the result where
 node_exporter's textfile collector reads it. Everything here is pure, so the unit tests run it
 on real captures; the collector ships this module and the parsers it imports to the node.

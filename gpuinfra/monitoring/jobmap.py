@@ -13,8 +13,8 @@ Beside the GPU files, in the folder ``jobs/`` (a folder: dcgm-exporter skips it)
 record per job running on the node: its id, user, GPUs and start time. The collector reads it
 for the user label of ``gpuinfra_gpu_job_info``, and the Epilog for its summary line.
 
-Everything here is pure: the node's programs (gpuinfra_roles/monitoring/gpujobs.py, the Prolog
-and Epilog; gpuinfra_roles/monitoring/collector.py) read the folder's files and hand their text
+Everything here is pure: the node's programs (roles/monitoring/gpujobs.py, the Prolog
+and Epilog; roles/monitoring/collector.py) read the folder's files and hand their text
 in, and write back what :func:`after_prolog`/:func:`after_epilog` return.
 """
 

@@ -1,4 +1,4 @@
-"""Rules of the `monitoring` role's knobs (gpuinfra_roles/monitoring/defaults.py declares the
+"""Rules of the `monitoring` role's knobs (roles/monitoring/defaults.py declares the
 knobs with their defaults and these rules; the spec gate judges every host's values with them
 before any host is touched).
 

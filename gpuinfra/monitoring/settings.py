@@ -1,7 +1,7 @@
 """The site's monitoring settings, as the builders of :mod:`gpuinfra.monitoring` read them.
 
 :class:`Monitoring` has no defaults of its own: it is always built from a node's checked knob
-values (``monitoring_*``, declared with their defaults in gpuinfra_roles/monitoring/defaults.py
+values (``monitoring_*``, declared with their defaults in roles/monitoring/defaults.py
 and checked by the spec gate), so each default lives in one place.
 """
 

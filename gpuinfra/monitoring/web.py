@@ -8,7 +8,7 @@ docs/web-configuration.md: ``tls_server_config`` with ``cert_file``/``key_file``
 one needs no restart. ``promtool check web-config`` (Prometheus 2.42) judges it, loading the
 certificate and key and parsing each hash.
 
-Everything secret is made on the head, once, by the role (gpuinfra_roles/monitoring): the
+Everything secret is made on the head, once, by the role (roles/monitoring): the
 password (random), its bcrypt hash, a self-signed certificate for the head's cluster address and
 its key. The web configuration is therefore built here with :data:`HASH_TOKEN` where the hash
 goes, and the head puts its hash there (gpuinfra_deploy/ops/filled.py): the machine running

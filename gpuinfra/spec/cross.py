@@ -29,7 +29,7 @@ def check_cross_keys(nodes: Sequence[NodeSpec], schedulers: Sequence[str],
     _loki(nodes, errs)
 
 
-# slurm.conf keys the health role's knobs write (gpuinfra_roles/health): a site's own
+# slurm.conf keys the health role's knobs write (roles/health): a site's own
 # slurm_conf_extra may set them only with the knob off (Slurm takes the last value of a key).
 HEALTH_SLURM_KEYS = {"healthcheckprogram": "health_enabled",
                      "healthcheckinterval": "health_enabled",

@@ -1,6 +1,6 @@
 """Role knobs: the data keys each role reads, with their default and their rule.
 
-Each role declares its knobs in ``gpuinfra_roles/<role>/defaults.py`` as a tuple of :class:`Knob`.
+Each role declares its knobs in ``roles/<role>/defaults.py`` as a tuple of :class:`Knob`.
 The spec validator checks every host's value of every knob (its data over the default) before any
 host is touched, with the same error shape as the spec's own keys, and the typed spec then
 carries the checked values (``NodeSpec.settings``): roles read nothing raw from host data.

@@ -92,7 +92,7 @@ CLUSTER_KEYS: dict[str, Any] = {
     "kubernetes_image_repository": k8s.DEFAULT_IMAGE_REPOSITORY,
     "scheduler_sharing": None,
     # The RDMA stack on hosts with rdma_nics: "inbox" (the distribution's rdma-core) or
-    # "doca-ofed" (NVIDIA's DOCA-OFED, pinned by gpuinfra_roles/rdma/defaults.py). Never both.
+    # "doca-ofed" (NVIDIA's DOCA-OFED, pinned by roles/rdma/defaults.py). Never both.
     "rdma_stack": "inbox",
     # Stop the whole deploy when more than this percent of the hosts failed: above it the
     # deploy itself is broken (data, a mirror, a pin), below it dead or sick nodes are the
@@ -212,7 +212,7 @@ class NodeSpec:
     rdma_nics: tuple[RdmaNic, ...] = ()
     # The cluster-network address (node_address, else an IP ssh_hostname); None: unknown.
     address: str | None = None
-    # Every role knob's checked value for this host (gpuinfra_roles/<role>/defaults.py).
+    # Every role knob's checked value for this host (roles/<role>/defaults.py).
     settings: Mapping[str, Any] = field(default_factory=dict)
     # Hypervisors: what goes to VMs (None on other hosts).
     vfio: VfioSpec | None = None

@@ -203,7 +203,7 @@ def _fits_stack(host: str, field: str, pci: str | None, netdev: str | None,
             problems.append(("model", model_key, "soft_roce hosts have only Soft-RoCE NICs",
                              f"remove model (or set {SOFT_ROCE!r})"))
         for key, value, problem, fix in problems:
-            errs.add(host, f"{field}['{key}']", value, problem, "see gpuinfra_roles/rdma/README.md",
+            errs.add(host, f"{field}['{key}']", value, problem, "see roles/rdma/README.md",
                      fix)
         return not problems
     if model_key == SOFT_ROCE:

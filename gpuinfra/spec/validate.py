@@ -84,7 +84,7 @@ def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (
 
     ``duplicate_names`` are host names the inventory lists more than once (the loader sees the
     raw inventory; pyinfra itself would silently merge them). ``knobs`` are the roles' data
-    keys (gpuinfra_roles/<role>/defaults.py): each host's values are checked and kept in
+    keys (roles/<role>/defaults.py): each host's values are checked and kept in
     ``NodeSpec.settings``; a key close to a spec key or a knob is reported as a typo.
 
     ``groups`` names the operator's own groups for gpuinfra's (``{"head": "slurmctld",
@@ -193,7 +193,7 @@ def _check_unknown_keys(host: HostInput, known: Sequence[str], errs: Collector,
         if close:
             errs.add(host.name, key, host.data[key], f"unknown key (did you mean {close[0]!r}?)",
                      "the spec keys (docs/spec.md) and each role's keys "
-                     "(gpuinfra_roles/<role>/defaults.py)", f"rename {key!r} to {close[0]!r}")
+                     "(roles/<role>/defaults.py)", f"rename {key!r} to {close[0]!r}")
 
 
 def _check_groups(host: HostInput, errs: Collector) -> None:

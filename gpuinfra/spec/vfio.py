@@ -281,7 +281,7 @@ def _check_host_use(host: str, addresses: Sequence[str], ids: Sequence[str],
                      f"remove it from vfio_devices, or {nic.name} from rdma_nics")
 
 
-# The rdma role's default for rdma_acs_disable (gpuinfra_roles/rdma/defaults.py), for a spec
+# The rdma role's default for rdma_acs_disable (roles/rdma/defaults.py), for a spec
 # built without the roles' knobs.
 _RDMA_ACS_DISABLE_DEFAULT = True
 
@@ -304,5 +304,5 @@ def check_acs_kept(nodes: Sequence[NodeSpec], errs: Collector) -> None:
                  "vfio_devices hands devices to VMs: those groups would no longer isolate them",
                  "rdma_acs_disable = False on a node with vfio_devices",
                  f"set rdma_acs_disable = False for {node.name} (GPUDirect RDMA traffic then "
-                 "crosses the root complex: gpuinfra_roles/rdma/README.md), or remove "
+                 "crosses the root complex: roles/rdma/README.md), or remove "
                  "vfio_devices and its VMs from it")

@@ -1,6 +1,6 @@
 """Files made on the head and copied to a node through this machine's memory only.
 
-The MUNGE key's way (gpuinfra_roles/munge), for any file: at execution time a command on the
+The MUNGE key's way (roles/munge), for any file: at execution time a command on the
 head prints the file base64-encoded (neither printed here nor logged: ``print_output=False``),
 and a command on the node reads it from its standard input under ``umask 077``, writes it beside
 its target, gives it its group and mode and renames it into place. No file outside the target's

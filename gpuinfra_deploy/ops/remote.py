@@ -5,7 +5,7 @@ moves a secret between hosts through this machine's memory only (a kubeadm boots
 or reads what a package installed by this very run prints. Commands run without printing
 their input or output. A file goes up as a command's standard input, written by that command
 under umask 0077 straight into its target path (mode 0600 from its first byte): the MUNGE
-key's standard (gpuinfra_roles/munge), which every planned upload of a run also follows
+key's standard (roles/munge), which every planned upload of a run also follows
 (gpuinfra_deploy/pyinfra_patches/uploads.py replaces pyinfra's transfer, which under sudo
 stages the file in /tmp where other users can read it).
 """

@@ -17,7 +17,7 @@ for that operation). The deploy's meetings:
   files, a label on a node that joined; gpuinfra_deploy/run/role.py);
 - every copy of a file made on the head (gpuinfra_deploy/ops/from_head.py), and the central
   logs' operations shared by the head and the nodes (an uploader starts once the head's
-  receiver runs: gpuinfra_roles/logs).
+  receiver runs: roles/logs).
 
 A host that fails stops there (pyinfra's rule) and no longer holds a meeting; past the site's
 fail percent every host stops at its next operation and the run ends with pyinfra's error.

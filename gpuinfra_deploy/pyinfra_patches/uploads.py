@@ -11,7 +11,7 @@ Every ``files.put``, ``files.template``, ``FileUploadCommand`` (gpuinfra's check
 apt proxy file with credentials, root-run boot scripts, /etc/hosts' block) went that way.
 
 :func:`put_file` replaces it for every SSH upload, with or without sudo, with the MUNGE key's
-standard (gpuinfra_roles/munge): the file goes as the standard input of one command, base64
+standard (roles/munge): the file goes as the standard input of one command, base64
 lines (binary-safe: pyinfra's stdin writer appends a newline to any line without one), never
 in the command line, so never in pyinfra's printed command. That command, run as the
 operation's user (root under sudo), sets ``umask 077``, decodes into a directory made by

@@ -3,7 +3,7 @@
 The spec gate (gpuinfra_deploy/pyinfra_patches/gate.py), the CLI (`gpuinfra validate`) and
 the verify suite build the spec here, so they all judge the same keys with the same rules.
 
-The registry reads each role's ``defaults.py`` by file (``gpuinfra_roles/<role>/defaults.py``,
+The registry reads each role's ``defaults.py`` by file (``roles/<role>/defaults.py``,
 which imports only the library): loading the knobs loads no role and no pyinfra module, and a
 new role folder with a ``defaults.py`` joins the gate without any change here.
 """

@@ -2,7 +2,7 @@
 
 Each role declares, in its ``__init__.py``, ``ROLE = Role(name, its @deploy, applies=...)``:
 the one place that decides which nodes it is for, from the typed spec. ``deploy.py``, the
-role's own entry file (``gpuinfra_roles/<role>/deploy.py``) and another project's deploy all
+role's own entry file (``roles/<role>/deploy.py``) and another project's deploy all
 call ``ROLE.apply(...)``, so the three plan the same operations on the same host.
 """
 
@@ -25,7 +25,7 @@ from gpuinfra_deploy.run.site import Site, this_node
 
 @dataclass(frozen=True)
 class Role:
-    """A role: its name (the folder under gpuinfra_roles/, the prefix of its knobs), its
+    """A role: its name (the folder under roles/, the prefix of its knobs), its
     ``@deploy`` function, and ``applies(site, node)``: whether this node gets it at all.
 
     ``needs_head``: a scheduler role (MUNGE, Slurm, Kubernetes) whose every node needs the
@@ -104,5 +104,5 @@ def refused(cls: type[GpuinfraError]) -> type:
 
 def entry(role: Role) -> None:
     """The body of a role's own entry file: the role on this host of the whole site, as
-    deploy.py runs it (``pyinfra inventory/<site>.py gpuinfra_roles/<role>/deploy.py``)."""
+    deploy.py runs it (``pyinfra inventory/<site>.py roles/<role>/deploy.py``)."""
     role.apply(*this_node())

@@ -23,7 +23,7 @@ from gpuinfra_verify.report import Case, read_junit
 
 # Broken host's tests that must fail, with a word their message must contain.
 MUST_FAIL = {"test_nvlink_topology": "bridge", "test_p2p": "NS",
-             # the node health check (gpuinfra_roles/health) judged it the same way, and
+             # the node health check (roles/health) judged it the same way, and
              # Slurm drained it with that cause: no job lands there
              "test_node_healthy": "nvlink-topology", "test_not_drained_by_health": "gpuinfra:",
              "test_node_takes_jobs": "gpuinfra:"}

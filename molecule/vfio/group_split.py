@@ -57,7 +57,7 @@ def main(argv: list[str]) -> int:
     if broken.returncode != 0:
         print(broken.stdout + broken.stderr)
         return 1
-    deploy = _run([str(BIN / "pyinfra"), "-y", "inventory/lab.py", "gpuinfra_roles/vfio/deploy.py"])
+    deploy = _run([str(BIN / "pyinfra"), "-y", "inventory/lab.py", "roles/vfio/deploy.py"])
     output = deploy.stdout + deploy.stderr
     refusal = next((line.strip() for line in output.splitlines()
                     if "shares an IOMMU group" in line), "")

@@ -62,7 +62,7 @@ def refused(device: str, folder: Path) -> tuple[list[str], str]:
     inventory.write_text(INVENTORY.format(lab=str(REPO / "inventory" / "lab.py"),
                                           devices=[device], guest=GUEST))
     before = _on_guest(STATE).stdout
-    deploy = _run([str(BIN / "pyinfra"), "-y", str(inventory), "gpuinfra_roles/vfio/deploy.py"])
+    deploy = _run([str(BIN / "pyinfra"), "-y", str(inventory), "roles/vfio/deploy.py"])
     output = " ".join((deploy.stdout + deploy.stderr).split())  # pyinfra wraps long lines
     after = _on_guest(STATE)
     problems = []

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,7 +96,7 @@ DEPLOY = REPO / "deploy.py"
 
 
 def entry(deploy_func: Callable[..., Any] | Path) -> Callable[[], None]:
-    """The role's own entry file (``gpuinfra_roles/<role>/deploy.py``), run as pyinfra runs it: it
+    """The role's own entry file (``roles/<role>/deploy.py``), run as pyinfra runs it: it
     takes the run's Site and this host's node (and the GPU roles the node's driver release), exactly
     as deploy.py hands them over. ``deploy_func`` is the role's @deploy function, or the path of
     a deploy file (:data:`DEPLOY`)."""
@@ -103,7 +104,7 @@ def entry(deploy_func: Callable[..., Any] | Path) -> Callable[[], None]:
         path, module = deploy_func, "deploy"
     else:
         module = deploy_func.__module__  # gpuinfra_roles.<role>
-        path = REPO / Path(*module.split(".")) / "deploy.py"
+        path = Path(sys.modules[module].__file__).parent / "deploy.py"
     return deploy_file(path, f"{module}.deploy")
 
 

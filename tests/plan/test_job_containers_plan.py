@@ -144,7 +144,7 @@ def test_oci_fresh_worker_gets_crun_state_dir_and_oci_conf_where_slurmstepd_read
 def test_oci_conf_sits_beside_the_slurm_conf_slurmd_fetched():
     """slurmstepd reads oci.conf from the folder of the slurm.conf it runs: the conf-cache of
     the SlurmdSpoolDir the slurm role's slurm.conf names."""
-    template = (REPO / "gpuinfra_roles/slurm/templates/etc/slurm/slurm.conf.j2").read_text()
+    template = (REPO / "roles/slurm/templates/etc/slurm/slurm.conf.j2").read_text()
     assert f"SlurmdSpoolDir={SLURMD_SPOOL}\n" in template
     assert OCI_CONF == f"{SLURMD_SPOOL}/conf-cache/oci.conf"
 

@@ -73,7 +73,7 @@ from gpuinfra_roles.monitoring import (  # noqa: E402
     JOB_MAPPING_TMPFILES,
 )
 
-ROLE_DIR = Path(__file__).resolve().parents[2] / "gpuinfra_roles" / "monitoring"
+ROLE_DIR = Path(__file__).resolve().parents[2] / "roles" / "monitoring"
 HEAD, GPU = "head1", "gpu01"
 HEAD_DATA = {"ssh_hostname": "10.0.0.1"}
 GPU_DATA = {"ssh_hostname": "10.0.0.2", "gpu_model": "H100-PCIE-80GB", "gpu_count": 2,

@@ -32,7 +32,7 @@ from gpuinfra_roles.nvidia_driver import DISTRO, PIN_FILE, nvidia_driver
 from tests.plan.harness import FACTS, load_facts, plan
 
 DISTROS = ["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
-# A GPU node: the entry file (gpuinfra_roles/nvidia_driver/deploy.py) runs the role on GPU nodes
+# A GPU node: the entry file (roles/nvidia_driver/deploy.py) runs the role on GPU nodes
 # only.
 NODE = {"ssh_hostname": "10.0.0.5", "gpu_model": "H100-PCIE-80GB", "gpu_count": 2,
         "gpu_topology": "bridged-pairs"}

@@ -1,4 +1,4 @@
-"""Where a role applies is decided once: each role's entry file (gpuinfra_roles/<role>/deploy.py)
+"""Where a role applies is decided once: each role's entry file (roles/<role>/deploy.py)
 plans, on every host of a site, exactly the operations deploy.py plans for that role.
 
 The site: a Slurm head, a GPU worker, a Kubernetes-only worker's stand-in is in the test below
@@ -68,7 +68,7 @@ def _of(plan, role: str) -> list[tuple[str, tuple[str, ...]]]:
 
 @pytest.mark.parametrize("role", role_names())
 def test_the_entry_file_plans_what_deploy_py_plans_for_its_role(role, whole):
-    alone = plan_hosts(REPO / "gpuinfra_roles" / role / "deploy.py", HOSTS, TARGETS, SITE)
+    alone = plan_hosts(REPO / "roles" / role / "deploy.py", HOSTS, TARGETS, SITE)
     for host in TARGETS:
         assert [_norm(op) for op in alone.plans[host].ops] == \
             _of(whole.plans[host], role), host
@@ -89,7 +89,7 @@ def test_slurm_roles_alone_plan_nothing_on_a_kubernetes_only_worker(role):
     site = {**SITE, "schedulers": ["slurm", "kubernetes"]}
     gpu1 = FakeHost("gpu1", HOSTS[1].groups, HOSTS[1].facts,
                     {**HOSTS[1].data, "node_schedulers": ["slurm"]})
-    result = plan_hosts(REPO / "gpuinfra_roles" / role / "deploy.py", [HOSTS[0], gpu1, k8s],
+    result = plan_hosts(REPO / "roles" / role / "deploy.py", [HOSTS[0], gpu1, k8s],
                         ["k8s1", "gpu1"], site)
     assert result.plans["k8s1"].ops == ()  # and no fact of it was asked for (it has none)
     assert result.plans["gpu1"].changing

@@ -1,4 +1,4 @@
-"""The node health check (gpuinfra/health, gpuinfra_roles/health/program.py) on real captures.
+"""The node health check (gpuinfra/health, roles/health/program.py) on real captures.
 
 The GPUs' outputs are the lab's replays of real captures, printed by the lab's nvidia-smi
 stand-in (gpuinfra_lab/nvidia-smi, sources in each profile's manifest.json); XIDs are the real
@@ -36,7 +36,7 @@ from tests.conftest import REPO
 LAB = REPO / "gpuinfra_lab"
 KERNEL = REPO / "tests" / "fixtures" / "kernel-log"
 DEVICE = REPO / "tests" / "fixtures" / "device" / "h100-80gb-hbm3-vm-drv580.159.04"
-sys.path.insert(0, str(REPO / "gpuinfra_roles" / "health"))
+sys.path.insert(0, str(REPO / "roles" / "health"))
 import program  # noqa: E402  (the node program, as the role installs it)
 
 BROKEN = Expectation("lab-worker3", "lab-worker3",
@@ -266,7 +266,7 @@ def test_the_packed_library_runs_the_program_alone(tmp_path) -> None:
 
     assert node_zip() == node_zip.__wrapped__()
     (tmp_path / "gpuinfra.zip").write_bytes(node_zip())
-    (tmp_path / "program.py").write_text((REPO / "gpuinfra_roles/health/program.py").read_text())
+    (tmp_path / "program.py").write_text((REPO / "roles/health/program.py").read_text())
     (tmp_path / "health.json").write_text(HGX.to_json())
     # -S: no site-packages either (a node has Python's standard library and nothing else).
     command = [sys.executable, "-I", "-S", str(tmp_path / "program.py")]

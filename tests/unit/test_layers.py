@@ -1,6 +1,6 @@
 """The project's layers import only downwards, and roles stand alone.
 
-    library gpuinfra/  <-  shared deploy code gpuinfra_deploy/  <-  roles gpuinfra_roles/
+    library gpuinfra/  <-  shared deploy code gpuinfra_deploy/  <-  roles roles/
     <-  deploy.py, config.py  <-  gpuinfra_verify/, gpuinfra_lab/  <-  the CLI gpuinfra_cli/
 
 - no product code imports the tests, and nothing imports the CLI;
@@ -52,8 +52,14 @@ FORBIDDEN: dict[str, set[str]] = {
 }
 
 
+# The folder of each layer that is not named after its import name: the roles are the
+# ``gpuinfra_roles`` package (pyproject.toml maps it to ``roles/``).
+FOLDERS = {"gpuinfra_roles": "roles"}
+ROLES = REPO / FOLDERS["gpuinfra_roles"]
+
+
 def _files(layer: str) -> list[Path]:
-    path = REPO / layer
+    path = REPO / FOLDERS.get(layer, layer)
     return [path] if path.suffix == ".py" else sorted(path.rglob("*.py"))
 
 
@@ -62,6 +68,8 @@ def _package_of(path: Path | None) -> list[str]:
     if path is None:
         return []
     parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if path.is_relative_to(ROLES):
+        parts[0] = "gpuinfra_roles"
     return parts[:-1] if parts[-1] != "__init__" else parts[:-1]
 
 
@@ -93,7 +101,7 @@ def violations(layer: str, source: str, path: Path | None = None) -> list[str]:
              for module, line in imported_modules(source, path)
              if module.split(".")[0] in FORBIDDEN[layer]]
     if layer == "gpuinfra_roles" and path is not None:
-        own = path.relative_to(REPO / "gpuinfra_roles").parts[0]
+        own = path.relative_to(ROLES).parts[0]
         found += [f"imports the sibling role {module} at line {line} (share code through "
                   "gpuinfra_deploy/, never through another role)"
                   for module, line in imported_modules(source, path)
@@ -117,21 +125,21 @@ def test_every_layer_has_files():
 
 
 def test_roles_top_level_holds_only_roles():
-    """gpuinfra_roles/ holds role folders (each with the four files of a role), its
+    """roles/ holds role folders (each with the four files of a role), its
     __init__.py and README.md: nothing else."""
-    top = sorted(p.name for p in (REPO / "gpuinfra_roles").iterdir()
+    top = sorted(p.name for p in ROLES.iterdir()
                  if p.name != "__pycache__")
-    loose = [n for n in top if not (REPO / "gpuinfra_roles" / n).is_dir()
+    loose = [n for n in top if not (ROLES / n).is_dir()
              and n not in ("__init__.py", "README.md")]
     assert loose == []
-    for folder in (REPO / "gpuinfra_roles").iterdir():
+    for folder in ROLES.iterdir():
         if folder.is_dir() and folder.name != "__pycache__":
             missing = [f for f in ("__init__.py", "defaults.py", "deploy.py", "README.md")
                        if not (folder / f).is_file()]
             assert missing == [], folder.name
 
 
-SLURM = REPO / "gpuinfra_roles" / "slurm" / "__init__.py"
+SLURM = ROLES / "slurm" / "__init__.py"
 SHARED = REPO / "gpuinfra_deploy" / "ops" / "apt.py"
 
 

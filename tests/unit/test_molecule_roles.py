@@ -1,5 +1,5 @@
 """molecule/roles/roles.yml, the one list of how CI converges each role alone, names every role
-of gpuinfra_roles/ once, with a scenario that exists and a verify module that exists."""
+of roles/ once, with a scenario that exists and a verify module that exists."""
 
 from __future__ import annotations
 

@@ -200,7 +200,7 @@ def test_gpu_alerts_follow_the_spec():
 
 @pytest.mark.parametrize("name", SITES)
 def test_prometheus_config_and_its_rules_pass_promtool_as_the_role_stages_them(name, tmp_path):
-    """The role's own check (gpuinfra_roles/monitoring: prometheus_check) on the files it would
+    """The role's own check (roles/monitoring: prometheus_check) on the files it would
     stage:
     the rule file is named relative to the config, so promtool reads the staged rules."""
     spec = site(name)
@@ -521,10 +521,10 @@ PINNED = {
                         "5m", "warning"),
     "NodeDrainedByHealthCheck": ("gpuinfra_health_drained == 1", "0m", "warning"),
     "NodeHealthCheckFailed": ("gpuinfra_health_ok == 0", "5m", "warning"),
-    # Twice health_check_interval (300 s by default: gpuinfra_roles/health/defaults.py).
+    # Twice health_check_interval (300 s by default: roles/health/defaults.py).
     "NodeHealthCheckStale": ("time() - gpuinfra_health_last_run_timestamp_seconds > 600",
                              "5m", "warning"),
-    # Every node logs a heartbeat every 2 minutes (gpuinfra_roles/logs).
+    # Every node logs a heartbeat every 2 minutes (roles/logs).
     "NodeLogsStale": ("time() - gpuinfra_logs_last_entry_timestamp_seconds > 600", "5m",
                       "warning"),
 }
@@ -781,7 +781,7 @@ def test_prometheus_scrapes_node_exporters_over_https_with_their_own_credentials
 # The PromQL the READMEs give operators to paste (a backticked expression with a vector
 # match): each must be one Prometheus parses. The job join once read `x > 0 * on(...) ...`,
 # which Prometheus refuses ("vector matching only allowed between instant vectors").
-DOCUMENTED_PROMQL = [REPO / "README.md", REPO / "gpuinfra_roles" / "monitoring" / "README.md"]
+DOCUMENTED_PROMQL = [REPO / "README.md", REPO / "roles" / "monitoring" / "README.md"]
 
 
 def documented_queries() -> list[tuple[str, str]]:

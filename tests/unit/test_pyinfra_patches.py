@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import PRODUCT_FOLDERS, REPO
 
 PATCHES = REPO / "gpuinfra_deploy" / "pyinfra_patches"
 README = PATCHES / "README.md"
@@ -193,7 +193,7 @@ def pyinfra_assignments(source: str) -> list[str]:
 
 def _product_files() -> list[Path]:
     files = [REPO / "config.py", REPO / "deploy.py"]
-    for package in sorted(REPO.glob("gpuinfra*/")):
+    for package in PRODUCT_FOLDERS:
         files += sorted(package.rglob("*.py"))
     return [f for f in files if PATCHES not in f.parents]
 

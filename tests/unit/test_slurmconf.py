@@ -542,7 +542,7 @@ def test_templates_refuse_missing_values():
 # ----------------------------------------------------------------------------- managed keys
 
 def test_managed_keys_cover_every_key_the_template_writes():
-    template = (REPO / "gpuinfra_roles/slurm/templates/etc/slurm/slurm.conf.j2").read_text()
+    template = (REPO / "roles/slurm/templates/etc/slurm/slurm.conf.j2").read_text()
     written = {k.lower() for k in re.findall(r"^([A-Za-z]+)=", template, re.MULTILINE)}
     assert written and written <= MANAGED_KEYS, written - MANAGED_KEYS
 

@@ -101,7 +101,7 @@ def test_a_path_is_named_as_systemd_names_it(path, unit):
 
 
 def test_a_ready_port_makes_the_start_wait_until_the_daemon_listens():
-    """slurmdbd's drop-in (gpuinfra_roles/slurm): ExecStartPost waits for its port, so a
+    """slurmdbd's drop-in (roles/slurm): ExecStartPost waits for its port, so a
     unit After= it starts when it answers. The line systemd runs, run here: it returns once a
     socket listens, and times out (exit 124, which the leading '-' keeps from failing the
     daemon) when none does."""

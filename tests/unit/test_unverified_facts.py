@@ -14,10 +14,10 @@ MARKED = {
     6: "gpuinfra/knowledge/gpus.py",  # A30 2g.12gb+me start slots
     28: "gpuinfra/knowledge/topology.py",  # H200 NVL bridge NV6/NV18
     29: "gpuinfra/knowledge/gpus.py",  # B200 per-link rate 53.125
-    45: "gpuinfra_roles/rdma/__init__.py",  # DOCA debian12 directory
+    45: "roles/rdma/__init__.py",  # DOCA debian12 directory
     62: "gpuinfra/knowledge/packages.py",  # Ubuntu 550/570/580-server default versions
     63: "gpuinfra/knowledge/packages.py",  # Debian 12 later branches from the CUDA repository
-    92: "gpuinfra_roles/monitoring/defaults.py",  # DCGM / exporter .deb versions
+    92: "roles/monitoring/defaults.py",  # DCGM / exporter .deb versions
 }
 
 

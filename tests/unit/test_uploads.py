@@ -24,7 +24,7 @@ from pyinfra.connectors.ssh import SSHConnector
 from pyinfra.connectors.util import CommandOutput, write_stdin
 
 from gpuinfra_deploy.pyinfra_patches import uploads
-from tests.conftest import REPO
+from tests.conftest import PRODUCT_FOLDERS, REPO
 
 SECRET = b"Acquire::http::Proxy \"http://deploy:s3cret-proxy-password@proxy:3128\";\n"
 
@@ -180,7 +180,7 @@ def test_the_staging_directory_is_private_while_the_content_is_in_it(tmp_path):
 
 def _calls(name: str) -> list[tuple[str, int, set[str]]]:
     found = []
-    for package in sorted(REPO.glob("gpuinfra*/")):
+    for package in PRODUCT_FOLDERS:
         for path in sorted(package.rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.Call) and ast.unparse(node.func) in (name,
