@@ -11,14 +11,14 @@ changes there, :func:`driver_change_refusal`:
   not installed at its pinned version, as ``apt.packages`` decides). None: the driver stays
   as it is, whatever runs (a second deploy changes nothing and says nothing);
 - the processes: ``nvidia-smi --query-compute-apps`` with the GPU of each
-  (gpuinfra.migplan.compute_processes; gpuinfra.parsers.processes). None, or no driver
+  (gpuinfra.sharing.migplan.compute_processes; gpuinfra.parsers.processes). None, or no driver
   loaded to answer (a first install): go;
 - both: a refusal naming the host, each process (pid, name, GPU), why, and the fix (drain the
   node and let its jobs end; or the data key :data:`OVERRIDE`, which a rolling upgrade sets
   once the node is drained).
 
 Pure: the role hands in what the host has installed (pyinfra's ``DebPackages``) and the
-processes; the MIG plan keeps its own rule on the same process list (gpuinfra.migplan).
+processes; the MIG plan keeps its own rule on the same process list (gpuinfra.sharing.migplan).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class GpuProcess:
 
 
 def gpu_processes(owned: Iterable[tuple[int | None, ComputeApp]]) -> tuple[GpuProcess, ...]:
-    """The processes of gpuinfra.migplan.compute_processes, each with its GPU named."""
+    """The processes of gpuinfra.sharing.migplan.compute_processes, each with its GPU named."""
     return tuple(GpuProcess(app.pid, app.name,
                             f"GPU {index} ({app.gpu_uuid})" if index is not None
                             else app.gpu_uuid)

@@ -2,7 +2,7 @@
 
 :func:`unit_file` renders sections of ``Key=value`` lines under the managed-by header
 (gpuinfra.header). Built on it: :func:`oneshot_unit` (boot-time scripts: the MIG layout, ACS
-off, Soft-RoCE), the MPS daemon (gpuinfra.mps), the nvidia-persistenced drop-in
+off, Soft-RoCE), the MPS daemon (gpuinfra.sharing.mps), the nvidia-persistenced drop-in
 (gpuinfra.render), the monitoring daemons' units and drop-ins (gpuinfra.monitoring.units),
 and the boot drop-ins below.
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from gpuinfra.captures import FAIL, PASS, CaptureVerdict
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.rdma import GpuDirect, gpudirect_path
+from gpuinfra.rdma.node import GpuDirect, gpudirect_path
 from gpuinfra.spec.model import RdmaNic
 from gpuinfra_cli.output import capture_findings, render_captures
 

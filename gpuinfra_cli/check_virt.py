@@ -264,8 +264,8 @@ def _add_describe(p: argparse.ArgumentParser) -> None:
 
 
 def _run_describe(args: argparse.Namespace, text: str) -> CaptureVerdict:
-    from gpuinfra.deviceplugin import expected_resources
     from gpuinfra.judge.kubernetes import judge_describe_node
+    from gpuinfra.kubernetes.deviceplugin import expected_resources
     from gpuinfra.parsers.kubectl_text import parse_describe_node
 
     node = parse_describe_node(text)

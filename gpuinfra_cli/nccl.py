@@ -21,12 +21,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.jobs.nccl import JobSettings, plan_job, sbatch_script
+from gpuinfra.jobs.nccl_verdict import check_shape, judge_all_reduce, unjudged
 from gpuinfra.knowledge.nccl import min_busbw
 from gpuinfra.knowledge.topology import PROFILES
-from gpuinfra.nccl_job import JobSettings, plan_job, sbatch_script
-from gpuinfra.nccl_verdict import check_shape, judge_all_reduce, unjudged
 from gpuinfra.parsers.nccl import parse_all_reduce
-from gpuinfra.rdma import gid_index
+from gpuinfra.rdma.node import gid_index
 from gpuinfra_cli.check_host import add_site_options, spec_node
 
 EXIT_OK, EXIT_FAIL, EXIT_UNUSABLE = 0, 1, 2

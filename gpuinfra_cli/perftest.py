@@ -40,7 +40,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run_check(args: argparse.Namespace) -> int:
     from gpuinfra.envelope import envelope
     from gpuinfra.parsers.perftest import parse_ib_write_bw
-    from gpuinfra.perftest import judge_ib_write_bw
+    from gpuinfra.rdma.perftest import judge_ib_write_bw
     from gpuinfra_cli.commands import one_stdin, read_capture
     from gpuinfra_cli.output import render
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.smoke_job import BACKENDS, SmokeSettings, plan_smoke, sbatch_script
+from gpuinfra.jobs.smoke import BACKENDS, SmokeSettings, plan_smoke, sbatch_script
 
 EXIT_OK, EXIT_FAIL, EXIT_UNUSABLE, EXIT_NOT_RUN = 0, 1, 2, 3
 
@@ -93,7 +93,7 @@ def _spec(inventory: str) -> Any:
 
 
 def _render(args: argparse.Namespace, spec: Any) -> tuple[str, Any]:
-    from gpuinfra.rdma import gid_index
+    from gpuinfra.rdma.node import gid_index
 
     plan = plan_smoke(spec, args.partition, args.nodes, args.backend)
     settings = SmokeSettings(time_limit=args.time, container=args.container,
@@ -130,8 +130,8 @@ def judge(text: str, spec: Any, args: argparse.Namespace, inputs: list[str]) -> 
     from dataclasses import replace
 
     from gpuinfra.envelope import envelope
+    from gpuinfra.jobs.smoke_verdict import expected_from_log, judge_smoke, parse_smoke
     from gpuinfra.knowledge.nccl import min_busbw
-    from gpuinfra.smoke_verdict import expected_from_log, judge_smoke, parse_smoke
     from gpuinfra_cli.output import render
 
     log = parse_smoke(text)
@@ -178,8 +178,8 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def run_manifest(args: argparse.Namespace) -> int:
-    from gpuinfra.manifests import render
-    from gpuinfra.smoke_job import K8sSettings, indexed_job
+    from gpuinfra.jobs.smoke import K8sSettings, indexed_job
+    from gpuinfra.kubernetes.manifests import render
 
     objects = indexed_job(K8sSettings(image=args.image, namespace=args.namespace,
                                       nodes=args.nodes, gpus_per_node=args.gpus))

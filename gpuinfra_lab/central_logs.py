@@ -15,7 +15,7 @@ every step held, 1 listing what did not, each naming its node:
    not on the head; the receiver started again, the line arrives, exactly once (the uploader
    resumes from its saved cursor);
 4. the head's metric of each worker's newest entry there (what the NodeLogsStale alert
-   reads: gpuinfra.logs.age_script) is under 3 minutes old;
+   reads: gpuinfra.logs.journal.age_script) is under 3 minutes old;
 5. from lab-worker2, a throwaway self-signed certificate (made in a private ``mktemp -d``
    folder, removed afterwards) is refused by the head's TLS, while the worker's own
    certificate is answered ``202 Accepted``.
@@ -29,7 +29,7 @@ import time
 import uuid
 from collections.abc import Mapping
 
-from gpuinfra.logs import (
+from gpuinfra.logs.journal import (
     AGE_FILE,
     AGE_METRIC,
     CA_CERT,
@@ -55,7 +55,7 @@ from gpuinfra_lab.steps import Steps
 TAG = "central-logs"
 IDENTIFIER = "gpuinfra-proof"
 ARRIVAL_S = 30.0
-RESUME_S = 45.0  # the uploader retries every 10 s (gpuinfra.logs.UPLOAD_RESTART_SEC)
+RESUME_S = 45.0  # the uploader retries every 10 s (gpuinfra.logs.journal.UPLOAD_RESTART_SEC)
 WORKER = "lab-worker2"
 RECEIVER_UNITS = f"{TUNNEL_SERVICE} {REMOTE_SERVICE} {REMOTE_SOCKET}"
 

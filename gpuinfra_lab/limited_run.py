@@ -28,14 +28,14 @@ import subprocess
 import sys
 import time
 
-from gpuinfra.slurmconf import FETCHED_CONF
+from gpuinfra.slurm.conf import FETCHED_CONF
 from gpuinfra_lab.deploys import changed_operations
 from gpuinfra_lab.health_drain import lab_hosts
 from gpuinfra_lab.refusal import REPO, lab_ssh, on_head
 from gpuinfra_lab.steps import Steps
 
 TAG = "limited-run"
-# A key slurm.conf(5) lets `scontrol reconfigure` change (gpuinfra.slurmconf.conf_change).
+# A key slurm.conf(5) lets `scontrol reconfigure` change (gpuinfra.slurm.conf.conf_change).
 SETTING = ("MinJobAge", 600)
 DATA = f"slurm_conf_extra={json.dumps({SETTING[0]: SETTING[1]})}"
 FILES = "slurm.conf gres.conf cgroup.conf"

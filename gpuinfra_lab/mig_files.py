@@ -23,8 +23,8 @@ import shlex
 import subprocess
 import sys
 
-from gpuinfra.migconfig import MIG_PARTED_CONFIG
-from gpuinfra.migplan import BOOT_SCRIPT, BOOT_UNIT, BOOT_UNIT_PATH
+from gpuinfra.sharing.migconfig import MIG_PARTED_CONFIG
+from gpuinfra.sharing.migplan import BOOT_SCRIPT, BOOT_UNIT, BOOT_UNIT_PATH
 from gpuinfra_lab.refusal import REPO, lab_ssh
 
 NODE = "lab-worker1"

@@ -25,7 +25,7 @@ import shlex
 import subprocess
 import sys
 
-from gpuinfra.jobcontainers import BUNDLE_ID, OCI_CONF
+from gpuinfra.jobs.containers import BUNDLE_ID, OCI_CONF
 from gpuinfra_lab.deploys import changed_operations
 from gpuinfra_lab.health_drain import lab_hosts, usable, wait
 from gpuinfra_lab.refusal import REPO, lab_ssh

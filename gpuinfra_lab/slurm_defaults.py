@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 
-from gpuinfra.slurmconf import node_gpu_count
+from gpuinfra.slurm.conf import node_gpu_count
 from gpuinfra_lab.health_drain import lab_hosts
 from gpuinfra_lab.refusal import REPO, on_head
 from gpuinfra_lab.steps import Steps

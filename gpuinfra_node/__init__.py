@@ -5,5 +5,5 @@
   gpuinfra.health.probes), for the health check and for the GPU metrics collector alike.
 - :mod:`gpuinfra_node.taint_controller`: the controller that taints Kubernetes nodes whose
   health condition is True (it runs in a pod on the control plane, shipped there with only
-  gpuinfra/health/taint.py: gpuinfra.manifests.health_taint_objects).
+  gpuinfra/health/taint.py: gpuinfra.kubernetes.manifests.health_taint_objects).
 """

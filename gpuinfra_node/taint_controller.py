@@ -3,7 +3,7 @@
 (the rule: gpuinfra.health.taint.node_patch; every other taint is left alone).
 
 It runs in the Deployment ``gpuinfra-health-taint`` on the control plane
-(gpuinfra.manifests.health_taint_objects), in the Python image pinned in
+(gpuinfra.kubernetes.manifests.health_taint_objects), in the Python image pinned in
 gpuinfra.knowledge.kubernetes, with only this file and gpuinfra/health/taint.py mounted beside
 it: Python's standard library only. It speaks to the API server over HTTPS as the pod's
 service account (the in-cluster address, token and CA the kubelet gives every pod), which may

@@ -26,8 +26,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuinfra import logs
 from gpuinfra.envelope import CauseGroup, envelope, group_by_cause
+from gpuinfra.logs import journal
 from gpuinfra.spec import ClusterSpec, NodeSpec
 from gpuinfra.verdicts import FABRIC_DOWN_CAUSE
 from gpuinfra_verify import matrices
@@ -532,7 +532,7 @@ def _log_queries(report: Report) -> list[str]:
     if not failed:
         return []
     return ["logs of the failed nodes, their last hour (run on the head):"] + [
-        f"  {logs.query(spec.short_name, '-1h')}" for spec in failed]
+        f"  {journal.query(spec.short_name, '-1h')}" for spec in failed]
 
 
 def _verdict_line(report: Report) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import pytest
 from testinfra.host import Host
 
-from gpuinfra.containerd import live_settings
+from gpuinfra.containers.containerd import live_settings
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.spec import NodeSpec
 from gpuinfra_verify.expect import Site, problem

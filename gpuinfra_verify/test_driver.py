@@ -18,7 +18,7 @@ import pytest
 from testinfra.host import Host
 
 from gpuinfra import reboot
-from gpuinfra.runtimes import CONFIG_PATHS, has_nvidia_runtime
+from gpuinfra.containers.runtimes import CONFIG_PATHS, has_nvidia_runtime
 from gpuinfra.spec import NodeSpec
 from gpuinfra.verdicts import count_finding
 from gpuinfra_verify.expect import (

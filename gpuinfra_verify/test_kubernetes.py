@@ -22,10 +22,10 @@ from collections.abc import Callable
 import pytest
 from testinfra.host import Host
 
-from gpuinfra.containerd import live_settings
-from gpuinfra.deviceplugin import GPU_RESOURCE, expected_resources
+from gpuinfra.containers.containerd import live_settings
 from gpuinfra.knowledge import kubernetes as k8s
-from gpuinfra.kubeadm import ADMIN_CONF
+from gpuinfra.kubernetes.deviceplugin import GPU_RESOURCE, expected_resources
+from gpuinfra.kubernetes.kubeadm import ADMIN_CONF
 from gpuinfra.parsers.kubectl import KubeNode, KubePod, parse_nodes, parse_pods
 from gpuinfra.spec import NodeSpec
 from gpuinfra_verify.expect import Site, problem

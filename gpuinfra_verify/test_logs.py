@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 from testinfra.host import Host
 
-from gpuinfra.logs import (
+from gpuinfra.logs.journal import (
     CA_CERT,
     CA_KEY,
     CLIENT_CERT,

@@ -33,8 +33,15 @@ from gpuinfra.parsers.pcitree import (
 from gpuinfra.parsers.perftest import IbWriteBw, parse_ib_write_bw
 from gpuinfra.parsers.system import parse_proc_modules
 from gpuinfra.parsers.topo import parse_topo
-from gpuinfra.rdma import ATS, acs_bridges, ancestors_of, gid_index, gpudirect_path, nearest_pairs
-from gpuinfra.rdma_verdicts import (
+from gpuinfra.rdma.node import (
+    ATS,
+    acs_bridges,
+    ancestors_of,
+    gid_index,
+    gpudirect_path,
+    nearest_pairs,
+)
+from gpuinfra.rdma.verdicts import (
     PORTS_COMMAND,
     Finding,
     Port,

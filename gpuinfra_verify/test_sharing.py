@@ -16,10 +16,16 @@ from collections.abc import Callable
 import pytest
 from testinfra.host import Host
 
-from gpuinfra.migplan import BOOT_UNIT, STATE_COMMAND, GpuMigState, node_state, split_sections
-from gpuinfra.mps import CONTROL, PIPE_DIRECTORY, UNIT_NAME, expected_thread_percentage
 from gpuinfra.parsers.slurm import parse_sinfo_nodes
-from gpuinfra.sharing_verdicts import (
+from gpuinfra.sharing.migplan import (
+    BOOT_UNIT,
+    STATE_COMMAND,
+    GpuMigState,
+    node_state,
+    split_sections,
+)
+from gpuinfra.sharing.mps import CONTROL, PIPE_DIRECTORY, UNIT_NAME, expected_thread_percentage
+from gpuinfra.sharing.verdicts import (
     ADVICE,
     boot_unit_findings,
     compute_mode_findings,

@@ -2,7 +2,7 @@
 
 Each kind's judge (:mod:`gpuinfra.captures.rdma`, :mod:`gpuinfra.captures.kernel`) parses a
 capture, judges every complete block with the same functions the verify suite uses on a live
-node (:mod:`gpuinfra.rdma_verdicts`, :mod:`gpuinfra.vfio`), and returns a
+node (:mod:`gpuinfra.rdma.verdicts`, :mod:`gpuinfra.vfio`), and returns a
 :class:`CaptureVerdict`: the host, the kind, the expectation it was judged against, each
 finding with its cause and fix, how many complete blocks were judged and what was cut.
 
@@ -25,14 +25,14 @@ from gpuinfra.capture_verdict import (  # noqa: F401  (the words, for the judges
     capture_json,
     verdict_of,
 )
-from gpuinfra.rdma_verdicts import Finding
+from gpuinfra.rdma.verdicts import Finding
 
 
 @dataclass
 class CaptureVerdict:
     """What a capture says about a host against an expectation.
 
-    findings: :class:`gpuinfra.rdma_verdicts.Finding` (what, cause, fix; ``warning`` ones do
+    findings: :class:`gpuinfra.rdma.verdicts.Finding` (what, cause, fix; ``warning`` ones do
     not fail). blocks: the complete blocks judged. cuts: each cut seen, said for the
     operator. judged: False when nothing the expectation asks about was in the capture.
     """

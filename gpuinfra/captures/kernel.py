@@ -1,6 +1,6 @@
 """Judging pasted kernel captures: `lsmod`, `dmesg` and `/proc/cmdline`, against the node's
 GPUDirect RDMA path and IOMMU arguments (the rules the rdma and vfio roles deploy with:
-:func:`gpuinfra.rdma.gpudirect_path`, :func:`gpuinfra.vfio.node_kernel_args`) and with the
+:func:`gpuinfra.rdma.node.gpudirect_path`, :func:`gpuinfra.vfio.node_kernel_args`) and with the
 verify suite's own judgement of the modules (``gpudirect_findings``).
 """
 
@@ -18,8 +18,8 @@ from gpuinfra.monitoring.gpumetrics import (
 from gpuinfra.parsers.cmdline import parse_cmdline
 from gpuinfra.parsers.kernellog import parse_kernel_log
 from gpuinfra.parsers.system import NO_LSMOD_HEADER, parse_lsmod
-from gpuinfra.rdma import PEERMEM, GpuDirect
-from gpuinfra.rdma_verdicts import Finding, gpudirect_findings
+from gpuinfra.rdma.node import PEERMEM, GpuDirect
+from gpuinfra.rdma.verdicts import Finding, gpudirect_findings
 from gpuinfra.vfio import KERNEL_ARGS, RDMA_ARGS, missing_kernel_args, node_kernel_args
 
 IB_CORE = "ib_core"

@@ -2,7 +2,7 @@
 (ATS) and `lspci -vvv` (ATS and ACS), against the NICs a spec (or the CLI) expects.
 
 The ports are judged by the verify suite's own functions (presence, state, rate:
-:mod:`gpuinfra.rdma_verdicts`), the firmware by its ``ats_findings``, the ACS bridges by its
+:mod:`gpuinfra.rdma.verdicts`), the firmware by its ``ats_findings``, the ACS bridges by its
 ``acs_findings``: a pasted capture and a live node get the same verdict, cause and fix.
 """
 
@@ -17,8 +17,8 @@ from gpuinfra.parsers.ibstat import parse_ibstat_partial
 from gpuinfra.parsers.ibv import parse_ibv_devinfo_partial
 from gpuinfra.parsers.mlxconfig import parse_mlxconfig_partial
 from gpuinfra.parsers.pcicaps import parse_pci_caps
-from gpuinfra.rdma import ATS
-from gpuinfra.rdma_verdicts import (
+from gpuinfra.rdma.node import ATS
+from gpuinfra.rdma.verdicts import (
     Finding,
     Port,
     acs_findings,

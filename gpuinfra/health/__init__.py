@@ -9,7 +9,7 @@
   the runner is gpuinfra_node.reader, shipped to the node with this library (the library
   itself starts no process).
 - :mod:`~gpuinfra.health.judge`: the verdict on a reading, with the verify suite's own
-  judgements (gpuinfra.verdicts, gpuinfra.rdma_verdicts, gpuinfra.migplan): findings with
+  judgements (gpuinfra.verdicts, gpuinfra.rdma.verdicts, gpuinfra.sharing.migplan): findings with
   cause and fix, and one short line for the scheduler.
 - :mod:`~gpuinfra.health.slurm`: what the check does to the Slurm node (drain with
   ``gpuinfra: <cause>``, resume what it drained, never what an operator drained).

@@ -4,7 +4,7 @@ Every rule here is the verify suite's own (one reading of a node, one copy of ea
 GPU count, model, NVLink topology, P2P and links by :func:`gpuinfra.verdicts.check_system`;
 the NVSwitch fabric by :func:`gpuinfra.verdicts.check_fabric` (through check_system); XIDs
 by :func:`gpuinfra.monitoring.gpumetrics.parse_xids` and its fatal list (the alert's);
-RDMA ports by gpuinfra.rdma_verdicts; MIG by gpuinfra.sharing_verdicts. Added here: what
+RDMA ports by gpuinfra.rdma.verdicts; MIG by gpuinfra.sharing.verdicts. Added here: what
 only a running node shows (remapped rows pending or failed, persistence mode, a unit that
 must run, DCGM's diagnostic). A reading that cannot be had (a command missing or failing)
 is a failure naming the command, never a pass on nothing.
@@ -20,7 +20,6 @@ from gpuinfra.errors import GpuinfraError
 from gpuinfra.health.collect import Output
 from gpuinfra.health.expectation import Expectation
 from gpuinfra.health.probes import DCGM_ABSENT, GPU_QUERY_FIELDS, REMAP_FIELDS
-from gpuinfra.migplan import node_state, split_sections
 from gpuinfra.monitoring.gpumetrics import (
     FATAL_XIDS,
     XID_FATAL_CAUSE,
@@ -33,8 +32,14 @@ from gpuinfra.parsers.gpus import Gpu, parse_gpus
 from gpuinfra.parsers.nvlink import parse_nvlink
 from gpuinfra.parsers.p2p import parse_p2p
 from gpuinfra.parsers.topo import parse_topo
-from gpuinfra.rdma_verdicts import port_findings, ports_from_sysfs, presence_findings, rate_findings
-from gpuinfra.sharing_verdicts import ADVICE, instance_findings, mig_mode_findings
+from gpuinfra.rdma.verdicts import (
+    port_findings,
+    ports_from_sysfs,
+    presence_findings,
+    rate_findings,
+)
+from gpuinfra.sharing.migplan import node_state, split_sections
+from gpuinfra.sharing.verdicts import ADVICE, instance_findings, mig_mode_findings
 from gpuinfra.spec.model import RdmaNic
 from gpuinfra.verdicts import Finding, check_system
 

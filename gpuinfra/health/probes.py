@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpuinfra.migplan import STATE_COMMAND as MIG_STATE_COMMAND
 from gpuinfra.monitoring.gpumetrics import NVLINK_COMMAND, QUERIES
-from gpuinfra.rdma_verdicts import PORTS_COMMAND
+from gpuinfra.rdma.verdicts import PORTS_COMMAND
+from gpuinfra.sharing.migplan import STATE_COMMAND as MIG_STATE_COMMAND
 
 Command = tuple[str, ...] | str
 

@@ -1,9 +1,10 @@
 """The taint that follows the health check's node condition on Kubernetes, as one rule.
 
 node-problem-detector sets the node condition ``GpuinfraUnhealthy`` from the check
-(gpuinfra.manifests.health_objects); a node cannot taint itself (NodeRestriction), so a small
+(gpuinfra.kubernetes.manifests.health_objects); a node cannot taint itself (NodeRestriction), so a
+small
 controller on the control plane (gpuinfra_node.taint_controller, deployed by
-gpuinfra.manifests.health_taint_objects) applies this rule to every node it sees:
+gpuinfra.kubernetes.manifests.health_taint_objects) applies this rule to every node it sees:
 
 - condition ``True``: the node carries ``gpuinfra.io/unhealthy=true:NoSchedule``;
 - condition ``False``: that taint is removed, and nothing else;

@@ -174,14 +174,16 @@ DEVICE_PLUGIN_VERSION = re.compile(r"v0\.(1[5-9]|[2-9][0-9])\.[0-9]{1,3}")
 MPS_ROOT = "/run/nvidia/mps"
 
 # node-problem-detector, which runs the node health check as its custom plugin
-# (gpuinfra.manifests.health_objects). v0.8.20 is promoted to registry.k8s.io (kubernetes/k8s.io
+# (gpuinfra.kubernetes.manifests.health_objects). v0.8.20 is promoted to registry.k8s.io
+# (kubernetes/k8s.io
 # registry.k8s.io/images/k8s-staging-npd/images.yaml: sha256:52f0618e9bc2cea60b7aa9d9c962a0b8
 # 4dace6ef3cff62d1e1a29c92ba1c4177); its image (Dockerfile: debian-base bookworm with
 # util-linux) has /usr/bin/nsenter.
 NODE_PROBLEM_DETECTOR_IMAGE = "registry.k8s.io/node-problem-detector/node-problem-detector:v0.8.20"
 
 # The controller that taints the nodes whose health condition is True
-# (gpuinfra.manifests.health_taint_objects, gpuinfra_node/taint_controller.py) is Python's
+# (gpuinfra.kubernetes.manifests.health_taint_objects, gpuinfra_node/taint_controller.py) is
+# Python's
 # standard library, in Docker's official Python image: 3.11 (the project's floor, pyproject's
 # requires-python) on Debian 12, tag 3.11.14-slim-bookworm as listed in docker-library/
 # official-images library/python ("Tags: 3.11.14-slim-bookworm, 3.11-slim-bookworm"; amd64,

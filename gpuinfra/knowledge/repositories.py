@@ -33,7 +33,7 @@ TOOLKIT_REPO = "https://nvidia.github.io/libnvidia-container"
 # `apt-key adv --recv-keys A024F6F0E6D6A281`). A fingerprint copied from an unverified page
 # would be trusted as NVIDIA's, so the operator still supplies it (rdma_doca_key_fingerprint,
 # checked to end in that long id), and every run re-checks the installed keyring against it
-# (gpuinfra.aptkeys). To pin it here: read it from NVIDIA through a second channel (support,
+# (gpuinfra.apt.keys). To pin it here: read it from NVIDIA through a second channel (support,
 # a signed release note), then set DOCA_KEY_FINGERPRINT and make the knob optional.
 DOCA_URL = "https://linux.mellanox.com/public/repo/doca"
 DOCA_KEY_ID = "A024F6F0E6D6A281"

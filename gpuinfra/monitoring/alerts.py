@@ -15,7 +15,7 @@ from typing import Any
 
 from gpuinfra.health.expectation import runs_on
 from gpuinfra.knowledge.topology import expected_active_links
-from gpuinfra.logs import AGE_METRIC, STALE_S, uploaders
+from gpuinfra.logs.journal import AGE_METRIC, STALE_S, uploaders
 from gpuinfra.monitoring.gpumetrics import FATAL_XIDS, RECOVERY_ACTION_XID
 from gpuinfra.monitoring.settings import Monitoring
 from gpuinfra.monitoring.slurmnodes import UNAVAILABLE
@@ -138,7 +138,7 @@ def health_series(metric: str, node: NodeSpec, **labels: str) -> str:
 
 
 def logs_series(spec: ClusterSpec, node: NodeSpec) -> str:
-    """The head's series of ``node``'s newest journal entry there (gpuinfra.logs.age_script,
+    """The head's series of ``node``'s newest journal entry there (gpuinfra.logs.journal.age_script,
     served by the head's node_exporter)."""
     head = spec.head[0].short_name
     return f"{AGE_METRIC}{selector(job='node', instance=head, node=node.short_name)}"
@@ -526,7 +526,7 @@ def _nvlink_alerts(gpu_nodes: Sequence[NodeSpec]) -> list[Alert]:
 
 def _logs_alerts(spec: ClusterSpec) -> list[Alert]:
     """A node whose journal stopped reaching the head (the logs role): its newest entry there
-    older than gpuinfra.logs.STALE_S, while it logs a heartbeat every 2 minutes."""
+    older than gpuinfra.logs.journal.STALE_S, while it logs a heartbeat every 2 minutes."""
     nodes = uploaders(spec.nodes)
     if len(spec.head) != 1 or not nodes:
         return []

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuinfra.knowledge.topology import expected_active_links
-from gpuinfra.logs import STALE_S, uploaders
+from gpuinfra.logs.journal import STALE_S, uploaders
 from gpuinfra.monitoring.alerts import (
     Alert,
     alerts,

@@ -13,7 +13,7 @@
 
 Also read: NCCL_DEBUG=INFO lines (the network used, NVLink SHARP, the NCCL version, warnings),
 mpirun ``[1,0]<stdout>:`` tags, and the older table without a ``root`` column (its float
-``error`` column in place of ``#wrong``). The judgement is :mod:`gpuinfra.nccl_verdict`.
+``error`` column in place of ``#wrong``). The judgement is :mod:`gpuinfra.jobs.nccl_verdict`.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ MB = 2^20 bytes (src/perftest_parameters.c: ``format_factor = (report_fmt == MBS
 "Display proper unit for MiB/sec results", 2024-03; knowledge audit 9735030 row 52) and
 ``MB/sec`` before; all are read as Gb/s here. ``--run_infinitely`` repeats the row; ``-a`` sweeps
 sizes. "Conflicting CPU frequency values" warnings may sit between the header and the rows.
-The judgement is :mod:`gpuinfra.perftest`.
+The judgement is :mod:`gpuinfra.rdma.perftest`.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ One row per process and GPU it holds, ``<GPU or MIG UUID>, <pid>, <process name>
 compute-apps). The name is what NVML reports (usually the executable's path; it may hold
 spaces or commas, so it is the rest of the line). No process: no output at all.
 
-Read by the MIG plan (gpuinfra.migplan: never destroy an instance or switch the mode under a
+Read by the MIG plan (gpuinfra.sharing.migplan: never destroy an instance or switch the mode under a
 process) and the driver change guard (gpuinfra.driverchange: never replace the driver under
 one): one parser for both.
 """

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.logs_loki import retention_problem
+from gpuinfra.logs.loki import retention_problem
 from gpuinfra.spec.checks import WHERE_ALL, WHERE_HOST, Collector, SpecError
 from gpuinfra.spec.model import NodeSpec
 
@@ -166,7 +166,7 @@ def _port_clashes(nodes: Sequence[NodeSpec], accounting: bool, errs: Collector) 
 
 def _loki(nodes: Sequence[NodeSpec], errs: Collector) -> None:
     """Loki (logs_loki) runs on the head, listens on its cluster address and keeps logs 24h
-    at least (gpuinfra.logs_loki)."""
+    at least (gpuinfra.logs.loki)."""
     on = [n for n in nodes if n.settings.get("logs_loki")]
     if not on:
         return

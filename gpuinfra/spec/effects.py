@@ -10,10 +10,10 @@ from gpuinfra.spec.model import NodeSpec, SpecWarning
 
 
 def gpudirect_warnings(nodes: Sequence[NodeSpec], stack: str) -> list[SpecWarning]:
-    """GPU nodes with RDMA NICs but no GPUDirect RDMA path (gpuinfra.rdma.gpudirect_path):
+    """GPU nodes with RDMA NICs but no GPUDirect RDMA path (gpuinfra.rdma.node.gpudirect_path):
     valid, but GPU memory then goes through host memory. Said now, not only at deploy."""
     from gpuinfra.knowledge.packages import open_modules_for  # imported here: no import
-    from gpuinfra.rdma import gpudirect_path  # cycle through gpuinfra.spec
+    from gpuinfra.rdma.node import gpudirect_path  # cycle through gpuinfra.spec
 
     found = []
     for node in nodes:

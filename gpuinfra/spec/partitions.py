@@ -17,7 +17,7 @@ allowed and how to fix it:
 - ``oversubscribe`` (OverSubscribe): EXCLUSIVE, FORCE[:count], YES[:count] or NO.
 - ``state`` (State): UP, DOWN, DRAIN or INACTIVE.
 - ``def_mem_per_gpu``/``def_cpu_per_gpu`` (DefMemPerGPU in megabytes, DefCpuPerGPU): the
-  partition's own values over the site's and the computed ones (gpuinfra.slurmconf
+  partition's own values over the site's and the computed ones (gpuinfra.slurm.conf
   ``per_gpu_defaults``); 0 leaves the key out.
 """
 

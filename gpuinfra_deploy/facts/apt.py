@@ -9,7 +9,7 @@ from typing import Any
 from pyinfra.api import FactBase
 from pyinfra.api.exceptions import FactProcessError
 
-from gpuinfra.aptkeys import parse_show_keys
+from gpuinfra.apt.keys import parse_show_keys
 from gpuinfra.errors import ParseError
 from gpuinfra.parsers.aptpolicy import parse_apt_policy
 from gpuinfra.parsers.system import (

@@ -10,9 +10,8 @@ from typing import Any
 from pyinfra.api import FactBase
 from pyinfra.api.exceptions import FactProcessError
 
+from gpuinfra.containers.runtimes import CONFIG_PATHS, check_runtime
 from gpuinfra.errors import ParseError
-from gpuinfra.migplan import STATE_COMMAND as MIG_STATE_COMMAND
-from gpuinfra.migplan import split_sections
 from gpuinfra.parsers.gpus import parse_gpus
 from gpuinfra.parsers.system import (
     DEVICE_NODES_COMMAND,
@@ -21,7 +20,8 @@ from gpuinfra.parsers.system import (
     parse_gpu_minors,
 )
 from gpuinfra.parsers.topo import parse_topo
-from gpuinfra.runtimes import CONFIG_PATHS, check_runtime
+from gpuinfra.sharing.migplan import STATE_COMMAND as MIG_STATE_COMMAND
+from gpuinfra.sharing.migplan import split_sections
 from gpuinfra_deploy.facts._base import GPU_FIELDS, parsed, quiet
 
 
@@ -47,11 +47,13 @@ class NvidiaGpus(FactBase):
 
 
 class NvidiaMigState(FactBase):
-    """What the MIG plan reads (gpuinfra.migplan.STATE_COMMAND), one text per part:
+    """What the MIG plan reads (gpuinfra.sharing.migplan.STATE_COMMAND), one text per part:
     ``{"list": <nvidia-smi -L>, "mode": <index, uuid, mig.mode.current, mig.mode.pending>,
     "lgi": <nvidia-smi mig -lgi>, "lci": <-lci>, "apps": <--query-compute-apps>}``; ``{}``
-    without nvidia-smi. Turned into each GPU's state by gpuinfra.migplan.node_state, and into
-    the node's compute processes by gpuinfra.migplan.compute_processes (the nvidia_driver role:
+    without nvidia-smi. Turned into each GPU's state by gpuinfra.sharing.migplan.node_state, and
+    into
+    the node's compute processes by gpuinfra.sharing.migplan.compute_processes (the nvidia_driver
+    role:
     no driver change under them)."""
 
     default = dict
@@ -120,7 +122,7 @@ class NvidiaDeviceMinors(FactBase):
 class ContainerRuntimeConfig(FactBase):
     """The configuration text of a container runtime (``containerd`` or ``docker``): its main
     file and drop-ins concatenated, ``""`` where there is none. Judged by
-    :func:`gpuinfra.runtimes.has_nvidia_runtime`."""
+    :func:`gpuinfra.containers.runtimes.has_nvidia_runtime`."""
 
     default = str
 

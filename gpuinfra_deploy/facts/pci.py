@@ -20,7 +20,7 @@ from gpuinfra.parsers.pcisysfs import (
     parse_pci_sysfs,
 )
 from gpuinfra.parsers.pciuse import HOST_USE_COMMAND, parse_host_use
-from gpuinfra.rdma import ACS_SCRIPT, ACS_UNIT
+from gpuinfra.rdma.node import ACS_SCRIPT, ACS_UNIT
 from gpuinfra_deploy.facts._base import parsed, quiet
 
 

@@ -18,8 +18,8 @@ from pyinfra.api import FactBase, OperationError, QuoteString, StringCommand, op
 from pyinfra.facts.files import File, FileContents
 from pyinfra.operations import apt, files
 
-from gpuinfra.aptkeys import KeyringKey, keyring_problem, needs_refresh
-from gpuinfra.aptsources import enable_components
+from gpuinfra.apt.keys import KeyringKey, keyring_problem, needs_refresh
+from gpuinfra.apt.sources import enable_components
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.header import header
 from gpuinfra.knowledge.packages import PinnedPackages
@@ -149,9 +149,9 @@ def keyring_script(url: str, path: str, fingerprint: str, fresh_for_days: int = 
 def apt_keyring(url: str, path: str, fingerprint: str):
     """The key at ``url`` dearmored into ``path``, installed only when its fingerprint is the
     pinned ``fingerprint`` (see :func:`keyring_script`); fetched when missing, and again when
-    a key in it expires within :data:`gpuinfra.aptkeys.REFRESH_DAYS` days. A keyring that
+    a key in it expires within :data:`gpuinfra.apt.keys.REFRESH_DAYS` days. A keyring that
     exists is re-read on every run (gpg on the node): any other key in it fails the host,
-    naming the file, both fingerprints and the fix (gpuinfra.aptkeys.keyring_problem).
+    naming the file, both fingerprints and the fix (gpuinfra.apt.keys.keyring_problem).
 
     + url: where the repository publishes its signing key
     + path: keyring file named by the list file's ``signed-by=``

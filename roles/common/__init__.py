@@ -14,7 +14,7 @@ from pyinfra.api import deploy
 from pyinfra.facts.files import FileContents
 from pyinfra.operations import apt, files, server, systemd
 
-from gpuinfra.aptmirror import mirror_for, point_at_mirror
+from gpuinfra.apt.mirror import mirror_for, point_at_mirror
 from gpuinfra.platforms import hosts_block
 from gpuinfra.render import APT_PROXY_MODE, apt_proxy_conf
 from gpuinfra.spec import ClusterSpec, NodeSpec

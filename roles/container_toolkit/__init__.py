@@ -18,13 +18,13 @@ from pyinfra.operations import apt, files, server, systemd
 from pyinfra.operations.util import any_changed
 
 from gpuinfra import reboot
+from gpuinfra.containers.runtimes import SERVICES, cdi_driver_version, has_nvidia_runtime
 from gpuinfra.knowledge.packages import (
     SIGNING_KEYS,
     DriverRelease,
     container_toolkit_packages,
 )
 from gpuinfra.render import TOOLKIT_KEYRING, TOOLKIT_LIST, toolkit_key_url, toolkit_list
-from gpuinfra.runtimes import SERVICES, cdi_driver_version, has_nvidia_runtime
 from gpuinfra.spec import NodeSpec
 from gpuinfra_deploy.facts.kernel import LoadedModules
 from gpuinfra_deploy.facts.nvidia import ContainerRuntimeConfig

@@ -3,7 +3,7 @@
 On every Kubernetes node (and on every host with ``containerd_everywhere``): the
 distribution's ``containerd`` package; ``/etc/containerd/config.toml`` made from that
 containerd's own ``containerd config default`` with ``SystemdCgroup = true`` and the sandbox
-image of the pinned Kubernetes release (gpuinfra.containerd); staged, read by containerd
+image of the pinned Kubernetes release (gpuinfra.containers.containerd); staged, read by containerd
 itself (``containerd --config <staged> config dump``) and only then moved in
 (gpuinfra_deploy/ops/checked.py); containerd restarted only when the file changed; a boot drop-in
 bounds its restarts (gpuinfra_deploy/ops/boot.py). What the container toolkit adds to the file
@@ -20,7 +20,7 @@ from pyinfra.api import FactBase, FunctionCommand, StringCommand, deploy, operat
 from pyinfra.facts.files import FileContents
 from pyinfra.operations import apt, files, server, systemd
 
-from gpuinfra.containerd import CONFIG, containerd_config, same_config
+from gpuinfra.containers.containerd import CONFIG, containerd_config, same_config
 from gpuinfra.spec import NodeSpec
 from gpuinfra_deploy.facts.system import host_distro
 from gpuinfra_deploy.ops.apt import APT_CACHE_S

@@ -1,17 +1,18 @@
 """The `gpu_sharing` role: the node side of the spec's ``gpu_sharing`` (MIG and MPS).
 
 MIG (``{"mode": "mig", "mig_layout": ...}``): the layout as nvidia-mig-parted's config
-(``/etc/nvidia-mig-manager/config.yaml``, gpuinfra.migconfig; read back before it goes live),
+(``/etc/nvidia-mig-manager/config.yaml``, gpuinfra.sharing.migconfig; read back before it goes
+live),
 so NVIDIA's MIG manager or mig-parted can use the same file; a boot script and a oneshot unit
 (``gpuinfra-mig.service``) that re-create the instances at boot (they do not survive a
 reboot) before slurmd, the kubelet and DCGM start; and the layout applied now, from the GPUs'
-state read first (gpuinfra.migplan): the MIG mode switched where it differs (a mode still
+state read first (gpuinfra.sharing.migplan): the MIG mode switched where it differs (a mode still
 pending needs a GPU reset or a reboot: the reboot marker, or the reboot with
 ``reboot_policy = "if-needed"``), only the instances that differ destroyed and created, and a
 GPU whose instances would be destroyed under running processes refused, naming them.
 
 MPS (``{"mode": "mps", ...}``): the MPS control daemon package at the driver's version, and a
-unit (``gpuinfra-mps.service``, gpuinfra.mps) that sets compute mode EXCLUSIVE_PROCESS, runs
+unit (``gpuinfra-mps.service``, gpuinfra.sharing.mps) that sets compute mode EXCLUSIVE_PROCESS, runs
 ``nvidia-cuda-mps-control -d`` with its pipes in ``/run/nvidia-mps`` (root's, made by systemd:
 never MPS' default /tmp/nvidia-mps, which a local user could create first) and applies the
 spec's limits through the control interface; every login shell of the node exports that pipe
@@ -32,9 +33,14 @@ from pyinfra import host, logger
 from pyinfra.api import OperationError, deploy
 from pyinfra.operations import apt, files, server, systemd
 
-from gpuinfra import migplan, mps
 from gpuinfra.knowledge.packages import DriverRelease
-from gpuinfra.migconfig import MIG_PARTED_CHECK, MIG_PARTED_CONFIG, config_name, mig_parted_yaml
+from gpuinfra.sharing import migplan, mps
+from gpuinfra.sharing.migconfig import (
+    MIG_PARTED_CHECK,
+    MIG_PARTED_CONFIG,
+    config_name,
+    mig_parted_yaml,
+)
 from gpuinfra.spec import NodeSpec
 from gpuinfra_deploy.facts.nvidia import NvidiaMigState
 from gpuinfra_deploy.facts.system import host_distro

@@ -22,7 +22,7 @@ from pyinfra.operations import apt, files
 from gpuinfra.health.expectation import PATH as EXPECTATION_PATH
 from gpuinfra.health.expectation import from_node, runs_on
 from gpuinfra.monitoring.units import TEXTFILE_DIRECTORY
-from gpuinfra.slurmconf import HEALTH_PROGRAMS
+from gpuinfra.slurm.conf import HEALTH_PROGRAMS
 from gpuinfra.spec import NodeSpec
 from gpuinfra_deploy.nodecode import ZIP_NAME, node_zip
 from gpuinfra_deploy.ops.apt import APT_CACHE_S
@@ -35,7 +35,7 @@ LIB_DIR = "/usr/local/lib/gpuinfra-health"
 PROGRAM = f"{LIB_DIR}/program.py"
 ZIP = f"{LIB_DIR}/{ZIP_NAME}"
 STAGE = "/etc/gpuinfra/.gpuinfra-staged"
-# The commands: one for people, one per Slurm hook (gpuinfra.slurmconf.HEALTH_PROGRAMS, the
+# The commands: one for people, one per Slurm hook (gpuinfra.slurm.conf.HEALTH_PROGRAMS, the
 # paths slurm.conf names).
 COMMAND = "/usr/local/sbin/gpuinfra-health"
 

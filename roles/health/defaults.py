@@ -39,7 +39,7 @@ KNOBS = (
          site_wide=True),
     # Kubernetes GPU nodes: node-problem-detector runs the check every health_check_interval
     # and sets the node condition GpuinfraUnhealthy with its cause (the kubernetes role applies
-    # its DaemonSet: gpuinfra.manifests.health_objects).
+    # its DaemonSet: gpuinfra.kubernetes.manifests.health_objects).
     Knob("health_kubernetes", True, boolean(),
          "node-problem-detector's GpuinfraUnhealthy condition on Kubernetes GPU nodes",
          site_wide=True),

@@ -4,7 +4,7 @@ Table of contents (``job_containers()``), by ``job_containers_runtime``:
 
 - ``"oci"``: Slurm's own OCI support (``srun --container=<bundle>``) on the workers: crun or
   runc from the distribution, a per-user state directory made at boot, and ``oci.conf``
-  (gpuinfra.jobcontainers.oci_conf) where slurmstepd reads it: beside the slurm.conf it runs,
+  (gpuinfra.jobs.containers.oci_conf) where slurmstepd reads it: beside the slurm.conf it runs,
   which under configless Slurm is slurmd's fetched copy in its cache. Slurm 22.05's slurmctld
   does not serve oci.conf, and slurmd empties that cache at every fetch (seen in the lab), so
   each worker keeps its copy in /etc/slurm and a path unit puts it back into the cache each
@@ -36,7 +36,7 @@ from pyinfra.operations import apt, files, server, systemd
 from pyinfra.operations.util import any_changed
 
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.jobcontainers import (
+from gpuinfra.jobs.containers import (
     OCI_BINARIES,
     OCI_CONF,
     OCI_CONF_KEPT,

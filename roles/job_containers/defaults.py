@@ -7,7 +7,7 @@ gives them and the spec gate refuses the runtime without them (gpuinfra/spec/cro
 Checked by the spec gate before any host is touched.
 """
 
-from gpuinfra.jobcontainers import OCI_RUNTIMES, RUNTIMES
+from gpuinfra.jobs.containers import OCI_RUNTIMES, RUNTIMES
 from gpuinfra.knowledge.containers import (
     APPTAINER_DEFAULT_VERSION,
     ENROOT_DEFAULT_VERSION,

@@ -3,14 +3,16 @@
 Every Kubernetes node: swap off (now and in /etc/fstab), overlay and br_netfilter loaded (and
 at boot), the forwarding sysctls, pkgs.k8s.io's repository for the pinned minor (or the site's
 mirror), kubeadm, kubelet and kubectl at the pinned version, held. The head: kubeadm-init.yaml
-rendered from the spec (gpuinfra.kubeadm) and checked by ``kubeadm config validate`` before it
+rendered from the spec (gpuinfra.kubernetes.kubeadm) and checked by ``kubeadm config validate``
+before it
 goes in, ``kubeadm init`` once (an initialised control plane is never initialised again); the
-CNI, RuntimeClass ``nvidia`` and the NVIDIA device plugin as manifests (gpuinfra.manifests),
+CNI, RuntimeClass ``nvidia`` and the NVIDIA device plugin as manifests
+(gpuinfra.kubernetes.manifests),
 checked by the API server (``kubectl apply --dry-run=server``) before they are written and
 applied; GPU nodes labelled (and optionally tainted). Workers: ``kubeadm join`` once, with a
 single-use token made on the head at run time that never leaves memory (operations._join).
 A changed Kubernetes version on a running node moves the repository line and stops with the
-ordered upgrade steps (gpuinfra.kubeadm.upgrade_steps). Data keys: defaults.py.
+ordered upgrade steps (gpuinfra.kubernetes.kubeadm.upgrade_steps). Data keys: defaults.py.
 """
 
 from __future__ import annotations
@@ -25,11 +27,11 @@ from pyinfra.facts.files import FileContents
 from pyinfra.operations import apt, files, server, systemd
 from pyinfra.operations.util import any_changed
 
-from gpuinfra import kubeadm, manifests
-from gpuinfra.deviceplugin import config_key, plugin_config
 from gpuinfra.health import taint as health_taint
 from gpuinfra.knowledge import kubernetes as k8s
 from gpuinfra.knowledge.packages import SIGNING_KEYS, PinnedPackages
+from gpuinfra.kubernetes import kubeadm, manifests
+from gpuinfra.kubernetes.deviceplugin import config_key, plugin_config
 from gpuinfra.spec import ClusterSpec, NodeSpec
 from gpuinfra_deploy.nodecode import sources
 from gpuinfra_deploy.ops.apt import apt_keyring, install_pinned

@@ -13,8 +13,8 @@ from pyinfra.api import FactBase, FunctionCommand, QuoteString, StringCommand, o
 from pyinfra.facts.files import File, FileContents
 from pyinfra.operations import files
 
-from gpuinfra import kubeadm
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.kubernetes import kubeadm
 from gpuinfra.parsers.kubectl import parse_nodes
 from gpuinfra_deploy.facts.kernel import LoadedModules
 from gpuinfra_deploy.ops.checked import check_script, checked_files

@@ -7,7 +7,7 @@ certificates judged by ``openssl verify -CAfile`` before they go in, kept; made 
 CA or the head's address is new); the receiver, ``systemd-journal-remote`` over HTTP on the
 loopback behind stunnel, which terminates TLS on the cluster address and admits only clients
 whose certificate the logs CA signed (Debian 12's journal-remote cannot check clients:
-gpuinfra/logs.py); the hourly cap (``logs_max_use``, ``logs_retention``). Every other node:
+gpuinfra/logs/journal.py); the hourly cap (``logs_max_use``, ``logs_retention``). Every other node:
 the package, its key and certificates from the head through this machine's memory
 (gpuinfra_deploy/ops/from_head.py), the uploader (``systemd-journal-upload --save-state``: it
 resumes from its cursor after any interruption), restarted forever. Unit drop-ins are judged
@@ -34,7 +34,15 @@ from gpuinfra.errors import GpuinfraError
 from gpuinfra.header import HEADER
 from gpuinfra.knowledge.packages import SIGNING_KEYS, PinnedPackages
 from gpuinfra.knowledge.repositories import GRAFANA_KEYRING, GRAFANA_LIST, grafana_apt_line
-from gpuinfra.logs import (
+from gpuinfra.logs.forward import (
+    FORWARD_CONF,
+    FORWARD_STAGE,
+    SERVICE,
+    check_command,
+    forward_conf,
+)
+from gpuinfra.logs.forward import packages as forward_packages
+from gpuinfra.logs.journal import (
     AGE_SCRIPT,
     AGE_UNITS,
     CA_CERT,
@@ -80,15 +88,7 @@ from gpuinfra.logs import (
     vacuum_service,
     vacuum_timer,
 )
-from gpuinfra.logs_forward import (
-    FORWARD_CONF,
-    FORWARD_STAGE,
-    SERVICE,
-    check_command,
-    forward_conf,
-)
-from gpuinfra.logs_forward import packages as forward_packages
-from gpuinfra.logs_loki import (
+from gpuinfra.logs.loki import (
     ALLOY_CONFIG,
     ALLOY_SERVICE,
     ALLOY_STAGE,
@@ -134,7 +134,8 @@ def unit_warning(stage: str) -> str:
 # has both daemons; stunnel4: Debian main, Ubuntu universe); ``units``: where the vendor units
 # are (a drop-in is verified beside a copy of its unit); ``receiver``: the daemon's path in the
 # vendor unit; ``limits``: journal-remote.conf knows MaxUse=/MaxFileSize= (systemd 253 and
-# later: gpuinfra/logs.py). Debian 12's values read from its packages (dpkg -x); Ubuntu's taken
+# later: gpuinfra/logs/journal.py). Debian 12's values read from its packages (dpkg -x); Ubuntu's
+# taken
 # from the same Debian packaging, not read from Ubuntu's archive (unreachable here).
 HEAD_PACKAGES = [PACKAGE, "openssl", "stunnel4"]
 DISTRO: dict[str, dict[str, Any]] = {
@@ -219,7 +220,7 @@ def logs(site: Site, node: NodeSpec) -> None:
 
 def _forward(targets: list[dict[str, Any]]) -> None:
     """Option ``logs_forward``: this node's logs to the site's syslog or Elasticsearch with
-    rsyslog (gpuinfra/logs_forward.py), the file judged by ``rsyslogd -N1`` before it goes
+    rsyslog (gpuinfra/logs/forward.py), the file judged by ``rsyslogd -N1`` before it goes
     live, rsyslog restarted only when it changed. No targets: the file of an earlier deploy
     removed (and rsyslog restarted without it); nothing else touched."""
     if not targets:
@@ -250,7 +251,7 @@ def loki_packages(data: Any, head: bool) -> PinnedPackages:
 
 
 def _loki(site: Site, node: NodeSpec, data: Any) -> None:
-    """Option ``logs_loki`` (gpuinfra/logs_loki.py): Grafana's repository, then on the head
+    """Option ``logs_loki`` (gpuinfra/logs/loki.py): Grafana's repository, then on the head
     Loki (its file judged by ``loki -verify-config``), on every node Alloy reading the journal
     into it (its file judged by ``alloy validate``); each daemon restarted only when its file
     changed. Grafana's data source and dashboard are the monitoring role's."""

@@ -3,12 +3,12 @@
 Every node's journal on the head (systemd-journal-upload -> systemd-journal-remote, TLS with a
 CA the head makes). Every key is site-wide: the head holds every node's logs under one cap.
 Checked by the spec gate before any host is touched; the cap is also checked against the
-head's disk when the deploy is planned (gpuinfra.logs.disk_problem).
+head's disk when the deploy is planned (gpuinfra.logs.journal.disk_problem).
 """
 
-from gpuinfra.logs import DEFAULT_PORT, RETENTION, SIZE
-from gpuinfra.logs_forward import forward_rule
-from gpuinfra.logs_loki import DEFAULT_LOKI_PORT
+from gpuinfra.logs.forward import forward_rule
+from gpuinfra.logs.journal import DEFAULT_PORT, RETENTION, SIZE
+from gpuinfra.logs.loki import DEFAULT_LOKI_PORT
 from gpuinfra.spec.knobs import Knob, defaults
 from gpuinfra.spec.rules import boolean, debian_version, integer, text
 
@@ -30,13 +30,13 @@ KNOBS = (
                                                   "weeks)"),
          "how long the head keeps the nodes' logs", site_wide=True),
     # Option: every node (the head too) also forwards its own logs with rsyslog to the site's
-    # syslog or Elasticsearch/OpenSearch (gpuinfra/logs_forward.py). Empty: no forwarding
+    # syslog or Elasticsearch/OpenSearch (gpuinfra/logs/forward.py). Empty: no forwarding
     # (and a forwarding file an earlier deploy wrote is removed). Independent of logs_enabled.
     Knob("logs_forward", [], forward_rule(),
          "the site's syslog / Elasticsearch targets each node forwards its logs to"),
     # Option: Grafana Loki on the head and Grafana Alloy on every node (the head too) reading
     # its journal, both from Grafana's apt repository (monitoring_grafana_repo_url), pinned
-    # (gpuinfra/logs_loki.py); with monitoring's Grafana on, a Loki data source and a dashboard
+    # (gpuinfra/logs/loki.py); with monitoring's Grafana on, a Loki data source and a dashboard
     # of drained and failed nodes' logs. Loki keeps logs_retention (24h at least); it has no
     # cap in bytes. Independent of logs_enabled. Off: nothing installed (turning it off later
     # leaves Loki and Alloy as they are).

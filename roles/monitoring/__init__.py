@@ -38,10 +38,10 @@ from gpuinfra.knowledge.repositories import (
     GRAFANA_LIST,
     grafana_apt_line,
 )
-from gpuinfra.logs_loki import DASHBOARD_NAME as LOKI_DASHBOARD
-from gpuinfra.logs_loki import DATASOURCE_FILE as LOKI_DATASOURCE_FILE
-from gpuinfra.logs_loki import grafana_datasource as loki_datasource
-from gpuinfra.logs_loki import node_logs_dashboard
+from gpuinfra.logs.loki import DASHBOARD_NAME as LOKI_DASHBOARD
+from gpuinfra.logs.loki import DATASOURCE_FILE as LOKI_DATASOURCE_FILE
+from gpuinfra.logs.loki import grafana_datasource as loki_datasource
+from gpuinfra.logs.loki import node_logs_dashboard
 from gpuinfra.monitoring.alertmanager import ALERTMANAGER_CONFIG, alertmanager_config
 from gpuinfra.monitoring.alerts import rules
 from gpuinfra.monitoring.grafana import (
@@ -104,7 +104,7 @@ from gpuinfra.monitoring.web import (
     node_material_dir,
     web_config,
 )
-from gpuinfra.slurmconf import JOB_MAPPING_PROGRAMS
+from gpuinfra.slurm.conf import JOB_MAPPING_PROGRAMS
 from gpuinfra.spec import ClusterSpec, NodeSpec
 from gpuinfra.spec.cross import unaddressed
 from gpuinfra_deploy.facts.system import host_distro
@@ -130,7 +130,7 @@ COLLECTOR_OUT = f"{TEXTFILE_DIR}/gpuinfra-gpu.prom"
 UNIT_DIR = "/etc/systemd/system"
 COLLECTOR_UNITS = ("gpuinfra-gpu-metrics.service", "gpuinfra-gpu-metrics.timer")
 # Slurm GPU nodes: the Prolog and Epilog keeping which job holds each GPU (gpujobs.py, beside
-# the collector; slurm.conf names them: gpuinfra.slurmconf.JOB_MAPPING_PROGRAMS).
+# the collector; slurm.conf names them: gpuinfra.slurm.conf.JOB_MAPPING_PROGRAMS).
 GPUJOBS = f"{COLLECTOR_LIB}/gpujobs.py"
 JOB_MAPPING_TMPFILES = "/etc/tmpfiles.d/gpuinfra-gpu-jobs.conf"
 # The head of a Slurm site: Slurm's node states every minute (gpuinfra.monitoring.slurmnodes).

@@ -14,7 +14,6 @@ from pyinfra import host, logger
 from pyinfra.api import QuoteString, StringCommand, operation
 from pyinfra.facts.deb import DebPackages
 
-from gpuinfra import migplan
 from gpuinfra.driverchange import (
     OVERRIDE,
     driver_change_refusal,
@@ -24,6 +23,7 @@ from gpuinfra.driverchange import (
 )
 from gpuinfra.errors import ParseError
 from gpuinfra.render import check_mode, check_name
+from gpuinfra.sharing import migplan
 from gpuinfra_deploy.facts.nvidia import NvidiaDeviceNodes, NvidiaMigState
 
 

@@ -29,7 +29,7 @@ from gpuinfra import reboot
 from gpuinfra.knowledge.packages import open_modules_for
 from gpuinfra.knowledge.repositories import DOCA_URL
 from gpuinfra.parsers.pcisysfs import PciSysfs
-from gpuinfra.rdma import (
+from gpuinfra.rdma.node import (
     ACS_SCRIPT,
     ACS_UNIT,
     MODULES_LOAD,

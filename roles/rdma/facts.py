@@ -20,7 +20,7 @@ from gpuinfra.parsers.pcitree import (
     parse_nic_addresses,
     parse_pci_paths,
 )
-from gpuinfra.rdma import ATS
+from gpuinfra.rdma.node import ATS
 from gpuinfra_deploy.facts._base import quiet
 
 

@@ -12,7 +12,7 @@ from pyinfra.api import OperationError, StringCommand, operation
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.parsers.mlxconfig import MlxConfig
-from gpuinfra.rdma import ats_plan, ats_set_command
+from gpuinfra.rdma.node import ats_plan, ats_set_command
 from gpuinfra_roles.rdma.facts import FirmwareAts
 
 

@@ -12,7 +12,7 @@ spec shares GPUs); cgroup.conf (devices constrained). Each worker in the run jud
 with its own GPUs (``slurmd -G``), then the head takes it after judging slurm.conf itself
 (operations.checked_config); a node leaving slurm.conf must be drained and idle first. The
 daemons take a change by `scontrol reconfigure`, or a restart where slurm.conf(5) says so
-(gpuinfra.slurmconf.conf_change). Optional accounting (slurmdbd with MariaDB on the head).
+(gpuinfra.slurm.conf.conf_change). Optional accounting (slurmdbd with MariaDB on the head).
 Needs the munge role first. Data keys: defaults.py; per-distribution values: :data:`DISTRO`.
 """
 
@@ -31,7 +31,7 @@ from gpuinfra import reboot
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.parsers.cpus import CpuLayout
 from gpuinfra.parsers.topo import TopoMatrix
-from gpuinfra.slurmconf import (
+from gpuinfra.slurm.conf import (
     CONFIGLESS_DROPIN,
     ConfChange,
     GresPlan,
@@ -372,7 +372,7 @@ def _workers_accepted(site: Site, workers: list[NodeSpec]) -> bool:
 
 
 def _change(site: Site, texts: dict[str, str]) -> ConfChange:
-    """What the new files ask of the daemons (gpuinfra.slurmconf.conf_change), once per run;
+    """What the new files ask of the daemons (gpuinfra.slurm.conf.conf_change), once per run;
     nothing when the head is not in this run (it keeps its files)."""
     def decide() -> ConfChange:
         now = running(site)
@@ -391,7 +391,7 @@ def _change(site: Site, texts: dict[str, str]) -> ConfChange:
 
 def _controller(node: NodeSpec, config: Any, change: ConfChange) -> None:
     """slurmctld running; on changed files, `scontrol reconfigure` where Slurm takes the change
-    that way, else a restart first (gpuinfra.slurmconf.conf_change); each slurmd then fetches
+    that way, else a restart first (gpuinfra.slurm.conf.conf_change); each slurmd then fetches
     the new files. Called on every Slurm node so that the workers' later operations are ordered
     after these (pyinfra orders operations by their place in the code); only the head acts."""
     head = node.is_head

@@ -5,8 +5,8 @@ and each node's GPUs (``gpu_model``, ``gpu_count``, ``gpu_sharing``). Checked by
 before any host is touched; keys whose value lands in slurm.conf must agree on every host.
 """
 
-from gpuinfra.slurmacct import ACCOUNTS, USERS
-from gpuinfra.slurmconf import CONF_EXTRA, GRES_TYPE
+from gpuinfra.slurm.accounting import ACCOUNTS, USERS
+from gpuinfra.slurm.conf import CONF_EXTRA, GRES_TYPE
 from gpuinfra.spec.knobs import Knob, defaults
 from gpuinfra.spec.rules import database_name, integer, optional, sql_name
 

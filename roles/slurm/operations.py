@@ -20,7 +20,7 @@ from pyinfra.api import FactBase, FileUploadCommand, StringCommand, operation
 from pyinfra.facts.files import Sha256File
 
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.slurmacct import missing, sacctmgr_script
+from gpuinfra.slurm.accounting import missing, sacctmgr_script
 from gpuinfra.spec.rules import clip, database_name, sql_name
 from gpuinfra_deploy.facts._base import quiet
 from gpuinfra_deploy.ops.checked import check_script, checked_files, digest, upload_source
@@ -256,7 +256,7 @@ class SlurmAssociations(FactBase):
 @operation()
 def accounting_associations(cluster: str, accounts: list[str], users: dict[str, str]):
     """The cluster, the site's accounts and its users (with their default account) in
-    slurmdbd: listed first, only the missing ones added (gpuinfra/slurmacct.py); nothing when
+    slurmdbd: listed first, only the missing ones added (gpuinfra/slurm/accounting.py); nothing when
     slurmdbd already has them all. The script itself lists again before each add, so it is
     safe on a first deploy, when nothing could be listed while planning."""
     have = host.get_fact(SlurmAssociations)

@@ -26,7 +26,7 @@ from pyinfra.operations import apt, files, server
 
 from gpuinfra import reboot
 from gpuinfra.parsers.pcisysfs import PciSysfs
-from gpuinfra.rdma import ACS_UNIT
+from gpuinfra.rdma.node import ACS_UNIT
 from gpuinfra.spec import NodeSpec
 from gpuinfra.spec.model import VfioSpec
 from gpuinfra.vfio import (

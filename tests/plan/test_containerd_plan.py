@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from pyinfra.api import FileUploadCommand, FunctionCommand
 
-from gpuinfra.containerd import CONFIG, containerd_config
+from gpuinfra.containers.containerd import CONFIG, containerd_config
 from gpuinfra.knowledge.kubernetes import pause_image
 from gpuinfra.units import boot_dropin, dropin_path
 from gpuinfra_roles.containerd import BOOT, CHECK, STAGE, _stage_from_installed, containerd

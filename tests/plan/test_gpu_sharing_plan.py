@@ -15,8 +15,8 @@ import hashlib
 import pytest
 from pyinfra.api import OperationError
 
-from gpuinfra import migplan, mps
-from gpuinfra.migconfig import MIG_PARTED_CONFIG, mig_parted_yaml
+from gpuinfra.sharing import migplan, mps
+from gpuinfra.sharing.migconfig import MIG_PARTED_CONFIG, mig_parted_yaml
 from gpuinfra.spec import HostInput
 from gpuinfra.units import boot_dropin, dropin_path
 from gpuinfra_deploy.run.knobs import build_spec

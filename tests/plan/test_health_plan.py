@@ -10,7 +10,7 @@ import json
 import pytest
 
 from gpuinfra.health.expectation import PATH
-from gpuinfra.slurmconf import HEALTH_PROGRAMS
+from gpuinfra.slurm.conf import HEALTH_PROGRAMS
 from gpuinfra_deploy.nodecode import node_zip
 from gpuinfra_roles.health import COMMAND, PROGRAM, ZIP, health
 from tests.plan.harness import load_facts, plan, upload_text

@@ -16,7 +16,7 @@ import re
 import pytest
 from pyinfra.api.exceptions import PyinfraError
 
-from gpuinfra.jobcontainers import (
+from gpuinfra.jobs.containers import (
     OCI_CONF,
     OCI_CONF_KEPT,
     OCI_SYNC,

@@ -25,9 +25,9 @@ import pytest
 import yaml
 from pyinfra.api import FileUploadCommand, FunctionCommand
 
-from gpuinfra import kubeadm
 from gpuinfra.knowledge import kubernetes as k8s
 from gpuinfra.knowledge.packages import SIGNING_KEYS
+from gpuinfra.kubernetes import kubeadm
 from gpuinfra_deploy.ops.apt import keyring_script
 from gpuinfra_roles.kubernetes import CLUSTER_OBJECTS, NAMESPACES, STAGE, kubernetes
 from gpuinfra_roles.kubernetes.operations import _join

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from pyinfra.api.exceptions import PyinfraError
 
-from gpuinfra.logs_forward import FORWARD_CONF, FORWARD_STAGE, forward_conf
+from gpuinfra.logs.forward import FORWARD_CONF, FORWARD_STAGE, forward_conf
 from gpuinfra_deploy.ops.checked import digest
 from gpuinfra_roles.logs import logs
 from tests.plan.harness import FakeHost, load_facts, plan_hosts

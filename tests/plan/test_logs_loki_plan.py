@@ -22,7 +22,7 @@ from pyinfra.api.exceptions import PyinfraError
 
 from gpuinfra.knowledge.packages import SIGNING_KEYS
 from gpuinfra.knowledge.repositories import GRAFANA_KEYRING, GRAFANA_LIST
-from gpuinfra.logs_loki import (
+from gpuinfra.logs.loki import (
     ALLOY_CONFIG,
     ALLOY_STAGE,
     DATASOURCE_FILE,

@@ -13,7 +13,7 @@ from io import BytesIO
 import pytest
 from pyinfra.api.exceptions import PyinfraError
 
-from gpuinfra.logs import (
+from gpuinfra.logs.journal import (
     RECEIVER_DROPIN,
     REMOTE_CONF,
     SOCKET_DROPIN,

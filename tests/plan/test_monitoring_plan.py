@@ -66,7 +66,7 @@ from tests.plan.harness import (
 
 DISTROS = ["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
 from gpuinfra.monitoring.jobmap import JOB_MAPPING_DIR  # noqa: E402
-from gpuinfra.slurmconf import JOB_MAPPING_PROGRAMS  # noqa: E402
+from gpuinfra.slurm.conf import JOB_MAPPING_PROGRAMS  # noqa: E402
 from gpuinfra_roles.monitoring import (  # noqa: E402
     DCGM_DROPIN,
     GPUJOBS,
@@ -665,7 +665,7 @@ def test_node_exporter_gets_the_web_config_flag_its_version_knows(distro, flag):
 @pytest.mark.parametrize("distro", DISTROS)
 def test_slurm_gpu_nodes_keep_which_job_holds_each_gpu(distro):
     """A Slurm GPU worker: the Prolog and Epilog programs slurm.conf names
-    (gpuinfra.slurmconf.JOB_MAPPING_PROGRAMS), the folder made at boot, the collector and
+    (gpuinfra.slurm.conf.JOB_MAPPING_PROGRAMS), the folder made at boot, the collector and
     dcgm-exporter reading it; the head asks Slurm for its node states every minute."""
     result = run(distro)
     gpu, head = result.plans[GPU], result.plans[HEAD]

@@ -17,7 +17,7 @@ from pyinfra.api.exceptions import PyinfraError
 from gpuinfra import reboot
 from gpuinfra.knowledge.repositories import DOCA_URL
 from gpuinfra.parsers.mlxconfig import parse_mlxconfig
-from gpuinfra.rdma import (
+from gpuinfra.rdma.node import (
     ACS_SCRIPT,
     ACS_UNIT,
     MODULES_LOAD,

@@ -1,6 +1,6 @@
 """Plan tests of the `slurm` role on the lab's three hosts: Debian 12, Ubuntu 22.04 and 24.04.
 
-Slurm runs configless (gpuinfra.slurmconf, "configless"): the head alone has slurm.conf,
+Slurm runs configless (gpuinfra.slurm.conf, "configless"): the head alone has slurm.conf,
 gres.conf (one file for the cluster, each worker's lines with ``NodeName=``) and cgroup.conf,
 and every slurmd fetches them from slurmctld. The role is planned in a three-host inventory
 (tests/plan/harness.py, plan_cluster/plan_hosts): lab-head, lab-worker1 (8x H100 SXM replayed)
@@ -13,7 +13,7 @@ text as RunningSlurmConf reads it), each worker's mark of the set it accepted, t
 drop-in's SHA-1.
 
 What the role should write is computed here independently of the role: the library
-(gpuinfra.slurmconf) and the templates, fed from the raw captures the fact fixtures were made
+(gpuinfra.slurm.conf) and the templates, fed from the raw captures the fact fixtures were made
 from (test_fact_fixtures_are_the_facts_of_their_captures keeps the two in step).
 """
 
@@ -38,8 +38,8 @@ from pyinfra.context import ctx_inventory, ctx_state
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.parsers.cpus import parse_lscpu, parse_meminfo_mb
 from gpuinfra.parsers.topo import parse_topo
-from gpuinfra.slurmacct import sacctmgr_script
-from gpuinfra.slurmconf import (
+from gpuinfra.slurm.accounting import sacctmgr_script
+from gpuinfra.slurm.conf import (
     CONFIGLESS_DROPIN,
     gpu_devices,
     gpu_type,

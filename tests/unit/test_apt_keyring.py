@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuinfra.aptkeys import KeyringKey, keyring_problem, needs_refresh
+from gpuinfra.apt.keys import KeyringKey, keyring_problem, needs_refresh
 from gpuinfra.knowledge.packages import SIGNING_KEYS
 from gpuinfra_deploy.facts.apt import KeyringKeys
 from gpuinfra_deploy.ops.apt import keyring_script

@@ -1,11 +1,11 @@
-"""gpuinfra.aptkeys: an existing apt keyring is judged on every run (its primary keys must be
+"""gpuinfra.apt.keys: an existing apt keyring is judged on every run (its primary keys must be
 exactly the pinned one), and a key whose expiry is near is fetched again."""
 
 from __future__ import annotations
 
 import pytest
 
-from gpuinfra.aptkeys import KeyringKey, keyring_problem, needs_refresh, parse_show_keys
+from gpuinfra.apt.keys import KeyringKey, keyring_problem, needs_refresh, parse_show_keys
 from gpuinfra.knowledge.packages import SIGNING_KEYS
 
 K8S = SIGNING_KEYS["kubernetes"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuinfra.aptmirror import mirror_for, point_at_mirror
+from gpuinfra.apt.mirror import mirror_for, point_at_mirror
 
 DEBIAN_ONE_LINE = """\
 deb http://deb.debian.org/debian bookworm main

@@ -1,8 +1,8 @@
-"""Enabling archive components in apt sources (gpuinfra.aptsources): both formats, nothing lost."""
+"""Enabling archive components in apt sources (gpuinfra.apt.sources): both formats, nothing lost."""
 
 from __future__ import annotations
 
-from gpuinfra.aptsources import enable_components, enable_deb822, enable_one_line
+from gpuinfra.apt.sources import enable_components, enable_deb822, enable_one_line
 
 DEBIAN = ["contrib", "non-free", "non-free-firmware"]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gpuinfra.aptmirror import point_at_mirror
+from gpuinfra.apt.mirror import point_at_mirror
 from gpuinfra.spec import HostInput, SpecInvalid, format_errors
 from gpuinfra_deploy.run.knobs import build_spec, spec_problems
 

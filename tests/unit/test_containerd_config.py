@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from gpuinfra.containerd import (
+from gpuinfra.containers.containerd import (
     CRI_RUNTIME_PLUGIN,
     config_version,
     containerd_config,

@@ -18,15 +18,15 @@ from gpuinfra.health.collect import Output
 from gpuinfra.health.expectation import from_json
 from gpuinfra.health.judge import judge
 from gpuinfra.health.probes import probes
+from gpuinfra.jobs.nccl_verdict import SOCKET_CAUSE
+from gpuinfra.jobs.smoke_verdict import Expected, expected_from_log, judge_smoke, parse_smoke
 from gpuinfra.knowledge.gpus import GPU_MODELS
-from gpuinfra.migplan import compute_processes, node_state, plan_node
-from gpuinfra.nccl_verdict import SOCKET_CAUSE
 from gpuinfra.parsers.fabric import parse_fabric
 from gpuinfra.parsers.gpus import parse_gpus
 from gpuinfra.parsers.mig import available_profiles, parse_mig
 from gpuinfra.parsers.nvlink import parse_nvlink
 from gpuinfra.parsers.processes import parse_compute_apps
-from gpuinfra.smoke_verdict import Expected, expected_from_log, judge_smoke, parse_smoke
+from gpuinfra.sharing.migplan import compute_processes, node_state, plan_node
 from gpuinfra.verdicts import check_system, failures
 from gpuinfra_deploy.facts.nvidia import NvidiaMigState
 

@@ -24,8 +24,8 @@ from gpuinfra.driverchange import (
 )
 from gpuinfra.errors import ParseError
 from gpuinfra.knowledge.packages import DRIVER_VERSIONS, driver_packages
-from gpuinfra.migplan import STATE_COMMAND, compute_processes, node_state
 from gpuinfra.parsers.processes import COMPUTE_APPS_QUERY, ComputeApp, parse_compute_apps
+from gpuinfra.sharing.migplan import STATE_COMMAND, compute_processes, node_state
 from tests.conftest import REPO
 
 CAPTURE = (REPO / "tests" / "fixtures" / "compute-apps" /

@@ -117,7 +117,8 @@ def test_the_patch_is_conditional_on_the_version_read():
 
 
 def test_the_rule_module_needs_only_the_standard_library():
-    """It is shipped alone into the controller's pod (gpuinfra.manifests.health_taint_objects):
+    """It is shipped alone into the controller's pod
+    (gpuinfra.kubernetes.manifests.health_taint_objects):
     an import of anything else would fail there."""
     tree = ast.parse((REPO / "gpuinfra" / "health" / "taint.py").read_text())
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)

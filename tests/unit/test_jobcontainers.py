@@ -1,4 +1,4 @@
-"""The job_containers role's files as text (gpuinfra.jobcontainers) and the spec gate's rules
+"""The job_containers role's files as text (gpuinfra.jobs.containers) and the spec gate's rules
 for its keys."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from gpuinfra.jobcontainers import (
+from gpuinfra.jobs.containers import (
     OCI_RUNTIMES,
     enroot_conf,
     oci_conf,
@@ -171,7 +171,7 @@ def test_the_plugstack_line_waits_for_a_real_spank_plugin(tmp_path):
 # ------------------------------------------- oci.conf kept in slurmd's cache (it empties it)
 
 def test_the_path_unit_watches_slurmds_cache_and_the_kept_copy():
-    from gpuinfra.jobcontainers import OCI_CONF_DIR, OCI_CONF_KEPT, OCI_SYNC, oci_sync_units
+    from gpuinfra.jobs.containers import OCI_CONF_DIR, OCI_CONF_KEPT, OCI_SYNC, oci_sync_units
 
     units = oci_sync_units()
     path = units["gpuinfra-oci-conf.path"].splitlines()
@@ -188,7 +188,7 @@ def test_the_sync_script_run_for_real(tmp_path):
     made yet."""
     import subprocess
 
-    from gpuinfra.jobcontainers import OCI_CONF, OCI_CONF_DIR, OCI_CONF_KEPT, oci_sync_script
+    from gpuinfra.jobs.containers import OCI_CONF, OCI_CONF_DIR, OCI_CONF_KEPT, oci_sync_script
 
     cache, kept = tmp_path / "conf-cache", tmp_path / "oci.conf"
     script = tmp_path / "sync"

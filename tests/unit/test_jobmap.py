@@ -20,7 +20,7 @@ from gpuinfra.monitoring.jobmap import (
 )
 from gpuinfra.monitoring.slurmnodes import node_states_text
 from gpuinfra.monitoring.units import collector_service, dcgm_exporter_dropin
-from gpuinfra.slurmconf import health_lines
+from gpuinfra.slurm.conf import health_lines
 
 
 def apply(files: dict[str, str], changes: dict[str, str | None]) -> dict[str, str]:

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from gpuinfra import kubeadm
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.kubernetes import kubeadm
 from gpuinfra_roles.kubernetes.operations import JOIN_STAGED, _join
 
 TOKEN = "q7w2z1.k3v9x4m1n8b5c2d6"

@@ -16,10 +16,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from gpuinfra import kubeadm, manifests
-from gpuinfra.deviceplugin import config_key, plugin_config
 from gpuinfra.knowledge import kubernetes as k8s
-from gpuinfra.migconfig import mig_parted_config
+from gpuinfra.kubernetes import kubeadm, manifests
+from gpuinfra.kubernetes.deviceplugin import config_key, plugin_config
+from gpuinfra.sharing.migconfig import mig_parted_config
 from gpuinfra.spec import HostInput, build_cluster
 from gpuinfra_deploy.nodecode import sources
 from tests.conftest import REPO

@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 
-from gpuinfra.migplan import STATE_COMMAND, node_state, split_sections
-from gpuinfra.sharing_verdicts import instance_findings, mig_mode_findings, slurm_gres_findings
+from gpuinfra.sharing.migplan import STATE_COMMAND, node_state, split_sections
+from gpuinfra.sharing.verdicts import instance_findings, mig_mode_findings, slurm_gres_findings
 from gpuinfra_lab.profiles import PROFILES
 from tests.conftest import REPO
 

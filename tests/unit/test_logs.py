@@ -1,4 +1,5 @@
-"""Central logs as text (gpuinfra.logs): sizes, the disk check, the query, the daemons' files;
+"""Central logs as text (gpuinfra.logs.journal): sizes, the disk check, the query, the daemons'
+files;
 and the judging logic of the lab proof (gpuinfra_lab/central_logs.py)."""
 
 from __future__ import annotations
@@ -6,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.logs import (
+from gpuinfra.logs.journal import (
     ACTIVE_FILE_BYTES,
     disk_problem,
     query,

@@ -1,4 +1,4 @@
-"""The logs role's forwarding file (gpuinfra/logs_forward.py), judged by a real ``rsyslogd -N1``
+"""The logs role's forwarding file (gpuinfra/logs/forward.py), judged by a real ``rsyslogd -N1``
 through the very check command the role runs on a host (Debian's ``rsyslog`` and
 ``rsyslog-elasticsearch``: `make test` installs them and sets GPUINFRA_REQUIRE_TOOLS=1, so a
 missing rsyslogd fails there instead of skipping)."""
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.logs_forward import check_command, forward_conf, forward_rule, packages
+from gpuinfra.logs.forward import check_command, forward_conf, forward_rule, packages
 
 SYSLOG = {"kind": "syslog", "host": "10.0.0.5", "port": 514, "protocol": "tcp"}
 ES = {"kind": "opensearch", "url": "http://os.example", "index": "gpuinfra-logs"}
@@ -43,7 +43,7 @@ def rsyslogd() -> str:
 
 
 def judged(tmp_path: Path, text: str) -> subprocess.CompletedProcess:
-    """The role's check (gpuinfra.logs_forward.check_command) on ``text`` staged beside a
+    """The role's check (gpuinfra.logs.forward.check_command) on ``text`` staged beside a
     main file and a drop-in folder holding an older forwarding file, which it must ignore."""
     rsyslogd()
     dropins, stage, work = tmp_path / "rsyslog.d", tmp_path / "rsyslog.d/.gpuinfra-staged", \

@@ -1,4 +1,4 @@
-"""Unit tests of gpuinfra/logs_loki.py: Loki's YAML, Alloy's config (its structure, and that no
+"""Unit tests of gpuinfra/logs/loki.py: Loki's YAML, Alloy's config (its structure, and that no
 value can leave the string it is written in), the retention rule, Grafana's provisioning.
 
 Neither binary can be installed here (Grafana's repository is out of reach), so Alloy's syntax
@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.logs_loki import (
+from gpuinfra.logs.loki import (
     alloy_config,
     alloy_string,
     loki_config,

@@ -1,4 +1,4 @@
-"""The MIG plan (gpuinfra.migplan) on real `nvidia-smi mig -lgi/-lci` and `-L` captures.
+"""The MIG plan (gpuinfra.sharing.migplan) on real `nvidia-smi mig -lgi/-lci` and `-L` captures.
 
 Captures: tests/fixtures/mig/ (H100 80GB HBM3 with 7x 1g.10gb; A100 40GB with 2x 3g.20gb) and
 tests/fixtures/real/ (A30 with 4x 1g.6gb, -lgi only; DGX A100 all-balanced `-L`). The mode and
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from gpuinfra.knowledge.gpus import GPU_MODELS
-from gpuinfra.migplan import (
+from gpuinfra.sharing.migplan import (
     STATE_COMMAND,
     GpuMigState,
     boot_script,

@@ -1,11 +1,11 @@
-"""MPS: the control commands for the spec's limits and the daemon's unit (gpuinfra.mps)."""
+"""MPS: the control commands for the spec's limits and the daemon's unit (gpuinfra.sharing.mps)."""
 
 from __future__ import annotations
 
 import pytest
 
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.mps import (
+from gpuinfra.sharing.mps import (
     CLIENT_PROFILE,
     COMPUTE_MODE,
     PIPE_DIRECTORY,

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from gpuinfra.errors import GpuinfraError, ParseError
+from gpuinfra.jobs.nccl import JobSettings, ScriptError, sbatch_script
+from gpuinfra.jobs.nccl_verdict import judge_all_reduce
 from gpuinfra.knowledge.gpus import GPU_MODELS
 from gpuinfra.knowledge.nccl import (
     MEASURED,
@@ -24,8 +26,6 @@ from gpuinfra.knowledge.nccl import (
     node_min_busbw,
 )
 from gpuinfra.knowledge.topology import PROFILES, gpu_count_problem
-from gpuinfra.nccl_job import JobSettings, ScriptError, sbatch_script
-from gpuinfra.nccl_verdict import judge_all_reduce
 from gpuinfra.parsers.nccl import parse_all_reduce
 from tests.conftest import REPO
 

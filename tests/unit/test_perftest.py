@@ -13,7 +13,7 @@ import pytest
 from gpuinfra.errors import ParseError
 from gpuinfra.knowledge.network import nic_floor
 from gpuinfra.parsers.perftest import parse_ib_write_bw
-from gpuinfra.perftest import judge_ib_write_bw
+from gpuinfra.rdma.perftest import judge_ib_write_bw
 from gpuinfra_cli.main import main
 from tests.conftest import REAL, REPO
 

@@ -1,4 +1,4 @@
-"""The RDMA library (gpuinfra.rdma): ATS decisions from real firmware queries, the GPU-NIC
+"""The RDMA library (gpuinfra.rdma.node): ATS decisions from real firmware queries, the GPU-NIC
 bridges from the PCI tree (parsed by gpuinfra.parsers.pcitree), the GPUDirect path, NCCL's
 settings, the boot scripts."""
 
@@ -11,7 +11,7 @@ import pytest
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.parsers.mlxconfig import parse_mlxconfig
 from gpuinfra.parsers.pcitree import parse_acs_control, parse_nic_addresses, parse_pci_paths
-from gpuinfra.rdma import (
+from gpuinfra.rdma.node import (
     acs_bridges,
     acs_script,
     ancestors_of,

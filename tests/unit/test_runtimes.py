@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from gpuinfra.containers.runtimes import cdi_driver_version, has_nvidia_runtime
 from gpuinfra.errors import GpuinfraError, ParseError
 from gpuinfra.parsers.system import (
     parse_device_nodes,
@@ -12,7 +13,6 @@ from gpuinfra.parsers.system import (
     parse_proc_modules,
 )
 from gpuinfra.reboot import DRIVER_CHANGED, REBOOT_MARKER, reboot_reasons
-from gpuinfra.runtimes import cdi_driver_version, has_nvidia_runtime
 
 # What `nvidia-ctk runtime configure --runtime=containerd` leaves in a version 2 config
 # (docs/hardware-reference.md 2).

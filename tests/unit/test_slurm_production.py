@@ -3,7 +3,7 @@ memory and CPU defaults from each node's facts, PrologFlags and MPI.
 
 Partition keys are refused at the spec gate with host, field, value, allowed and fix
 (gpuinfra/spec/partitions.py); the library writes them on the PartitionName= line
-(gpuinfra.slurmconf.partition_lines) with DefMemPerGPU/DefCpuPerGPU (per_gpu_defaults).
+(gpuinfra.slurm.conf.partition_lines) with DefMemPerGPU/DefCpuPerGPU (per_gpu_defaults).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import copy
 
 import pytest
 
-from gpuinfra.slurmconf import (
+from gpuinfra.slurm.conf import (
     CONF_EXTRA,
     extra_lines,
     extra_problem,

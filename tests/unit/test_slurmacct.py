@@ -1,4 +1,4 @@
-"""Accounting associations from the spec (gpuinfra/slurmacct.py): what is missing, and a
+"""Accounting associations from the spec (gpuinfra/slurm/accounting.py): what is missing, and a
 script that lists before it adds, never removes, and quotes every name."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from gpuinfra.slurmacct import ACCOUNTS, USERS, missing, sacctmgr_script, wanted
+from gpuinfra.slurm.accounting import ACCOUNTS, USERS, missing, sacctmgr_script, wanted
 
 ROWS = [["lab", "root", ""], ["lab", "root", "root"], ["lab", "ml", ""], ["lab", "ml", "alice"]]
 

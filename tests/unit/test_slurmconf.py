@@ -1,4 +1,4 @@
-"""gpuinfra.slurmconf and the slurm templates, on real captures (nvidia-smi topo -m, the lab's
+"""gpuinfra.slurm.conf and the slurm templates, on real captures (nvidia-smi topo -m, the lab's
 lscpu, /proc/meminfo and `slurmd -G`) and the synthesized 2-socket HGX lscpu
 (tests/fixtures/slurm/INDEX.md)."""
 
@@ -18,7 +18,7 @@ from gpuinfra.parsers.cpus import CpuLayout, parse_lscpu, parse_meminfo_mb
 from gpuinfra.parsers.slurm import parse_slurmd_gres
 from gpuinfra.parsers.system import parse_gpu_minors
 from gpuinfra.parsers.topo import TopoMatrix, parse_topo
-from gpuinfra.slurmconf import (
+from gpuinfra.slurm.conf import (
     ALL_RESTART_KEYS,
     CONF_EXTRA,
     CTLD_RESTART_KEYS,
@@ -724,7 +724,7 @@ def test_slurm_conf_keeps_the_running_line_of_a_node_it_has_no_hardware_for():
 
 
 class TestConfChange:
-    """gpuinfra.slurmconf.conf_change, one test per class of change, as slurm.conf(5) of Slurm
+    """gpuinfra.slurm.conf.conf_change, one test per class of change, as slurm.conf(5) of Slurm
     22.05.8 (doc/man/man5/slurm.conf.5 at tag slurm-22-05-8-1) says:
 
     - DESCRIPTION: "Changes to the configuration file take effect upon restart of Slurm

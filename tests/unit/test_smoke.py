@@ -1,4 +1,5 @@
-"""The training smoke job (gpuinfra.smoke_job) and the judge of its log (gpuinfra.smoke_verdict).
+"""The training smoke job (gpuinfra.jobs.smoke) and the judge of its log
+(gpuinfra.jobs.smoke_verdict).
 
 No real smoke-job log exists in tests/fixtures yet, so the logs here are CONSTRUCTED: the batch
 script's own lines as :func:`sbatch_script` prints them, each rank's line as the training script
@@ -19,10 +20,8 @@ import kubernetes_validate
 import pytest
 
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.knowledge import kubernetes as k8s
-from gpuinfra.knowledge.nccl import min_busbw
-from gpuinfra.nccl_verdict import SOCKET_CAUSE
-from gpuinfra.smoke_job import (
+from gpuinfra.jobs.nccl_verdict import SOCKET_CAUSE
+from gpuinfra.jobs.smoke import (
     K8sSettings,
     SmokeError,
     SmokePlan,
@@ -31,7 +30,7 @@ from gpuinfra.smoke_job import (
     sbatch_script,
     training_script,
 )
-from gpuinfra.smoke_verdict import (
+from gpuinfra.jobs.smoke_verdict import (
     CRASH_CAUSE,
     MISSING_CAUSE,
     NEVER_JOINED_CAUSE,
@@ -41,6 +40,8 @@ from gpuinfra.smoke_verdict import (
     judge_smoke,
     parse_smoke,
 )
+from gpuinfra.knowledge import kubernetes as k8s
+from gpuinfra.knowledge.nccl import min_busbw
 from tests.conftest import REPO
 
 GLOO = SmokePlan("gpu", ("lab-worker1", "lab-worker2"), "gloo", 1, None)

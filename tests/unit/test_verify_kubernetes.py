@@ -9,8 +9,8 @@ import json
 import pytest
 import yaml
 
-from gpuinfra.deviceplugin import expected_resources, mig_resource
 from gpuinfra.errors import ParseError
+from gpuinfra.kubernetes.deviceplugin import expected_resources, mig_resource
 from gpuinfra.parsers.kubectl import (
     parse_describe_resources,
     parse_nodes,

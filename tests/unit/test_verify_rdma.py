@@ -1,4 +1,4 @@
-"""The RDMA verify judgements (gpuinfra/rdma_verdicts.py, shared with `gpuinfra check`):
+"""The RDMA verify judgements (gpuinfra/rdma/verdicts.py, shared with `gpuinfra check`):
 green on real captures of healthy NICs, red with the right cause on each broken state (a real
 capture where one exists)."""
 
@@ -8,8 +8,8 @@ from gpuinfra.parsers.ibstat import parse_ibstat
 from gpuinfra.parsers.mlxconfig import parse_mlxconfig
 from gpuinfra.parsers.perftest import parse_ib_write_bw
 from gpuinfra.parsers.topo import parse_topo
-from gpuinfra.rdma import gpudirect_path
-from gpuinfra.rdma_verdicts import (
+from gpuinfra.rdma.node import gpudirect_path
+from gpuinfra.rdma.verdicts import (
     acs_findings,
     affinity_findings,
     ats_findings,

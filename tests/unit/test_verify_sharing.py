@@ -1,12 +1,12 @@
-"""The GPU sharing checks' judgements (gpuinfra/sharing_verdicts.py): each goes red once, on
+"""The GPU sharing checks' judgements (gpuinfra/sharing/verdicts.py): each goes red once, on
 real MIG captures (tests/fixtures/real/nvidia-smi-L: a DGX A100 80GB all-balanced;
 tests/fixtures/mig:
 an H100 with 7x 1g.10gb) and the outputs the checks read."""
 
 from __future__ import annotations
 
-from gpuinfra.migplan import node_state
-from gpuinfra.sharing_verdicts import (
+from gpuinfra.sharing.migplan import node_state
+from gpuinfra.sharing.verdicts import (
     ADVICE,
     boot_unit_findings,
     compute_mode_findings,
@@ -74,8 +74,8 @@ def test_slurm_gres_matches_the_real_listing():
 
 def test_slurm_counts_what_the_spec_counts():
     # slurm.conf's Gres= for the spec's layout is what the real MIG listing gives.
-    from gpuinfra.migconfig import slurm_mig_gres
-    from gpuinfra.slurmconf import node_gres
+    from gpuinfra.sharing.migconfig import slurm_mig_gres
+    from gpuinfra.slurm.conf import node_gres
     from gpuinfra.spec import HostInput
     from gpuinfra_deploy.run.knobs import build_spec
     spec = build_spec([HostInput("dgx", ("workers",), {

@@ -5,7 +5,7 @@
 Each returns what it found wrong as :class:`Finding`s naming what was seen, the likely cause
 and the fix. Ports are read from sysfs on the host (the same on mlx5 and rxe) or from a real
 ``ibstat`` capture; the firmware from ``mstconfig -e query``; the bridges to check from the
-same rule the role applied (gpuinfra.rdma), so the deploy and the verdict never disagree.
+same rule the role applied (gpuinfra.rdma.node), so the deploy and the verdict never disagree.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from gpuinfra.parsers.ibstat import IbStat
 from gpuinfra.parsers.mlxconfig import MlxConfig
 from gpuinfra.parsers.perftest import IbWriteBw
 from gpuinfra.parsers.topo import TopoMatrix
-from gpuinfra.rdma import ATS, PEERMEM, GpuDirect
+from gpuinfra.rdma.node import ATS, PEERMEM, GpuDirect
 from gpuinfra.spec.model import RdmaNic
 
 # One line per RDMA device, port 1: name|link_layer|state|phys_state|rate (sysfs, as the

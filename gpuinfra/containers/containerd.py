@@ -11,7 +11,8 @@ key is the one that containerd knows), then (docs/hardware-reference.md 6.2 [con
 
 What the container toolkit adds afterwards (``nvidia-ctk runtime configure``: the
 ``runtimes.nvidia`` table, ``default_runtime_name = "nvidia"`` with ``--set-as-default``, an
-``imports`` line for drop-ins, gpuinfra.runtimes) belongs to the toolkit: a rewrite carries it
+``imports`` line for drop-ins, gpuinfra.containers.runtimes) belongs to the toolkit: a rewrite
+carries it
 over, so rerunning this role never takes the GPU runtime away (the failure kubespray has,
 docs/field.md); the carried-over tables are written by tomli-w. nvidia-ctk re-serialises the
 whole file, so the live file is compared by meaning (parsed TOML), not by bytes.

@@ -2,9 +2,9 @@
 health check, gpuinfra.health.judge), unit-tested in
 tests/unit/test_verify_sharing.py on real MIG captures.
 
-The GPUs' state is read with the deploy's own command and parser (gpuinfra.migplan), the
+The GPUs' state is read with the deploy's own command and parser (gpuinfra.sharing.migplan), the
 expected MIG devices and Slurm GRES from the same spec and rules the roles use
-(gpuinfra.migconfig), so the deploy and the verdict never disagree on what was meant. Each
+(gpuinfra.sharing.migconfig), so the deploy and the verdict never disagree on what was meant. Each
 function returns what it finds wrong, as lines; the test adds cause and fix (:data:`ADVICE`).
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from gpuinfra.migplan import BOOT_UNIT, GpuMigState, instance_set
-from gpuinfra.mps import COMPUTE_MODE, UNIT_NAME
+from gpuinfra.sharing.migplan import BOOT_UNIT, GpuMigState, instance_set
+from gpuinfra.sharing.mps import COMPUTE_MODE, UNIT_NAME
 
 # (cause, fix) per kind of finding.
 ADVICE = {
@@ -107,7 +107,7 @@ def slurm_gres_findings(advertised: str, states: Sequence[GpuMigState]) -> list[
     have = parse_gres(advertised)
     # Imported here: migconfig needs PyYAML, which the node health check (this module's other
     # reader, shipped with the standard library only) neither has nor needs.
-    from gpuinfra.migconfig import slurm_mig_gres
+    from gpuinfra.sharing.migconfig import slurm_mig_gres
 
     want = parse_gres(",".join(slurm_mig_gres([s.mig_devices for s in states])))
     if have == want:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuinfra.migconfig import instances
+from gpuinfra.sharing.migconfig import instances
 from gpuinfra.spec.model import NodeSpec
 
 CONFIG_VERSION = "v1"

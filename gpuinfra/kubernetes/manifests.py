@@ -18,7 +18,7 @@ else rewrites them.
 Sharing per node without the plugin's config-manager sidecar: each distinct config (whole
 GPUs, time-slicing-4, mps-8, mig-mixed, ...) is one key of the ConfigMap and one DaemonSet
 selecting the nodes labelled ``nvidia.com/device-plugin.config=<key>``
-(gpuinfra.deviceplugin); MPS configs also get the plugin's MPS control daemon.
+(gpuinfra.kubernetes.deviceplugin); MPS configs also get the plugin's MPS control daemon.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from typing import Any
 
 import yaml
 
-from gpuinfra import kubeadm
-from gpuinfra.deviceplugin import config_key, uses_mps
 from gpuinfra.health import taint as health_taint
 from gpuinfra.knowledge import kubernetes as k8s
+from gpuinfra.kubernetes import kubeadm
+from gpuinfra.kubernetes.deviceplugin import config_key, uses_mps
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpuinfra"}
 PART = "gpuinfra.io/part"

@@ -149,7 +149,7 @@ def remote_conf(limits: bool, max_use: str) -> str:
         lines += [("MaxUse", max_use), ("MaxFileSize", "128M")]
     return unit_file({"Remote": lines}, about=(
         "journal-remote.conf(5). No checker exists for this file: systemd-journal-remote has no\n"
-        "--check mode. Size keys only on systemd 253 and later (see gpuinfra/logs.py)."))
+        "--check mode. Size keys only on systemd 253 and later (see gpuinfra/logs/journal.py)."))
 
 
 def socket_dropin(port: int) -> str:

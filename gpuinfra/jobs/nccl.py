@@ -4,7 +4,7 @@
   identical: GPU model, count, topology, RDMA NICs, GRES type).
 - :func:`sbatch_script` renders the job: ``srun`` of ``all_reduce_perf`` over those nodes, the
   output teed to a log, then a POSIX awk pass/fail so the job's exit code is the verdict. The
-  full diagnosis of that log is :mod:`gpuinfra.nccl_verdict`.
+  full diagnosis of that log is :mod:`gpuinfra.jobs.nccl_verdict`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge.nccl import SWEEP_MAX_BYTES, BusbwThreshold
 from gpuinfra.parsers.nccl import size_text
-from gpuinfra.slurmconf import node_gres_type
+from gpuinfra.slurm.conf import node_gres_type
 from gpuinfra.spec import ClusterSpec, NodeSpec, Partition
 
 
@@ -117,7 +117,7 @@ def _chosen_nodes(partition: str, nodes: Sequence[NodeSpec],
 # ---------------------------------------------------------------------------- sbatch script
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # Slurm partition/job/node names we accept
-_GRES_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # as gpuinfra.slurmconf accepts
+_GRES_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # as gpuinfra.slurm.conf accepts
 _MPI = re.compile(r"^[a-z0-9_]{1,32}$")  # srun --mpi plugin names: pmix, pmix_v4, pmi2, none
 _HCA = re.compile(r"^[A-Za-z0-9_.-]{1,64}(:\d+)?$")  # mlx5_0, or mlx5_0:1 with a port
 _TIME = re.compile(r"^(\d+-)?\d{1,2}(:\d{2}){0,2}$|^\d+$")  # sbatch --time formats

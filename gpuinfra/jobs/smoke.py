@@ -2,7 +2,7 @@
 
 - :func:`training_script`: the Python each rank runs (a small DDP model for a fixed number of
   steps, then a timed all-reduce of one fixed-size tensor); each rank prints one line
-  ``GPUINFRA-SMOKE {json}`` with its figures, and the judge (:mod:`gpuinfra.smoke_verdict`)
+  ``GPUINFRA-SMOKE {json}`` with its figures, and the judge (:mod:`gpuinfra.jobs.smoke_verdict`)
   reads those lines.
 - :func:`plan_smoke`: the nodes one run uses (NCCL: the partition's identical GPU nodes, as
   the NCCL all-reduce job picks them; gloo: any nodes of the partition, one process each).
@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.jobs.nccl import NcclPlanError, _partition, plan_job
 from gpuinfra.knowledge import kubernetes as k8s
 from gpuinfra.knowledge.nccl import SWEEP_MAX_BYTES
-from gpuinfra.nccl_job import NcclPlanError, _partition, plan_job
 from gpuinfra.spec import ClusterSpec
 
 MARK = "GPUINFRA-SMOKE"  # each rank's result line: MARK {json}

@@ -1,4 +1,4 @@
-"""The training smoke job's log, read and judged (the job: :mod:`gpuinfra.smoke_job`).
+"""The training smoke job's log, read and judged (the job: :mod:`gpuinfra.jobs.smoke`).
 
 :func:`parse_smoke` reads what the job printed: the batch script's ``GPUINFRA-SMOKE-JOB``
 (backend, nodes, ranks asked for) and ``GPUINFRA-SMOKE-HOSTS`` (the nodes Slurm gave it) lines,
@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.jobs.nccl_verdict import SOCKET_CAUSE, SOCKET_FIX, _busbw_cause, _busbw_fix
+from gpuinfra.jobs.smoke import END_MARK, HOSTS_MARK, JOB_MARK, MARK
 from gpuinfra.knowledge.nccl import PLATEAU_MIN_BYTES, BusbwThreshold
-from gpuinfra.nccl_verdict import SOCKET_CAUSE, SOCKET_FIX, _busbw_cause, _busbw_fix
 from gpuinfra.parsers.nccl import network_chosen, size_text
-from gpuinfra.smoke_job import END_MARK, HOSTS_MARK, JOB_MARK, MARK
 from gpuinfra.verdicts import Finding
 
 NEVER_JOINED_CAUSE = ("a node never joined the job: its torchrun did not reach the rendezvous "

@@ -1,0 +1,1 @@
+"""apt on a node: the pinned signing keys, the site's mirror, archive components."""

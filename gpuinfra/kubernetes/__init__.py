@@ -1,0 +1,1 @@
+"""Kubernetes: kubeadm's configuration, the objects applied, the device plugin's config."""

@@ -1,0 +1,1 @@
+"""Central logs: the journal on the head, forwarding to a site's syslog, Loki."""

@@ -1,0 +1,1 @@
+"""GPU sharing: MIG layouts and plans, MPS, and their verdicts."""
