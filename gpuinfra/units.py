@@ -1,7 +1,7 @@
 """systemd units and drop-ins: every one gpuinfra writes is built here, from data.
 
-:func:`unit_file` renders sections of ``Key=value`` lines under the managed-by header
-(gpuinfra.header). Built on it: :func:`oneshot_unit` (boot-time scripts: the MIG layout, ACS
+:func:`unit_file` renders sections of ``Key=value`` lines from the one template
+:data:`TEMPLATE`. Built on it: :func:`oneshot_unit` (boot-time scripts: the MIG layout, ACS
 off, Soft-RoCE), the MPS daemon (gpuinfra.sharing.mps), the nvidia-persistenced drop-in
 (gpuinfra.render), the monitoring daemons' units and drop-ins (gpuinfra.monitoring.units),
 and the boot drop-ins below.
@@ -22,8 +22,10 @@ import re
 from collections.abc import Mapping, Sequence
 
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.header import HEADER
+from gpuinfra.text import FileText
 
+# Every unit and drop-in gpuinfra writes: templates/README.md, gpuinfra_deploy/templates.
+TEMPLATE = "systemd/unit.j2"
 DROPIN_NAME = "gpuinfra-boot.conf"
 RESTART_SEC = 10
 START_LIMIT_INTERVAL_S = 600
@@ -38,30 +40,33 @@ _UNIT = re.compile(r"[A-Za-z0-9@_.:-]{1,200}\.(service|target|socket|mount)")
 Line = tuple[str, str | int | Sequence[str] | None]
 
 
-def unit_file(sections: Mapping[str, Sequence[Line]], about: str = "") -> str:
-    """A systemd unit or drop-in: the managed-by header, ``about`` as comment lines, then each
-    ``[Section]`` of ``sections`` (``{"Unit": [...], "Service": [...], "Install": [...]}``) with
-    its lines, both in the order given, one blank line between sections.
+def unit_file(sections: Mapping[str, Sequence[Line]], about: str = "") -> FileText:
+    """A systemd unit or drop-in, rendered by :data:`TEMPLATE`: the managed-by header,
+    ``about`` as comment lines, then each ``[Section]`` of ``sections`` (``{"Unit": [...],
+    "Service": [...], "Install": [...]}``) with its lines, both in the order given, one blank
+    line between sections.
 
     A value with a newline is refused: it would add directives to the unit."""
-    out = [HEADER.rstrip("\n"), *_comment(about)]
-    for number, (section, lines) in enumerate(sections.items()):
-        out += [""] * bool(number) + [f"[{section}]"]
+    out = []
+    for section, lines in sections.items():
+        rows: list[tuple[str, str | list[str]]] = []
         for key, value in lines:
             if key == "#":
-                out += _comment(str(value))
+                rows.append(("#", _comment(str(value))))
                 continue
             if value is None or (not isinstance(value, (str, int)) and not value):
                 continue
             text = str(value) if isinstance(value, (str, int)) else " ".join(value)
             if "\n" in text or "\r" in text:
                 raise GpuinfraError(f"newline in the systemd setting {key}: {text!r}")
-            out.append(f"{key}={text}")
-    return "\n".join(out) + "\n"
+            rows.append((key, text))
+        out.append({"name": section, "lines": rows})
+    return FileText(TEMPLATE, {"about": _comment(about), "sections": out})
 
 
 def _comment(text: str) -> list[str]:
-    return [f"# {line}" for line in text.strip().splitlines()]
+    """The lines of a comment (each becomes ``# line``)."""
+    return text.strip().splitlines()
 
 
 def oneshot_unit(description: str, script: str, after: Sequence[str] = (),

@@ -13,6 +13,7 @@ from pyinfra.operations import files, systemd
 from pyinfra.operations.util import any_changed
 
 from gpuinfra.units import boot_dropin, dropin_path
+from gpuinfra_deploy.templates import text as render_text
 
 
 class BootNeeds(NamedTuple):
@@ -26,7 +27,7 @@ class BootNeeds(NamedTuple):
     ready_port: int | None = None
 
     def text(self) -> str:
-        return boot_dropin(self.why, self.after, self.wants, self.ready_port)
+        return render_text(boot_dropin(self.why, self.after, self.wants, self.ready_port))
 
 
 def boot_order(needs: Sequence[BootNeeds]) -> None:

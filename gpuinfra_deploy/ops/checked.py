@@ -27,6 +27,9 @@ from pyinfra import host
 from pyinfra.api import FileUploadCommand, StringCommand, operation
 from pyinfra.facts.files import Sha256File
 
+from gpuinfra.text import FileText
+from gpuinfra_deploy.templates import Rendered, text
+
 
 def digest(text: str) -> str:
     return _encoded(text)[1]
@@ -66,11 +69,25 @@ def check_script(command: str, tool: str, stage: str, fail_pattern: str | None =
             f"echo {shlex.quote(message)} >&2; exit 1; fi")
 
 
+def overrides_named(check: str, texts: list[str]) -> str:
+    """``check``, and when it refuses a file that came from one of the site's own templates,
+    the line naming that template (the consumer refused what the override made)."""
+    named = sorted({t.about for t in texts if isinstance(t, Rendered) and t.override})
+    if not named:
+        return check
+    message = (f"gpuinfra: the refused files came from {', '.join(named)}: fix it (the "
+               "message above is the consumer's), or remove it to use gpuinfra's own, and "
+               "deploy again.")
+    return f"{{ {check}; }} || {{ echo {shlex.quote(message)} >&2; exit 1; }}"
+
+
 @operation()
-def checked_files(files: Mapping[str, str], stage: str, check: str, mode: str = "0644"):
+def checked_files(files: Mapping[str, str | FileText], stage: str, check: str,
+                  mode: str = "0644"):
     """``files`` in place, after ``check`` accepted the staged set.
 
-    + files: live path -> content (all in one directory: the staged copies keep the names)
+    + files: live path -> content, or the library's :class:`~gpuinfra.text.FileText` (rendered
+      here); all in one directory: the staged copies keep the names
     + stage: the staging directory beside the live files (created 0700, root only); each file
       reaches it through the private upload of the module docstring, so a secret can go
       through it
@@ -82,15 +99,17 @@ def checked_files(files: Mapping[str, str], stage: str, check: str, mode: str = 
         checked_files(files={"/etc/slurm/slurm.conf": text}, stage=STAGE,
                       check=check_script(f"slurmd -G -f {STAGE}/slurm.conf", "Slurm", STAGE))
     """
-    changed = [path for path, text in files.items()
-               if host.get_fact(Sha256File, path=path) != digest(text)]
+    files = {path: text(body) if isinstance(body, FileText) else body
+             for path, body in files.items()}
+    changed = [path for path, body in files.items()
+               if host.get_fact(Sha256File, path=path) != digest(body)]
     if not changed:
         host.noop(f"already in place: {', '.join(sorted(files))}")
         return
     yield StringCommand("install", "-d", "-m", "0700", stage)
-    for path, text in files.items():
-        yield FileUploadCommand(upload_source(text), f"{stage}/{path.rsplit('/', 1)[1]}")
-    yield StringCommand(check)
+    for path, body in files.items():
+        yield FileUploadCommand(upload_source(body), f"{stage}/{path.rsplit('/', 1)[1]}")
+    yield StringCommand(overrides_named(check, list(files.values())))
     for path in changed:
         staged = f"{stage}/{path.rsplit('/', 1)[1]}"
         temp = f"{path}.gpuinfra-new"

@@ -118,6 +118,7 @@ from gpuinfra_deploy.ops.made_on_host import secret_files
 from gpuinfra_deploy.pyinfra_patches.schedule import meeting
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
+from gpuinfra_deploy.templates import text
 
 UNIT_DIR = "/etc/systemd/system"
 VACUUM_STAGE = f"{UNIT_DIR}/.gpuinfra-staged-logs"
@@ -373,8 +374,8 @@ def _dropin(path: str, text: str, unit: str, distro: dict[str, Any]) -> Any:
 def _receiver(head: NodeSpec, data: Any, distro: dict[str, Any], renewed: bool) -> None:
     port = data["logs_port"]
     conf = files.put(name=f"{REMOTE_CONF}: host split (and the cap where journal-remote has it)",
-                     dest=REMOTE_CONF, src=StringIO(remote_conf(distro["limits"],
-                                                                data["logs_max_use"])),
+                     dest=REMOTE_CONF, src=StringIO(text(remote_conf(distro["limits"],
+                                                                data["logs_max_use"]))),
                      mode="644", create_remote_dir=True)
     socket = _dropin(SOCKET_DROPIN, socket_dropin(port), REMOTE_SOCKET, distro)
     http = _dropin(RECEIVER_DROPIN, receiver_dropin(distro["receiver"]), REMOTE_SERVICE, distro)
@@ -424,8 +425,8 @@ def _uploader(site: Site, node: NodeSpec, head: NodeSpec, distro: dict[str, Any]
                 Copy(f"{folder}/client.crt", CLIENT_CERT, "root", "0644"),
                 Copy(f"{folder}/client.key", CLIENT_KEY, UPLOAD_GROUP, "0640")])
     conf = files.put(name=f"{UPLOAD_CONF}: the head's receiver, this node's certificate",
-                     dest=UPLOAD_CONF, src=StringIO(upload_conf(str(head.address),
-                                                                node.settings["logs_port"])),
+                     dest=UPLOAD_CONF, src=StringIO(text(upload_conf(str(head.address),
+                                                                node.settings["logs_port"]))),
                      mode="644", create_remote_dir=True)
     dropin = _dropin(UPLOAD_DROPIN, upload_dropin(), UPLOAD_SERVICE, distro)
     systemd.daemon_reload(name="systemd reads the uploader's drop-in", _if=dropin.did_change)

@@ -120,6 +120,7 @@ from gpuinfra_deploy.ops.service import restart_or_reload
 from gpuinfra_deploy.ops.templates import RoleTemplates
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
+from gpuinfra_deploy.templates import text
 
 TEMPLATES = RoleTemplates(__file__)  # templates/etc/default/prometheus-daemon.j2
 
@@ -429,8 +430,8 @@ def _dcgm(site: Site, node: NodeSpec, data: Any, distro: dict[str, Any],
     install_pinned("DCGM and its exporter", pinned, DCGM_PIN_FILE)
     listen = target(node, DCGM_EXPORTER_PORT)
     dropin = files.put(name="DCGM exporter listens on the cluster network", dest=DCGM_DROPIN,
-                       src=StringIO(dcgm_exporter_dropin(
-                           listen, JOB_MAPPING_DIR if mapped else None, pods)),
+                       src=StringIO(text(dcgm_exporter_dropin(
+                           listen, JOB_MAPPING_DIR if mapped else None, pods))),
                        mode="644", create_remote_dir=True)
     systemd.daemon_reload(name="systemd reads the DCGM exporter's drop-in",
                           _if=dropin.did_change)
@@ -696,8 +697,8 @@ def _grafana(spec: ClusterSpec, mon: Monitoring, data: Any, renewed: bool) -> No
                   for src, dest in ((WEB_PASSWORD, GRAFANA_PROMETHEUS_PASSWORD),
                                     (WEB_CERT, GRAFANA_PROMETHEUS_CA))]
     dropin = files.put(name="Grafana listens on the cluster network", dest=GRAFANA_DROPIN,
-                       src=StringIO(grafana_dropin(head.address, mon.grafana_port,
-                                                   GRAFANA_ADMIN_PASSWORD)),
+                       src=StringIO(text(grafana_dropin(head.address, mon.grafana_port,
+                                                   GRAFANA_ADMIN_PASSWORD))),
                        mode="644", create_remote_dir=True)
     provisioned = [files.put(name=f"Grafana provisioning: {path}", dest=path,
                              src=StringIO(text), mode="644", create_remote_dir=True)
@@ -764,8 +765,8 @@ def _slurm_exporter(node: NodeSpec, exporter: dict[str, str]) -> None:
                               url=slurm_exporter_url(exporter), sha256=exporter["sha256"],
                               member="prometheus-slurm-exporter", dest=binary)
     unit = files.put(name="The Slurm exporter's unit", dest=SLURM_EXPORTER_UNIT,
-                     src=StringIO(slurm_exporter_unit(binary, exporter["version"],
-                                                      target(node, SLURM_EXPORTER_PORT))),
+                     src=StringIO(text(slurm_exporter_unit(binary, exporter["version"],
+                                                      target(node, SLURM_EXPORTER_PORT)))),
                      mode="644")
     systemd.daemon_reload(name="systemd reads the Slurm exporter's unit", _if=unit.did_change)
     systemd.service(name="Run the Slurm exporter", service="prometheus-slurm-exporter",

@@ -38,6 +38,7 @@ from gpuinfra_deploy.ops.cuda_repo import cuda_repository
 from gpuinfra_deploy.ops.reboot import reboot_when_needed
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
+from gpuinfra_deploy.templates import text as render
 from gpuinfra_roles.nvidia_driver.operations import driver_change_allowed, nvidia_device_access
 
 PIN_FILE = "/etc/apt/preferences.d/gpuinfra-nvidia-driver"
@@ -164,10 +165,10 @@ def _persistence_mode(data: dict[str, Any], distro: dict[str, Any]) -> None:
         dropin = files.file(name="nvidia-persistenced as packaged (no gpuinfra drop-in)",
                             path=PERSISTENCED_DROPIN, present=False)
     else:
-        text = persistenced_dropin(distro["persistenced_user"],
+        unit = persistenced_dropin(distro["persistenced_user"],
                                    data["nvidia_driver_device_group"])
         dropin = files.put(name="nvidia-persistenced with persistence mode on (drop-in)",
-                           dest=PERSISTENCED_DROPIN, src=StringIO(text), mode="644")
+                           dest=PERSISTENCED_DROPIN, src=StringIO(render(unit)), mode="644")
     systemd.daemon_reload(name="Reload systemd units", _if=dropin.did_change)
     # Restarted only when running (a host whose driver is not loaded yet starts it at boot).
     systemd.service(name="Restart nvidia-persistenced on the new settings", service=PERSISTENCED,

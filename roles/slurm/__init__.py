@@ -61,6 +61,7 @@ from gpuinfra_deploy.ops.templates import RoleTemplates
 from gpuinfra_deploy.run.ahead import installed_ahead
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
+from gpuinfra_deploy.templates import text
 from gpuinfra_roles.slurm.operations import (
     RunningSlurmConf,
     accounting_associations,
@@ -421,8 +422,8 @@ def _compute(node: NodeSpec, head: NodeSpec, change: ConfChange, waits_for_v1: b
     was_running = _was_running("slurmd")
     dropin = files.put(name="slurmd fetches its configuration from slurmctld (drop-in)",
                        dest=CONFIGLESS_DROPIN,
-                       src=StringIO(configless_dropin(conf_server(head.short_name,
-                                                                  head.address))),
+                       src=StringIO(text(configless_dropin(conf_server(head.short_name,
+                                                                  head.address)))),
                        mode="644", create_remote_dir=True)
     systemd.daemon_reload(name="systemd reads slurmd's drop-in", _if=dropin.did_change)
     if not node.is_head:

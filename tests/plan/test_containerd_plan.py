@@ -17,6 +17,7 @@ from pyinfra.api import FileUploadCommand, FunctionCommand
 from gpuinfra.containers.containerd import CONFIG, containerd_config
 from gpuinfra.knowledge.kubernetes import pause_image
 from gpuinfra.units import boot_dropin, dropin_path
+from gpuinfra_deploy.templates import text as file_text
 from gpuinfra_roles.containerd import BOOT, CHECK, STAGE, _stage_from_installed, containerd
 from tests.conftest import REPO
 from tests.plan.harness import FakeHost, load_facts, plan, plan_cluster, upload_text
@@ -73,7 +74,7 @@ def converged_containerd(distro: str, pause: str = PAUSE) -> dict[str, Any]:
         "files.Directory": {"path=/etc/containerd": DIRECTORY,
                             f"path={dropin_path(BOOT.unit).rsplit('/', 1)[0]}": DIRECTORY},
         "files.Sha1File": {f"path={dropin_path(BOOT.unit)}": hashlib.sha1(
-            boot_dropin(BOOT.why, BOOT.after, BOOT.wants).encode()).hexdigest()},
+            file_text(boot_dropin(BOOT.why, BOOT.after, BOOT.wants)).encode()).hexdigest()},
         "systemd.SystemdStatus": {"*": {"containerd.service": True}},
         "systemd.SystemdEnabled": {"*": {"containerd.service": True}},
     }

@@ -20,6 +20,7 @@ from gpuinfra.sharing.migconfig import MIG_PARTED_CONFIG, mig_parted_yaml
 from gpuinfra.spec import HostInput
 from gpuinfra.units import boot_dropin, dropin_path
 from gpuinfra_deploy.run.knobs import build_spec
+from gpuinfra_deploy.templates import text as file_text
 from gpuinfra_roles.gpu_sharing import MPS_BOOT, gpu_sharing
 from tests.conftest import REPO
 from tests.plan.harness import load_facts, plan
@@ -34,7 +35,7 @@ NODE = {"ssh_hostname": "10.0.0.5", "gpu_model": "H100-PCIE-80GB", "gpu_count": 
         "gpu_topology": "bridged-pairs"}
 MIG_NODE = {**NODE, "gpu_sharing": {"mode": "mig", "mig_layout": SEVEN}}
 DROPIN = dropin_path(MPS_BOOT.unit)
-DROPIN_TEXT = boot_dropin(MPS_BOOT.why, MPS_BOOT.after, MPS_BOOT.wants)
+DROPIN_TEXT = file_text(boot_dropin(MPS_BOOT.why, MPS_BOOT.after, MPS_BOOT.wants))
 MPS_NODE = {**NODE, "gpu_sharing": {"mode": "mps", "clients": 4, "thread_percentage": 25,
                                     "pinned_mem_limit": "8G"}}
 
@@ -64,10 +65,11 @@ def rendered(data: dict) -> dict[str, str]:
     node = node_of(data)
     assert node.gpus is not None
     if node.sharing.mode == "mps":
-        return {mps.UNIT_PATH: mps.unit_text(node.sharing, node.gpus.count)}  # compute mode on
+        # compute mode on
+        return {mps.UNIT_PATH: file_text(mps.unit_text(node.sharing, node.gpus.count))}
     return {MIG_PARTED_CONFIG: mig_parted_yaml([node]),
             migplan.BOOT_SCRIPT: migplan.boot_script(node.sharing.mig_layout, node.gpus.model),
-            migplan.BOOT_UNIT_PATH: migplan.boot_unit_text()}
+            migplan.BOOT_UNIT_PATH: file_text(migplan.boot_unit_text())}
 
 
 def facts(distro: str, state: dict[str, str], data: dict = MIG_NODE,

@@ -28,6 +28,7 @@ from gpuinfra.render import (
     nvidia_device_options,
     persistenced_dropin,
 )
+from gpuinfra_deploy.templates import text as file_text
 from gpuinfra_roles.nvidia_driver import DISTRO, PIN_FILE, nvidia_driver
 from tests.plan.harness import FACTS, load_facts, plan
 
@@ -271,7 +272,8 @@ def test_converged_fixture_checksums_are_what_the_role_writes():
         sums = converged(distro)["files.Sha1File"]
         expected_distro = {
             **expected,
-            PERSISTENCED_DROPIN: persistenced_dropin(DISTRO[distro]["persistenced_user"], "video"),
+            PERSISTENCED_DROPIN: file_text(persistenced_dropin(
+                DISTRO[distro]["persistenced_user"], "video")),
             PIN_FILE: apt_preferences(
                 _driver_pins(distro), "the NVIDIA driver: exact versions only"),
         }

@@ -32,6 +32,7 @@ from gpuinfra.rdma.node import (
 from gpuinfra.render import flat_repo_list, origin_preference
 from gpuinfra.spec.model import RdmaNic
 from gpuinfra.vfio import GRUB_DROPIN, RDMA_WHY, grub_dropin
+from gpuinfra_deploy.templates import text as file_text
 from gpuinfra_roles.rdma import (
     DISTRO,
     DOCA_KEYRING,
@@ -130,7 +131,7 @@ def uploaded(result, words: str) -> str:
 
 def gpu_node_files(stack: str) -> dict[str, str]:
     files = {GRUB_DROPIN: grub_dropin(("iommu=pt",), RDMA_WHY), ACS_SCRIPT: acs_script(BRIDGES),
-             ACS_UNIT: acs_unit()}
+             ACS_UNIT: file_text(acs_unit())}
     if stack == "doca-ofed":
         files[MODULES_LOAD] = peermem_modules_load()
     return files
@@ -229,13 +230,14 @@ def test_soft_roce_guest_gets_rxe_at_boot_and_no_firmware_or_iommu(distro):
     facts = fresh(distro)
     result = run(facts, LAB_GUEST)
     assert uploaded(result, "Soft-RoCE devices: rxe0 on enp0s3 (script)") == rxe_script([RXE])
-    assert uploaded(result, "Soft-RoCE devices: rxe0 on enp0s3 (unit)") == rxe_unit([RXE])
+    assert uploaded(result, "Soft-RoCE devices: rxe0 on enp0s3 (unit)") \
+        == file_text(rxe_unit([RXE]))
     names = " ".join(op.name for op in result.ops)
     assert "ATS_ENABLED" not in names and "IOMMU" not in names and "ACS" not in names
 
 
 def test_converged_soft_roce_guest_plans_nothing():
-    files = {RXE_SCRIPT: rxe_script([RXE]), RXE_UNIT: rxe_unit([RXE])}
+    files = {RXE_SCRIPT: rxe_script([RXE]), RXE_UNIT: file_text(rxe_unit([RXE]))}
     result = run(converged("debian-12", "inbox", files), LAB_GUEST)
     assert result.changing == [], result.changing
 

@@ -33,6 +33,7 @@ from gpuinfra.render import (
     toolkit_key_url,
     toolkit_list,
 )
+from gpuinfra_deploy.templates import text as file_text
 
 # ----------------------------------------------------------------------------- versions
 
@@ -169,7 +170,7 @@ def test_udev_rule_and_bad_group_names():
 
 
 def test_persistenced_dropin_resets_execstart_and_turns_persistence_on():
-    lines = persistenced_dropin("nvidia-persistenced", "video").splitlines()
+    lines = file_text(persistenced_dropin("nvidia-persistenced", "video")).splitlines()
     assert lines[1:] == [
         "[Service]", "ExecStart=",
         "ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --group video "

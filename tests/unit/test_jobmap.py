@@ -21,6 +21,7 @@ from gpuinfra.monitoring.jobmap import (
 from gpuinfra.monitoring.slurmnodes import node_states_text
 from gpuinfra.monitoring.units import collector_service, dcgm_exporter_dropin
 from gpuinfra.slurm.conf import health_lines
+from gpuinfra_deploy.templates import text as file_text
 
 
 def apply(files: dict[str, str], changes: dict[str, str | None]) -> dict[str, str]:
@@ -130,8 +131,8 @@ def test_hooks_in_slurm_conf():
 
 
 def test_units_read_the_mapping_folder():
-    assert "--hpc-job-mapping-dir /run/gpuinfra-gpu-jobs" in dcgm_exporter_dropin(
-        "10.0.0.1:9400", "/run/gpuinfra-gpu-jobs")
-    assert "hpc-job" not in dcgm_exporter_dropin("10.0.0.1:9400")
-    assert "--jobs /run/gpuinfra-gpu-jobs" in collector_service(
-        "/lib", "/out.prom", "/t", jobs_dir="/run/gpuinfra-gpu-jobs")
+    assert "--hpc-job-mapping-dir /run/gpuinfra-gpu-jobs" in file_text(dcgm_exporter_dropin(
+        "10.0.0.1:9400", "/run/gpuinfra-gpu-jobs"))
+    assert "hpc-job" not in file_text(dcgm_exporter_dropin("10.0.0.1:9400"))
+    assert "--jobs /run/gpuinfra-gpu-jobs" in file_text(collector_service(
+        "/lib", "/out.prom", "/t", jobs_dir="/run/gpuinfra-gpu-jobs"))

@@ -16,6 +16,7 @@ from gpuinfra.logs.journal import (
     upload_dropin,
     vacuum_time,
 )
+from gpuinfra_deploy.templates import text as file_text
 from gpuinfra_lab.central_logs import arrival_problem, mode_problems
 
 GIB = 1024 ** 3
@@ -63,7 +64,7 @@ def test_stunnel_requires_a_client_certificate_of_the_logs_ca():
 
 
 def test_the_uploader_never_gives_up():
-    text = upload_dropin()
+    text = file_text(upload_dropin())
     assert "StartLimitIntervalSec=0" in text and "Restart=always" in text
 
 

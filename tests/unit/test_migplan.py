@@ -23,6 +23,7 @@ from gpuinfra.sharing.migplan import (
     plan_node,
     split_sections,
 )
+from gpuinfra_deploy.templates import text as file_text
 from tests.conftest import REAL, REPO
 
 MIG = REPO / "tests" / "fixtures" / "mig"
@@ -185,5 +186,5 @@ def test_all_balanced_has_a_placement():
 def test_boot_script_and_unit():
     script = boot_script(({"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}, {}), H100)
     assert "layout 0 3g.40gb,2g.20gb,1g.10gb,1g.10gb" in script and "layout 1" not in script
-    unit = boot_unit_text()
+    unit = file_text(boot_unit_text())
     assert "Before=slurmd.service kubelet.service" in unit and "Type=oneshot" in unit

@@ -16,6 +16,7 @@ from gpuinfra.sharing.mps import (
     unit_text,
 )
 from gpuinfra.spec.model import GpuSharing
+from gpuinfra_deploy.templates import text as file_text
 
 MPS = GpuSharing(mode="mps", mps_clients=4, mps_thread_percentage=25,
                  mps_pinned_mem_limit="8G")
@@ -44,7 +45,7 @@ def test_expected_thread_percentage_defaults_to_100():
 
 
 def test_unit_sets_compute_mode_dirs_and_limits():
-    unit = unit_text(MPS, 2)
+    unit = file_text(unit_text(MPS, 2))
     assert f"ExecStartPre=/usr/bin/nvidia-smi -c {COMPUTE_MODE}" in unit
     assert f"Environment=CUDA_MPS_PIPE_DIRECTORY={PIPE_DIRECTORY}" in unit
     assert "ExecStart=/usr/bin/nvidia-cuda-mps-control -d" in unit
@@ -58,7 +59,7 @@ def test_the_pipes_live_in_a_root_runtime_directory_not_in_tmp():
     directory first owns the daemon's pipe namespace. systemd makes /run/nvidia-mps for the
     unit (root, 0755, afresh at each start); nothing in the unit or the clients' profile
     names /tmp, and no ExecStartPre makes a directory with mkdir -p."""
-    unit = unit_text(MPS, 2)
+    unit = file_text(unit_text(MPS, 2))
     assert PIPE_DIRECTORY == "/run/nvidia-mps"
     assert "RuntimeDirectory=nvidia-mps\n" in unit and "RuntimeDirectoryMode=0755\n" in unit
     assert "LogsDirectory=nvidia-mps\n" in unit
@@ -71,4 +72,4 @@ def test_the_pipes_live_in_a_root_runtime_directory_not_in_tmp():
 
 
 def test_unit_without_compute_mode_for_gpuless_hosts():
-    assert "-c EXCLUSIVE_PROCESS" not in unit_text(MPS, 2, compute_mode=False)
+    assert "-c EXCLUSIVE_PROCESS" not in file_text(unit_text(MPS, 2, compute_mode=False))

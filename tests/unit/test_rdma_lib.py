@@ -24,6 +24,7 @@ from gpuinfra.rdma.node import (
     rxe_unit,
 )
 from gpuinfra.spec.model import RdmaNic
+from gpuinfra_deploy.templates import text as file_text
 from tests.conftest import REPO
 
 CX5 = (REPO / "tests/fixtures/real/mlxconfig"
@@ -130,7 +131,7 @@ def test_rxe_script_makes_each_device_once():
     script = rxe_script(nics)
     assert "rdma link show rxe0/1 >/dev/null 2>&1 || rdma link add rxe0 type rxe netdev " \
         "enp0s3" in script
-    assert "sys-subsystem-net-devices-enp0s3.device" in rxe_unit(nics)
+    assert "sys-subsystem-net-devices-enp0s3.device" in file_text(rxe_unit(nics))
 
 
 @pytest.mark.parametrize("stack, open_modules, peermem, path", [

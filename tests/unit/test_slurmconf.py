@@ -50,6 +50,7 @@ from gpuinfra.slurm.conf import (
     slurm_conf,
 )
 from gpuinfra.spec import ClusterSpec, HostInput, NodeSpec, build_cluster
+from gpuinfra_deploy.templates import text as file_text
 from gpuinfra_roles.slurm import TEMPLATES
 from tests.conftest import REAL, REPO
 
@@ -618,7 +619,7 @@ def test_configless_dropin_lets_slurmd_start_without_a_local_file_and_fetch_from
     """Debian's slurmd.service (22.05.8) has ConditionPathExists=/etc/slurm/slurm.conf and
     ExecStart=/usr/sbin/slurmd -D -s $SLURMD_OPTIONS: both are reset, and ExecStart given
     --conf-server (configless_slurm.html)."""
-    assert configless_dropin("10.0.0.10:6817") == (
+    assert file_text(configless_dropin("10.0.0.10:6817")) == (
         HEADER +
         "# The node's Slurm configuration is the controller's (configless_slurm.html): "
         "gpuinfra_roles/slurm.\n"
@@ -633,7 +634,7 @@ def test_configless_dropin_lets_slurmd_start_without_a_local_file_and_fetch_from
 
 def test_configless_dropin_refuses_a_server_with_a_newline():
     with pytest.raises(GpuinfraError, match="newline"):
-        configless_dropin("10.0.0.10:6817\nExecStartPre=/tmp/x")
+        file_text(configless_dropin("10.0.0.10:6817\nExecStartPre=/tmp/x"))
 
 
 # The lab's configuration as the role renders it: slurm.conf and the cluster's one gres.conf.

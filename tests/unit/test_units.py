@@ -12,11 +12,12 @@ from gpuinfra.errors import GpuinfraError
 from gpuinfra.header import HEADER
 from gpuinfra.monitoring import units as monitoring
 from gpuinfra.units import boot_dropin, dropin_path, oneshot_unit, path_unit, unit_file
+from gpuinfra_deploy.templates import text as file_text
 
 
 def test_dropin_orders_pulls_in_and_bounds_restarts():
-    text = boot_dropin("munged first", ("munge.service", "network-online.target"),
-                       ("munge.service",))
+    text = file_text(boot_dropin("munged first", ("munge.service", "network-online.target"),
+                       ("munge.service",)))
     assert text.splitlines()[1:] == [
         "[Unit]", "# munged first", "After=munge.service network-online.target",
         "Wants=munge.service", "StartLimitIntervalSec=600", "StartLimitBurst=30", "",
@@ -30,15 +31,15 @@ def test_dropin_orders_pulls_in_and_bounds_restarts():
 @pytest.mark.parametrize("unit", ["munge", "x.service\nExecStart=/bin/sh", "../x.service", ""])
 def test_a_unit_name_that_is_not_one_is_refused(unit):
     with pytest.raises(GpuinfraError):
-        boot_dropin("why", (unit,))
+        file_text(boot_dropin("why", (unit,)))
 
 
 def test_unit_file_sections_lines_and_comments_in_order():
-    text = unit_file({
+    text = file_text(unit_file({
         "Unit": [("#", "two\nlines"), ("Description", "x"), ("After", ("a.service", "b.target")),
                  ("Wants", ()), ("Before", None)],
         "Service": [("ExecStart", ""), ("ExecStart", "/bin/true"), ("RestartSec", 10)],
-    }, about="what this file is")
+    }, about="what this file is"))
     assert text == (HEADER + "# what this file is\n[Unit]\n# two\n# lines\nDescription=x\n"
                     "After=a.service b.target\n\n[Service]\nExecStart=\nExecStart=/bin/true\n"
                     "RestartSec=10\n")
@@ -47,20 +48,21 @@ def test_unit_file_sections_lines_and_comments_in_order():
 @pytest.mark.parametrize("value", ["/bin/true\nExecStartPre=/bin/sh", ("a.service", "b\rc")])
 def test_unit_file_refuses_a_newline_in_a_value(value):
     with pytest.raises(GpuinfraError, match="newline in the systemd setting ExecStart"):
-        unit_file({"Service": [("ExecStart", value)]})
+        file_text(unit_file({"Service": [("ExecStart", value)]}))
 
 
 def test_oneshot_unit():
-    assert oneshot_unit("d", "/usr/local/sbin/x", after=("a.service",), wants=("a.service",),
-                        before=("b.service", "c.service")).splitlines()[1:] == [
+    assert file_text(oneshot_unit("d", "/usr/local/sbin/x", after=("a.service",),
+                                  wants=("a.service",), before=("b.service", "c.service"))
+                     ).splitlines()[1:] == [
         "[Unit]", "Description=d", "After=a.service", "Wants=a.service",
         "Before=b.service c.service", "", "[Service]", "Type=oneshot", "RemainAfterExit=yes",
         "ExecStart=/usr/local/sbin/x", "", "[Install]", "WantedBy=multi-user.target"]
-    assert "After=" not in oneshot_unit("d", "/x")
+    assert "After=" not in file_text(oneshot_unit("d", "/x"))
 
 
 def test_monitoring_units():
-    service = monitoring.collector_service("/lib/c", "/t/gpu.prom", "/t")
+    service = file_text(monitoring.collector_service("/lib/c", "/t/gpu.prom", "/t"))
     assert "ExecStart=/usr/bin/python3 -I /lib/c/collect.py --out /t/gpu.prom" in \
         service.splitlines()
     assert "ReadWritePaths=/t" in service.splitlines()
@@ -69,15 +71,17 @@ def test_monitoring_units():
     assert {"DynamicUser=yes", "SupplementaryGroups=gpuinfra-metrics video systemd-journal",
             "CapabilityBoundingSet="} <= set(service.splitlines())
     assert "[Install]" not in service  # started by the timer only
-    assert "WantedBy=timers.target" in monitoring.collector_timer().splitlines()
-    assert monitoring.dcgm_exporter_dropin("10.0.0.5:9400").splitlines()[2:] == [
+    assert "WantedBy=timers.target" in file_text(monitoring.collector_timer()).splitlines()
+    assert file_text(monitoring.dcgm_exporter_dropin("10.0.0.5:9400")).splitlines()[2:] == [
         "[Service]", "ExecStart=", "ExecStart=/usr/bin/dcgm-exporter -f "
         "/etc/dcgm-exporter/default-counters.csv -a 10.0.0.5:9400"]
-    assert monitoring.grafana_dropin("10.0.0.1", 3000, "/etc/grafana/x/pw").splitlines()[2:] == [
+    grafana = file_text(monitoring.grafana_dropin("10.0.0.1", 3000, "/etc/grafana/x/pw"))
+    assert grafana.splitlines()[2:] == [
         "[Service]", "Environment=GF_SERVER_HTTP_ADDR=10.0.0.1",
         "Environment=GF_SERVER_HTTP_PORT=3000",
         "Environment=GF_SECURITY_ADMIN_PASSWORD=$__file{/etc/grafana/x/pw}"]
-    exporter = monitoring.slurm_exporter_unit("/opt/exporter-1.2", "1.2", "10.0.0.1:9092")
+    exporter = file_text(monitoring.slurm_exporter_unit("/opt/exporter-1.2", "1.2",
+                                                        "10.0.0.1:9092"))
     assert exporter.splitlines()[1] == "# rivosinc/prometheus-slurm-exporter 1.2 (monitoring role)."
     assert "ExecStart=/opt/exporter-1.2 -web.listen-address=10.0.0.1:9092 -slurm.cli-fallback" \
         in exporter.splitlines()
@@ -111,7 +115,7 @@ def test_a_ready_port_makes_the_start_wait_until_the_daemon_listens():
 
     from gpuinfra.units import listening_wait
 
-    text = boot_dropin("MariaDB answering", ("mariadb.service",), ready_port=6819)
+    text = file_text(boot_dropin("MariaDB answering", ("mariadb.service",), ready_port=6819))
     posts = [line for line in text.splitlines() if line.startswith("ExecStartPost=")]
     assert posts == ["ExecStartPost=" + listening_wait(6819, 60)]
     assert "$" not in posts[0] and "%" not in posts[0]  # systemd expands both
