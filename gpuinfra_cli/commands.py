@@ -105,6 +105,13 @@ def run_validate(args: argparse.Namespace) -> int:
     from gpuinfra.platforms import os_notes
 
     hosts, spec = site
+    from gpuinfra_deploy import templates
+
+    try:  # the site's own templates (templates/ beside its inventory), as the gate judges them
+        templates.use_site_of(args.inventory)
+    except templates.TemplateProblem as exc:
+        print(f"{args.inventory}: {exc}", file=sys.stderr)
+        return EXIT_FAIL
     gpu_hosts = sum(1 for h in hosts if h.data.get("gpu_model"))
     print(f"{args.inventory}: valid ({len(hosts)} hosts, {gpu_hosts} with GPUs)")
     for note in os_notes({s for n in spec.nodes for s in n.schedulers}):

@@ -55,6 +55,19 @@ def _writable(out: Path) -> None:
                             "folder); give a folder you can write")
 
 
+def _site_templates(inventory: str) -> list[str]:
+    """What the site's own templates did in this render: each used, and each that no file
+    came from (a path that overrides nothing this site renders)."""
+    from gpuinfra_deploy import templates
+
+    folders = templates.site_folders(inventory)
+    lines = [f"site template used: {p}" for p in templates.overrides_used()]
+    lines += [f"warning: site template {p} made no file of this site (check its path against "
+              "templates/README.md, or the role is not on any host)"
+              for p in templates.overrides_unused(folders)]
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
     from pyinfra.api.exceptions import PyinfraError
 
@@ -105,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"gpuinfra: the deploy refuses this site: {exc}", file=sys.stderr)
         return 1
     for line in render.summary(result):
+        print(line)
+    for line in _site_templates(args.inventory):
         print(line)
     files = sum(1 for _ in result.written())
     print(f"{files} files of {len(result.files)} hosts in {args.out} (list: "

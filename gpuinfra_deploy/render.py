@@ -50,6 +50,7 @@ from pyinfra.context import ctx_host, ctx_state
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.spec import HostInput
+from gpuinfra_deploy import templates
 from gpuinfra_deploy.plan import (
     DEPLOY,
     FakeHost,
@@ -263,6 +264,7 @@ def site_hosts(inventory: str, group_data: str | None = None) -> list[HostInput]
 
     hosts, duplicates = load_hosts(inventory, group_data=group_data)
     build_spec(hosts, duplicates)
+    templates.use_site_of(inventory)  # the site's own templates, judged (TemplateProblem)
     return hosts
 
 

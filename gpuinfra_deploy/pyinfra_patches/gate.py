@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuinfra.spec import ClusterSpec, SpecInvalid, format_errors, format_warnings
+from gpuinfra_deploy import templates
 from gpuinfra_deploy.pyinfra_patches import fact_batch
 from gpuinfra_deploy.pyinfra_patches.loader import InventoryError, checked_loading
 from gpuinfra_deploy.run.inventory import duplicates, host_inputs
@@ -71,6 +72,11 @@ def validate_before_connect() -> None:
             raise SystemExit(1) from None
         if spec.warnings:
             print(format_warnings(spec.warnings), file=sys.stderr)
+        try:  # the site's own templates: judged now, used by every role of the run
+            templates.use_site_of(inventory)
+        except templates.TemplateProblem as exc:
+            print(f"gpuinfra: {exc}", file=sys.stderr)
+            raise SystemExit(1) from None
         _fail_percent(params, spec)
         _summary_at_exit(spec)
         fact_batch.configure(inventory)  # each host's fact reads learned per inventory file

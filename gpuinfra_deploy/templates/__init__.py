@@ -108,6 +108,33 @@ def current_site_folders() -> tuple[Path, ...]:
     return _SITE if _SITE is not None else tuple(site_folders())
 
 
+def use_site_of(inventory: str, cwd: str | None = None) -> list[Path]:
+    """The site template folders of ``inventory`` (:func:`site_folders`), judged
+    (:func:`site_problems`: a TemplateProblem listing every problem) and used from now on."""
+    folders = site_folders(inventory, cwd)
+    problems = site_problems(folders)
+    if problems:
+        raise TemplateProblem("the site's own templates:\n" + "\n".join(
+            f"  - {p}" for p in problems))
+    use_site(folders)
+    return folders
+
+
+# The site's templates rendered in this process (their files): what a render reports.
+_USED: set[Path] = set()
+
+
+def overrides_used() -> list[Path]:
+    """The site's own templates rendered so far in this process."""
+    return sorted(_USED)
+
+
+def overrides_unused(folders: Sequence[Path]) -> list[Path]:
+    """The site's own templates no file rendered so far came from."""
+    return [p for f in folders for p in sorted(Path(f).rglob(f"*{SUFFIX}"))
+            if p.resolve() not in _USED]
+
+
 def _role_template(name: str) -> Path | None:
     role, _, rest = name.partition("/")
     if not rest or role not in role_names():
@@ -213,6 +240,8 @@ def render(name: str, **context: Any) -> Rendered:
     except (TemplateError, TemplateProblem) as exc:
         where = _line_of(exc) or ""
         raise TemplateProblem(f"{path}{where}: {exc}{_fix(override)}") from None
+    if override:
+        _USED.add(path.resolve())
     return Rendered(text, name, path, override)
 
 

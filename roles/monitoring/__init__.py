@@ -117,12 +117,9 @@ from gpuinfra_deploy.ops.from_head import Copy, files_from_head
 from gpuinfra_deploy.ops.gpu import node_driver
 from gpuinfra_deploy.ops.made_on_host import copied_file, filled_file, secret_files
 from gpuinfra_deploy.ops.service import restart_or_reload
-from gpuinfra_deploy.ops.templates import RoleTemplates
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
-from gpuinfra_deploy.templates import text
-
-TEMPLATES = RoleTemplates(__file__)  # templates/etc/default/prometheus-daemon.j2
+from gpuinfra_deploy.templates import role_file, text
 
 HERE = Path(__file__).resolve().parent
 TEXTFILE_DIR = TEXTFILE_DIRECTORY  # Debian's and Ubuntu's default (gpuinfra.monitoring.units)
@@ -275,7 +272,7 @@ def boot_needs(spec: ClusterSpec, node: NodeSpec, mon: Monitoring,
 
 def _daemon_args(path: str, args: str, what: str) -> Any:
     return files.put(name=f"{what}'s arguments in {path}", dest=path,
-                     src=StringIO(TEMPLATES.render("/etc/default/prometheus-daemon",
+                     src=StringIO(role_file("monitoring", "/etc/default/prometheus-daemon",
                                          args=args)), mode="644")
 
 

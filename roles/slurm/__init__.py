@@ -57,11 +57,10 @@ from gpuinfra_deploy.ops.apt import APT_CACHE_S
 from gpuinfra_deploy.ops.boot import BootNeeds, boot_order
 from gpuinfra_deploy.ops.kernel_args import kernel_arguments, needs_cgroup_v1, node_arguments
 from gpuinfra_deploy.ops.reboot import reboot_when_needed
-from gpuinfra_deploy.ops.templates import RoleTemplates
 from gpuinfra_deploy.run.ahead import installed_ahead
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
-from gpuinfra_deploy.templates import text
+from gpuinfra_deploy.templates import role_file, text
 from gpuinfra_roles.slurm.operations import (
     RunningSlurmConf,
     accounting_associations,
@@ -72,8 +71,6 @@ from gpuinfra_roles.slurm.operations import (
     reconfigure_script,
     removal_guard,
 )
-
-TEMPLATES = RoleTemplates(__file__)  # templates/<target>.j2 beside this file
 
 CONF_DIR = "/etc/slurm"
 SLURM_CONF = f"{CONF_DIR}/slurm.conf"
@@ -212,7 +209,7 @@ def _gres_conf(site: Site) -> tuple[str, list[str]]:
         sections.append({"node": node.short_name, "notes": list(plan.notes),
                          "lines": node_gres_lines(node.short_name, plan.lines)})
         notes += [f"{node.short_name}: {note}" for note in plan.notes]
-    return TEMPLATES.render(GRES_CONF, cluster=site.spec.name, sections=sections), notes
+    return role_file("slurm", GRES_CONF, cluster=site.spec.name, sections=sections), notes
 
 
 def _slurm_conf(site: Site, data: Any, settings: dict[str, Any]) -> tuple[str, list[str]]:
@@ -231,7 +228,7 @@ def _slurm_conf(site: Site, data: Any, settings: dict[str, Any]) -> tuple[str, l
         def_cpu_per_gpu=data["slurm_def_cpu_per_gpu"],
         job_mapping=job_mapping_on(spec, data),
     )
-    return TEMPLATES.render(SLURM_CONF, conf=conf, settings=settings), conf.notes
+    return role_file("slurm", SLURM_CONF, conf=conf, settings=settings), conf.notes
 
 
 def job_mapping_on(spec: Any, data: Any) -> bool:
@@ -251,7 +248,7 @@ def _configs(site: Site, data: Any, distro: dict[str, Any]) -> tuple[dict[str, s
         conf_text, notes = _slurm_conf(site, data, settings)
         gres_text, gres_notes = _gres_conf(site)
         return ({SLURM_CONF: conf_text, GRES_CONF: gres_text,
-                 CGROUP_CONF: TEMPLATES.render(CGROUP_CONF, settings=settings)},
+                 CGROUP_CONF: role_file("slurm", CGROUP_CONF, settings=settings)},
                 notes + gres_notes)
 
     # Every input is site-wide (slurm_conf_extra and the timeout must agree on every host):
@@ -495,7 +492,7 @@ def _accounting(data: Any, distro: dict[str, Any], spec: ClusterSpec) -> None:
     db, user = data["slurm_db_name"], data["slurm_db_user"]
     accounting_db(name=f"Accounting database {db} and its user {user}", database=db,
                   user=user)
-    text = TEMPLATES.render(SLURMDBD_CONF, cluster_name=spec.name,
+    text = role_file("slurm", SLURMDBD_CONF, cluster_name=spec.name,
                   controller=spec.head[0].short_name,
                   settings={"db_name": db, "db_user": user})
     dbd = files.put(name=f"{SLURMDBD_CONF} (slurm only, 0600)", dest=SLURMDBD_CONF,

@@ -55,6 +55,7 @@ from gpuinfra_deploy.facts._base import GPU_FIELDS
 from gpuinfra_deploy.facts.nvidia import NvidiaGpus, NvidiaTopology
 from gpuinfra_deploy.facts.system import CpuLayout, MemTotalMb
 from gpuinfra_deploy.run.site import current_site
+from gpuinfra_deploy.templates import role_file
 from gpuinfra_roles.health.defaults import DEFAULTS as HEALTH_DEFAULTS
 from gpuinfra_roles.slurm import (
     CGROUP_CONF,
@@ -62,7 +63,6 @@ from gpuinfra_roles.slurm import (
     GRES_CONF,
     SLURM_CONF,
     SLURMDBD_CONF,
-    TEMPLATES,
     boot_needs,
     dbd_boot_needs,
     slurm,
@@ -293,9 +293,9 @@ def expected_files(distro: str, accounting: bool = False, extra: dict | None = N
         plan = gres_plan(node, gpu_type(node.gpus.model.key), devices, topo, capture_layout())
         sections.append({"node": node.short_name, "notes": [*notes, *plan.notes],
                          "lines": node_gres_lines(node.short_name, plan.lines)})
-    return {SLURM_CONF: TEMPLATES.render(SLURM_CONF, conf=conf, settings=settings),
-            GRES_CONF: TEMPLATES.render(GRES_CONF, cluster="lab", sections=sections),
-            CGROUP_CONF: TEMPLATES.render(CGROUP_CONF, settings=settings)}
+    return {SLURM_CONF: role_file("slurm", SLURM_CONF, conf=conf, settings=settings),
+            GRES_CONF: role_file("slurm", GRES_CONF, cluster="lab", sections=sections),
+            CGROUP_CONF: role_file("slurm", CGROUP_CONF, settings=settings)}
 
 
 # ----------------------------------------------------------------------------- plan helpers
@@ -1006,7 +1006,7 @@ def test_accounting_is_the_heads_alone():
 def test_converged_head_with_accounting_plans_no_command(distro):
     facts_of = converged_lab(distro, accounting=True)
     head = facts_of[HEAD]
-    dbd = TEMPLATES.render(SLURMDBD_CONF, cluster_name="lab", controller=HEAD,
+    dbd = role_file("slurm", SLURMDBD_CONF, cluster_name="lab", controller=HEAD,
                  settings={"db_name": DEFAULTS["slurm_db_name"],
                            "db_user": DEFAULTS["slurm_db_user"]})
     version = head["deb.DebPackages"]["slurmctld"]

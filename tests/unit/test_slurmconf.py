@@ -9,7 +9,6 @@ import json
 import re
 
 import pytest
-from jinja2 import UndefinedError
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.header import HEADER
@@ -50,8 +49,8 @@ from gpuinfra.slurm.conf import (
     slurm_conf,
 )
 from gpuinfra.spec import ClusterSpec, HostInput, NodeSpec, build_cluster
+from gpuinfra_deploy.templates import TemplateProblem, role_file
 from gpuinfra_deploy.templates import text as file_text
-from gpuinfra_roles.slurm import TEMPLATES
 from tests.conftest import REAL, REPO
 
 SLURM = REPO / "tests" / "fixtures" / "slurm"
@@ -472,7 +471,7 @@ def settings_lines(text: str) -> list[str]:
 
 def test_rendered_slurm_conf():
     conf = lab_conf()
-    text = TEMPLATES.render("/etc/slurm/slurm.conf", conf=conf, settings=SETTINGS)
+    text = role_file("slurm", "/etc/slurm/slurm.conf", conf=conf, settings=SETTINGS)
     lines = settings_lines(text)
     for expected in ("ClusterName=lab", "SlurmctldHost=lab-head(10.0.0.10)", "GresTypes=gpu",
                      "SelectType=select/cons_tres", "SlurmdTimeout=300",
@@ -486,7 +485,7 @@ def test_rendered_slurm_conf():
 
 def test_rendered_slurm_conf_with_accounting_and_site_settings():
     conf = lab_conf(accounting=True, extra={"MaxJobCount": 20000})
-    lines = settings_lines(TEMPLATES.render("/etc/slurm/slurm.conf", conf=conf,
+    lines = settings_lines(role_file("slurm", "/etc/slurm/slurm.conf", conf=conf,
                                   settings=SETTINGS))
     assert "AccountingStorageType=accounting_storage/slurmdbd" in lines
     assert "AccountingStorageHost=lab-head" in lines
@@ -497,7 +496,7 @@ def test_rendered_slurm_conf_with_accounting_and_site_settings():
 def test_rendered_slurm_conf_without_gpus_has_no_gres_types():
     spec = spec_of({"lab-worker1": {}})
     conf = slurm_conf(spec, ADDRESSES, {"lab-worker1": None}, {"lab-worker1": "none"})
-    text = TEMPLATES.render("/etc/slurm/slurm.conf", conf=conf, settings=SETTINGS)
+    text = role_file("slurm", "/etc/slurm/slurm.conf", conf=conf, settings=SETTINGS)
     assert "GresTypes" not in text
     assert "NodeName=lab-worker1 NodeAddr=10.0.0.11 CPUs=1 State=UNKNOWN" in text.splitlines()
 
@@ -506,7 +505,7 @@ def test_rendered_gres_conf_has_the_lines_and_the_notes_as_comments():
     plan = gres_plan(node_of(HGX), HGX_TYPE, devices_of("8x-h100-sxm-nvswitch"),
                      topo(HGX_TOPO), lab_layout())
     lines = node_gres_lines("lab-worker1", plan.lines)
-    text = TEMPLATES.render("/etc/slurm/gres.conf", cluster="lab", sections=[
+    text = role_file("slurm", "/etc/slurm/gres.conf", cluster="lab", sections=[
         {"node": "lab-worker1", "notes": list(plan.notes), "lines": lines},
         {"node": "lab-worker2", "notes": ["not reached"], "lines": []}])
     assert text.startswith(HEADER + "# gres.conf of cluster lab ")
@@ -518,14 +517,14 @@ def test_rendered_gres_conf_has_the_lines_and_the_notes_as_comments():
 
 @pytest.mark.parametrize("plugin", ["autodetect", "cgroup/v1"])
 def test_rendered_cgroup_conf_constrains_devices(plugin):
-    text = TEMPLATES.render("/etc/slurm/cgroup.conf", settings={**SETTINGS,
+    text = role_file("slurm", "/etc/slurm/cgroup.conf", settings={**SETTINGS,
                                                                "cgroup_plugin": plugin})
     assert settings_lines(text) == [f"CgroupPlugin={plugin}", "ConstrainCores=yes",
                                     "ConstrainRAMSpace=yes", "ConstrainDevices=yes"]
 
 
 def test_rendered_slurmdbd_conf():
-    text = TEMPLATES.render("/etc/slurm/slurmdbd.conf", cluster_name="lab", controller="lab-head",
+    text = role_file("slurm", "/etc/slurm/slurmdbd.conf", cluster_name="lab", controller="lab-head",
                   settings={"db_name": "slurm_acct_db", "db_user": "slurm"})
     lines = settings_lines(text)
     assert {"DbdHost=lab-head", "StorageType=accounting_storage/mysql",
@@ -534,10 +533,13 @@ def test_rendered_slurmdbd_conf():
 
 
 def test_templates_refuse_missing_values():
-    with pytest.raises(UndefinedError):
-        TEMPLATES.render("/etc/slurm/cgroup.conf", settings={})
-    with pytest.raises(UndefinedError):
-        TEMPLATES.render("/etc/slurm/slurm.conf", conf=lab_conf(), settings={})
+    """A name the data does not have is an error naming the template's file and line, never
+    an empty value in slurm.conf."""
+    with pytest.raises(TemplateProblem, match=r"cgroup\.conf\.j2, line \d+: 'dict object' has "
+                       "no attribute 'cgroup_plugin'"):
+        role_file("slurm", "/etc/slurm/cgroup.conf", settings={})
+    with pytest.raises(TemplateProblem, match=r"slurm\.conf\.j2, line \d+"):
+        role_file("slurm", "/etc/slurm/slurm.conf", conf=lab_conf(), settings={})
 
 
 # ----------------------------------------------------------------------------- managed keys
@@ -593,7 +595,7 @@ def test_slurmctld_parameters_from_the_site_are_accepted_and_merged_not_written_
     assert extra_lines(extra) == ["MaxJobCount=5"]
     conf = lab_conf(extra=extra)
     assert conf.ctld_parameters == ["enable_configless", "idle_on_node_suspend"]
-    text = TEMPLATES.render("/etc/slurm/slurm.conf", conf=conf, settings=SETTINGS)
+    text = role_file("slurm", "/etc/slurm/slurm.conf", conf=conf, settings=SETTINGS)
     assert [line for line in settings_lines(text) if line.lower().startswith(
         "slurmctldparameters")] == ["SlurmctldParameters=enable_configless,idle_on_node_suspend"]
     assert MERGED_KEYS == {"slurmctldparameters", "prologflags"}
@@ -646,11 +648,11 @@ def lab_gres_text(notes: tuple[str, ...] = ()) -> str:
         plan = gres_plan(node_of(data, name), kind, devices_of(profile), topo(path), None)
         sections.append({"node": name, "notes": list(notes),
                          "lines": node_gres_lines(name, plan.lines)})
-    return TEMPLATES.render("/etc/slurm/gres.conf", cluster="lab", sections=sections)
+    return role_file("slurm", "/etc/slurm/gres.conf", cluster="lab", sections=sections)
 
 
 def lab_texts(**kwargs) -> tuple[str, str]:
-    return (TEMPLATES.render("/etc/slurm/slurm.conf", conf=lab_conf(**kwargs), settings=SETTINGS),
+    return (role_file("slurm", "/etc/slurm/slurm.conf", conf=lab_conf(**kwargs), settings=SETTINGS),
             lab_gres_text())
 
 
