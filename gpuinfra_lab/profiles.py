@@ -327,6 +327,9 @@ def build(name: str) -> dict[str, str]:
     built = profile.build()
     if built.name != name:
         raise ValueError(f"gpuinfra_lab/profiles.py: {name}'s builder makes {built.name!r}")
+    if built.base is not None and PROFILES[built.base].build().gpus != built.gpus:
+        raise ValueError(f"gpuinfra_lab/profiles.py: {name}'s GPUs differ from those of its "
+                         f"base {built.base}, whose gpus.json it answers from")
     return built.render(profile.spec["gpu_model"])
 
 

@@ -11,6 +11,7 @@ import time
 from gpuinfra_lab.boot import Boot
 from gpuinfra_lab.podman import Podman, wait_booted
 from gpuinfra_lab.profiles import HostPlan
+from gpuinfra_lab.replay import profile_files
 from gpuinfra_lab.state import LabError, Paths
 
 SSH_TIMEOUT_S = 60
@@ -34,8 +35,9 @@ def guest_tar(paths: Paths, plan: HostPlan, pubkey: str) -> bytes:
         if plan.profile:
             for source, (target, mode) in GUEST_FILES.items():
                 _tar_add(tar, target, (paths.assets / source).read_bytes(), mode)
-            for file in sorted((paths.hardware / plan.profile).iterdir()):
-                _tar_add(tar, f"{GUEST_HARDWARE}/{file.name}", file.read_bytes(), 0o644)
+            # a variant's folder with its base's files under it: one self-contained folder
+            for name, file in sorted(profile_files(paths.hardware, plan.profile).items()):
+                _tar_add(tar, f"{GUEST_HARDWARE}/{name}", file.read_bytes(), 0o644)
     return buf.getvalue()
 
 

@@ -3,7 +3,9 @@
 Each hardware folder ``gpuinfra_lab/hardware/<profile>/`` holds what the ``nvidia-smi`` stand-in
 replays on one lab worker: verbatim copies of captures from ``tests/fixtures/real/``, a few files
 derived from them (documented per file in ``manifest.json`` under ``sources``), ``gpus.json``
-(answers to ``--query-gpu``) and the device nodes that ``lab up`` creates. Which builder makes
+(answers to ``--query-gpu``) and the device nodes that ``lab up`` creates. A broken variant of
+another profile names it as its ``base`` and holds only what differs from it: every other file
+(its ``gpus.json`` too) is the base's, one copy (:func:`profile_files`). Which builder makes
 which profile, and the spec each profile's worker gets, is the one table in
 ``gpuinfra_lab/profiles.py``.
 
@@ -232,6 +234,8 @@ class Profile:
     files: dict[str, str] = field(default_factory=dict)
     replay: dict[str, str] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
+    # the profile this one is a variant of: its gpus.json (and any file not here) is the base's
+    base: str | None = None
 
     def copy(self, filename: str, capture: str, *commands: str, note: str = "") -> None:
         """Add a verbatim copy of a capture, replayed for ``commands``."""
@@ -253,6 +257,7 @@ class Profile:
         manifest = {
             "profile": self.name,
             "description": self.description,
+            **({"base": self.base} if self.base else {}),
             "gpu_model": gpu_model,
             "gpu_count": len(self.gpus),
             "device_nodes": device_nodes(len(self.gpus)),
@@ -260,9 +265,20 @@ class Profile:
             "sources": dict(sorted(self.sources.items())),
         }
         out = dict(self.files)
-        out["gpus.json"] = json.dumps(self.gpus, indent=2) + "\n"
+        if not self.base:  # a variant answers --query-gpu from its base's gpus.json
+            out["gpus.json"] = json.dumps(self.gpus, indent=2) + "\n"
         out["manifest.json"] = json.dumps(manifest, indent=2) + "\n"
         return out
+
+
+def profile_files(root: Path, name: str) -> dict[str, Path]:
+    """Every file profile ``name`` replays from, by file name: its base's (manifest ``base``),
+    overlaid by its own. `lab up` installs these in one folder."""
+    folder = root / name
+    base = json.loads((folder / "manifest.json").read_text()).get("base")
+    files = profile_files(root, base) if base else {}
+    files.update({p.name: p for p in sorted(folder.iterdir()) if p.is_file()})
+    return files
 
 
 def h100_sxm_nvswitch() -> Profile:
@@ -447,6 +463,8 @@ DGX_MIG_PAGE = (
     "https://github.com/NVIDIA/deepops/blob/3957a42fb9af0b09c91b6d2ac9dc7925daf00523/"
     "docs/slurm-cluster/nvml.md"
 )
+# The healthy MIG profile, the broken variant's base.
+MIG_BALANCED = "2x-a100-sxm4-mig-balanced"
 # GPU 1's 3g.40gb device: the line the broken variant drops.
 DGX_MIG_GPU1_3G = "  MIG 3g.40gb     Device  0: (UUID: MIG-51872ee5-5410-564e-abd2-27382756d2d4)\n"
 
@@ -479,7 +497,7 @@ def _dgx_mig_sources(p: Profile) -> None:
 def a100_sxm_mig_balanced() -> Profile:
     """A MIG node: 2x A100 SXM4 80GB, each GPU laid out all-balanced (the DGX capture)."""
     p = Profile(
-        "2x-a100-sxm4-mig-balanced",
+        MIG_BALANCED,
         "2x A100-SXM4-80GB with MIG on, each laid out all-balanced (3g.40gb + 2g.20gb + "
         "2x 1g.10gb): the first two GPUs of a DGX A100's `nvidia-smi -L`",
         _dgx_mig_gpus(),
@@ -490,13 +508,17 @@ def a100_sxm_mig_balanced() -> Profile:
 
 
 def a100_sxm_mig_gpu1_differs() -> Profile:
-    """BROKEN on purpose: the same node whose GPU 1 lost its 3g.40gb instance."""
+    """BROKEN on purpose: the same node whose GPU 1 lost its 3g.40gb instance. Only its ``-L``
+    differs: losing a GPU instance changes none of a GPU's ``--query-gpu`` answers (name, UUID,
+    MIG mode current and pending stay Enabled), so it answers them from the healthy profile's
+    gpus.json (its ``base``), not from a copy."""
     p = Profile(
         "2x-a100-sxm4-mig-gpu1-differs",
         "BROKEN on purpose: the MIG node above whose GPU 1 has no 3g.40gb instance (what a "
         "reboot without the boot unit, or a hand-made change, leaves): its instances differ "
         "from the spec's layout on that GPU alone",
         _dgx_mig_gpus(),
+        base=MIG_BALANCED,
     )
     listing = read_real_text(DGX_MIG_LISTING)
     assert DGX_MIG_GPU1_3G in listing
@@ -507,7 +529,8 @@ def a100_sxm_mig_gpu1_differs() -> Profile:
         "removed, every other byte as captured",
         "-L",
     )
-    p.copy("L-captured.txt", DGX_MIG_LISTING, note=" (the listing L.txt is derived from; not "
-           "replayed)")
-    _dgx_mig_sources(p)
+    p.sources["gpus.json"] = (
+        f"the gpus.json of {MIG_BALANCED} (manifest `base`; the same two GPUs, MIG mode on: "
+        "GPU 1's lost instance changes no `--query-gpu` answer)"
+    )
     return p

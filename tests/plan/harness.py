@@ -1,7 +1,8 @@
 """Plan a role against a fake host whose facts come from a recorded JSON file.
 
 A real pyinfra ``State`` runs the role's ``@deploy`` function over an ``@fake`` host; every
-fact the role asks for is answered from the fixture (``tests/plan/facts/<name>.json``), and a
+fact the role asks for is answered from the fixture (``tests/plan/facts/<name>.json``, or the
+product's own copy in ``gpuinfra_deploy/assumed_facts/``: :func:`fact_file`), and a
 fact the fixture lacks raises. One exception, on purpose: a parametrised fact may hold a ``"*"``
 entry that answers every argument the fixture does not list (base-fresh.json answers any
 ``files.File`` path with null, "no such file"), so a path a role starts asking about passes as
@@ -52,12 +53,29 @@ from gpuinfra_deploy.plan import answer as _answer
 from gpuinfra_deploy.plan import decode as _decode
 from gpuinfra_deploy.pyinfra_patches.schedule import meetings_of
 
-__all__ = ["DEPLOY", "FACTS", "REPO", "ClusterPlan", "FakeHost", "MissingFact", "Plan",
-           "PlannedOp", "load_facts", "plan", "plan_cluster", "plan_hosts", "upload_text",
-           "_decode"]
+__all__ = ["ASSUMED", "DEPLOY", "FACTS", "REPO", "ClusterPlan", "FakeHost", "MissingFact", "Plan",
+           "PlannedOp", "fact_file", "load_facts", "plan", "plan_cluster", "plan_hosts",
+           "upload_text", "_decode"]
 
 FACTS = Path(__file__).parent / "facts"
 REPO = Path(__file__).resolve().parents[2]
+# The fact sets `gpuinfra render --os` assumes (shipped in the wheel): the fresh layers the plan
+# tests share with the product live there alone (the product never reads tests/), one copy each.
+ASSUMED = REPO / "gpuinfra_deploy" / "assumed_facts"
+# Test names of product fact sets named otherwise there: lab-worker1 is `render --os`'s hardware.
+ASSUMED_AS = {"slurm-lab-worker1": "hardware"}
+
+
+def fact_file(name: str) -> Path:
+    """The file of fact set ``name``: tests/plan/facts/<name>.json, or else the product's
+    gpuinfra_deploy/assumed_facts/<name>.json (under its product name, :data:`ASSUMED_AS`).
+    A set in both places is refused: each set has one copy."""
+    own, shared = FACTS / f"{name}.json", ASSUMED / f"{ASSUMED_AS.get(name, name)}.json"
+    if own.is_file() and shared.is_file():
+        raise ValueError(f"fact set {name!r} is in both {own} and {shared}: keep one copy")
+    if shared.is_file() and not own.is_file():
+        return shared
+    return own
 
 
 def upload_text(src: Any) -> str:
@@ -74,8 +92,9 @@ def upload_text(src: Any) -> str:
 
 
 def load_facts(*names: str) -> dict[str, Any]:
-    """Facts from tests/plan/facts/<name>.json; later files override earlier ones per fact."""
-    return merge_facts(*(json.loads((FACTS / f"{name}.json").read_text(), object_hook=_decode)
+    """Facts of the sets ``names`` (:func:`fact_file`); later sets override earlier ones per
+    fact."""
+    return merge_facts(*(json.loads(fact_file(name).read_text(), object_hook=_decode)
                          for name in names))
 
 

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import runpy
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
 
 from gpuinfra_cli import lab as lab_cli
-from gpuinfra_lab import image, podman, profiles, qemu, replay, state
+from gpuinfra_lab import image, podman, profiles, provision, qemu, replay, state
 from gpuinfra_lab.profiles import HostPlan, plan_hosts
 from tests.conftest import REAL, REPO
 
@@ -161,11 +163,51 @@ def test_committed_profile_matches_its_builder(name: str) -> None:
 
 @pytest.mark.parametrize("name", ALL_PROFILES)
 def test_copied_files_are_byte_identical_to_the_captures(name: str) -> None:
-    sources = json.loads((HARDWARE / name / "manifest.json").read_text())["sources"]
+    manifest = json.loads((HARDWARE / name / "manifest.json").read_text())
+    sources = manifest["sources"]
     copies = {f: s.split()[2] for f, s in sources.items() if s.startswith("copy of ")}
-    assert copies
+    assert copies or "base" in manifest  # a variant's captures are its base's
     for filename, capture in copies.items():
         assert (HARDWARE / name / filename).read_bytes() == (REPO / capture).read_bytes()
+
+
+VARIANTS = [n for n in ALL_PROFILES
+            if "base" in json.loads((HARDWARE / n / "manifest.json").read_text())]
+
+
+def test_the_broken_mig_profile_is_the_variant_of_the_healthy_one() -> None:
+    assert VARIANTS == ["2x-a100-sxm4-mig-gpu1-differs"]
+    manifest = json.loads((HARDWARE / VARIANTS[0] / "manifest.json").read_text())
+    assert manifest["base"] == "2x-a100-sxm4-mig-balanced"
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_a_variant_holds_only_what_differs_from_its_base(name: str, tmp_path: Path) -> None:
+    """A broken variant keeps one copy of nothing: each of its files differs from its base's,
+    the rest (gpus.json) is read from the base's folder, and `lab up` would install the two as
+    one folder."""
+    base = json.loads((HARDWARE / name / "manifest.json").read_text())["base"]
+    assert base in ALL_PROFILES and base != name
+    own = {p.name: p.read_bytes() for p in (HARDWARE / name).iterdir()}
+    assert "gpus.json" not in own
+    assert [f for f, data in own.items() if (HARDWARE / base / f).is_file()
+            and (HARDWARE / base / f).read_bytes() == data] == []
+    files = replay.profile_files(HARDWARE, name)
+    assert files["gpus.json"] == HARDWARE / base / "gpus.json"
+    assert {f for f, path in files.items() if path.parent.name == name} == set(own)
+    query = ("--query-gpu=index,uuid,mig.mode.current,mig.mode.pending", "--format=csv")
+    assert smi(name, *query).returncode == 0
+    assert smi(name, *query).stdout == smi(base, *query).stdout
+    # installed by `lab up` (gpuinfra_lab/provision.py): one folder, the base's files and its own
+    tar = provision.guest_tar(state.Paths(REPO), HostPlan("w", ("workers",), name), "key")
+    with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
+        archive.extractall(tmp_path, filter="data")
+    installed = tmp_path / provision.GUEST_HARDWARE
+    assert {p.name: p.read_bytes() for p in installed.iterdir()} == \
+        {f: path.read_bytes() for f, path in files.items()}
+    env = {**os.environ, "GPUINFRA_LAB_HARDWARE": str(installed)}
+    alone = subprocess.run([sys.executable, str(STAND_IN), *query], capture_output=True, env=env)
+    assert alone.stdout == smi(name, *query).stdout
 
 
 @pytest.mark.parametrize("name", ALL_PROFILES)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+from collections import Counter
+from dataclasses import replace
 
 import pytest
 
@@ -54,6 +56,24 @@ def test_broken_mig_node_fails_on_gpu_1_alone(tmp_path):
     assert len(found) == 1 and found[0].startswith("GPU 1: ")
     # Slurm, told the spec's layout, advertises a 3g.40gb device GPU 1 does not have.
     assert slurm_gres_findings("gpu:1g.10gb:4,gpu:2g.20gb:2,gpu:3g.40gb:2", states)
+
+
+def test_broken_mig_node_differs_from_the_healthy_one_where_it_claims(tmp_path):
+    """What the broken profile claims (gpuinfra_lab/replay.py): the healthy node whose GPU 1 has
+    no 3g.40gb instance. On every part of the replayed state the verify suite reads (-L, the MIG
+    mode query, the instance lists, the processes): GPU 0 as on the healthy node, GPU 1 the
+    same but for one 3g.40gb MIG device fewer, nothing else."""
+    (tmp_path / "healthy").mkdir()
+    (tmp_path / "broken").mkdir()
+    healthy = replayed_state("2x-a100-sxm4-mig-balanced", tmp_path / "healthy")
+    broken = replayed_state("2x-a100-sxm4-mig-gpu1-differs", tmp_path / "broken")
+    assert [s.index for s in broken] == [s.index for s in healthy] == [0, 1]
+    assert broken[0] == healthy[0]
+    assert broken[1] != healthy[1]
+    lost = Counter(healthy[1].mig_devices) - Counter(broken[1].mig_devices)
+    assert lost == Counter({"3g.40gb": 1})
+    assert not Counter(broken[1].mig_devices) - Counter(healthy[1].mig_devices)
+    assert replace(broken[1], mig_devices=healthy[1].mig_devices) == healthy[1]
 
 
 @pytest.mark.parametrize("profile", ["2x-a100-sxm4-mig-balanced", "2x-a100-sxm4-mig-gpu1-differs"])
