@@ -3,7 +3,9 @@
 The engine under `gpuinfra render` and the plan tests (tests/plan/harness.py): a real pyinfra
 ``State`` runs the real deploy file over ``@fake`` hosts, in CLI mode (operations identified
 and ordered by the lines of the deploy code, as `pyinfra INVENTORY deploy.py` does), and every
-fact an operation or a role asks is answered from recorded facts: nothing connects.
+fact an operation or a role asks is answered from recorded facts: nothing connects. The
+pyinfra internals this relies on (CLI mode, the fact read, a handler's trigger, the planned
+operations) are read and swapped only through gpuinfra_deploy/pyinfra_patches/internals.py.
 
 Facts format (tests/plan/facts/*.json, and what `gpuinfra render --record-facts` writes):
 ``{"server.LinuxDistribution": {...}, "files.File": {"path=/etc/x": {...}}}``: a fact's
@@ -21,17 +23,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
-import pyinfra
 from pyinfra.api import Config, Inventory, State
 from pyinfra.api.connect import connect_all
 from pyinfra.api.host import Host
-from pyinfra.api.operation import OperationMeta
-from pyinfra.api.state import StateStage
 from pyinfra.context import ctx_host, ctx_inventory, ctx_state
 
 from gpuinfra.errors import GpuinfraError
+from gpuinfra_deploy.pyinfra_patches import internals
 
 # This project's deploy file: the table of contents of a deploy.
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy.py"
@@ -173,22 +172,6 @@ def raw_command(command: Any) -> str:
 FAKE = {"fake_delay": 0, "fake_delay_jitter": 0}
 
 
-def op_ifs(state: State, host: Host, op_hash: str) -> list[Callable[[], bool]]:
-    found = state.get_op_data_for_host(host, op_hash).global_arguments.get("_if") or []
-    return found if isinstance(found, list) else [found]
-
-
-def did_change(self: OperationMeta) -> bool:
-    """A handler's trigger changed when it would run commands and its own conditions hold
-    (an operation skipped by its ``_if`` changes nothing, as in a real run)."""
-    if not self._maybe_is_change:
-        return False
-    state, host = ctx_state.get(), ctx_host.get()
-    if state is None or host is None or self._hash not in state.ops.get(host, {}):
-        return True
-    return all(cond() for cond in op_ifs(state, host, self._hash))
-
-
 def deploy_file(path: Path, name: str = "deploy.deploy") -> Callable[[], None]:
     """A deploy file run as pyinfra runs it: its code executed (as module ``name``)."""
     code = compile(path.read_text(), str(path), "exec")
@@ -208,8 +191,7 @@ def deploy_as_cli(state: State, deploy_func: Callable[[], Any], hosts: Sequence[
     code that call them, which is what a real run does; add_deploy refuses CLI mode, so the
     deploy is called here the way add_deploy calls it.
     """
-    state.set_stage(StateStage.Prepare)
-    with mock.patch.object(pyinfra, "is_cli", True), ctx_state.use(state):
+    with internals.cli_planning(state):
         for host in hosts:
             with ctx_host.use(host):
                 deploy_func()
@@ -219,14 +201,11 @@ def collect(state: State, host: Host, order: Sequence[str] | None = None) -> Pla
     """The operations planned for ``host``, with the commands each would run (``order``: the
     state's operation order, when the caller already has it)."""
     ops = []
-    for op_hash in order if order is not None else state.get_op_order():
-        if op_hash not in state.ops[host]:
-            continue
-        op_data = state.get_op_data_for_host(host, op_hash)
+    for op_hash in internals.host_op_order(state, host, order):
         with ctx_state.use(state), ctx_host.use(host):
-            run = all(cond() for cond in op_ifs(state, host, op_hash))
-            raw = tuple(op_data.command_generator()) if run else ()
-        names = state.get_op_meta(op_hash).names
+            run = all(cond() for cond in internals.op_conditions(state, host, op_hash))
+        raw = tuple(internals.op_commands(state, host, op_hash)) if run else ()
+        names = internals.op_names(state, op_hash)
         ops.append(PlannedOp(", ".join(sorted(names)), tuple(raw_command(c) for c in raw), raw))
     return Plan(tuple(ops))
 
@@ -255,9 +234,7 @@ def fake_state(hosts: Sequence[FakeHost], data: Mapping[str, Any] | None = None,
     state = State(inventory, Config())
     connect(state)
     # Roles see "lab-head", not the connector prefix, and find other hosts by that name.
-    for h in hosts:
-        inventory.get_host(names[h.name]).name = h.name
-    inventory.hosts = {host.name: host for host in inventory.hosts.values()}
+    internals.rename_hosts(inventory, {fake: name for name, fake in names.items()})
     return state, inventory
 
 
@@ -279,7 +256,6 @@ def per_host_answerer(facts_of: Mapping[str, Mapping[str, Any]],
 def answering(get_fact: Callable[..., Any], inventory: Inventory) -> Iterator[None]:
     """Within: every fact is asked of ``get_fact``, handlers follow their trigger (changed
     when it would run commands), and ``inventory`` is the run's."""
-    with mock.patch.object(Host, "get_fact", get_fact), \
-            mock.patch.object(OperationMeta, "did_change", did_change), \
+    with internals.facts_answered_by(get_fact), internals.handlers_follow_triggers(), \
             ctx_inventory.use(inventory):
         yield

@@ -7,8 +7,13 @@ pyinfra_cli's modules and classes), against the pinned pyinfra 3.10.0:
   ``mktemp -d`` (installed by config.py and by every role's ``apply``);
 - ``gate``: the spec gate around the CLI's inventory load (called by config.py);
 - ``loader``: pyinfra's inventory loader with every file checked (the gate and
-  ``gpuinfra validate``).
+  ``gpuinfra validate``);
+- ``internals``: every internal the plan and `gpuinfra render` read or swap for a while,
+  named and checked. It is imported here, so importing anything from this package checks
+  that the installed pyinfra is the pinned one.
 
 README.md here lists every patched symbol, why, and the tests that fail when pyinfra changes
 under it; tests/unit/test_pyinfra_patches.py keeps that list and the code in step.
 """
+
+from gpuinfra_deploy.pyinfra_patches import internals  # noqa: F401 - the check

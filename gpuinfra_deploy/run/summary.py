@@ -18,6 +18,8 @@ from typing import Any
 
 from pyinfra.api.state import BaseStateCallback, StateStage
 
+from gpuinfra_deploy.pyinfra_patches import internals
+
 
 @dataclass(frozen=True)
 class Failure:
@@ -79,8 +81,8 @@ class _Recorder(BaseStateCallback):
         began = self.started.pop(op_hash, None)
         if began is None:
             return
-        meta = state.get_op_meta(op_hash)
-        self.times.append({"op": " | ".join(sorted(meta.names)) or str(op_hash),
+        names = internals.op_names(state, op_hash)
+        self.times.append({"op": " | ".join(sorted(names)) or str(op_hash),
                            "start_s": round(began - self.began, 3),
                            "wall_s": round(time.monotonic() - began, 3),
                            "hosts": {k: round(v, 3)
@@ -99,8 +101,8 @@ class _Recorder(BaseStateCallback):
 
     def operation_host_error(self, state: Any, host: Any, op_hash: Any,
                              retry_count: int = 0, max_retries: int = 0) -> None:
-        meta = state.get_op_meta(op_hash)
-        self.steps.setdefault(host.name, " | ".join(sorted(meta.names)) or op_hash)
+        names = internals.op_names(state, op_hash)
+        self.steps.setdefault(host.name, " | ".join(sorted(names)) or op_hash)
 
 
 def install(state: Any, head_names: frozenset[str]) -> None:
