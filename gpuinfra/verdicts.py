@@ -12,6 +12,7 @@ systems of NVLink 4 and later report it).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -127,11 +128,17 @@ P2P_FIX = (
 SPEC_FIX = "correct the topology profile, GPU model or GPU count in the cluster spec"
 
 
+# A finding said in one sentence names its subject first when it has one ("mlx5_0: port ...").
+_NAMED = re.compile(r"([\w.:/-]+): (.+)", re.DOTALL)
+
+
 @dataclass(frozen=True)
 class Finding:
     """The outcome of one check on one subject (``node``, ``GPU0-GPU1``, ``GPU2 link 5``).
 
     severity: "ok", "warn" or "fail"; cause and fix are empty when there is nothing to fix.
+    Every judgement of the project gives these: the NVLink checks here, the RDMA checks
+    (:mod:`gpuinfra.rdma.verdicts`), the capture judges (:mod:`gpuinfra.captures`), health.
     """
 
     check: str
@@ -154,6 +161,21 @@ class Finding:
     def failed(self) -> bool:
         """True for severity "fail"."""
         return self.severity == "fail"
+
+    @classmethod
+    def said(cls, check: str, what: str, cause: str, fix: str,
+             severity: str = "fail") -> Finding:
+        """A finding said in one sentence, ``what`` (the RDMA and kernel judgements: "mlx5_0:
+        port DOWN/Polling, not ACTIVE/LinkUp"): its subject is the name the sentence starts
+        with ("mlx5_0"), or none ("") when it starts with no name; nothing expected is said."""
+        named = _NAMED.fullmatch(what)
+        return cls(check, named[1] if named else "", "", named[2] if named else what, severity,
+                   cause, fix)
+
+    @property
+    def what(self) -> str:
+        """The finding in one sentence: its subject (when it has one), then what was seen."""
+        return f"{self.subject}: {self.observed}" if self.subject else self.observed
 
 
 def failures(findings: Sequence[Finding]) -> list[Finding]:

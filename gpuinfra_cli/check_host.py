@@ -22,7 +22,8 @@ from gpuinfra.captures import FAIL, PASS, CaptureVerdict
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.rdma.node import GpuDirect, gpudirect_path
 from gpuinfra.spec.model import RdmaNic
-from gpuinfra_cli.output import capture_findings, render_captures
+from gpuinfra_cli.inputs import one_stdin, read_capture, spec_node
+from gpuinfra_cli.output import capture_envelope, render_captures
 
 EXIT_OK, EXIT_FAIL, EXIT_NOT_PASSED = 0, 1, 3
 
@@ -94,8 +95,6 @@ def dispatch(args: argparse.Namespace, nvidia_smi: Callable[[argparse.Namespace]
         return nvidia_smi(args)
     if args.topo or args.p2p or args.nvlink or args.smi_q:
         raise GpuinfraError("check nvidia-smi captures and host captures in separate runs")
-    from gpuinfra_cli.commands import one_stdin, read_capture
-
     one_stdin([(f"--{kind.replace('_', '-')}", path) for kind, path in files.items()])
     texts = {kind: read_capture(path, PARSE_KINDS.get(kind, kind)) for kind, path in files.items()}
     expect = expectation(args)
@@ -107,24 +106,6 @@ def dispatch(args: argparse.Namespace, nvidia_smi: Callable[[argparse.Namespace]
     if any(v.verdict == FAIL for v in verdicts):
         return EXIT_FAIL
     return EXIT_OK if all(v.verdict == PASS for v in verdicts) else EXIT_NOT_PASSED
-
-
-def capture_envelope(verdicts: list[Any], host: str | None, inputs: list[str],
-                     profile: str | None = None, model: str | None = None) -> dict[str, Any]:
-    """The JSON envelope of judged captures; each capture's own verdict, expectation, blocks
-    and cuts under "captures"."""
-    from gpuinfra.envelope import envelope
-
-    findings: list[dict[str, Any]] = []
-    complete, skipped = True, 0
-    for verdict in verdicts:
-        found, whole = capture_findings(verdict)
-        findings += found
-        if not whole:
-            complete, skipped = False, skipped + 1
-    return envelope("check", findings, host=host, inputs=inputs, profile=profile, model=model,
-                    skipped=skipped, complete=complete,
-                    extra={"captures": [v.to_json() for v in verdicts]})
 
 
 def expectation(args: argparse.Namespace) -> dict[str, Any]:
@@ -139,34 +120,6 @@ def expectation(args: argparse.Namespace) -> dict[str, Any]:
             "iommu": args.iommu, "acs_off": args.acs_off, "bridges": args.bridge,
             "hypervisor": args.hypervisor, "rdma": args.rdma or bool(nics),
             "cpu_vendor": args.cpu_vendor, "device": args.device}
-
-
-def add_site_options(p: Any) -> None:
-    """--inventory, --host, --group-data, --no-group-data: the expectation from a site's spec
-    (`nccl check`, `perftest check`; `check` has them in its host group)."""
-    p.add_argument("--inventory", metavar="FILE", help="the site's inventory: the expectation "
-                   "is --host's spec (its GPUs, NICs and their rates)")
-    p.add_argument("--host", help="the host the capture is from (with --inventory: whose spec "
-                   "is the expectation; always: the JSON's host)")
-    p.add_argument("--group-data", metavar="DIR", help="the site's group_data folder")
-    p.add_argument("--no-group-data", action="store_true", help="the site has none")
-
-
-def spec_node(args: argparse.Namespace) -> tuple[Any, Any]:
-    """(NodeSpec, ClusterSpec) of --host in --inventory (validated as `gpuinfra validate`)."""
-    from gpuinfra_cli.commands import group_data_of
-    from gpuinfra_deploy.run.site import validated_site
-
-    if not args.host:
-        raise GpuinfraError("--inventory needs --host (which host the captures are from)")
-    site = validated_site(args.inventory, group_data_of(args))
-    if site is None:
-        raise GpuinfraError(f"{args.inventory}: the spec is invalid (see above)")
-    spec = site[1]
-    try:
-        return spec.node(args.host), spec
-    except (KeyError, GpuinfraError):
-        raise GpuinfraError(f"{args.host}: not a host of {args.inventory}") from None
 
 
 def _from_spec(args: argparse.Namespace) -> dict[str, Any]:
@@ -236,7 +189,8 @@ def judge(kind: str, text: str, expect: dict[str, Any]) -> CaptureVerdict:
         return rdma.judge_lspci_vvv(text, nics, expect["acs_off"], expect["bridges"], host)
     if kind == "lsmod":
         if expect["gpudirect"] is None:
-            return CaptureVerdict(host, "lsmod", {"gpudirect": None}, judged=False)
+            return CaptureVerdict("lsmod", host, {"gpudirect": None}, judged=False,
+                                  sentences=True)
         return kernel.judge_lsmod(text, expect["gpudirect"], host)
     if kind == "dmesg":
         return kernel.judge_dmesg(text, expect["iommu"], host)

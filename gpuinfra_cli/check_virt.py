@@ -9,7 +9,7 @@
     gpuinfra check plugin-log FILE
 
 Each takes the expectation from the spec instead with ``--inventory FILE --host NAME`` (and
-``--vm NAME`` for a VM's kinds). The library judges (gpuinfra/judge/): the same code as the
+``--vm NAME`` for a VM's kinds). The library judges (gpuinfra/captures/): the same code as the
 verify suite. Exit 0 pass, 1 a failure, 2 unusable input, 3 no pass: the capture is cut
 ("incomplete: N complete blocks judged, no failure found") or holds nothing known ("no
 verdict").
@@ -23,13 +23,12 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from gpuinfra.captures import CaptureVerdict
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.judge import CaptureVerdict
-from gpuinfra_cli.check_host import capture_envelope
-from gpuinfra_cli.commands import EXIT_FAIL, EXIT_OK, read_capture
-from gpuinfra_cli.output import render_captures, wrap
+from gpuinfra_cli.inputs import read_capture
+from gpuinfra_cli.output import capture_envelope, render_captures, wrap
 
-EXIT_INCOMPLETE = 3
+EXIT_OK, EXIT_FAIL, EXIT_INCOMPLETE = 0, 1, 3
 _PCI_ID = re.compile(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{4}")
 
 
@@ -162,7 +161,7 @@ def _devices(args: argparse.Namespace) -> tuple[list[str], list[str], str] | Non
 
 
 def _run_groups(args: argparse.Namespace, text: str) -> CaptureVerdict:
-    from gpuinfra.judge.vfio import expectation_of, judge_iommu_groups
+    from gpuinfra.captures.vfio import expectation_of, judge_iommu_groups
     from gpuinfra.parsers.iommu import parse_pci_listing
 
     listing = parse_pci_listing(text)
@@ -174,7 +173,7 @@ def _run_groups(args: argparse.Namespace, text: str) -> CaptureVerdict:
 
 
 def _run_binding(args: argparse.Namespace, text: str) -> CaptureVerdict:
-    from gpuinfra.judge.vfio import expectation_of, judge_binding
+    from gpuinfra.captures.vfio import expectation_of, judge_binding
     from gpuinfra.parsers.iommu import parse_pci_listing
 
     listing = parse_pci_listing(text)
@@ -197,7 +196,7 @@ def _add_hostdev(p: argparse.ArgumentParser) -> None:
 
 
 def _run_hostdev(args: argparse.Namespace, text: str) -> CaptureVerdict:
-    from gpuinfra.judge.vfio import judge_hostdevs
+    from gpuinfra.captures.vfio import judge_hostdevs
     from gpuinfra.parsers.libvirt import parse_hostdevs
     from gpuinfra.vfio import normalize_address
 
@@ -264,7 +263,7 @@ def _add_describe(p: argparse.ArgumentParser) -> None:
 
 
 def _run_describe(args: argparse.Namespace, text: str) -> CaptureVerdict:
-    from gpuinfra.judge.kubernetes import judge_describe_node
+    from gpuinfra.captures.kubernetes import judge_describe_node
     from gpuinfra.kubernetes.deviceplugin import expected_resources
     from gpuinfra.parsers.kubectl_text import parse_describe_node
 
@@ -293,7 +292,7 @@ def _add_pods(p: argparse.ArgumentParser) -> None:
 
 
 def _run_pods(args: argparse.Namespace, text: str) -> CaptureVerdict:
-    from gpuinfra.judge.kubernetes import judge_pods
+    from gpuinfra.captures.kubernetes import judge_pods
     from gpuinfra.parsers.kubectl_text import parse_pods_table
 
     table = parse_pods_table(text)
@@ -303,7 +302,7 @@ def _run_pods(args: argparse.Namespace, text: str) -> CaptureVerdict:
 
 
 def _run_plugin_log(args: argparse.Namespace, text: str) -> CaptureVerdict:
-    from gpuinfra.judge.kubernetes import judge_plugin_log, parse_plugin_log
+    from gpuinfra.captures.kubernetes import judge_plugin_log, parse_plugin_log
 
     return judge_plugin_log(parse_plugin_log(text), args.host)
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from gpuinfra.envelope import envelope
@@ -16,45 +14,18 @@ from gpuinfra.knowledge.lookup import require_model, require_profile
 from gpuinfra.knowledge.topology import PROFILES
 from gpuinfra.parsers import ALIASES, PARSERS, kind_of, parser_for
 from gpuinfra.parsers.sniff import mismatch
-from gpuinfra_cli import check_host
+from gpuinfra_cli import check_host, check_virt
+from gpuinfra_cli.inputs import (
+    STDIN,
+    add_group_data,
+    group_data_of,
+    one_stdin,
+    read_capture,
+    read_text,
+)
 from gpuinfra_cli.output import render
 
 EXIT_OK, EXIT_FAIL, EXIT_UNUSABLE = 0, 1, 2
-
-
-def _read(path: str) -> str:
-    """The text of the capture ``path``; GpuinfraError naming the file when it cannot be read."""
-    try:
-        return Path(path).read_text(encoding="utf-8", errors="strict")
-    except UnicodeDecodeError as exc:
-        raise GpuinfraError(f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
-                            f"offset {exc.start}): give the capture as the tool printed it") \
-            from None
-    except OSError as exc:
-        raise GpuinfraError(f"{path}: cannot be read: {exc.strerror or exc}") from None
-
-
-STDIN = "-"
-
-
-def one_stdin(options: Sequence[tuple[str, str | None]]) -> None:
-    """GpuinfraError when more than one capture option reads standard input: (option, path)."""
-    readers = list(dict.fromkeys(option for option, path in options if path == STDIN))
-    if len(readers) > 1:
-        raise GpuinfraError(f"only one capture can come from standard input ('-'): "
-                            f"{' and '.join(readers)} both ask for it; give the others as files")
-
-
-def read_capture(path: str, kind: str) -> str:
-    """The text of the capture ``path`` ('-': standard input) meant to be ``kind``'s output;
-    GpuinfraError naming the file when it cannot be read, or when it is recognisably another
-    command's output ("this looks like `ibstat` output, not `nvidia-smi topo -m`")."""
-    name = "standard input" if path == STDIN else path
-    text = sys.stdin.read() if path == STDIN else _read(path)
-    problem = mismatch(kind, text)
-    if problem:
-        raise GpuinfraError(f"{name}: {problem}")
-    return text
 
 
 # ---------------------------------------------------------------------------- validate
@@ -67,33 +38,6 @@ def add_validate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("inventory", help="the pyinfra inventory file, e.g. inventory/lab.py")
     add_group_data(p)
     p.set_defaults(func=run_validate)
-
-
-def add_group_data(p: argparse.ArgumentParser) -> None:
-    """--group-data / --no-group-data: where a site's group_data is, said explicitly."""
-    p.add_argument("--group-data", metavar="DIR",
-                   help="the site's group_data folder (default: group_data/ in the working "
-                   "directory, beside the inventory file, or in the folder above it)")
-    p.add_argument("--no-group-data", action="store_true",
-                   help="the site has no group_data: every key not in the inventory takes "
-                   "its default")
-
-
-def group_data_of(args: argparse.Namespace) -> str | None:
-    """The group_data folder to read (None: found beside the inventory); GpuinfraError when
-    none is found and --no-group-data was not given: a site read without its group_data
-    would be judged on defaults, silently."""
-    from gpuinfra_deploy.run.inventory import group_data_candidates, group_data_folders
-
-    if args.group_data or args.no_group_data:
-        return args.group_data
-    if not Path(args.inventory).is_file() or group_data_folders(args.inventory):
-        return None
-    looked = ", ".join(str(c) for c in group_data_candidates(args.inventory))
-    raise GpuinfraError(
-        f"{args.inventory}: no group_data/ folder found (looked for {looked}): run from the "
-        "site's root, give --group-data DIR, or --no-group-data if the site keeps all its data "
-        "in the inventory")
 
 
 def run_validate(args: argparse.Namespace) -> int:
@@ -145,8 +89,8 @@ def add_parse(sub: argparse._SubParsersAction) -> None:
 
 def run_parse(args: argparse.Namespace) -> int:
     kind = kind_of(args.kind)
-    name = "standard input" if args.file == "-" else args.file
-    text = sys.stdin.read() if args.file == "-" else _read(args.file)
+    name = "standard input" if args.file == STDIN else args.file
+    text = sys.stdin.read() if args.file == STDIN else read_text(args.file)
     if not text.strip() and not PARSERS[kind].blank:
         raise GpuinfraError(f"{name}: empty: nothing to parse as {args.kind} "
                             f"(`{PARSERS[kind].command}`)")
@@ -204,9 +148,7 @@ def add_check(sub: argparse._SubParsersAction) -> None:
                    "the pair checks (NVLink, P2P): '.' as expected, the cell seen where not")
     p.set_defaults(func=run_check)
     check_host.add_to(p)  # the RDMA and kernel captures (issue 24)
-    from gpuinfra_cli import check_virt  # VFIO and Kubernetes capture kinds: check KIND FILE
-
-    check_virt.add_kinds(p)
+    check_virt.add_kinds(p)  # VFIO and Kubernetes capture kinds: check KIND FILE
 
 
 def run_check(args: argparse.Namespace) -> int:

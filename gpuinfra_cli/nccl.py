@@ -27,7 +27,7 @@ from gpuinfra.knowledge.nccl import min_busbw
 from gpuinfra.knowledge.topology import PROFILES
 from gpuinfra.parsers.nccl import parse_all_reduce
 from gpuinfra.rdma.node import gid_index
-from gpuinfra_cli.check_host import add_site_options, spec_node
+from gpuinfra_cli.inputs import add_site_options, spec_node
 
 EXIT_OK, EXIT_FAIL, EXIT_UNUSABLE = 0, 1, 2
 _SIZE = re.compile(r"^(\d+)([KMG]?)$", re.IGNORECASE)
@@ -134,7 +134,7 @@ def run_script(args: argparse.Namespace) -> int:
 
 def run_check(args: argparse.Namespace) -> int:
     from gpuinfra.envelope import envelope
-    from gpuinfra_cli.commands import read_capture
+    from gpuinfra_cli.inputs import read_capture
     from gpuinfra_cli.output import render
 
     given = _from_inventory(args)

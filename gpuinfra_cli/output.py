@@ -14,7 +14,8 @@ import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from gpuinfra.envelope import group_by_cause, summary, verdict
+from gpuinfra.captures import CaptureVerdict
+from gpuinfra.envelope import envelope, group_by_cause, summary, verdict
 
 WIDTH = 100
 MARKS = {"ok": "ok", "warn": "warn", "fail": "FAIL"}
@@ -193,24 +194,18 @@ def matrix(findings: Sequence[Any], check: str, gpus: int, title: str) -> list[s
 
 # ---------------------------------------------------------------------------- judged captures
 
-_NAMED = re.compile(r"([\w.:/-]+): (.+)", re.DOTALL)
-
-
-def capture_findings(verdict: Any) -> tuple[list[dict[str, Any]], bool]:
-    """The envelope's findings of one judged capture (gpuinfra.captures or gpuinfra.judge
-    CaptureVerdict), and whether it was judged whole: a pass without findings of its own gets
-    one "ok" finding (the capture's summary); a cut or unjudged capture none (not complete)."""
+def capture_findings(verdict: CaptureVerdict) -> tuple[list[dict[str, Any]], bool]:
+    """The envelope's findings of one judged capture, and whether it was judged whole: a pass
+    without findings of its own gets one "ok" finding (the capture's summary); a cut or
+    unjudged capture none (not complete). A finding said in a sentence (the RDMA and kernel
+    captures) is of the capture's kind, and of its host when the sentence names no subject."""
     out: list[dict[str, Any]] = []
     subject = verdict.host or "node"
     for f in verdict.findings:
-        if hasattr(f, "check"):  # gpuinfra.verdicts.Finding (VFIO and Kubernetes judges)
-            out.append(f.to_json())
-            continue
-        named = _NAMED.fullmatch(f.what)  # "mlx5_0: port DOWN/Polling, ..." names its NIC
-        out.append({"check": verdict.kind, "subject": named[1] if named else subject,
-                    "expected": "", "observed": named[2] if named else f.what,
-                    "severity": "warn" if f.warning else "fail", "cause": f.cause,
-                    "fix": f.fix})
+        found = f.to_json()
+        if verdict.sentences:
+            found.update(check=verdict.kind, subject=f.subject or subject)
+        out.append(found)
     state = verdict.verdict
     if state == "pass" and not any(f["severity"] == "ok" for f in out):
         out.append({"check": verdict.kind, "subject": subject, "expected": "",
@@ -219,7 +214,23 @@ def capture_findings(verdict: Any) -> tuple[list[dict[str, Any]], bool]:
     return out, state in ("pass", "fail")
 
 
-def render_captures(verdicts: Sequence[Any], what: str) -> str:
+def capture_envelope(verdicts: Sequence[CaptureVerdict], host: str | None, inputs: list[str],
+                     profile: str | None = None, model: str | None = None) -> dict[str, Any]:
+    """The JSON envelope of judged captures; each capture's own verdict, expectation, blocks
+    and cuts under "captures"."""
+    findings: list[dict[str, Any]] = []
+    complete, skipped = True, 0
+    for judged in verdicts:
+        found, whole = capture_findings(judged)
+        findings += found
+        if not whole:
+            complete, skipped = False, skipped + 1
+    return envelope("check", findings, host=host, inputs=inputs, profile=profile, model=model,
+                    skipped=skipped, complete=complete,
+                    extra={"captures": [v.to_json() for v in verdicts]})
+
+
+def render_captures(verdicts: Sequence[CaptureVerdict], what: str) -> str:
     """The ticket text of judged captures: one verdict for all, each cut said."""
     findings: list[dict[str, Any]] = []
     complete = True
@@ -231,7 +242,7 @@ def render_captures(verdicts: Sequence[Any], what: str) -> str:
         if not whole:
             complete = False
             skipped += 1
-            notes.append(f"{judged.kind}: {getattr(judged, 'summary', judged.verdict)}")
+            notes.append(f"{judged.kind}: {judged.summary}")
         notes += [f"{judged.kind}: cut: {cut}" for cut in judged.cuts]
     word = VERDICT_WORDS[verdict(summary(findings, skipped), complete)]
     said = "; ".join(f"{v.kind} {_said(v)}" for v in verdicts)
@@ -240,10 +251,9 @@ def render_captures(verdicts: Sequence[Any], what: str) -> str:
     return "\n".join([text] + [line for note in notes for line in wrap(f"note  {note}", 6)])
 
 
-def _said(judged: Any) -> str:
+def _said(judged: CaptureVerdict) -> str:
     """One capture's outcome in a few words: failures and complete blocks judged."""
-    failed = sum(1 for f in judged.findings
-                 if (f.failed if hasattr(f, "check") else not f.warning))
+    failed = len(judged.failed)
     blocks = f"{judged.blocks} complete block(s)"
     if failed:
         return f"{failed} failure(s) in {blocks}"

@@ -12,7 +12,7 @@ import argparse
 import json
 
 from gpuinfra.errors import GpuinfraError
-from gpuinfra_cli.check_host import add_site_options, spec_node
+from gpuinfra_cli.inputs import add_site_options, spec_node
 
 EXIT_OK, EXIT_FAIL = 0, 1
 
@@ -41,7 +41,7 @@ def run_check(args: argparse.Namespace) -> int:
     from gpuinfra.envelope import envelope
     from gpuinfra.parsers.perftest import parse_ib_write_bw
     from gpuinfra.rdma.perftest import judge_ib_write_bw
-    from gpuinfra_cli.commands import one_stdin, read_capture
+    from gpuinfra_cli.inputs import one_stdin, read_capture
     from gpuinfra_cli.output import render
 
     if args.nic_gbps is not None and args.nic_gbps <= 0:

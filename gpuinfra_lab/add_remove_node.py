@@ -39,7 +39,7 @@ def lab_up(count: int) -> subprocess.CompletedProcess[str]:
                           timeout=900)
 
 
-class Proof(Steps):
+class AddRemoveNodeProof(Steps):
     def __init__(self, inventory: str) -> None:
         super().__init__(TAG, inventory)
 
@@ -119,7 +119,7 @@ class Proof(Steps):
 
 
 def main(argv: list[str]) -> int:
-    return Proof(argv[0] if argv else "inventory/lab.py").run()
+    return AddRemoveNodeProof(argv[0] if argv else "inventory/lab.py").run()
 
 
 if __name__ == "__main__":

@@ -104,7 +104,7 @@ def suite(variant: Path) -> subprocess.CompletedProcess[str]:
          "--tb=short"], cwd=REPO, capture_output=True, text=True, check=False, timeout=300)
 
 
-class Proof:
+class BastionProof:
     def __init__(self, inventory: str) -> None:
         self.inventory = inventory
         self.problems: list[str] = []
@@ -204,7 +204,7 @@ class Proof:
 
 
 def main(argv: list[str]) -> int:
-    return Proof(argv[0] if argv else "inventory/lab.py").run()
+    return BastionProof(argv[0] if argv else "inventory/lab.py").run()
 
 
 if __name__ == "__main__":

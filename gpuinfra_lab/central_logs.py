@@ -133,7 +133,7 @@ def tls_post(address: str, port: int, cert: str, key: str) -> str:
             f"-cert {cert} -key {key} -CAfile {CA_CERT} 2>/dev/null | head -n 1")
 
 
-class Proof(Steps):
+class CentralLogsProof(Steps):
     def run(self) -> int:
         hosts = lab_hosts()
         workers = [h["name"] for h in hosts if "workers" in h["groups"]]
@@ -207,7 +207,7 @@ class Proof(Steps):
 
 
 def main(argv: list[str]) -> int:
-    return Proof(TAG, argv[0] if argv else "inventory/lab.py").run()
+    return CentralLogsProof(TAG, argv[0] if argv else "inventory/lab.py").run()
 
 
 if __name__ == "__main__":

@@ -81,7 +81,7 @@ def write(host: str, path: str, text: str) -> None:
                    capture_output=True, timeout=60)
 
 
-class Proof:
+class HealthDrainProof:
     def __init__(self) -> None:
         self.problems: list[str] = []
         self.head = head()["name"]
@@ -248,4 +248,4 @@ class Proof:
 
 
 if __name__ == "__main__":
-    sys.exit(Proof().run())
+    sys.exit(HealthDrainProof().run())

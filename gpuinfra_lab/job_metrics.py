@@ -57,7 +57,7 @@ def job_series(prom: str, job: str) -> list[str]:
             if line.startswith("gpuinfra_gpu_job_info{") and f'job_id="{job}"' in line]
 
 
-class Proof(Steps):
+class JobMetricsProof(Steps):
     def submit(self) -> str:
         """A one-GPU job sleeping on the worker as ``nobody`` (not root: the user label is
         the job's), once it runs (or 30 s passed)."""
@@ -154,7 +154,7 @@ class Proof(Steps):
 
 
 def main(argv: list[str]) -> int:
-    return Proof(TAG, argv[0] if argv else "inventory/lab.py").run()
+    return JobMetricsProof(TAG, argv[0] if argv else "inventory/lab.py").run()
 
 
 if __name__ == "__main__":

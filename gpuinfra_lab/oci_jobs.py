@@ -46,7 +46,7 @@ def srun(head: str, worker: str, container: str | None) -> subprocess.CompletedP
     return lab_ssh(head, command, timeout=180)
 
 
-class Proof(Steps):
+class OciJobsProof(Steps):
     def run(self) -> int:
         runtime, bundle = (lab_setting("job_containers_runtime"),
                            lab_setting("job_containers_oci_bundle"))
@@ -91,7 +91,7 @@ class Proof(Steps):
 
 
 def main(argv: list[str]) -> int:
-    return Proof(TAG, argv[0] if argv else "inventory/lab.py").run()
+    return OciJobsProof(TAG, argv[0] if argv else "inventory/lab.py").run()
 
 
 if __name__ == "__main__":

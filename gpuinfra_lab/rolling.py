@@ -104,7 +104,7 @@ def _serving(state: str) -> bool:
     return state.rstrip("*~#!%$@^-+") in ("idle", "mixed", "allocated", "completing")
 
 
-class Proof(Steps):
+class RollProof(Steps):
     def __init__(self, inventory: str) -> None:
         super().__init__(TAG, inventory)
 
@@ -194,7 +194,7 @@ class Proof(Steps):
 
 
 def main(argv: list[str]) -> int:
-    return Proof(argv[0] if argv else "inventory/lab.py").run()
+    return RollProof(argv[0] if argv else "inventory/lab.py").run()
 
 
 if __name__ == "__main__":

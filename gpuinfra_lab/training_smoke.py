@@ -74,7 +74,7 @@ def names(envelope: dict[str, Any] | None, node: str) -> bool:
     return any(node in f"{f.get('subject', '')} {f.get('cause', '')}" for f in failed(envelope))
 
 
-class Proof(Steps):
+class TrainingSmokeProof(Steps):
     def __init__(self, inventory: str, keep: str | None) -> None:
         super().__init__(TAG, inventory)
         self.keep = keep
@@ -140,7 +140,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("inventory", nargs="?", default="inventory/lab.py")
     parser.add_argument("--keep", metavar="FILE", help="write the passing job's envelope here")
     args = parser.parse_args(argv)
-    return Proof(args.inventory, args.keep).run()
+    return TrainingSmokeProof(args.inventory, args.keep).run()
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ def deploy(head: str, worker: str, *data: str) -> subprocess.CompletedProcess[st
                           capture_output=True, text=True, check=False, timeout=1800)
 
 
-class Proof(Steps):
+class WholeDeployProof(Steps):
     def mode(self, name: str) -> str:
         return lab_ssh(name, "stat -c %a /dev/nvidia0").stdout.strip()
 
@@ -101,7 +101,7 @@ class Proof(Steps):
 
 
 def main(argv: list[str]) -> int:
-    return Proof(TAG, argv[0] if argv else "inventory/lab.py").run()
+    return WholeDeployProof(TAG, argv[0] if argv else "inventory/lab.py").run()
 
 
 if __name__ == "__main__":

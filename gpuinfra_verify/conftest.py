@@ -32,10 +32,10 @@ from testinfra.host import Host
 from gpuinfra.spec import NodeSpec, SpecInvalid, format_errors
 from gpuinfra_deploy.run.learned import learned_folder
 from gpuinfra_verify.batch import Batches, install
-from gpuinfra_verify.expect import NO_HOST, Site, host_of, site_from_json
+from gpuinfra_verify.expect import NO_HOST, SiteUnderTest, host_of, site_from_json
 from gpuinfra_verify.ssh import ReachProblem, describe, resolve, testinfra_host
 
-_SITE = pytest.StashKey[Site]()
+_SITE = pytest.StashKey[SiteUnderTest]()
 _SITE_JSON_KEY = pytest.StashKey[str]()
 _SITE_JSON = "gpuinfra_verify_site"
 # Hosts named by --local: reached through testinfra's local backend (this machine).
@@ -130,7 +130,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
                                 f"({per_host})")
 
 
-def _proxied(site: Site) -> list[str]:
+def _proxied(site: SiteUnderTest) -> list[str]:
     """The routes of the hosts reached through a jump host or a ProxyCommand (ssh_config)."""
     routes = []
     for node in site.spec.nodes:
@@ -223,23 +223,23 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 @pytest.fixture(scope="session")
-def site(pytestconfig: pytest.Config) -> Site:
+def site(pytestconfig: pytest.Config) -> SiteUnderTest:
     return pytestconfig.stash[_SITE]
 
 
 @pytest.fixture(scope="module")
-def node(site: Site, node_name: str) -> NodeSpec:
+def node(site: SiteUnderTest, node_name: str) -> NodeSpec:
     """The host's spec (groups, GPUs)."""
     return site.spec.node(node_name)
 
 
 @pytest.fixture(scope="module")
-def node_data(site: Site, node_name: str) -> Mapping[str, Any]:
+def node_data(site: SiteUnderTest, node_name: str) -> Mapping[str, Any]:
     """The host's merged pyinfra data (inventory, group_data)."""
     return site.data[node_name]
 
 
-def _reach(site: Site, name: str) -> Host:
+def _reach(site: SiteUnderTest, name: str) -> Host:
     """The testinfra host ``name``, reached as the deploy reaches it (ssh_config, ProxyJump), its
     SSH key (and each jump host's) checked; a key the site does not trust fails the test with
     both fingerprints and the fix, a hop that fails names the hop and the fix (no traceback)."""
@@ -262,26 +262,26 @@ def _kind(node: NodeSpec) -> str:
 
 
 @pytest.fixture(scope="session")
-def reach(site: Site) -> Callable[[str], Host]:
+def reach(site: SiteUnderTest) -> Callable[[str], Host]:
     """Another host of the site by name (for checks between two hosts: ib_write_bw)."""
     return lambda name: _reach(site, name)
 
 
 @pytest.fixture(scope="module")
-def host(site: Site, node_name: str) -> Host:
+def host(site: SiteUnderTest, node_name: str) -> Host:
     """The testinfra host (paramiko backend; one connection per host and process)."""
     return _reach(site, node_name)
 
 
 @pytest.fixture(scope="module")
-def slurm_site(site: Site) -> None:
+def slurm_site(site: SiteUnderTest) -> None:
     """Skip a Slurm/munge module on a site whose schedulers do not include Slurm."""
     if "slurm" not in site.spec.schedulers:
         pytest.skip("schedulers has no 'slurm'")
 
 
 @pytest.fixture(scope="session")
-def controller(site: Site) -> Host:
+def controller(site: SiteUnderTest) -> Host:
     """The head (Slurm controller) as a testinfra host, for checks run from the controller."""
     if len(site.spec.head) != 1:
         pytest.skip(f"{len(site.spec.head)} hosts in 'head': no single controller")

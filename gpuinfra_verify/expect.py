@@ -96,7 +96,7 @@ class SshTarget:
 
 
 @dataclass(frozen=True)
-class Site:
+class SiteUnderTest:
     """The inventory under test: the cluster spec and each host's merged pyinfra data."""
 
     inventory: str
@@ -107,15 +107,15 @@ class Site:
         return ssh_target(name, self.data[name])
 
 
-def site_from_json(inventory: str, text: str) -> Site:
-    """The :class:`Site` from `python -m gpuinfra_verify.inventory_json` output.
+def site_from_json(inventory: str, text: str) -> SiteUnderTest:
+    """The :class:`SiteUnderTest` from `python -m gpuinfra_verify.inventory_json` output.
 
     Raises gpuinfra.spec.SpecInvalid when the spec is invalid.
     """
     raw = json.loads(text)
     hosts = [HostInput(h["name"], tuple(h["groups"]), h["data"]) for h in raw["hosts"]]
     spec = build_spec(hosts, raw["duplicates"])
-    return Site(inventory, spec, {h.name: h.data for h in hosts})
+    return SiteUnderTest(inventory, spec, {h.name: h.data for h in hosts})
 
 
 def ssh_target(name: str, data: Mapping[str, Any]) -> SshTarget:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from gpuinfra.judge import kubernetes as judge
+from gpuinfra.captures import kubernetes as judge
 from gpuinfra.parsers.kubectl import KubeNode, KubePod
 from gpuinfra_verify.expect import problem
 
@@ -60,8 +60,8 @@ def node_ready_problem(name: str, seen: KubeNode | None) -> str | None:
 
 
 # ---------------------------------------------------------------------------- allocatable
-# The judgements are the library's (gpuinfra/judge/kubernetes.py), shared with `gpuinfra check`
-# on pasted captures; here they read in the suite's form, node first.
+# The judgements are the library's (gpuinfra/captures/kubernetes.py), shared with `gpuinfra
+# check` on pasted captures; here they read in the suite's form, node first.
 
 def _message(name: str, found: judge.Problem | None) -> str | None:
     return problem(name, found.what, found.cause, found.fix) if found else None

@@ -44,7 +44,7 @@ _CHECK_LINE = re.compile(r"([a-z0-9-]+) (\S+): expected (.*), observed (.*)")
 
 
 @dataclass(frozen=True)
-class Case:
+class JunitCase:
     """One testcase of the junit XML. ``node``: the host of its id, "" for a test that is not
     per node; ``outcome``: "passed", "failed", "error" or "skipped"; ``message``: the failure
     or skip message (junit's message attribute: pytest may cut a long one short)."""
@@ -63,7 +63,7 @@ class Case:
         return self.outcome in ("failed", "error")
 
 
-def read_junit(text: str) -> list[Case]:
+def read_junit(text: str) -> list[JunitCase]:
     """Every testcase of a pytest junit XML, in file order."""
     cases = []
     for element in ET.fromstring(text).iter("testcase"):
@@ -81,12 +81,12 @@ def read_junit(text: str) -> list[Case]:
         props = {p.get("name", ""): p.get("value", "") for p in element.iter("property")}
         module = element.get("classname", "").rsplit(".", 1)[-1]
         no_host = node in (NO_HOST, "NOTSET")
-        cases.append(Case("" if no_host else node, module, test, outcome, message, props,
-                          no_host, detail))
+        cases.append(JunitCase("" if no_host else node, module, test, outcome, message, props,
+                               no_host, detail))
     return cases
 
 
-def counts(cases: Iterable[Case]) -> dict[str, int]:
+def counts(cases: Iterable[JunitCase]) -> dict[str, int]:
     """Testcases per outcome (every outcome, zeros included)."""
     seen = Counter(c.outcome for c in cases)
     return {k: seen.get(k, 0) for k in OUTCOMES}
@@ -103,7 +103,7 @@ def _first_line(text: str) -> str:
     return line
 
 
-def skip_reason(cases: Sequence[Case]) -> str:
+def skip_reason(cases: Sequence[JunitCase]) -> str:
     """The most common skip reason of ``cases`` (and how many others there are)."""
     reasons = Counter(_first_line(c.message) or "skipped" for c in cases if c.outcome == "skipped")
     if not reasons:
@@ -118,20 +118,20 @@ class Section:
     """One test module's cases on one node."""
 
     label: str
-    cases: list[Case]
+    cases: list[JunitCase]
 
     @property
     def verdict(self) -> str:
         return _verdict(self.cases)
 
 
-def _verdict(cases: Sequence[Case]) -> str:
+def _verdict(cases: Sequence[JunitCase]) -> str:
     if any(c.failed for c in cases):
         return "fail"
     return "pass" if any(c.outcome == "passed" for c in cases) else "not-checked"
 
 
-def _json_prop(cases: Iterable[Case], name: str) -> Any:
+def _json_prop(cases: Iterable[JunitCase], name: str) -> Any:
     for case in cases:
         if name in case.props:
             try:
@@ -146,7 +146,7 @@ class NodeReport:
     """One node: its spec, its cases by module, what the tests recorded, its findings."""
 
     spec: NodeSpec
-    cases: list[Case]
+    cases: list[JunitCase]
     sections: list[Section] = field(default_factory=list)
     findings: list[dict[str, str]] = field(default_factory=list)
     nvlink: dict[str, Any] | None = None
@@ -195,7 +195,7 @@ class NodeReport:
         }
 
 
-def failure_findings(case: Case) -> list[dict[str, str]]:
+def failure_findings(case: JunitCase) -> list[dict[str, str]]:
     """The failed findings of a failed case: those it recorded (test_gpu), else each
     ``cause:``/``fix:`` block of its message (the suite's failure form), else one finding
     whose cause is the message's first line."""
@@ -251,7 +251,7 @@ def _fold_fabric(node: NodeReport, findings: list[dict[str, str]]) -> list[dict[
     return folded + [f for f in findings if f not in pairs and f not in links]
 
 
-def node_report(spec: NodeSpec, cases: list[Case]) -> NodeReport:
+def node_report(spec: NodeSpec, cases: list[JunitCase]) -> NodeReport:
     node = NodeReport(spec, cases)
     modules = sorted({c.module for c in cases},
                      key=lambda m: (_ORDER.index(m) if m in SECTIONS else len(_ORDER), m))
@@ -296,9 +296,9 @@ class Report:
     """The whole run: per node, the cases that are not per node, the causes."""
 
     source: str
-    cases: list[Case]
+    cases: list[JunitCase]
     nodes: list[NodeReport]
-    other: list[Case]  # not per node (cluster-wide tests, no host of a module's kind)
+    other: list[JunitCase]  # not per node (cluster-wide tests, no host of a module's kind)
     unknown: list[str]  # hosts with results that the inventory does not name
     jobs: list[JobResult] = field(default_factory=list)  # `--smoke`: jobs run on the cluster
 
@@ -403,7 +403,7 @@ def job_result(data: Any, source: str) -> JobResult:
                      tuple(f for f in data["findings"] if isinstance(f, dict)))
 
 
-def build(spec: ClusterSpec, cases: Sequence[Case], source: str,
+def build(spec: ClusterSpec, cases: Sequence[JunitCase], source: str,
           jobs: Sequence[JobResult] = ()) -> Report:
     names = {n.name for n in spec.nodes}
     nodes = [node_report(n, [c for c in cases if c.node == n.name]) for n in spec.nodes]
@@ -484,7 +484,7 @@ def _checks(section: Section) -> set[str]:
     return names
 
 
-def render(spec: ClusterSpec, cases: Sequence[Case], source: str) -> tuple[str, int]:
+def render(spec: ClusterSpec, cases: Sequence[JunitCase], source: str) -> tuple[str, int]:
     """(the report text, exit code: 0 no failure, 1 any failure)."""
     report = build(spec, cases, source)
     return render_report(report), 1 if report.verdict == "fail" else 0

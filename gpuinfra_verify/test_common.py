@@ -10,7 +10,7 @@ from testinfra.host import Host
 from gpuinfra.parsers.system import UNIT_STATES_COMMAND, parse_unit_states
 from gpuinfra.spec import NodeSpec
 from gpuinfra_verify.expect import (
-    Site,
+    SiteUnderTest,
     missing_hosts_entries,
     problem,
     sysctl_mismatches,
@@ -31,7 +31,7 @@ def test_hostname(host: Host, node: NodeSpec) -> None:
     assert host.check_output("hostname") == node.short_name
 
 
-def test_etc_hosts_lists_cluster(host: Host, site: Site, node: NodeSpec) -> None:
+def test_etc_hosts_lists_cluster(host: Host, site: SiteUnderTest, node: NodeSpec) -> None:
     if not node.settings["common_manage_hosts"]:
         pytest.skip("common_manage_hosts is False in this site's data: the site resolves names "
                     "with DNS, the role leaves /etc/hosts alone")

@@ -18,7 +18,7 @@ from testinfra.host import Host
 from gpuinfra.containers.containerd import live_settings
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.spec import NodeSpec
-from gpuinfra_verify.expect import Site, problem
+from gpuinfra_verify.expect import SiteUnderTest, problem
 from gpuinfra_verify.failure import fail
 from gpuinfra_verify.kubernetes_expect import containerd_problems, cri_plugin_status
 
@@ -55,7 +55,7 @@ def test_containerd_running(host: Host, node: NodeSpec, note: Note) -> None:
                            "`journalctl -u containerd` on the node; deploy (containerd role)"))
 
 
-def test_containerd_config(host: Host, node: NodeSpec, site: Site, note: Note) -> None:
+def test_containerd_config(host: Host, node: NodeSpec, site: SiteUnderTest, note: Note) -> None:
     dump = host.run("containerd config dump")
     if dump.rc != 0:
         fail(note, problem(node.name, f"containerd config dump failed: {dump.stderr.strip()}",

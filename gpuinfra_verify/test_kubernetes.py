@@ -28,7 +28,7 @@ from gpuinfra.kubernetes.deviceplugin import GPU_RESOURCE, expected_resources
 from gpuinfra.kubernetes.kubeadm import ADMIN_CONF
 from gpuinfra.parsers.kubectl import KubeNode, KubePod, parse_nodes, parse_pods
 from gpuinfra.spec import NodeSpec
-from gpuinfra_verify.expect import Site, problem
+from gpuinfra_verify.expect import SiteUnderTest, problem
 from gpuinfra_verify.failure import fail
 from gpuinfra_verify.kubernetes_expect import (
     allocatable_problem,
@@ -46,7 +46,7 @@ POD_TIMEOUT = 180
 
 
 @pytest.fixture(scope="session")
-def kubernetes_site(site: Site) -> None:
+def kubernetes_site(site: SiteUnderTest) -> None:
     if "kubernetes" not in site.spec.schedulers:
         pytest.skip("schedulers has no 'kubernetes'")
 
@@ -88,7 +88,8 @@ def test_node_ready(node: NodeSpec, kube_nodes, note: Note) -> None:
         fail(note, message)
 
 
-def test_sandbox_image_is_kubeadms(host: Host, node: NodeSpec, site: Site, note: Note) -> None:
+def test_sandbox_image_is_kubeadms(host: Host, node: NodeSpec, site: SiteUnderTest,
+                                   note: Note) -> None:
     version = site.spec.kubernetes.version
     images = host.run(f"kubeadm config images list --kubernetes-version v{version} "
                       f"--image-repository {shlex.quote(site.spec.kubernetes.image_repository)}")
@@ -132,7 +133,8 @@ def test_gpu_feature_discovery_running(node: NodeSpec, kube_pods, controller: Ho
             "GPU Feature Discovery")
 
 
-def test_allocatable_matches_spec(node: NodeSpec, site: Site, kube_nodes, note: Note) -> None:
+def test_allocatable_matches_spec(node: NodeSpec, site: SiteUnderTest, kube_nodes,
+                                  note: Note) -> None:
     _gpu(node)
     seen = kube_nodes.get(node.short_name)
     if seen is None:
@@ -154,7 +156,7 @@ def test_no_mig_invalid_label(node: NodeSpec, kube_nodes, note: Note) -> None:
         fail(note, message)
 
 
-def test_one_gpu_pod_sees_one_gpu(node: NodeSpec, site: Site, controller: Host,
+def test_one_gpu_pod_sees_one_gpu(node: NodeSpec, site: SiteUnderTest, controller: Host,
                                   note: Note) -> None:
     _gpu(node)
     expected = expected_resources(node, site.spec.mig_strategy)

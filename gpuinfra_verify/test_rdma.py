@@ -43,7 +43,6 @@ from gpuinfra.rdma.node import (
 )
 from gpuinfra.rdma.verdicts import (
     PORTS_COMMAND,
-    Finding,
     Port,
     acs_findings,
     affinity_findings,
@@ -58,9 +57,10 @@ from gpuinfra.rdma.verdicts import (
     rate_findings,
 )
 from gpuinfra.spec import NodeSpec
+from gpuinfra.verdicts import Finding
 from gpuinfra.vfio import binding
 from gpuinfra_verify import matrices
-from gpuinfra_verify.expect import Site
+from gpuinfra_verify.expect import SiteUnderTest
 from gpuinfra_verify.failure import fail
 
 VERIFY_NODES = "rdma"
@@ -85,9 +85,9 @@ def ports(host: Host) -> dict[str, Port]:
 
 
 def _judge(node: NodeSpec, findings: list[Finding], note: Note) -> None:
-    failures = [f for f in findings if not f.warning]
+    failures = [f for f in findings if f.failed]
     for found in findings:
-        if found.warning:
+        if found.severity == "warn":
             warnings.warn(message(node.name, [found]), stacklevel=2)
             note("warning", found.what)
     if failures:
@@ -136,7 +136,7 @@ def test_ats_in_firmware(host: Host, node: NodeSpec, note: Note) -> None:
     _judge(node, findings, note)
 
 
-def test_gpudirect(host: Host, site: Site, node: NodeSpec, note: Note) -> None:
+def test_gpudirect(host: Host, site: SiteUnderTest, node: NodeSpec, note: Note) -> None:
     _gpu_node(node)
     assert node.gpus is not None
     path = gpudirect_path(site.spec.rdma_stack,
@@ -178,7 +178,7 @@ def test_gpu_nic_affinity(host: Host, node: NodeSpec, note: Note) -> None:
     _judge(node, affinity_findings(node.rdma_nics, topo), note)
 
 
-def _peer(site: Site, node: NodeSpec) -> NodeSpec:
+def _peer(site: SiteUnderTest, node: NodeSpec) -> NodeSpec:
     """The next host with rdma_nics (cyclic): every RDMA host is a client once."""
     rdma = [n for n in site.spec.nodes if n.rdma_nics]
     if len(rdma) < 2:
@@ -199,7 +199,7 @@ def _address(peer_host: Host, peer: NodeSpec) -> str:
     return peer.address
 
 
-def test_ib_write_bw(host: Host, site: Site, node: NodeSpec, note: Note,
+def test_ib_write_bw(host: Host, site: SiteUnderTest, node: NodeSpec, note: Note,
                      reach: Callable[[str], Host]) -> None:
     peer = _peer(site, node)
     peer_host = reach(peer.name)

@@ -23,7 +23,8 @@ from gpuinfra.errors import GpuinfraError
 from gpuinfra.health.slurm import drained_by_gpuinfra as health_drained
 from gpuinfra.parsers.slurm import SINFO_FORMAT, parse_sinfo_nodes, parse_slurmd_gres
 from gpuinfra.parsers.topo import parse_topo
-from gpuinfra.slurm.conf import FETCHED_CONF, node_gres, node_gres_type
+from gpuinfra.slurm.gres import node_gres, node_gres_type
+from gpuinfra.slurm.running import FETCHED_CONF
 from gpuinfra.spec import NodeSpec
 from gpuinfra_verify.expect import problem
 from gpuinfra_verify.failure import fail

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import pytest
 from testinfra.host import Host
 
-from gpuinfra.judge.vfio import (
+from gpuinfra.captures.vfio import (
     BINDING_CAUSE,
     BINDING_FIX,
     GROUP_CAUSE,

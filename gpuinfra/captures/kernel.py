@@ -19,7 +19,8 @@ from gpuinfra.parsers.cmdline import parse_cmdline
 from gpuinfra.parsers.kernellog import parse_kernel_log
 from gpuinfra.parsers.system import NO_LSMOD_HEADER, parse_lsmod
 from gpuinfra.rdma.node import PEERMEM, GpuDirect
-from gpuinfra.rdma.verdicts import Finding, gpudirect_findings
+from gpuinfra.rdma.verdicts import gpudirect_findings
+from gpuinfra.verdicts import Finding
 from gpuinfra.vfio import KERNEL_ARGS, RDMA_ARGS, missing_kernel_args, node_kernel_args
 
 IB_CORE = "ib_core"
@@ -30,8 +31,8 @@ def judge_lsmod(text: str, path: GpuDirect, host: str = "-") -> CaptureVerdict:
     GPUDirect RDMA path. nvidia_peermem missing from a grepped capture is proven only by
     ib_core's row: a loaded nvidia_peermem is one of ib_core's users."""
     modules, header = parse_lsmod(text)
-    verdict = CaptureVerdict(host, "lsmod", {"gpudirect": path.path},
-                             blocks=len(modules.modules))
+    verdict = CaptureVerdict("lsmod", host, {"gpudirect": path.path},
+                             blocks=len(modules.modules), sentences=True)
     if not header:
         verdict.cuts.append(NO_LSMOD_HEADER)
     if path.path != "peermem":
@@ -45,8 +46,9 @@ def judge_lsmod(text: str, path: GpuDirect, host: str = "-") -> CaptureVerdict:
     if header or ib_core is not None:
         found = gpudirect_findings(path, modules.modules)
         if not header and ib_core is not None:
-            found = [Finding(f"{f.what} (ib_core's users: {', '.join(ib_core.used_by) or 'none'})",
-                             f.cause, f.fix) for f in found]
+            users = ", ".join(ib_core.used_by) or "none"
+            found = [Finding.said(f.check, f"{f.what} (ib_core's users: {users})", f.cause,
+                                  f.fix) for f in found]
         verdict.findings += found
     else:
         verdict.cuts.append(f"{PEERMEM} and {IB_CORE} are not in the rows shown: whether "
@@ -61,18 +63,19 @@ def judge_dmesg(text: str, iommu: str | None, host: str = "-") -> CaptureVerdict
     RDMA node: iommu=pt) or None (not judged). What the log does not hold proves nothing: a
     log without the IOMMU lines asked for is "no verdict"."""
     log = parse_kernel_log(text)
-    verdict = CaptureVerdict(host, "dmesg", {"iommu": iommu, "fatal_xids": list(FATAL_XIDS)},
-                             blocks=log.lines, cuts=list(log.cuts))
+    verdict = CaptureVerdict("dmesg", host, {"iommu": iommu, "fatal_xids": list(FATAL_XIDS)},
+                             blocks=log.lines, cuts=list(log.cuts), sentences=True)
     for xid in sorted({(e.address, e.xid) for e in log.xids}):
         address = "{:04x}:{:02x}:{:02x}".format(*xid[0])
         fatal = xid[1] in FATAL_XIDS
-        verdict.findings.append(Finding(
-            f"GPU {address}: Xid {xid[1]}" + (" (fatal)" if fatal else ""),
+        verdict.findings.append(Finding.said(
+            verdict.kind, f"GPU {address}: Xid {xid[1]}" + (" (fatal)" if fatal else ""),
             XID_FATAL_CAUSE if fatal else XID_OTHER_CAUSE,
             XID_FATAL_FIX if fatal else XID_OTHER_FIX,
-            warning=not fatal))
+            "fail" if fatal else "warn"))
     if log.peermem_symbols:
-        verdict.findings.append(Finding(
+        verdict.findings.append(Finding.said(
+            verdict.kind,
             f"nvidia_peermem could not load: unresolved {', '.join(log.peermem_symbols)}",
             "the loaded ib_core does not export PeerDirect as nvidia-peermem was built against "
             "(the inbox ib_core has none; DOCA-OFED/MLNX_OFED installed or updated after the "
@@ -91,15 +94,15 @@ def _iommu(verdict: CaptureVerdict, log: object, wanted: str) -> bool:
 
     assert isinstance(log, KernelLog)
     if log.iommu_off and not log.iommu_on:
-        verdict.findings.append(Finding(
-            f"the kernel log says the IOMMU is off: {log.iommu_off[0][:100]}",
+        verdict.findings.append(Finding.said(
+            verdict.kind, f"the kernel log says the IOMMU is off: {log.iommu_off[0][:100]}",
             "VT-d / AMD-Vi off in the firmware, or the kernel argument intel_iommu=on missing "
             "(Intel)", "enable VT-d / AMD-Vi (IOMMU) in the BIOS; the vfio role's kernel "
             "arguments, then reboot"))
         return True
     if wanted == "passthrough" and log.domain_type == "Translated":
-        verdict.findings.append(Finding(
-            "iommu: Default domain type: Translated (not Passthrough)",
+        verdict.findings.append(Finding.said(
+            verdict.kind, "iommu: Default domain type: Translated (not Passthrough)",
             "iommu=pt is not on the kernel command line: every NIC DMA is translated by the "
             "IOMMU (GPUDirect RDMA slow, or failing with local protection errors)",
             "the rdma role's kernel argument iommu=pt, then reboot; check /proc/cmdline"))
@@ -132,14 +135,14 @@ def judge_cmdline(text: str, hypervisor: bool, rdma: bool, cpu_vendor: str | Non
     """/proc/cmdline against the IOMMU arguments the vfio and rdma roles put there."""
     args, unknown = expected_kernel_args(hypervisor, rdma, cpu_vendor)
     cmdline = parse_cmdline(text)
-    verdict = CaptureVerdict(host, "/proc/cmdline",
+    verdict = CaptureVerdict("/proc/cmdline", host,
                              {"hypervisor": hypervisor, "rdma": rdma, "cpu_vendor": cpu_vendor,
                               "args": args}, blocks=1 if cmdline.lines else 0,
-                             cuts=list(unknown) + cmdline.cuts)
+                             cuts=list(unknown) + cmdline.cuts, sentences=True)
     missing = missing_kernel_args(" ".join(cmdline.args), args)
     if missing and not cmdline.cuts:
-        verdict.findings.append(Finding(
-            f"kernel argument(s) {', '.join(missing)} missing from /proc/cmdline",
+        verdict.findings.append(Finding.said(
+            verdict.kind, f"kernel argument(s) {', '.join(missing)} missing from /proc/cmdline",
             "the boot loader change of the vfio/rdma role is not in effect: the host was not "
             "rebooted since the deploy, or update-grub / proxmox-boot-tool refresh did not run",
             "deploy the vfio/rdma role, then reboot the host (reboot_policy = 'if-needed' "

@@ -19,7 +19,6 @@ from gpuinfra.parsers.mlxconfig import parse_mlxconfig_partial
 from gpuinfra.parsers.pcicaps import parse_pci_caps
 from gpuinfra.rdma.node import ATS
 from gpuinfra.rdma.verdicts import (
-    Finding,
     Port,
     acs_findings,
     ats_findings,
@@ -29,6 +28,7 @@ from gpuinfra.rdma.verdicts import (
     rate_findings,
 )
 from gpuinfra.spec.model import RdmaNic
+from gpuinfra.verdicts import Finding
 
 _IBV_STATES = {"PORT_ACTIVE": "ACTIVE", "PORT_DOWN": "DOWN", "PORT_INIT": "INIT",
                "PORT_ARMED": "ARMED", "PORT_ACTIVE_DEFER": "ACTIVE_DEFER"}
@@ -42,7 +42,8 @@ def _port_verdict(host: str, kind: str, nics: Sequence[RdmaNic], ports: dict[str
                   cuts: list[str]) -> CaptureVerdict:
     """Presence, state and rate of each expected NIC's port 1, judged only where the capture
     shows its block: a NIC whose block may be in the cut part is not called missing."""
-    verdict = CaptureVerdict(host, kind, _nics_json(nics), blocks=len(ports), cuts=list(cuts))
+    verdict = CaptureVerdict(kind, host, _nics_json(nics), blocks=len(ports), cuts=list(cuts),
+                             sentences=True)
     present = [n for n in nics if n.name in ports]
     absent = [n for n in nics if n.name not in ports]
     if cuts:
@@ -103,8 +104,8 @@ def judge_show_gids(text: str, nics: Sequence[RdmaNic], host: str = "-") -> Capt
     exists, is RoCE v2, and (with a netdev in the spec) is on that netdev."""
     table = parse_show_gids(text)
     roce = [n for n in nics if n.link_layer == "ethernet" and n.gid_index is not None]
-    verdict = CaptureVerdict(host, "show_gids", _nics_json(roce), cuts=list(table.cuts),
-                             judged=bool(roce))
+    verdict = CaptureVerdict("show_gids", host, _nics_json(roce), cuts=list(table.cuts),
+                             judged=bool(roce), sentences=True)
     devices = {g.device for g in table.gids}
     verdict.blocks = len(table.gids)
     for nic in roce:
@@ -113,8 +114,8 @@ def judge_show_gids(text: str, nics: Sequence[RdmaNic], host: str = "-") -> Capt
             if table.cuts and nic.name not in devices and table.gids:
                 verdict.cuts.append(f"{nic.name}: no rows in the capture: not judged")
                 continue
-            verdict.findings.append(Finding(
-                f"{nic.name}: GID index {nic.gid_index} not in the GID table "
+            verdict.findings.append(Finding.said(
+                verdict.kind, f"{nic.name}: GID index {nic.gid_index} not in the GID table "
                 f"({len(table.of(nic.name))} GIDs listed for it)",
                 "the netdev has no IP address (a RoCE v2 GID is made from each address), the "
                 "port is down, or the spec's gid_index is wrong for this host; in a container, "
@@ -124,13 +125,15 @@ def judge_show_gids(text: str, nics: Sequence[RdmaNic], host: str = "-") -> Capt
             continue
         gid = rows[0]
         if gid.version != "v2":
-            verdict.findings.append(Finding(
+            verdict.findings.append(Finding.said(
+                verdict.kind,
                 f"{nic.name}: GID index {nic.gid_index} is RoCE {gid.version}, not v2",
                 "the index points at the RoCE v1 twin of the address (each address has a v1 "
                 "and a v2 row)", f"set gid_index to the v2 row of the same GID (`show_gids "
                 f"{nic.name}`)"))
         if nic.netdev and gid.netdev and gid.netdev != nic.netdev:
-            verdict.findings.append(Finding(
+            verdict.findings.append(Finding.said(
+                verdict.kind,
                 f"{nic.name}: GID index {nic.gid_index} is on {gid.netdev}, the spec says "
                 f"{nic.netdev}", "the netdev was renamed, or the spec names another port",
                 "fix netdev in the spec, or the GID index"))
@@ -141,8 +144,8 @@ def judge_mlxconfig(text: str, nic: RdmaNic, host: str = "-") -> CaptureVerdict:
     """One NIC's `mlxconfig`/`mstconfig` query against its ``ats`` (the verify suite's
     ``ats_findings``: Current with ``-e``, Next-Boot otherwise)."""
     query, cuts = parse_mlxconfig_partial(text)
-    verdict = CaptureVerdict(host, "mlxconfig", {"nic": nic.name, "ats": nic.ats},
-                             blocks=len(query.params), cuts=cuts)
+    verdict = CaptureVerdict("mlxconfig", host, {"nic": nic.name, "ats": nic.ats},
+                             blocks=len(query.params), cuts=cuts, sentences=True)
     if ATS not in query.params and cuts:
         verdict.cuts.append(f"{ATS} is not in the capture: not judged")
         verdict.judged = False
@@ -162,7 +165,8 @@ def judge_lspci_vvv(text: str, nics: Sequence[RdmaNic], acs_off: bool,
     """
     capture = parse_pci_caps(text)
     expectation = {**_nics_json(nics), "acs_off": acs_off, "bridges": list(bridges)}
-    verdict = CaptureVerdict(host, "lspci -vvv", expectation, cuts=list(capture.cuts))
+    verdict = CaptureVerdict("lspci -vvv", host, expectation, cuts=list(capture.cuts),
+                             sentences=True)
     named = {d.address: d for d in capture.devices if d.address}
     loose = [d for d in capture.devices if d.address is None]
     judged = 0
@@ -178,8 +182,8 @@ def judge_lspci_vvv(text: str, nics: Sequence[RdmaNic], acs_off: bool,
             continue
         judged += 1
         if not device.ats:
-            verdict.findings.append(Finding(
-                f"{nic.name}: lspci -vvv shows ATSCtl: Enable-",
+            verdict.findings.append(Finding.said(
+                verdict.kind, f"{nic.name}: lspci -vvv shows ATSCtl: Enable-",
                 "ATS is off in the firmware's Current value, or the IOMMU does not use it",
                 f"`mstconfig -d <pci> -e query {ATS}`; set it and reboot the host; "
                 "`dmesg | grep -i -e DMAR -e ats`"))

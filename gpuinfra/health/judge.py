@@ -13,7 +13,7 @@ is a failure naming the command, never a pass on nothing.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuinfra.errors import GpuinfraError
@@ -262,9 +262,8 @@ def _nics(expect: Expectation, output: Output | None) -> list[Finding]:
             for n in expect.nics]
     found = [*presence_findings(nics, ports), *port_findings(nics, ports),
              *rate_findings(nics, ports)]
-    return [Finding("rdma", f.what.split(":")[0], "ACTIVE at the spec's rate",
-                    f.what.partition(": ")[2], "warn" if f.warning else "fail", f.cause, f.fix)
-            for f in found] or [Finding("rdma", "node", "ports up", "ports up", "ok")]
+    return [replace(f, expected="ACTIVE at the spec's rate") for f in found] or \
+        [Finding("rdma", "node", "ports up", "ports up", "ok")]
 
 
 def _services(units: tuple[str, ...], output: Output | None) -> list[Finding]:

@@ -1,5 +1,5 @@
 """The alert rules of a site, built as data from the spec, each with the site states that must
-fire it (its :class:`Case` list, turned into ``promtool test rules`` input by
+fire it (its :class:`AlertCase` list, turned into ``promtool test rules`` input by
 :mod:`gpuinfra.monitoring.alerts_tests`).
 
 The role dumps :func:`rules` with pyyaml into the file prometheus.yml's ``rule_files`` names;
@@ -32,7 +32,7 @@ ALERT_NAMES = ("NodeDown", "DiskAlmostFull", "SlurmctldDown", "SlurmdDown", "Slu
 
 
 @dataclass(frozen=True)
-class Case:
+class AlertCase:
     """A site state for a rule test: series changed from the healthy site (``set``: series ->
     promtool values; ``drop``: series removed) and the alert labels expected to fire."""
 
@@ -51,7 +51,7 @@ class Alert:
     severity: str
     summary: str  # may use {{ $labels.x }} only (rendered for the tests as well)
     description: str  # cause and fix
-    firing: tuple[Case, ...]
+    firing: tuple[AlertCase, ...]
 
     def rule(self) -> dict[str, Any]:
         return {"alert": self.name, "expr": self.expr, "for": self.duration,
@@ -214,8 +214,8 @@ def _node_alerts(spec: ClusterSpec, mon: Monitoring) -> list[Alert]:
         description="The node is down, or node_exporter stopped, or the cluster "
         f"network/firewall blocks port {mon.node_exporter_port}. Check `systemctl status "
         "prometheus-node-exporter` on the node and reach it from the head.",
-        firing=(Case(set={f'up{selector(job="node", instance=first)}': "0x15"},
-                     fires=({"job": "node", "instance": first},)),),
+        firing=(AlertCase(set={f'up{selector(job="node", instance=first)}': "0x15"},
+                          fires=({"job": "node", "instance": first},)),),
     ), Alert(
         name="DiskAlmostFull",
         expr=f'node_filesystem_avail_bytes{{fstype!~"{VIRTUAL_FS}"}} * 100 / '
@@ -225,10 +225,10 @@ def _node_alerts(spec: ClusterSpec, mon: Monitoring) -> list[Alert]:
         f"{mon.disk_free_min_percent}% free",
         description="A full disk stops Slurm (state files), Prometheus (samples) and jobs. "
         "Free space or grow the file system; `du -xh --max-depth=1` on the mount point.",
-        firing=(Case(set={filesystem_series("avail", first):
-                          f"{mon.disk_free_min_percent - 1}x15"},
-                     fires=({"instance": first, "mountpoint": "/", "fstype": "ext4",
-                             "device": "/dev/sda1", "job": "node"},)),),
+        firing=(AlertCase(set={filesystem_series("avail", first):
+                               f"{mon.disk_free_min_percent - 1}x15"},
+                          fires=({"instance": first, "mountpoint": "/", "fstype": "ext4",
+                                  "device": "/dev/sda1", "job": "node"},)),),
     )]
 
 
@@ -243,9 +243,9 @@ def _slurm_alerts(spec: ClusterSpec) -> list[Alert]:
         description="No job is scheduled while the controller is down. `journalctl -u "
         "slurmctld` on the head (a refused slurm.conf, the state directory, munge); deploy "
         "again.",
-        firing=(Case(set={unit_active_series(head, "slurmctld"): "0x15"},
-                     fires=({"job": "node", "instance": head, "name": "slurmctld.service",
-                             "state": "active"},)),),
+        firing=(AlertCase(set={unit_active_series(head, "slurmctld"): "0x15"},
+                          fires=({"job": "node", "instance": head, "name": "slurmctld.service",
+                                  "state": "active"},)),),
     )]
     if workers:
         regex = "|".join(workers)
@@ -258,9 +258,9 @@ def _slurm_alerts(spec: ClusterSpec) -> list[Alert]:
             description="The node takes no jobs. `journalctl -u slurmd` on the node: a "
             "gres.conf File= that does not exist (GPU device nodes missing, driver not loaded), "
             "or munge down.",
-            firing=(Case(set={unit_active_series(workers[0], "slurmd"): "0x15"},
-                         fires=({"job": "node", "instance": workers[0],
-                                 "name": "slurmd.service", "state": "active"},)),),
+            firing=(AlertCase(set={unit_active_series(workers[0], "slurmd"): "0x15"},
+                              fires=({"job": "node", "instance": workers[0],
+                                      "name": "slurmd.service", "state": "active"},)),),
         ))
     # Three sources, any of which fires it: the head's own Slurm node states (on by default:
     # gpuinfra.monitoring.slurmnodes, every drained, down or failed node, an operator's drain
@@ -269,13 +269,13 @@ def _slurm_alerts(spec: ClusterSpec) -> list[Alert]:
     checked = [n for n in health_nodes(spec) if "slurm" in n.schedulers]
     expr = (f'count(gpuinfra_slurm_node_state{{state=~"{UNAVAILABLE}"}} == 1) > 0 or '
             f'sum(slurm_node_count_per_state{{state=~"{UNAVAILABLE}"}}) > 0')
-    cases = [Case(set={slurm_state_series(head, workers[0] if workers else head, "drained",
-                                          reason="proof"): "1x15"}, fires=({},)),
-             Case(set={slurm_nodes_series(head, "drained"): "1x15"}, fires=({},))]
+    cases = [AlertCase(set={slurm_state_series(head, workers[0] if workers else head, "drained",
+                                               reason="proof"): "1x15"}, fires=({},)),
+             AlertCase(set={slurm_nodes_series(head, "drained"): "1x15"}, fires=({},))]
     if checked:
         expr += " or count(gpuinfra_health_drained == 1) > 0"
-        cases.append(Case(set={health_series("drained", checked[0], reason=DRAIN_REASON):
-                               "1x15"}, fires=({},)))
+        cases.append(AlertCase(set={health_series("drained", checked[0], reason=DRAIN_REASON):
+                                    "1x15"}, fires=({},)))
     out.append(Alert(
         name="SlurmNodesDrained", expr=expr, duration="5m", severity="warning",
         summary="Slurm has drained or down nodes",
@@ -308,8 +308,8 @@ def _health_alerts(spec: ClusterSpec) -> list[Alert]:
         "this reason (`sinfo -R`). `gpuinfra-health check --json` on the node gives every "
         "finding with its fix; once the check passes again it resumes the node itself (never "
         "a node an operator drained).",
-        firing=(Case(set={health_series("drained", node, reason=DRAIN_REASON): "1x15"},
-                     fires=({**labels, "reason": DRAIN_REASON},)),),
+        firing=(AlertCase(set={health_series("drained", node, reason=DRAIN_REASON): "1x15"},
+                          fires=({**labels, "reason": DRAIN_REASON},)),),
     ), Alert(
         name="NodeHealthCheckFailed", expr="gpuinfra_health_ok == 0", duration="5m",
         severity="warning",
@@ -317,7 +317,7 @@ def _health_alerts(spec: ClusterSpec) -> list[Alert]:
         description="The node's last health check failed (also where health_on_failure is "
         "report and nothing is drained). `gpuinfra-health check --json` on the node, or the "
         "gpuinfra_health_failure series of the node, give each failed check with its cause.",
-        firing=(Case(set={health_series("ok", node): "0x15"}, fires=(labels,)),),
+        firing=(AlertCase(set={health_series("ok", node): "0x15"}, fires=(labels,)),),
     ), Alert(
         name="NodeHealthCheckStale",
         expr=f"time() - gpuinfra_health_last_run_timestamp_seconds > {stale}",
@@ -329,8 +329,8 @@ def _health_alerts(spec: ClusterSpec) -> list[Alert]:
         "show config | grep HealthCheck`), node-problem-detector's pod gone on Kubernetes, or "
         "every run fails before writing its metrics (`journalctl -t gpuinfra-health`).",
         # The last run was `stale` seconds before the start and never again.
-        firing=(Case(set={health_series("last_run_timestamp_seconds", node): f"-{stale}x15"},
-                     fires=(labels,)),),
+        firing=(AlertCase(set={health_series("last_run_timestamp_seconds", node): f"-{stale}x15"},
+                          fires=(labels,)),),
     )]
 
 
@@ -364,8 +364,8 @@ def _gpu_missing_alert(gpu_nodes: Sequence[NodeSpec]) -> Alert:
         "none): a GPU fell off the bus (XID 79), is not seated, or the driver is not loaded. "
         "`nvidia-smi -L` and the kernel log on the node; reseat/replace, or fix gpu_count in the "
         "spec.",
-        firing=(Case(drop=(info0,), fires=({"instance": node.short_name},)),
-                Case(drop=all_gpus, fires=({"instance": node.short_name},))),
+        firing=(AlertCase(drop=(info0,), fires=({"instance": node.short_name},)),
+                AlertCase(drop=all_gpus, fires=({"instance": node.short_name},))),
     )
 
 
@@ -381,7 +381,7 @@ def _xid_alerts(node: NodeSpec) -> list[Alert]:
         description="The driver reported GPU errors (NVRM: Xid in the kernel log). Read the "
         "codes in `journalctl -k | grep Xid` and NVIDIA's XID catalog; many are application "
         "faults, the fatal ones raise GpuFatalXid.",
-        firing=(Case(set={gpu_series("xid_errors", node, 0): "2x15"}, fires=fires),),
+        firing=(AlertCase(set={gpu_series("xid_errors", node, 0): "2x15"}, fires=fires),),
     ), Alert(
         name="GpuFatalXid",
         expr=f'gpuinfra_gpu_xid_errors_by_code{{xid=~"{fatal}"}} > 0 or '
@@ -397,31 +397,31 @@ def _xid_alerts(node: NodeSpec) -> list[Alert]:
         "NVLink; 119/120: GSP firmware).",
         firing=(
             # R565+ drivers: Xid 79, then Xid 154 (GPU Reset Required): the last XID is 154.
-            Case(set={gpu_series("xid_errors", node, 0): "2x15",
-                      gpu_series("last_xid", node, 0): f"{RECOVERY_ACTION_XID}x15",
-                      gpu_series("xid_errors_by_code", node, 0, 79): "1x15",
-                      gpu_series("xid_errors_by_code", node, 0, RECOVERY_ACTION_XID): "1x15",
-                      gpu_series("recovery_action", node, 0): "1x15"},
-                 fires=({**fires[0], "xid": "79"}, {**fires[0], "xid": "154"})),
+            AlertCase(set={gpu_series("xid_errors", node, 0): "2x15",
+                           gpu_series("last_xid", node, 0): f"{RECOVERY_ACTION_XID}x15",
+                           gpu_series("xid_errors_by_code", node, 0, 79): "1x15",
+                           gpu_series("xid_errors_by_code", node, 0, RECOVERY_ACTION_XID): "1x15",
+                           gpu_series("recovery_action", node, 0): "1x15"},
+                      fires=({**fires[0], "xid": "79"}, {**fires[0], "xid": "154"})),
             # A GSP timeout on a driver that logs no Xid 154.
-            Case(set={gpu_series("xid_errors", node, 0): "1x15",
-                      gpu_series("last_xid", node, 0): "119x15",
-                      gpu_series("xid_errors_by_code", node, 0, 119): "1x15"},
-                 fires=({**fires[0], "xid": "119"},)),
+            AlertCase(set={gpu_series("xid_errors", node, 0): "1x15",
+                           gpu_series("last_xid", node, 0): "119x15",
+                           gpu_series("xid_errors_by_code", node, 0, 119): "1x15"},
+                      fires=({**fires[0], "xid": "119"},)),
             # Xid 62 (not in the list), and Xid 154 asking for a node reboot.
-            Case(set={gpu_series("xid_errors", node, 0): "2x15",
-                      gpu_series("last_xid", node, 0): f"{RECOVERY_ACTION_XID}x15",
-                      gpu_series("xid_errors_by_code", node, 0, 62): "1x15",
-                      gpu_series("xid_errors_by_code", node, 0, RECOVERY_ACTION_XID): "1x15",
-                      gpu_series("recovery_action", node, 0): "2x15"},
-                 fires=({**fires[0], "xid": "154"},)),
+            AlertCase(set={gpu_series("xid_errors", node, 0): "2x15",
+                           gpu_series("last_xid", node, 0): f"{RECOVERY_ACTION_XID}x15",
+                           gpu_series("xid_errors_by_code", node, 0, 62): "1x15",
+                           gpu_series("xid_errors_by_code", node, 0, RECOVERY_ACTION_XID): "1x15",
+                           gpu_series("recovery_action", node, 0): "2x15"},
+                      fires=({**fires[0], "xid": "154"},)),
             # An application fault (13), and an Xid 154 back to None: not fatal.
-            Case(set={gpu_series("xid_errors", node, 0): "2x15",
-                      gpu_series("last_xid", node, 0): f"{RECOVERY_ACTION_XID}x15",
-                      gpu_series("xid_errors_by_code", node, 0, 13): "1x15",
-                      gpu_series("xid_errors_by_code", node, 0, RECOVERY_ACTION_XID): "1x15",
-                      gpu_series("recovery_action", node, 0): "0x15"},
-                 fires=()),
+            AlertCase(set={gpu_series("xid_errors", node, 0): "2x15",
+                           gpu_series("last_xid", node, 0): f"{RECOVERY_ACTION_XID}x15",
+                           gpu_series("xid_errors_by_code", node, 0, 13): "1x15",
+                           gpu_series("xid_errors_by_code", node, 0, RECOVERY_ACTION_XID): "1x15",
+                           gpu_series("recovery_action", node, 0): "0x15"},
+                      fires=()),
         ),
     )]
 
@@ -437,8 +437,8 @@ def _memory_alerts(node: NodeSpec) -> list[Alert]:
         description="Memory errors the GPU could not correct since the driver loaded: jobs on "
         "it may have computed garbage. Drain the node, reset the GPU (pending row "
         "remaps/retirements apply then); replace it when they come back.",
-        firing=(Case(set={gpu_series("ecc_uncorrected_volatile_errors", node, 0): "3x15"},
-                     fires=fires),),
+        firing=(AlertCase(set={gpu_series("ecc_uncorrected_volatile_errors", node, 0): "3x15"},
+                          fires=fires),),
     ), Alert(
         name="GpuMemoryNeedsReset",
         expr="gpuinfra_gpu_retired_pages_pending == 1 or gpuinfra_gpu_remapped_rows_pending == 1",
@@ -447,7 +447,8 @@ def _memory_alerts(node: NodeSpec) -> list[Alert]:
         "waits for a GPU reset",
         description="The bad memory is still in use until the GPU is reset. Drain the node and "
         "reset the GPU (`nvidia-smi -r`) or reboot.",
-        firing=(Case(set={gpu_series("remapped_rows_pending", node, 0): "1x15"}, fires=fires),),
+        firing=(AlertCase(set={gpu_series("remapped_rows_pending", node, 0): "1x15"},
+                          fires=fires),),
     ), Alert(
         name="GpuRetiredPagesOrRemapFailure",
         expr="gpuinfra_gpu_remapped_rows_failure == 1 or gpuinfra_gpu_retired_pages_double_bit > 0",
@@ -456,7 +457,8 @@ def _memory_alerts(node: NodeSpec) -> list[Alert]:
         "errors or row remapping failed",
         description="The GPU's memory is failing (retired double-bit pages, or no spare row "
         "left). Take it out of service and have it replaced (RMA).",
-        firing=(Case(set={gpu_series("remapped_rows_failure", node, 0): "1x15"}, fires=fires),),
+        firing=(AlertCase(set={gpu_series("remapped_rows_failure", node, 0): "1x15"},
+                          fires=fires),),
     )]
 
 
@@ -470,9 +472,9 @@ def _temperature_alert(node: NodeSpec, mon: Monitoring) -> Alert:
         f"{mon.gpu_temperature_max} C",
         description="Cooling: fans, airflow, inlet temperature, a blocked heat sink. Hot GPUs "
         "slow down (thermal throttling) and fail sooner.",
-        firing=(Case(set={gpu_series("temperature_celsius", node, 0):
-                          f"{mon.gpu_temperature_max + 5}x15"},
-                     fires=({**_gpu_labels(node, 0), "job": "node"},)),),
+        firing=(AlertCase(set={gpu_series("temperature_celsius", node, 0):
+                               f"{mon.gpu_temperature_max + 5}x15"},
+                          fires=({**_gpu_labels(node, 0), "job": "node"},)),),
     )
 
 
@@ -487,7 +489,7 @@ def _nvlink_alerts(gpu_nodes: Sequence[NodeSpec]) -> list[Alert]:
             sel = selector(instance=node.short_name)[:-1] + f',gpu=~"{_gpu_regex(indices)}"}}'
             down.append(f"gpuinfra_gpu_nvlink_links_active{sel} < {links}")
             if down_case is None:
-                down_case = Case(
+                down_case = AlertCase(
                     set={gpu_series("nvlink_links_active", node, indices[0]): f"{links - 1}x15"},
                     fires=({**_gpu_labels(node, indices[0]), "job": "node"},))
         if groups and node.gpus.model.link_gbytes_per_s:
@@ -496,7 +498,7 @@ def _nvlink_alerts(gpu_nodes: Sequence[NodeSpec]) -> list[Alert]:
                         f"{selector(instance=node.short_name)} < {rate - 0.01:g}")
             if slow_case is None:
                 first = min(i for idx in groups.values() for i in idx)
-                slow_case = Case(
+                slow_case = AlertCase(
                     set={gpu_series("nvlink_link_min_gbytes_per_second", node, first):
                          f"{rate / 2:g}x15"},
                     fires=({**_gpu_labels(node, first), "job": "node"},))
@@ -541,9 +543,9 @@ def _logs_alerts(spec: ClusterSpec) -> list[Alert]:
         "`journalctl -u systemd-journal-upload` on the node (URL, certificate), "
         "`systemctl status stunnel@gpuinfra-logs systemd-journal-remote.socket` on the head.",
         # The newest entry was STALE_S seconds before the start and none came since.
-        firing=(Case(set={logs_series(spec, node): f"-{STALE_S}x15"},
-                     fires=({"job": "node", "instance": spec.head[0].short_name,
-                             "node": node.short_name},)),),
+        firing=(AlertCase(set={logs_series(spec, node): f"-{STALE_S}x15"},
+                          fires=({"job": "node", "instance": spec.head[0].short_name,
+                                  "node": node.short_name},)),),
     )]
 
 
@@ -556,6 +558,6 @@ def _collector_stale_alert(node: NodeSpec) -> Alert:
         summary="{{ $labels.instance }}: the GPU metrics collector has not run for 5 minutes",
         description="gpuinfra-gpu-metrics.timer stopped or its runs fail: `systemctl status "
         "gpuinfra-gpu-metrics.timer gpuinfra-gpu-metrics.service` on the node.",
-        firing=(Case(set={collector_series(node): "0x15"},
-                     fires=({"job": "node", "instance": node.short_name},)),),
+        firing=(AlertCase(set={collector_series(node): "0x15"},
+                          fires=({"job": "node", "instance": node.short_name},)),),
     )

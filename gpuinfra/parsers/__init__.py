@@ -79,7 +79,7 @@ PARSERS: dict[str, Parser] = {
                             "kubectl describe node NODE", True),
     "gpu-pods": Parser("gpuinfra.parsers.kubectl_text", "parse_pods_table",
                        "kubectl get pods [-n NS|-A] [-o wide]", True),
-    "plugin-log": Parser("gpuinfra.judge.kubernetes", "parse_plugin_log",
+    "plugin-log": Parser("gpuinfra.captures.kubernetes", "parse_plugin_log",
                          "kubectl logs of the NVIDIA device plugin", True),
 }
 # Other names of a KIND: check's name where parse had one before (`check --ibv-devinfo`,

@@ -7,7 +7,7 @@
 
 Slurm numbers cores by *logical core index*: core 0 is the first core of the first socket,
 core 1 the second core of that socket, and so on over the sockets (gres.conf(5), ``Cores``).
-:meth:`CpuLayout.core_index` gives that index for a logical CPU, so a GPU's CPU affinity from
+:meth:`CpuTopology.core_index` gives that index for a logical CPU, so a GPU's CPU affinity from
 ``nvidia-smi topo -m`` (a CPU list) becomes ``Cores=`` in gres.conf.
 """
 
@@ -33,7 +33,7 @@ class LogicalCpu:
 
 
 @dataclass(frozen=True)
-class CpuLayout:
+class CpuTopology:
     """The node's online logical CPUs with their core and socket."""
 
     cpus: tuple[LogicalCpu, ...]
@@ -81,11 +81,11 @@ class CpuLayout:
                 "threads_per_core": self.threads_per_core}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> CpuLayout:
+    def from_json(cls, data: dict[str, Any]) -> CpuTopology:
         return cls(tuple(LogicalCpu(*row) for row in data["cpus"]))
 
 
-def parse_lscpu(text: str) -> CpuLayout:
+def parse_lscpu(text: str) -> CpuTopology:
     """Read ``lscpu -p=CPU,CORE,SOCKET,NODE`` output."""
     cpus = []
     for no, line in enumerate(clean_lines(text, LSCPU), 1):
@@ -100,7 +100,7 @@ def parse_lscpu(text: str) -> CpuLayout:
         raise ParseError(LSCPU, "no CPU lines")
     if len({c.cpu for c in cpus}) != len(cpus):
         raise ParseError(LSCPU, "a CPU is listed twice")
-    return CpuLayout(tuple(cpus))
+    return CpuTopology(tuple(cpus))
 
 
 def parse_meminfo_mb(text: str) -> int:

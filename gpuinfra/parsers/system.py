@@ -36,7 +36,7 @@ class KernelModule:
 
 
 @dataclass
-class LoadedModules:
+class ProcModules:
     """Modules by name, in /proc/modules order."""
 
     modules: dict[str, KernelModule] = field(default_factory=dict)
@@ -46,9 +46,9 @@ class LoadedModules:
         return {"modules": {name: m.to_json() for name, m in self.modules.items()}}
 
 
-def parse_proc_modules(text: str) -> LoadedModules:
+def parse_proc_modules(text: str) -> ProcModules:
     """Read /proc/modules; raises ParseError for a line that is not a module entry."""
-    result = LoadedModules()
+    result = ProcModules()
     for no, line in enumerate(clean_lines(text, "/proc/modules"), 1):
         if not line.strip():
             continue
@@ -152,7 +152,7 @@ NO_LSMOD_HEADER = ("no 'Module Size Used by' header (a grep of lsmod, or /proc/m
 class Lsmod(NamedTuple):
     """What :func:`parse_lsmod` read: the modules, and whether lsmod's header was there."""
 
-    modules: LoadedModules
+    modules: ProcModules
     header: bool
 
     def to_json(self) -> dict[str, Any]:
@@ -167,7 +167,7 @@ def parse_lsmod(text: str) -> Lsmod:
     there (False: filtered with grep, so a module not listed may still be loaded). Rows
     without the header are read: each row is whole on its line. Raises ParseError for a line
     that is not a module row."""
-    result = LoadedModules()
+    result = ProcModules()
     header = False
     for no, line in enumerate(clean_lines(text, "lsmod"), 1):
         parts = line.split()

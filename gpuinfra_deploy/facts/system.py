@@ -37,7 +37,7 @@ class GroupIds(FactBase):
 class CpuLayout(FactBase):
     """Online logical CPUs with core and socket (``lscpu -p``): ``{"cpus": [[cpu, core,
     socket, node], ...], "sockets", "cores_per_socket", "threads_per_core"}``; ``{}`` when
-    lscpu is missing or fails. :meth:`gpuinfra.parsers.cpus.CpuLayout.from_json` reads it."""
+    lscpu is missing or fails. :meth:`gpuinfra.parsers.cpus.CpuTopology.from_json` reads it."""
 
     default = dict
 

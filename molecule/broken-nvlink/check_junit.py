@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from gpuinfra_lab.profiles import broken_host
-from gpuinfra_verify.report import Case, read_junit
+from gpuinfra_verify.report import JunitCase, read_junit
 
 # Broken host's tests that must fail, with a word their message must contain.
 MUST_FAIL = {"test_nvlink_topology": "bridge", "test_p2p": "NS",
@@ -30,7 +30,7 @@ MUST_FAIL = {"test_nvlink_topology": "bridge", "test_p2p": "NS",
 MAY_FAIL = {"test_nvlink_links", "test_job_gets_only_its_gpu"}
 
 
-def problems(cases: list[Case], broken: str) -> list[str]:
+def problems(cases: list[JunitCase], broken: str) -> list[str]:
     """What differs from the expected outcome ([] when the suite diagnosed the broken host)."""
     found: list[str] = []
     if not any(c.node == broken for c in cases):

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuinfra.judge.kubernetes import PLUGIN_LOG_CAUSES, UNHEALTHY
-from gpuinfra.judge.vfio import GROUP_CAUSE, HOST_DRIVER_CAUSE, HOSTDEV_CAUSE
+from gpuinfra.captures.kubernetes import PLUGIN_LOG_CAUSES, UNHEALTHY
+from gpuinfra.captures.vfio import GROUP_CAUSE, HOST_DRIVER_CAUSE, HOSTDEV_CAUSE
 from gpuinfra_cli.main import main
 from tests.conftest import REAL, REPO
 
@@ -312,8 +312,8 @@ def test_vm_topo_pair_without_nvlink_fails(capsys):
 
 def test_every_kind_answers_in_one_shape(capsys, tmp_path):
     """`check --json` gives the same keys for an RDMA capture and a VFIO one, and the one
-    verdict rule (gpuinfra/capture_verdict.py): a cut wins over "nothing judged"."""
-    from gpuinfra.capture_verdict import verdict_of
+    verdict rule (gpuinfra/captures/__init__.py): a cut wins over "nothing judged"."""
+    from gpuinfra.captures import verdict_of
 
     rc, out = check(capsys, "virsh-hostdev", cut_copy(tmp_path, HOSTDEV, lines=slice(0, 2)),
                     "--device", "0c:00.0")

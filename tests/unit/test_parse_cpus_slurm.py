@@ -7,7 +7,7 @@ import pytest
 
 from gpuinfra.errors import ParseError
 from gpuinfra.parsers.cpus import (
-    CpuLayout,
+    CpuTopology,
     LogicalCpu,
     format_ranges,
     parse_cpu_list,
@@ -27,11 +27,11 @@ def fixture(name: str) -> str:
     return (SLURM / name).read_text()
 
 
-def lab_layout() -> CpuLayout:
+def lab_layout() -> CpuTopology:
     return parse_lscpu(fixture("lscpu-p-lab-worker-2cpu.txt"))
 
 
-def hgx_layout() -> CpuLayout:
+def hgx_layout() -> CpuTopology:
     return parse_lscpu(fixture("lscpu-p-hgx-2x48c-SYNTHESIZED.txt"))
 
 
@@ -77,8 +77,8 @@ def test_layout_json_round_trip_keeps_every_cpu():
     layout = hgx_layout()
     data = layout.to_json()
     assert (data["sockets"], data["cores_per_socket"], data["threads_per_core"]) == (2, 48, 2)
-    assert CpuLayout.from_json(data) == layout
-    assert CpuLayout.from_json(lab_layout().to_json()) != layout
+    assert CpuTopology.from_json(data) == layout
+    assert CpuTopology.from_json(lab_layout().to_json()) != layout
 
 
 def test_a_socket_with_fewer_cores_is_not_uniform():

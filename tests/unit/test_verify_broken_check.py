@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 from types import ModuleType
 
-from gpuinfra_verify.report import Case
+from gpuinfra_verify.report import JunitCase
 from tests.conftest import REPO
 
 
@@ -22,22 +22,22 @@ check = _check()
 BROKEN = "lab-worker3"
 
 
-def _diagnosed() -> list[Case]:
+def _diagnosed() -> list[JunitCase]:
     return [
-        Case("lab-head", "test_common", "test_chrony", "passed"),
-        Case("lab-worker2", "test_gpu", "test_p2p", "passed"),
-        Case(BROKEN, "test_common", "test_chrony", "passed"),
-        Case(BROKEN, "test_gpu", "test_gpu_count", "passed"),
-        Case(BROKEN, "test_gpu", "test_nvlink_topology", "failed",
-             "nvlink-topology GPU0-GPU1: ... cause: NVLink bridge not detected"),
-        Case(BROKEN, "test_gpu", "test_p2p", "failed", "p2p-r GPU0-GPU1: observed NS"),
-        Case(BROKEN, "test_gpu", "test_nvlink_links", "failed", "all links inactive"),
-        Case(BROKEN, "test_health", "test_node_healthy", "failed",
-             "gpuinfra: GPU0-GPU1 nvlink-topology: PIX, want NV>=12 (+4 more)"),
-        Case(BROKEN, "test_health", "test_not_drained_by_health", "failed",
-             "drained by the health check: gpuinfra: GPU0-GPU1 nvlink-topology: PIX"),
-        Case(BROKEN, "test_slurm", "test_node_takes_jobs", "failed",
-             "lab-worker3 is drained: gpuinfra: GPU0-GPU1 nvlink-topology: PIX"),
+        JunitCase("lab-head", "test_common", "test_chrony", "passed"),
+        JunitCase("lab-worker2", "test_gpu", "test_p2p", "passed"),
+        JunitCase(BROKEN, "test_common", "test_chrony", "passed"),
+        JunitCase(BROKEN, "test_gpu", "test_gpu_count", "passed"),
+        JunitCase(BROKEN, "test_gpu", "test_nvlink_topology", "failed",
+                  "nvlink-topology GPU0-GPU1: ... cause: NVLink bridge not detected"),
+        JunitCase(BROKEN, "test_gpu", "test_p2p", "failed", "p2p-r GPU0-GPU1: observed NS"),
+        JunitCase(BROKEN, "test_gpu", "test_nvlink_links", "failed", "all links inactive"),
+        JunitCase(BROKEN, "test_health", "test_node_healthy", "failed",
+                  "gpuinfra: GPU0-GPU1 nvlink-topology: PIX, want NV>=12 (+4 more)"),
+        JunitCase(BROKEN, "test_health", "test_not_drained_by_health", "failed",
+                  "drained by the health check: gpuinfra: GPU0-GPU1 nvlink-topology: PIX"),
+        JunitCase(BROKEN, "test_slurm", "test_node_takes_jobs", "failed",
+                  "lab-worker3 is drained: gpuinfra: GPU0-GPU1 nvlink-topology: PIX"),
     ]
 
 
@@ -47,7 +47,7 @@ def test_the_expected_diagnosis_passes() -> None:
 
 def test_a_healthy_broken_worker_fails_the_scenario() -> None:
     cases = [c for c in _diagnosed() if c.node != BROKEN or c.outcome == "passed"]
-    cases.append(Case(BROKEN, "test_gpu", "test_p2p", "passed"))
+    cases.append(JunitCase(BROKEN, "test_gpu", "test_p2p", "passed"))
     assert check.problems(cases, BROKEN) == [
         "test_nvlink_topology[lab-worker3] did not run",
         "test_node_healthy[lab-worker3] did not run",
@@ -59,9 +59,9 @@ def test_a_healthy_broken_worker_fails_the_scenario() -> None:
 
 def test_wrong_cause_or_other_failures_fail_the_scenario() -> None:
     cases = _diagnosed()
-    cases[4] = Case(BROKEN, "test_gpu", "test_nvlink_topology", "failed", "links down")
-    cases.append(Case("lab-head", "test_common", "test_hostname", "failed", "wrong name"))
-    cases.append(Case(BROKEN, "test_common", "test_sysctls", "failed", "sysctls differ"))
+    cases[4] = JunitCase(BROKEN, "test_gpu", "test_nvlink_topology", "failed", "links down")
+    cases.append(JunitCase("lab-head", "test_common", "test_hostname", "failed", "wrong name"))
+    cases.append(JunitCase(BROKEN, "test_common", "test_sysctls", "failed", "sysctls differ"))
     found = check.problems(cases, BROKEN)
     assert len(found) == 3
     assert "without naming 'bridge'" in found[0]

@@ -106,7 +106,7 @@ def test_peermem_must_be_loaded_where_it_is_the_path():
     assert gpudirect_findings(peermem, ["nvidia", "nvidia_peermem"]) == []
     assert "not loaded" in gpudirect_findings(peermem, ["nvidia"])[0].what
     assert gpudirect_findings(gpudirect_path("inbox", True, True), ["nvidia"]) == []
-    assert gpudirect_findings(gpudirect_path("inbox", False, True), [])[0].warning
+    assert gpudirect_findings(gpudirect_path("inbox", False, True), [])[0].severity == "warn"
 
 
 def test_acs_on_a_path_bridge_fails_naming_it():
@@ -122,7 +122,7 @@ def test_affinity_pix_is_green_sys_is_a_warning():
     sys_topo = parse_topo(SYS.read_text())
     found = affinity_findings([RdmaNic(sys_topo.nic_devices.get(n, n))
                                for n in sys_topo.nics], sys_topo)
-    assert found and all(f.warning and "SYS to every GPU" in f.what for f in found)
+    assert found and all(f.severity == "warn" and "SYS to every GPU" in f.what for f in found)
 
 
 def test_bandwidth_floor_per_rate_and_for_soft_roce():

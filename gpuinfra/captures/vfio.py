@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gpuinfra.judge import CaptureVerdict
+from gpuinfra.captures import CaptureVerdict
 from gpuinfra.parsers.iommu import ListedFunction, PciListing
 from gpuinfra.parsers.libvirt import HostdevCapture
 from gpuinfra.parsers.pcisysfs import PciFunction, PciSysfs

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuinfra.judge import CaptureVerdict
+from gpuinfra.captures import CaptureVerdict
 from gpuinfra.parsers._text import ELISION, clean_lines
 from gpuinfra.parsers.kubectl import KubePod
 from gpuinfra.parsers.kubectl_text import DescribedNode, PodTable
