@@ -1,6 +1,7 @@
 """The cluster spec: typed model (``model``), value rules (``rules``), role knobs (``knobs``)
-and validation (``validate``, with ``checks``, ``gpus``, ``sharing``, ``rdma``, ``vfio``,
-``kubernetes`` and ``effects``)."""
+and validation (``validate``, with ``checks``, ``names``, ``cluster``, ``nodes``,
+``partitions``, ``gpus``, ``sharing``, ``rdma``, ``vfio``, ``kubernetes``, ``cross`` and
+``effects``)."""
 
 from gpuinfra.spec.model import (
     ClusterSpec,

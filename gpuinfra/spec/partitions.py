@@ -1,4 +1,5 @@
-"""A Slurm partition's settings in the spec (``slurm_partitions[i]``), in Slurm's own formats.
+"""The spec's Slurm partitions (``slurm_partitions``): the list, each partition's name and
+hosts (:func:`slurm_partitions`), and its settings in Slurm's own formats.
 
 Formats from slurm.conf(5), PARTITION CONFIGURATION, of Slurm 22.05.8 (Debian 12's
 slurm-wlm-doc, /usr/share/doc/slurm-wlm/html/slurm.conf.html); the same keys and formats are
@@ -24,10 +25,12 @@ allowed and how to fix it:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpuinfra.spec.checks import CLUSTER, WHERE_ALL, Collector
+from gpuinfra.spec.checks import CLUSTER, WHERE_ALL, Collector, check_nested_keys
+from gpuinfra.spec.model import NodeSpec, Partition
 from gpuinfra.spec.rules import clip
 
 # spec key -> Slurm key, in the order they are written on the PartitionName= line.
@@ -47,6 +50,8 @@ TIME_FORMATS = ("minutes (an integer, or '90'), 'minutes:seconds', 'hours:minute
 _NUMBERS = re.compile(r"\d{1,9}(?::\d{1,9}){0,2}")
 _DAYS = re.compile(r"(\d{1,6})-(\d{1,9}(?::\d{1,9}){0,2})")
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+# A partition's own name, matched whole (fullmatch: "$" would accept a trailing newline).
+_PARTITION = re.compile(r"[A-Za-z0-9_-]{1,64}")
 NAME_ALLOWED = "names of letters, digits, '_', '.' and '-' (no spaces or commas)"
 _OVERSUBSCRIBE = re.compile(r"(NO|EXCLUSIVE|(YES|FORCE)(?::(\d{1,5}))?)", re.IGNORECASE)
 OVERSUBSCRIBE_ALLOWED = "'NO', 'EXCLUSIVE', 'YES', 'YES:<count>', 'FORCE' or 'FORCE:<count>'"
@@ -176,3 +181,92 @@ def partition_settings(field: str, name: str, item: Mapping[str, Any],
         else:
             per_gpu[key] = value
     return tuple(out), per_gpu
+
+
+def slurm_partitions(cluster: Mapping[str, Any], nodes: Sequence[NodeSpec],
+                     errs: Collector) -> tuple[Partition, ...]:
+    """The site's Slurm partitions, checked (none without Slurm; without ``slurm_partitions``,
+    one default partition of every Slurm worker)."""
+    raw = cluster["slurm_partitions"]
+    if "slurm" not in cluster["schedulers"]:
+        return ()
+    if raw is None:
+        members = [n for n in nodes if n.is_worker and "slurm" in n.schedulers]
+        workers = tuple(n.name for n in members)
+        has_gpu = bool(workers) and all(n.gpus for n in members)
+        return (Partition("gpu" if has_gpu else "batch", workers, True, has_gpu),) if workers \
+            else ()
+    if not isinstance(raw, (list, tuple)):
+        errs.add(CLUSTER, "slurm_partitions", raw, "must be a list of dicts",
+                 "[{'name': 'gpu', 'nodes': [...], 'default': True, 'max_time': '2-00:00:00'}]",
+                 f"fix slurm_partitions {WHERE_ALL}")
+        return ()
+    if not raw:
+        errs.add(CLUSTER, "slurm_partitions", raw, "no partition: Slurm would accept no job",
+                 "at least one partition, or None for one partition of every worker",
+                 f"list the partitions {WHERE_ALL}, or remove slurm_partitions")
+        return ()
+    by_name = {n.name: n for n in nodes}
+    parts = [p for p in (_partition(i, item, by_name, errs) for i, item in enumerate(raw)) if p]
+    for name, count in Counter(p.name for p in parts).items():
+        if count > 1:
+            errs.add(CLUSTER, "slurm_partitions", name, "partition defined twice",
+                     "unique partition names", "merge or rename the partitions")
+    defaults = [p.name for p in parts if p.default]
+    if len(defaults) > 1:
+        errs.add(CLUSTER, "slurm_partitions", defaults, "more than one default partition",
+                 "at most one partition with 'default': True", "keep one default")
+    return tuple(parts)
+
+
+def _partition(index: int, item: Any, nodes: Mapping[str, NodeSpec],
+               errs: Collector) -> Partition | None:
+    field = f"slurm_partitions[{index}]"
+    if not isinstance(item, Mapping):
+        errs.add(CLUSTER, field, item, "must be a dict", "{'name': ..., 'nodes': [...]}",
+                 "fix the entry")
+        return None
+    check_nested_keys(CLUSTER, field, item, PARTITION_KEYS, "unknown partition setting",
+                      errs)
+    name, members = item.get("name"), item.get("nodes")
+    if not isinstance(name, str) or not _PARTITION.fullmatch(name):
+        errs.add(CLUSTER, f"{field}['name']", name, "missing or malformed partition name",
+                 "letters, digits, '-' and '_'", "name the partition")
+        return None
+    settings, per_gpu = partition_settings(field, name, item, errs)
+    if not isinstance(members, (list, tuple)) or not members:
+        errs.add(CLUSTER, f"{field}['nodes']", members, f"partition {name!r} has no node list",
+                 "a non-empty list of inventory host names", "list its hosts")
+        return None
+    ok = True
+    gpu = item.get("gpu", False)
+    for member in members:
+        node = nodes.get(member) if isinstance(member, str) else None
+        if not isinstance(member, str):
+            errs.add(CLUSTER, f"{field}['nodes']", member, f"partition {name!r}: each node is "
+                     "one host name (a string), not a nested list", ", ".join(nodes),
+                     "write 'nodes': ['w1', 'w2']")
+            ok = False
+        elif node is None:
+            errs.add(CLUSTER, f"{field}['nodes']", member, f"partition {name!r} names a host "
+                     "that is not in the inventory", ", ".join(nodes), "fix the host name")
+            ok = False
+        elif not node.is_worker:
+            errs.add(CLUSTER, f"{field}['nodes']", member, f"partition {name!r} names "
+                     f"{member}, which is not a worker (no slurmd runs there)",
+                     ", ".join(n for n, s in nodes.items() if s.is_worker),
+                     f"remove {member} from {name!r}, or add it to the 'workers' group")
+            ok = False
+        elif "slurm" not in node.schedulers:
+            errs.add(member, f"{field}['nodes']", member, f"partition {name!r} names a host "
+                     "that is not a Slurm node (node_schedulers)", "hosts Slurm runs on",
+                     f"remove {member} from {name!r}, or add 'slurm' to its node_schedulers")
+            ok = False
+        elif gpu and node.gpus is None:
+            errs.add(member, f"{field}['nodes']", member, f"GPU partition {name!r} names a host "
+                     "without GPUs", "hosts with gpu_model set", f"remove {member} from "
+                     f"{name!r}, or set 'gpu': False on the partition")
+            ok = False
+    return Partition(name, tuple(members), bool(item.get("default", False)), bool(gpu),
+                     settings, per_gpu.get("def_mem_per_gpu"),
+                     per_gpu.get("def_cpu_per_gpu")) if ok else None

@@ -4,7 +4,8 @@ The spec gate (gpuinfra_deploy/pyinfra_patches/gate.py), the CLI (`gpuinfra vali
 the verify suite build the spec here, so they all judge the same keys with the same rules.
 
 The registry reads each role's ``defaults.py`` by file (``roles/<role>/defaults.py``,
-which imports only the library): loading the knobs loads no role and no pyinfra module, and a
+which imports only the library) for what the gate needs of a role: its ``KNOBS`` and, for a
+scheduler role, its ``SCHEDULER``. Loading them loads no role and no pyinfra module, and a
 new role folder with a ``defaults.py`` joins the gate without any change here.
 """
 
@@ -26,6 +27,7 @@ from gpuinfra.spec import (
     build_cluster,
 )
 from gpuinfra.spec.knobs import Knob
+from gpuinfra.spec.model import SCHEDULERS
 
 ROLES_PACKAGE = "gpuinfra_roles"
 
@@ -70,10 +72,17 @@ def knobs_of(roles: Iterable[str] | None = None) -> tuple[Knob, ...]:
     return tuple(k for r in (role_names() if roles is None else roles) for k in role_knobs(r))
 
 
-# The scheduler each scheduler role belongs to: a deploy running only some roles gets the
-# schedulers of those roles as its default ``schedulers`` (a driver-only deploy: none).
-ROLE_SCHEDULERS = {"munge": "slurm", "slurm": "slurm", "job_containers": "slurm",
-                   "kubernetes": "kubernetes"}
+@cache
+def role_scheduler(role: str) -> str | None:
+    """The scheduler ``role`` belongs to (roles/<role>/defaults.py: ``SCHEDULER``), None for
+    a role of no scheduler. A deploy running only some roles gets the schedulers of those
+    roles as its default ``schedulers`` (a driver-only deploy: none)."""
+    role_knobs(role)  # an unknown role refused, naming the roles
+    scheduler = getattr(_defaults(role), "SCHEDULER", None)
+    if scheduler is not None and scheduler not in SCHEDULERS:
+        raise GpuinfraError(f"roles/{role}/defaults.py: SCHEDULER = {scheduler!r} is no "
+                            f"scheduler gpuinfra deploys ({', '.join(SCHEDULERS)}, or None)")
+    return scheduler
 
 
 def build_spec(hosts: Sequence[HostInput], duplicates: Sequence[str] = (),
@@ -91,7 +100,7 @@ def build_spec(hosts: Sequence[HostInput], duplicates: Sequence[str] = (),
     return build_cluster(hosts, duplicates, knobs_of(roles), groups=groups,
                          only_roles=tuple(roles),
                          default_schedulers=tuple(dict.fromkeys(
-                             ROLE_SCHEDULERS[r] for r in roles if r in ROLE_SCHEDULERS)))
+                             s for r in roles if (s := role_scheduler(r)) is not None)))
 
 
 def spec_problems(hosts: Sequence[HostInput], duplicates: Sequence[str] = (),

@@ -25,6 +25,9 @@ PATH = text(r"/(?:[A-Za-z0-9._/+-]|\$\(id -u\)){1,200}", "an absolute path (enro
 BUNDLE = text(r"/[A-Za-z0-9._/-]{1,200}", "an absolute path, e.g. '/srv/containers/busybox'",
               "an absolute path")
 
+# The scheduler this role belongs to: a deploy running it alone defaults to it.
+SCHEDULER = "slurm"
+
 KNOBS = (
     # The runtime of Slurm jobs' containers, on every Slurm node: None (none: the role removes
     # its files), "oci" (Slurm's own, srun --container=<bundle>, with crun or runc from the

@@ -10,6 +10,9 @@ the spec gate before any host is touched.
 from gpuinfra.spec.knobs import Knob, defaults
 from gpuinfra.spec.rules import boolean, http_url, optional, text
 
+# The scheduler this role belongs to: a deploy running it alone defaults to it.
+SCHEDULER = "kubernetes"
+
 KNOBS = (
     # A mirror of pkgs.k8s.io (same layout below it: /core:/stable:/v1.35/deb/) for sites
     # that cannot reach it; None: pkgs.k8s.io itself.

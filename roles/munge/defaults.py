@@ -7,6 +7,9 @@ spec gate before any host is touched.
 from gpuinfra.spec.knobs import Knob, defaults
 from gpuinfra.spec.rules import integer
 
+# The scheduler this role belongs to: a deploy running it alone defaults to it.
+SCHEDULER = "slurm"
+
 KNOBS = (
     # Key size when the role creates the cluster key on the head (mungekey --bits; 256..8192).
     Knob("munge_key_bits", 1024, integer(256, 8192), "mungekey --bits for a new key"),

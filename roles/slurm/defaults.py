@@ -6,9 +6,13 @@ before any host is touched; keys whose value lands in slurm.conf must agree on e
 """
 
 from gpuinfra.slurm.accounting import ACCOUNTS, USERS
-from gpuinfra.slurm.conf import CONF_EXTRA, GRES_TYPE
+from gpuinfra.slurm.extra import CONF_EXTRA
+from gpuinfra.slurm.gres import GRES_TYPE
 from gpuinfra.spec.knobs import Knob, defaults
 from gpuinfra.spec.rules import database_name, integer, optional, sql_name
+
+# The scheduler this role belongs to: a deploy running it alone defaults to it.
+SCHEDULER = "slurm"
 
 KNOBS = (
     # GRES type of the node's GPUs (``--gres=gpu:<type>:N``). None: the spec's gpu_model in

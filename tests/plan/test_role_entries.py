@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from gpuinfra_deploy.run.knobs import role_names
+from tests.conftest import deploy_roles
 from tests.plan.harness import DEPLOY, REPO, FakeHost, load_facts, plan_hosts, upload_text
 from tests.plan.test_rdma_plan import GPU_NODE, NIC, firmware
 from tests.plan.test_vfio_plan import HV_SPEC, pci
@@ -74,10 +75,20 @@ def test_the_entry_file_plans_what_deploy_py_plans_for_its_role(role, whole):
             _of(whole.plans[host], role), host
 
 
+def test_deploy_py_runs_every_role_once():
+    """A role folder that deploy.py's ROLES does not name is never deployed; a name twice
+    would run the role twice."""
+    named = deploy_roles()
+    assert [f"roles/{r}: no line in deploy.py's ROLES" for r in role_names()
+            if r not in named] == []
+    assert sorted(named) == list(role_names()), "deploy.py's ROLES: each role folder once"
+
+
 def test_every_role_applies_somewhere_on_this_site(whole):
     """The comparison above means something for every role: each plans on some host."""
     planned = {op.name.split(" |")[0] for plan in whole.plans.values() for op in plan.ops}
-    assert set(role_names()) - planned <= {"kubernetes", "containerd"}
+    nowhere = sorted(set(role_names()) - planned - {"kubernetes", "containerd"})
+    assert nowhere == [], f"{nowhere} plan nothing on any host of HOSTS: add a host they apply to"
 
 
 @pytest.mark.parametrize("role", ["munge", "slurm"])

@@ -16,6 +16,7 @@ import pytest
 from gpuinfra.apt.mirror import point_at_mirror
 from gpuinfra.spec import HostInput, SpecInvalid, format_errors
 from gpuinfra_deploy.run.knobs import build_spec, spec_problems
+from gpuinfra_deploy.templates import text as file_text
 
 Site = dict[str, tuple[tuple[str, ...], dict[str, Any]]]
 NIC = {"name": "mlx5_0", "pci": "0000:17:00.0", "ats": True, "link_layer": "infiniband"}
@@ -165,12 +166,12 @@ def test_mirror_is_never_a_replacement_template(mirror):
                                    "http://p:3128\nx", "http://p:3128;"])
 def test_the_apt_proxy_file_never_carries_a_directive(proxy):
     """The file builder itself refuses what the gate refuses (a role called with raw data)."""
+    from gpuinfra.apt.files import apt_proxy_conf
     from gpuinfra.errors import GpuinfraError
-    from gpuinfra.render import apt_proxy_conf
 
     with pytest.raises(GpuinfraError):
-        apt_proxy_conf(proxy)
-    assert apt_proxy_conf("http://u:pw@p.example:3128").count('"') == 4
+        file_text(apt_proxy_conf(proxy))
+    assert file_text(apt_proxy_conf("http://u:pw@p.example:3128")).count('"') == 4
 
 
 # ----------------------------------------------------------------------------- node addresses

@@ -3,11 +3,21 @@ host is touched, in the spec's own error shape."""
 
 from __future__ import annotations
 
+from importlib import import_module
+
 import pytest
 
 from gpuinfra.spec import HostInput, SpecInvalid
 from gpuinfra.spec.knobs import Knob
-from gpuinfra_deploy.run.knobs import build_spec, knobs_of, role_knobs, role_names, spec_problems
+from gpuinfra_deploy.run.knobs import (
+    build_spec,
+    knobs_of,
+    role_knobs,
+    role_names,
+    role_scheduler,
+    spec_problems,
+)
+from tests.conftest import REPO
 
 ROLE_KNOBS = knobs_of()
 
@@ -32,9 +42,26 @@ def test_knob_keys_are_unique_and_role_prefixed():
     folder, and a foreign deploy's typo check covers exactly the prefixes of its roles."""
     keys = [k.key for k in ROLE_KNOBS]
     assert len(keys) == len(set(keys))
-    assert len(role_names()) == 15
     for role in role_names():
         assert all(k.key.startswith(f"{role}_") for k in role_knobs(role)), role
+
+
+def test_the_registry_sees_every_role_folder():
+    """A role is its folder: the registry lists each folder of roles/ (each has a defaults.py,
+    tests/unit/test_layers.py), and nothing else."""
+    folders = sorted(p.name for p in (REPO / "roles").iterdir()
+                     if p.is_dir() and p.name != "__pycache__")
+    assert list(role_names()) == folders
+
+
+def test_a_scheduler_role_declares_its_scheduler_and_needs_the_head():
+    """defaults.py's SCHEDULER (read by file: a deploy of that role alone defaults to its
+    scheduler) goes with the role's needs_head, in each role."""
+    for role in role_names():
+        needs_head = import_module(f"gpuinfra_roles.{role}").ROLE.needs_head
+        assert (role_scheduler(role) is not None) == needs_head, role
+    assert build_spec(hosts(), roles=["munge"]).schedulers == ("slurm",)
+    assert build_spec(hosts(), roles=["nvidia_driver"]).schedulers == ()
 
 
 def test_loading_the_knobs_loads_no_role_and_no_pyinfra():

@@ -1,0 +1,98 @@
+"""The spec's keys and names: every data key known (a near miss of one is a typo), the
+operator's own groups standing for gpuinfra's, host names valid and their short names unique.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from difflib import get_close_matches
+
+from gpuinfra.spec.checks import CLUSTER, Collector
+from gpuinfra.spec.model import ROLE_GROUPS, HostInput, NodeSpec
+from gpuinfra.spec.rules import clip
+
+# Names are matched whole (fullmatch): "$" would accept a trailing newline.
+_HOST_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9-]+)*")
+
+
+def with_role_groups(hosts: Sequence[HostInput], groups: Mapping[str, str] | None,
+                     errs: Collector) -> Sequence[HostInput]:
+    """``hosts`` with gpuinfra's group added where the operator's own group stands for it."""
+    if not groups:
+        return hosts
+    if not isinstance(groups, Mapping):
+        errs.add(CLUSTER, "groups", groups, "not a mapping", "{gpuinfra group: your group}",
+                 "pass groups={'head': 'slurmctld', 'workers': 'compute'}")
+        return hosts
+    mapping: dict[str, str] = {}
+    for ours, theirs in groups.items():
+        if ours not in ROLE_GROUPS:
+            errs.add(CLUSTER, f"groups[{clip(ours)}]", theirs, "not a gpuinfra group",
+                     ", ".join(ROLE_GROUPS), f"use one of {', '.join(ROLE_GROUPS)} as the key")
+        elif not isinstance(theirs, str) or not theirs:
+            errs.add(CLUSTER, f"groups[{ours!r}]", theirs, "not a group name",
+                     "the name of a group of your inventory", "give the group's name as text")
+        else:
+            mapping[ours] = theirs
+    return [HostInput(h.name, (*h.groups, *(o for o, g in mapping.items()
+                                           if g in h.groups and o not in h.groups)), h.data)
+            for h in hosts]
+
+
+def check_unknown_keys(host: HostInput, known: Sequence[str], errs: Collector,
+                       prefixes: tuple[str, ...] | None = None) -> None:
+    """A key that is almost a known key (in any case) is a typo that would silently fall back
+    to a default: a spec key or a role knob written ``GPU_MODEL`` or ``..._precent``.
+
+    ``prefixes`` (a deploy running only some roles): only keys starting with one of them, or
+    equal to a known key but for case, are judged; the operator's other keys are theirs."""
+    lowered = {k.lower(): k for k in known}
+    for key in host.data:
+        if not isinstance(key, str) or key in known:
+            continue
+        if prefixes is not None and key.lower() not in lowered \
+                and not key.lower().startswith(prefixes):
+            continue
+        close = [lowered[key.lower()]] if key.lower() in lowered else \
+            [lowered[c] for c in get_close_matches(key.lower(), list(lowered), n=1, cutoff=0.8)]
+        if close:
+            errs.add(host.name, key, host.data[key], f"unknown key (did you mean {close[0]!r}?)",
+                     "the spec keys (docs/spec.md) and each role's keys "
+                     "(roles/<role>/defaults.py)", f"rename {key!r} to {close[0]!r}")
+
+
+def check_groups(host: HostInput, errs: Collector) -> None:
+    """A group named almost like a role group (``worker``) deploys nothing: a typo."""
+    for group in host.groups:
+        if group in ROLE_GROUPS or not isinstance(group, str):
+            continue
+        close = get_close_matches(group.lower(), ROLE_GROUPS, n=1, cutoff=0.75)
+        if close:
+            errs.add(host.name, "group", group, f"unknown group (did you mean {close[0]!r}?)",
+                     ", ".join(ROLE_GROUPS) + " (other groups are yours, for group_data)",
+                     f"rename the group {group!r} to {close[0]!r} in inventory/<site>.py")
+
+
+def check_host_name(host: HostInput, errs: Collector) -> None:
+    if not isinstance(host.name, str) or not _HOST_NAME.fullmatch(host.name):
+        errs.add(host.name, "host name", host.name, "not a valid host name",
+                 "letters, digits and '-', dot-separated (RFC 1123)",
+                 "rename the host in the inventory; put its address in ssh_hostname")
+
+
+def check_short_names(nodes: Sequence[NodeSpec], errs: Collector) -> None:
+    """Short names must be unique, in any case: DNS, /etc/hosts and Slurm do not tell ``W1``
+    from ``w1``, so two such hosts would be one node deployed twice."""
+    counts = Counter(n.short_name.lower() for n in nodes)
+    for short, count in counts.items():
+        if count > 1:
+            names = sorted(n.name for n in nodes if n.short_name.lower() == short)
+            same = {n.short_name for n in nodes if n.short_name.lower() == short}
+            problem = (f"{count} host names differ only in case ({short!r} to DNS and Slurm)"
+                       if len(same) > 1 else f"{count} hosts share the short name {short!r}")
+            errs.add(names[0], "host name", names, problem,
+                     "unique short host names, in any case (Slurm and /etc/hosts use them)",
+                     "rename one of the hosts")
+
