@@ -8,6 +8,7 @@ from typing import Any
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge.drivers import SUPPORTED_OS
+from gpuinfra.text import FileText
 
 # Distributions whose Slurm needs what the distribution does not boot with, and what the slurm
 # role does about it (its DISTRO table holds the packages; this is what `gpuinfra validate`
@@ -46,9 +47,10 @@ def distro_key(distribution: Mapping[str, Any]) -> str:
     return key
 
 
-def hosts_block(entries: list[tuple[str, str]]) -> str:
-    """Lines for /etc/hosts: ``address name`` per node, sorted by name, one per node."""
-    return "\n".join(f"{address} {name}" for name, address in sorted(entries))
+def hosts_block(entries: list[tuple[str, str]]) -> FileText:
+    """The lines of the /etc/hosts block: ``address name`` per node of ``entries`` (``(name,
+    address)`` pairs), sorted by name, one per node; template common/etc/hosts.j2."""
+    return FileText("common/etc/hosts.j2", {"nodes": sorted(entries)})
 
 
 def node_address(data: Mapping[str, Any]) -> str | None:

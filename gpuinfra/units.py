@@ -3,7 +3,7 @@
 :func:`unit_file` renders sections of ``Key=value`` lines from the one template
 :data:`TEMPLATE`. Built on it: :func:`oneshot_unit` (boot-time scripts: the MIG layout, ACS
 off, Soft-RoCE), the MPS daemon (gpuinfra.sharing.mps), the nvidia-persistenced drop-in
-(gpuinfra.render), the monitoring daemons' units and drop-ins (gpuinfra.monitoring.units),
+(gpuinfra.driver), the monitoring daemons' units and drop-ins (gpuinfra.monitoring.units),
 and the boot drop-ins below.
 
 Boot drop-ins: a daemon that starts before what it needs is ready fails at boot and stays

@@ -15,21 +15,24 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from xml.etree import ElementTree as ET
 
 from gpuinfra.errors import GpuinfraError, clip
 from gpuinfra.parsers.pcisysfs import PciFunction, PciSysfs
+from gpuinfra.text import FileText
 
 if TYPE_CHECKING:  # the spec imports this module's patterns; no import cycle at run time
     from gpuinfra.spec.model import VmSpec
 
-# The one line these files have carried since they were first deployed, kept byte for byte
-# (not gpuinfra.header's): the GRUB drop-in and modprobe.d file are judged by their bytes, and a
-# changed first line would run update-grub and update-initramfs and mark a reboot on every
-# hypervisor and RDMA node of a running cluster, for a comment.
-HEADER = "# Managed by gpuinfra (roles/vfio): local edits are overwritten on the next deploy.\n"
-XML_HEADER = ("<!-- Managed by gpuinfra (roles/vfio): local edits are overwritten on the next "
-              "deploy. -->\n")
+# The files this module describes (gpuinfra.text.FileText), each rendered from its template in
+# roles/vfio/templates. Their first line is the one these files have carried since they were
+# first deployed, kept byte for byte in the templates (not gpuinfra.header's): the GRUB drop-in
+# and modprobe.d file are judged by their bytes, and a changed first line would run update-grub
+# and update-initramfs and mark a reboot on every hypervisor and RDMA node of a running cluster,
+# for a comment.
+GRUB_TEMPLATE = "vfio/etc/default/grub.d/gpuinfra-vfio.cfg.j2"
+MODPROBE_TEMPLATE = "vfio/etc/modprobe.d/gpuinfra-vfio.conf.j2"
+MODULES_LOAD_TEMPLATE = "vfio/etc/modules-load.d/gpuinfra-vfio.conf.j2"
+DOMAIN_TEMPLATE = "vfio/etc/gpuinfra/libvirt/domain.xml.j2"  # every VM's <LIBVIRT_DIR>/<vm>.xml
 
 # A PCI function as `lspci -D` prints it (the domain may be left out: 0000), and a
 # vendor:device ID as `lspci -nn` prints it.
@@ -129,14 +132,14 @@ def node_kernel_args(hypervisor: bool, rdma: bool, cpu_vendor: str,
     return args, "; ".join(whys)
 
 
-def grub_dropin(args: Sequence[str], why: str = VFIO_WHY) -> str:
-    """/etc/default/grub.d/gpuinfra-vfio.cfg: the arguments added to every kernel entry.
+def grub_dropin(args: Sequence[str], why: str = VFIO_WHY) -> FileText:
+    """/etc/default/grub.d/gpuinfra-vfio.cfg (template :data:`GRUB_TEMPLATE`): the arguments
+    added to every kernel entry.
 
     update-grub reads /etc/default/grub, then the drop-ins in name order; the line appends to
     ``GRUB_CMDLINE_LINUX`` so it keeps what the site and other drop-ins set.
     """
-    return (HEADER + f"# {why}; applied by update-grub at the next boot.\n"
-            f'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX {" ".join(args)}"\n')
+    return FileText(GRUB_TEMPLATE, {"args": list(args), "why": why})
 
 
 def kernel_cmdline(current: str, args: Sequence[str]) -> str:
@@ -148,21 +151,20 @@ def kernel_cmdline(current: str, args: Sequence[str]) -> str:
 
 # ---------------------------------------------------------------------------- module files
 
-def modprobe_conf(ids: Sequence[str], host_drivers: Sequence[str]) -> str:
-    """/etc/modprobe.d/gpuinfra-vfio.conf: vfio-pci claims ``ids`` at boot, loaded before the
-    drivers that would otherwise win the probe (nvidia, nouveau, the cards' HDMI audio)."""
-    lines = [HEADER.rstrip("\n")]
-    if ids:
-        lines.append("# Every device with these vendor:device IDs goes to vfio-pci at boot.")
-        lines.append(f"options vfio-pci ids={','.join(ids)}")
-    lines.append("# vfio-pci loads first, so it claims its devices before these drivers do.")
-    lines += [f"softdep {driver} pre: vfio-pci" for driver in host_drivers]
-    return "\n".join(lines) + "\n"
+def modprobe_conf(ids: Sequence[str], host_drivers: Sequence[str]) -> FileText:
+    """/etc/modprobe.d/gpuinfra-vfio.conf (template :data:`MODPROBE_TEMPLATE`): vfio-pci claims
+    ``ids`` at boot, loaded before the drivers that would otherwise win the probe (nvidia,
+    nouveau, the cards' HDMI audio). An ID that is not ``vendor:device`` is refused."""
+    for pci_id in ids:
+        if not PCI_ID.fullmatch(pci_id):
+            raise GpuinfraError(f"not a vendor:device ID: {clip(pci_id)}")
+    return FileText(MODPROBE_TEMPLATE, {"ids": list(ids), "host_drivers": list(host_drivers)})
 
 
-def modules_load_conf() -> str:
-    """/etc/modules-load.d/gpuinfra-vfio.conf: the VFIO modules at every boot."""
-    return HEADER + "\n".join(VFIO_MODULES) + "\n"
+def modules_load_conf() -> FileText:
+    """/etc/modules-load.d/gpuinfra-vfio.conf (template :data:`MODULES_LOAD_TEMPLATE`): the
+    VFIO modules at every boot."""
+    return FileText(MODULES_LOAD_TEMPLATE, {"modules": list(VFIO_MODULES)})
 
 
 # ---------------------------------------------------------------------------- binding
@@ -369,49 +371,37 @@ def _hex(value: str) -> str:
     return f"0x{value}"
 
 
-def domain_xml(vm: VmSpec, functions: Sequence[str]) -> str:
-    """libvirt domain XML for ``vm``: q35 with UEFI, each card behind its own PCIe root port,
-    all its functions as ``hostdev`` entries (``multifunction='on'`` on function 0 of a card
-    with several) (docs/hardware-reference.md 4) [libvirt-hostdev] [libvirt-mf]."""
-    dom = ET.Element("domain", type="kvm")
-    ET.SubElement(dom, "name").text = vm.name
-    ET.SubElement(dom, "memory", unit="MiB").text = str(vm.memory_mib)
-    ET.SubElement(dom, "vcpu").text = str(vm.vcpus)
-    os_ = ET.SubElement(dom, "os", firmware="efi")
-    ET.SubElement(os_, "type", arch="x86_64", machine="q35").text = "hvm"
-    features = ET.SubElement(dom, "features")
-    ET.SubElement(features, "acpi")
-    ET.SubElement(features, "apic")
-    ET.SubElement(dom, "cpu", mode="host-passthrough")
-    devices = ET.SubElement(dom, "devices")
-    ET.SubElement(devices, "controller", type="pci", index="0", model="pcie-root")
-    if vm.disk:
-        disk = ET.SubElement(devices, "disk", type="file", device="disk")
-        ET.SubElement(disk, "driver", name="qemu",
-                      type="qcow2" if vm.disk.endswith(".qcow2") else "raw")
-        ET.SubElement(disk, "source", file=vm.disk)
-        ET.SubElement(disk, "target", dev="vda", bus="virtio")
-    cards: dict[str, list[str]] = {}
+# A function as sysfs names it (domain included): what a VM's hostdev entry is made of.
+_FUNCTION = re.compile(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
+
+
+def domain_xml(vm: VmSpec, functions: Sequence[str]) -> FileText:
+    """libvirt domain XML for ``vm`` (template :data:`DOMAIN_TEMPLATE`): q35 with UEFI, each
+    card behind its own PCIe root port, all its functions as ``hostdev`` entries
+    (``multifunction='on'`` on function 0 of a card with several) (docs/hardware-reference.md
+    4) [libvirt-hostdev] [libvirt-mf]. A function that is not a full PCI address
+    (``0000:3b:00.0``) is refused."""
     for function in functions:
-        cards.setdefault(slot_of(function), []).append(function)
-    for port, funcs in enumerate(cards.values(), start=1):
-        ET.SubElement(devices, "controller", type="pci", index=str(port), model="pcie-root-port")
+        if not _FUNCTION.fullmatch(function):
+            raise GpuinfraError(f"not a PCI function address (domain:bus:slot.function): "
+                                f"{clip(function)}")
+    disk = None
+    if vm.disk:
+        disk = {"file": vm.disk, "format": "qcow2" if vm.disk.endswith(".qcow2") else "raw"}
+    by_slot: dict[str, list[str]] = {}
+    for function in functions:
+        by_slot.setdefault(slot_of(function), []).append(function)
+    cards = []
+    for port, funcs in enumerate(by_slot.values(), start=1):
+        entries = []
         for function in funcs:
             domain, bus, rest = function.split(":")
             dev, fn = rest.split(".")
-            hostdev = ET.SubElement(devices, "hostdev", mode="subsystem", type="pci",
-                                    managed="yes")
-            ET.SubElement(hostdev, "driver", name="vfio")
-            source = ET.SubElement(hostdev, "source")
-            ET.SubElement(source, "address", domain=_hex(domain), bus=_hex(bus), slot=_hex(dev),
-                          function=_hex(fn))
-            guest = {"type": "pci", "domain": "0x0000", "bus": f"0x{port:02x}", "slot": "0x00",
-                     "function": _hex(fn)}
-            if fn == "0" and len(funcs) > 1:
-                guest["multifunction"] = "on"
-            ET.SubElement(hostdev, "address", guest)
-    ET.indent(dom)
-    return XML_HEADER + ET.tostring(dom, encoding="unicode") + "\n"
+            entries.append({"domain": _hex(domain), "bus": _hex(bus), "slot": _hex(dev),
+                            "function": _hex(fn), "multifunction": fn == "0" and len(funcs) > 1})
+        cards.append({"index": port, "bus": f"0x{port:02x}", "functions": entries})
+    return FileText(DOMAIN_TEMPLATE, {"vm_name": vm.name, "memory_mib": vm.memory_mib,
+                                      "vcpus": vm.vcpus, "disk": disk, "cards": cards})
 
 
 def qm_hostpci(devices: Sequence[str]) -> dict[str, str]:

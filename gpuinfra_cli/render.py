@@ -5,7 +5,7 @@
     gpuinfra render inventory/<site>.py --record-facts FACTS       connect once, record them
     gpuinfra render inventory/<site>.py --diff                     what a deploy would change
 
-The deploy itself (deploy.py) is planned on fake hosts (gpuinfra_deploy/render.py): DIR/<host>/
+The deploy itself (deploy.py) is planned on fake hosts (gpuinfra_deploy/render/): DIR/<host>/
 <path> holds each file it would upload, DIR/render.json lists per host each file, its mode,
 owner, sha256, the consumer that judges it on the host, what was judged here, and the facts it
 was built from (``assumed_facts``: from the assumed fresh host, not recorded). docs/render.md.

@@ -28,14 +28,14 @@ import subprocess
 import sys
 import time
 
-from gpuinfra.slurm.conf import FETCHED_CONF
+from gpuinfra.slurm.running import FETCHED_CONF
 from gpuinfra_lab.deploys import changed_operations
 from gpuinfra_lab.health_drain import lab_hosts
 from gpuinfra_lab.refusal import REPO, lab_ssh, on_head
 from gpuinfra_lab.steps import Steps
 
 TAG = "limited-run"
-# A key slurm.conf(5) lets `scontrol reconfigure` change (gpuinfra.slurm.conf.conf_change).
+# A key slurm.conf(5) lets `scontrol reconfigure` change (gpuinfra.slurm.running.conf_change).
 SETTING = ("MinJobAge", 600)
 DATA = f"slurm_conf_extra={json.dumps({SETTING[0]: SETTING[1]})}"
 FILES = "slurm.conf gres.conf cgroup.conf"
@@ -62,7 +62,7 @@ def workers() -> list[str]:
     return [h["name"] for h in lab_hosts() if "workers" in h["groups"]]
 
 
-class Proof(Steps):
+class LimitedRunProof(Steps):
     def __init__(self, inventory: str) -> None:
         super().__init__(TAG, inventory)
         self.workers = workers()
@@ -147,7 +147,7 @@ class Proof(Steps):
 
 
 def main(argv: list[str]) -> int:
-    return Proof(argv[0] if argv else "inventory/lab.py").run()
+    return LimitedRunProof(argv[0] if argv else "inventory/lab.py").run()
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ import json
 import subprocess
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,10 +28,13 @@ class Refusal:
     daemon: str  # as the messages name it
     conf: str  # the live file's name, as the messages name it
     deploy: Sequence[str]  # what follows the inventory on pyinfra's command line
-    must_say: tuple[str, str]  # the checker's error (first), gpuinfra's refusal
+    must_say: tuple[str, ...]  # the checker's error (first), gpuinfra's refusal(s)
     probe: Callable[[dict], dict[str, str]]  # head -> active, pid, conf, answers ("answers")
     answered: str  # the success line's words for "the daemon answers"
     not_answered: str  # the problem when it no longer answers
+    # The site's own templates for this deploy: name -> text, written into the checkout's
+    # templates/ (the lab site's folder) for the deploy only, and removed afterwards.
+    overrides: dict[str, str] = field(default_factory=dict)
 
 
 def head() -> dict:
@@ -49,6 +53,32 @@ def on_head(name: str, command: str) -> str:
     return lab_ssh(name, command).stdout.strip()
 
 
+SITE_TEMPLATES = REPO / "templates"
+
+
+@contextmanager
+def site_templates(overrides: dict[str, str]):
+    """``overrides`` in the lab site's templates/ folder while the block runs; nothing of them
+    left afterwards (a file already there is refused: it is someone's own)."""
+    written: list[Path] = []
+    try:
+        for name, text in overrides.items():
+            path = SITE_TEMPLATES / name
+            if path.exists():
+                raise SystemExit(f"{path} exists: this proof writes its own override there")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            written.append(path)
+        yield
+    finally:
+        for path in written:
+            path.unlink(missing_ok=True)
+            for parent in path.parents:
+                if parent == SITE_TEMPLATES or any(parent.iterdir()):
+                    break
+                parent.rmdir()
+
+
 def prove(proof: Refusal, argv: list[str]) -> int:
     inventory = argv[0] if argv else "inventory/lab.py"
     lab_head = head()
@@ -57,9 +87,10 @@ def prove(proof: Refusal, argv: list[str]) -> int:
     while before["active"] in ("activating", "reloading") and time.monotonic() < deadline:
         time.sleep(2)
         before = proof.probe(lab_head)
-    deploy = subprocess.run([str(REPO / ".venv" / "bin" / "pyinfra"), "-y", inventory,
-                             *proof.deploy], cwd=REPO, capture_output=True, text=True,
-                            check=False, timeout=600)
+    with site_templates(proof.overrides):
+        deploy = subprocess.run([str(REPO / ".venv" / "bin" / "pyinfra"), "-y", inventory,
+                                 *proof.deploy], cwd=REPO, capture_output=True, text=True,
+                                check=False, timeout=600)
     output = deploy.stdout + deploy.stderr
     after = proof.probe(lab_head)
     problems = []

@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 
-from gpuinfra.slurm.conf import node_gpu_count
+from gpuinfra.slurm.nodes import node_gpu_count
 from gpuinfra_lab.health_drain import lab_hosts
 from gpuinfra_lab.refusal import REPO, on_head
 from gpuinfra_lab.steps import Steps
@@ -90,7 +90,7 @@ def tres_mem_mb(tres: str) -> int | None:
     return round(float(match.group(1)) * scale)
 
 
-class Proof(Steps):
+class SlurmDefaultsProof(Steps):
     def __init__(self, inventory: str) -> None:
         super().__init__(TAG, inventory)
         self.workers = [h["name"] for h in lab_hosts() if "workers" in h["groups"]]
@@ -214,7 +214,7 @@ class Proof(Steps):
 
 
 def main(argv: list[str]) -> int:
-    return Proof(argv[0] if argv else "inventory/lab.py").run()
+    return SlurmDefaultsProof(argv[0] if argv else "inventory/lab.py").run()
 
 
 if __name__ == "__main__":

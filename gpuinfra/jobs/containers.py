@@ -1,6 +1,5 @@
-"""Container runtimes for Slurm jobs: the files the job_containers role writes, as text.
-
-Pure functions (roles/job_containers renders nothing else):
+"""Container runtimes for Slurm jobs: the files the job_containers role writes, as data
+(FileText: each rendered by its template in roles/job_containers/templates/):
 
 - ``oci.conf`` (oci.conf(5), Slurm 22.05): Slurm's own OCI support, ``srun --container=<bundle>``.
   Slurm 22.05 reads exactly ``ContainerPath``, ``CreateEnvFile``, ``RunTimeCreate``,
@@ -18,10 +17,11 @@ Pure functions (roles/job_containers renders nothing else):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.header import HEADER
+from gpuinfra.text import FileText
+from gpuinfra.units import unit_file
 
 RUNTIMES = ("oci", "enroot-pyxis", "apptainer")
 # Where slurmstepd reads oci.conf: beside the slurm.conf it runs, which under configless Slurm
@@ -42,7 +42,7 @@ OCI_SYNC_UNIT = "gpuinfra-oci-conf"
 OCI_SYNC_TRIES = 5
 
 
-def oci_sync_script() -> str:
+def oci_sync_script() -> FileText:
     """The worker's oci.conf into slurmd's cache when it differs (absent there when the kept
     copy is absent); nothing while slurmd has no cache yet.
 
@@ -51,38 +51,28 @@ def oci_sync_script() -> str:
     the rename is atomic), never to a shared one: with one shared name, seen on 40 lab
     workers, one run renamed the other's file away and failed ("mv: cannot stat"). A try
     that slurmd's emptying of the cache cut short is tried again, a second later."""
-    return (f"#!/bin/sh\n# gpuinfra (gpuinfra_roles/job_containers): do not edit.\n"
-            f"# {OCI_CONF_KEPT} into slurmd's configuration cache, where slurmstepd reads "
-            "it.\n"
-            f"[ -d {OCI_CONF_DIR} ] || exit 0\n"
-            f"if [ ! -e {OCI_CONF_KEPT} ]; then rm -f {OCI_CONF}; exit 0; fi\n"
-            f"for try in {' '.join(str(i + 1) for i in range(OCI_SYNC_TRIES))}; do\n"
-            f"  cmp -s {OCI_CONF_KEPT} {OCI_CONF} && exit 0\n"
-            f"  [ -d {OCI_CONF_DIR} ] || exit 0\n"
-            f"  new=$(mktemp {OCI_CONF_DIR}/.oci.conf.XXXXXX) && cp {OCI_CONF_KEPT} \"$new\" && "
-            f"chmod 0644 \"$new\" && mv -f \"$new\" {OCI_CONF} && exit 0\n"
-            f"  rm -f \"$new\"; sleep 1\n"
-            "done\n"
-            f"echo 'gpuinfra: {OCI_CONF_KEPT} could not be put into {OCI_CONF_DIR} "
-            f"({OCI_SYNC_TRIES} tries): is slurmd restarting over and over? "
-            "journalctl -u slurmd' >&2\n"
-            "exit 1\n")
+    return FileText(f"job_containers{OCI_SYNC}.j2", {
+        "kept": OCI_CONF_KEPT, "cache": OCI_CONF_DIR, "conf": OCI_CONF,
+        "tries": list(range(1, OCI_SYNC_TRIES + 1))})
 
 
-def oci_sync_units() -> dict[str, str]:
+def oci_sync_units() -> dict[str, FileText]:
     """systemd units: the path unit watching the cache (and the kept copy), the service it
     starts (the script above)."""
     return {
-        f"{OCI_SYNC_UNIT}.path": (
-            "# gpuinfra (gpuinfra_roles/job_containers): oci.conf back into slurmd's cache.\n"
-            "[Unit]\nDescription=Keep oci.conf in slurmd's configuration cache\n\n"
-            f"[Path]\nPathChanged={OCI_CONF_DIR}\nPathChanged={OCI_CONF_KEPT}\n"
-            f"Unit={OCI_SYNC_UNIT}.service\n\n[Install]\nWantedBy=multi-user.target\n"),
-        f"{OCI_SYNC_UNIT}.service": (
-            "# gpuinfra (gpuinfra_roles/job_containers): run by the path unit.\n"
-            "[Unit]\nDescription=oci.conf into slurmd's configuration cache\n\n"
-            f"[Service]\nType=oneshot\nExecStart={OCI_SYNC}\n"),
+        f"{OCI_SYNC_UNIT}.path": unit_file({
+            "Unit": [("Description", "Keep oci.conf in slurmd's configuration cache")],
+            "Path": [("PathChanged", OCI_CONF_DIR), ("PathChanged", OCI_CONF_KEPT),
+                     ("Unit", f"{OCI_SYNC_UNIT}.service")],
+            "Install": [("WantedBy", "multi-user.target")],
+        }, about="gpuinfra (gpuinfra_roles/job_containers): oci.conf back into slurmd's cache."),
+        f"{OCI_SYNC_UNIT}.service": unit_file({
+            "Unit": [("Description", "oci.conf into slurmd's configuration cache")],
+            "Service": [("Type", "oneshot"), ("ExecStart", OCI_SYNC)],
+        }, about="gpuinfra (gpuinfra_roles/job_containers): run by the path unit."),
     }
+
+
 OCI_RUNTIMES = ("crun", "runc")
 # The runtimes' binaries as Debian and Ubuntu package them (crun: /usr/bin, runc: /usr/sbin);
 # absolute, as slurmstepd's environment is not a login shell's.
@@ -94,7 +84,7 @@ OCI_STATE = "/run/gpuinfra-oci"
 _NAME = "%n.%u.%j.%s.%t"
 
 
-def oci_conf(runtime: str, gpus: bool = False) -> str:
+def oci_conf(runtime: str, gpus: bool = False) -> FileText:
     """oci.conf for ``runtime`` (crun or runc); ``gpus``: through NVIDIA's
     nvidia-container-runtime (a runc-compatible shim from the container toolkit that adds the
     NVIDIA hook, so the job's GPUs reach the container), which takes runc's arguments."""
@@ -113,9 +103,7 @@ def oci_conf(runtime: str, gpus: bool = False) -> str:
     }
     why = ("through nvidia-container-runtime (the NVIDIA hook adds the job's GPUs), runc "
            "underneath" if gpus else runtime)
-    return (HEADER + "# oci.conf (gpuinfra_roles/job_containers): Slurm's OCI containers, "
-            f"`srun --container=<bundle>`,\n# run rootless by {why}.\n"
-            + "".join(f'{key}="{value}"\n' for key, value in lines.items()))
+    return FileText(f"job_containers{OCI_CONF_KEPT}.j2", {"why": why, "settings": lines})
 
 
 def oci_conf_keys(text: str) -> dict[str, str]:
@@ -147,31 +135,37 @@ def oci_conf_problems(text: str) -> list[str]:
     return problems
 
 
-def enroot_conf(paths: Mapping[str, str]) -> str:
+def enroot_conf(paths: Mapping[str, str]) -> FileText:
     """/etc/enroot/enroot.conf: ``paths`` maps runtime/cache/data to the site's directories
     (``$(id -u)`` expands per user: enroot reads the file as shell words)."""
     names = {"runtime": "ENROOT_RUNTIME_PATH", "cache": "ENROOT_CACHE_PATH",
              "data": "ENROOT_DATA_PATH"}
-    return (HEADER + "# enroot.conf (gpuinfra_roles/job_containers): where Enroot keeps "
-            "containers, per user.\n"
-            + "".join(f"{names[k]} {paths[k]}\n" for k in ("runtime", "cache", "data")))
+    return FileText(f"job_containers{ENROOT_CONF}.j2", {
+        "settings": {names[k]: paths[k] for k in ("runtime", "cache", "data")}})
 
 
+ENROOT_CONF = "/etc/enroot/enroot.conf"
 PYXIS_PLUGIN = "/usr/local/lib/slurm/spank_pyxis.so"
 PYXIS_PLUGSTACK = "/etc/slurm/plugstack.conf.d/pyxis.conf"
 
 
-def pyxis_plugstack(plugin: str = PYXIS_PLUGIN) -> str:
+def pyxis_plugstack(plugin: str = PYXIS_PLUGIN) -> FileText:
     """Pyxis in Slurm's plugin stack (``required``: a node that cannot load it refuses jobs
     instead of running them without containers)."""
-    return (HEADER + "# Pyxis (gpuinfra_roles/job_containers): srun --container-image.\n"
-            f"required {plugin}\n")
+    return FileText(f"job_containers{PYXIS_PLUGSTACK}.j2", {"plugin": plugin})
 
 
 BUNDLE_ID = "gpuinfra-bundle"
 
 
-def bundle_os_release(name: str) -> str:
+def bundle_os_release(name: str) -> FileText:
     """The bundle's /etc/os-release: what `cat /etc/os-release` prints inside it."""
-    return (f'ID={BUNDLE_ID}\nNAME="gpuinfra job bundle {name}"\n'
-            'PRETTY_NAME="gpuinfra job bundle (busybox)"\n')
+    return FileText("job_containers/oci-bundle/rootfs/etc/os-release.j2",
+                    {"id": BUNDLE_ID, "name": name})
+
+
+def tmpfiles_directories(paths: Sequence[str]) -> FileText:
+    """A tmpfiles.d file making each of ``paths`` at boot, 1777 (every user may make their
+    own folder in it)."""
+    return FileText("job_containers/etc/tmpfiles.d/directories.conf.j2",
+                    {"paths": list(paths)})

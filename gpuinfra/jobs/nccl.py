@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge.nccl import SWEEP_MAX_BYTES, BusbwThreshold
 from gpuinfra.parsers.nccl import size_text
-from gpuinfra.slurm.conf import node_gres_type
+from gpuinfra.slurm.gres import node_gres_type
 from gpuinfra.spec import ClusterSpec, NodeSpec, Partition
 
 

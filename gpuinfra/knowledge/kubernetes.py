@@ -38,6 +38,7 @@ import re
 from dataclasses import dataclass
 
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.text import FileText
 
 KUBEADM_API = "kubeadm.k8s.io/v1beta4"
 KUBELET_API = "kubelet.config.k8s.io/v1beta1"
@@ -113,10 +114,14 @@ def pause_image(version: str, repository: str = DEFAULT_IMAGE_REPOSITORY) -> str
     return f"{repository}/pause:{release(version).pause}"
 
 
-def repository_line(version: str, base_url: str | None = None) -> str:
-    """The apt list line of ``version``'s minor on pkgs.k8s.io, or on a mirror of its layout."""
+def repository_line(version: str, base_url: str | None = None) -> FileText:
+    """The apt list file of ``version``'s minor on pkgs.k8s.io, or on a mirror of its layout
+    (its one line: template apt/list.j2)."""
+    # Imported here: gpuinfra.apt.files reads the spec's rules, and gpuinfra.spec this module.
+    from gpuinfra.apt.files import source_list
+
     base = (base_url or PKGS_URL).rstrip("/")
-    return f"deb [signed-by={KEYRING}] {base}/core:/stable:/v{minor_of(version)}/deb/ /\n"
+    return source_list(KEYRING, f"{base}/core:/stable:/v{minor_of(version)}/deb/", "/")
 
 
 def repository_key_url(version: str, base_url: str | None = None) -> str:

@@ -4,9 +4,14 @@ Each site may replace one with a mirror of the same layout (the roles' ``*_mirro
 ``*_repo_url`` keys). Their signing keys are pinned by fingerprint in
 :data:`gpuinfra.knowledge.packages.SIGNING_KEYS`; Kubernetes' pkgs.k8s.io, one repository per
 minor, is with the rest of that release's facts in :mod:`gpuinfra.knowledge.kubernetes`.
+A repository's list file is the shared one-line format (gpuinfra.apt.files.source_list,
+template apt/list.j2).
 """
 
 from __future__ import annotations
+
+from gpuinfra.apt.files import check_url, source_list
+from gpuinfra.text import FileText
 
 # NVIDIA's CUDA repository per distribution release: the network repository layout
 # .../compute/cuda/repos/<distro><release>/<arch> of the CUDA installation guide [cuda-ig]
@@ -20,8 +25,27 @@ CUDA_REPOS: dict[str, str] = {
     "ubuntu-24.04": "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64",
 }
 
-# NVIDIA's container-toolkit apt repository (docs/hardware-reference.md 2) [ctk-install].
+# NVIDIA's container-toolkit apt repository (docs/hardware-reference.md 2) [ctk-install], and
+# where the container_toolkit role puts its key and its list.
 TOOLKIT_REPO = "https://nvidia.github.io/libnvidia-container"
+TOOLKIT_KEYRING = "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
+TOOLKIT_LIST = "/etc/apt/sources.list.d/nvidia-container-toolkit.list"
+
+
+def toolkit_list(base_url: str | None = None) -> FileText:
+    """The container toolkit's list file: exactly NVIDIA's line, or a mirror of it.
+
+    ``$(ARCH)`` is literal: apt expands it.
+    """
+    base = check_url(base_url, "nvidia_repo_mirror") if base_url else TOOLKIT_REPO
+    return source_list(TOOLKIT_KEYRING, f"{base}/stable/deb/$(ARCH)", "/")
+
+
+def toolkit_key_url(base_url: str | None = None) -> str:
+    """Where the toolkit repository's signing key is served (the mirror keeps the layout)."""
+    base = check_url(base_url, "nvidia_repo_mirror") if base_url else TOOLKIT_REPO
+    return f"{base}/gpgkey"
+
 
 # NVIDIA's DOCA repository (docs/hardware-reference.md 3.1): DOCA-OFED for a release and
 # distribution below it, <release>/<distribution dir>/x86_64/ (the rdma role's DISTRO names
@@ -48,6 +72,6 @@ GRAFANA_KEYRING = "/usr/share/keyrings/grafana.gpg"
 GRAFANA_LIST = "/etc/apt/sources.list.d/gpuinfra-grafana.list"
 
 
-def grafana_apt_line(repo: str) -> str:
+def grafana_apt_line(repo: str) -> FileText:
     """The list file's one line for Grafana's repository at ``repo`` (or a mirror of it)."""
-    return f"deb [signed-by={GRAFANA_KEYRING}] {repo.rstrip('/')} stable main\n"
+    return source_list(GRAFANA_KEYRING, repo.rstrip("/"), "stable", ["main"])

@@ -21,8 +21,8 @@ from typing import Any
 import yaml
 
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.header import HEADER
 from gpuinfra.knowledge import kubernetes as k8s
+from gpuinfra.text import FileText
 
 CONFIG_DIR = "/etc/kubernetes/gpuinfra"
 INIT_CONFIG = f"{CONFIG_DIR}/kubeadm-init.yaml"
@@ -182,14 +182,14 @@ SYSCTLS = {
 }
 
 
-def modules_file() -> str:
-    return HEADER + "# Kubernetes networking (bridge netfilter, overlayfs).\n" + \
-        "".join(f"{m}\n" for m in KERNEL_MODULES)
+def modules_file() -> FileText:
+    """The kernel modules Kubernetes networking needs, loaded at boot."""
+    return FileText(f"kubernetes{MODULES_FILE}.j2", {"modules": list(KERNEL_MODULES)})
 
 
-def sysctl_file() -> str:
-    return HEADER + "# Kubernetes pod networking.\n" + \
-        "".join(f"{k} = {v}\n" for k, v in SYSCTLS.items())
+def sysctl_file() -> FileText:
+    """The forwarding sysctls, set at boot."""
+    return FileText(f"kubernetes{SYSCTL_FILE}.j2", {"sysctls": dict(SYSCTLS)})
 
 
 def fstab_without_swap(text: str) -> str:

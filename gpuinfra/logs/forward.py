@@ -1,8 +1,9 @@
 """Forwarding every node's logs to a site's own syslog or Elasticsearch/OpenSearch (the logs
 role's option ``logs_forward``), with rsyslog.
 
-Pure functions: the rule of the knob, the text of ``/etc/rsyslog.d/60-gpuinfra-forward.conf``
-and the shell that judges it with ``rsyslogd -N1`` before it goes live.
+Pure functions: the rule of the knob, the data of ``/etc/rsyslog.d/60-gpuinfra-forward.conf``
+(its wording: template ``logs/etc/rsyslog.d/60-gpuinfra-forward.conf.j2``) and the shell that
+judges it with ``rsyslogd -N1`` before it goes live.
 
 Where: every node forwards its own logs (the head too): rsyslog reads the local journal as
 Debian and Ubuntu ship it (``imuxsock`` on ``/run/systemd/journal/syslog``: their systemd
@@ -38,8 +39,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gpuinfra.errors import GpuinfraError, clip
-from gpuinfra.header import HEADER
 from gpuinfra.spec.rules import Rule, host_name, url_problem
+from gpuinfra.text import FileText
 
 FORWARD_CONF = "/etc/rsyslog.d/60-gpuinfra-forward.conf"
 FORWARD_STAGE = "/etc/rsyslog.d/.gpuinfra-staged"  # not read by rsyslog (*.conf only)
@@ -116,56 +117,40 @@ def forward_rule() -> Rule:
     return Rule(ALLOWED, check)
 
 
-def _quoted(value: Any) -> str:
-    """A RainerScript string: the rule admits no quote, backslash or newline; refused here
-    too, so no value can end the string it is written in."""
+def _in_quotes(value: Any) -> str:
+    """A value the template writes in a RainerScript string (``"..."``): the rule admits no
+    quote, backslash or newline; refused here too, so no value can end the string it is
+    written in."""
     text = str(value)
     if re.search(r'["\\\n\r]', text):
         raise GpuinfraError(f"logs_forward: a value rsyslog cannot hold in quotes: {clip(text)}")
-    return f'"{text}"'
+    return text
 
 
-def _action(params: Sequence[tuple[str, Any]]) -> str:
-    body = "\n".join(f"       {key}={_quoted(value)}" for key, value in params)
-    return f"action(\n{body}\n)"
-
-
-# Every action: its own in-memory queue (an unreachable target never blocks local logging)
-# and retries forever.
-_QUEUE = (("queue.type", "linkedList"), ("action.resumeRetryCount", "-1"))
-
-
-def forward_conf(targets: Sequence[Mapping[str, Any]]) -> str:
-    """/etc/rsyslog.d/60-gpuinfra-forward.conf: one action per target, every line rsyslog
-    receives (the journal through imuxsock) sent to each."""
+def forward_conf(targets: Sequence[Mapping[str, Any]]) -> FileText:
+    """/etc/rsyslog.d/60-gpuinfra-forward.conf (template
+    ``logs/etc/rsyslog.d/60-gpuinfra-forward.conf.j2``): one action per target, every line
+    rsyslog receives (the journal through imuxsock) sent to each, each with its own in-memory
+    queue (an unreachable target never blocks local logging), retried forever."""
     for index, target in enumerate(targets):
         problem = target_problem(target)
         if problem:
             raise GpuinfraError(f"logs_forward: item {index}: {problem}")
-    lines = [HEADER.rstrip("\n"),
-             "# Every node's logs to the site's own syslog / Elasticsearch (gpuinfra_roles/logs,",
-             "# logs_forward). Judged by `rsyslogd -N1` before it went live.", ""]
-    if any(t["kind"] in ES_KINDS for t in targets):
-        lines += ['module(load="omelasticsearch")', ""]
+    out: list[dict[str, Any]] = []
     for target in targets:
         if target["kind"] == "syslog":
-            port = target.get("port", SYSLOG_PORT)
-            protocol = target.get("protocol", "tcp")
-            lines.append(f"# syslog {target['host']}:{port} over {protocol}")
-            lines.append(_action([("type", "omfwd"), ("target", target["host"]),
-                                  ("port", port), ("protocol", protocol), *_QUEUE]))
+            out.append({"kind": "syslog", "host": _in_quotes(target["host"]),
+                        "port": _in_quotes(target.get("port", SYSLOG_PORT)),
+                        "protocol": _in_quotes(target.get("protocol", "tcp"))})
         else:
             url = urlsplit(target["url"])
-            port = url.port or ES_PORT
-            lines.append(f"# {target['kind']} {target['url']}, index "
-                         f"{target.get('index', 'gpuinfra')}")
-            lines.append(_action([
-                ("type", "omelasticsearch"), ("server", url.hostname), ("serverport", port),
-                ("usehttps", "on" if url.scheme == "https" else "off"),
-                ("searchIndex", target.get("index", "gpuinfra")), ("bulkmode", "on"),
-                *_QUEUE]))
-        lines.append("")
-    return "\n".join(lines)
+            out.append({"kind": target["kind"], "url": target["url"],
+                        "server": _in_quotes(url.hostname),
+                        "port": _in_quotes(url.port or ES_PORT),
+                        "https": url.scheme == "https",
+                        "index": _in_quotes(target.get("index", "gpuinfra"))})
+    return FileText("logs/etc/rsyslog.d/60-gpuinfra-forward.conf.j2", {
+        "elasticsearch": any(t["kind"] in ES_KINDS for t in targets), "targets": out})
 
 
 def packages(targets: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -1,7 +1,9 @@
 """Central logs: every node's journal on the head, with systemd's own tools (the logs role).
 
-Pure functions: the file texts the role writes (roles/logs renders nothing else), the
-size arithmetic of the head's disk check, and the one-line query an operator runs on the head.
+Pure functions: the files the role writes, as data (:class:`gpuinfra.text.FileText`: the
+units and drop-ins from ``systemd/unit.j2``, stunnel's file and the age script from the role's
+templates in roles/logs/templates), the size arithmetic of the head's disk check, and the
+one-line query an operator runs on the head.
 
 What runs where (Debian 12's package ``systemd-journal-remote`` 252.39, read with ``dpkg -x``;
 Ubuntu 22.04 and 24.04 ship the same package): the head runs ``systemd-journal-remote``, whose
@@ -52,8 +54,8 @@ import shlex
 from collections.abc import Sequence
 
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.header import HEADER
 from gpuinfra.spec.model import NodeSpec
+from gpuinfra.text import FileText
 from gpuinfra.units import unit_file
 
 REMOTE_DIR = "/var/log/journal/remote"  # the vendor unit's --output= (LogsDirectory=)
@@ -74,6 +76,7 @@ CA_CERT = f"{TLS_DIR}/ca.crt"  # 0644: both sides trust it
 CA_KEY = f"{TLS_DIR}/ca.key"  # root 0600: signs the head's and the nodes' certificates
 SERVER_KEY = f"{TLS_DIR}/server.key"  # root 0600: stunnel reads it as root, at start
 SERVER_CERT = f"{TLS_DIR}/server.crt"  # 0644
+SERVER_ADDRESS = f"{TLS_DIR}/server.address"  # 0644: the address SERVER_CERT names
 NODES_DIR = f"{TLS_DIR}/nodes"  # root 0700: each node's key and certificate, made here
 # On each uploading node (copied from the head through memory):
 CLIENT_KEY = f"{TLS_DIR}/client.key"  # root:gpuinfra-logs-upload 0640
@@ -170,21 +173,17 @@ def receiver_dropin(binary: str) -> str:
         about="Central logs (gpuinfra_roles/logs): HTTP on the loopback, behind stunnel.")
 
 
-def tunnel_conf(address: str, port: int) -> str:
-    """/etc/stunnel/gpuinfra-logs.conf (stunnel4(8)): TLS on the head's cluster address, a
-    client certificate signed by the logs CA required, forwarded to journal-remote on the
-    loopback. stunnel has no checker either (it reports a bad file when it starts)."""
-    lines = [HEADER.rstrip("\n"),
-             "# stunnel4(8): TLS in front of systemd-journal-remote (gpuinfra_roles/logs).",
-             "foreground = quiet", f"setuid = {TUNNEL_USER}", f"setgid = {TUNNEL_USER}",
-             "pid =", "", "[journal-remote]", f"accept = {address}:{int(port)}",
-             f"connect = {LOOPBACK}:{int(port)}", f"cert = {SERVER_CERT}", f"key = {SERVER_KEY}",
-             f"CAfile = {CA_CERT}", "verifyChain = yes", "requireCert = yes",
-             "sslVersionMin = TLSv1.2"]
-    for line in lines:
-        if "\n" in line or "\r" in line:
-            raise GpuinfraError(f"newline in stunnel's configuration: {line!r}")
-    return "\n".join(lines) + "\n"
+def tunnel_conf(address: str, port: int) -> FileText:
+    """/etc/stunnel/gpuinfra-logs.conf (stunnel4(8), template
+    ``logs/etc/stunnel/gpuinfra-logs.conf.j2``): TLS on the head's cluster address, a client
+    certificate signed by the logs CA required, forwarded to journal-remote on the loopback.
+    stunnel has no checker either (it reports a bad file when it starts)."""
+    accept = f"accept = {address}:{int(port)}"
+    if "\n" in accept or "\r" in accept:
+        raise GpuinfraError(f"newline in stunnel's configuration: {accept!r}")
+    return FileText("logs/etc/stunnel/gpuinfra-logs.conf.j2", {
+        "address": address, "port": int(port), "loopback": LOOPBACK, "user": TUNNEL_USER,
+        "cert": SERVER_CERT, "key": SERVER_KEY, "ca": CA_CERT})
 
 
 def upload_url(address: str, port: int) -> str:
@@ -334,30 +333,17 @@ def heartbeat_timer() -> str:
     })
 
 
-def age_script(nodes: Sequence[str], textfile_dir: str) -> str:
+def age_script(nodes: Sequence[str], textfile_dir: str) -> FileText:
     """The head's writer of :data:`AGE_METRIC` (one series per node, its newest entry's
-    time in seconds, 0 when it has none), written beside the live file and renamed over it.
-    ``nodes``: short names, checked host names (gpuinfra.spec)."""
+    time in seconds, 0 when it has none), written beside the live file and renamed over it:
+    template ``logs/usr/local/lib/gpuinfra-logs/last-entry.sh.j2``. ``nodes``: short names,
+    checked host names (gpuinfra.spec), written unquoted."""
     for name in nodes:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9-]{0,62}", name):
             raise GpuinfraError(f"not a host name: {name!r}")
-    q = shlex.quote
-    out = f"{textfile_dir}/{AGE_FILE}"
-    return "\n".join([
-        "#!/bin/sh", HEADER.rstrip("\n"),
-        "# Each node's newest journal entry on the head (gpuinfra_roles/logs).",
-        "set -u",
-        f"tmp=$(mktemp {q(textfile_dir + '/.gpuinfra-logs.XXXXXX')}) || exit 1",
-        "{",
-        f"  echo '# HELP {AGE_METRIC} Newest journal entry of the node on the head (0: none).'",
-        f"  echo '# TYPE {AGE_METRIC} gauge'",
-        f"  for node in {' '.join(nodes)}; do",
-        f"    us=$(journalctl --directory={REMOTE_DIR} \"_HOSTNAME=$node\" -n 1 -o export "
-        "2>/dev/null | sed -n 's/^__REALTIME_TIMESTAMP=//p')",
-        f"    echo \"{AGE_METRIC}{{node=\\\"$node\\\"}} $(( ${{us:-0}} / 1000000 ))\"",
-        "  done",
-        f"}} > \"$tmp\" && chmod 0644 \"$tmp\" && mv -f \"$tmp\" {q(out)}",
-        ""])
+    return FileText("logs/usr/local/lib/gpuinfra-logs/last-entry.sh.j2", {
+        "nodes": list(nodes), "textfile_dir": textfile_dir, "file": AGE_FILE,
+        "metric": AGE_METRIC, "remote_dir": REMOTE_DIR})
 
 
 def age_service(textfile_dir: str) -> str:

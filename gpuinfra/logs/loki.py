@@ -3,8 +3,9 @@ option ``logs_loki``), with Grafana's data source and a dashboard of drained and
 logs (written by the monitoring role, which owns Grafana).
 
 Pure functions: the rule the gate applies, ``/etc/loki/config.yml`` (a dict, dumped as YAML),
-``/etc/alloy/config.alloy`` (Alloy's own syntax, every string through :func:`alloy_string`),
-the shell that judges each staged file with its own binary, Grafana's provisioning.
+``/etc/alloy/config.alloy`` (Alloy's own syntax: template ``logs/etc/alloy/config.alloy.j2``,
+every string through :func:`alloy_string`), Loki's start gate and its marker, the shell that
+judges each staged file with its own binary, Grafana's provisioning.
 
 Why Alloy and not Promtail: "Promtail is end of life (EOL) as of March 2, 2026 [...] All
 future feature development will occur in Grafana Alloy"
@@ -47,11 +48,11 @@ retention and the volume the nodes log.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from typing import Any
 
 from gpuinfra.errors import GpuinfraError, clip
-from gpuinfra.header import header
+from gpuinfra.text import FileText
+from gpuinfra.units import unit_file
 
 LOKI_CONFIG = "/etc/loki/config.yml"
 LOKI_STAGE = "/etc/loki/.gpuinfra-staged"
@@ -171,41 +172,23 @@ def _identifier(name: str) -> str:
     return name
 
 
-def _block(kind: str, label: str | None, body: Sequence[str], indent: str = "") -> list[str]:
-    head = f"{indent}{kind} {alloy_string(_identifier(label))} {{" if label else \
-        f"{indent}{kind} {{"
-    return [head, *body, f"{indent}}}"]
+# The components' labels (checked identifiers: :func:`_identifier`).
+_COMPONENTS = {"relabel": "journal", "source": "journal", "write": "head"}
 
 
-def _attribute(name: str, value: str, indent: str) -> str:
-    return f"{indent}{name} = {value}"
-
-
-def alloy_config(host: str, head_address: str, port: int, max_age: str = "12h") -> str:
-    """/etc/alloy/config.alloy: this node's journal (``loki.source.journal``, entries up to
-    ``max_age`` old on the first start, then from its position) labelled ``host`` (the node's
-    name in the spec) and ``unit`` (the systemd unit, from ``__journal__systemd_unit``), written
-    to the head's Loki (``loki.write``). Components and arguments: Alloy's reference pages of
-    loki.source.journal, loki.relabel and loki.write."""
-    i1, i2 = "  ", "    "
-    relabel = _block("loki.relabel", "journal", [
-        _attribute("forward_to", "[]", i1), "",
-        *_block("rule", None, [
-            _attribute("source_labels", f"[{alloy_string('__journal__systemd_unit')}]", i2),
-            _attribute("target_label", alloy_string("unit"), i2)], i1)])
-    source = _block("loki.source.journal", "journal", [
-        _attribute("forward_to", "[loki.write.head.receiver]", i1),
-        _attribute("relabel_rules", "loki.relabel.journal.rules", i1),
-        _attribute("max_age", alloy_string(max_age), i1),
-        _attribute("labels", f"{{host = {alloy_string(host)}}}", i1)])
-    write = _block("loki.write", "head", [
-        *_block("endpoint", None, [
-            _attribute("url", alloy_string(push_url(head_address, port)), i2)], i1)])
-    lines = [header("//").rstrip("\n"),
-             "// This node's journal to the head's Loki (gpuinfra_roles/logs, logs_loki).",
-             "// Judged by `alloy validate` before it went live.", "",
-             *relabel, "", *source, "", *write, ""]
-    return "\n".join(lines)
+def alloy_config(host: str, head_address: str, port: int, max_age: str = "12h") -> FileText:
+    """/etc/alloy/config.alloy (template ``logs/etc/alloy/config.alloy.j2``): this node's
+    journal (``loki.source.journal``, entries up to ``max_age`` old on the first start, then
+    from its position) labelled ``host`` (the node's name in the spec) and ``unit`` (the
+    systemd unit, from ``__journal__systemd_unit``), written to the head's Loki
+    (``loki.write``). Components and arguments: Alloy's reference pages of
+    loki.source.journal, loki.relabel and loki.write. Every string value is given to the
+    template as a literal (:func:`alloy_string`), each label bare and as a literal."""
+    refs = {key: _identifier(label) for key, label in _COMPONENTS.items()}
+    return FileText("logs/etc/alloy/config.alloy.j2", {
+        "ref": refs, "label": {key: alloy_string(label) for key, label in refs.items()},
+        "max_age": alloy_string(max_age), "host": alloy_string(host),
+        "url": alloy_string(push_url(head_address, port))})
 
 
 def alloy_check(stage: str, name: str = "config.alloy") -> str:
@@ -261,17 +244,16 @@ def node_logs_dashboard(site: str, prometheus_uid: str, slurm: bool) -> dict[str
     }
 
 
-
-def loki_gate() -> str:
+def loki_gate() -> FileText:
     """The drop-in that keeps Loki from starting before its judged file is live (systemd.unit(5):
     a failed ``ConditionPathExists=`` skips the start without an error, so the package's own
     ``systemctl start`` after its install succeeds and starts nothing)."""
-    return (header() + "# Loki starts only on the configuration the logs role judged (loki "
-            "-verify-config):\n# the package's own start after its install, on its default "
-            "file, is skipped.\n[Unit]\n"
-            f"ConditionPathExists={LOKI_JUDGED}\n")
+    return unit_file({"Unit": [("ConditionPathExists", LOKI_JUDGED)]}, about=(
+        "Loki starts only on the configuration the logs role judged (loki -verify-config):\n"
+        "the package's own start after its install, on its default file, is skipped."))
 
 
-def loki_judged_marker() -> str:
-    return (header() + f"# {LOKI_CONFIG} went live after loki -verify-config judged it (logs "
-            f"role); {LOKI_GATE} starts Loki only while this file exists.\n")
+def loki_judged_marker() -> FileText:
+    """The marker the start gate waits for (template ``logs/etc/loki/.gpuinfra-judged.j2``)."""
+    return FileText("logs/etc/loki/.gpuinfra-judged.j2", {"config": LOKI_CONFIG,
+                                                           "gate": LOKI_GATE})

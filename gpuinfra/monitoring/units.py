@@ -2,12 +2,14 @@
 
 The GPU collector's service and timer (GPU nodes), the listen address of the DCGM exporter
 (GPU nodes) and of Grafana (the head) as drop-ins over their packaged units, and the Slurm
-exporter's unit (the head; the binary is a release tarball, no package ships a unit).
+exporter's unit (the head; the binary is a release tarball, no package ships a unit). And
+the tmpfiles.d(5) file making the GPU job mapping folder at boot (template
+:data:`JOB_MAPPING_TMPFILES_TEMPLATE`).
 """
 
 from __future__ import annotations
 
-from gpuinfra.header import HEADER
+from gpuinfra.text import FileText
 from gpuinfra.units import unit_file
 
 ROLE = "(monitoring role)"
@@ -17,6 +19,8 @@ DCGM_COUNTERS = "/etc/dcgm-exporter/default-counters.csv"
 # The kubelet's pod-resources socket (kubeadm's kubelet root /var/lib/kubelet), which
 # dcgm-exporter asks which pod holds each GPU.
 POD_RESOURCES_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
+# The template of the tmpfiles.d file (/etc/tmpfiles.d/gpuinfra-gpu-jobs.conf on the node).
+JOB_MAPPING_TMPFILES_TEMPLATE = "monitoring/etc/tmpfiles.d/gpuinfra-gpu-jobs.conf.j2"
 
 
 # The group that may write node_exporter's textfile directory; the collector runs as a
@@ -31,7 +35,7 @@ JOURNAL_GROUP = "systemd-journal"
 
 
 def collector_service(lib: str, out: str, textfile_dir: str, device_group: str = "video",
-                      jobs_dir: str | None = None) -> str:
+                      jobs_dir: str | None = None) -> FileText:
     """The GPU collector, run by its timer: ``{lib}/collect.py`` writes ``out`` (in
     node_exporter's ``textfile_dir``, the only path it may write), as a transient unprivileged
     user with the groups it needs: the textfile directory's, ``device_group`` (the GPUs'
@@ -57,7 +61,7 @@ def collector_service(lib: str, out: str, textfile_dir: str, device_group: str =
     }, about=f"GPU metrics for node_exporter's textfile collector {ROLE}.")
 
 
-def collector_timer() -> str:
+def collector_timer() -> FileText:
     """Runs the collector 20 s after boot, then every minute."""
     return unit_file({
         "Unit": [("Description", "gpuinfra GPU metrics every minute")],
@@ -67,7 +71,7 @@ def collector_timer() -> str:
 
 
 def dcgm_exporter_dropin(listen: str, job_mapping_dir: str | None = None,
-                         kubernetes: bool = False) -> str:
+                         kubernetes: bool = False) -> FileText:
     """dcgm-exporter on ``listen`` (``address:port``, the node's cluster address): the empty
     ``ExecStart=`` drops the packaged command line. ``job_mapping_dir``: the folder Slurm's
     Prolog keeps (gpuinfra.monitoring.jobmap), given as ``--hpc-job-mapping-dir``
@@ -94,7 +98,7 @@ def dcgm_exporter_dropin(listen: str, job_mapping_dir: str | None = None,
     }, about=f"{about} {ROLE}.")
 
 
-def slurm_nodes_service(lib: str, out: str, textfile_dir: str) -> str:
+def slurm_nodes_service(lib: str, out: str, textfile_dir: str) -> FileText:
     """The head's Slurm node states (gpuinfra.monitoring.slurmnodes), run by its timer:
     ``{lib}/slurm_nodes.py`` asks sinfo and writes ``out`` in node_exporter's ``textfile_dir``,
     as a transient unprivileged user of the textfile directory's group (sinfo needs no
@@ -117,7 +121,7 @@ def slurm_nodes_service(lib: str, out: str, textfile_dir: str) -> str:
     }, about=f"Slurm node states for node_exporter's textfile collector {ROLE}.")
 
 
-def slurm_nodes_timer() -> str:
+def slurm_nodes_timer() -> FileText:
     """Asks Slurm 30 s after boot, then every minute."""
     return unit_file({
         "Unit": [("Description", "gpuinfra Slurm node states every minute")],
@@ -126,14 +130,14 @@ def slurm_nodes_timer() -> str:
     }, about=f"Asks Slurm for its node states every minute {ROLE}.")
 
 
-def job_mapping_tmpfiles(folder: str) -> str:
+def job_mapping_tmpfiles(folder: str) -> FileText:
     """tmpfiles.d(5) line making the GPU job mapping folder at boot (under /run, emptied by
-    every reboot with the jobs it listed), so dcgm-exporter finds it before the first job."""
-    return (f"{HEADER}# The GPU job mapping folder: Slurm's Prolog and Epilog keep it {ROLE}.\n"
-            f"d {folder} 0755 root root -\n")
+    every reboot with the jobs it listed), so dcgm-exporter finds it before the first job
+    (template :data:`JOB_MAPPING_TMPFILES_TEMPLATE`)."""
+    return FileText(JOB_MAPPING_TMPFILES_TEMPLATE, {"folder": folder})
 
 
-def grafana_dropin(address: str, port: int, admin_password_file: str) -> str:
+def grafana_dropin(address: str, port: int, admin_password_file: str) -> FileText:
     """grafana-server on ``address``:``port`` (the head's cluster address), its admin password
     read from ``admin_password_file`` (made on the head) when Grafana creates its admin user.
 
@@ -150,7 +154,7 @@ def grafana_dropin(address: str, port: int, admin_password_file: str) -> str:
     }, about=f"Listen on the cluster network only; the admin password made on the head {ROLE}.")
 
 
-def slurm_exporter_unit(binary: str, version: str, listen: str) -> str:
+def slurm_exporter_unit(binary: str, version: str, listen: str) -> FileText:
     """rivosinc/prometheus-slurm-exporter ``version`` (installed as ``binary``) on ``listen``,
     after munge (it calls the Slurm commands, which authenticate through munge)."""
     return unit_file({

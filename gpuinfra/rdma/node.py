@@ -8,15 +8,14 @@ spec; the verify suite and the unit tests call the same functions on captured ou
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuinfra.errors import GpuinfraError, clip
-from gpuinfra.header import HEADER
 from gpuinfra.parsers.mlxconfig import MlxConfig
 from gpuinfra.parsers.pcitree import BDF
 from gpuinfra.spec.model import RdmaNic
+from gpuinfra.text import FileText
 from gpuinfra.units import oneshot_unit, path_unit
 
 ACS_SCRIPT = "/usr/local/sbin/gpuinfra-acs-off"
@@ -29,6 +28,11 @@ ATS = "ATS_ENABLED"
 # GPUDirect RDMA and IOMMU: translation off for the host's own devices (NVIDIA's GPUDirect
 # RDMA guide; one mechanism with the vfio role: gpuinfra.vfio.grub_dropin).
 KERNEL_ARGS = ("iommu=pt",)
+# The files the rdma role writes from this module's data (gpuinfra.text.FileText), each rendered
+# from its template in roles/rdma/templates.
+ACS_TEMPLATE = "rdma/usr/local/sbin/gpuinfra-acs-off.j2"
+RXE_TEMPLATE = "rdma/usr/local/sbin/gpuinfra-soft-roce.j2"
+MODULES_LOAD_TEMPLATE = "rdma/etc/modules-load.d/gpuinfra-rdma.conf.j2"
 
 # ---------------------------------------------------------------------------- ATS in firmware
 
@@ -145,47 +149,33 @@ def ancestors_of(devices: Iterable[str], paths: Mapping[str, tuple[str, ...]]) -
     return {bridge for d in devices for bridge in paths.get(d, ())}
 
 
-def acs_script(bridges: Sequence[str]) -> str:
-    """The boot script turning ACS Control off on ``bridges`` (setpci writes do not survive a
-    reboot). Each write is read back: a bridge that kept ACS fails the unit."""
-    lines = [
-        "#!/bin/sh",
-        HEADER.rstrip("\n"),
-        "# ACS off on the PCIe bridges between each GPU and its nearest RDMA NIC, so peer",
-        "# traffic (GPUDirect RDMA) stays below the switch instead of going to the root complex.",
-        "set -e",
-    ]
+def acs_script(bridges: Sequence[str]) -> FileText:
+    """The boot script turning ACS Control off on ``bridges`` (template :data:`ACS_TEMPLATE`;
+    setpci writes do not survive a reboot). Each write is read back: a bridge that kept ACS
+    fails the unit. A bridge that is not a PCI address is refused (the script names it raw)."""
     for bridge in bridges:
         if not BDF.fullmatch(bridge):
             raise GpuinfraError(f"not a PCI address: {clip(bridge)}")
-        lines += [f"setpci -s {bridge} ECAP_ACS+0x6.w=0000",
-                  f"[ \"$(setpci -s {bridge} ECAP_ACS+0x6.w)\" = 0000 ] || "
-                  f"{{ echo \"{bridge}: ACS still on\" >&2; exit 1; }}"]
-    return "\n".join(lines) + "\n"
+    return FileText(ACS_TEMPLATE, {"bridges": list(bridges)})
 
 
-def acs_unit() -> str:
+def acs_unit() -> FileText:
     return oneshot_unit("gpuinfra: ACS off on the GPU-NIC PCIe bridges", ACS_SCRIPT)
 
 
 # ---------------------------------------------------------------------------- Soft-RoCE (lab)
 
-def rxe_script(nics: Sequence[RdmaNic]) -> str:
-    """The boot script making each Soft-RoCE device on its netdev (once: a device already
-    there is kept)."""
-    lines = ["#!/bin/sh", HEADER.rstrip("\n"),
-             "# Soft-RoCE (rdma_rxe) devices on the lab's segment: lab only (soft_roce).",
-             "set -e", "modprobe rdma_rxe"]
+def rxe_script(nics: Sequence[RdmaNic]) -> FileText:
+    """The boot script making each Soft-RoCE device on its netdev (template
+    :data:`RXE_TEMPLATE`; once: a device already there is kept)."""
     for nic in nics:
         if nic.netdev is None:
             raise GpuinfraError(f"Soft-RoCE NIC {nic.name} has no netdev")
-        name, netdev = shlex.quote(nic.name), shlex.quote(nic.netdev)
-        lines.append(f"rdma link show {name}/1 >/dev/null 2>&1 || "
-                     f"rdma link add {name} type rxe netdev {netdev}")
-    return "\n".join(lines) + "\n"
+    return FileText(RXE_TEMPLATE, {"nics": [{"name": n.name, "netdev": n.netdev}
+                                            for n in nics]})
 
 
-def rxe_unit(nics: Sequence[RdmaNic]) -> str:
+def rxe_unit(nics: Sequence[RdmaNic]) -> FileText:
     devices = [path_unit(f"/sys/subsystem/net/devices/{n.netdev}", "device")
                for n in nics if n.netdev]
     return oneshot_unit("gpuinfra: Soft-RoCE devices (lab)", RXE_SCRIPT,
@@ -221,8 +211,10 @@ def gpudirect_path(stack: str, open_modules: bool, peermem: bool) -> GpuDirect:
                      "rdma_stack = 'doca-ofed'")
 
 
-def peermem_modules_load() -> str:
-    return HEADER + "# GPUDirect RDMA through PeerDirect (DOCA-OFED).\nnvidia-peermem\n"
+def peermem_modules_load() -> FileText:
+    """/etc/modules-load.d/gpuinfra-rdma.conf (template :data:`MODULES_LOAD_TEMPLATE`):
+    nvidia-peermem at every boot."""
+    return FileText(MODULES_LOAD_TEMPLATE)
 
 
 # ---------------------------------------------------------------------------- NCCL

@@ -96,7 +96,7 @@ MIG_PARTED_CHECK = (
 
 def slurm_mig_gres(mig_devices: Sequence[Sequence[str]]) -> list[str]:
     """``Gres=`` items for the MIG devices a node really has (per GPU, the profiles
-    `nvidia-smi -L` lists), in the form of gpuinfra.slurm.conf.node_gres: ``gpu:<profile>:<n>``;
+    `nvidia-smi -L` lists), in the form of gpuinfra.slurm.gres.node_gres: ``gpu:<profile>:<n>``;
     a GPU without MIG devices is not counted (a whole GPU on a MIG node is not scheduled)."""
     total: Counter[str] = Counter(p for gpu in mig_devices for p in gpu)
     return [f"gpu:{profile}:{n}" for profile, n in sorted(total.items())]

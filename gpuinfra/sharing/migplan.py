@@ -28,15 +28,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpuinfra.errors import ParseError
-from gpuinfra.header import HEADER
 from gpuinfra.knowledge.gpus import GpuModel
 from gpuinfra.parsers.gpus import GpuList, parse_gpus
 from gpuinfra.parsers.mig import ComputeInstance, GpuInstance, parse_mig
 from gpuinfra.parsers.processes import COMPUTE_APPS_QUERY, ComputeApp, parse_compute_apps
+from gpuinfra.text import FileText
 from gpuinfra.units import oneshot_unit
 
 MIG_ENABLED = "Enabled"
 BOOT_SCRIPT = "/usr/local/sbin/gpuinfra-mig-layout"
+BOOT_SCRIPT_TEMPLATE = "gpu_sharing/usr/local/sbin/gpuinfra-mig-layout.j2"
 BOOT_UNIT = "gpuinfra-mig.service"
 BOOT_UNIT_PATH = f"/etc/systemd/system/{BOOT_UNIT}"
 # What reads the MIG devices and must start after them: the schedulers' node daemons and NVIDIA's
@@ -396,39 +397,18 @@ def instance_set(state: GpuMigState) -> dict[str, int]:
     return dict(Counter(state.mig_devices))
 
 
-def boot_script(layout: Sequence[Mapping[str, int]], model: GpuModel) -> str:
-    """The boot-time script that re-creates the layout's instances (they do not survive a
-    reboot; the MIG mode does): per MIG GPU, when its mode is current and it has no GPU
-    instance yet, create them largest first with their compute instances. Exit 1 when a GPU
-    could not be laid out (the unit shows failed, slurmd still starts and drains on it)."""
-    lines = ["#!/bin/sh",
-             HEADER.rstrip("\n"),
-             "# Re-creates the MIG instances of the spec's layout at boot.",
-             "rc=0",
-             "layout() {",
-             '  gpu=$1; profiles=$2',
-             '  mode=$(nvidia-smi -i "$gpu" --query-gpu=mig.mode.current --format=csv,noheader)'
-             ' || { echo "GPU $gpu: nvidia-smi failed"; rc=1; return; }',
-             '  if [ "$mode" != Enabled ]; then',
-             '    echo "GPU $gpu: MIG mode is $mode, not Enabled (pending a GPU reset?)"; rc=1;'
-             ' return',
-             "  fi",
-             '  if nvidia-smi mig -i "$gpu" -lgi 2>/dev/null | grep -q " MIG "; then',
-             '    echo "GPU $gpu: GPU instances exist already: left as they are"; return',
-             "  fi",
-             '  nvidia-smi mig -i "$gpu" -cgi "$profiles" -C || rc=1',
-             "}"]
-    for index, gpu_layout in enumerate(layout):
-        if gpu_layout:
-            profiles = ",".join(creation_order(model, _expand(gpu_layout)))
-            lines.append(f"layout {index} {shlex.quote(profiles)}")
-    lines.append("exit $rc")
-    return "\n".join(lines) + "\n"
+def boot_script(layout: Sequence[Mapping[str, int]], model: GpuModel) -> FileText:
+    """The boot-time script that re-creates the layout's instances (template
+    :data:`BOOT_SCRIPT_TEMPLATE`; they do not survive a reboot; the MIG mode does): per MIG GPU,
+    when its mode is current and it has no GPU instance yet, create them largest first with
+    their compute instances. Exit 1 when a GPU could not be laid out (the unit shows failed,
+    slurmd still starts and drains on it)."""
+    gpus = [{"index": index, "profiles": ",".join(creation_order(model, _expand(gpu_layout)))}
+            for index, gpu_layout in enumerate(layout) if gpu_layout]
+    return FileText(BOOT_SCRIPT_TEMPLATE, {"gpus": gpus})
 
 
-
-
-def boot_unit_text() -> str:
+def boot_unit_text() -> FileText:
     """The oneshot unit running :func:`boot_script` at boot: after the driver is up
     (nvidia-persistenced keeps it loaded), before the daemons that read MIG devices."""
     return oneshot_unit("MIG instances of the gpuinfra spec (they do not survive a reboot)",

@@ -45,8 +45,8 @@ import re
 import shlex
 
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.header import header
 from gpuinfra.spec.model import GpuSharing
+from gpuinfra.text import FileText
 from gpuinfra.units import unit_file
 
 UNIT_NAME = "gpuinfra-mps.service"
@@ -57,6 +57,7 @@ PIPE_DIRECTORY = f"/run/{RUNTIME_NAME}"
 LOG_DIRECTORY = f"/var/log/{RUNTIME_NAME}"
 # Where every login shell of the node learns the pipe directory (clients must use the daemon's).
 CLIENT_PROFILE = "/etc/profile.d/gpuinfra-mps.sh"
+CLIENT_PROFILE_TEMPLATE = "gpu_sharing/etc/profile.d/gpuinfra-mps.sh.j2"
 CONTROL = "/usr/bin/nvidia-cuda-mps-control"
 NVIDIA_SMI = "/usr/bin/nvidia-smi"
 COMPUTE_MODE = "EXCLUSIVE_PROCESS"
@@ -103,7 +104,7 @@ def _control(command: str) -> str:
     return f"/bin/sh -c {shlex.quote(f'echo {command} | {CONTROL}')}"
 
 
-def unit_text(sharing: GpuSharing, gpu_count: int, compute_mode: bool = True) -> str:
+def unit_text(sharing: GpuSharing, gpu_count: int, compute_mode: bool = True) -> FileText:
     """The control daemon's unit: compute mode first (unless ``compute_mode`` is False: no
     GPU answers, as in the lab), then the daemon, then its limits.
 
@@ -130,8 +131,7 @@ def unit_text(sharing: GpuSharing, gpu_count: int, compute_mode: bool = True) ->
     })
 
 
-def client_profile() -> str:
+def client_profile() -> FileText:
     """``/etc/profile.d`` lines giving every login shell (and what it submits) the daemon's
-    pipe directory."""
-    return (f"{header()}# CUDA MPS clients must use the control daemon's pipe directory "
-            f"({UNIT_NAME}).\nexport CUDA_MPS_PIPE_DIRECTORY={PIPE_DIRECTORY}\n")
+    pipe directory (template :data:`CLIENT_PROFILE_TEMPLATE`)."""
+    return FileText(CLIENT_PROFILE_TEMPLATE, {"unit": UNIT_NAME, "pipe_directory": PIPE_DIRECTORY})

@@ -18,15 +18,16 @@ from pyinfra.api import FactBase, OperationError, QuoteString, StringCommand, op
 from pyinfra.facts.files import File, FileContents
 from pyinfra.operations import apt, files
 
+from gpuinfra.apt.files import apt_conf, apt_preferences
 from gpuinfra.apt.keys import KeyringKey, keyring_problem, needs_refresh
 from gpuinfra.apt.sources import enable_components
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.header import header
 from gpuinfra.knowledge.packages import PinnedPackages
 from gpuinfra.parsers.aptpolicy import pin_problems
-from gpuinfra.render import apt_preferences
+from gpuinfra.text import FileText
 from gpuinfra_deploy.facts.apt import AptPolicy, HeldPackages, KeyringKeys
 from gpuinfra_deploy.ops.checked import check_script, checked_files
+from gpuinfra_deploy.templates import text as render_text
 
 # apt lists younger than this are not refreshed (`apt.packages(update=True, cache_time=...)`):
 # a rerun within a day does not touch the network.
@@ -101,9 +102,9 @@ def install_pinned(what: str, pinned: PinnedPackages, pin_file: str):
     ``--allow-change-held-packages`` and downgrades let a changed pin take effect on a host
     where the previous versions are held.
     """
+    pins = apt_preferences(pinned.pins, f"{what}: exact versions only")
     files.put(name=f"Pin {what} to exact versions in apt preferences", dest=pin_file,
-              src=StringIO(apt_preferences(pinned.pins, f"{what}: exact versions only")),
-              mode="644")
+              src=StringIO(render_text(pins)), mode="644")
     install = apt.packages(name=f"Install {what}", packages=pinned.install_args, update=True,
                            cache_time=APT_CACHE_S, no_recommends=True, allow_downgrades=True,
                            extra_install_args="--allow-change-held-packages")
@@ -201,9 +202,11 @@ APT_STAGE = "/etc/apt/.gpuinfra-staged"
 PACKAGE_TOOLS = ("apt", "apt-get", "aptitude", "dpkg", "unattended-upgr")
 
 
-def lock_timeout_conf(seconds: int = LOCK_TIMEOUT_S) -> str:
-    return (f"{header('//')}// Wait for the dpkg lock (an interrupted deploy's apt, "
-            f"unattended-upgrades) instead of failing.\nDPkg::Lock::Timeout \"{int(seconds)}\";\n")
+def lock_timeout_conf(seconds: int = LOCK_TIMEOUT_S) -> FileText:
+    """:data:`LOCK_CONF`: apt-get waits ``seconds`` for the dpkg lock (template apt/conf.j2)."""
+    return apt_conf([("DPkg::Lock::Timeout", int(seconds))],
+                    "Wait for the dpkg lock (an interrupted deploy's apt, unattended-upgrades) "
+                    "instead of failing.")
 
 
 class AptHealth(FactBase):

@@ -195,7 +195,14 @@ class _Loader(BaseLoader):
         except (OSError, UnicodeDecodeError) as exc:
             raise TemplateProblem(f"{path}: cannot be read as text ({exc})") from None
         mtime = path.stat().st_mtime
-        return source, str(path), lambda: path.is_file() and path.stat().st_mtime == mtime
+
+        def uptodate() -> bool:  # the same file still wins the search, unchanged
+            try:
+                return self.find(template)[0] == path and path.stat().st_mtime == mtime
+            except (TemplateNotFound, OSError):
+                return False
+
+        return source, str(path), uptodate
 
 
 def _no_line_breaks(value: Any) -> Any:
@@ -224,15 +231,18 @@ def _environment(site: tuple[Path, ...]) -> Environment:
 
 # ----------------------------------------------------------------------------- rendering
 
-def render(name: str, **context: Any) -> Rendered:
+def render(name: str, /, **context: Any) -> Rendered:
     """The text of template ``name`` with ``context`` (see the module docstring for where it
     is found); raises :class:`TemplateProblem` naming the template's file and line."""
     site = current_site_folders()
     env = _environment(site)
     try:
         path, override = _Loader(site).find(name)
-        text = env.get_template(name).render(**context)
     except TemplateNotFound as exc:
+        raise TemplateProblem(_not_found(str(exc), name)) from None
+    try:
+        text = env.get_template(name).render(**context)
+    except TemplateNotFound as exc:  # a template it includes
         raise TemplateProblem(_not_found(str(exc), name)) from None
     except TemplateSyntaxError as exc:
         raise TemplateProblem(f"{exc.filename or name}, line {exc.lineno}: {exc.message}"
@@ -250,7 +260,7 @@ def text(file: FileText) -> Rendered:
     return render(file.template, **file.context)
 
 
-def role_file(role: str, target: str, **context: Any) -> Rendered:
+def role_file(role: str, target: str, /, **context: Any) -> Rendered:
     """The text of ``target`` (``/etc/slurm/slurm.conf``) from the role's template
     ``<role>/<target>.j2``."""
     return render(f"{role}/{target.lstrip('/')}{SUFFIX}", **context)

@@ -14,15 +14,16 @@ from pyinfra.api import deploy
 from pyinfra.facts.files import FileContents
 from pyinfra.operations import apt, files, server, systemd
 
+from gpuinfra.apt.files import APT_PROXY_MODE, apt_proxy_conf
 from gpuinfra.apt.mirror import mirror_for, point_at_mirror
 from gpuinfra.platforms import hosts_block
-from gpuinfra.render import APT_PROXY_MODE, apt_proxy_conf
 from gpuinfra.spec import ClusterSpec, NodeSpec
 from gpuinfra_deploy.facts.system import host_distro
 from gpuinfra_deploy.ops.apt import APT_CACHE_S, apt_ready
 from gpuinfra_deploy.ops.block import shared_block
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
+from gpuinfra_deploy.templates import role_file, text
 
 PROXY_FILE = "/etc/apt/apt.conf.d/95gpuinfra-proxy"
 CHRONY_SOURCES = "/etc/chrony/sources.d/gpuinfra.sources"
@@ -63,8 +64,8 @@ def _apt_mirror(spec: ClusterSpec, distro: dict[str, Any]) -> list[Any]:
 
 def _hosts_block(site: Site) -> str:
     """Every node whose address is known, for /etc/hosts: the same text on every node."""
-    return site.once("hosts block", lambda: hosts_block(
-        [(n.short_name, n.address) for n in site.spec.nodes if n.address]))
+    return site.once("hosts block", lambda: text(hosts_block(
+        [(n.short_name, n.address) for n in site.spec.nodes if n.address])))
 
 
 def _say_left_out(site: Site) -> None:
@@ -92,7 +93,7 @@ def common(site: Site, node: NodeSpec) -> None:
 
     if apt_proxy:
         files.put(name="Send apt through the site's proxy", dest=PROXY_FILE, user="root",
-                  group="root", mode=APT_PROXY_MODE, src=StringIO(apt_proxy_conf(apt_proxy)))
+                  group="root", mode=APT_PROXY_MODE, src=StringIO(text(apt_proxy_conf(apt_proxy))))
     else:
         files.file(name="No apt proxy configured", path=PROXY_FILE, present=False)
 
@@ -101,9 +102,10 @@ def common(site: Site, node: NodeSpec) -> None:
     apt.packages(name="Install base packages", packages=data["common_packages"],
                  no_recommends=True, update=True, cache_time=APT_CACHE_S)
 
-    sources = "".join(f"server {s} iburst\n" for s in data["common_ntp_servers"])
+    servers = data["common_ntp_servers"]
     chrony_conf = files.put(name="Point chrony at the site's NTP servers", dest=CHRONY_SOURCES,
-                            src=StringIO(sources), mode="644") if sources else \
+                            src=StringIO(role_file("common", CHRONY_SOURCES, servers=servers)),
+                            mode="644") if servers else \
         files.file(name="Keep chrony on the distribution's servers", path=CHRONY_SOURCES,
                    present=False)
     systemd.service(name="Run chrony", service=distro["chrony_service"], running=True,

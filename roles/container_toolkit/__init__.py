@@ -24,13 +24,19 @@ from gpuinfra.knowledge.packages import (
     DriverRelease,
     container_toolkit_packages,
 )
-from gpuinfra.render import TOOLKIT_KEYRING, TOOLKIT_LIST, toolkit_key_url, toolkit_list
+from gpuinfra.knowledge.repositories import (
+    TOOLKIT_KEYRING,
+    TOOLKIT_LIST,
+    toolkit_key_url,
+    toolkit_list,
+)
 from gpuinfra.spec import NodeSpec
 from gpuinfra_deploy.facts.kernel import LoadedModules
 from gpuinfra_deploy.facts.nvidia import ContainerRuntimeConfig
 from gpuinfra_deploy.ops.apt import apt_keyring, install_pinned
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
+from gpuinfra_deploy.templates import text
 
 PIN_FILE = "/etc/apt/preferences.d/gpuinfra-nvidia-container-toolkit"
 CDI_SPEC = "/etc/cdi/nvidia.yaml"
@@ -48,7 +54,7 @@ def container_toolkit(site: Site, node: NodeSpec, driver: DriverRelease) -> None
                           url=toolkit_key_url(mirror), path=TOOLKIT_KEYRING,
                           fingerprint=SIGNING_KEYS["container-toolkit"])
     listed = files.put(name="List the container toolkit repository in apt sources",
-                       dest=TOOLKIT_LIST, src=StringIO(toolkit_list(mirror)), mode="644")
+                       dest=TOOLKIT_LIST, src=StringIO(text(toolkit_list(mirror))), mode="644")
     apt.update(name="Refresh apt after adding the toolkit repository",
                _if=any_changed(keyring, listed))
     install_pinned("the NVIDIA Container Toolkit",

@@ -50,6 +50,7 @@ from gpuinfra_deploy.ops.checked import check_script, checked_files
 from gpuinfra_deploy.ops.reboot import reboot_when_needed
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
+from gpuinfra_deploy.templates import text
 
 STAGE = "/etc/gpuinfra/.gpu-sharing-staged"
 
@@ -179,7 +180,7 @@ def _mps(node: NodeSpec, driver: DriverRelease) -> None:
                                                          "systemd", stage))
     files.put(name=f"MPS clients find the daemon's pipes in {mps.PIPE_DIRECTORY} "
                    f"({mps.CLIENT_PROFILE})", dest=mps.CLIENT_PROFILE,
-              src=StringIO(mps.client_profile()), mode="644")
+              src=StringIO(text(mps.client_profile())), mode="644")
     boot_order([MPS_BOOT])
     systemd.daemon_reload(name="Reload systemd units (new MPS unit)", _if=unit.did_change)
     limits = "; ".join(mps.control_commands(node.sharing, node.gpus.count)) or "none"

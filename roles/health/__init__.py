@@ -29,6 +29,7 @@ from gpuinfra_deploy.ops.apt import APT_CACHE_S
 from gpuinfra_deploy.ops.checked import check_script, checked_files
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
+from gpuinfra_deploy.templates import role_file
 
 HERE = Path(__file__).resolve().parent
 LIB_DIR = "/usr/local/lib/gpuinfra-health"
@@ -41,10 +42,9 @@ COMMAND = "/usr/local/sbin/gpuinfra-health"
 
 
 def entry_point(mode: str | None) -> str:
-    """The shell script of a command: the program, in isolated mode, with its mode."""
-    args = f" {mode}" if mode else ""
-    return (f"#!/bin/sh\n# gpuinfra health check (gpuinfra_roles/health): do not edit.\n"
-            f'exec /usr/bin/python3 -I {PROGRAM}{args} "$@"\n')
+    """The shell script of a command: the program, in isolated mode, with its mode (one
+    template for the four commands)."""
+    return role_file("health", COMMAND, program=PROGRAM, mode=mode)
 
 
 def expectation_text(site: Site, node: NodeSpec) -> str:

@@ -37,6 +37,7 @@ from pyinfra.operations.util import any_changed
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.jobs.containers import (
+    ENROOT_CONF,
     OCI_BINARIES,
     OCI_CONF,
     OCI_CONF_KEPT,
@@ -52,6 +53,7 @@ from gpuinfra.jobs.containers import (
     oci_sync_script,
     oci_sync_units,
     pyxis_plugstack,
+    tmpfiles_directories,
 )
 from gpuinfra.knowledge.containers import (
     apptainer_url,
@@ -65,11 +67,11 @@ from gpuinfra_deploy.ops.apt import APT_CACHE_S
 from gpuinfra_deploy.ops.checked import check_script, checked_files, digest
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
+from gpuinfra_deploy.templates import text as render_text
 
 OCI_STAGE = "/etc/slurm/.gpuinfra-oci-staged"
 OCI_TMPFILES = "/etc/tmpfiles.d/gpuinfra-oci.conf"
 NVIDIA_RUNTIME_CONFIG = "/etc/nvidia-container-runtime/config.toml"
-ENROOT_CONF = "/etc/enroot/enroot.conf"
 ENROOT_TMPFILES = "/etc/tmpfiles.d/gpuinfra-enroot.conf"
 DOWNLOADS = "/var/cache/gpuinfra/job-containers"
 PYXIS_SRC = "/usr/local/src"
@@ -142,24 +144,25 @@ def _oci(node: NodeSpec, data: Any) -> None:
                  packages=needed, no_recommends=True, update=True, cache_time=APT_CACHE_S)
     # The runtime's state (--root), per user, under a directory every user may create in.
     files.put(name=f"{OCI_STATE} made at boot (tmpfiles.d)", dest=OCI_TMPFILES,
-              src=StringIO(f"d {OCI_STATE} 1777 root root -\n"), mode="644")
+              src=StringIO(render_text(tmpfiles_directories([OCI_STATE]))), mode="644")
     files.directory(name=f"{OCI_STATE} exists (1777)", path=OCI_STATE, user="root",
                     group="root", mode="1777")
     if gpus:
         _rootless_nvidia_hook()
-    text = oci_conf(runtime, gpus)
+    text = render_text(oci_conf(runtime, gpus))
     problems = oci_conf_problems(text)
-    if problems:  # the library's own text: a bug, not a site error
-        raise GpuinfraError(f"job_containers: oci.conf would be refused: {problems}")
+    if problems:  # slurmstepd's own rules, judged on what the template made
+        raise GpuinfraError(f"job_containers: {OCI_CONF_KEPT} from {text.about} would be "
+                            f"refused by slurmstepd: {'; '.join(problems)}")
     binary = OCI_BINARIES["nvidia" if gpus else runtime]
     checked_files(name=f"{OCI_CONF_KEPT}, its runtime answering first",
                   files={OCI_CONF_KEPT: text}, stage=OCI_STAGE,
                   check=check_script(f"{binary} --version", binary, OCI_STAGE))
     # slurmd empties its cache at every fetch: a path unit puts oci.conf back each time.
     files.put(name=f"{OCI_SYNC} (oci.conf into slurmd's cache)", dest=OCI_SYNC,
-              src=StringIO(oci_sync_script()), mode="755")
+              src=StringIO(render_text(oci_sync_script())), mode="755")
     units = [files.put(name=f"{unit} unit", dest=f"/etc/systemd/system/{unit}",
-                       src=StringIO(body), mode="644")
+                       src=StringIO(render_text(body)), mode="644")
              for unit, body in oci_sync_units().items()]
     systemd.daemon_reload(name="systemd reads the oci.conf units", _if=any_changed(*units))
     systemd.service(name=f"{OCI_SYNC_UNIT}.path watches slurmd's cache",
@@ -197,7 +200,7 @@ def bundle_script(bundle: str) -> str:
     whole, then run once by crun as ``nobody`` (``true``) before it is declared ready."""
     b = shlex.quote(bundle)
     new = shlex.quote(f"{bundle}.gpuinfra-new")
-    release = shlex.quote(bundle_os_release(bundle.rsplit("/", 1)[-1]))
+    release = shlex.quote(render_text(bundle_os_release(bundle.rsplit("/", 1)[-1])))
     return " && ".join([
         f"rm -rf {new}", f"mkdir -p {new}/rootfs/bin {new}/rootfs/etc {new}/rootfs/proc "
         f"{new}/rootfs/sys {new}/rootfs/dev {new}/rootfs/tmp",
@@ -236,12 +239,13 @@ def _enroot_pyxis(node: NodeSpec, data: Any, distro: dict[str, Any]) -> None:
         paths = {k: data[f"job_containers_enroot_{k}_path"] for k in ("runtime", "cache",
                                                                         "data")}
         files.put(name=f"{ENROOT_CONF} (the site's paths)", dest=ENROOT_CONF,
-                  src=StringIO(enroot_conf(paths)), mode="644", create_remote_dir=True)
+                  src=StringIO(render_text(enroot_conf(paths))), mode="644",
+                  create_remote_dir=True)
         parents = sorted({p.split("$", 1)[0].rstrip("/").rsplit("/", 1)[0] if "$" in p
                           else p for p in paths.values()})
         files.put(name="Enroot's per-user parents made at boot (tmpfiles.d, 1777)",
                   dest=ENROOT_TMPFILES,
-                  src=StringIO("".join(f"d {p} 1777 root root -\n" for p in parents)),
+                  src=StringIO(render_text(tmpfiles_directories(parents))),
                   mode="644")
         for parent in parents:
             files.directory(name=f"{parent} exists (1777)", path=parent, user="root",

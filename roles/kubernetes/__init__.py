@@ -38,6 +38,7 @@ from gpuinfra_deploy.ops.apt import apt_keyring, install_pinned
 from gpuinfra_deploy.ops.checked import check_script, checked_files
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
+from gpuinfra_deploy.templates import text as render_text
 from gpuinfra_roles.kubernetes.operations import (
     KUBECTL,
     control_plane,
@@ -91,11 +92,12 @@ def _containerd_advice(version: str) -> None:
 def _node_preparation() -> None:
     swap_off(name="Swap off, now and at boot (the kubelet refuses to run with swap)")
     files.put(name=f"Load {', '.join(kubeadm.KERNEL_MODULES)} at boot",
-              dest=kubeadm.MODULES_FILE, src=StringIO(kubeadm.modules_file()), mode="644")
+              dest=kubeadm.MODULES_FILE, src=StringIO(render_text(kubeadm.modules_file())),
+              mode="644")
     modules_loaded(name=f"Load {', '.join(kubeadm.KERNEL_MODULES)} now",
                    modules=list(kubeadm.KERNEL_MODULES))
     files.put(name="Forwarding sysctls at boot", dest=kubeadm.SYSCTL_FILE,
-              src=StringIO(kubeadm.sysctl_file()), mode="644")
+              src=StringIO(render_text(kubeadm.sysctl_file())), mode="644")
     for key, value in kubeadm.SYSCTLS.items():
         server.sysctl(name=f"{key} = {value} now", key=key, value=int(value))
 
@@ -109,7 +111,8 @@ def _repository_and_packages(spec: ClusterSpec, node: NodeSpec, data: Any, versi
                           url=k8s.repository_key_url(version, mirror), path=k8s.KEYRING,
                           fingerprint=SIGNING_KEYS["kubernetes"])
     listed = files.put(name=f"List pkgs.k8s.io v{spec.kubernetes.minor} in apt sources",
-                       dest=k8s.LIST_FILE, src=StringIO(k8s.repository_line(version, mirror)),
+                       dest=k8s.LIST_FILE,
+                       src=StringIO(render_text(k8s.repository_line(version, mirror))),
                        mode="644")
     apt.update(name="Refresh apt after the Kubernetes repository changed",
                _if=any_changed(keyring, listed))

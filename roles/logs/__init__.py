@@ -57,6 +57,7 @@ from gpuinfra.logs.journal import (
     REMOTE_DIR,
     REMOTE_SERVICE,
     REMOTE_SOCKET,
+    SERVER_ADDRESS,
     SERVER_CERT,
     SERVER_KEY,
     SOCKET_DROPIN,
@@ -118,7 +119,7 @@ from gpuinfra_deploy.ops.made_on_host import secret_files
 from gpuinfra_deploy.pyinfra_patches.schedule import meeting
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
-from gpuinfra_deploy.templates import text
+from gpuinfra_deploy.templates import role_file, text
 
 UNIT_DIR = "/etc/systemd/system"
 VACUUM_STAGE = f"{UNIT_DIR}/.gpuinfra-staged-logs"
@@ -265,14 +266,14 @@ def _loki(site: Site, node: NodeSpec, data: Any) -> None:
                           url=f"{repo.rstrip('/')}/gpg.key", path=GRAFANA_KEYRING,
                           fingerprint=SIGNING_KEYS["grafana"])
     listed = files.put(name="List Grafana's repository in apt sources (Loki, Alloy)",
-                       dest=GRAFANA_LIST, src=StringIO(grafana_apt_line(repo)), mode="644")
+                       dest=GRAFANA_LIST, src=StringIO(text(grafana_apt_line(repo))), mode="644")
     apt.update(name="Refresh apt after adding Grafana's repository (Loki, Alloy)",
                _if=any_changed(keyring, listed))
     pinned = loki_packages(data, node.is_head)
     require_available("Loki and Alloy", pinned, "logs_loki_version / logs_alloy_version")
     if node.is_head:  # before the install: the package starts Loki on its own default file
         gate = files.put(name=f"{LOKI_GATE}: Loki starts only on its judged file",
-                         dest=LOKI_GATE, src=StringIO(loki_gate()), mode="644")
+                         dest=LOKI_GATE, src=StringIO(text(loki_gate())), mode="644")
         systemd.daemon_reload(name="systemd reads Loki's start gate", _if=gate.did_change)
     # One name on every host: pyinfra merges the same call's operations across hosts.
     installed = install_pinned("Alloy, and Loki on the head", pinned, PIN_FILE)
@@ -290,7 +291,7 @@ def _loki(site: Site, node: NodeSpec, data: Any) -> None:
             stage=LOKI_STAGE,
             check=check_script(loki_check(LOKI_STAGE), "loki -verify-config", LOKI_STAGE))
         files.put(name=f"{LOKI_JUDGED}: Loki's judged file is live (its start gate opens)",
-                  dest=LOKI_JUDGED, src=StringIO(loki_judged_marker()), mode="644")
+                  dest=LOKI_JUDGED, src=StringIO(text(loki_judged_marker())), mode="644")
         boot_order([BootNeeds(LOKI_SERVICE, "the head's cluster address, to listen on",
                               ("network-online.target",), ("network-online.target",))])
         systemd.service(name="Run Loki (every node's journal, for Grafana)",
@@ -330,7 +331,9 @@ def _credentials(site: Site, head: NodeSpec) -> bool:
                       command=ca_command(site.spec.name))
     # The address the server certificate names: a new one makes a new certificate.
     address = files.put(name="The address of the receiver's certificate",
-                        dest=f"{TLS_DIR}/server.address", src=StringIO(f"{head.address}\n"),
+                        dest=SERVER_ADDRESS,
+                        src=StringIO(role_file("logs", SERVER_ADDRESS,
+                                               address=str(head.address))),
                         mode="644")
     pair = secret_files(name="The receiver's key and certificate, signed by the logs CA",
                         paths=[SERVER_KEY, SERVER_CERT], what="the receiver's key",
@@ -381,7 +384,8 @@ def _receiver(head: NodeSpec, data: Any, distro: dict[str, Any], renewed: bool) 
     http = _dropin(RECEIVER_DROPIN, receiver_dropin(distro["receiver"]), REMOTE_SERVICE, distro)
     tunnel = files.put(name=f"{TUNNEL_CONF}: TLS on the cluster address, clients of the logs "
                             "CA only", dest=TUNNEL_CONF,
-                       src=StringIO(tunnel_conf(str(head.address), port)), mode="644")
+                       src=StringIO(text(tunnel_conf(str(head.address), port))),
+                       mode="644")
     service, timer = VACUUM_UNITS
     vacuum = checked_files(
         name="The central logs' cap (hourly vacuum), checked by systemd-analyze",
@@ -456,7 +460,7 @@ def _staleness(site: Site, node: NodeSpec) -> None:
         return
     names = [n.short_name for n in uploaders(site.spec.nodes)]
     files.put(name=f"{AGE_SCRIPT}: each node's newest journal entry, for Prometheus",
-              dest=AGE_SCRIPT, src=StringIO(age_script(names, TEXTFILE_DIRECTORY)),
+              dest=AGE_SCRIPT, src=StringIO(text(age_script(names, TEXTFILE_DIRECTORY))),
               mode="755", create_remote_dir=True)
     files.directory(name=f"{TEXTFILE_DIRECTORY}: node_exporter's textfile directory",
                     path=TEXTFILE_DIRECTORY, present=True)

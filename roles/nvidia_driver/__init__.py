@@ -20,8 +20,7 @@ from pyinfra.operations import apt, files, server, systemd
 from pyinfra.operations.util import any_changed
 
 from gpuinfra import reboot
-from gpuinfra.knowledge.packages import DriverRelease, driver_packages, open_modules_for
-from gpuinfra.render import (
+from gpuinfra.driver import (
     DEVICE_UDEV_RULE,
     NOUVEAU_BLACKLIST,
     NVIDIA_OPTIONS,
@@ -31,6 +30,7 @@ from gpuinfra.render import (
     nvidia_device_options,
     persistenced_dropin,
 )
+from gpuinfra.knowledge.packages import DriverRelease, driver_packages, open_modules_for
 from gpuinfra.spec import NodeSpec
 from gpuinfra_deploy.facts.system import GroupIds
 from gpuinfra_deploy.ops.apt import APT_CACHE_S, apt_components, install_pinned, require_available
@@ -131,7 +131,7 @@ def _nouveau_blacklist(data: dict[str, Any]) -> Any:
                    present=False)
         return None
     return files.put(name="Blacklist nouveau", dest=NOUVEAU_BLACKLIST,
-                     src=StringIO(nouveau_blacklist()), mode="644")
+                     src=StringIO(render(nouveau_blacklist())), mode="644")
 
 
 def _device_access(data: dict[str, Any]) -> Any:
@@ -145,7 +145,7 @@ def _device_access(data: dict[str, Any]) -> Any:
         gid = data["nvidia_driver_device_gid"]
         server.group(name=f"Create the GPU group {group}", group=group, system=True, gid=gid)
     files.put(name=f"udev: /dev/nvidia* for group {group}, mode {mode}", dest=DEVICE_UDEV_RULE,
-              src=StringIO(device_udev_rule(group, mode)), mode="644")
+              src=StringIO(render(device_udev_rule(group, mode))), mode="644")
     options = None
     if gid is None:
         logger.warning(f"{host.print_prefix}group {group} is created in this run: the driver "
@@ -153,8 +153,8 @@ def _device_access(data: dict[str, Any]) -> Any:
                        "nvidia_driver_device_gid to write them now")
     else:
         options = files.put(name=f"Driver options: /dev/nvidia* for gid {gid}, mode {mode}",
-                            dest=NVIDIA_OPTIONS, src=StringIO(nvidia_device_options(gid, mode)),
-                            mode="644")
+                            dest=NVIDIA_OPTIONS,
+                            src=StringIO(render(nvidia_device_options(gid, mode))), mode="644")
     nvidia_device_access(name=f"Give the existing /dev/nvidia* to group {group}, mode {mode}",
                          group=group, mode=mode)
     return options

@@ -14,6 +14,7 @@ from pyinfra import host, logger
 from pyinfra.api import QuoteString, StringCommand, operation
 from pyinfra.facts.deb import DebPackages
 
+from gpuinfra.driver import check_mode, check_name
 from gpuinfra.driverchange import (
     OVERRIDE,
     driver_change_refusal,
@@ -22,7 +23,6 @@ from gpuinfra.driverchange import (
     unreadable_refusal,
 )
 from gpuinfra.errors import ParseError
-from gpuinfra.render import check_mode, check_name
 from gpuinfra.sharing import migplan
 from gpuinfra_deploy.facts.nvidia import NvidiaDeviceNodes, NvidiaMigState
 

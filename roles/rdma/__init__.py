@@ -26,6 +26,7 @@ from pyinfra.operations import apt, files, server, systemd
 from pyinfra.operations.util import any_changed
 
 from gpuinfra import reboot
+from gpuinfra.apt.files import flat_repo_list, origin_preference
 from gpuinfra.knowledge.packages import open_modules_for
 from gpuinfra.knowledge.repositories import DOCA_URL
 from gpuinfra.parsers.pcisysfs import PciSysfs
@@ -46,8 +47,8 @@ from gpuinfra.rdma.node import (
     rxe_script,
     rxe_unit,
 )
-from gpuinfra.render import flat_repo_list, origin_preference
 from gpuinfra.spec import NodeSpec
+from gpuinfra.text import FileText
 from gpuinfra.vfio import binding
 from gpuinfra_deploy.facts.kernel import LoadedModules
 from gpuinfra_deploy.facts.pci import PciFunctions
@@ -58,6 +59,7 @@ from gpuinfra_deploy.ops.kernel_args import kernel_arguments, node_arguments
 from gpuinfra_deploy.ops.reboot import reboot_when_needed
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
+from gpuinfra_deploy.templates import text as render_text
 from gpuinfra_roles.rdma.facts import AcsControl, PciPaths, RdmaDevices
 from gpuinfra_roles.rdma.operations import firmware_ats
 
@@ -141,10 +143,11 @@ def _doca_repository(distro: dict[str, Any], node: NodeSpec) -> None:
                       url=f"{base}/GPG-KEY-Mellanox.pub", path=DOCA_KEYRING,
                       fingerprint=node.settings["rdma_doca_key_fingerprint"])
     listed = files.put(name=f"Add DOCA-OFED's repository ({url})", dest=DOCA_LIST,
-                       src=StringIO(flat_repo_list(url, DOCA_KEYRING)),
+                       src=StringIO(render_text(flat_repo_list(url, DOCA_KEYRING))),
                        mode="644")
     pinned = files.put(name="DOCA-OFED's packages replace the distribution's (apt pin)",
-                       dest=DOCA_PIN, src=StringIO(origin_preference(url, DOCA_PRIORITY)),
+                       dest=DOCA_PIN,
+                       src=StringIO(render_text(origin_preference(url, DOCA_PRIORITY))),
                        mode="644")
     apt.update(name="Refresh apt after adding DOCA-OFED's repository",
                _if=any_changed(key, listed, pinned))
@@ -234,7 +237,7 @@ def _soft_roce(node: NodeSpec) -> None:
                "rxe")
 
 
-def _boot_unit(what: str, script_path: str, script: str, unit_path: str, unit: str,
+def _boot_unit(what: str, script_path: str, script: FileText, unit_path: str, unit: FileText,
                stage_name: str) -> None:
     """A boot-time oneshot: its script (checked by sh -n) and unit (systemd-analyze verify),
     enabled, and run again now when either changed."""

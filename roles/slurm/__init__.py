@@ -12,7 +12,7 @@ spec shares GPUs); cgroup.conf (devices constrained). Each worker in the run jud
 with its own GPUs (``slurmd -G``), then the head takes it after judging slurm.conf itself
 (operations.checked_config); a node leaving slurm.conf must be drained and idle first. The
 daemons take a change by `scontrol reconfigure`, or a restart where slurm.conf(5) says so
-(gpuinfra.slurm.conf.conf_change). Optional accounting (slurmdbd with MariaDB on the head).
+(gpuinfra.slurm.running.conf_change). Optional accounting (slurmdbd with MariaDB on the head).
 Needs the munge role first. Data keys: defaults.py; per-distribution values: :data:`DISTRO`.
 """
 
@@ -29,24 +29,20 @@ from pyinfra.operations import apt, files, server, systemd
 
 from gpuinfra import reboot
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.parsers.cpus import CpuLayout
+from gpuinfra.parsers.cpus import CpuTopology
 from gpuinfra.parsers.topo import TopoMatrix
-from gpuinfra.slurm.conf import (
+from gpuinfra.slurm.conf import slurm_conf
+from gpuinfra.slurm.gres import GresPlan, gpu_devices, gres_plan, node_gres_type
+from gpuinfra.slurm.nodes import NodeHardware, node_hardware
+from gpuinfra.slurm.running import (
     CONFIGLESS_DROPIN,
     ConfChange,
-    GresPlan,
-    NodeHardware,
     RunningConfig,
     conf_change,
     conf_server,
     configless_dropin,
-    gpu_devices,
-    gres_plan,
     node_gres_lines,
-    node_gres_type,
-    node_hardware,
     running_config,
-    slurm_conf,
 )
 from gpuinfra.spec import ClusterSpec, NodeSpec
 from gpuinfra_deploy.facts.kernel import CgroupHierarchy
@@ -140,7 +136,7 @@ def running(site: Site) -> RunningConfig | None:
     return site.once(("slurm running config",), read)
 
 
-def cpu_facts(site: Site, name: str) -> tuple[CpuLayout | None, int | None]:
+def cpu_facts(site: Site, name: str) -> tuple[CpuTopology | None, int | None]:
     """(CPU layout, MemTotal MiB) of host ``name``, read from it once per run: slurm.conf
     needs every worker's, and each worker's gres.conf its own."""
     def read() -> tuple[dict[str, Any], int | None]:
@@ -150,7 +146,7 @@ def cpu_facts(site: Site, name: str) -> tuple[CpuLayout | None, int | None]:
         return other.get_fact(CpuLayoutFact), other.get_fact(MemTotalMb)
 
     layout, memory = site.once(("cpu facts", name), read)
-    return (CpuLayout.from_json(layout) if layout else None), memory
+    return (CpuTopology.from_json(layout) if layout else None), memory
 
 
 def worker_hardware(site: Site, name: str) -> NodeHardware | None:
@@ -370,7 +366,7 @@ def _workers_accepted(site: Site, workers: list[NodeSpec]) -> bool:
 
 
 def _change(site: Site, texts: dict[str, str]) -> ConfChange:
-    """What the new files ask of the daemons (gpuinfra.slurm.conf.conf_change), once per run;
+    """What the new files ask of the daemons (gpuinfra.slurm.running.conf_change), once per run;
     nothing when the head is not in this run (it keeps its files)."""
     def decide() -> ConfChange:
         now = running(site)
@@ -389,7 +385,7 @@ def _change(site: Site, texts: dict[str, str]) -> ConfChange:
 
 def _controller(node: NodeSpec, config: Any, change: ConfChange) -> None:
     """slurmctld running; on changed files, `scontrol reconfigure` where Slurm takes the change
-    that way, else a restart first (gpuinfra.slurm.conf.conf_change); each slurmd then fetches
+    that way, else a restart first (gpuinfra.slurm.running.conf_change); each slurmd then fetches
     the new files. Called on every Slurm node so that the workers' later operations are ordered
     after these (pyinfra orders operations by their place in the code); only the head acts."""
     head = node.is_head

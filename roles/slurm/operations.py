@@ -23,7 +23,13 @@ from gpuinfra.errors import GpuinfraError
 from gpuinfra.slurm.accounting import missing, sacctmgr_script
 from gpuinfra.spec.rules import clip, database_name, sql_name
 from gpuinfra_deploy.facts._base import quiet
-from gpuinfra_deploy.ops.checked import check_script, checked_files, digest, upload_source
+from gpuinfra_deploy.ops.checked import (
+    check_script,
+    checked_files,
+    digest,
+    overrides_named,
+    upload_source,
+)
 
 SQL_NAME = sql_name()
 DATABASE_NAME = database_name()
@@ -172,7 +178,7 @@ def checked_here(files: Mapping[str, str], check_as: str):
     yield StringCommand("rm", "-rf", stage, "&&", "install", "-d", "-m", "0700", stage)
     for path, text in files.items():
         yield FileUploadCommand(upload_source(text), f"{stage}/{path.rsplit('/', 1)[1]}")
-    yield StringCommand(check_command(stage, check_as))
+    yield StringCommand(overrides_named(check_command(stage, check_as), list(files.values())))
     yield StringCommand("rm", "-rf", stage)
     yield StringCommand(f"printf %s {shlex.quote(mark)} > {CHECKED_MARK}")
 

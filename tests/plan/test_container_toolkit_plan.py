@@ -7,7 +7,7 @@ import pytest
 from pyinfra.api import OperationError
 
 from gpuinfra.knowledge.packages import SIGNING_KEYS
-from gpuinfra.render import TOOLKIT_KEYRING
+from gpuinfra.knowledge.repositories import TOOLKIT_KEYRING
 from gpuinfra_deploy.ops.apt import keyring_script
 from gpuinfra_roles.container_toolkit import CDI_SPEC, container_toolkit
 from tests.plan.harness import KEYRING_KEYS, pinned_keyrings, plan

@@ -68,7 +68,8 @@ def rendered(data: dict) -> dict[str, str]:
         # compute mode on
         return {mps.UNIT_PATH: file_text(mps.unit_text(node.sharing, node.gpus.count))}
     return {MIG_PARTED_CONFIG: mig_parted_yaml([node]),
-            migplan.BOOT_SCRIPT: migplan.boot_script(node.sharing.mig_layout, node.gpus.model),
+            migplan.BOOT_SCRIPT: file_text(migplan.boot_script(node.sharing.mig_layout,
+                                                               node.gpus.model)),
             migplan.BOOT_UNIT_PATH: file_text(migplan.boot_unit_text())}
 
 
@@ -104,7 +105,7 @@ def _converge(out: dict) -> None:
     out["files.Sha1File"] = {**out.get("files.Sha1File", {}), f"path={DROPIN}":
                              hashlib.sha1(DROPIN_TEXT.encode()).hexdigest(),
                              f"path={mps.CLIENT_PROFILE}":
-                             hashlib.sha1(mps.client_profile().encode()).hexdigest()}
+                             hashlib.sha1(file_text(mps.client_profile()).encode()).hexdigest()}
     for fact, value in (("systemd.SystemdEnabled", True), ("systemd.SystemdStatus", True)):
         star = out[fact].get("*", {})
         out[fact] = {**out[fact], "*": {**star, migplan.BOOT_UNIT: value, mps.UNIT_NAME: value}}
@@ -180,7 +181,8 @@ def test_mps_node_gets_the_daemon_with_its_limits(distro):
     assert result.op("MPS control daemon unit").commands
     profile = result.op(f"MPS clients find the daemon's pipes in {mps.PIPE_DIRECTORY}")
     assert profile.commands and mps.PIPE_DIRECTORY == "/run/nvidia-mps"
-    assert f"export CUDA_MPS_PIPE_DIRECTORY={mps.PIPE_DIRECTORY}\n" in mps.client_profile()
+    assert f"export CUDA_MPS_PIPE_DIRECTORY={mps.PIPE_DIRECTORY}\n" in \
+        file_text(mps.client_profile())
 
 
 @pytest.mark.parametrize("distro", DISTROS)

@@ -31,6 +31,7 @@ from gpuinfra.jobs.containers import (
 )
 from gpuinfra.knowledge.containers import apptainer_url, enroot_url, pyxis_url
 from gpuinfra_deploy.ops.checked import digest
+from gpuinfra_deploy.templates import text as file_text
 from gpuinfra_roles.job_containers import (
     ENROOT_CONF,
     NVIDIA_RUNTIME_CONFIG,
@@ -79,11 +80,11 @@ def converged(distro: str, role: str, data: dict) -> dict:
     runtime = data["job_containers_runtime"]
     if runtime == "oci":
         installed["crun"] = ["1.8.1-1+deb12u1"]
-        facts["files.Sha256File"][f"path={OCI_CONF}"] = digest(oci_conf("crun"))
-        facts["files.Sha256File"][f"path={OCI_CONF_KEPT}"] = digest(oci_conf("crun"))
-        _put(facts, OCI_SYNC, oci_sync_script(), mode=755)
+        facts["files.Sha256File"][f"path={OCI_CONF}"] = digest(file_text(oci_conf("crun")))
+        facts["files.Sha256File"][f"path={OCI_CONF_KEPT}"] = digest(file_text(oci_conf("crun")))
+        _put(facts, OCI_SYNC, file_text(oci_sync_script()), mode=755)
         for unit, body in oci_sync_units().items():
-            _put(facts, f"/etc/systemd/system/{unit}", body)
+            _put(facts, f"/etc/systemd/system/{unit}", file_text(body))
         for fact in ("systemd.SystemdStatus", "systemd.SystemdEnabled"):
             facts[fact] = {"*": {**facts[fact]["*"], "gpuinfra-oci-conf.path": True}}
         _put(facts, "/etc/tmpfiles.d/gpuinfra-oci.conf", "d /run/gpuinfra-oci 1777 root root -\n")
@@ -94,13 +95,13 @@ def converged(distro: str, role: str, data: dict) -> dict:
         installed.update({p: ["1"] for p in ("gcc", "make", "libslurm-dev")})
         facts["files.File"][f"path={PYXIS_PLUGIN}"] = FILE
         facts["files.File"]["path=/usr/local/src/pyxis-0.20.0/.gpuinfra-installed"] = FILE
-        facts["files.Sha256File"][f"path={PYXIS_PLUGSTACK}"] = digest(pyxis_plugstack())
+        facts["files.Sha256File"][f"path={PYXIS_PLUGSTACK}"] = digest(file_text(pyxis_plugstack()))
         facts["files.Directory"]["path=/etc/slurm/plugstack.conf.d"] = {**FILE, "mode": 755}
         if role == "worker":
             paths = {"runtime": "/run/enroot/user-$(id -u)",
                      "cache": "/var/lib/enroot/cache/user-$(id -u)",
                      "data": "/var/lib/enroot/data/user-$(id -u)"}
-            _put(facts, ENROOT_CONF, enroot_conf(paths))
+            _put(facts, ENROOT_CONF, file_text(enroot_conf(paths)))
             _put(facts, "/etc/tmpfiles.d/gpuinfra-enroot.conf",
                  "".join(f"d {p} 1777 root root -\n" for p in
                          ("/run/enroot", "/var/lib/enroot/cache", "/var/lib/enroot/data")))
@@ -128,14 +129,14 @@ def test_oci_fresh_worker_gets_crun_state_dir_and_oci_conf_where_slurmstepd_read
     assert result.op("Install crun").commands[-1].endswith("install --no-install-recommends crun")
     put = result.op("oci.conf, its runtime answering first")
     assert put.raw[1].dest == "/etc/slurm/.gpuinfra-oci-staged/oci.conf"
-    assert put.raw[1].src.getvalue().decode() == oci_conf("crun")
+    assert put.raw[1].src.getvalue().decode() == file_text(oci_conf("crun"))
     assert "/usr/bin/crun --version" in put.commands[2]  # the runtime answers before it goes in
     staged = "/etc/slurm/.gpuinfra-oci-staged/oci.conf"
     assert put.commands[3].startswith(f"cp {staged} {OCI_CONF_KEPT}.")
     # ... and into slurmd's cache, where slurmstepd reads it, now and whenever slurmd empties
     # the cache (every fetch of its configuration): the path unit.
     assert result.op(f"{OCI_CONF} from {OCI_CONF_KEPT}").commands == (OCI_SYNC,)
-    assert uploads_text(result.op(f"{OCI_SYNC} (oci.conf")) == oci_sync_script()
+    assert uploads_text(result.op(f"{OCI_SYNC} (oci.conf")) == file_text(oci_sync_script())
     assert result.op("gpuinfra-oci-conf.path watches").commands == (
         "systemctl start gpuinfra-oci-conf.path", "systemctl enable gpuinfra-oci-conf.path")
     assert result.op("/run/gpuinfra-oci exists").commands[1] == "chmod 1777 /run/gpuinfra-oci"

@@ -14,6 +14,7 @@ from pyinfra.api.exceptions import PyinfraError
 
 from gpuinfra.logs.forward import FORWARD_CONF, FORWARD_STAGE, forward_conf
 from gpuinfra_deploy.ops.checked import digest
+from gpuinfra_deploy.templates import text as file_text
 from gpuinfra_roles.logs import logs
 from tests.plan.harness import FakeHost, load_facts, plan_hosts
 from tests.plan.test_logs_plan import DISTROS, GPU, HEAD, SITE, fresh, names, op, uploaded
@@ -36,8 +37,8 @@ def converged(distro: str, targets: list[dict]) -> dict:
     packages = {**load_facts(distro)["deb.DebPackages"],
                 "rsyslog": ["8.2302.0-1"], "rsyslog-elasticsearch": ["8.2302.0-1"]}
     return {**facts, "deb.DebPackages": packages,
-            "files.Sha256File": {f"path={FORWARD_CONF}": digest(forward_conf(targets)),
-                                 "*": None},
+            "files.Sha256File": {
+                f"path={FORWARD_CONF}": digest(file_text(forward_conf(targets))), "*": None},
             "systemd.SystemdStatus": {"*": {"rsyslog.service": True}},
             "systemd.SystemdEnabled": {"*": {"rsyslog.service": True}}}
 

@@ -14,23 +14,23 @@ import pytest
 from pyinfra.api.exceptions import PyinfraError
 
 from gpuinfra import reboot
-from gpuinfra.errors import GpuinfraError
-from gpuinfra.knowledge.packages import DRIVER_VERSIONS, driver_packages
-from gpuinfra.platforms import UnsupportedOS
-from gpuinfra.render import (
+from gpuinfra.apt.files import apt_preferences
+from gpuinfra.driver import (
     DEVICE_UDEV_RULE,
     NOUVEAU_BLACKLIST,
     NVIDIA_OPTIONS,
     PERSISTENCED_DROPIN,
-    apt_preferences,
     device_udev_rule,
     nouveau_blacklist,
     nvidia_device_options,
     persistenced_dropin,
 )
+from gpuinfra.errors import GpuinfraError
+from gpuinfra.knowledge.packages import DRIVER_VERSIONS, driver_packages
+from gpuinfra.platforms import UnsupportedOS
 from gpuinfra_deploy.templates import text as file_text
 from gpuinfra_roles.nvidia_driver import DISTRO, PIN_FILE, nvidia_driver
-from tests.plan.harness import FACTS, load_facts, plan
+from tests.plan.harness import fact_file, load_facts, plan
 
 DISTROS = ["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
 # A GPU node: the entry file (roles/nvidia_driver/deploy.py) runs the role on GPU nodes
@@ -264,9 +264,9 @@ def test_converged_fixture_checksums_are_what_the_role_writes():
     """If this fails, a renderer changed: update the Sha1File values in the gpu-converged*
     fixtures to the new text's sha1 (the converged tests then pass again)."""
     expected = {
-        NOUVEAU_BLACKLIST: nouveau_blacklist(),
-        DEVICE_UDEV_RULE: device_udev_rule("video", "0660"),
-        NVIDIA_OPTIONS: nvidia_device_options(44, "0660"),
+        NOUVEAU_BLACKLIST: file_text(nouveau_blacklist()),
+        DEVICE_UDEV_RULE: file_text(device_udev_rule("video", "0660")),
+        NVIDIA_OPTIONS: file_text(nvidia_device_options(44, "0660")),
     }
     for distro in DISTROS:
         sums = converged(distro)["files.Sha1File"]
@@ -274,8 +274,8 @@ def test_converged_fixture_checksums_are_what_the_role_writes():
             **expected,
             PERSISTENCED_DROPIN: file_text(persistenced_dropin(
                 DISTRO[distro]["persistenced_user"], "video")),
-            PIN_FILE: apt_preferences(
-                _driver_pins(distro), "the NVIDIA driver: exact versions only"),
+            PIN_FILE: file_text(apt_preferences(
+                _driver_pins(distro), "the NVIDIA driver: exact versions only")),
         }
         for path, text in expected_distro.items():
             assert sums[f"path={path}"] == hashlib.sha1(text.encode()).hexdigest(), (distro, path)
@@ -287,4 +287,4 @@ def _driver_pins(distro: str) -> dict[str, str]:
 
 def test_fixture_files_are_json_with_a_comment():
     for name in ("gpu-fresh", "gpu-converged", *(f"gpu-converged-{d}" for d in DISTROS)):
-        assert "_comment" in json.loads((FACTS / f"{name}.json").read_text())
+        assert "_comment" in json.loads(fact_file(name).read_text())

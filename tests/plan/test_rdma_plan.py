@@ -15,6 +15,7 @@ import pytest
 from pyinfra.api.exceptions import PyinfraError
 
 from gpuinfra import reboot
+from gpuinfra.apt.files import flat_repo_list, origin_preference
 from gpuinfra.knowledge.repositories import DOCA_URL
 from gpuinfra.parsers.mlxconfig import parse_mlxconfig
 from gpuinfra.rdma.node import (
@@ -29,7 +30,6 @@ from gpuinfra.rdma.node import (
     rxe_script,
     rxe_unit,
 )
-from gpuinfra.render import flat_repo_list, origin_preference
 from gpuinfra.spec.model import RdmaNic
 from gpuinfra.vfio import GRUB_DROPIN, RDMA_WHY, grub_dropin
 from gpuinfra_deploy.templates import text as file_text
@@ -97,8 +97,8 @@ def converged(distro: str, stack: str, rendered: dict[str, str]) -> dict:
         meta = {"mode": 644, "user": "root", "group": "root"}
         facts["files.File"][f"path={DOCA_KEYRING}"] = meta
         facts[KEYRING_KEYS] = pinned_keyrings({DOCA_KEYRING: FINGERPRINT})
-        put = {DOCA_LIST: flat_repo_list(doca_url_of(distro), DOCA_KEYRING),
-               DOCA_PIN: origin_preference(doca_url_of(distro), DOCA_PRIORITY)}
+        put = {DOCA_LIST: file_text(flat_repo_list(doca_url_of(distro), DOCA_KEYRING)),
+               DOCA_PIN: file_text(origin_preference(doca_url_of(distro), DOCA_PRIORITY))}
         facts["files.File"].update({f"path={p}": meta for p in put})
         facts["files.Directory"].update({f"path={p.rsplit('/', 1)[0]}": {
             "mode": 755, "user": "root", "group": "root"} for p in put})
@@ -130,10 +130,11 @@ def uploaded(result, words: str) -> str:
 
 
 def gpu_node_files(stack: str) -> dict[str, str]:
-    files = {GRUB_DROPIN: grub_dropin(("iommu=pt",), RDMA_WHY), ACS_SCRIPT: acs_script(BRIDGES),
+    files = {GRUB_DROPIN: file_text(grub_dropin(("iommu=pt",), RDMA_WHY)),
+             ACS_SCRIPT: file_text(acs_script(BRIDGES)),
              ACS_UNIT: file_text(acs_unit())}
     if stack == "doca-ofed":
-        files[MODULES_LOAD] = peermem_modules_load()
+        files[MODULES_LOAD] = file_text(peermem_modules_load())
     return files
 
 
@@ -163,7 +164,7 @@ def test_acs_goes_off_only_on_the_switch_ports_of_the_gpu_nic_paths(distro):
     result = run(fresh(distro))
     script = uploaded(result, "ACS off on the GPU-NIC bridges: " + ", ".join(BRIDGES)
                       + " (script)")
-    assert script == acs_script(BRIDGES)
+    assert script == file_text(acs_script(BRIDGES))
     assert "0000:00:01.0" not in script and "0000:01:00.0" not in script  # root, upstream
     assert "systemd-analyze verify" in " ".join(result.op("(unit)").commands)
     assert "systemctl enable gpuinfra-acs-off.service" in \
@@ -180,7 +181,7 @@ def test_doca_ofed_stack_pinned_never_with_the_inbox(distro):
     assert FINGERPRINT in key and "GPG-KEY-Mellanox.pub" in key
     install = result.op("Install the RDMA stack (doca-ofed)").commands[-1]
     assert "doca-ofed" in install and "rdma-core" not in install
-    assert uploaded(result, "nvidia-peermem loaded at boot") == peermem_modules_load()
+    assert uploaded(result, "nvidia-peermem loaded at boot") == file_text(peermem_modules_load())
     assert result.op("Load nvidia-peermem now").commands == ("modprobe nvidia-peermem",)
 
 
@@ -229,7 +230,8 @@ def test_converged_gpu_node_plans_nothing(distro, stack):
 def test_soft_roce_guest_gets_rxe_at_boot_and_no_firmware_or_iommu(distro):
     facts = fresh(distro)
     result = run(facts, LAB_GUEST)
-    assert uploaded(result, "Soft-RoCE devices: rxe0 on enp0s3 (script)") == rxe_script([RXE])
+    assert uploaded(result, "Soft-RoCE devices: rxe0 on enp0s3 (script)") \
+        == file_text(rxe_script([RXE]))
     assert uploaded(result, "Soft-RoCE devices: rxe0 on enp0s3 (unit)") \
         == file_text(rxe_unit([RXE]))
     names = " ".join(op.name for op in result.ops)
@@ -237,7 +239,7 @@ def test_soft_roce_guest_gets_rxe_at_boot_and_no_firmware_or_iommu(distro):
 
 
 def test_converged_soft_roce_guest_plans_nothing():
-    files = {RXE_SCRIPT: rxe_script([RXE]), RXE_UNIT: file_text(rxe_unit([RXE]))}
+    files = {RXE_SCRIPT: file_text(rxe_script([RXE])), RXE_UNIT: file_text(rxe_unit([RXE]))}
     result = run(converged("debian-12", "inbox", files), LAB_GUEST)
     assert result.changing == [], result.changing
 

@@ -119,9 +119,9 @@ def test_recorded_facts_render_the_same_files_offline(tmp_path):
         render.assumed_facts("debian-12"), render.spec_hardware(h.data)) for h in hosts})
     state, inventory = fake_state([FakeHost(h.name, h.groups, {}, h.data) for h in hosts])
     with mock.patch.object(Host, "get_fact", answers.answerer()):
-        facts = render._recording(state, inventory, DEPLOY)
+        facts = render.live._recording(state, inventory, DEPLOY)
     for name, values in facts.items():
-        (tmp_path / f"{name}.json").write_text(json.dumps(values, default=render._encoded))
+        (tmp_path / f"{name}.json").write_text(json.dumps(values, default=render.live._encoded))
     recorded = render.render_site(EXAMPLE, tmp_path)
     fresh = render.render_site(EXAMPLE, os_name="debian-12")
     assert [(f.host, f.path, f.content) for f in recorded.written()] == \

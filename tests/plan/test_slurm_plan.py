@@ -39,15 +39,10 @@ from gpuinfra.errors import GpuinfraError
 from gpuinfra.parsers.cpus import parse_lscpu, parse_meminfo_mb
 from gpuinfra.parsers.topo import parse_topo
 from gpuinfra.slurm.accounting import sacctmgr_script
-from gpuinfra.slurm.conf import (
-    CONFIGLESS_DROPIN,
-    gpu_devices,
-    gpu_type,
-    gres_plan,
-    node_gres_lines,
-    node_hardware,
-    slurm_conf,
-)
+from gpuinfra.slurm.conf import slurm_conf
+from gpuinfra.slurm.gres import gpu_devices, gpu_type, gres_plan
+from gpuinfra.slurm.nodes import node_hardware
+from gpuinfra.slurm.running import CONFIGLESS_DROPIN, node_gres_lines
 from gpuinfra.spec import HostInput, NodeSpec, build_cluster
 from gpuinfra.units import dropin_path
 from gpuinfra.vfio import CGROUP_V1_ARGS, CGROUP_V1_WHY, grub_dropin
@@ -56,6 +51,7 @@ from gpuinfra_deploy.facts.nvidia import NvidiaGpus, NvidiaTopology
 from gpuinfra_deploy.facts.system import CpuLayout, MemTotalMb
 from gpuinfra_deploy.run.site import current_site
 from gpuinfra_deploy.templates import role_file
+from gpuinfra_deploy.templates import text as file_text
 from gpuinfra_roles.health.defaults import DEFAULTS as HEALTH_DEFAULTS
 from gpuinfra_roles.slurm import (
     CGROUP_CONF,
@@ -84,11 +80,11 @@ from gpuinfra_roles.slurm.operations import (
 from tests.conftest import REPO
 from tests.plan import harness
 from tests.plan.harness import (
-    FACTS,
     ClusterPlan,
     FakeHost,
     MissingFact,
     Plan,
+    fact_file,
     load_facts,
     plan_cluster,
     plan_hosts,
@@ -392,8 +388,8 @@ def test_slurm_21_08_boots_cgroup_v1_through_the_one_kernel_argument_drop_in(dis
             continue
         assert [op.name for op in grub] == [
             "slurm | Kernel arguments for GRUB: systemd.unified_cgroup_hierarchy=0"]
-        assert uploaded(result, "Kernel arguments for GRUB") == grub_dropin(
-            CGROUP_V1_ARGS, CGROUP_V1_WHY)
+        assert uploaded(result, "Kernel arguments for GRUB") == file_text(grub_dropin(
+            CGROUP_V1_ARGS, CGROUP_V1_WHY))
         assert result.op("Regenerate the GRUB configuration").commands == ("update-grub",)
         assert not [op for op in result.ops if op.name.endswith("| Run slurmd")]
         marker = result.op(f"Record that a reboot is needed: {V1_REASON}")
@@ -1224,14 +1220,14 @@ def test_check_quotes_the_node_name():
 # ----------------------------------------------------------------------------- the fixtures
 
 def test_fact_fixtures_are_the_facts_of_their_captures():
-    """If this fails, a fact's process() changed: regenerate tests/plan/facts/slurm-lab-*.json
+    """If this fails, a fact's process() changed: regenerate the slurm-lab-* fact sets
     from the captures named in their _comment."""
     layout = CpuLayout().process(
         (CAPTURES / "lscpu-p-lab-worker-2cpu.txt").read_text().split("\n"))
     memory = MemTotalMb().process(
         (CAPTURES / "meminfo-lab-worker-memtotal.txt").read_text().split("\n"))
     for name in (WORKER1, WORKER2):
-        facts = json.loads((FACTS / f"slurm-lab-{name.removeprefix('lab-')}.json").read_text())
+        facts = json.loads(fact_file(f"slurm-lab-{name.removeprefix('lab-')}").read_text())
         rows = [", ".join(str(g[f]).removesuffix(" MiB") for f in GPU_FIELDS)
                 for g in capture_gpus(name)]
         topo = (HARDWARE / PROFILE[name] / "topo-m.txt").read_text().split("\n")

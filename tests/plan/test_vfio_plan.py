@@ -34,6 +34,7 @@ from gpuinfra.vfio import (
     modules_load_conf,
     vm_functions,
 )
+from gpuinfra_deploy.templates import text as file_text
 from gpuinfra_lab.profiles import HV_SPEC, HV_SPEC_GROUP_SPLIT
 from gpuinfra_roles.vfio import vfio
 from gpuinfra_roles.vfio.defaults import DEFAULTS
@@ -82,16 +83,16 @@ def rendered(spec: dict, facts: dict) -> dict[str, str]:
 
     host_pci = parse_pci_sysfs((CAPTURES / "sysfs-pci-lab-hv-converged.txt").read_text())
     ids = [d for d in spec["vfio_devices"] if "." not in d]
-    files = {MODPROBE_CONF: modprobe_conf(ids, DEFAULTS["vfio_host_drivers"]),
-             MODULES_LOAD: modules_load_conf()}
+    files = {MODPROBE_CONF: file_text(modprobe_conf(ids, DEFAULTS["vfio_host_drivers"])),
+             MODULES_LOAD: file_text(modules_load_conf())}
     if facts.get("gpuinfra_deploy.facts.kernel.BootLoader") == "systemd-boot":
         files[KERNEL_CMDLINE] = kernel_cmdline(PROXMOX_CMDLINE, INTEL)
     else:
-        files[GRUB_DROPIN] = grub_dropin(INTEL)
+        files[GRUB_DROPIN] = file_text(grub_dropin(INTEL))
     for vm in spec["vms"]:
         functions, _ = vm_functions(vm["devices"], host_pci)
         typed = VmSpec(vm["name"], tuple(vm["devices"]), vm["vcpus"], vm["memory_mib"])
-        files[f"{LIBVIRT_DIR}/{vm['name']}.xml"] = domain_xml(typed, functions)
+        files[f"{LIBVIRT_DIR}/{vm['name']}.xml"] = file_text(domain_xml(typed, functions))
     return files
 
 

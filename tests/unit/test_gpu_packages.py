@@ -1,10 +1,18 @@
 """Package tables and pinned versions (gpuinfra.knowledge.packages) and the files the GPU roles
-write (gpuinfra.render)."""
+write (gpuinfra.driver, gpuinfra.apt.files, gpuinfra.knowledge.repositories)."""
 
 from __future__ import annotations
 
 import pytest
 
+from gpuinfra.apt.files import apt_preferences, flat_repo_list, origin_preference
+from gpuinfra.driver import (
+    check_mode,
+    device_udev_rule,
+    nouveau_blacklist,
+    nvidia_device_options,
+    persistenced_dropin,
+)
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge import drivers
 from gpuinfra.knowledge.packages import (
@@ -20,19 +28,7 @@ from gpuinfra.knowledge.packages import (
     same_upstream,
     upstream_version,
 )
-from gpuinfra.render import (
-    TOOLKIT_KEYRING,
-    apt_preferences,
-    check_mode,
-    device_udev_rule,
-    flat_repo_list,
-    nouveau_blacklist,
-    nvidia_device_options,
-    origin_preference,
-    persistenced_dropin,
-    toolkit_key_url,
-    toolkit_list,
-)
+from gpuinfra.knowledge.repositories import TOOLKIT_KEYRING, toolkit_key_url, toolkit_list
 from gpuinfra_deploy.templates import text as file_text
 
 # ----------------------------------------------------------------------------- versions
@@ -139,15 +135,15 @@ def test_container_toolkit_pins_its_four_packages_together():
 # ----------------------------------------------------------------------------- rendered files
 
 def test_nouveau_blacklist():
-    lines = nouveau_blacklist().splitlines()
+    lines = file_text(nouveau_blacklist()).splitlines()
     assert lines[1:] == ["blacklist nouveau", "options nouveau modeset=0"]
 
 
 def test_device_options_need_a_numeric_gid():
-    assert nvidia_device_options(44, "0660").splitlines()[-1] == (
+    assert file_text(nvidia_device_options(44, "0660")).splitlines()[-1] == (
         "options nvidia NVreg_DeviceFileUID=0 NVreg_DeviceFileGID=44 NVreg_DeviceFileMode=0660")
     with pytest.raises(GpuinfraError, match="numeric gid"):
-        nvidia_device_options("video", "0660")  # type: ignore[arg-type]
+        file_text(nvidia_device_options("video", "0660"))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("mode,text", [("0660", "0660"), ("660", "0660"), (660, "0660"),
@@ -163,10 +159,10 @@ def test_bad_modes(bad):
 
 
 def test_udev_rule_and_bad_group_names():
-    assert device_udev_rule("gpu-users", "0660").splitlines()[-1] == (
+    assert file_text(device_udev_rule("gpu-users", "0660")).splitlines()[-1] == (
         'KERNEL=="nvidia*", OWNER="root", GROUP="gpu-users", MODE="0660"')
     with pytest.raises(GpuinfraError, match="not a valid name"):
-        device_udev_rule('video" RUN+="/bin/sh', "0660")
+        file_text(device_udev_rule('video" RUN+="/bin/sh', "0660"))
 
 
 def test_persistenced_dropin_resets_execstart_and_turns_persistence_on():
@@ -179,15 +175,15 @@ def test_persistenced_dropin_resets_execstart_and_turns_persistence_on():
 
 
 def test_apt_preferences():
-    text = apt_preferences({"src:nvidia-graphics-drivers": "535.261.03-1"}, "why")
+    text = file_text(apt_preferences({"src:nvidia-graphics-drivers": "535.261.03-1"}, "why"))
     assert "Package: src:nvidia-graphics-drivers\nPin: version 535.261.03-1\n" \
            "Pin-Priority: 1001\n" in text
     with pytest.raises(GpuinfraError):
-        apt_preferences({}, "why")
+        file_text(apt_preferences({}, "why"))
 
 
 def test_toolkit_list_is_exactly_nvidias_line():
-    assert toolkit_list() == (
+    assert file_text(toolkit_list()) == (
         "deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] "
         "https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) /\n")
     assert toolkit_key_url() == "https://nvidia.github.io/libnvidia-container/gpgkey"
@@ -195,16 +191,16 @@ def test_toolkit_list_is_exactly_nvidias_line():
 
 def test_mirror_replaces_the_toolkit_url():
     mirror = "http://mirror.example.internal/libnvidia-container/"
-    assert toolkit_list(mirror) == (
+    assert file_text(toolkit_list(mirror)) == (
         f"deb [signed-by={TOOLKIT_KEYRING}] "
         "http://mirror.example.internal/libnvidia-container/stable/deb/$(ARCH) /\n")
     assert toolkit_key_url(mirror) == "http://mirror.example.internal/libnvidia-container/gpgkey"
     with pytest.raises(GpuinfraError, match="not an http"):
-        toolkit_list("ftp://mirror/x")
+        file_text(toolkit_list("ftp://mirror/x"))
 
 
 def test_cuda_repository_files():
     url = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64"
-    assert flat_repo_list(url, "/k.gpg") == f"deb [signed-by=/k.gpg] {url}/ /\n"
-    assert origin_preference(url).splitlines()[-3:] == [
+    assert file_text(flat_repo_list(url, "/k.gpg")) == f"deb [signed-by=/k.gpg] {url}/ /\n"
+    assert file_text(origin_preference(url)).splitlines()[-3:] == [
         "Package: *", "Pin: origin developer.download.nvidia.com", "Pin-Priority: 100"]

@@ -17,12 +17,13 @@ from gpuinfra.jobs.containers import (
 )
 from gpuinfra.spec import HostInput
 from gpuinfra_deploy.run.knobs import spec_problems
+from gpuinfra_deploy.templates import text as file_text
 
 
 @pytest.mark.parametrize("runtime", OCI_RUNTIMES)
 @pytest.mark.parametrize("gpus", [False, True])
 def test_oci_conf_is_what_slurmstepd_22_05_accepts(runtime, gpus):
-    text = oci_conf(runtime, gpus)
+    text = file_text(oci_conf(runtime, gpus))
     assert oci_conf_problems(text) == []
     keys = oci_conf_keys(text)
     assert set(keys) == {"runtimequery", "runtimekill", "runtimedelete", "runtimerun"}
@@ -33,12 +34,12 @@ def test_oci_conf_is_what_slurmstepd_22_05_accepts(runtime, gpus):
 
 
 def test_oci_conf_patterns_are_slurms_own_examples():
-    crun = oci_conf_keys(oci_conf("crun"))
+    crun = oci_conf_keys(file_text(oci_conf("crun")))
     assert crun["runtimerun"] == ("/usr/bin/crun --rootless=true --root=/run/gpuinfra-oci/%u "
                                   "run --bundle %b %n.%u.%j.%s.%t")
     assert crun["runtimekill"].endswith("kill -a %n.%u.%j.%s.%t")
     assert crun["runtimedelete"].endswith("delete --force %n.%u.%j.%s.%t")
-    nvidia = oci_conf_keys(oci_conf("crun", gpus=True))
+    nvidia = oci_conf_keys(file_text(oci_conf("crun", gpus=True)))
     assert nvidia["runtimerun"] == ("/usr/bin/nvidia-container-runtime --rootless=true "
                                     "--root=/run/gpuinfra-oci/%u run %n.%u.%j.%s.%t -b %b")
 
@@ -46,18 +47,18 @@ def test_oci_conf_patterns_are_slurms_own_examples():
 def test_oci_conf_problems_are_slurmstepds():
     assert oci_conf_problems('RunTimeRun="x"\n') == [
         "runtimequery: missing", "runtimekill: missing", "runtimedelete: missing"]
-    both = oci_conf("crun") + 'RunTimeCreate="x"\nRunTimeStart="y"\n'
+    both = file_text(oci_conf("crun")) + 'RunTimeCreate="x"\nRunTimeStart="y"\n'
     assert "RunTimeRun and RunTimeCreate/RunTimeStart are mutually exclusive" in \
         oci_conf_problems(both)
-    assert oci_conf_problems(oci_conf("crun") + "ContainerPathOverride=/x\n") == [
+    assert oci_conf_problems(file_text(oci_conf("crun")) + "ContainerPathOverride=/x\n") == [
         "containerpathoverride: not a setting Slurm 22.05 reads"]
 
 
 def test_enroot_conf_and_pyxis_line():
-    text = enroot_conf({"runtime": "/run/e/$(id -u)", "cache": "/c", "data": "/d"})
+    text = file_text(enroot_conf({"runtime": "/run/e/$(id -u)", "cache": "/c", "data": "/d"}))
     assert text.splitlines()[-3:] == ["ENROOT_RUNTIME_PATH /run/e/$(id -u)",
                                       "ENROOT_CACHE_PATH /c", "ENROOT_DATA_PATH /d"]
-    assert pyxis_plugstack().endswith("required /usr/local/lib/slurm/spank_pyxis.so\n")
+    assert file_text(pyxis_plugstack()).endswith("required /usr/local/lib/slurm/spank_pyxis.so\n")
 
 
 def site(**data) -> list[HostInput]:
@@ -173,7 +174,7 @@ def test_the_plugstack_line_waits_for_a_real_spank_plugin(tmp_path):
 def test_the_path_unit_watches_slurmds_cache_and_the_kept_copy():
     from gpuinfra.jobs.containers import OCI_CONF_DIR, OCI_CONF_KEPT, OCI_SYNC, oci_sync_units
 
-    units = oci_sync_units()
+    units = {name: file_text(unit) for name, unit in oci_sync_units().items()}
     path = units["gpuinfra-oci-conf.path"].splitlines()
     assert f"PathChanged={OCI_CONF_DIR}" in path
     assert f"PathChanged={OCI_CONF_KEPT}" in path
@@ -192,19 +193,19 @@ def test_the_sync_script_run_for_real(tmp_path):
 
     cache, kept = tmp_path / "conf-cache", tmp_path / "oci.conf"
     script = tmp_path / "sync"
-    script.write_text(oci_sync_script().replace(OCI_CONF, str(cache / "oci.conf"))
+    script.write_text(file_text(oci_sync_script()).replace(OCI_CONF, str(cache / "oci.conf"))
                       .replace(OCI_CONF_DIR, str(cache)).replace(OCI_CONF_KEPT, str(kept)))
 
     def sync() -> None:
         subprocess.run(["sh", str(script)], check=True)
 
-    kept.write_text(oci_conf("crun"))
+    kept.write_text(file_text(oci_conf("crun")))
     sync()  # no cache yet: nothing, exit 0
     assert not cache.exists()
     cache.mkdir()
     (cache / "slurm.conf").write_text("fetched")
     sync()
-    assert (cache / "oci.conf").read_text() == oci_conf("crun")
+    assert (cache / "oci.conf").read_text() == file_text(oci_conf("crun"))
     before = (cache / "oci.conf").stat().st_mtime_ns
     sync()
     assert (cache / "oci.conf").stat().st_mtime_ns == before  # equal: not rewritten
@@ -213,14 +214,14 @@ def test_the_sync_script_run_for_real(tmp_path):
     assert sorted(p.name for p in cache.iterdir()) == ["slurm.conf"]
     # Many at once (the deploy's run beside the path unit's): each its own temporary name,
     # every run exits 0, one oci.conf and no temporary left (a shared name failed 1 of 40).
-    kept.write_text(oci_conf("crun"))
+    kept.write_text(file_text(oci_conf("crun")))
     for _ in range(3):
         (cache / "oci.conf").unlink(missing_ok=True)
         runs = [subprocess.Popen(["sh", str(script)], stderr=subprocess.PIPE)
                 for _ in range(12)]
         assert [r.wait() for r in runs] == [0] * 12, [r.stderr.read() for r in runs]
         assert sorted(p.name for p in cache.iterdir()) == ["oci.conf", "slurm.conf"]
-        assert (cache / "oci.conf").read_text() == oci_conf("crun")
+        assert (cache / "oci.conf").read_text() == file_text(oci_conf("crun"))
 
 
 def test_the_roles_bundle_with_runc_is_refused_at_validate():

@@ -9,6 +9,7 @@ import pytest
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.logs.journal import (
     ACTIVE_FILE_BYTES,
+    age_script,
     disk_problem,
     query,
     size_bytes,
@@ -55,12 +56,35 @@ def test_the_one_line_query():
 
 
 def test_stunnel_requires_a_client_certificate_of_the_logs_ca():
-    text = tunnel_conf("10.0.0.1", 19532)
+    text = file_text(tunnel_conf("10.0.0.1", 19532))
     assert "accept = 10.0.0.1:19532\nconnect = 127.0.0.1:19532\n" in text
     assert "CAfile = /etc/gpuinfra/logs/ca.crt\nverifyChain = yes\nrequireCert = yes\n" in text
     assert "foreground = quiet\nsetuid = stunnel4\n" in text
     with pytest.raises(GpuinfraError):
         tunnel_conf("10.0.0.1\nverifyChain = no", 19532)
+
+
+def test_the_age_script_quotes_its_paths_and_lists_the_checked_names():
+    assert file_text(age_script(["gpu01", "gpu-02"], "/var/lib/x y")) == (
+        "#!/bin/sh\n"
+        "# Managed by gpuinfra: local edits are overwritten on the next deploy.\n"
+        "# Each node's newest journal entry on the head (gpuinfra_roles/logs).\n"
+        "set -u\n"
+        "tmp=$(mktemp '/var/lib/x y/.gpuinfra-logs.XXXXXX') || exit 1\n"
+        "{\n"
+        "  echo '# HELP gpuinfra_logs_last_entry_timestamp_seconds Newest journal entry of the "
+        "node on the head (0: none).'\n"
+        "  echo '# TYPE gpuinfra_logs_last_entry_timestamp_seconds gauge'\n"
+        "  for node in gpu01 gpu-02; do\n"
+        "    us=$(journalctl --directory=/var/log/journal/remote \"_HOSTNAME=$node\" -n 1 -o "
+        "export 2>/dev/null | sed -n 's/^__REALTIME_TIMESTAMP=//p')\n"
+        "    echo \"gpuinfra_logs_last_entry_timestamp_seconds{node=\\\"$node\\\"} "
+        "$(( ${us:-0} / 1000000 ))\"\n"
+        "  done\n"
+        "} > \"$tmp\" && chmod 0644 \"$tmp\" && mv -f \"$tmp\" "
+        "'/var/lib/x y/gpuinfra-logs.prom'\n")
+    with pytest.raises(GpuinfraError, match="not a host name: 'a;b'"):
+        age_script(["a;b"], "/x")
 
 
 def test_the_uploader_never_gives_up():

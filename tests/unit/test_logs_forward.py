@@ -14,6 +14,7 @@ import pytest
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.logs.forward import check_command, forward_conf, forward_rule, packages
+from gpuinfra_deploy.templates import text as file_text
 
 SYSLOG = {"kind": "syslog", "host": "10.0.0.5", "port": 514, "protocol": "tcp"}
 ES = {"kind": "opensearch", "url": "http://os.example", "index": "gpuinfra-logs"}
@@ -63,7 +64,8 @@ def judged(tmp_path: Path, text: str) -> subprocess.CompletedProcess:
 
 
 def test_rsyslogd_accepts_the_rendered_file(tmp_path):
-    result = judged(tmp_path, forward_conf([SYSLOG, ES, {**SYSLOG, "protocol": "udp"}]))
+    result = judged(tmp_path, file_text(forward_conf([SYSLOG, ES,
+                                                      {**SYSLOG, "protocol": "udp"}])))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "End of config validation run" in result.stderr + result.stdout
     copied = (tmp_path / "rsyslog.d/.gpuinfra-staged/probe/d")
@@ -77,7 +79,7 @@ def test_rsyslogd_accepts_the_rendered_file(tmp_path):
     ('module(load="omelasticsearch")', 'module(load="omelasticsearch-nope")'),
 ])
 def test_rsyslogd_refuses_a_broken_file(tmp_path, broken, words):
-    text = forward_conf([SYSLOG, ES])
+    text = file_text(forward_conf([SYSLOG, ES]))
     assert broken in text
     result = judged(tmp_path, text.replace(broken, words, 1))
     assert result.returncode != 0
@@ -85,13 +87,13 @@ def test_rsyslogd_refuses_a_broken_file(tmp_path, broken, words):
 
 
 def test_the_text_and_its_packages():
-    text = forward_conf([SYSLOG])
+    text = file_text(forward_conf([SYSLOG]))
     assert text.startswith("# Managed by gpuinfra")
     assert "omelasticsearch" not in text
     assert 'queue.type="linkedList"' in text and 'action.resumeRetryCount="-1"' in text
     assert packages([SYSLOG]) == ["rsyslog"]
     assert packages([SYSLOG, ES]) == ["rsyslog", "rsyslog-elasticsearch"]
-    es = forward_conf([ES])
+    es = file_text(forward_conf([ES]))
     assert 'server="os.example"\n       serverport="9200"\n       usehttps="off"' in es
 
 

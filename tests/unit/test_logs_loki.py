@@ -18,11 +18,14 @@ from gpuinfra.logs.loki import (
     alloy_config,
     alloy_string,
     loki_config,
+    loki_gate,
+    loki_judged_marker,
     node_logs_dashboard,
     retention_hours,
     retention_problem,
     unavailable_nodes_query,
 )
+from gpuinfra_deploy.templates import text as file_text
 
 # ------------------------------------------------------------------------------ Loki
 
@@ -60,7 +63,7 @@ def test_retention_under_a_day_is_refused(value):
 
 def test_an_ipv6_head_is_bracketed_in_urls():
     assert 'url = "http://[fd00::1]:3100/loki/api/v1/push"' in \
-        alloy_config("gpu01", "fd00::1", 3100)
+        file_text(alloy_config("gpu01", "fd00::1", 3100))
 
 
 # ------------------------------------------------------------------------------ Alloy
@@ -102,7 +105,7 @@ def structure(text: str) -> list[tuple[int, str, str | None]]:
 
 
 def test_alloy_config_blocks_and_references():
-    text = alloy_config("gpu01", "10.0.0.1", 3100)
+    text = file_text(alloy_config("gpu01", "10.0.0.1", 3100))
     assert text.startswith("// Managed by gpuinfra")
     assert structure(text) == [(0, "loki.relabel", "journal"), (1, "rule", None),
                                (0, "loki.source.journal", "journal"),
@@ -122,7 +125,7 @@ def test_alloy_strings_escape_quotes_and_backslashes():
     assert alloy_string("a\\b") == '"a\\\\b"'
     assert read_string(alloy_string('x" } evil { "')) == 'x" } evil { "'
     # A value that tries to close the string and open a block stays one string.
-    text = alloy_config('gpu01" } loki.write "x', "10.0.0.1", 3100)
+    text = file_text(alloy_config('gpu01" } loki.write "x', "10.0.0.1", 3100))
     assert structure(text)[2] == (0, "loki.source.journal", "journal")
     assert len(structure(text)) == 5
     assert 'labels = {host = "gpu01\\" } loki.write \\"x"}' in text
@@ -134,6 +137,19 @@ def test_alloy_strings_refuse_control_characters(value):
         alloy_string(value)
     with pytest.raises(GpuinfraError, match="control character"):
         alloy_config(value, "10.0.0.1", 3100)
+
+
+def test_lokis_start_gate_waits_for_the_marker():
+    assert file_text(loki_gate()) == (
+        "# Managed by gpuinfra: local edits are overwritten on the next deploy.\n"
+        "# Loki starts only on the configuration the logs role judged (loki -verify-config):\n"
+        "# the package's own start after its install, on its default file, is skipped.\n"
+        "[Unit]\nConditionPathExists=/etc/loki/.gpuinfra-judged\n")
+    assert file_text(loki_judged_marker()) == (
+        "# Managed by gpuinfra: local edits are overwritten on the next deploy.\n"
+        "# /etc/loki/config.yml went live after loki -verify-config judged it (logs role); "
+        "/etc/systemd/system/loki.service.d/gpuinfra-judged.conf starts Loki only while this "
+        "file exists.\n")
 
 
 # ------------------------------------------------------------------------------ Grafana

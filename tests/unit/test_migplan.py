@@ -184,7 +184,7 @@ def test_all_balanced_has_a_placement():
 
 
 def test_boot_script_and_unit():
-    script = boot_script(({"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}, {}), H100)
+    script = file_text(boot_script(({"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}, {}), H100))
     assert "layout 0 3g.40gb,2g.20gb,1g.10gb,1g.10gb" in script and "layout 1" not in script
     unit = file_text(boot_unit_text())
     assert "Before=slurmd.service kubelet.service" in unit and "Type=oneshot" in unit

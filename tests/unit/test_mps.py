@@ -65,7 +65,7 @@ def test_the_pipes_live_in_a_root_runtime_directory_not_in_tmp():
     assert "LogsDirectory=nvidia-mps\n" in unit
     assert f"Environment=CUDA_MPS_PIPE_DIRECTORY={PIPE_DIRECTORY}\n" in unit
     assert "/tmp" not in unit and "mkdir" not in unit
-    profile = client_profile()
+    profile = file_text(client_profile())
     assert f"export CUDA_MPS_PIPE_DIRECTORY={PIPE_DIRECTORY}\n" in profile
     assert "/tmp" not in profile
     assert CLIENT_PROFILE.startswith("/etc/profile.d/") and CLIENT_PROFILE.endswith(".sh")

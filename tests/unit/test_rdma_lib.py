@@ -116,7 +116,7 @@ def test_nic_addresses_from_sysfs():
 
 
 def test_acs_script_reads_each_write_back_and_passes_sh(tmp_path):
-    script = acs_script(["0000:02:00.0"])
+    script = file_text(acs_script(["0000:02:00.0"]))
     assert "setpci -s 0000:02:00.0 ECAP_ACS+0x6.w=0000" in script
     assert "ACS still on" in script
     path = tmp_path / "acs"
@@ -128,7 +128,7 @@ def test_acs_script_reads_each_write_back_and_passes_sh(tmp_path):
 
 def test_rxe_script_makes_each_device_once():
     nics = [RdmaNic("rxe0", None, False, "ethernet", 2.5, "soft-roce", 1, "enp0s3")]
-    script = rxe_script(nics)
+    script = file_text(rxe_script(nics))
     assert "rdma link show rxe0/1 >/dev/null 2>&1 || rdma link add rxe0 type rxe netdev " \
         "enp0s3" in script
     assert "sys-subsystem-net-devices-enp0s3.device" in file_text(rxe_unit(nics))

@@ -3,7 +3,7 @@ memory and CPU defaults from each node's facts, PrologFlags and MPI.
 
 Partition keys are refused at the spec gate with host, field, value, allowed and fix
 (gpuinfra/spec/partitions.py); the library writes them on the PartitionName= line
-(gpuinfra.slurm.conf.partition_lines) with DefMemPerGPU/DefCpuPerGPU (per_gpu_defaults).
+(gpuinfra.slurm.nodes.partition_lines) with DefMemPerGPU/DefCpuPerGPU (per_gpu_defaults).
 """
 
 from __future__ import annotations
@@ -12,19 +12,13 @@ import copy
 
 import pytest
 
-from gpuinfra.slurm.conf import (
-    CONF_EXTRA,
-    extra_lines,
-    extra_problem,
-    node_gpu_count,
-    node_hardware,
-    prolog_flags,
-    slurm_conf,
-)
+from gpuinfra.slurm.conf import slurm_conf
+from gpuinfra.slurm.extra import CONF_EXTRA, extra_lines, extra_problem, prolog_flags
+from gpuinfra.slurm.nodes import node_gpu_count, node_hardware
 from gpuinfra.spec.partitions import time_minutes
 from gpuinfra_deploy.run.knobs import spec_problems
+from gpuinfra_deploy.templates import role_file
 from gpuinfra_lab.slurm_defaults import config_value, expected_mem_per_gpu, field, tres_mem_mb
-from gpuinfra_roles.slurm import TEMPLATES
 from tests.unit.test_bad_input_spec import hosts, partitions, valid_site
 from tests.unit.test_slurmconf import (
     ADDRESSES,
@@ -153,7 +147,7 @@ def test_node_gpu_count_reads_the_gres_of_a_node_line():
 # ----------------------------------------------------------------------------- slurm.conf keys
 
 def test_rendered_slurm_conf_has_pmix_contain_and_cgroup_tracking():
-    text = TEMPLATES.render("/etc/slurm/slurm.conf", conf=conf_of(), settings=SETTINGS)
+    text = role_file("slurm", "/etc/slurm/slurm.conf", conf=conf_of(), settings=SETTINGS)
     lines = settings_lines(text)
     for want in ("MpiDefault=pmix", "PrologFlags=Contain", "ProctrackType=proctrack/cgroup",
                  "TaskPlugin=task/cgroup,task/affinity"):
@@ -165,7 +159,7 @@ def test_rendered_slurm_conf_has_pmix_contain_and_cgroup_tracking():
 def test_health_prolog_no_longer_writes_its_own_prolog_flags():
     health = {"health_enabled": True, "health_check_interval": 300,
               "health_check_node_state": "ANY", "health_slurm_prolog": True}
-    text = TEMPLATES.render("/etc/slurm/slurm.conf", conf=conf_of(health=health),
+    text = role_file("slurm", "/etc/slurm/slurm.conf", conf=conf_of(health=health),
                             settings=SETTINGS)
     flags = [line for line in settings_lines(text) if line.startswith("PrologFlags=")]
     assert flags == ["PrologFlags=Contain"]  # Contain implies Alloc (slurm.conf(5))
@@ -271,7 +265,7 @@ def test_not_slurm_times(value):
 # ----------------------------------------------------------------------------- the lab proof
 
 def test_the_lab_proof_reads_the_per_gpu_share_and_job_memory_as_slurm_prints_them():
-    conf = TEMPLATES.render("/etc/slurm/slurm.conf", conf=conf_of(
+    conf = role_file("slurm", "/etc/slurm/slurm.conf", conf=conf_of(
         hardware={"lab-worker1": LAB_HW, "lab-worker2": LAB_HW}), settings=SETTINGS)
     assert expected_mem_per_gpu(conf, BOTH) == 2952
     assert expected_mem_per_gpu(conf, ["lab-worker2"]) == 11811

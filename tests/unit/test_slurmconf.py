@@ -13,40 +13,41 @@ import pytest
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.header import HEADER
 from gpuinfra.knowledge.gpus import GPU_MODELS
-from gpuinfra.parsers.cpus import CpuLayout, parse_lscpu, parse_meminfo_mb
+from gpuinfra.parsers.cpus import CpuTopology, parse_lscpu, parse_meminfo_mb
 from gpuinfra.parsers.slurm import parse_slurmd_gres
 from gpuinfra.parsers.system import parse_gpu_minors
 from gpuinfra.parsers.topo import TopoMatrix, parse_topo
-from gpuinfra.slurm.conf import (
-    ALL_RESTART_KEYS,
+from gpuinfra.slurm.conf import slurm_conf
+from gpuinfra.slurm.extra import (
     CONF_EXTRA,
-    CTLD_RESTART_KEYS,
     MANAGED_KEYS,
     MERGED_KEYS,
-    MPS_COUNT_PER_GPU,
-    ConfChange,
-    GpuDevice,
-    NodeHardware,
-    RunningConfig,
     SlurmConfigError,
-    check_gres_type,
-    conf_change,
-    conf_server,
-    configless_dropin,
     ctld_parameters,
     extra_lines,
     extra_problem,
+)
+from gpuinfra.slurm.gres import (
+    MPS_COUNT_PER_GPU,
+    GpuDevice,
+    check_gres_type,
     gpu_devices,
     gpu_type,
     gres_plan,
     gres_types,
     node_gres,
+)
+from gpuinfra.slurm.nodes import NodeHardware, node_hardware, node_line, partition_lines
+from gpuinfra.slurm.running import (
+    ALL_RESTART_KEYS,
+    CTLD_RESTART_KEYS,
+    ConfChange,
+    RunningConfig,
+    conf_change,
+    conf_server,
+    configless_dropin,
     node_gres_lines,
-    node_hardware,
-    node_line,
-    partition_lines,
     running_config,
-    slurm_conf,
 )
 from gpuinfra.spec import ClusterSpec, HostInput, NodeSpec, build_cluster
 from gpuinfra_deploy.templates import TemplateProblem, role_file
@@ -78,11 +79,11 @@ def node_of(data: dict, name: str = "lab-worker1") -> NodeSpec:
     return spec_of({name: data}).node(name)
 
 
-def lab_layout() -> CpuLayout:
+def lab_layout() -> CpuTopology:
     return parse_lscpu((SLURM / "lscpu-p-lab-worker-2cpu.txt").read_text())
 
 
-def hgx_layout() -> CpuLayout:
+def hgx_layout() -> CpuTopology:
     return parse_lscpu((SLURM / "lscpu-p-hgx-2x48c-SYNTHESIZED.txt").read_text())
 
 
@@ -727,7 +728,7 @@ def test_slurm_conf_keeps_the_running_line_of_a_node_it_has_no_hardware_for():
 
 
 class TestConfChange:
-    """gpuinfra.slurm.conf.conf_change, one test per class of change, as slurm.conf(5) of Slurm
+    """gpuinfra.slurm.running.conf_change, one test per class of change, as slurm.conf(5) of Slurm
     22.05.8 (doc/man/man5/slurm.conf.5 at tag slurm-22-05-8-1) says:
 
     - DESCRIPTION: "Changes to the configuration file take effect upon restart of Slurm

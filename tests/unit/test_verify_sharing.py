@@ -75,7 +75,7 @@ def test_slurm_gres_matches_the_real_listing():
 def test_slurm_counts_what_the_spec_counts():
     # slurm.conf's Gres= for the spec's layout is what the real MIG listing gives.
     from gpuinfra.sharing.migconfig import slurm_mig_gres
-    from gpuinfra.slurm.conf import node_gres
+    from gpuinfra.slurm.gres import node_gres
     from gpuinfra.spec import HostInput
     from gpuinfra_deploy.run.knobs import build_spec
     spec = build_spec([HostInput("dgx", ("workers",), {

@@ -37,6 +37,7 @@ from gpuinfra.vfio import (
     qm_hostpci,
     vm_functions,
 )
+from gpuinfra_deploy.templates import text as file_text
 from tests.conftest import REAL, REPO
 
 CAPTURES = REPO / "tests" / "fixtures" / "vfio"
@@ -120,7 +121,7 @@ def test_kernel_arguments_per_cpu_vendor():
 
 
 def test_grub_drop_in_appends_and_sources(tmp_path: Path):
-    text = grub_dropin(("intel_iommu=on", "iommu=pt"))
+    text = file_text(grub_dropin(("intel_iommu=on", "iommu=pt")))
     (tmp_path / "d.cfg").write_text(text)
     out = subprocess.run(["sh", "-ec", f'GRUB_CMDLINE_LINUX="console=ttyS0"; . {tmp_path}/d.cfg;'
                           ' echo "$GRUB_CMDLINE_LINUX"'], capture_output=True, text=True)
@@ -134,10 +135,13 @@ def test_systemd_boot_cmdline_keeps_what_is_there():
 
 
 def test_modprobe_conf_claims_ids_before_the_host_drivers():
-    text = modprobe_conf(["10de:2230", "10de:1aef"], ["nvidia", "nouveau", "snd_hda_intel"])
+    text = file_text(modprobe_conf(["10de:2230", "10de:1aef"],
+                                   ["nvidia", "nouveau", "snd_hda_intel"]))
     assert "options vfio-pci ids=10de:2230,10de:1aef\n" in text
     assert text.count("pre: vfio-pci") == 3
-    assert "options vfio-pci" not in modprobe_conf([], ["nvidia"])
+    assert "options vfio-pci" not in file_text(modprobe_conf([], ["nvidia"]))
+    with pytest.raises(GpuinfraError, match="not a vendor:device ID"):
+        modprobe_conf(["10de:2230\ninstall nvidia /bin/sh"], ["nvidia"])
 
 
 # ----------------------------------------------------------------------------- binding, groups
@@ -202,7 +206,7 @@ def test_vm_functions_take_whole_cards():
 ], ids=["lab-pair", "disk"])
 def test_domain_xml_is_valid_for_libvirt(tmp_path: Path, vm: VmSpec):
     functions = list(vm.devices) if vm.name != "train1" else ["0000:3b:00.0", "0000:3b:00.1"]
-    xml = domain_xml(vm, functions)
+    xml = file_text(domain_xml(vm, functions))
     result = _validate(tmp_path, xml)
     assert result.returncode == 0, result.stdout + result.stderr
     if vm.name == "train1":  # a card with two functions: one root port, multifunction
@@ -211,10 +215,18 @@ def test_domain_xml_is_valid_for_libvirt(tmp_path: Path, vm: VmSpec):
 
 
 def test_virt_xml_validate_goes_red_on_a_broken_domain(tmp_path: Path):
-    xml = domain_xml(VmSpec("lab-vm1", ("0000:01:00.0",)), ["0000:01:00.0"])
+    xml = file_text(domain_xml(VmSpec("lab-vm1", ("0000:01:00.0",)), ["0000:01:00.0"]))
     broken = xml.replace("<vcpu>4</vcpu>", "<vcpu>four</vcpu>")
     assert broken != xml
     assert _validate(tmp_path, broken).returncode != 0
+
+
+def test_domain_xml_takes_full_function_addresses_only():
+    with pytest.raises(GpuinfraError, match="not a PCI function address"):
+        domain_xml(VmSpec("lab-vm1", ("01:00.0",)), ["01:00.0"])
+    # What the template is given is data; autoescaping keeps markup in a value out of the XML.
+    xml = file_text(domain_xml(VmSpec("a&b", ()), []))
+    assert "<name>a&amp;b</name>" in xml
 
 
 def test_proxmox_hostpci_entries_and_their_changes():

@@ -1,0 +1,43 @@
+"""Lab proof: a site's own template that Slurm refuses never reaches slurmctld, and the refusal
+names the template.
+
+    .venv/bin/python -m gpuinfra_lab.bad_template [inventory/lab.py]
+
+On a converged lab: puts the site's own ``templates/slurm/etc/slurm/slurm.conf.j2`` in the
+lab site's templates/ folder (the slurm role's shipped template with one misspelt key added),
+deploys, and requires what gpuinfra_lab/bad_slurm_conf.py requires (the deploy failed with
+Slurm's own error and gpuinfra's refusal; slurmctld active with the same PID; the live
+slurm.conf unchanged; sinfo answers), and that the refusal names the site's template. The
+override is removed afterwards. Exit 0 when all hold, 1 listing what did not.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from gpuinfra_deploy.templates import shipped
+from gpuinfra_lab.bad_slurm_conf import _controller
+from gpuinfra_lab.refusal import SITE_TEMPLATES, Refusal, prove
+
+NAME = "slurm/etc/slurm/slurm.conf.j2"
+BAD_LINE = "SelectTypeParameter=CR_Core_Memory\n"  # Slurm's key is SelectTypeParameters
+
+
+def override() -> str:
+    """The shipped template with the misspelt key after its header line."""
+    first, rest = shipped()[NAME].read_text().split("\n", 1)
+    return f"{first}\n{BAD_LINE}{rest}"
+
+
+PROOF = Refusal(
+    tag="bad-template", daemon="slurmctld", conf="slurm.conf",
+    deploy=("deploy.py",),
+    must_say=("unrecognized key: SelectTypeParameter",
+              "gpuinfra: Slurm refused the new configuration",
+              f"came from the site's template {SITE_TEMPLATES / NAME}"),
+    probe=_controller, answered="sinfo answers",
+    not_answered="sinfo does not answer after the refused deploy",
+    overrides={NAME: override()})
+
+if __name__ == "__main__":
+    sys.exit(prove(PROOF, sys.argv[1:]))
