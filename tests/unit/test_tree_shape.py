@@ -191,3 +191,39 @@ def test_no_import_cycle_among_product_modules():
                  for a, b in pairwise(path)]
         found.append(f"  {', '.join(group)}:\n" + "\n".join(f"    {s}" for s in steps))
     assert found == [], "import cycles among product modules:\n" + "\n".join(found)
+
+
+# ---------------------------------------------------------------------------- sizes
+
+MAX_LINES = 600  # a product file an engineer reads in one sitting
+MAX_ROOT_MODULES = 25  # the library's root: the rest lives in subpackages named by subject
+
+
+def long_files(paths: list[Path], limit: int = MAX_LINES) -> list[str]:
+    """``path: N lines`` for each of ``paths`` longer than ``limit`` lines."""
+    found = []
+    for path in paths:
+        count = len(path.read_text(encoding="utf-8").splitlines())
+        if count > limit:
+            found.append(f"{path.relative_to(REPO)}: {count} lines")
+    return found
+
+
+def test_no_product_file_is_over_600_lines():
+    """Split by meaning (a role's __init__.py keeps the table of contents; the library gets
+    a subpackage per subject), never by line count alone."""
+    found = long_files(_product_files())
+    assert found == [], f"product files over {MAX_LINES} lines:\n" + "\n".join(found)
+
+
+def test_the_librarys_root_holds_at_most_25_modules():
+    root = sorted(p.name for p in (REPO / "gpuinfra").glob("*.py"))
+    assert len(root) <= MAX_ROOT_MODULES, root
+
+
+def test_the_size_check_can_fail():
+    """The longest test module is over the limit: the check names it (and only files over)."""
+    slurm_plan = REPO / "tests" / "plan" / "test_slurm_plan.py"
+    units = REPO / "gpuinfra" / "units.py"
+    assert long_files([slurm_plan, units]) == [
+        f"tests/plan/test_slurm_plan.py: {len(slurm_plan.read_text().splitlines())} lines"]
