@@ -53,3 +53,34 @@ def test_the_check_can_fail():
         "hello: roles/hello/README.md opens 'Hello', not its title (# Role `hello`)"]
     assert problems("| [`gone`](../roles/gone/README.md) |", [], first_line) == [
         "gone: a row, but no folder roles/gone"]
+
+
+def scenario_problems(roles: Sequence[dict], readme: Callable[[str], str]) -> list[str]:
+    """Each role's README says how it is tested, as molecule/roles/roles.yml says: its
+    scenario (or why it has none) under "## Tests and scenario"."""
+    out = []
+    for entry in roles:
+        text = readme(entry["role"])
+        section = text.split("## Tests and scenario", 1)[1] if "## Tests and scenario" in text \
+            else None
+        want = ("No lab scenario" if entry["scenario"] == "plan"
+                else f"`molecule/{entry['scenario']}`")
+        if section is None or want not in section.split("\n## ", 1)[0]:
+            out.append(f"{entry['role']}: its README's \"## Tests and scenario\" does not say "
+                       f"{want}")
+    return out
+
+
+def _roles_yml() -> list[dict]:
+    import yaml
+
+    return yaml.safe_load((REPO / "molecule" / "roles" / "roles.yml").read_text())["roles"]
+
+
+def test_every_role_readme_points_at_its_scenario():
+    def readme(role: str) -> str:
+        return (REPO / "roles" / role / "README.md").read_text()
+
+    assert scenario_problems(_roles_yml(), readme) == []
+    assert scenario_problems([{"role": "slurm", "scenario": "vfio"}], readme) == [
+        'slurm: its README\'s "## Tests and scenario" does not say `molecule/vfio`']
