@@ -78,7 +78,9 @@ def overrides_named(check: str, texts: list[str]) -> str:
     message = (f"gpuinfra: the refused files came from {', '.join(named)}: fix it (the "
                "message above is the consumer's), or remove it to use gpuinfra's own, and "
                "deploy again.")
-    return f"{{ {check}; }} || {{ echo {shlex.quote(message)} >&2; exit 1; }}"
+    # A subshell: the check ends with its own `exit 1`, which must not end the script before
+    # the line naming the template is said.
+    return f"( {check} ) || {{ echo {shlex.quote(message)} >&2; exit 1; }}"
 
 
 @operation()

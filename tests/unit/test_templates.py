@@ -115,3 +115,31 @@ def test_the_site_folders_are_found_as_group_data_is(tmp_path):
     (tmp_path / "templates").mkdir()
     assert templates.site_folders(str(inventory), cwd=str(tmp_path)) == \
         [tmp_path / "templates", tmp_path / "site" / "templates"]
+
+
+def test_a_refused_override_is_named_by_the_check_as_the_shell_runs_it(site, tmp_path):
+    """The consumer's check (check_script: it ends with its own `exit 1`) refuses a staged
+    file made by the site's template: the script says the consumer's error, gpuinfra's
+    refusal, then names the template, and fails; a check that passes says nothing."""
+    import subprocess
+
+    from gpuinfra_deploy.ops.checked import check_script, overrides_named
+
+    path = _write(site, "slurm/etc/slurm/cgroup.conf.j2", "CgroupPlugin=broken\n")
+    made = render("slurm/etc/slurm/cgroup.conf.j2")
+    refused = overrides_named(check_script("echo 'error: bad plugin'; false", "Slurm", "/x"),
+                              [made])
+    run = subprocess.run(["sh", "-c", refused], capture_output=True, text=True, check=False)
+    assert run.returncode == 1
+    assert run.stderr.splitlines() == [
+        "error: bad plugin",
+        "gpuinfra: Slurm refused the new configuration (checked on the files staged in /x); "
+        "nothing was installed and the running service keeps its current configuration. Fix "
+        "the site data and deploy again.",
+        f"gpuinfra: the refused files came from the site's template {path}: fix it (the "
+        "message above is the consumer's), or remove it to use gpuinfra's own, and deploy "
+        "again."]
+    accepted = overrides_named(check_script("true", "Slurm", "/x"), [made])
+    assert subprocess.run(["sh", "-c", accepted], capture_output=True, text=True,
+                          check=False).returncode == 0
+    assert overrides_named("true", ["gpuinfra's own text"]) == "true"  # no override: as is
