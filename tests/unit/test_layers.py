@@ -125,8 +125,8 @@ def test_every_layer_has_files():
 
 
 def test_roles_top_level_holds_only_roles():
-    """roles/ holds role folders (each with the four files of a role), its
-    __init__.py and README.md: nothing else."""
+    """roles/ holds role folders (each with the four files of a role and its templates/
+    folder), its __init__.py and README.md: nothing else."""
     top = sorted(p.name for p in ROLES.iterdir()
                  if p.name != "__pycache__")
     loose = [n for n in top if not (ROLES / n).is_dir()
@@ -136,6 +136,7 @@ def test_roles_top_level_holds_only_roles():
         if folder.is_dir() and folder.name != "__pycache__":
             missing = [f for f in ("__init__.py", "defaults.py", "deploy.py", "README.md")
                        if not (folder / f).is_file()]
+            missing += [] if (folder / "templates").is_dir() else ["templates/"]
             assert missing == [], folder.name
 
 
