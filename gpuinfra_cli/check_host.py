@@ -34,7 +34,8 @@ KINDS: dict[str, str] = {
     "ibstat": "`ibstat` (port state, physical state, rate, link layer)",
     "ibv_devinfo": "`ibv_devinfo` (port state, link layer)",
     "show_gids": "`show_gids` (the RoCE GID index: present, v2, on its netdev)",
-    "mlxconfig": "`mlxconfig`/`mstconfig -d DEV [-e] query` of one NIC (ATS_ENABLED)",
+    "mlxconfig": "`mlxconfig`/`mstconfig -d DEV [-e] query` of one NIC, or a loop over several "
+                 "(ATS_ENABLED)",
     "lspci_vvv": "`lspci -vvv` whole, -s per device, or grepped (ATSCtl, ACSCtl)",
     "lsmod": "`lsmod`, whole or grepped (nvidia_peermem for GPUDirect RDMA)",
     "dmesg": "`dmesg`/`journalctl -k`, whole or grepped (IOMMU, nvidia_peermem, XIDs)",
@@ -60,7 +61,8 @@ def add_to(p: argparse.ArgumentParser) -> None:
                        "(yes/no), link_layer (infiniband/ethernet), rate (Gb/s), gid_index, "
                        "netdev; e.g. mlx5_0:link_layer=ethernet,rate=400,gid_index=3")
     group.add_argument("--device", metavar="NAME", help="which --nic a one-device capture "
-                       "(mlxconfig) is of, when several are expected")
+                       "(mlxconfig) is of, when several are expected (a loop over several "
+                       "NICs is matched by each --nic's pci=)")
     group.add_argument("--gpudirect", choices=("peermem", "dma-buf", "none"),
                        help="the node's GPUDirect RDMA path (lsmod)")
     group.add_argument("--iommu", choices=("on", "passthrough"), help="what dmesg must show: "
@@ -184,7 +186,10 @@ def judge(kind: str, text: str, expect: dict[str, Any]) -> CaptureVerdict:
     if kind == "show_gids":
         return rdma.judge_show_gids(text, nics, host)
     if kind == "mlxconfig":
-        return rdma.judge_mlxconfig(text, _one_nic(nics, expect["device"]), host)
+        if not nics:
+            raise GpuinfraError("--mlxconfig: no NIC expected: give --nic NAME:ats=yes|no (or "
+                                "--inventory and --host)")
+        return rdma.judge_mlxconfig(text, nics, host, expect["device"])
     if kind == "lspci_vvv":
         return rdma.judge_lspci_vvv(text, nics, expect["acs_off"], expect["bridges"], host)
     if kind == "lsmod":
@@ -198,14 +203,3 @@ def judge(kind: str, text: str, expect: dict[str, Any]) -> CaptureVerdict:
                                 expect["cpu_vendor"], host)
 
 
-def _one_nic(nics: list[RdmaNic], device: str | None) -> RdmaNic:
-    if device is not None:
-        chosen = [n for n in nics if n.name == device]
-        if not chosen:
-            raise GpuinfraError(f"--device {device}: not one of the expected NICs "
-                                f"({', '.join(n.name for n in nics) or 'none'})")
-        return chosen[0]
-    if len(nics) != 1:
-        raise GpuinfraError(f"a mlxconfig query shows one NIC and {len(nics)} are expected: "
-                            "say which with --device NAME (or give one --nic)")
-    return nics[0]

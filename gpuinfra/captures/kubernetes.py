@@ -181,6 +181,20 @@ UNHEALTHY = Problem("", "the device plugin marked GPU(s) unhealthy (it withdraws
                     "node; the plugin's log names the XID; reset or replace the GPU")
 
 
+# A device plugin pod younger than this has likely not registered its GPUs yet (it does within
+# seconds of starting: ListAndWatch after Register, k8s-device-plugin's server.go).
+PLUGIN_SETTLING_S = 120
+
+
+def restarted_problem(age_s: int) -> Problem:
+    """Allocatable below capacity on a node whose device plugin pod is ``age_s`` seconds old."""
+    return Problem("", f"the device plugin pod started {age_s}s before this capture: allocatable "
+                   "stays below capacity until it registers its GPUs again (seconds); if it is "
+                   "still short a minute later, the plugin marked GPU(s) unhealthy",
+                   "`kubectl describe node` again after a minute; if still short: "
+                   + UNHEALTHY.fix)
+
+
 def product_label_problem(labels: Mapping[str, str]) -> Problem | None:
     """GFD marks a node whose MIG layout the single strategy cannot describe."""
     product = labels.get("nvidia.com/gpu.product", "")
@@ -229,10 +243,12 @@ def judge_describe_node(node: DescribedNode, expected: Mapping[str, int] | None,
             for key, cap in sorted(node.capacity.items()):
                 got = node.allocatable.get(key, 0)
                 if cap > got and (whole or key in node.allocatable):
+                    why = UNHEALTHY
+                    if node.plugin_age_s is not None and node.plugin_age_s < PLUGIN_SETTLING_S:
+                        why = restarted_problem(node.plugin_age_s)
                     verdict.findings.append(Finding(
                         "k8s-unhealthy", f"{name} {key}", f"allocatable = capacity ({cap})",
-                        f"capacity {cap}, allocatable {got}", "fail", UNHEALTHY.cause,
-                        UNHEALTHY.fix))
+                        f"capacity {cap}, allocatable {got}", "fail", why.cause, why.fix))
     if node.labels:
         verdict.blocks += "Labels" in node.complete
         label = product_label_problem(node.labels)

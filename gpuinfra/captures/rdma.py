@@ -9,13 +9,14 @@ The ports are judged by the verify suite's own functions (presence, state, rate:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from gpuinfra.captures import CaptureVerdict
+from gpuinfra.errors import GpuinfraError
 from gpuinfra.parsers.gids import parse_show_gids
 from gpuinfra.parsers.ibstat import parse_ibstat_partial
 from gpuinfra.parsers.ibv import parse_ibv_devinfo_partial
-from gpuinfra.parsers.mlxconfig import parse_mlxconfig_partial
+from gpuinfra.parsers.mlxconfig import MlxConfig, MlxDevices, parse_mlxconfig_devices
 from gpuinfra.parsers.pcicaps import parse_pci_caps
 from gpuinfra.rdma.node import ATS
 from gpuinfra.rdma.verdicts import (
@@ -140,18 +141,75 @@ def judge_show_gids(text: str, nics: Sequence[RdmaNic], host: str = "-") -> Capt
     return verdict
 
 
-def judge_mlxconfig(text: str, nic: RdmaNic, host: str = "-") -> CaptureVerdict:
-    """One NIC's `mlxconfig`/`mstconfig` query against its ``ats`` (the verify suite's
-    ``ats_findings``: Current with ``-e``, Next-Boot otherwise)."""
-    query, cuts = parse_mlxconfig_partial(text)
-    verdict = CaptureVerdict("mlxconfig", host, {"nic": nic.name, "ats": nic.ats},
-                             blocks=len(query.params), cuts=cuts, sentences=True)
-    if ATS not in query.params and cuts:
-        verdict.cuts.append(f"{ATS} is not in the capture: not judged")
-        verdict.judged = False
-        return verdict
-    verdict.findings += ats_findings(nic, query)
+def judge_mlxconfig(text: str, nics: Sequence[RdmaNic], host: str = "-",
+                    device: str | None = None) -> CaptureVerdict:
+    """`mlxconfig`/`mstconfig` queries, one device or a loop over several, against the NICs'
+    ``ats`` (the verify suite's ``ats_findings``: Current with ``-e``, Next-Boot otherwise).
+
+    Which NIC a device is: ``device`` (a NIC's name) for a one-device capture, else the one
+    expected NIC, else the NIC whose ``pci`` is the device's address (a loop prints it).
+    A loop with no ``pci`` expected is judged device by device against the one ``ats`` every
+    expected NIC shares. A device's own cuts (a grep) matter only when ATS_ENABLED is not in
+    what is shown. Raises GpuinfraError when the devices cannot be told apart."""
+    parsed = parse_mlxconfig_devices(text)
+    pairs = _mlx_pairs(parsed, list(nics), device)
+    verdict = CaptureVerdict("mlxconfig", host, {**_nics_json(nics), "device": device},
+                             sentences=True)
+    shown = {_address(label) for label, _, _ in parsed.devices}
+    by_pci = len(parsed.devices) > 1 and any(n.pci for n in nics)
+    unseen = [n for n in nics if by_pci and n.pci and _address(n.pci) not in shown]
+    # A device cut before its parameters matters unless every expected NIC is shown whole.
+    verdict.cuts += [c for c in parsed.cuts if not by_pci or any(
+        c.startswith(f"{_address(n.pci or '')}: ") for n in unseen)]
+    verdict.cuts += [f"{n.name} ({n.pci}): not among the devices shown: not judged"
+                     for n in unseen]
+    for label, query, cuts, nic in pairs:
+        if ATS not in query.params and cuts:
+            verdict.cuts += [f"{label}: {cut}" for cut in cuts]
+            verdict.cuts.append(f"{label}: {ATS} is not in the capture: not judged")
+            continue
+        verdict.blocks += 1
+        verdict.findings += ats_findings(nic, query)
+    verdict.judged = verdict.blocks > 0
     return verdict
+
+
+def _address(value: str) -> str:
+    """A PCI address without its domain, lower case (a loop's ``17:00.0``, a spec's
+    ``0000:17:00.0``); anything else as it is."""
+    value = value.lower()
+    return value[5:] if len(value) == 12 and value[4] == ":" else value
+
+
+def _mlx_pairs(parsed: MlxDevices, nics: list[RdmaNic], device: str | None
+               ) -> list[tuple[str, MlxConfig, list[str], RdmaNic]]:
+    """(label, query, cuts, the NIC it is judged as) for each device judged."""
+    if device is not None:
+        chosen = [n for n in nics if n.name == device]
+        if not chosen:
+            raise GpuinfraError(f"--device {device}: not one of the expected NICs "
+                                f"({', '.join(n.name for n in nics) or 'none'})")
+        nics = chosen
+    by_pci = {_address(n.pci): n for n in nics if n.pci}
+    if len(parsed.devices) == 1:
+        label, query, cuts = parsed.devices[0]
+        nic = nics[0] if len(nics) == 1 else by_pci.get(_address(label))
+        if nic is None:
+            raise GpuinfraError(f"a mlxconfig query of one NIC and {len(nics)} are expected: "
+                                "say which with --device NAME (or give one --nic)")
+        return [(label, query, cuts, nic)]
+    if by_pci:
+        named = [(f"{by_pci[_address(label)].name} ({label})", query, cuts,
+                  by_pci[_address(label)]) for label, query, cuts in parsed.devices
+                 if _address(label) in by_pci]
+        return [(name, query, cuts, replace(nic, name=name)) for name, query, cuts, nic in named]
+    wanted = {n.ats for n in nics}
+    if len(wanted) != 1:
+        raise GpuinfraError(f"the capture shows {len(parsed.devices)} devices and the expected "
+                            "NICs differ in ats: give each NIC its pci= (the loop's addresses) "
+                            "so each device is judged against its own")
+    return [(label, query, cuts, replace(nics[0], name=label))
+            for label, query, cuts in parsed.devices]
 
 
 def judge_lspci_vvv(text: str, nics: Sequence[RdmaNic], acs_off: bool,

@@ -31,6 +31,11 @@ BINDING_FIX = ("deploy the vfio role and reboot; `lspci -nnk -s <address>` shows
                "use, `driverctl list-overrides` the overrides")
 GROUP_CAUSE = ("a device given to a VM shares an IOMMU group with a device the host keeps: the "
                "group can only go to VMs whole")
+SHARED_CARDS_CAUSE = ("two cards meant for VMs are in one IOMMU group (the root ports above them "
+                      "have no ACS): neither can go to a VM without the other")
+SHARED_CARDS_FIX = ("give both cards to one VM (name them with --device, or in the spec's VM), "
+                    "or move one to a slot with its own group (a CPU root port with ACS); "
+                    "never the ACS override patch in production")
 HOST_DRIVER_CAUSE = ("the NVIDIA (or nouveau) driver claimed a GPU meant for a VM before "
                      "vfio-pci did")
 HOST_DRIVER_FIX = ("deploy the vfio role (softdep nvidia pre: vfio-pci, vfio in the initramfs) "
@@ -70,8 +75,12 @@ def expectation_of(addresses: Sequence[str], ids: Sequence[str], source: str,
     if addresses or ids or listing is None:
         return list(addresses), {"devices": list(addresses), "ids": list(ids), "from": source}
     found = default_devices(listing)
-    return found, {"devices": found, "ids": [], "from": "every NVIDIA display function in the "
-                   "capture (no --device, --id or spec given)"}
+    return found, {"devices": found, "ids": [], "from": DEFAULT_FROM}
+
+
+# The expectation's "from" when the operator named nothing: each card must then be a VM's alone.
+DEFAULT_FROM = ("every NVIDIA display function in the capture, each card for a VM of its own "
+                "(no --device, --id or spec given)")
 
 
 def _missing(listing: PciListing, addresses: Sequence[str], findings: list[Finding],
@@ -115,6 +124,13 @@ def judge_iommu_groups(listing: PciListing, addresses: Sequence[str], ids: Seque
         verdict.blocks += 1
         expected = "only the VM's functions, bridges" + (
             ", devices on vfio-pci or no driver" if listing.has_driver_lines else "")
+        cards = sorted({slot_of(a) for a in members})
+        if expectation.get("from") == DEFAULT_FROM and len(cards) > 1:
+            # Named by no one: each card is meant for a VM of its own, which one group forbids.
+            verdict.findings.append(Finding(
+                "iommu-group", f"group {group}", "each card in a group of its own",
+                f"cards {', '.join(cards)} share it", "fail", SHARED_CARDS_CAUSE,
+                SHARED_CARDS_FIX))
         if not mine:
             verdict.findings.append(Finding("iommu-group", f"group {group}", expected,
                                             ", ".join(members) + " and bridges only", "ok"))

@@ -7,7 +7,9 @@ Read block by block, saying what was not shown (:attr:`cuts`):
   (nvidia.com/* entries). A section followed by another top-level key is complete; the last
   one may be cut. Rows above any section header are read when unambiguous: ``key=value`` rows
   are labels, ``nvidia.com/gpu  1  1`` rows (requests, limits) are allocated resources, but a
-  ``nvidia.com/gpu:  8`` row could be Capacity or Allocatable and is not read.
+  ``nvidia.com/gpu:  8`` row could be Capacity or Allocatable and is not read. The
+  "Non-terminated Pods" table gives the device plugin pod's age (its last column): a plugin
+  started seconds before the capture has not registered its GPUs yet.
 - ``get pods`` (``-n NS``, ``-A``, ``-o wide``): one pod per row. Without the header line (a
   ``grep``), the columns are known from the READY field (``1/1``): second column without
   namespaces, third with. A last row with fewer columns is cut.
@@ -25,6 +27,9 @@ _TOP_KEY = re.compile(r"^([A-Z][A-Za-z -]*):\s*(.*)$")
 _LABEL = re.compile(r"^\s*([A-Za-z0-9./_-]+)=(\S*)\s*$")
 _RESOURCE = re.compile(r"^\s+([A-Za-z0-9./_-]+):\s+(\d+)\s*$")
 _ALLOCATED = re.compile(r"^\s+(nvidia\.com/[A-Za-z0-9./_-]+)\s+(\d+)(?:\s+\(\S+\))?\s+(\d+)")
+# A "Non-terminated Pods" row of the device plugin: namespace, name, ..., age (e.g. 6s, 2m3s, 141m).
+_PLUGIN_POD = re.compile(r"^\s+\S+\s+(\S*device-plugin\S*)\s.*\s(?P<age>(?:\d+[dhms])+)\s*$")
+_AGE_PART = re.compile(r"(\d+)([dhms])")
 _ELISION = re.compile(r"^\s*(?:\.{3,}|…|\[\.{3}\]|\(\.{3}\)|<snip>)\s*$")
 SECTIONS = ("Labels", "Capacity", "Allocatable", "Allocated resources")
 
@@ -41,11 +46,19 @@ class DescribedNode:
     allocated: dict[str, int] | None = None  # requests
     complete: set[str] = field(default_factory=set)
     cuts: list[str] = field(default_factory=list)
+    plugin_age_s: int | None = None  # the device plugin pod's age, when its row is shown
 
     def to_json(self) -> dict[str, object]:
         return {"name": self.name, "labels": self.labels, "capacity": self.capacity,
                 "allocatable": self.allocatable, "allocated": self.allocated,
-                "complete": sorted(self.complete), "cuts": self.cuts}
+                "complete": sorted(self.complete), "cuts": self.cuts,
+                "plugin_age_s": self.plugin_age_s}
+
+
+def age_seconds(age: str) -> int:
+    """kubectl's age column (``6s``, ``2m3s``, ``141m``, ``3d4h``) in seconds."""
+    unit = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+    return sum(int(n) * unit[u] for n, u in _AGE_PART.findall(age))
 
 
 def parse_describe_node(text: str) -> DescribedNode:
@@ -54,6 +67,7 @@ def parse_describe_node(text: str) -> DescribedNode:
     section: str | None = None
     broken: set[str] = set()
     ambiguous = 0
+    in_pods = False
     for no, line in enumerate(clean_lines(text, "kubectl describe node"), 1):
         if not line.strip():
             continue
@@ -69,6 +83,7 @@ def parse_describe_node(text: str) -> DescribedNode:
                 node.complete.add(section)
             key, value = top[1], top[2].strip()
             section = key if key in SECTIONS else None
+            in_pods = key == "Non-terminated Pods"
             if key == "Name":
                 node.name = value
             elif key == "Labels":
@@ -99,6 +114,11 @@ def parse_describe_node(text: str) -> DescribedNode:
                     assert target is not None
                     target[entry[1]] = int(entry[2])
                 continue
+        plugin = _PLUGIN_POD.match(line) if in_pods else None
+        if plugin:
+            age = age_seconds(plugin["age"])
+            node.plugin_age_s = age if node.plugin_age_s is None else min(age, node.plugin_age_s)
+            continue
         allocated = _ALLOCATED.match(line)
         if allocated and section in ("Allocated resources", None):
             if node.allocated is None:

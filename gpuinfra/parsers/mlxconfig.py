@@ -17,6 +17,12 @@ With ``-e`` the columns are ``Default  Current  Next Boot`` and a leading ``*`` 
 that differ from the default. Values may be padded with trailing spaces (or not). Output
 filtered with grep (no header, maybe no ``Configurations:`` line) is accepted; a ``(...)``
 line left by someone shortening the output is skipped and recorded as ``truncated``.
+
+Several devices (:func:`parse_mlxconfig_devices`): a shell loop over the NICs, each query under
+a ``----- <bdf> -----`` line (as NVIDIA's HGX VM-host guides print it, often filtered to the
+header and ATS_ENABLED with the padding collapsed to one space), or ``mlxconfig q`` with no
+``-d`` (``Device #1:``, ``Device #2:``...). Each device is read alone; a last device cut before
+its parameters is a cut, not an error.
 """
 
 from __future__ import annotations
@@ -33,10 +39,16 @@ SOURCE = "mlxconfig query"
 _HEADER_KEYS = {"Device type": "device_type", "Name": "name", "Description": "description",
                 "Device": "device"}
 _DEVICE_NUMBER = re.compile(r"^Device #(\d+):$")
+# A loop's per-device line: ``----- 17:00.0 -----`` (a PCI address or an mst device path).
+_LOOP_DEVICE = re.compile(r"^-{3,}\s*(?P<label>(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}"
+                          r"\.[0-7]|/dev/mst/\S+|mt\d+_pci\w+)\s*-{3,}$")
+# A loop's banner line (``=== mlxconfig ATS ===``): the wrapper's, not mlxconfig's.
+_BANNER = re.compile(r"^={3,}[^=]*={3,}$")
 _CONFIGURATIONS = re.compile(r"^Configurations:\s*(?P<columns>.*)$")
-# Parameter lines are indented (or start with the -e "*"); names are upper case with
+# Parameter lines are indented (or start with the -e "*"; a copy with its padding collapsed
+# has neither); names are upper case with
 # underscores (one exception has a lower-case part: EXP_ROM_UEFI_x86_ENABLE).
-_PARAM = re.compile(r"^(?:\*|\s)\s*(?P<name>[A-Z][A-Z0-9]*(?:_[A-Za-z0-9]+)+(?:\[[0-9.]+\])?)"
+_PARAM = re.compile(r"^(?:\*|\s)?\s*(?P<name>[A-Z][A-Z0-9]*(?:_[A-Za-z0-9]+)+(?:\[[0-9.]+\])?)"
                     r"\s+(?P<values>\S.*)$")
 _LABELLED = re.compile(r"^(?P<label>.+)\((?P<number>-?[0-9]+)\)$")
 _TRUNCATION = {"(...)", "...", "…"}
@@ -162,6 +174,75 @@ def parse_mlxconfig_partial(text: str) -> tuple[MlxConfig, list[str]]:
         cuts.append("no 'Device #1:' line: the output was filtered (grep) or cut at the top, "
                     "other parameters may be missing")
     return cfg, cuts
+
+
+@dataclass
+class MlxDevices:
+    """Every device of a query capture, in order: (label, its query, its cuts). ``label`` is
+    the loop's PCI address or device path, else the ``Device:`` line, else ``device #N``.
+    ``cuts``: what the capture as a whole did not show (a last device cut before its
+    parameters)."""
+
+    devices: list[tuple[str, MlxConfig, list[str]]] = field(default_factory=list)
+    cuts: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"devices": [{"label", "cuts", ...one device's to_json()}], "cuts": [...]}``."""
+        return {"devices": [{"label": label, "cuts": cuts, **cfg.to_json()}
+                            for label, cfg, cuts in self.devices],
+                "cuts": list(self.cuts)}
+
+
+def split_devices(text: str) -> list[tuple[str | None, str, int]]:
+    """The capture cut at each device's first line: [(the loop's label or None, its text, the
+    capture's line number before its first line)]. One device (or a capture without device
+    lines) gives one entry."""
+    blocks: list[tuple[str | None, list[str], int]] = [(None, [], 0)]
+    for no, line in enumerate(clean_lines(text, SOURCE), 1):
+        stripped = line.strip()
+        loop = _LOOP_DEVICE.match(stripped)
+        if loop or (_DEVICE_NUMBER.match(stripped) and any(
+                _DEVICE_NUMBER.match(x.strip()) for x in blocks[-1][1])):
+            blocks.append((loop["label"], [], no) if loop else (None, [line], no - 1))
+            continue
+        if _BANNER.match(stripped) and not any(x.strip() for x in blocks[-1][1]):
+            blocks[-1][1].append("")  # the wrapper's banner: a blank line keeps the numbering
+            continue
+        blocks[-1][1].append(line)
+    return [(label, "\n".join(lines), start) for label, lines, start in blocks
+            if label is not None or any(x.strip() for x in lines)]
+
+
+def parse_mlxconfig_devices(text: str) -> MlxDevices:
+    """A query capture of one device or several (see the module doc), each read as far as it
+    is whole (:func:`parse_mlxconfig_partial`). A device other than the last that cannot be
+    read makes the capture unreadable (ParseError, with the capture's line number)."""
+    blocks = split_devices(text)
+    if not blocks:
+        raise ParseError(SOURCE, "no configuration parameters found (not mlxconfig query "
+                         "output)")
+    result = MlxDevices()
+    for n, (label, block, start) in enumerate(blocks, 1):
+        try:
+            if n < len(blocks):  # more follows: a line it cannot read was not cut mid-way
+                cfg = parse_mlxconfig(block)
+                cuts = ["a '(...)' line: the poster left parameters out"] if cfg.truncated \
+                    else []
+            else:
+                cfg, cuts = parse_mlxconfig_partial(block)
+        except ParseError as exc:
+            if n < len(blocks) or len(blocks) == 1 or exc.line is not None:
+                if exc.line is None or not start:
+                    raise
+                raise ParseError(SOURCE, str(exc).split(": ", 1)[1].rsplit(" (line ", 1)[0],
+                                 line=exc.line + start) from None
+            result.cuts.append(f"{label or f'device #{n}'}: the capture ends before its "
+                               "parameters: not judged")
+            continue
+        if label is not None:  # a loop's block is its wrapper's filter, not a cut by a poster
+            cuts = [c for c in cuts if not c.startswith("no 'Device #1:' line")]
+        result.devices.append((label or cfg.device or f"device #{n}", cfg, cuts))
+    return result
 
 
 def ats_enabled(cfg: MlxConfig, column: str = "next_boot") -> bool | None:

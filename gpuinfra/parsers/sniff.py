@@ -32,7 +32,8 @@ SIGNATURES: dict[str, re.Pattern[str]] = {
         "ibstat": r"^CA '[^']+'\s*$|^\s+CA type:",
         "ibv": r"^hca_id:\s*\S",
         "show-gids": r"^\s*DEV\s+PORT\s+INDEX\s+GID\b",
-        "mlxconfig": r"^\s*Device type:\s+\S|^\s*Configurations:\s",
+        "mlxconfig": r"^\s*Device type:\s+\S|^\s*Configurations:\s"
+                     r"|^\s+[A-Z][A-Z0-9]*(?:_[A-Za-z0-9]+)+\s{2,}\w+\(-?\d+\)\s*$",
         "fabric": r"^=+NVSMI LOG=+|^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d\s*$",
         "nvlink": r"^\s*Link \d+: (?:<inactive>|[\d.]+ ?GB/s)"
                   r"|Unable to retrieve NVLink information",

@@ -20,6 +20,10 @@ GIDS_OK = FIX / "show_gids/connectx6-mlx5_0-ens1f0-6-gids-spectrumscale-pr4.txt"
 GIDS_NONE = FIX / "show_gids/connectx4lx-pod-calico-no-gids-k8s-rdma-sriov-dev-plugin-30.txt"
 MLX_ATS_OFF = FIX / "real/mlxconfig/connectx5-mcx555a-edr-ib-mlxconfig-q-full-bluebanquise.txt"
 MLX_GREP = FIX / "real/mlxconfig/connectx7-mcx715105as-weat-mlxconfig-q-egrep-sriov-8vfs-eth.txt"
+MLX_LOOP = FIX / ("real/mlxconfig/8x-connectx8-p6612-ats-enabled-true-nvidia-bw-ultra-hgx-doc-"
+                  "TRUNCATED-8th.txt")
+MLX_GREP_ATS = FIX / ("real/mlxconfig/connectx7-mt4129-q-grep-ats-enabled-false-nvidia-vm-"
+                      "inference-doc.txt")
 LSPCI_ATS = FIX / "lspci-vvv/h200-vm-connectx7-grep-ats-enable-plus-nccl-tests-256.txt"
 LSPCI_ACS_ON = FIX / "lspci-vvv/plx-pex8725-switch-acs-on-excerpt-rockchip-pcie-devices-6.txt"
 LSPCI_ACS_OFF = FIX / "lspci-vvv/openvmm-root-port-acs-all-off-elided-openvmm-3461.txt"
@@ -282,6 +286,47 @@ def test_mlxconfig_last_line_cut_and_grep_without_ats_never_pass(capsys, tmp_pat
     code, [verdict] = check(capsys, "--mlxconfig", str(MLX_GREP), "--nic", "x:ats=yes")
     assert (code, verdict["verdict"].split(":")[0]) == (3, "incomplete")
     assert any("filtered" in c for c in verdict["cuts"])
+
+
+def test_mlxconfig_grep_of_the_ats_line_is_judged(capsys):
+    """NVIDIA's VM-inference guide: `mlxconfig ... q | grep ATS_ENABLED` on a ConnectX-7 at
+    its default: the one line the expectation needs is shown, so the grep is no cut."""
+    code, [verdict] = check(capsys, "--mlxconfig", str(MLX_GREP_ATS), "--nic", "mlx5_0:ats=yes")
+    assert code == 1 and "ATS_ENABLED Next-Boot False, the spec says True" in whats(verdict)
+    code, [verdict] = check(capsys, "--mlxconfig", str(MLX_GREP_ATS), "--nic", "mlx5_0:ats=no")
+    assert (code, verdict["verdict"], verdict["cuts"]) == (0, "pass", [])
+
+
+def test_mlxconfig_loop_over_eight_nics_judged_per_device(capsys, tmp_path):
+    """NVIDIA's HGX B300 guide's loop: seven whole devices with ATS on (Next-Boot only: warn),
+    the eighth cut before its parameters: it could be off, so never a pass."""
+    code, [verdict] = check(capsys, "--mlxconfig", str(MLX_LOOP), "--nic", "mlx5_0:ats=yes")
+    assert (code, verdict["verdict"].split(":")[0], verdict["blocks_judged"]) == (
+        3, "incomplete", 7)
+    assert verdict["cuts"] == ["ed:00.0: the capture ends before its parameters: not judged"]
+    assert {f["severity"] for f in verdict["findings"]} == {"warn"}
+    # one device of the loop with ATS off fails, named by its address
+    text = MLX_LOOP.read_text()
+    at = text.index("----- 97:00.0")
+    broken = text[:at] + text[at:].replace("True(1)", "False(0)", 1)
+    code, [verdict] = check(capsys, "--mlxconfig", cut(tmp_path, broken), "--nic",
+                            "mlx5_0:ats=yes")
+    assert code == 1 and "97:00.0: ATS_ENABLED Next-Boot False" in whats(verdict)
+    assert "70:00.0" not in " ".join(f["what"] for f in verdict["findings"]
+                                     if f["severity"] == "fail")
+    # with each NIC's pci, each device is judged as that NIC; the 8th's NIC is named as cut
+    nics = [f"--nic=mlx5_{i}:ats=yes,pci=0000:{bus}:00.0"
+            for i, bus in enumerate(("17", "39", "5f", "70", "97", "b9", "dc", "ed"))]
+    code, [verdict] = check(capsys, "--mlxconfig", cut(tmp_path, broken), *nics)
+    assert code == 1 and "mlx5_4 (97:00.0): ATS_ENABLED Next-Boot False" in whats(verdict)
+    code, [verdict] = check(capsys, "--mlxconfig", str(MLX_LOOP), *nics[:7])
+    assert (code, verdict["verdict"], verdict["blocks_judged"]) == (0, "pass", 7)
+
+
+def test_mlxconfig_loop_with_differing_expectations_needs_pci(capsys):
+    code = main(["check", "--mlxconfig", str(MLX_LOOP), "--nic", "a:ats=yes", "--nic",
+                 "b:ats=no"])
+    assert code == 2 and "give each NIC its pci=" in capsys.readouterr().err
 
 
 def test_lspci_acs_off_with_poster_elision_never_passes(capsys):

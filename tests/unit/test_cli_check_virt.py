@@ -11,7 +11,12 @@ from pathlib import Path
 import pytest
 
 from gpuinfra.captures.kubernetes import PLUGIN_LOG_CAUSES, UNHEALTHY
-from gpuinfra.captures.vfio import GROUP_CAUSE, HOST_DRIVER_CAUSE, HOSTDEV_CAUSE
+from gpuinfra.captures.vfio import (
+    GROUP_CAUSE,
+    HOST_DRIVER_CAUSE,
+    HOSTDEV_CAUSE,
+    SHARED_CARDS_CAUSE,
+)
 from gpuinfra_cli.main import main
 from tests.conftest import REAL, REPO
 
@@ -73,6 +78,24 @@ def test_iommu_groups_gpu_left_with_the_host_fails(capsys):
     rc, out = check(capsys, "iommu-groups", GROUPS, "--device", "00:01.0", "--host", "hv1")
     assert rc == 1 and fails_with(out, GROUP_CAUSE) and out["host"] == "hv1"
     assert "0000:01:00.0" in out["findings"][0]["observed"]
+
+
+SHARED = REAL / "iommu-groups" / ("z370-i7-8086k-rtx2080ti-and-rtx2060-share-group1-with-root-"
+                                  "ports.txt")
+
+
+def test_iommu_groups_two_gpus_in_one_group_fail_unless_one_vm_takes_both(capsys):
+    """A Z370 desktop: the CPU root ports have no ACS, so the RTX 2080 Ti and the RTX 2060 and
+    both root ports are IOMMU group 1. Named by no one, each card is meant for a VM of its own:
+    that fails; one card named for a VM fails on the other (the host keeps it); both named go
+    to one VM together and pass."""
+    rc, out = check(capsys, "iommu-groups", SHARED)
+    assert rc == 1 and fails_with(out, SHARED_CARDS_CAUSE)
+    assert "cards 0000:01:00, 0000:02:00 share it" in [f["observed"] for f in out["findings"]]
+    rc, out = check(capsys, "iommu-groups", SHARED, "--device", "02:00.0")
+    assert rc == 1 and fails_with(out, GROUP_CAUSE) and "0000:01:00.0" in str(out["findings"])
+    rc, out = check(capsys, "iommu-groups", SHARED, "--device", "01:00.0", "--device", "02:00.0")
+    assert (rc, out["verdict"]) == (0, "pass")
 
 
 def test_iommu_groups_gaps_make_it_incomplete_never_pass(capsys):
@@ -249,6 +272,27 @@ def test_describe_capacity_above_allocatable_fails_as_unhealthy(capsys):
     assert rc == 1 and {f["check"] for f in out["findings"]} == {"k8s-allocatable",
                                                                  "k8s-unhealthy"}
     assert "expected 80, allocatable 70" in out["findings"][0]["observed"]
+
+
+RESTARTED = REAL / ("kubectl-describe-node/microk8s-tesla-t4-capacity-1-allocatable-0-device-"
+                    "plugin-restarting-UNRESOLVED-SOURCE.txt")
+
+
+def test_describe_allocatable_zero_just_after_a_plugin_restart_says_so(capsys, tmp_path):
+    """microk8s, one Tesla T4: Capacity 1, Allocatable 0, the device plugin pod 6s old. It
+    fails (no GPU can be scheduled now), naming the restart and when to look again; with an
+    old plugin pod the same counts are a GPU withdrawn as unhealthy."""
+    rc, out = check(capsys, "describe-node", RESTARTED, "--gpus", "1")
+    assert rc == 1 and {f["check"] for f in out["findings"]} == {"k8s-allocatable",
+                                                                 "k8s-unhealthy"}
+    [unhealthy] = [f for f in out["findings"] if f["check"] == "k8s-unhealthy"]
+    assert unhealthy["cause"].startswith("the device plugin pod started 6s before")
+    assert "again after a minute" in unhealthy["fix"]
+    old = RESTARTED.read_text().replace("0 (0%)         6s", "0 (0%)         141m")
+    aged = tmp_path / "aged.txt"
+    aged.write_text(old)
+    rc, out = check(capsys, "describe-node", aged)
+    assert rc == 1 and fails_with(out, UNHEALTHY.cause)
 
 
 def test_describe_rows_without_their_header_are_not_guessed(capsys, tmp_path):

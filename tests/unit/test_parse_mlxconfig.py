@@ -7,13 +7,21 @@ import json
 import pytest
 
 from gpuinfra.errors import ParseError
-from gpuinfra.parsers.mlxconfig import MlxConfig, ats_enabled, parse_mlxconfig, parse_value
+from gpuinfra.parsers.mlxconfig import (
+    MlxConfig,
+    ats_enabled,
+    parse_mlxconfig,
+    parse_mlxconfig_devices,
+    parse_value,
+)
 from tests.conftest import REAL, real_files
 
 FOLDER = "mlxconfig"
 CX5_FULL = "connectx5-mcx555a-edr-ib-mlxconfig-q-full-bluebanquise.txt"
 CX7_SHORT = "connectx7-mcx715105as-weat-mlxconfig-q-abbreviated-by-author.txt"
 CX7_EGREP = "connectx7-mcx715105as-weat-mlxconfig-q-egrep-sriov-8vfs-eth.txt"
+CX8_LOOP = "8x-connectx8-p6612-ats-enabled-true-nvidia-bw-ultra-hgx-doc-TRUNCATED-8th.txt"
+CX7_GREP_ATS = "connectx7-mt4129-q-grep-ats-enabled-false-nvidia-vm-inference-doc.txt"
 CX7_DESCRIPTION = (
     "NVIDIA ConnectX-7 HHHL Adapter Card; 400GbE (default mode) / NDR IB; Single-port QSFP112; "
     "Port Split Capable; PCIe 5.0 x16 with x16 PCIe extension option; Crypto Disabled; "
@@ -26,10 +34,44 @@ def _parse(name: str) -> MlxConfig:
 
 @pytest.mark.parametrize("path", real_files(FOLDER), ids=lambda p: p.name)
 def test_every_capture_parses(path):
-    cfg = parse_mlxconfig(path.read_text())
-    assert cfg.params and cfg.device_type in ("ConnectX5", "ConnectX7")
-    assert all(p.raw == p.raw.strip() and p.raw for p in cfg.params.values())
-    json.dumps(cfg.to_json())
+    parsed = parse_mlxconfig_devices(path.read_text())
+    assert parsed.devices
+    for _, cfg, _ in parsed.devices:
+        assert cfg.params and cfg.device_type in ("ConnectX5", "ConnectX7", "ConnectX8", None)
+        assert all(p.raw == p.raw.strip() and p.raw for p in cfg.params.values())
+    json.dumps(parsed.to_json())
+
+
+def test_loop_over_eight_devices_read_one_by_one():
+    """NVIDIA's HGX B300 guide: a loop printing ``----- <bdf> -----`` before each device's
+    filtered query (padding collapsed); the copy stops at the 8th device's first line."""
+    parsed = parse_mlxconfig_devices((REAL / FOLDER / CX8_LOOP).read_text())
+    assert [label for label, _, _ in parsed.devices] == [
+        "17:00.0", "39:00.0", "5f:00.0", "70:00.0", "97:00.0", "b9:00.0", "dc:00.0"]
+    assert all((cfg.device_type, cfg.name, ats_enabled(cfg), cuts)
+               == ("ConnectX8", "P6612_Ax", True, []) for _, cfg, cuts in parsed.devices)
+    assert parsed.cuts == ["ed:00.0: the capture ends before its parameters: not judged"]
+
+
+def test_one_device_capture_is_one_device():
+    parsed = parse_mlxconfig_devices((REAL / FOLDER / CX5_FULL).read_text())
+    [(label, cfg, cuts)] = parsed.devices
+    assert (label, len(cfg.params), cuts, parsed.cuts) == ("/dev/mst/mt4119_pciconf0", 143, [], [])
+
+
+def test_grep_of_the_ats_line_alone():
+    parsed = parse_mlxconfig_devices((REAL / FOLDER / CX7_GREP_ATS).read_text())
+    [(_, cfg, cuts)] = parsed.devices
+    assert ats_enabled(cfg) is False and cfg.device_type is None
+    assert cuts and "filtered" in cuts[0]
+
+
+def test_a_broken_device_in_the_middle_of_a_loop_is_refused():
+    text = (REAL / FOLDER / CX8_LOOP).read_text().replace("ATS_ENABLED True(1)\n----- 70",
+                                                         "hello world\n----- 70", 1)
+    with pytest.raises(ParseError, match="expected an indented") as err:
+        parse_mlxconfig_devices(text)
+    assert err.value.line == 13  # the capture's line, not the device's
 
 
 def test_connectx5_full_query():
@@ -130,6 +172,7 @@ def _header_only() -> str:
     (_header_only(), "no configuration parameters"),
     ("-E- Failed to open the device\n", "reported an error"),
     ("Device #1:\nConfigurations:   Next Boot\n        A_B   1\nDevice #2:\n", "several devices"),
+    ("hello_world the second\n", "expected an indented"),
     ("Configurations:   Default   Current   Next Boot\n        ATS_ENABLED   False(0)\n",
      "1 values for 3"),
     ("Configurations:   Next Boot\n        A_B   1\n        A_B   2\n", "listed twice"),
