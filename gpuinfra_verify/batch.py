@@ -37,18 +37,15 @@ from pathlib import Path
 from gpuinfra.shell_batch import BatchUnreadable, batch_script, parse_batch
 from gpuinfra_deploy.run.learned import LearnedLists
 
-# Commands whose first word is one of these, and whose arguments ask nothing to be changed,
-# only read the node. A command line is read-only when every simple command in it is (split
-# at |, ;, && and ||) and it redirects output to nowhere but /dev/null or another stream.
+# Deny by default (issue 44): a command is read-only only when its program AND its arguments
+# are a known reading form. A program here reads whatever its arguments (none of them has an
+# option that writes a file, changes the node or never ends).
 READ_ONLY_COMMANDS = frozenset({
-    "awk", "base64", "basename", "blkid", "cat", "command", "cut", "date", "df", "dirname",
-    "dpkg", "dpkg-query", "echo", "env", "false", "find", "findmnt", "getent", "grep", "head",
-    "hostname", "hostnamectl", "ibstat", "ibv_devices", "ibv_devinfo", "id", "ip", "journalctl",
-    "ls", "lsblk", "lscpu", "lsmod", "lspci", "md5sum", "mount", "nproc", "printf", "ps",
-    "rdma", "readlink", "realpath", "sacct", "sed", "sha256sum", "sinfo", "sort", "squeue", "ss",
-    "stat", "sysctl", "tail",
-    "test", "tr", "true", "type", "uname", "uniq", "wc", "which", "xargs",
-    "[",
+    "base64", "basename", "blkid", "cat", "cut", "df", "dirname", "dpkg-query", "echo",
+    "false", "findmnt", "getent", "grep", "head", "ibstat", "ibv_devices", "ibv_devinfo", "id",
+    "ls", "lsblk", "lscpu", "lsmod", "lspci", "md5sum", "nproc", "printf", "ps", "readlink",
+    "realpath", "sacct", "sha256sum", "sinfo", "squeue", "stat", "test", "tr", "true", "type",
+    "uname", "wc", "which", "[",
 })
 # First words that read for some arguments only: (word, a regex the rest must match).
 READ_ONLY_FORMS = {
@@ -72,7 +69,38 @@ READ_ONLY_FORMS = {
                              r"mig -l\w*\b)"),
     "gpuinfra-health": re.compile(r"^(reading|status)\b"),
     "/usr/local/sbin/gpuinfra-health": re.compile(r"^(reading|status)\b"),
+    # dpkg(1): its query actions only (-i, --configure, --purge... change the node).
+    "dpkg": re.compile(r"^(-l|--list|-s|--status|-L|--listfiles|-S|--search|-p|--print-avail|"
+                       r"--print-architecture|--print-foreign-architectures|--get-selections|"
+                       r"--compare-versions|--version)\b"),
+    "mount": re.compile(r"^$|^(-l|--show-labels)$"),  # the table, no filesystem named
+    "hostname": re.compile(r"^$|^(-[fsdiIAay]|--(fqdn|long|short|domain|ip-address|"
+                           r"all-ip-addresses|all-fqdns|alias|yp))( -\S+)*$"),
+    "hostnamectl": re.compile(r"^(--\S+ )*(status)?$"),
 }
+# Options of a wrapper that take a value (the next word): the wrapped command comes after.
+_WRAPPER_VALUES = {
+    "env": {"-u", "--unset", "-C", "--chdir", "-S", "--split-string"},
+    "command": set(), "nice": {"-n", "--adjustment"}, "nohup": set(), "stdbuf": {"-i", "-o", "-e"},
+    "ionice": {"-c", "-n", "-p", "-P", "-u"},
+    "timeout": {"-s", "--signal", "-k", "--kill-after"},
+    "xargs": {"-a", "--arg-file", "-d", "--delimiter", "-E", "-e", "-I", "-i", "-L", "-l",
+              "-n", "--max-args", "-P", "--max-procs", "-s", "--max-chars"},
+    "sudo": {"-u", "--user", "-g", "--group", "-C", "-D", "--chdir", "-h", "--host", "-p",
+             "--prompt", "-r", "-t", "-T", "--command-timeout", "-U", "--other-user"},
+}
+# Options after which env/sudo run nothing but change the environment of nothing: refused.
+_WRAPPER_REFUSED = {"env": {"-S", "--split-string"}, "sudo": {"-e", "--edit", "-s", "--shell",
+                                                              "-i", "--login", "-v", "-k", "-K"}}
+# A reading that may never end (the suite would wait for ever): never batched, never
+# read-only.
+_FOLLOW = {"tail": {"-f", "-F", "--follow", "--retry"},
+           "journalctl": {"-f", "--follow"}}
+_JOURNAL_CHANGES = ("--rotate", "--vacuum", "--flush", "--sync", "--relinquish-var",
+                    "--smart-relinquish-var", "--setup-keys", "--update-catalog")
+_IP_READ_VERBS = {"show", "list", "ls", "lst", "get", "help"}
+_RDMA_CHANGE_VERBS = {"add", "del", "delete", "set"}
+_FIND_ACTIONS = ("-delete", "-exec", "-execdir", "-ok", "-okdir", "-fls", "-fprint")
 
 
 @lru_cache(maxsize=4096)
@@ -131,25 +159,120 @@ def _simple_commands(command: str) -> list[list[str]] | None:
 
 
 def _reads(words: list[str]) -> bool:
+    """One simple command (its words, redirections taken out) only reads: deny by default."""
     while words and "=" in words[0] and not words[0].startswith("="):
         words = words[1:]  # VAR=value before the command
     if not words:
         return True
     word, args = words[0], words[1:]
-    rest = " ".join(args)
-    if word == "sed" and any(a.startswith("-i") or a.startswith("--in-place") for a in args):
-        return False
-    if word == "find" and any(a in ("-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint",
-                                    "-fprintf", "-fls") for a in args):
-        return False
-    if word == "xargs" and args and args[0] not in READ_ONLY_COMMANDS:
-        return False
+    if word in _WRAPPER_VALUES:
+        return _wrapper_reads(word, args)
+    judge = _ARGUMENT_JUDGES.get(word)
+    if judge is not None:
+        return judge(args)
     if word in READ_ONLY_FORMS:
-        return bool(READ_ONLY_FORMS[word].match(rest))
-    if word == "sysctl":
-        return not any(a in ("-w", "--write", "-p", "--load", "--system") or "=" in a
-                       for a in args)
+        return bool(READ_ONLY_FORMS[word].match(" ".join(args)))
     return word in READ_ONLY_COMMANDS
+
+
+def _wrapper_reads(word: str, args: list[str]) -> bool:
+    """``env``, ``command``, ``nice``, ``timeout``, ``xargs``, ``sudo``...: judged by what they
+    run (their options and, for timeout, the duration skipped). ``command -v``/``-V`` and a
+    wrapper with nothing to run (env, xargs: echo) read."""
+    at = 0
+    while at < len(args) and args[at].startswith("-") and args[at] != "--":
+        option = args[at].split("=", 1)[0]
+        if option in _WRAPPER_REFUSED.get(word, ()):
+            return False
+        if word == "command" and option in ("-v", "-V"):
+            return True
+        at += 2 if option in _WRAPPER_VALUES[word] and "=" not in args[at] else 1
+    if at < len(args) and args[at] == "--":
+        at += 1
+    rest = args[at:]
+    if word == "env":
+        while rest and "=" in rest[0]:
+            rest = rest[1:]
+    if word == "timeout":
+        rest = rest[1:]  # the duration
+    if not rest:
+        return word in ("env", "xargs", "command", "nice", "nohup")
+    return _reads(rest)
+
+
+def _awk_reads(args: list[str]) -> bool:
+    # system(), a pipe to or from a command, print > file, close(): the program acts.
+    program = " ".join(a for a in args if not a.startswith("-"))
+    return not any(mark in program for mark in ("system", "|", ">", "close", "fflush")) \
+        and not any(a.startswith(("-i", "--include", "-l", "--load", "-f")) for a in args)
+
+
+_SED_WRITE = re.compile(r"(^|[;{}\s])\d*[wWe]\b|(^|[;{}\s])[wWe]\s*/|/[gpiImMe0-9]*[we]\b")
+
+
+def _sed_reads(args: list[str]) -> bool:
+    if any(a.startswith(("-i", "--in-place", "-f", "--file", "-s")) for a in args):
+        return False
+    return not any(_SED_WRITE.search(a) for a in args if not a.startswith("-"))
+
+
+def _find_reads(args: list[str]) -> bool:
+    return not any(a.startswith(_FIND_ACTIONS) for a in args)
+
+
+def _date_reads(args: list[str]) -> bool:
+    # -s/--set, or a bare MMDDhhmm[[CC]YY] operand, set the clock; +FORMAT only reads.
+    return not any(a.startswith(("-s", "--set")) or not a.startswith(("-", "+"))
+                   for a in args if a not in ("-u", "-R", "-I", "--utc", "--rfc-email"))
+
+
+def _sort_reads(args: list[str]) -> bool:
+    return not any(a.startswith(("-o", "--output")) or (a.startswith("-") and not
+                   a.startswith("--") and "o" in a[1:]) for a in args)
+
+
+def _uniq_reads(args: list[str]) -> bool:
+    return len([a for a in args if not a.startswith("-")]) <= 1  # a second operand is written
+
+
+def _ip_reads(args: list[str]) -> bool:
+    rest = [a for a in args if not a.startswith("-")]
+    if any(a in ("-batch", "-b", "-force", "-n", "-netns") for a in args):
+        return False
+    return len(rest) <= 1 or rest[1] in _IP_READ_VERBS
+
+
+def _rdma_reads(args: list[str]) -> bool:
+    return not any(a in _RDMA_CHANGE_VERBS for a in args)
+
+
+def _ss_reads(args: list[str]) -> bool:
+    return not any(a == "--kill" or (a.startswith("-") and not a.startswith("--") and "K" in a)
+                   for a in args)
+
+
+def _follows(word: str) -> Callable[[list[str]], bool]:
+    refused = _FOLLOW[word]
+
+    def judge(args: list[str]) -> bool:
+        if any(a in refused or (a.startswith("-") and not a.startswith("--")
+                                and any(f"-{c}" in refused for c in a[1:])) for a in args):
+            return False
+        return word != "journalctl" or not any(a.startswith(_JOURNAL_CHANGES) for a in args)
+    return judge
+
+
+def _sysctl_reads(args: list[str]) -> bool:
+    return not any(a in ("-w", "--write", "-p", "--load", "--system") or "=" in a for a in args)
+
+
+# Programs that read for some arguments only, judged by a function of their arguments.
+_ARGUMENT_JUDGES: dict[str, Callable[[list[str]], bool]] = {
+    "awk": _awk_reads, "sed": _sed_reads, "find": _find_reads, "date": _date_reads,
+    "sort": _sort_reads, "uniq": _uniq_reads, "ip": _ip_reads, "rdma": _rdma_reads,
+    "ss": _ss_reads, "tail": _follows("tail"), "journalctl": _follows("journalctl"),
+    "sysctl": _sysctl_reads,
+}
 
 
 Exec = Callable[[bytes], tuple[int, bytes, bytes]]

@@ -3,6 +3,7 @@ byte for byte as if each had been sent alone; anything else goes live."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from collections import Counter
 
@@ -50,6 +51,88 @@ def test_commands_that_only_read_are_read_only(command):
 ])
 def test_commands_that_may_change_the_node_go_live(command):
     assert not read_only(command)
+
+
+# Issue 44: each command the old allow list (by first word) called read-only, beside its
+# read-only twin. Every rule of the classifier has a row here: remove one and a row goes red.
+TWINS = [
+    ("env rm -rf /tmp/x", "env LC_ALL=C cat /etc/hosts"),
+    ("command rm -rf /x", "command -v systemctl"),
+    ("awk 'BEGIN{system(\"reboot\")}'", "awk '{print $1}' /proc/modules"),
+    ("awk '{print > \"/etc/x\"}' /etc/hosts", "awk -F: '{print $1}' /etc/passwd"),
+    ("ip link set eth0 down", "ip -j link show"),
+    ("ip addr add 10.0.0.1/24 dev eth0", "ip -br addr"),
+    ("dpkg -i x.deb", "dpkg -l"),
+    ("dpkg --purge slurmd", "dpkg -s slurmd"),
+    ("mount /dev/sda1 /mnt", "mount"),
+    ("date -s 2020-01-01", "date +%s"),
+    ("date 010100002020", "date -u"),
+    ("sort -o /etc/passwd /etc/hosts", "sort /etc/hosts"),
+    ("sort -uo /etc/passwd /etc/hosts", "sort -u /etc/hosts"),
+    ("find / -fprint0 /etc/x", "find /etc -name '*.conf'"),
+    ("find / -fls /etc/x", "find /sys/class -maxdepth 1"),
+    ("find /tmp -exec rm {} +", "find /tmp -type f"),
+    ("sed -n w/etc/x /etc/hosts", "sed -n 's/a/b/p' /etc/hosts"),
+    ("sed -n 's/a/b/w /etc/x' /etc/hosts", "sed -n 1p /etc/hosts"),
+    ("sed 1e\\ reboot /etc/hosts", "sed -n '/^x/p' /etc/hosts"),
+    ("tail -f /var/log/syslog", "tail -n 5 /var/log/syslog"),
+    ("tail -nF 5 /var/log/syslog", "tail -c 100 /var/log/syslog"),
+    ("journalctl -f -u slurmd", "journalctl -u slurmd -n 20 --no-pager"),
+    ("journalctl --vacuum-time=1s", "journalctl -k -b"),
+    ("xargs rm", "xargs echo"),
+    ("xargs -n 1 rm -f", "xargs -n 1 cat"),
+    ("nice -n 5 rm -f /x", "nice -n 5 cat /etc/hosts"),
+    ("timeout 5 reboot", "timeout 5 cat /etc/hosts"),
+    ("timeout -s KILL 5 systemctl stop munge", "timeout -s KILL 5 systemctl is-active munge"),
+    ("hostname evil", "hostname -f"),
+    ("hostnamectl set-hostname evil", "hostnamectl status"),
+    ("uniq /etc/hosts /etc/passwd", "uniq /etc/hosts"),
+    ("ss -K dst 10.0.0.1", "ss -tlnp"),
+    ("rdma link add rxe0 type rxe netdev eth0", "rdma link show"),
+    ("watch cat /etc/hosts", "cat /etc/hosts"),
+    ("sysctl -p", "sysctl -n vm.swappiness"),
+    ("env -S 'rm -rf /x'", "env"),
+    ("nohup rm -rf /x", "nohup cat /etc/hosts"),
+    ("stdbuf -o0 rm -rf /x", "stdbuf -o0 cat /etc/hosts"),
+    ("ionice -c 3 rm -rf /x", "ionice -c 3 cat /etc/hosts"),
+    ("xargs sudo -u root rm -rf /x", "xargs sudo -u root cat"),
+]
+
+
+@pytest.mark.parametrize(("changes", "reads"), TWINS, ids=[c for c, _ in TWINS])
+def test_the_classifier_is_not_fooled(changes, reads):
+    """Deny by default: the program and its arguments must be a known reading form; a
+    wrapper is judged by what it runs; what may never end is not read-only."""
+    assert not read_only(changes), changes
+    assert read_only(reads), reads
+
+
+def _rules():
+    from gpuinfra_verify import batch
+
+    return ([("judge", k) for k in batch._ARGUMENT_JUDGES]
+            + [("form", k) for k in ("dpkg", "mount", "hostname", "hostnamectl")]
+            + [("wrapper", k) for k in batch._WRAPPER_VALUES])
+
+
+@pytest.mark.parametrize(("kind", "name"), _rules(), ids=lambda v: str(v))
+def test_each_rule_is_held_by_a_row(kind, name, monkeypatch):
+    """Every rule removed (its program let through whatever its arguments) turns a row of
+    TWINS red: no rule is there without a test that needs it."""
+    from gpuinfra_verify import batch
+
+    if kind == "judge":
+        monkeypatch.setitem(batch._ARGUMENT_JUDGES, name, lambda args: True)
+    elif kind == "form":
+        monkeypatch.setitem(batch.READ_ONLY_FORMS, name, re.compile(""))
+    else:
+        monkeypatch.delitem(batch._WRAPPER_VALUES, name)
+        monkeypatch.setattr(batch, "READ_ONLY_COMMANDS", batch.READ_ONLY_COMMANDS | {name})
+    batch.read_only.cache_clear()
+    try:
+        assert [c for c, _ in TWINS if batch.read_only(c)], f"{kind} {name}: no row needs it"
+    finally:
+        batch.read_only.cache_clear()
 
 
 COMMANDS = ["printf 'a\\nb'", "echo out; echo err >&2; exit 3", "printf '\\000\\377'",
