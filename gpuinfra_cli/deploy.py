@@ -25,11 +25,11 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.reboot import REBOOT_MARKER
+from gpuinfra_deploy.entry import pyinfra_command
 
 NO_REBOOT = "reboot_policy=never"  # the deploy records; this command rolls (gpuinfra_cli.roll)
 
@@ -95,9 +95,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     unknown = [n for n in args.limit if n not in {n.name for n in site.spec.nodes}]
     if unknown:
         raise GpuinfraError(f"--limit {unknown[0]}: not a host of {args.inventory}")
-    command = [str(Path(sys.executable).with_name("pyinfra")), "-y", args.inventory,
-               "deploy.py", *[a for n in args.limit for a in ("--limit", n)],
-               *[a for d in args.data for a in ("--data", d)], "--data", NO_REBOOT]
+    command = pyinfra_command(args.inventory, *[a for n in args.limit for a in ("--limit", n)],
+                              *[a for d in args.data for a in ("--data", d)], "--data", NO_REBOOT)
     print("deploy: $ " + " ".join(command[1:]), flush=True)
     rc = subprocess.run(command, check=False).returncode
     if rc != 0:

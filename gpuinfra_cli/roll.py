@@ -34,6 +34,7 @@ from gpuinfra import roll
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.parsers.slurm import SINFO, SlurmNode, parse_sinfo_nodes
 from gpuinfra.reboot import REBOOT_MARKER
+from gpuinfra_deploy.entry import pyinfra_command
 
 HEALTH = "/usr/local/sbin/gpuinfra-health"
 # Written to /run (a tmpfs) before a reboot: gone once the node booted again.
@@ -195,10 +196,9 @@ class Roll:
         and take the nodes' new facts: gres.conf's Links=/Cores= once the driver is loaded)."""
         log = self.log_dir / f"deploy-{'-'.join(names)}{'-again' if why else ''}.log"
         hosts = [self.site.spec.head[0].name, *names]
-        command = [str(Path(sys.executable).with_name("pyinfra")), "-y", self.inventory,
-                   "deploy.py", *[a for n in hosts for a in ("--limit", n)],
-                   "--data", DRIVER_OVERRIDE, "--data", ROLL_REBOOTS,
-                   *[a for d in self.data for a in ("--data", d)]]
+        command = pyinfra_command(self.inventory, *[a for n in hosts for a in ("--limit", n)],
+                                  "--data", DRIVER_OVERRIDE, "--data", ROLL_REBOOTS,
+                                  *[a for d in self.data for a in ("--data", d)])
         self.say(f"deploying to {', '.join(names)}{f' {why}' if why else ''} (log: {log})")
         with log.open("w") as out:
             rc = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT,

@@ -30,10 +30,12 @@ from pyinfra.api.host import Host
 from pyinfra.context import ctx_host, ctx_inventory, ctx_state
 
 from gpuinfra.errors import GpuinfraError
+from gpuinfra_deploy.entry import entry_file
 from gpuinfra_deploy.pyinfra_patches import internals
 
-# This project's deploy file: the table of contents of a deploy.
-DEPLOY = Path(__file__).resolve().parents[1] / "deploy.py"
+# This project's deploy file: the table of contents of a deploy (the checkout's, or the one
+# the wheel carries).
+DEPLOY = entry_file("deploy.py")
 
 
 class MissingFact(GpuinfraError, AssertionError):

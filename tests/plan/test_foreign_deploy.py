@@ -244,3 +244,55 @@ def test_a_foreign_deploy_still_refuses_the_roles_own_bad_keys(wheel_site, tmp_p
            "'nvidia_driver_device_group'?)" in out
     assert "[gpu01] gpu_count = 'eight'" in out
     assert not any(key in out for key in THEIRS), out
+
+
+# ------------------------------------------------------------------ gpuinfra installed as a tool
+
+CLI = "import sys; from gpuinfra_cli.main import main; sys.exit(main(sys.argv[1:]))"
+
+
+def installed(wheel_site: Path, site: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``gpuinfra ARGV`` from the installed wheel (the checkout off sys.path), run in
+    ``site``: a site repository outside the checkout."""
+    deps = sysconfig.get_paths()["purelib"]
+    return subprocess.run([sys.executable, "-S", "-c", CLI, *argv], cwd=site,
+                          env={"PYTHONPATH": f"{wheel_site}:{deps}",
+                               "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+                               "HOME": str(site)},
+                          capture_output=True, text=True, check=False, timeout=300)
+
+
+def test_an_installed_gpuinfra_validates_renders_and_checks_a_site_of_its_own(
+        wheel_site, tmp_path):
+    """Issue 44: `pip install gpuinfra` (a wheel, not editable), then the commands from a site
+    folder that holds only its inventory and group_data: the deploy's entry files come from
+    the wheel (gpuinfra_deploy/entry.py), never from a checkout."""
+    site = tmp_path / "my-site"
+    (site / "inventory").mkdir(parents=True)
+    shutil.copy(REPO / "inventory" / "example.py", site / "inventory" / "example.py")
+    shutil.copytree(REPO / "group_data", site / "group_data",
+                    ignore=shutil.ignore_patterns("lab.py", "__pycache__"))
+    assert not site.resolve().is_relative_to(REPO)
+    run = installed(wheel_site, site, "validate", "inventory/example.py")
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    run = installed(wheel_site, site, "render", "inventory/example.py", "--out", "out",
+                    "--os", "debian-12")
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    rendered = json.loads((site / "out" / "render.json").read_text())
+    assert rendered and (site / "out").is_dir()
+    assert any((site / "out").glob("*/etc/slurm/slurm.conf"))
+    capture = REPO / "tests/fixtures/real/mlxconfig" / (
+        "connectx7-mt4129-q-grep-ats-enabled-false-nvidia-vm-inference-doc.txt")
+    run = installed(wheel_site, site, "check", "--mlxconfig", str(capture), "--nic",
+                    "mlx5_0:ats=yes")
+    assert run.returncode == 1 and "ATS_ENABLED Next-Boot False" in run.stdout
+    where = subprocess.run(
+        [sys.executable, "-S", "-c", "from gpuinfra_deploy.entry import pyinfra_command; "
+         "print(pyinfra_command('inventory/example.py'))"], cwd=site,
+        env={"PYTHONPATH": f"{wheel_site}:{sysconfig.get_paths()['purelib']}"},
+        capture_output=True, text=True, check=True)
+    shipped = str(wheel_site / "gpuinfra_deploy" / "entry_files")
+    assert f"{shipped}/config.py" in where.stdout and f"{shipped}/deploy.py" in where.stdout
+    for name in ("deploy.py", "config.py"):  # the wheel's entry files are the checkout's
+        assert (wheel_site / "gpuinfra_deploy/entry_files" / name).read_bytes() == \
+            (REPO / name).read_bytes()
