@@ -90,6 +90,8 @@ def dispatch(args: argparse.Namespace, nvidia_smi: Callable[[argparse.Namespace]
     """Host captures here; nvidia-smi ones to the existing check (which needs its options)."""
     files = {k: getattr(args, f"host_{k}") for k in KINDS if getattr(args, f"host_{k}")}
     if not files:
+        if args.inventory:
+            _gpus_from_spec(args)
         if args.profile is None or args.gpus is None:
             raise GpuinfraError("nvidia-smi captures need --profile and --gpus; or give a host "
                                 "capture: " + ", ".join(f"--{k.replace('_', '-')}"
@@ -108,6 +110,25 @@ def dispatch(args: argparse.Namespace, nvidia_smi: Callable[[argparse.Namespace]
     if any(v.verdict == FAIL for v in verdicts):
         return EXIT_FAIL
     return EXIT_OK if all(v.verdict == PASS for v in verdicts) else EXIT_NOT_PASSED
+
+
+def _gpus_from_spec(args: argparse.Namespace) -> None:
+    """The nvidia-smi captures' expectation (profile, GPU count, model) from --host's spec;
+    an option given beside it must agree with the spec."""
+    node, _ = spec_node(args)
+    if node.gpus is None:
+        raise GpuinfraError(f"{node.name}: no GPUs in the spec of {args.inventory} (no "
+                            "gpu_model/gpu_count): nothing to judge nvidia-smi captures against")
+    spec = {"profile": node.gpus.topology.name, "gpus": node.gpus.count,
+            "model": node.gpus.model.key}
+    for key, value in spec.items():
+        given = getattr(args, key)
+        if given is not None and str(given) != str(value):
+            raise GpuinfraError(f"--{key} {given}: the spec of {node.name} in {args.inventory} "
+                                f"says {value}; fix: leave --{key} out (the spec is the "
+                                "expectation), or check without --inventory")
+        setattr(args, key, value)
+    args.expectation_from = f"the spec of {node.name} in {args.inventory}"
 
 
 def expectation(args: argparse.Namespace) -> dict[str, Any]:

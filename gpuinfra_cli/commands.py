@@ -119,6 +119,7 @@ def add_check(sub: argparse._SubParsersAction) -> None:
         "verify suite.\n"
         "  nvidia-smi:      --profile P --gpus N [--topo F] [--p2p MODE:F] [--nvlink F] "
         "[--smi-q F]\n"
+        "                   (or --inventory I --host H: the host's spec is the expectation)\n"
         "  RDMA and kernel: --ibstat F, --ibv-devinfo F, --show-gids F, --mlxconfig F, "
         "--lspci-vvv F,\n"
         "                   --lsmod F, --dmesg F, --cmdline F (expectation: --nic/--iommu/... "
@@ -179,11 +180,15 @@ def run_check(args: argparse.Namespace) -> int:
     inputs = [path for path in (args.topo, *(f for _, f in p2p_files), args.nvlink, args.smi_q)
               if path]
     if args.json:
+        source = getattr(args, "expectation_from", "--profile/--gpus/--model")
         print(json.dumps(envelope("check", findings, host=args.host, inputs=inputs,
                                   profile=args.profile, model=model,
-                                  extra={"gpus": args.gpus}), indent=2))
+                                  extra={"gpus": args.gpus, "expectation_from": source}),
+                         indent=2))
     else:
         what = f"{args.host or 'node'} ({args.gpus}x {model or 'GPUs'}, {args.profile})"
+        if getattr(args, "expectation_from", None):
+            what += f", from {args.expectation_from}"
         print(render(findings, what))
         if args.matrix:
             print(_matrices(findings, args.gpus, p2p))

@@ -146,3 +146,29 @@ def test_unusable_input_exits_2_with_message(argv, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("gpuinfra: ") and "Traceback" not in err
+
+
+H100_TOPO = REAL / "nvidia-smi-topo-m" / "8x-h100-sxm-nv18-no-nics-spaces.txt"
+A100_TOPO = REAL / "nvidia-smi-topo-m" / "8x-a100-sxm4-80gb-nv12-4nic-sys-distserve-issue3.txt"
+SITE = ["--inventory", "inventory/example.py", "--group-data", "group_data"]
+
+
+def test_nvidia_smi_captures_take_the_hosts_spec(capsys, monkeypatch):
+    """Issue 44: with --inventory and --host, a topo capture is judged against the host's own
+    spec (8x H100-SXM5, nvswitch-all-to-all for hgx01), and the output says whose spec."""
+    from tests.conftest import REPO
+
+    monkeypatch.chdir(REPO)
+    rc = main(["check", "--topo", str(H100_TOPO), *SITE, "--host", "hgx01", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and (out["profile"], out["gpus"]) == ("nvswitch-all-to-all", 8)
+    assert out["expectation_from"] == "the spec of hgx01 in inventory/example.py"
+    # pcie01's spec (4x H100-PCIE, bridged pairs) does not fit an 8-GPU SXM capture
+    rc = main(["check", "--topo", str(H100_TOPO), *SITE, "--host", "pcie01"])
+    assert rc == 1 and "from the spec of pcie01" in capsys.readouterr().out
+    # an option against the spec is refused, naming both
+    rc = main(["check", "--topo", str(A100_TOPO), *SITE, "--host", "hgx01", "--gpus", "4"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--gpus 4: the spec of hgx01" in err and "says 8" in err
+    rc = main(["check", "--topo", str(H100_TOPO), *SITE, "--host", "kvm01"])
+    assert rc == 2 and "no GPUs in the spec" in capsys.readouterr().err
