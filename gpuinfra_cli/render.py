@@ -73,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
 
     from gpuinfra.spec import SpecInvalid, format_errors
     from gpuinfra_deploy import render
+    from gpuinfra_deploy.run.site import site_warnings
 
     if not Path(args.inventory).is_file():
         raise GpuinfraError(f"{args.inventory}: no such inventory file (give "
@@ -104,6 +105,9 @@ def run(args: argparse.Namespace) -> int:
                                 "to assume fresh hosts")
         result = render.render_site(args.inventory, args.facts, args.os_name, args.group_data)
         render.judge_here(result)
+        warnings = site_warnings(args.inventory, args.group_data)
+        if warnings:  # what validate warns of (a driver branch past its end of life...)
+            print(warnings, file=sys.stderr)
         try:
             render.write_render(result, args.out)
         except OSError as exc:

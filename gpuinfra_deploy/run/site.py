@@ -136,3 +136,16 @@ def validated_site(path: str, group_data: str | None = None
     if spec.warnings:
         print(format_warnings(spec.warnings), file=sys.stderr)
     return hosts, spec
+
+
+def site_warnings(path: str, group_data: str | None = None) -> str:
+    """What `gpuinfra validate` warns of for inventory ``path`` (a driver branch past its end
+    of life...), formatted; "" when none, or when the spec is invalid (its errors are said
+    where it is refused)."""
+    hosts, duplicates = load_hosts(path, group_data=group_data)
+    try:
+        spec = build_spec(hosts, duplicates)
+    except SpecInvalid:
+        return ""
+    return format_warnings(spec.warnings) if spec.warnings else ""
+

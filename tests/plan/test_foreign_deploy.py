@@ -278,6 +278,9 @@ def test_an_installed_gpuinfra_validates_renders_and_checks_a_site_of_its_own(
     run = installed(wheel_site, site, "render", "inventory/example.py", "--out", "out",
                     "--os", "debian-12")
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    # the example's driver branch (535, the mission's) is past NVIDIA's end of life: said
+    assert "branch 535 reached NVIDIA's end of life in June 2026" in run.stderr
+    assert "driver_branch = '580'" in run.stderr
     rendered = json.loads((site / "out" / "render.json").read_text())
     assert rendered and (site / "out").is_dir()
     assert any((site / "out").glob("*/etc/slurm/slurm.conf"))
