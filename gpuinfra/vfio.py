@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from gpuinfra.errors import GpuinfraError, clip
 from gpuinfra.parsers.pcisysfs import PciFunction, PciSysfs
+from gpuinfra.paths import path_problem
 from gpuinfra.text import FileText
 
 if TYPE_CHECKING:  # the spec imports this module's patterns; no import cycle at run time
@@ -66,12 +67,6 @@ LIBVIRT_DIR = "/etc/gpuinfra/libvirt"
 # <libvirt data root>/images (virt-manager, virtinst/storage.py: _preferred_default_pool_path).
 LIBVIRT_IMAGES = "/var/lib/libvirt/images"
 _SAFE_PATH = re.compile(r"(/[A-Za-z0-9._+-]+)+")
-# Never an image directory: the system's own trees (devices, kernel interfaces, configuration,
-# programs; /tmp and /var/tmp are writable by every user), nor a parent of most of the system.
-_SYSTEM_TREES = ("/dev", "/proc", "/sys", "/etc", "/boot", "/run", "/usr", "/bin", "/sbin",
-                 "/lib", "/lib32", "/lib64", "/root", "/tmp", "/var/tmp")
-_SYSTEM_PARENTS = ("/var", "/var/lib", "/home", "/srv", "/opt", "/mnt", "/media")
-
 GROUP_FIX = "another slot, or ACS in the BIOS; never the ACS override patch in production"
 
 
@@ -299,6 +294,24 @@ def host_use_refusals(ids: Sequence[str], bound: Binding, pci: PciSysfs,
     return problems
 
 
+def kept_gpus_problem(model_key: str, pci_ids: Sequence[str], count: int, bound: Binding,
+                      pci: PciSysfs) -> str | None:
+    """A GPU node that is also a hypervisor: the GPUs of its model left to the host after
+    ``bound`` goes to VMs must be at least ``count`` (gpu_count: what its driver, Slurm and
+    Kubernetes count); None when they are."""
+    ids = {f"10de:{pid}" for pid in pci_ids}
+    gpus = [f.address for f in pci.functions if f.pci_id in ids]
+    passed = [a for a in gpus if a in bound.functions]
+    left = len(gpus) - len(passed)
+    if not passed or left >= count:
+        return None
+    return (f"vfio_devices passes {len(passed)} of this host's {len(gpus)} {model_key} GPUs to "
+            f"VMs ({', '.join(passed)}), leaving {left}; gpu_count = {count} says the host "
+            "keeps that many for its driver and Slurm/Kubernetes (they would count GPUs that "
+            "are bound to vfio-pci). Fix: lower gpu_count to the GPUs the host keeps, remove "
+            "gpu_model/gpu_count when every GPU goes to VMs, or pass fewer GPUs through")
+
+
 def class_warnings(bound: Binding, pci: PciSysfs) -> list[str]:
     """The functions ``bound`` takes that are neither a display controller (0x03xx) nor the
     audio/USB function of a card that has one: passed through as listed, but worth a look."""
@@ -320,15 +333,13 @@ def class_warnings(bound: Binding, pci: PciSysfs) -> list[str]:
 # ---------------------------------------------------------------------------- VM disks
 
 def image_dir_problem(value: object) -> str | None:
-    """Why ``value`` cannot be the directory VM disks are confined to (None: it can)."""
-    if not isinstance(value, str) or not _SAFE_PATH.fullmatch(value):
-        return "not an absolute path of letters, digits and '._+-'"
-    if posixpath.normpath(value) != value:
-        return "not a normalised path ('.' or '..' in it)"
-    tree = next((t for t in _SYSTEM_TREES if value == t or value.startswith(f"{t}/")), None)
-    if tree or value in _SYSTEM_PARENTS:
-        return f"a system directory ({tree or value}): VM disks would reach the host's own files"
-    return None
+    """Why ``value`` cannot be the directory VM disks are confined to (None: it can): the one
+    rule of the folders a role fills (gpuinfra.paths), and not under /run (a tmpfs)."""
+    problem = path_problem(value)
+    if problem is None and isinstance(value, str) and value.startswith("/run/"):
+        problem = "under /run, a tmpfs emptied at every boot"
+    return None if problem is None else f"{problem}: VM disks would reach the host's own files" \
+        if "system" in problem else problem
 
 
 def disk_problem(disk: object, image_dir: str) -> str | None:

@@ -69,7 +69,17 @@ _REFUSED_PROLOG_FLAGS = {"x11": "X11 forwarding stays off (issue 28)",
 _ROOT_PROGRAMS = frozenset(k.lower() for k in (
     "Prolog", "Epilog", "PrologSlurmctld", "EpilogSlurmctld", "TaskProlog", "TaskEpilog",
     "SrunProlog", "SrunEpilog", "HealthCheckProgram", "RebootProgram", "ResumeProgram",
-    "SuspendProgram", "ResvProlog", "ResvEpilog", "MailProg"))
+    "SuspendProgram", "ResvProlog", "ResvEpilog", "MailProg", "UnkillableStepProgram",
+    "SlurmctldPrimaryOnProg", "SlurmctldPrimaryOffProg"))
+# Files and folders the daemons load code or configuration from as root (slurm.conf(5)):
+# PluginDir (a colon-separated list of folders of plugins), PlugStackConfig (the SPANK
+# plugins' list): only in root-owned system folders, like the programs above.
+_ROOT_PATHS = frozenset({"plugindir", "plugstackconfig"})
+# The daemons' own user: slurmd runs as root (it starts every job's processes), slurmctld as
+# SlurmUser (the role's). A site setting would break jobs or hand the daemon to another user.
+_REFUSED_KEYS = {"slurmduser": "slurmd runs as root (it starts the jobs as their users)"}
+# AuthInfo's socket= names the MUNGE socket Slurm trusts: only munged's own.
+_MUNGE_SOCKET = "/run/munge/munge.socket.2"
 
 
 _ROOT_FOLDERS = ("/etc/slurm/", "/usr/sbin/", "/usr/bin/", "/usr/lib/", "/usr/libexec/",
@@ -90,11 +100,25 @@ def extra_problem(key: Any, value: Any) -> str | None:
         for flag in str(value).split(","):
             if flag.strip().lower() in _REFUSED_PROLOG_FLAGS:
                 return f"PrologFlags {flag.strip()}: {_REFUSED_PROLOG_FLAGS[flag.strip().lower()]}"
-    if key.lower() in _ROOT_PROGRAMS and not (str(value).startswith(_ROOT_FOLDERS)
-                                              and ".." not in str(value)):
+    if key.lower() in _REFUSED_KEYS:
+        return f"{key}: {_REFUSED_KEYS[key.lower()]}"
+    if key.lower() in _ROOT_PROGRAMS and not _root_owned(str(value)):
         return (f"{key} runs as root: a program in a root-owned folder "
                 f"({', '.join(_ROOT_FOLDERS)})")
+    if key.lower() in _ROOT_PATHS and not all(_root_owned(p) for p in str(value).split(":")):
+        return (f"{key}: root loads code from it: only root-owned folders "
+                f"({', '.join(_ROOT_FOLDERS)})")
+    if key.lower() == "authinfo":
+        sockets = [p.split("=", 1)[1] for p in str(value).split(",") if p.startswith("socket=")]
+        if any(sock not in (_MUNGE_SOCKET, "/var" + _MUNGE_SOCKET) for sock in sockets):
+            return (f"AuthInfo socket= must be munged's own socket ({_MUNGE_SOCKET}): Slurm "
+                    "trusts whoever answers there")
     return None
+
+
+def _root_owned(path: str) -> bool:
+    return (path.startswith(_ROOT_FOLDERS) or path.rstrip("/") + "/" in _ROOT_FOLDERS) \
+        and ".." not in path
 
 
 def _extra_check(extra: Any) -> str | None:

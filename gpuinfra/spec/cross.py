@@ -110,7 +110,8 @@ _FIXED = {"slurmctld": 6817, "slurmd": 6818, "slurmdbd": 6819, "kube-apiserver":
 _PORT_KNOBS = {"monitoring_prometheus_port": "Prometheus",
                "monitoring_alertmanager_port": "Alertmanager",
                "monitoring_node_exporter_port": "node_exporter",
-               "monitoring_grafana_port": "Grafana", "logs_loki_port": "Loki"}
+               "monitoring_grafana_port": "Grafana", "logs_loki_port": "Loki",
+               "logs_port": "systemd-journal-remote"}
 
 
 def _listeners(node: NodeSpec, accounting: bool) -> dict[str, int | None]:
@@ -142,6 +143,8 @@ def _listeners(node: NodeSpec, accounting: bool) -> dict[str, int | None]:
             found["dcgm-exporter"] = _FIXED["dcgm-exporter"]
     if s.get("logs_loki") and node.is_head:
         found["logs_loki_port"] = s.get("logs_loki_port")
+    if s.get("logs_enabled") and node.is_head:  # journal-remote receives every node's journal
+        found["logs_port"] = s.get("logs_port")
     return found
 
 

@@ -102,6 +102,17 @@ CLUSTER_KEYS: dict[str, Any] = {
 
 SPEC_KEYS = (*HOST_KEYS, *CLUSTER_KEYS)
 
+# pyinfra's SSH connector keys (pyinfra 3.10, pyinfra/connectors/ssh.py connector_data_meta; a
+# test holds the list to it): the "ssh_" prefix is theirs, and a key with it that is none of
+# these is a typo (ssh_hostnme would connect to the host's inventory name instead).
+PYINFRA_SSH_KEYS = (
+    "ssh_allow_agent", "ssh_config_file", "ssh_connect_retries", "ssh_connect_retry_max_delay",
+    "ssh_connect_retry_min_delay", "ssh_file_transfer_protocol", "ssh_forward_agent",
+    "ssh_hostname", "ssh_key", "ssh_key_password", "ssh_known_hosts_file",
+    "ssh_look_for_keys", "ssh_paramiko_connect_kwargs", "ssh_password", "ssh_port",
+    "ssh_strict_host_key_checking", "ssh_user",
+)
+
 
 @dataclass(frozen=True)
 class SpecWarning:

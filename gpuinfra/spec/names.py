@@ -42,9 +42,13 @@ def with_role_groups(hosts: Sequence[HostInput], groups: Mapping[str, str] | Non
 
 
 def check_unknown_keys(host: HostInput, known: Sequence[str], errs: Collector,
-                       prefixes: tuple[str, ...] | None = None) -> None:
+                       prefixes: tuple[str, ...] | None = None,
+                       owned: tuple[str, ...] = ()) -> None:
     """A key that is almost a known key (in any case) is a typo that would silently fall back
-    to a default: a spec key or a role knob written ``GPU_MODEL`` or ``..._precent``.
+    to a default: a spec key or a role knob written ``GPU_MODEL`` or ``..._precent``. A key
+    with a prefix gpuinfra owns (``owned``: each role's ``<role>_``, pyinfra's ``ssh_``) that
+    is no known key is refused too, however far from one (``monitoring_tls_cert``), naming the
+    nearest key of that prefix.
 
     ``prefixes`` (a deploy running only some roles): only keys starting with one of them, or
     equal to a known key but for case, are judged; the operator's other keys are theirs."""
@@ -61,6 +65,20 @@ def check_unknown_keys(host: HostInput, known: Sequence[str], errs: Collector,
             errs.add(host.name, key, host.data[key], f"unknown key (did you mean {close[0]!r}?)",
                      "the spec keys (docs/spec.md) and each role's keys "
                      "(roles/<role>/defaults.py)", f"rename {key!r} to {close[0]!r}")
+            continue
+        prefix = next((p for p in sorted(owned, key=len, reverse=True)
+                       if key.lower().startswith(p)), None)
+        if prefix is None:
+            continue
+        family = [k for k in known if k.lower().startswith(prefix)]
+        near = get_close_matches(key.lower(), [k.lower() for k in family], n=1, cutoff=0.0)
+        where = ("pyinfra's SSH connector keys" if prefix == "ssh_" else
+                 f"roles/{prefix[:-1]}/defaults.py")
+        errs.add(host.name, key, host.data[key],
+                 f"unknown key: {prefix} keys are {where}'s and none is {key!r}"
+                 + (f" (the nearest: {lowered[near[0]]!r})" if near else ""),
+                 f"the keys of {where}", f"rename {key!r} to the key meant, or remove it "
+                 f"(a key with another prefix is yours)")
 
 
 def check_groups(host: HostInput, errs: Collector) -> None:

@@ -233,7 +233,23 @@ def _partition(index: int, item: Any, nodes: Mapping[str, NodeSpec],
         errs.add(CLUSTER, f"{field}['name']", name, "missing or malformed partition name",
                  "letters, digits, '-' and '_'", "name the partition")
         return None
+    if name.upper() == "DEFAULT":
+        # slurm.conf(5): "PartitionName=DEFAULT" only sets the defaults of the lines after it;
+        # no partition of that name exists, so its nodes would be in none.
+        errs.add(CLUSTER, f"{field}['name']", name, "PartitionName=DEFAULT only sets defaults "
+                 "for the other partitions in slurm.conf: this partition would not exist",
+                 "any other name", "rename the partition (e.g. 'gpu')")
+        return None
+    flags_ok = True
+    for flag in ("default", "gpu"):
+        if flag in item and not isinstance(item[flag], bool):
+            errs.add(CLUSTER, f"{field}[{flag!r}]", item[flag], f"partition {name!r}: must be "
+                     "True or False (a string such as 'false' would count as true)",
+                     "True or False", f"write {flag!r}: True or False, without quotes")
+            flags_ok = False
     settings, per_gpu = partition_settings(field, name, item, errs)
+    if not flags_ok:
+        return None
     if not isinstance(members, (list, tuple)) or not members:
         errs.add(CLUSTER, f"{field}['nodes']", members, f"partition {name!r} has no node list",
                  "a non-empty list of inventory host names", "list its hosts")

@@ -21,7 +21,14 @@ from gpuinfra.spec.cross import check_cross_keys, merge_repeated
 from gpuinfra.spec.effects import driver_branch_warnings, gpudirect_warnings, partial_effects
 from gpuinfra.spec.knobs import Knob, knob_settings
 from gpuinfra.spec.kubernetes import check_kubernetes
-from gpuinfra.spec.model import HOST_KEYS, SPEC_KEYS, ClusterSpec, HostInput, SpecWarning
+from gpuinfra.spec.model import (
+    HOST_KEYS,
+    PYINFRA_SSH_KEYS,
+    SPEC_KEYS,
+    ClusterSpec,
+    HostInput,
+    SpecWarning,
+)
 from gpuinfra.spec.names import (
     check_groups,
     check_host_name,
@@ -48,7 +55,8 @@ def validate(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (),
 def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (),
                   knobs: Sequence[Knob] = (), *, groups: Mapping[str, str] | None = None,
                   only_roles: Sequence[str] | None = None,
-                  default_schedulers: Sequence[str] | None = None) -> ClusterSpec:
+                  default_schedulers: Sequence[str] | None = None,
+                  owned_prefixes: Sequence[str] = ()) -> ClusterSpec:
     """The typed cluster spec for ``hosts``; raises :class:`SpecInvalid` listing all problems.
 
     ``duplicate_names`` are host names the inventory lists more than once (the loader sees the
@@ -61,7 +69,8 @@ def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (
     ``only_roles``: the deploy runs only these roles (another project's deploy): the typo
     check then covers only keys with these roles' prefixes (and spec keys written in another
     case), the operator's own groups are not judged, and ``default_schedulers`` replaces the
-    default of ``schedulers``.
+    default of ``schedulers``. ``owned_prefixes`` (the whole site): key prefixes gpuinfra owns
+    (``<role>_``, ``ssh_``): an unknown key with one of them is refused.
     """
     errs = Collector()
     hosts = with_role_groups(hosts, groups, errs)
@@ -73,9 +82,10 @@ def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (
         errs.add(CLUSTER, "inventory", [], "the inventory has no hosts",
                  "at least one host in the 'head' group", "add hosts to inventory/<site>.py")
         raise SpecInvalid(errs.errors)
-    known = (*SPEC_KEYS, *(k.key for k in knobs))
+    known = (*SPEC_KEYS, *PYINFRA_SSH_KEYS, *(k.key for k in knobs))
+    owned = tuple(owned_prefixes) if only_roles is None else ()
     for host in hosts:
-        check_unknown_keys(host, known, errs, prefixes)
+        check_unknown_keys(host, known, errs, prefixes, owned)
         check_host_name(host, errs)
         if only_roles is None:
             check_groups(host, errs)

@@ -12,6 +12,7 @@ from typing import Any
 
 from gpuinfra.spec.checks import WHERE_HOST, Collector, int_value
 from gpuinfra.spec.model import (
+    HEAD_GROUP,
     HYPERVISOR_GROUP,
     NVLINK_FABRICS,
     GpuSpec,
@@ -54,6 +55,13 @@ def vfio_spec(host: HostInput, gpus: GpuSpec | None, nics: Sequence[RdmaNic],
                          f"'{HYPERVISOR_GROUP}' group", f"only on hosts in '{HYPERVISOR_GROUP}'",
                          f"add {host.name} to {HYPERVISOR_GROUP} = [...] in inventory/<site>.py,"
                          f" or remove {key}")
+        return None
+    if HEAD_GROUP in host.groups:
+        errs.add(host.name, "groups", f"{HEAD_GROUP}, {HYPERVISOR_GROUP}", "the cluster's head "
+                 "is also a hypervisor: a VM's passthrough (a device reset, an IOMMU fault, "
+                 "vfio-pci taking a device at boot) would take the controller down with it",
+                 "the head in 'head' only", f"move the VMs to another host, or {host.name} "
+                 f"out of {HYPERVISOR_GROUP}")
         return None
     addresses, ids = _vfio_devices(host.name, raw["vfio_devices"], errs)
     vms = _vms(host.name, raw["vms"], errs,

@@ -57,6 +57,12 @@ def validate_before_connect() -> None:
 
     load = getattr(cli.make_inventory, "__wrapped__", cli.make_inventory)
 
+    unknown = unknown_data_keys(params.get("data") or ())
+    if unknown:
+        print(f"gpuinfra: {inventory}: no host was touched.\n" + "\n".join(
+            f"  --data {u}" for u in unknown), file=sys.stderr)
+        raise SystemExit(1)
+
     def gated(*args: Any, **kwargs: Any) -> Any:
         try:
             with checked_loading() as groups:
@@ -84,6 +90,28 @@ def validate_before_connect() -> None:
 
     gated.__wrapped__ = load  # type: ignore[attr-defined]
     cli.make_inventory = gated
+
+
+def unknown_data_keys(items: Any) -> list[str]:
+    """Each ``--data KEY=VALUE`` whose KEY is no key of gpuinfra (spec, roles' knobs) nor of
+    pyinfra (its SSH connector's, its ``_``-prefixed operation arguments), said with the
+    nearest known key: pyinfra would set it on every host and nothing would read it."""
+    from difflib import get_close_matches
+
+    from gpuinfra.spec.model import PYINFRA_SSH_KEYS, SPEC_KEYS
+    from gpuinfra_deploy.run.knobs import knobs_of
+
+    known = {*SPEC_KEYS, *PYINFRA_SSH_KEYS, *(k.key for k in knobs_of(None))}
+    found = []
+    for item in items:
+        key = str(item).partition("=")[0]
+        if key in known or key.startswith("_"):
+            continue
+        near = get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+        found.append(f"{key}: no such key (" + (f"the nearest: {near[0]!r}; " if near else "")
+                     + "the spec keys are in docs/spec.md, each role's in "
+                     "roles/<role>/defaults.py); fix: correct the key or drop the --data")
+    return found
 
 
 def _summary_at_exit(spec: ClusterSpec) -> None:

@@ -85,6 +85,12 @@ def role_scheduler(role: str) -> str | None:
     return scheduler
 
 
+def owned_prefixes() -> tuple[str, ...]:
+    """The key prefixes gpuinfra owns on a whole site: each role's ``<role>_`` and pyinfra's
+    ``ssh_`` (an unknown key with one of them is a typo, never the operator's own key)."""
+    return (*(f"{r}_" for r in role_names()), "ssh_")
+
+
 def build_spec(hosts: Sequence[HostInput], duplicates: Sequence[str] = (),
                roles: Sequence[str] | None = None,
                groups: Mapping[str, str] | None = None) -> ClusterSpec:
@@ -96,7 +102,8 @@ def build_spec(hosts: Sequence[HostInput], duplicates: Sequence[str] = (),
     ``groups`` maps gpuinfra's groups (head, workers, hypervisors) to the operator's own.
     """
     if roles is None:
-        return build_cluster(hosts, duplicates, knobs_of(None), groups=groups)
+        return build_cluster(hosts, duplicates, knobs_of(None), groups=groups,
+                             owned_prefixes=owned_prefixes())
     return build_cluster(hosts, duplicates, knobs_of(roles), groups=groups,
                          only_roles=tuple(roles),
                          default_schedulers=tuple(dict.fromkeys(

@@ -13,17 +13,25 @@ from gpuinfra.knowledge.containers import (
     ENROOT_DEFAULT_VERSION,
     PYXIS_DEFAULT_VERSION,
 )
+from gpuinfra.paths import opened_parent_problem, path_problem
 from gpuinfra.spec.knobs import Knob, defaults
-from gpuinfra.spec.rules import boolean, choice, optional, text
+from gpuinfra.spec.rules import Rule, boolean, choice, optional, text
 
 SHA256 = text(r"[0-9a-f]{64}", "a SHA-256 as 64 lower-case hex digits "
               "(`sha256sum FILE` on a copy you trust)", "a SHA-256")
 VERSION = text(r"[0-9]+\.[0-9]+\.[0-9]+", "a release version, e.g. '3.5.0'", "a version")
-# An absolute path; enroot.conf's may hold $(id -u) (one directory per user).
-PATH = text(r"/(?:[A-Za-z0-9._/+-]|\$\(id -u\)){1,200}", "an absolute path (enroot.conf's may hold "
-            "$(id -u)), e.g. '/var/lib/enroot/data/user-$(id -u)'", "an absolute path")
-BUNDLE = text(r"/[A-Za-z0-9._/-]{1,200}", "an absolute path, e.g. '/srv/containers/busybox'",
-              "an absolute path")
+# Enroot's per-user folders (enroot.conf, $(id -u) in the last part): their parents are made
+# 1777 by the role, so the path and its parent are judged by the one rule of the folders a role
+# opens up (gpuinfra/paths.py: no system folder, nothing under /tmp, no '..').
+PATH = Rule("an absolute path of a folder of its own, its last part may hold $(id -u), e.g. "
+            "'/var/lib/enroot/data/user-$(id -u)' (never in a system folder, /tmp or with "
+            "'..': the role makes its parent writable by every user)",
+            lambda value: opened_parent_problem(value, per_user=True))
+# The OCI bundle is rebuilt with `rm -rf BUNDLE && mv BUNDLE.gpuinfra-new BUNDLE` as root:
+# the same rule (gpuinfra/paths.py).
+BUNDLE = Rule("an absolute path of a folder of its own, e.g. '/srv/containers/busybox' (never "
+              "a system folder, /tmp or with '..': the role removes and rebuilds it as root)",
+              path_problem)
 
 # The scheduler this role belongs to: a deploy running it alone defaults to it.
 SCHEDULER = "slurm"

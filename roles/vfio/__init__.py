@@ -43,6 +43,7 @@ from gpuinfra.vfio import (
     domain_xml,
     group_problems,
     host_use_refusals,
+    kept_gpus_problem,
     modprobe_conf,
     modules_load_conf,
     qm_hostpci,
@@ -153,6 +154,10 @@ def _refuse_what_the_host_needs(node: NodeSpec, bound: Binding, pci: PciSysfs,
                 "/proc/self/mountinfo printed nothing). Fix: check that sysfs and /proc are "
                 "mounted, then deploy again"] if use is None else \
         host_use_refusals(node.vfio.ids, bound, pci, use)
+    if node.gpus is not None:
+        kept = kept_gpus_problem(node.gpus.model.key, node.gpus.model.pci_ids,
+                                 node.gpus.count, bound, pci)
+        problems += [kept] if kept else []
     acs = host.get_fact(AcsOffUnit)
     if acs["active"] or acs["unit"] or acs["script"]:
         when = "on this boot" if acs["active"] else "at every boot from the next"

@@ -226,14 +226,20 @@ def test_the_image_directory_is_the_sites_knob():
 
 @pytest.mark.parametrize(("value", "words"), [
     ("/", "not an absolute path"),
-    ("/dev", "a system directory (/dev)"),
-    ("/etc/libvirt", "a system directory (/etc)"),
-    ("/var/lib", "a system directory (/var/lib)"),
-    ("/tmp/images", "a system directory (/tmp)"),
+    ("/dev", "inside the system folder /dev"),
+    ("/etc/libvirt", "inside the system folder /etc"),
+    ("/var/lib", "/var/lib holds the system's own folders"),
+    ("/tmp/images", "inside /tmp, which every user may write"),
     ("/srv/images/../..", "not a normalised path"),
     ("images", "not an absolute path"),
-    (["/srv"], "not an absolute path"),
-], ids=["root", "dev", "etc", "var-lib", "tmp", "dotdot", "relative", "list"])
+    (["/srv"], "must be a string"),
+    # issue 44: the forbidden list missed these
+    ("/var/spool/cron", "inside the system folder /var/spool/cron"),
+    ("/var/log/vms", "inside the system folder /var/log"),
+    ("/var/backups", "inside the system folder /var/backups"),
+    ("/run/vms", "under /run, a tmpfs"),
+], ids=["root", "dev", "etc", "var-lib", "tmp", "dotdot", "relative", "list", "cron",
+        "var-log", "backups", "run"])
 def test_a_bad_image_directory_is_refused_once(value, words):
     from gpuinfra_deploy.run.knobs import spec_problems
 
