@@ -90,7 +90,7 @@ def add_parse(sub: argparse._SubParsersAction) -> None:
 def run_parse(args: argparse.Namespace) -> int:
     kind = kind_of(args.kind)
     name = "standard input" if args.file == STDIN else args.file
-    text = sys.stdin.read() if args.file == STDIN else read_text(args.file)
+    text = read_text(args.file)
     if not text.strip() and not PARSERS[kind].blank:
         raise GpuinfraError(f"{name}: empty: nothing to parse as {args.kind} "
                             f"(`{PARSERS[kind].command}`)")

@@ -6,27 +6,70 @@ check` share them; this module imports none of those."""
 from __future__ import annotations
 
 import argparse
+import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.parsers._text import MAX_LINE
 from gpuinfra.parsers.sniff import mismatch
 
 STDIN = "-"
 
 
-def read_text(path: str) -> str:
-    """The text of the capture ``path``; GpuinfraError naming the file when it cannot be read."""
+# The largest capture read (issue 44: /dev/zero or an endless pipe must not grow without
+# bound): well above any real one (an 8-GPU `nvidia-smi -q` is ~200 KB, a day of `dmesg` a few
+# MB).
+MAX_CAPTURE_BYTES = 32 << 20
+
+
+def read_bytes_bounded(path: str, what: str = "capture") -> bytes:
+    """The bytes of ``path`` ('-': standard input), at most :data:`MAX_CAPTURE_BYTES`;
+    GpuinfraError naming the file when it is larger, a device (``/dev/zero``), or unreadable.
+    A pipe (``<(cmd)``, ``/dev/fd/N``) is read up to the bound."""
+    name = "standard input" if path == STDIN else path
     try:
-        return Path(path).read_text(encoding="utf-8", errors="strict")
+        if path != STDIN:
+            mode = Path(path).stat().st_mode
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISDIR(mode):
+                kind = "a directory" if stat.S_ISDIR(mode) else "a device"
+                raise GpuinfraError(f"{name}: {kind}, not a {what} file: give the file the "
+                                    "tool's output was saved to")
+        if path == STDIN:
+            stream = getattr(sys.stdin, "buffer", None)
+            data = stream.read(MAX_CAPTURE_BYTES + 1) if stream is not None else \
+                sys.stdin.read(MAX_CAPTURE_BYTES + 1).encode("utf-8", "surrogateescape")
+        else:
+            with open(path, "rb") as source:
+                data = source.read(MAX_CAPTURE_BYTES + 1)
+    except OSError as exc:
+        raise GpuinfraError(f"{name}: cannot be read: {exc.strerror or exc}") from None
+    if len(data) > MAX_CAPTURE_BYTES:
+        raise GpuinfraError(f"{name}: more than {MAX_CAPTURE_BYTES >> 20} MiB: no {what} is "
+                            "that large; give the command's own output (or the part of it "
+                            "that matters)")
+    return data
+
+
+def read_text(path: str, what: str = "capture") -> str:
+    """The text of the capture ``path`` ('-': standard input), bounded
+    (:func:`read_bytes_bounded`); GpuinfraError naming the file when it cannot be read, is
+    not UTF-8, or holds a line longer than any tool prints."""
+    name = "standard input" if path == STDIN else path
+    data = read_bytes_bounded(path, what)
+    try:
+        text = data.decode("utf-8", errors="strict")
     except UnicodeDecodeError as exc:
-        raise GpuinfraError(f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
+        raise GpuinfraError(f"{name}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
                             f"offset {exc.start}): give the capture as the tool printed it") \
             from None
-    except OSError as exc:
-        raise GpuinfraError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    for no, line in enumerate(text.split("\n"), 1):
+        if len(line) > MAX_LINE:
+            raise GpuinfraError(f"{name}: a line of {len(line)} characters: no tool output a "
+                                f"{what} holds has lines longer than {MAX_LINE} (line {no})")
+    return text
 
 
 def one_stdin(options: Sequence[tuple[str, str | None]]) -> None:
@@ -42,7 +85,7 @@ def read_capture(path: str, kind: str) -> str:
     GpuinfraError naming the file when it cannot be read, or when it is recognisably another
     command's output ("this looks like `ibstat` output, not `nvidia-smi topo -m`")."""
     name = "standard input" if path == STDIN else path
-    text = sys.stdin.read() if path == STDIN else read_text(path)
+    text = read_text(path)
     problem = mismatch(kind, text)
     if problem:
         raise GpuinfraError(f"{name}: {problem}")

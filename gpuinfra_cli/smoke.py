@@ -171,8 +171,9 @@ def judge(text: str, spec: Any, args: argparse.Namespace, inputs: list[str]) -> 
 
 
 def run_check(args: argparse.Namespace) -> int:
-    text = sys.stdin.read() if args.log == "-" else Path(args.log).read_text(
-        encoding="utf-8", errors="replace")
+    from gpuinfra_cli.inputs import read_bytes_bounded
+
+    text = read_bytes_bounded(args.log, "smoke job log").decode("utf-8", errors="replace")
     spec = _spec(args.inventory) if args.inventory else None
     return judge(text, spec, args, [args.log])
 

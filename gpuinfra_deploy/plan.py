@@ -103,11 +103,25 @@ def merge_facts(*layers: Mapping[str, Any]) -> dict[str, Any]:
     return facts
 
 
+MAX_FACTS_BYTES = 64 << 20
+
+
 def read_facts(path: Path) -> dict[str, Any]:
     """The facts of one JSON file; a :class:`GpuinfraError` naming the file (and the key) when
     it is not a facts file."""
     try:
-        data = json.loads(path.read_text(), object_hook=decode)
+        size = path.stat().st_size
+        if size > MAX_FACTS_BYTES:
+            raise GpuinfraError(f"{path}: {size >> 20} MiB: no facts file is that large (the "
+                                "largest recorded is under 1 MiB); record them again with "
+                                "`gpuinfra render --record-facts`")
+        data = json.loads(path.read_text(encoding="utf-8"), object_hook=decode)
+    except UnicodeDecodeError as exc:
+        raise GpuinfraError(f"{path}: not text (byte {exc.object[exc.start]:#04x} at offset "
+                            f"{exc.start}); a facts file is the JSON `gpuinfra render "
+                            "--record-facts` writes") from None
+    except OSError as exc:
+        raise GpuinfraError(f"{path}: cannot be read: {exc.strerror or exc}") from None
     except json.JSONDecodeError as exc:
         raise GpuinfraError(f"{path}: not JSON (line {exc.lineno}: {exc.msg}); a facts file is "
                             "what `gpuinfra render --record-facts` writes") from None

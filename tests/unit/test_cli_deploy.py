@@ -74,7 +74,8 @@ def test_never_names_the_workers_and_the_command_and_rolls_nothing(monkeypatch, 
     rc, ran, rolled = _flow(monkeypatch, "never", {"w2": "NVIDIA driver packages installed"})
     out = capsys.readouterr().out
     assert rc == 0 and not rolled
-    assert ran[0][2:4] == ["inventory/x.py", "deploy.py"] and ran[0][-2:] == [
+    assert ran[0][2] == "--config" and ran[0][3].endswith("config.py")
+    assert ran[0][4] == "inventory/x.py" and ran[0][5].endswith("/deploy.py") and ran[0][-2:] == [
         "--data", "reboot_policy=never"]  # the deploy itself never reboots
     assert "deploy: w2 needs a reboot: NVIDIA driver packages installed" in out
     assert "gpuinfra roll --inventory inventory/x.py --limit w2 (drained, in batches)" in out

@@ -57,7 +57,7 @@ def test_check_unusable_input_exits_2(tmp_path, capsys):
     code, out, err = run(capsys, "smoke", "check", str(path))
     assert code == 2 and "not the smoke job's log" in err
     code, _, err = run(capsys, "smoke", "check", str(tmp_path / "missing.out"))
-    assert code == 2 and "cannot read input" in err
+    assert code == 2 and "missing.out: cannot be read" in err
 
 
 def test_check_with_the_spec_wants_ib_and_names_the_floor(tmp_path, monkeypatch, capsys):

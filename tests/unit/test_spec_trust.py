@@ -136,3 +136,48 @@ def _gpus_left(passed: int, total: int, count: int) -> Any:
 def test_a_gpu_node_passing_its_counted_gpus_to_vms_is_refused() -> None:
     assert "leaving 2; gpu_count = 4" in (_gpus_left(2, 4, 4) or "")
     assert _gpus_left(2, 4, 2) is None and _gpus_left(0, 4, 4) is None
+
+
+# ---------------------------------------------------------------------------- bounded inputs
+
+@pytest.mark.parametrize("argv", [
+    ["check", "--topo", "/dev/zero", "--profile", "pcie-only", "--gpus", "2"],
+    ["smoke", "check", "/dev/zero"],
+    ["parse", "topo", "/dev/zero"],
+])
+def test_a_device_is_refused_at_once(argv: list[str], capsys) -> None:
+    from gpuinfra_cli.main import main
+
+    assert main(argv) == 2
+    assert "/dev/zero: a device" in capsys.readouterr().err
+
+
+def test_captures_are_read_with_a_bound(tmp_path, capsys, monkeypatch) -> None:
+    """An endless pipe or a huge file stops at the bound; a huge line is refused before any
+    pattern runs over it."""
+    import time
+
+    from gpuinfra_cli import inputs
+    from gpuinfra_cli.main import main
+
+    monkeypatch.setattr(inputs, "MAX_CAPTURE_BYTES", 1 << 20)
+    big = tmp_path / "big.txt"
+    big.write_text("GPU0\tX\n" * 200_000)
+    assert main(["parse", "topo", str(big)]) == 2
+    assert "more than 1 MiB" in capsys.readouterr().err
+    line = tmp_path / "line.txt"
+    line.write_text("x" * 900_000)
+    start = time.monotonic()
+    assert main(["check", "--topo", str(line), "--profile", "pcie-only", "--gpus", "2"]) == 2
+    assert "a line of 900000 characters" in capsys.readouterr().err
+    assert time.monotonic() - start < 5
+
+
+def test_a_binary_facts_file_is_named(tmp_path, capsys) -> None:
+    from gpuinfra_cli.main import main
+    from tests.conftest import REPO
+
+    (tmp_path / "head01.json").write_bytes(b"\x00\xff\xfe")
+    assert main(["render", str(REPO / "inventory/example.py"), "--facts", str(tmp_path),
+                 "--out", str(tmp_path / "o")]) == 2
+    assert f"{tmp_path}/head01.json: not text" in capsys.readouterr().err
