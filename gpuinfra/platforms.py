@@ -62,7 +62,7 @@ def node_address(data: Mapping[str, Any]) -> str | None:
     """
     for key in ("node_address", "ssh_hostname"):
         value = data.get(key)
-        if value:
+        if value and isinstance(value, str):  # ip_address(167772162) would read an integer
             try:
                 address = ipaddress.ip_address(value)
             except ValueError:

@@ -178,7 +178,36 @@ def _scrape_extra_problem(value: Any) -> str | None:
             return f"item {index}: needs a 'job_name' (letters, digits, '_', '-')"
         if name in OWN_JOBS or name in names:
             return f"item {index}: job_name {name!r} is taken"
+        secret = _inline_secret(job)
+        if secret:
+            return (f"item {index} ({name}): {secret} is written in plain text into "
+                    "prometheus.yml, which every user of the head can read; give it as a file "
+                    "readable by Prometheus only (password_file, credentials_file, "
+                    "bearer_token_file)")
         names.append(name)
+    return None
+
+
+# Prometheus' inline secrets and their file forms (prometheus.io/docs: <basic_auth>,
+# <authorization>, <oauth2>; bearer_token in Prometheus 2).
+_SECRETS = ("password", "credentials", "bearer_token", "client_secret")
+
+
+def _inline_secret(value: Any, path: str = "") -> str | None:
+    """The first inline secret key in a scrape job (its path), None when there is none."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            here = f"{path}.{key}" if path else str(key)
+            if key in _SECRETS and item not in (None, ""):
+                return here
+            found = _inline_secret(item, here)
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            found = _inline_secret(item, f"{path}[{i}]")
+            if found:
+                return found
     return None
 
 

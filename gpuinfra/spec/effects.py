@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.spec.model import NodeSpec, SpecWarning
+from gpuinfra.spec.model import HostInput, NodeSpec, SpecWarning
 
 
 def gpudirect_warnings(nodes: Sequence[NodeSpec], stack: str) -> list[SpecWarning]:
@@ -69,3 +69,17 @@ def driver_branch_warnings(branch: str) -> list[SpecWarning]:
                         "(no more security fixes): set driver_branch = "
                         f"'{SUPPORTED_ALTERNATIVE}' (long-term support branch, supported until "
                         "June 2028; the roles install it on every distribution they know)")]
+
+
+def ssh_warnings(hosts: Sequence[HostInput]) -> list[SpecWarning]:
+    """A host whose SSH host key is not checked (``ssh_strict_host_key_checking`` "no"/"off"):
+    the deploy would hand the MUNGE key and every other secret to whoever answers."""
+    return [SpecWarning(h.name, "ssh_strict_host_key_checking",
+                        f"{h.data['ssh_strict_host_key_checking']!r}: the host's SSH key is not "
+                        "checked, so whoever answers at its address receives the MUNGE key "
+                        "and every secret the deploy sends; use 'accept-new' (pyinfra's "
+                        "default: trust on first use) or 'yes' with ssh_known_hosts_file")
+            for h in hosts
+            if str(h.data.get("ssh_strict_host_key_checking", "")).lower() in ("no", "off",
+                                                                                 "false")]
+

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,7 +40,9 @@ def kubernetes_spec(raw: Mapping[str, Any], errs: Collector) -> KubernetesSpec:
                  f"set kubernetes_device_plugin_version {WHERE_ALL}")
         plugin = k8s.DEFAULT_DEVICE_PLUGIN_VERSION
     repository = raw["kubernetes_image_repository"]
-    if not isinstance(repository, str) or not k8s.IMAGE_REPOSITORY.fullmatch(repository):
+    port = re.match(r"[^/:]+:(\d+)", repository) if isinstance(repository, str) else None
+    if not isinstance(repository, str) or not k8s.IMAGE_REPOSITORY.fullmatch(repository) \
+            or (port is not None and not 1 <= int(port[1]) <= 65535):
         errs.add(CLUSTER, "kubernetes_image_repository", repository,
                  "not an image repository", "host[:port][/path], e.g. 'registry.k8s.io' or "
                  "'registry.example:5000/k8s' (the site's mirror of registry.k8s.io)",
@@ -56,9 +59,18 @@ def _cidr(field: str, value: Any, errs: Collector) -> str:
     """The network ``value`` as text ("" after reporting it)."""
     if isinstance(value, str):
         try:
-            return str(ipaddress.ip_network(value, strict=True))
+            net = ipaddress.ip_network(value, strict=True)
         except ValueError as exc:
             problem = f"not a network address: {exc}"
+        else:
+            special = next((what for what, yes in (
+                ("loopback", net.is_loopback), ("link-local", net.is_link_local),
+                ("multicast", net.is_multicast), ("unspecified", net.is_unspecified),
+                ("reserved", net.is_reserved)) if yes), None)
+            if special is None:
+                return str(net)
+            problem = (f"a {special} network: no pod or service traffic can be routed in it "
+                       "between nodes")
     else:
         problem = "must be a string"
     errs.add(CLUSTER, field, value, problem,

@@ -131,6 +131,12 @@ def _mig_layout(host: str, raw: Any, gpus: GpuSpec, strategy: str,
         errs.add(host, field, raw, "missing or malformed", "{'3g.40gb': 2} (every GPU) or a list "
                  "of such dicts (one per GPU)", f"set gpu_sharing['mig_layout'] {WHERE_HOST}")
         return ()
+    if not any(layout):
+        errs.add(host, field, raw, "mode 'mig' with no instance on any GPU: nothing would be "
+                 "scheduled on this node's GPUs", "{'3g.40gb': 2} (every GPU) or a list with "
+                 "at least one non-empty layout", "give the MIG instances, or another "
+                 "gpu_sharing mode (or none) for this node")
+        return ()
     if isinstance(raw, Mapping):  # one layout for every GPU: report its problems once
         _check_gpu_layout(host, field, raw, model, errs)
     else:

@@ -18,7 +18,12 @@ from gpuinfra.spec import rdma
 from gpuinfra.spec.checks import CLUSTER, Collector, SpecError, SpecInvalid
 from gpuinfra.spec.cluster import cluster_values
 from gpuinfra.spec.cross import check_cross_keys, merge_repeated
-from gpuinfra.spec.effects import driver_branch_warnings, gpudirect_warnings, partial_effects
+from gpuinfra.spec.effects import (
+    driver_branch_warnings,
+    gpudirect_warnings,
+    partial_effects,
+    ssh_warnings,
+)
 from gpuinfra.spec.knobs import Knob, knob_settings
 from gpuinfra.spec.kubernetes import check_kubernetes
 from gpuinfra.spec.model import (
@@ -123,7 +128,8 @@ def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (
         max_fail_percent=cluster["max_fail_percent"],
         rdma_stack=cluster["rdma_stack"],
         warnings=tuple(driver_branch_warnings(cluster["driver_branch"]) + partial_effects(nodes)
-                       + gpudirect_warnings(nodes, cluster["rdma_stack"])),
+                       + gpudirect_warnings(nodes, cluster["rdma_stack"])
+                       + ssh_warnings(hosts)),
     )
 
 

@@ -181,3 +181,59 @@ def test_a_binary_facts_file_is_named(tmp_path, capsys) -> None:
     assert main(["render", str(REPO / "inventory/example.py"), "--facts", str(tmp_path),
                  "--out", str(tmp_path / "o")]) == 2
     assert f"{tmp_path}/head01.json: not text" in capsys.readouterr().err
+
+
+# ------------------------------------------------- the older corpus's last accepted findings
+
+K8S = {"schedulers": ["kubernetes"]}
+
+
+@pytest.mark.parametrize(("key", "value", "words"), [
+    ("kubernetes_pod_cidr", "127.0.0.0/16", "a loopback network"),
+    ("kubernetes_service_cidr", "169.254.0.0/16", "a link-local network"),
+    ("kubernetes_pod_cidr", "224.0.0.0/8", "a multicast network"),
+    ("kubernetes_image_repository", "reg.local:99999/k8s", "not an image repository"),
+])
+def test_kubernetes_values_no_cluster_can_use(key: str, value: str, words: str) -> None:
+    found = about(site(everywhere={**K8S, key: value}), key)
+    assert found and words in found[0].problem
+    assert not about(site(everywhere={**K8S, "kubernetes_image_repository":
+                                      "reg.local:5000/k8s"}), "kubernetes_image_repository")
+
+
+def test_an_address_given_as_an_integer_is_refused() -> None:
+    found = about(site(gpu01={"node_address": 167772162}), "node_address")
+    assert found and "not an IP address" in found[0].problem
+
+
+def test_an_empty_mig_layout_is_refused() -> None:
+    gpu = {"gpu_model": "H100-SXM5-80GB", "gpu_count": 8, "gpu_topology": "nvswitch-all-to-all"}
+    for empty in ({}, [{}] * 8):
+        found = about(site(gpu01={**gpu, "gpu_sharing": {"mode": "mig", "mig_layout": empty}}),
+                      "gpu_sharing['mig_layout']")
+        assert found and "no instance on any GPU" in found[0].problem
+    mixed = [{"3g.40gb": 2}] + [{}] * 7
+    assert not about(site(everywhere={"mig_strategy": "mixed"},
+                          gpu01={**gpu, "gpu_sharing": {"mode": "mig", "mig_layout": mixed}}),
+                     "gpu_sharing['mig_layout']")
+
+
+def test_a_scrape_password_in_plain_text_is_refused() -> None:
+    job = {"job_name": "ipmi", "static_configs": [{"targets": ["bmc1:9290"]}],
+           "basic_auth": {"username": "u", "password": "secret"}}
+    found = about(site(everywhere={"monitoring_scrape_extra": [job]}), "monitoring_scrape_extra")
+    assert found and "basic_auth.password is written in plain text" in found[0].problem
+    assert "secret" not in found[0].problem
+    job["basic_auth"] = {"username": "u", "password_file": "/etc/prometheus/ipmi.pw"}
+    assert not about(site(everywhere={"monitoring_scrape_extra": [job]}),
+                     "monitoring_scrape_extra")
+
+
+def test_unchecked_host_keys_are_said() -> None:
+    from gpuinfra_deploy.run.knobs import build_spec
+
+    spec = build_spec(site(everywhere={"ssh_strict_host_key_checking": "no"}))
+    said = [w for w in spec.warnings if w.field == "ssh_strict_host_key_checking"]
+    assert len(said) == 2 and "receives the MUNGE key" in said[0].message
+    assert not build_spec(site()).warnings or all(
+        w.field != "ssh_strict_host_key_checking" for w in build_spec(site()).warnings)
