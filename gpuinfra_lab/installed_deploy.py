@@ -40,9 +40,13 @@ def prove(inventory: str = "inventory/lab.py") -> list[str]:
         return ["no lab is up (.lab/hosts.json): run `gpuinfra lab up` and deploy first"]
     work = Path(tempfile.mkdtemp(prefix="gpuinfra-installed-"))
     try:
-        wheels = work / "wheels"
+        wheels, source = work / "wheels", work / "source"
+        # A copy of the checkout's files: a stale build/ of the checkout cannot leak in.
+        shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
+            ".git", ".venv", ".lab", "build", "*.egg-info", "__pycache__", ".pytest_cache",
+            ".ruff_cache"))
         built = _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-                      "--no-build-isolation", "-w", str(wheels), str(REPO)], work)
+                      "--no-build-isolation", "-w", str(wheels), str(source)], work)
         if built.returncode != 0:
             return [f"the wheel did not build: {built.stderr[-800:]}"]
         wheel = next(wheels.glob("gpuinfra-*.whl"))
