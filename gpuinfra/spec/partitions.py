@@ -286,3 +286,35 @@ def _partition(index: int, item: Any, nodes: Mapping[str, NodeSpec],
     return Partition(name, tuple(members), bool(item.get("default", False)), bool(gpu),
                      settings, per_gpu.get("def_mem_per_gpu"),
                      per_gpu.get("def_cpu_per_gpu")) if ok else None
+
+
+def check_partition_accounting(parts: Sequence[Partition], accounting: bool,
+                               accounts: Any, errs: Collector) -> None:
+    """A partition's QOS and AllowAccounts live in the accounting database: without
+    slurm_accounting slurmctld knows none of them, and with it an account gpuinfra does not
+    make (slurm_accounts) does not exist on a new cluster (no job could run there)."""
+    made = {"root", *(a for a in (accounts or []) if isinstance(a, str))}
+    for part in parts:
+        settings = dict(part.settings)
+        if "QOS" in settings and not accounting:
+            errs.add(CLUSTER, "slurm_partitions", part.name, f"partition {part.name!r} names QOS "
+                     f"{settings['QOS']!r}, and QOS live in the accounting database: without "
+                     "slurm_accounting slurmctld knows none", "a QOS with slurm_accounting = "
+                     "True", f"set slurm_accounting = True {WHERE_ALL} (and make the QOS with "
+                     "sacctmgr), or remove 'qos' from the partition")
+        listed = [a for a in settings.get("AllowAccounts", "").split(",") if a]
+        if listed and not accounting:
+            errs.add(CLUSTER, "slurm_partitions", part.name, f"partition {part.name!r} allows "
+                     "accounts, and accounts live in the accounting database: without "
+                     "slurm_accounting no job would match them", "allow_accounts with "
+                     "slurm_accounting = True", f"set slurm_accounting = True {WHERE_ALL}, or "
+                     "remove 'allow_accounts'")
+        elif listed:
+            never = [a for a in listed if a not in made]
+            if never:
+                errs.add(CLUSTER, "slurm_partitions", part.name, f"partition {part.name!r} "
+                         f"allows account(s) {', '.join(never)}, which the site never makes "
+                         "(slurm_accounts): no job of theirs could run", "accounts listed in "
+                         "slurm_accounts", f"add {', '.join(never)} to slurm_accounts "
+                         f"{WHERE_ALL}, or correct allow_accounts")
+

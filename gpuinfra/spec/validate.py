@@ -42,7 +42,7 @@ from gpuinfra.spec.names import (
     with_role_groups,
 )
 from gpuinfra.spec.nodes import check_heads, check_shared_workers, check_unique_addresses, node_spec
-from gpuinfra.spec.partitions import slurm_partitions
+from gpuinfra.spec.partitions import check_partition_accounting, slurm_partitions
 from gpuinfra.spec.rules import clip
 from gpuinfra.spec.vfio import check_acs_kept
 
@@ -104,6 +104,10 @@ def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (
     if "kubernetes" in cluster["schedulers"]:
         check_kubernetes(nodes, cluster["kubernetes"], errs)
     partitions = slurm_partitions(cluster, nodes, errs)
+    first = settings.get(hosts[0].name, {})
+    if partitions and "slurm_accounts" in first:  # the slurm role's knobs are judged
+        check_partition_accounting(partitions, bool(cluster["slurm_accounting"]),
+                                   first["slurm_accounts"], errs)
     rdma.check_stack(nodes, cluster["rdma_stack"], errs)
     check_acs_kept(nodes, errs)
     check_cross_keys(nodes, cluster["schedulers"], errs, cluster["slurm_accounting"])

@@ -237,3 +237,27 @@ def test_unchecked_host_keys_are_said() -> None:
     assert len(said) == 2 and "receives the MUNGE key" in said[0].message
     assert not build_spec(site()).warnings or all(
         w.field != "ssh_strict_host_key_checking" for w in build_spec(site()).warnings)
+
+
+# ------------------------------------------------------------------ contradictions
+
+def _parts(**extra: Any) -> list[dict[str, Any]]:
+    return [{"name": "gpu", "nodes": ["gpu01"], "default": True, **extra}]
+
+
+def test_a_partition_qos_needs_accounting() -> None:
+    found = about(site(everywhere={"slurm_partitions": _parts(qos="high")}), "slurm_partitions")
+    assert found and "QOS live in the accounting database" in found[0].problem
+    assert not about(site(everywhere={"slurm_partitions": _parts(qos="high"),
+                                      "slurm_accounting": True}), "slurm_partitions")
+
+
+def test_allow_accounts_names_accounts_the_site_makes() -> None:
+    parts = _parts(allow_accounts=["physics"])
+    found = about(site(everywhere={"slurm_partitions": parts, "slurm_accounting": True}),
+                  "slurm_partitions")
+    assert found and "physics, which the site never makes" in found[0].problem
+    found = about(site(everywhere={"slurm_partitions": parts}), "slurm_partitions")
+    assert found and "without slurm_accounting" in found[0].problem
+    assert not about(site(everywhere={"slurm_partitions": parts, "slurm_accounting": True,
+                                      "slurm_accounts": ["physics"]}), "slurm_partitions")
