@@ -89,15 +89,6 @@ def _vfio_devices(host: str, raw: Any, errs: Collector) -> tuple[list[str], list
     for index, item in enumerate(raw):
         if isinstance(item, str) and PCI_ADDRESS.fullmatch(item):
             addresses.append(normalize_address(item))
-        elif isinstance(item, str) and PCI_ID.fullmatch(item) \
-                and not item.lower().startswith("10de:"):
-            # `options vfio-pci ids=` claims every device with that ID at boot: an NVMe or NIC
-            # model the host also boots from or talks through would go with it.
-            errs.add(host, f"vfio_devices[{index}]", item, "a vendor:device ID of another "
-                     "vendor than NVIDIA: vfio-pci would claim every device of that model at "
-                     "boot, the host's own disks or NICs among them", "NVIDIA GPU IDs (10de:...), "
-                     "or any device by its PCI address", "give this device by its address "
-                     "(`lspci -D -d " + item.lower() + "`)")
         elif isinstance(item, str) and PCI_ID.fullmatch(item):
             ids.append(item.lower())
         else:
