@@ -8,13 +8,7 @@ from __future__ import annotations
 
 from gpuinfra.captures import CaptureVerdict
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.monitoring.gpumetrics import (
-    FATAL_XIDS,
-    XID_FATAL_CAUSE,
-    XID_FATAL_FIX,
-    XID_OTHER_CAUSE,
-    XID_OTHER_FIX,
-)
+from gpuinfra.monitoring.gpumetrics import FATAL_XIDS, judge_xids
 from gpuinfra.parsers.cmdline import parse_cmdline
 from gpuinfra.parsers.kernellog import parse_kernel_log
 from gpuinfra.parsers.system import NO_LSMOD_HEADER, parse_lsmod
@@ -65,14 +59,10 @@ def judge_dmesg(text: str, iommu: str | None, host: str = "-") -> CaptureVerdict
     log = parse_kernel_log(text)
     verdict = CaptureVerdict("dmesg", host, {"iommu": iommu, "fatal_xids": list(FATAL_XIDS)},
                              blocks=log.lines, cuts=list(log.cuts), sentences=True)
-    for xid in sorted({(e.address, e.xid) for e in log.xids}):
-        address = "{:04x}:{:02x}:{:02x}".format(*xid[0])
-        fatal = xid[1] in FATAL_XIDS
+    for judged in judge_xids(log.xids):  # the health check's and the alert's one rule
         verdict.findings.append(Finding.said(
-            verdict.kind, f"GPU {address}: Xid {xid[1]}" + (" (fatal)" if fatal else ""),
-            XID_FATAL_CAUSE if fatal else XID_OTHER_CAUSE,
-            XID_FATAL_FIX if fatal else XID_OTHER_FIX,
-            "fail" if fatal else "warn"))
+            verdict.kind, f"GPU {judged.pci}: {judged.what}", judged.cause, judged.fix,
+            "fail" if judged.fatal else "warn"))
     if log.peermem_symbols:
         verdict.findings.append(Finding.said(
             verdict.kind,

@@ -22,9 +22,8 @@ from gpuinfra.health.expectation import Expectation
 from gpuinfra.health.probes import DCGM_ABSENT, GPU_QUERY_FIELDS, REMAP_FIELDS
 from gpuinfra.monitoring.gpumetrics import (
     FATAL_XIDS,
-    XID_FATAL_CAUSE,
-    XID_FATAL_FIX,
     bus_address,
+    judge_xids,
     parse_xids,
 )
 from gpuinfra.parsers.fabric import parse_fabric
@@ -217,22 +216,18 @@ def _xids(gpus: list[Gpu], output: Output | None) -> list[Finding]:
 
 
 def xid_findings(events: list[Any], gpus: list[Gpu], fatal: tuple[int, ...]) -> list[Finding]:
-    """A failure per GPU with a fatal XID among ``events`` (since boot, or during a job)."""
+    """A failure per GPU whose XIDs among ``events`` (since boot, or during a job) are fatal:
+    a code of ``fatal``, or Xid 154 asking for a recovery action (the library's one rule,
+    :func:`gpuinfra.monitoring.gpumetrics.judge_xids`)."""
     names = {bus_address(str(g.fields.get("pci.bus_id") or "")): f"GPU{g.index}" for g in gpus}
-    seen: dict[tuple[int, int, int], list[int]] = {}
-    for event in events:
-        if event.xid in fatal:
-            codes = seen.setdefault(event.address, [])
-            if event.xid not in codes:
-                codes.append(event.xid)
     found = []
-    for address, codes in seen.items():
-        where = "{:04x}:{:02x}:{:02x}".format(*address)
-        name = names.get(address)
-        subject = f"{name} ({where})" if name else where
-        found.append(Finding("xid", subject, "no fatal XID",
-                             "Xid " + ",".join(str(c) for c in codes), "fail",
-                             XID_FATAL_CAUSE, XID_FATAL_FIX))
+    for judged in judge_xids(events, fatal):
+        if not judged.fatal:
+            continue
+        name = names.get(judged.address)
+        subject = f"{name} ({judged.pci})" if name else judged.pci
+        found.append(Finding("xid", subject, "no fatal XID", judged.what, "fail",
+                             judged.cause, judged.fix))
     return found
 
 

@@ -144,6 +144,21 @@ XID_OTHER_CAUSE = "the driver reported a GPU error (often an application fault)"
 XID_OTHER_FIX = "look up the XID in NVIDIA's catalogue; watch whether it repeats"
 _RECOVERY_ACTION = re.compile(r"recovery action changed from 0x[0-9a-fA-F]+ \([^)]*\) "
                               r"to 0x([0-9a-fA-F]+)")
+# An XID the driver logs as the consequence of an earlier one: "NVRM: Xid (PCI:0000:dc:00): 45,
+# pid=1818990, name=python3, Ch 00000001 caused by previous Xid 149" (R590,
+# tests/fixtures/kernel-log/open-gpu-kernel-modules-1150-xid45-caused-by-149-145.txt): Xid 45
+# (the process's channels cleaned up) names the XID that caused it.
+_CAUSED_BY = re.compile(r"(?:caused by|due to) previous Xid (\d+)", re.IGNORECASE)
+# NVML's nvmlDeviceGpuRecoveryAction_t (Xid 154): what the driver asks for, and the fix.
+RECOVERY_ACTIONS: dict[int, tuple[str, str]] = {
+    1: ("GPU Reset Required", "drain the node, then reset the GPU (`nvidia-smi -r -i <gpu>`) or "
+        "reboot; replace it if the fault comes back"),
+    2: ("Node Reboot Required", "drain the node and reboot it; replace the GPU if the fault "
+        "comes back"),
+    3: ("Drain P2P", "drain the node: peer-to-peer traffic through this GPU must stop, then "
+        "reset it or reboot"),
+    4: ("Drain and Reset", "drain the node, then reset the GPU (`nvidia-smi -r`) or reboot"),
+}
 
 
 @dataclass(frozen=True)
@@ -154,11 +169,12 @@ class XidEvent:
     address: tuple[int, int, int]
     xid: int
     recovery_action: int | None = None
+    caused_by: int | None = None  # "caused by previous Xid N" on the line
 
     def to_json(self) -> dict[str, Any]:
-        """``{"pci": "0000:44:00", "xid": 79, "recovery_action": null}``."""
+        """``{"pci": "0000:44:00", "xid": 79, "recovery_action": null, "caused_by": null}``."""
         return {"pci": _pci_text(self.address), "xid": self.xid,
-                "recovery_action": self.recovery_action}
+                "recovery_action": self.recovery_action, "caused_by": self.caused_by}
 
 
 def parse_xids(text: str) -> list[XidEvent]:
@@ -175,13 +191,86 @@ def parse_xids(text: str) -> list[XidEvent]:
         if match:
             xid = int(match[4])
             action = _RECOVERY_ACTION.search(line) if xid == RECOVERY_ACTION_XID else None
+            cause = _CAUSED_BY.search(line)
             events.append(XidEvent(_address(match.groups()[:3]), xid,
-                                   int(action[1], 16) if action else None))
+                                   int(action[1], 16) if action else None,
+                                   int(cause[1]) if cause else None))
             continue
         fallen = _FALLEN_GPU.search(line)
         if fallen and any(_FALLEN_OFF in later for later in lines[number:number + 4]):
             events.append(XidEvent(_address(fallen.groups()), FALLEN_OFF_XID))
     return events
+
+
+@dataclass(frozen=True)
+class XidJudgement:
+    """What one GPU's XIDs mean (the one rule of the health check, `gpuinfra check --dmesg`
+    and the verify suite; the alert GpuFatalXid says the same in PromQL): ``fatal`` when a
+    code of :data:`FATAL_XIDS` was logged or an Xid 154 asked for a recovery action; ``what``
+    names the codes, the action and what caused them; ``cause`` and ``fix`` the advice."""
+
+    address: tuple[int, int, int]
+    codes: tuple[int, ...]
+    fatal: bool
+    what: str
+    cause: str
+    fix: str
+
+    @property
+    def pci(self) -> str:
+        return _pci_text(self.address)
+
+
+def judge_xids(events: Iterable[XidEvent],
+               fatal: tuple[int, ...] = FATAL_XIDS) -> list[XidJudgement]:
+    """One :class:`XidJudgement` per GPU with XIDs in ``events``, in the order first seen.
+
+    Judged per code since boot, never by the last XID (R565+ log Xid 154 after the fatal one,
+    and Xid 45 after what killed the process). Xid 154's recovery action other than none fails
+    whatever the other codes; Xid 45 "caused by previous Xid N" is said with N."""
+    by_gpu: dict[tuple[int, int, int], list[XidEvent]] = {}
+    for event in events:
+        by_gpu.setdefault(event.address, []).append(event)
+    found = []
+    for address, seen in by_gpu.items():
+        codes = tuple(dict.fromkeys(e.xid for e in seen))
+        fatal_codes = [c for c in codes if c in fatal]
+        causes = tuple(dict.fromkeys(e.caused_by for e in seen if e.caused_by is not None))
+        actions = [e.recovery_action for e in seen if e.recovery_action]
+        causes_of: dict[int, list[int]] = {}
+        for e in seen:
+            if e.caused_by is not None and e.caused_by not in causes_of.setdefault(e.xid, []):
+                causes_of[e.xid].append(e.caused_by)
+        what = "Xid " + ", ".join(
+            f"{c} (caused by Xid {'/'.join(map(str, causes_of[c]))})" if causes_of.get(c)
+            else str(c) for c in codes)
+        if actions:
+            name, action_fix = RECOVERY_ACTIONS.get(actions[-1], (f"action {actions[-1]}",
+                                                                  XID_FATAL_FIX))
+            first = next(i for i, e in enumerate(seen) if e.recovery_action)
+            before = list(dict.fromkeys(e.xid for e in seen[:first]))
+            found.append(XidJudgement(
+                address, codes, True, f"{what}: the driver asks for {name} (Xid 154)",
+                "the driver's recovery action" + (
+                    f" after Xid {', '.join(map(str, before))}" if before else "")
+                + f": {name}; the GPU is unusable until then", action_fix))
+        elif fatal_codes:
+            mark = " (fatal)" if len(fatal_codes) == len(codes) else \
+                " (fatal: " + ", ".join(map(str, fatal_codes)) + ")"
+            found.append(XidJudgement(address, codes, True, what + mark, XID_FATAL_CAUSE,
+                                      XID_FATAL_FIX))
+        elif causes:
+            found.append(XidJudgement(
+                address, codes, False, what,
+                f"a process's GPU channels were cleaned up after Xid "
+                f"{', '.join(map(str, causes))}: that earlier error, not the application, "
+                "stopped it", f"look up Xid {', '.join(map(str, causes))} in NVIDIA's XID "
+                "catalogue (144-150: NVLink; `nvidia-smi nvlink --status`); watch whether it "
+                "repeats"))
+        else:
+            found.append(XidJudgement(address, codes, False, what, XID_OTHER_CAUSE,
+                                      XID_OTHER_FIX))
+    return found
 
 
 def _address(parts: Iterable[str]) -> tuple[int, int, int]:

@@ -363,3 +363,29 @@ def test_proc_modules_as_the_lent_h100_printed_it_is_read(capsys):
     code, [verdict] = check(capsys, "--lsmod", str(modules), "--gpudirect", "peermem")
     assert code == 3 and verdict["verdict"].startswith("incomplete"), verdict
     assert any("nvidia_peermem" in c for c in verdict["cuts"])
+
+
+XID_DIR = FIX / "kernel-log"
+
+
+def test_dmesg_xid_154_asking_for_a_reset_fails(capsys):
+    """Issue 47: the Xid 62 -> 154 (GPU Reset Required) -> 45 log passed before; now it fails
+    with the driver's action, the same rule as the health check (judge_xids)."""
+    code, [verdict] = check(capsys, "--dmesg", str(XID_DIR / "nvidia-forum-364958-xid62-then-"
+                                                    "154.txt"))
+    assert code == 1
+    [failure] = [f for f in verdict["findings"] if f["severity"] == "fail"]
+    assert "Xid 62, 154, 45: the driver asks for GPU Reset Required (Xid 154)" in failure["what"]
+    assert failure["cause"].startswith("the driver's recovery action after Xid 62")
+    assert "nvidia-smi -r" in failure["fix"]
+
+
+def test_dmesg_xid_45_names_what_caused_it(capsys):
+    """Issue 47: Xid 45 "caused by previous Xid 149/145" (open-gpu-kernel-modules#1150) is
+    said with its cause, not as a plain application fault."""
+    code, [verdict] = check(capsys, "--dmesg", str(
+        XID_DIR / "open-gpu-kernel-modules-1150-xid45-caused-by-149-145.txt"))
+    whats = [f["what"] for f in verdict["findings"] if f["severity"] == "warn"]
+    assert "GPU 0000:dc:00: Xid 45 (caused by Xid 149)" in whats
+    assert "GPU 0000:97:00: Xid 45 (caused by Xid 145)" in whats
+    assert all("application fault" not in f["cause"] for f in verdict["findings"])

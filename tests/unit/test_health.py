@@ -129,6 +129,15 @@ def test_fatal_xid_fails_on_its_gpu_and_154_alone_does_not(replay) -> None:
     assert "Xid 79" in judge(BRIDGED, reading(BRIDGED)).reason()
 
 
+def test_xid_154_asking_for_a_reset_drains_even_after_a_non_fatal_xid(replay) -> None:
+    """Issue 47: Xid 62 (not in the fatal list), then 154 "GPU Reset Required", then 45: the
+    recovery action fails the GPU, naming the action and the XID before it."""
+    log = (KERNEL / "nvidia-forum-364958-xid62-then-154.txt").read_text()
+    replay("2x-h100-pcie-bridged", log)
+    reason = judge(BRIDGED, reading(BRIDGED)).reason()
+    assert "GPU Reset Required" in reason and "Xid 62" in reason
+
+
 def test_remapped_rows_on_the_lent_h100() -> None:
     """The real answer (no remap pending) passes; the same row with pending or failure Yes
     fails with its own cause."""
