@@ -77,7 +77,11 @@ _ROOT_PROGRAMS = frozenset(k.lower() for k in (
 _ROOT_PATHS = frozenset({"plugindir", "plugstackconfig"})
 # The daemons' own user: slurmd runs as root (it starts every job's processes), slurmctld as
 # SlurmUser (the role's). A site setting would break jobs or hand the daemon to another user.
-_REFUSED_KEYS = {"slurmduser": "slurmd runs as root (it starts the jobs as their users)"}
+_REFUSED_KEYS = {"slurmduser": "slurmd runs as root (it starts the jobs as their users)",
+                 # Read by slurmstepd for Slurm's X11 forwarding (src/slurmd/slurmstepd/
+                 # x11_forwarding.c: slurm_conf.x11_params), which stays off here.
+                 "x11parameters": "X11 forwarding stays off (PrologFlags X11 is refused): it "
+                                  "would configure nothing"}
 # AuthInfo's socket= names the MUNGE socket Slurm trusts: only munged's own.
 _MUNGE_SOCKET = "/run/munge/munge.socket.2"
 

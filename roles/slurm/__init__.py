@@ -44,6 +44,7 @@ from gpuinfra.slurm.running import (
     node_gres_lines,
     running_config,
 )
+from gpuinfra.slurm.versions import node_state_problem, shard_problem
 from gpuinfra.spec import ClusterSpec, NodeSpec
 from gpuinfra_deploy.facts.kernel import CgroupHierarchy
 from gpuinfra_deploy.facts.nvidia import NvidiaDeviceMinors, NvidiaGpus, NvidiaTopology
@@ -250,7 +251,8 @@ def _configs(site: Site, data: Any, distro: dict[str, Any]) -> tuple[dict[str, s
     # Every input is site-wide (slurm_conf_extra and the timeout must agree on every host):
     # one set for the run, served by the head to every slurmd (configless), so its cgroup.conf
     # must suit every node's Slurm.
-    return site.once(("slurm configuration",), lambda: (_one_cgroup_plugin(site), render())[1])
+    return site.once(("slurm configuration",),
+                     lambda: (_one_cgroup_plugin(site), _versions_read_it(site), render())[2])
 
 
 def _one_cgroup_plugin(site: Site) -> None:
@@ -267,6 +269,25 @@ def _one_cgroup_plugin(site: Site) -> None:
         raise GpuinfraError(f"slurm: the Slurm nodes need different cgroup.conf files ({listed}), "
                             "and the head serves one to every node (configless): run the same "
                             "distribution on every Slurm node")
+
+
+def _versions_read_it(site: Site) -> None:
+    """What the site asks of Slurm, read by the Slurm each node runs (gpuinfra.slurm.versions):
+    shard GRES (time-slicing) from 22.05, HealthCheckNodeState=NONDRAINED_IDLE from 23.02."""
+    problems = []
+    head = site.spec.head[0]
+    for node in site.spec.nodes:
+        if "slurm" not in node.schedulers or not site.reached(node.name):
+            continue
+        key = distro_key(site.host(node.name).get_fact(LinuxDistribution))
+        if node.sharing.mode == "time-slicing":
+            problems.append(shard_problem(node.name, key))
+        if node.name == head.name and node.settings.get("health_enabled"):
+            problems.append(node_state_problem(
+                str(node.settings.get("health_check_node_state", "")), node.name, key))
+    found = [p for p in problems if p]
+    if found:
+        raise GpuinfraError("slurm: " + "; ".join(found))
 
 
 @deploy("slurm")

@@ -1322,6 +1322,25 @@ def test_nodes_needing_different_cgroup_conf_files_are_refused():
     assert staged(plan_for(HEAD, agreeing))[CGROUP_CONF]
 
 
+SHARD = {"gpu_sharing": {"mode": "time-slicing", "replicas": 4}}
+
+
+def test_what_a_slurm_version_cannot_read_is_refused():
+    """Knowledge audit e4dd2f2 rows 1-2: shard GRES (time-slicing) arrived in Slurm 22.05 and
+    HealthCheckNodeState=NONDRAINED_IDLE in 23.02 (SchedMD's changelogs): on Ubuntu 22.04's
+    21.08 a shard node is refused, on Debian 12's 22.05 NONDRAINED_IDLE is; newer pass."""
+    with pytest.raises(GpuinfraError, match=r"lab-worker1 \(ubuntu-22.04, Slurm 21.08\): "
+                                            r"gpu_sharing mode 'time-slicing'"):
+        plan_for(HEAD, fresh_lab("ubuntu-22.04"), data={WORKER1: SHARD})
+    assert staged(plan_for(HEAD, fresh_lab("debian-12"), data={WORKER1: SHARD}))[GRES_CONF]
+    idle = {"health_enabled": True, "health_check_node_state": "NONDRAINED_IDLE"}
+    everyone = {name: idle for name in ALL}
+    with pytest.raises(GpuinfraError, match=r"NONDRAINED_IDLE was added in Slurm 23.02 .* "
+                                            r"runs Slurm 22.05"):
+        plan_for(HEAD, fresh_lab("debian-12"), data=everyone)
+    assert staged(plan_for(HEAD, fresh_lab("ubuntu-24.04"), data=everyone))[SLURM_CONF]
+
+
 # ----------------------------------------------------------------------------- production keys
 
 PRODUCTION_PARTITIONS = [

@@ -58,6 +58,7 @@ def test_the_path_rule_is_one_rule() -> None:
     ("SlurmctldPrimaryOnProg", "/home/a/x", "runs as root"),
     ("AuthInfo", "socket=/tmp/munge.sock", "munged's own socket"),
     ("SlurmdUser", "slurm", "slurmd runs as root"),
+    ("X11Parameters", "home_xauthority", "X11 forwarding stays off"),
 ])
 def test_slurm_conf_extra_cannot_load_code_or_trust_a_socket_from_anywhere(
         key: str, value: str, words: str) -> None:
