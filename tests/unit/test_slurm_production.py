@@ -186,9 +186,11 @@ def test_extra_settings_the_role_writes_are_refused_with_where_to_set_them(key, 
 
 # ----------------------------------------------------------------------------- the gate
 
-def problems_of(*parts):
+def problems_of(*parts, **everywhere):
     site = copy.deepcopy(valid_site())
     partitions(*parts)(site)
+    for _groups, data in site.values():
+        data.update(everywhere)
     return spec_problems(hosts(site))
 
 
@@ -200,7 +202,9 @@ def test_every_partition_key_in_its_format_passes_the_gate():
                         "allow_accounts": ["ml"], "allow_groups": ["gpu_users"],
                         "qos": "high", "priority_tier": 65533, "oversubscribe": "YES:4",
                         "state": "INACTIVE", "def_mem_per_gpu": 0,
-                        "def_cpu_per_gpu": 16}) == []
+                        "def_cpu_per_gpu": 16},
+                       # QOS and accounts live in the accounting database (issue 44)
+                       slurm_accounting=True, slurm_accounts=["ml"]) == []
 
 
 @pytest.mark.parametrize(("key", "value", "words", "allowed"), [
