@@ -132,6 +132,19 @@ def judge_show_gids(text: str, nics: Sequence[RdmaNic], host: str = "-") -> Capt
                 "the index points at the RoCE v1 twin of the address (each address has a v1 "
                 "and a v2 row)", f"set gid_index to the v2 row of the same GID (`show_gids "
                 f"{nic.name}`)"))
+        if gid.version == "v2" and gid.gid.startswith("fe80:"):
+            routable = [g for g in table.of(nic.name)
+                        if g.version == "v2" and g.ipv4 and not g.gid.startswith("fe80:")]
+            verdict.findings.append(Finding.said(
+                verdict.kind,
+                f"{nic.name}: GID index {nic.gid_index} is the port's IPv6 link-local address "
+                f"({gid.gid}), not a routable one",
+                "a link-local GID reaches only its own link: RoCE v2 traffic between nodes "
+                "(NCCL_IB_GID_INDEX) needs the IPv4-mapped GID (::ffff:a.b.c.d) of the "
+                "netdev's address", "set gid_index to " + (
+                    f"{routable[0].index} (the v2 row of {routable[0].ipv4})" if routable
+                    else "the v2 row of the netdev's IPv4 address (give it one first: `ip "
+                    "addr show <netdev>`)")))
         if nic.netdev and gid.netdev and gid.netdev != nic.netdev:
             verdict.findings.append(Finding.said(
                 verdict.kind,

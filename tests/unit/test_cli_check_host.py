@@ -337,10 +337,14 @@ def test_lspci_acs_off_with_poster_elision_never_passes(capsys):
 
 def test_show_gids_rows_missing_is_incomplete(capsys, tmp_path):
     lines = GIDS_OK.read_text().split("\n")
-    partial = "\n".join(lines[:6] + lines[8:])  # rows 4 and 5 gone, n_gids_found=6 kept
+    partial = "\n".join(lines[:4] + lines[6:])  # rows 2 and 3 gone, n_gids_found=6 kept
     code, [verdict] = check(capsys, "--show-gids", cut(tmp_path, partial),
-                            "--nic", "mlx5_0:link_layer=ethernet,gid_index=3")
+                            "--nic", "mlx5_0:link_layer=ethernet,gid_index=5")
     assert (code, verdict["verdict"].split(":")[0]) == (3, "incomplete")
+    # a failure the complete rows prove fails, cut or not (index 1: link-local)
+    code, [verdict] = check(capsys, "--show-gids", cut(tmp_path, partial),
+                            "--nic", "mlx5_0:link_layer=ethernet,gid_index=1")
+    assert (code, verdict["verdict"]) == (1, "fail")
 
 
 def test_lsmod_grep_without_peermem_or_ib_core_is_not_a_pass(capsys, tmp_path):
@@ -389,3 +393,16 @@ def test_dmesg_xid_45_names_what_caused_it(capsys):
     assert "GPU 0000:dc:00: Xid 45 (caused by Xid 149)" in whats
     assert "GPU 0000:97:00: Xid 45 (caused by Xid 145)" in whats
     assert all("application fault" not in f["cause"] for f in verdict["findings"])
+
+
+def test_show_gids_link_local_v2_index_fails_naming_the_routable_one(capsys):
+    """Issue 47: index 1 and 3 of the ConnectX-6 table are RoCE v2 but IPv6 link-local
+    (fe80::): NCCL between nodes needs the IPv4-mapped GID, index 5 (172.19.0.60)."""
+    for index in (1, 3):
+        code, [verdict] = check(capsys, "--show-gids", str(GIDS_OK), "--nic",
+                                f"mlx5_0:link_layer=ethernet,gid_index={index}")
+        assert code == 1 and "IPv6 link-local address" in whats(verdict)
+        assert "set gid_index to 5 (the v2 row of 172.19.0.60)" in verdict["findings"][0]["fix"]
+    code, [verdict] = check(capsys, "--show-gids", str(GIDS_OK), "--nic",
+                            "mlx5_0:link_layer=ethernet,gid_index=5")
+    assert (code, verdict["verdict"]) == (0, "pass")
