@@ -14,7 +14,7 @@ from dataclasses import asdict, replace
 from gpuinfra.captures import CaptureVerdict
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.parsers.gids import parse_show_gids
-from gpuinfra.parsers.ibstat import parse_ibstat_partial
+from gpuinfra.parsers.ibstat import cut_port_states, parse_ibstat_partial
 from gpuinfra.parsers.ibv import parse_ibv_devinfo_partial
 from gpuinfra.parsers.mlxconfig import MlxConfig, MlxDevices, parse_mlxconfig_devices
 from gpuinfra.parsers.pcicaps import parse_pci_caps
@@ -75,7 +75,17 @@ def judge_ibstat(text: str, nics: Sequence[RdmaNic], host: str = "-") -> Capture
         else:
             cuts.append("port rows without their CA header: which NIC they belong to is not "
                         "in the capture (give one --nic): not judged")
-    return _port_verdict(host, "ibstat", nics, ports, cuts)
+    verdict = _port_verdict(host, "ibstat", nics, ports, cuts)
+    # A block cut after its port's State line: a port shown other than Active is down, whatever
+    # the cut part held (issue 47); an Active one is not judged (its rate may be cut).
+    for name, state in cut_port_states(text).items():
+        nic = next((n for n in nics if n.name == name and name not in ports), None)
+        if nic is not None and state.upper() != "ACTIVE":
+            verdict.findings += port_findings([nic], {name: Port(name, "", state.upper(),
+                                                                 "(cut)", None)})
+            verdict.cuts = [c for c in verdict.cuts
+                            if not c.startswith(f"{name}: not in the complete blocks")]
+    return verdict
 
 
 def judge_ibv_devinfo(text: str, nics: Sequence[RdmaNic], host: str = "-") -> CaptureVerdict:

@@ -168,6 +168,37 @@ def parse_ibstat_partial(text: str) -> tuple[IbStat, list[str], IbPort | None]:
     return IbStat(cas), cuts, port
 
 
+def cut_port_states(text: str) -> dict[str, str]:
+    """The first port's ``State:`` of each CA whose block is incomplete (a last block cut
+    mid-way, a poster's ``...``), when that line was shown: a port shown Down is down, whatever
+    was cut after it (issue 47). CA name -> the state as printed ("Down", "Initializing"...)."""
+    _head, blocks, _cuts = split_blocks(text, _CA_LINE, SOURCE)
+    found: dict[str, str] = {}
+    for _no, block in blocks:
+        try:
+            parse_ibstat(block)
+            continue  # a whole block: read by parse_ibstat_partial
+        except ParseError:
+            pass
+        lines = block.split("\n")
+        name = _CA_LINE.match(lines[0].strip()) if lines else None
+        if name is None:
+            continue
+        in_port = False
+        for line in lines[1:]:
+            stripped = line.strip()
+            if _PORT_LINE.match(stripped):
+                if in_port:
+                    break  # the first port only
+                in_port = True
+                continue
+            match = _KEY_VALUE.match(stripped)
+            if in_port and match and match["key"] == "State":
+                found[name.group(1)] = match["value"].strip()
+                break
+    return found
+
+
 def _headless_port(lines: list[str]) -> IbPort | None:
     """The port whose rows ``lines`` are (no CA or Port header), when they hold its state."""
     port = IbPort()

@@ -406,3 +406,23 @@ def test_show_gids_link_local_v2_index_fails_naming_the_routable_one(capsys):
     code, [verdict] = check(capsys, "--show-gids", str(GIDS_OK), "--nic",
                             "mlx5_0:link_layer=ethernet,gid_index=5")
     assert (code, verdict["verdict"]) == (0, "pass")
+
+
+IBSTAT_DOWN = FIX / "real/ibstat/h100-node-8x-cx7-roce-1-port-polling-1-port-disabled.txt"
+
+
+def test_ibstat_cut_right_after_state_down_fails(capsys, tmp_path):
+    """Issue 47: a paste that stops right after mlx5_11's `State: Down` proves the port down:
+    fail, not "cut"; cut after an Active state it stays not judged."""
+    lines = IBSTAT_DOWN.read_text().split("\n")
+    at = next(i for i, line in enumerate(lines) if line == "CA 'mlx5_11'")
+    down = "\n".join(lines[:at + 9]) + "\n"  # through its "State: Down"
+    assert down.rstrip().endswith("State: Down")
+    code, [verdict] = check(capsys, "--ibstat", cut(tmp_path, down), "--nic",
+                            "mlx5_11:link_layer=ethernet,rate=400")
+    assert code == 1 and "mlx5_11: port DOWN" in whats(verdict)
+    assert not any(c.startswith("mlx5_11: not in") for c in verdict["cuts"])
+    active = down.replace("State: Down", "State: Active")
+    code, [verdict] = check(capsys, "--ibstat", cut(tmp_path, active, "active.txt"), "--nic",
+                            "mlx5_11:link_layer=ethernet,rate=400")
+    assert (code, verdict["verdict"].split(":")[0]) == (3, "incomplete")
