@@ -25,7 +25,9 @@ from gpuinfra.parsers.kubectl import NVIDIA_PREFIX, KubePod
 
 _TOP_KEY = re.compile(r"^([A-Z][A-Za-z -]*):\s*(.*)$")
 _LABEL = re.compile(r"^\s*([A-Za-z0-9./_-]+)=(\S*)\s*$")
-_RESOURCE = re.compile(r"^\s+([A-Za-z0-9./_-]+):\s+(\d+)\s*$")
+# A resource row; a poster's marker after the count ("<=== here", "<--", "# ...", "←") is
+# theirs, not kubectl's: the count is read, the marker left.
+_RESOURCE = re.compile(r"^\s+([A-Za-z0-9./_-]+):\s+(\d+)\s*(?:(?:<[-=]+|←|#)\D*)?$")
 _ALLOCATED = re.compile(r"^\s+(nvidia\.com/[A-Za-z0-9./_-]+)\s+(\d+)(?:\s+\(\S+\))?\s+(\d+)")
 # A "Non-terminated Pods" row of the device plugin: namespace, name, ..., age (e.g. 6s, 2m3s, 141m).
 _PLUGIN_POD = re.compile(r"^\s+\S+\s+(\S*device-plugin\S*)\s.*\s(?P<age>(?:\d+[dhms])+)\s*$")

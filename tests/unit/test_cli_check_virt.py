@@ -371,3 +371,16 @@ def test_every_kind_answers_in_one_shape(capsys, tmp_path):
     assert verdict_of(False, False, [], 0) == "no verdict"
     assert verdict_of(True, False, ["cut"], 0) == "fail"
     assert verdict_of(False, True, [], 3) == "pass"
+
+
+def test_describe_poster_marker_after_a_short_allocatable_fails(capsys, tmp_path):
+    """Issue 47: a paste cut inside Allocatable, the poster's `<=== here` after the GPU row:
+    allocatable 0 under capacity 1 is shown, so it fails (it was read as "cut")."""
+    rows = RESTARTED.read_text().splitlines()
+    at = rows.index("Allocatable:") + 6
+    assert rows[at].strip() == "nvidia.com/gpu:     0"
+    pasted = tmp_path / "marked.txt"
+    pasted.write_text("\n".join(rows[:at] + [rows[at] + "     <=== here"]) + "\n")
+    rc, out = check(capsys, "describe-node", pasted, "--gpus", "1")
+    assert rc == 1 and out["verdict"] == "fail"
+    assert "capacity 1, allocatable 0" in [f["observed"] for f in out["findings"]]
