@@ -13,7 +13,7 @@ from gpuinfra.knowledge.gpus import GPU_MODELS, gpu_model
 from gpuinfra.knowledge.lookup import require_model, require_profile
 from gpuinfra.knowledge.topology import PROFILES
 from gpuinfra.parsers import ALIASES, PARSERS, kind_of, parser_for
-from gpuinfra.parsers.sniff import mismatch
+from gpuinfra.parsers.sniff import mismatch, without_echoed_command
 from gpuinfra_cli import check_host, check_virt
 from gpuinfra_cli.inputs import (
     STDIN,
@@ -90,7 +90,7 @@ def add_parse(sub: argparse._SubParsersAction) -> None:
 def run_parse(args: argparse.Namespace) -> int:
     kind = kind_of(args.kind)
     name = "standard input" if args.file == STDIN else args.file
-    text = read_text(args.file)
+    text, _echoed = without_echoed_command(read_text(args.file), kind)
     if not text.strip() and not PARSERS[kind].blank:
         raise GpuinfraError(f"{name}: empty: nothing to parse as {args.kind} "
                             f"(`{PARSERS[kind].command}`)")

@@ -14,7 +14,7 @@ from typing import Any
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.parsers._text import MAX_LINE
-from gpuinfra.parsers.sniff import mismatch
+from gpuinfra.parsers.sniff import mismatch, without_echoed_command
 
 STDIN = "-"
 
@@ -85,7 +85,7 @@ def read_capture(path: str, kind: str) -> str:
     GpuinfraError naming the file when it cannot be read, or when it is recognisably another
     command's output ("this looks like `ibstat` output, not `nvidia-smi topo -m`")."""
     name = "standard input" if path == STDIN else path
-    text = read_text(path)
+    text, _echoed = without_echoed_command(read_text(path), kind)
     problem = mismatch(kind, text)
     if problem:
         raise GpuinfraError(f"{name}: {problem}")

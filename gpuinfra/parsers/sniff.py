@@ -104,3 +104,45 @@ def mismatch(expected: str, text: str) -> str | None:
     if not found or any(_family(kind) == _family(expected) for kind in found):
         return None
     return f"this looks like `{command_of(found[0])}` output, not `{command_of(expected)}`"
+
+
+# The programs whose echoed command line may head a paste of each kind ("$ nvidia-smi topo -m",
+# "root@gpu01:~# sudo ibstat"): the prompt and the command are the poster's, not the output.
+_PROGRAMS: dict[str, tuple[str, ...]] = {
+    **{k: ("nvidia-smi",) for k in ("topo", "p2p", "nvlink", "gpus", "mig", "fabric")},
+    **{k: ("lspci",) for k in ("lspci", "lspci-vvv", "lspci-nnk")},
+    "mlxconfig": ("mlxconfig", "mstconfig"), "ibstat": ("ibstat",), "ibv": ("ibv_devinfo",),
+    "show-gids": ("show_gids",), "lsmod": ("lsmod", "cat"), "dmesg": ("dmesg", "journalctl"),
+    "cmdline": ("cat",), "iommu-groups": ("for", "find", "ls", "shopt"),
+    "describe-node": ("kubectl", "microk8s", "k3s", "oc"), "gpu-pods": ("kubectl", "oc"),
+    "plugin-log": ("kubectl", "oc"), "virsh-hostdev": ("virsh",),
+    "nccl": ("all_reduce_perf", "mpirun", "srun", "./build/all_reduce_perf"),
+    "perftest": ("ib_write_bw",),
+}
+_ECHO = re.compile(r"^\s*(?:(?:\[[^\]\n]*\]|\S*)[$#%>]\s+)?(?:sudo\s+(?:-\S+\s+)*)?"
+                   r"(?P<program>[^\s|;]+)")
+_PROMPT_ONLY = re.compile(r"^\s*(?:\[[^\]\n]*\]|\S*)[$#%>]\s*$")
+
+
+def without_echoed_command(text: str, kind: str) -> tuple[str, str | None]:
+    """``text`` without a first line that echoes the command (a shell prompt and the kind's
+    own program, or the program alone) and without a last line that is a bare prompt: each
+    becomes an empty line, so line numbers stay the capture's. Returns (text, what was taken
+    out or None)."""
+    programs = _PROGRAMS.get(kind_of(kind) if kind in ("vm-topo", "smi-q", "ibv-devinfo")
+                             else kind, ())
+    lines = text.split("\n")
+    taken = []
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is not None:
+        match = _ECHO.match(lines[first])
+        name = match["program"].rsplit("/", 1)[-1] if match else ""
+        if match and programs and (name in programs or match["program"] in programs) \
+                and not sniff(lines[first]):
+            taken.append(f"line {first + 1}: the echoed command {lines[first].strip()[:60]!r}")
+            lines[first] = ""
+    last = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].strip()), None)
+    if last is not None and _PROMPT_ONLY.match(lines[last]) and not sniff(lines[last]):
+        taken.append(f"line {last + 1}: a shell prompt {lines[last].strip()[:40]!r}")
+        lines[last] = ""
+    return "\n".join(lines), ("; ".join(taken) + ": not output, left out") if taken else None

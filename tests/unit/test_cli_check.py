@@ -172,3 +172,30 @@ def test_nvidia_smi_captures_take_the_hosts_spec(capsys, monkeypatch):
     assert rc == 2 and "--gpus 4: the spec of hgx01" in err and "says 8" in err
     rc = main(["check", "--topo", str(H100_TOPO), *SITE, "--host", "kvm01"])
     assert rc == 2 and "no GPUs in the spec" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("prompt", "argv", "path"), [
+    ("$ nvidia-smi topo -m", ["check", "--profile", "nvswitch-all-to-all", "--gpus", "8",
+                              "--topo"], H100_TOPO),
+    ("[user@node ~]$ sudo nvidia-smi topo -m", ["parse", "topo"], H100_TOPO),
+    ("root@gpu01:~# ibstat", ["check", "--nic", "mlx5_0:link_layer=ethernet", "--ibstat"],
+     REAL / "ibstat" / "h100-node-8x-cx7-roce-1-port-polling-1-port-disabled.txt"),
+    ("[user@node ~]$ nvidia-smi nvlink --status", ["parse", "nvlink"],
+     REAL / "nvidia-smi-nvlink" / ("azure-nd-a100-v4-8x-a100-sxm4-80gb-nvlink-status-12-links-"
+                                   "25GBs.txt")),
+])
+def test_a_paste_headed_by_its_echoed_command_is_read(prompt, argv, path, tmp_path, capsys):
+    """Issue 47: the poster's prompt and command on the first line (and a bare prompt on the
+    last) are not output: left out, the rest judged as the capture alone is."""
+    alone = main([*argv, str(path)])
+    capsys.readouterr()
+    pasted = tmp_path / "pasted.txt"
+    body = path.read_text()
+    body += "" if body.endswith("\n") else "\n"
+    pasted.write_text(f"{prompt}\n{body}root@gpu01:~# \n")
+    assert main([*argv, str(pasted)]) == alone == 0
+    capsys.readouterr()
+    if "topo" not in argv and "--topo" not in argv:  # (topo reads past a line before it)
+        other = tmp_path / "other.txt"  # another program's echo is not taken for the command
+        other.write_text(f"$ ls -l\n{path.read_text()}")
+        assert main([*argv, str(other)]) != 0
