@@ -316,7 +316,7 @@ def _check_count(
     """gpu-count: every complete view of the node lists exactly ``gpu_count`` GPUs."""
     seen = [("nvidia-smi --query-gpu", len(gpu_names))] if gpu_names is not None else []
     seen += _gpu_counts(gpu_count, topo, p2p, nvlink)
-    if fabric is not None:
+    if fabric is not None and not fabric.cuts:  # an excerpt lists only some GPUs
         seen.append(("nvidia-smi -q", len(fabric.gpus)))
     return count_finding(gpu_count, seen)
 

@@ -25,7 +25,7 @@ from gpuinfra_cli.inputs import (
 )
 from gpuinfra_cli.output import render
 
-EXIT_OK, EXIT_FAIL, EXIT_UNUSABLE = 0, 1, 2
+EXIT_OK, EXIT_FAIL, EXIT_UNUSABLE, EXIT_NOT_CHECKED = 0, 1, 2, 3
 
 
 # ---------------------------------------------------------------------------- validate
@@ -179,11 +179,13 @@ def run_check(args: argparse.Namespace) -> int:
                             nvlink=nvlink, fabric=fabric)
     inputs = [path for path in (args.topo, *(f for _, f in p2p_files), args.nvlink, args.smi_q)
               if path]
+    cuts = list(fabric.cuts) if fabric is not None else []
     if args.json:
         source = getattr(args, "expectation_from", "--profile/--gpus/--model")
         print(json.dumps(envelope("check", findings, host=args.host, inputs=inputs,
-                                  profile=args.profile, model=model,
-                                  extra={"gpus": args.gpus, "expectation_from": source}),
+                                  profile=args.profile, model=model, complete=not cuts,
+                                  extra={"gpus": args.gpus, "expectation_from": source,
+                                         "cuts": cuts}),
                          indent=2))
     else:
         what = f"{args.host or 'node'} ({args.gpus}x {model or 'GPUs'}, {args.profile})"
@@ -192,7 +194,11 @@ def run_check(args: argparse.Namespace) -> int:
         print(render(findings, what))
         if args.matrix:
             print(_matrices(findings, args.gpus, p2p))
-    return EXIT_FAIL if any(f.failed for f in findings) else EXIT_OK
+        for cut in cuts:
+            print(f"note  {args.smi_q}: {cut}: no failure shown, so not a pass (exit 3)")
+    if any(f.failed for f in findings):
+        return EXIT_FAIL
+    return EXIT_NOT_CHECKED if cuts else EXIT_OK
 
 
 def _matrices(findings: list[Any], gpus: int, p2p: list[Any]) -> str:

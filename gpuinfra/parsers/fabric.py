@@ -17,8 +17,11 @@ four fields, which GB200 NVL72 nodes fill in)::
                 Bandwidth                     : Full
 
 GPUs are numbered in output order (nvidia-smi lists them by index). A GPU block without a
-``Fabric`` section (``-q -d ECC`` and other filtered queries) has ``fabric`` None. Text that is
-not `nvidia-smi -q` output raises :class:`ParseError`.
+``Fabric`` section (``-q -d ECC`` and other filtered queries) has ``fabric`` None. An excerpt
+without the ``NVSMI LOG`` header (a ``Fabric`` section pasted alone, ``grep -A3 -C3 Fabric``)
+is read when it holds a ``Fabric`` section: each section without its ``GPU <bus id>`` line is
+a GPU of unknown address, and ``cuts`` says the capture is not the whole log (issue 47). Text
+that is neither raises :class:`ParseError`.
 """
 
 from __future__ import annotations
@@ -74,19 +77,29 @@ class FabricReport:
     """Every GPU block of the output, keyed ``GPU<n>`` in output order."""
 
     gpus: dict[str, FabricGpu] = field(default_factory=dict)
+    cuts: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {key: gpu.to_json() for key, gpu in self.gpus.items()}
+        """``{"GPU<n>": {...}}``, and ``"cuts"`` when the capture is an excerpt."""
+        out: dict[str, Any] = {key: gpu.to_json() for key, gpu in self.gpus.items()}
+        if self.cuts:
+            out["cuts"] = list(self.cuts)
+        return out
 
 
 def parse_fabric(text: str) -> FabricReport:
     """Parse `nvidia-smi -q` output; returns :class:`FabricReport` (see module docstring)."""
     lines = clean_lines(text)
-    if not any(line.strip() == _HEADER for line in lines):
-        first = next((line.strip() for line in lines if line.strip()), "")
-        raise ParseError(SOURCE, "no '==============NVSMI LOG==============' header: not "
-                         f"`nvidia-smi -q` output (starts with {first[:60]!r})")
     report = FabricReport()
+    excerpt = not any(line.strip() == _HEADER for line in lines)
+    if excerpt:
+        if not any(line.strip() == "Fabric" for line in lines):
+            first = next((line.strip() for line in lines if line.strip()), "")
+            raise ParseError(SOURCE, "no '==============NVSMI LOG==============' header and no "
+                             "Fabric section: not `nvidia-smi -q` output (starts with "
+                             f"{first[:60]!r})")
+        report.cuts.append("no NVSMI LOG header: an excerpt of `nvidia-smi -q` (a grep, a "
+                           "section pasted alone): the GPUs outside it are not judged")
     gpu: FabricGpu | None = None
     section: list[tuple[int, str]] = []  # (indent, key) of the open sub-sections
     for line in lines:
@@ -99,6 +112,12 @@ def parse_fabric(text: str) -> FabricReport:
             section = []
             continue
         match = _FIELD.fullmatch(line)
+        if excerpt and match is not None and match["key"] == "Fabric" and \
+                match["value"] is None and (gpu is None or gpu.fabric is not None):
+            # a Fabric section without its GPU line: a GPU of unknown address
+            gpu = FabricGpu(len(report.gpus), "unknown (not in the excerpt)")
+            report.gpus[f"GPU{gpu.index}"] = gpu
+            section = []
         if gpu is None or match is None:
             continue  # the log header (Timestamp, Driver Version...) and unrecognised lines
         indent, key, value = len(match["indent"]), match["key"], match["value"]
@@ -106,7 +125,7 @@ def parse_fabric(text: str) -> FabricReport:
             section.pop()
         if value is None:
             section.append((indent, key))
-            if key == "Fabric" and indent == 4:
+            if key == "Fabric" and (indent == 4 or (excerpt and len(section) == 1)):
                 gpu.fabric = GpuFabric()
             continue
         _record(gpu, [k for _, k in section], key, value.strip())

@@ -199,3 +199,31 @@ def test_a_paste_headed_by_its_echoed_command_is_read(prompt, argv, path, tmp_pa
         other = tmp_path / "other.txt"  # another program's echo is not taken for the command
         other.write_text(f"$ ls -l\n{path.read_text()}")
         assert main([*argv, str(other)]) != 0
+
+
+SMI_Q = REAL / "nvidia-smi-q" / "8x-h100-80gb-hbm3-bare-metal-drv535.161.08-full-q.txt"
+
+
+def test_an_smi_q_fabric_excerpt_is_judged(tmp_path, capsys):
+    """Issue 47: `nvidia-smi -q | grep -C3 Fabric` (no NVSMI LOG header) was refused (exit 2):
+    its Fabric sections are judged, a failure shown fails, and no failure is not a pass
+    (exit 3: the GPUs outside the excerpt are not judged)."""
+    lines = SMI_Q.read_text().splitlines()
+    keep = set()
+    for i, line in enumerate(lines):
+        if line.strip() == "Fabric":
+            keep.update(range(i - 3, i + 4))
+    excerpt = tmp_path / "grep.txt"
+    excerpt.write_text("\n".join(lines[i] for i in sorted(keep)) + "\n")
+    argv = ["check", "--smi-q", str(excerpt), "--profile", "nvswitch-all-to-all", "--gpus", "8"]
+    assert main([*argv, "--json"]) == 3
+    out = json.loads(capsys.readouterr().out)
+    assert out["verdict"] == "not-checked" and "excerpt" in out["cuts"][0]
+    assert out["summary"]["fail"] == 0 and out["summary"]["ok"] == 9  # 8 fabric sections
+    broken = tmp_path / "broken.txt"
+    broken.write_text(excerpt.read_text().replace("Status                            : Success",
+                                                  "Status                            : "
+                                                  "Insufficient Resources", 1))
+    assert main(["check", "--smi-q", str(broken), "--profile", "nvswitch-all-to-all",
+                 "--gpus", "8"]) == 1
+    assert "Status Insufficient Resources" in capsys.readouterr().out
