@@ -443,6 +443,10 @@ def _check_topo_pair(topo: TopoMatrix, pair: PairExpectation, prof: TopologyProf
     """nvlink-topology: the pair's `topo -m` cell is NV# with at least the minimum links."""
     cell = topo.link(pair.a, pair.b) or "missing"
     expected = f"NV>={pair.min_links}"
+    if topo.link(pair.a, pair.b) is None and topo.cuts:  # both rows left out of a paste
+        return Finding("nvlink-topology", pair.subject, expected, "not in the capture (rows "
+                       "left out)", "warn", "the pasted matrix does not show this pair",
+                       "paste the whole `nvidia-smi topo -m`")
     count = topo.nvlink_count(pair.a, pair.b)
     if count == 0:
         return Finding("nvlink-topology", pair.subject, expected, cell, "fail",

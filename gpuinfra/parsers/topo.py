@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuinfra.errors import ParseError
-from gpuinfra.parsers._text import clean_lines
+from gpuinfra.parsers._text import ELISION, clean_lines
 
 SOURCE = "nvidia-smi topo -m"
 TAB = 8
@@ -58,6 +58,8 @@ class TopoMatrix:
     cpu_affinity: dict[str, str | None]
     numa_affinity: dict[str, str | None]
     gpu_numa_ids: dict[str, str | None] = field(default_factory=dict)
+    # What a pasted matrix did not show (parse_topo_partial): elided rows, pairs unknown.
+    cuts: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """Plain data: gpus, nics, nic_devices, links, cpu_affinity, numa_affinity."""
@@ -133,6 +135,45 @@ def parse_topo(text: str) -> TopoMatrix:
     rows, end = _read_rows(lines, header)
     _check_complete(rows, header)
     return _build(header, rows, _nic_legend(lines[end:]))
+
+
+def parse_topo_partial(text: str) -> TopoMatrix:
+    """A pasted matrix read as far as it shows (issue 47): a poster's ``...`` rows are left
+    out, and the rows not shown (NIC rows cut, GPU rows elided) are read from the other rows'
+    columns (the matrix is symmetric). A pair neither row shows is absent from ``links`` and
+    said in ``cuts``, like every row read that way. A whole matrix reads as :func:`parse_topo`."""
+    lines = clean_lines(text, SOURCE)
+    cuts = [f"line {no}: {line.strip()!r} (rows left out by the poster)"
+            for no, line in enumerate(lines, 1) if ELISION.match(line)]
+    lines = [line for line in lines if not ELISION.match(line)]
+    if not any(line.strip() for line in lines):
+        raise ParseError(SOURCE, "empty output: no matrix to read")
+    header_at = _find_header(lines)
+    header = _parse_header(lines[header_at], header_at + 1)
+    rows, end = _read_rows(lines, header)
+    if not any(_GPU.fullmatch(label) for label in rows):
+        raise ParseError(SOURCE, "no GPU rows after the header", line=header.line)
+    names = header.names
+    missing = [name for name in names if name not in rows]
+    if not missing and not cuts:
+        return _build(header, rows, _nic_legend(lines[end:]))
+    for name in missing:
+        cells = [rows[col].cells[names.index(name)] if col in rows else "?" for col in names]
+        cells[names.index(name)] = "X"
+        rows[name] = _Row(name, cells, [None] * len(header.trailers), 0)
+    matrix = _build(header, rows, _nic_legend(lines[end:]))
+    unknown = [(a, b) for i, a in enumerate(missing) for b in missing[i + 1:]]
+    for a, b in unknown:
+        matrix.links[a].pop(b, None)
+        matrix.links[b].pop(a, None)
+    # Rows of NICs only, every GPU row shown: each GPU's links are whole, and NIC-to-NIC links
+    # are judged by no check: nothing that could change a verdict is missing.
+    if any(_GPU.fullmatch(name) for name in missing):
+        cuts.append(f"no row for {', '.join(missing)}: read from the other rows' columns"
+                    + (f"; {len(unknown)} pair(s) between them not in the capture"
+                       if unknown else ""))
+    matrix.cuts = cuts
+    return matrix
 
 
 def _find_header(lines: list[str]) -> int:

@@ -227,3 +227,25 @@ def test_an_smi_q_fabric_excerpt_is_judged(tmp_path, capsys):
     assert main(["check", "--smi-q", str(broken), "--profile", "nvswitch-all-to-all",
                  "--gpus", "8"]) == 1
     assert "Status Insufficient Resources" in capsys.readouterr().out
+
+
+def test_a_topo_paste_with_elided_rows_is_judged(tmp_path, capsys):
+    """Issue 47: a `...` where the poster left rows out exited 2; the rows shown are judged,
+    the missing rows read from the others' columns: no failure is exit 3, a failure shown
+    (one NV12 turned SYS in a row shown) fails."""
+    rows = A100_TOPO.read_text().splitlines()
+    pasted = tmp_path / "elided.txt"
+    pasted.write_text("\n".join(rows[:5] + ["..."] + rows[8:]) + "\n")
+    argv = ["check", "--profile", "nvswitch-all-to-all", "--gpus", "8", "--topo"]
+    assert main([*argv, str(pasted), "--json"]) == 3
+    out = json.loads(capsys.readouterr().out)
+    assert out["verdict"] == "not-checked" and out["summary"]["fail"] == 0
+    assert any("no row for GPU4, GPU5, GPU6" in c for c in out["cuts"])
+    broken = tmp_path / "broken.txt"
+    broken.write_text(pasted.read_text().replace("NV12", "SYS", 1))  # GPU0-GPU1 in row 0
+    assert main([*argv, str(broken)]) == 1
+    # GPU rows whole, NIC rows cut: no check reads NIC-to-NIC links, so nothing missing could
+    # change the verdict: judged whole (it was refused, exit 2)
+    nics_cut = tmp_path / "no-nic-rows.txt"
+    nics_cut.write_text("\n".join(rows[:9]) + "\n")
+    assert main([*argv, str(nics_cut)]) == 0
