@@ -60,6 +60,18 @@ PLUGIN_LOG_CAUSES: tuple[tuple[str, str, str], ...] = (
      "`nvidia-smi` and `nvidia-smi -L` on the node; reboot after a driver install"),
     (r"error parsing config file|unable to load config|failed to parse",
      "the plugin refused its config file", "compare the ConfigMap with the spec; deploy again"),
+    # k8s-device-plugin's health check (XidCriticalError, then "'nvidia.com/gpu' device marked
+    # unhealthy: GPU-..."): the GPU stays withdrawn until the plugin restarts.
+    (r"XidCriticalError|device marked unhealthy|the device will go unhealthy",
+     "the plugin withdrew a GPU after a critical XID: allocatable drops by one until the plugin "
+     "restarts (it never marks a GPU healthy again by itself)",
+     "`dmesg | grep -i xid` on the node (the XID's catalogue entry says what the GPU needs), "
+     "reset the GPU or reboot, then delete the plugin pod; replace the GPU if it recurs"),
+    # A crash the rules above do not name: Go's own first line of a panic.
+    (r"^panic: |goroutine \d+ \[running\]",
+     "the plugin crashed (a Go panic this project does not know)",
+     "the panic's first line and the plugin's version: a known bug of that version (upgrade "
+     "kubernetes_device_plugin_version), else report it to NVIDIA/k8s-device-plugin"),
 )
 # The line a healthy plugin prints once its resource is registered with the kubelet.
 PLUGIN_REGISTERED = re.compile(r"Registered device plugin (?:for '[^']+' )?with Kubelet")

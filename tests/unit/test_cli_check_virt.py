@@ -168,6 +168,9 @@ LOGS = {
     "device-plugin-log-no-devices-found-k8s-device-plugin-414.txt": "No devices found",
     "device-plugin-log-nvml-not-loadable-gpu-operator-250.txt": "could not load NVML",
     "device-plugin-log-mig-single-on-mixed-layout-gpu-operator-460.txt": "More than one MIG",
+    # issue 47: a GPU marked unhealthy on a critical XID gave no verdict
+    "device-plugin-log-xid69-device-marked-unhealthy-k8s-device-plugin-189.txt":
+        "XidCriticalError",
 }
 
 
@@ -384,3 +387,17 @@ def test_describe_poster_marker_after_a_short_allocatable_fails(capsys, tmp_path
     rc, out = check(capsys, "describe-node", pasted, "--gpus", "1")
     assert rc == 1 and out["verdict"] == "fail"
     assert "capacity 1, allocatable 0" in [f["observed"] for f in out["findings"]]
+
+
+def test_plugin_log_unknown_panic_fails_as_a_crash(capsys, tmp_path):
+    """Issue 47: a panic the rules do not name gave no verdict; gpu-operator#460's panic with
+    its message cut away is still a crash (with the message, its own cause comes first)."""
+    source = KUBE / "device-plugin-log-mig-single-on-mixed-layout-gpu-operator-460.txt"
+    text = source.read_text().replace(": More than one MIG device type present on node", "")
+    unknown = tmp_path / "panic.txt"
+    unknown.write_text(text)
+    crash = next(c for p, c, _ in PLUGIN_LOG_CAUSES if p.startswith("^panic"))
+    rc, out = check(capsys, "plugin-log", unknown)
+    assert rc == 1 and fails_with(out, crash)
+    rc, out = check(capsys, "plugin-log", source)
+    assert rc == 1 and not fails_with(out, crash)
