@@ -28,7 +28,7 @@ SMALL_FIX = ("run `ib_write_bw -d <dev> -s 8388608 -F --report_gbits [--use_cuda
 
 def judge_ib_write_bw(result: IbWriteBw, nic_gbps: float) -> list[Finding]:
     """nic-bandwidth: the lowest BW average at the largest size reaches the NIC floor."""
-    floor = nic_floor(nic_gbps)
+    floor = nic_floor(nic_gbps, result.largest)
     subject = result.device
     expected = f">= {floor.gbps:g} Gb/s for a {nic_gbps:g} Gb/s NIC ({floor.source})"
     observed = f"{result.lowest_at_largest:g} Gb/s at {result.largest} B ({result.link_type})"

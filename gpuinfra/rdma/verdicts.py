@@ -263,7 +263,7 @@ def bandwidth_findings(result: IbWriteBw, nic: RdmaNic, soft_roce: bool) -> list
     if soft_roce:
         floor, source = SOFT_ROCE_FLOOR_GBPS, "Soft-RoCE under TCG, measured in the lab"
     elif nic.rate_gbps is not None:
-        chosen = nic_floor(nic.rate_gbps)
+        chosen = nic_floor(nic.rate_gbps, result.largest)
         floor, source = chosen.gbps, chosen.source
     else:
         return [_rdma(f"{nic.name}: no rate_gbps in the spec: no floor to judge "

@@ -139,3 +139,18 @@ def test_cli_names_the_log_it_cannot_read(capsys):
     log = sorted(other.iterdir())[0]
     assert main(["perftest", "check", str(log), "--nic-gbps", "100"]) == 2
     assert log.name in capsys.readouterr().err
+
+
+def test_a_100g_floor_is_the_rate_s_for_large_messages(tmp_path, capsys):
+    """Issue 47 (DERIVED from RAIL1: its first row made an 8 MiB row at 81.02 Gb/s): 81 Gb/s
+    at 8 MiB on a 100 Gb/s NIC passed Azure's 78 Gb/s floor, which is for 64 KiB messages; with
+    larger messages the floor is 0.90 of the rate (90), as the 200/400 Gb/s floors are."""
+    assert nic_floor(100, 65536).gbps == 78.0 and nic_floor(100, 8388608).gbps == 90.0
+    assert nic_floor(400, 8388608).gbps == 360.0  # the measured floors stay
+    slow = tmp_path / "slow.txt"
+    slow.write_text(RAIL1.read_text().replace(
+        " 65536      882805           0.00               92.57",
+        " 8388608    6000             0.00               81.02"))
+    assert main(["perftest", "check", str(slow), "--nic-gbps", "100"]) == 1
+    assert ">= 90 Gb/s" in capsys.readouterr().out
+
