@@ -100,6 +100,18 @@ def judge_all_reduce(
         findings.append(_check_transport(result, threshold))
     if threshold.condition and threshold.ring_floor is not None:
         findings.append(_check_nvls(result, threshold))
+    if result.largest.size < PLATEAU_MIN_BYTES and expected_max_bytes and \
+            result.largest.size >= expected_max_bytes:
+        # a sweep stopped where the operator asked, below the plateau: the floors are for the
+        # plateau, so busbw there is said, not judged
+        row = result.largest
+        findings.append(Finding(
+            "busbw", "job", f"busbw judged at >= {size_text(PLATEAU_MIN_BYTES)}",
+            f"{row.busbw:.2f} GB/s at {size_text(row.size)}: not judged", "warn",
+            "the sweep ends below the sizes where busbw reaches its plateau (--max-size "
+            f"{size_text(expected_max_bytes)}): the floor does not apply there",
+            "run the sweep to 8 GiB (`-e 8G`) to judge the bandwidth"))
+        return findings
     findings.append(_check_busbw(result, _applicable(result, threshold)))
     return findings
 
@@ -178,7 +190,9 @@ def _check_data(result: AllReduceResult) -> Finding:
 
 
 def _check_sizes(result: AllReduceResult, expected_max_bytes: int | None) -> Finding:
-    need = max(expected_max_bytes or 0, PLATEAU_MIN_BYTES)
+    # The operator's own --max-size is what the sweep must reach (issue 47: a sweep stopped at
+    # the size asked failed as "stopped before plateau"); without one, the plateau minimum.
+    need = expected_max_bytes if expected_max_bytes else PLATEAU_MIN_BYTES
     largest = result.largest.size
     observed = f"{len(result.rows)} sizes, {size_text(min(r.size for r in result.rows))} .. " \
                f"{size_text(largest)}"

@@ -301,3 +301,22 @@ def test_roce_nics_give_the_gid_index_and_their_rate_from_the_spec(tmp_path, mon
     assert code == 0, err
     assert "MIN_BUSBW=387" in out  # the spec's 400 Gb/s, as with --nic-gbps 400
     assert "export NCCL_IB_GID_INDEX=3" in out.splitlines()
+
+
+def test_a_sweep_stopped_at_the_operators_max_size_is_not_a_short_sweep(capsys):
+    """Issue 47: --max-size was ignored below 1 GiB (the V100 sweep, stopped at 128 MiB as
+    asked, failed as "stopped before plateau"); now it reaches what was asked, and its busbw
+    below the plateau is said, not judged against the plateau floor."""
+    log = NCCL / "1node-4x-v100-pcie-32gb-old-format-error-column-128M.txt"
+    argv = ["nccl", "check", str(log), "--profile", "pcie-only", "--model",
+            "V100-PCIE-32GB", "--json"]
+    code, out, _ = run(capsys, *argv)
+    findings = {f["check"]: f for f in json.loads(out)["findings"]}
+    assert findings["sizes"]["severity"] == "fail"  # no --max-size: the plateau minimum
+    code, out, _ = run(capsys, *argv, "--max-size", "128M")
+    findings = {f["check"]: f for f in json.loads(out)["findings"]}
+    assert findings["sizes"]["severity"] == "ok"
+    assert findings["busbw"]["severity"] == "warn" and "not judged" in findings["busbw"][
+        "observed"]
+    code, out, _ = run(capsys, *argv, "--max-size", "1G")  # asked more than it reached
+    assert {f["check"]: f for f in json.loads(out)["findings"]}["sizes"]["severity"] == "fail"
