@@ -62,11 +62,6 @@ READ_ONLY_FORMS = {
                             r"--plain |--no-legend |--full |--type[= ]\S+ |--state[= ]\S+ )*"
                             r"(is-active|is-enabled|is-failed|is-system-running|show|status|"
                             r"cat|list-units|list-unit-files|list-timers|--version)\b"),
-    # nvidia-smi(1): queries, listings, topo and NVLink status, MIG listings (mig -l*).
-    "nvidia-smi": re.compile(r"^((-i|--id) \S+ |--id=\S+ )*"
-                             r"($|(-q|--query|-L|--list-gpus|-x|-h|--help)\b|--query-\w+=|"
-                             r"--format=|topo\b|nvlink (-s|--status|-c|--capabilities)\b|"
-                             r"mig -l\w*\b)"),
     "gpuinfra-health": re.compile(r"^(reading|status)\b"),
     "/usr/local/sbin/gpuinfra-health": re.compile(r"^(reading|status)\b"),
     # dpkg(1): its query actions only (-i, --configure, --purge... change the node).
@@ -262,6 +257,54 @@ def _follows(word: str) -> Callable[[list[str]], bool]:
     return judge
 
 
+# nvidia-smi(1)'s reading forms, word by word (the whole line, not its start: "--query-gpu=x
+# --format=csv -pm 1" sets persistence mode): queries, listings, topo and NVLink status, MIG
+# listings (mig -l*).
+_SMI_WORD = re.compile(r"-q|--query|-L|--list-gpus|-x|--xml-format|-h|--help|--query-\w+=\S+|"
+                       r"--format=\S+|--id=\S+|--display=\S+|-f|--filename=\S+")
+_SMI_VALUE = {"-i", "--id", "-d", "--display"}  # options whose value is the next word
+
+
+def _nvidia_smi_reads(args: list[str]) -> bool:
+    if args[:1] == ["topo"]:
+        return all(re.fullmatch(r"-m|--matrix|-mp|-p2p|[rwnap]|-i|\d+|--id=\S+", a)
+                   for a in args[1:])
+    if args[:1] == ["nvlink"]:
+        return bool(args[1:]) and all(re.fullmatch(r"-s|--status|-c|--capabilities|-i|\d+|"
+                                                   r"--id=\S+", a) for a in args[1:])
+    if args[:1] == ["mig"]:
+        return bool(args[1:]) and all(re.fullmatch(r"-l\w*|-i|-gi|-ci|\d+(,\d+)*", a)
+                                      for a in args[1:]) and args[1].startswith("-l")
+    at = 0
+    while at < len(args):
+        if args[at] in _SMI_VALUE:
+            at += 2
+            continue
+        if args[at] == "-f":  # -f FILE writes the output there
+            return False
+        if not _SMI_WORD.fullmatch(args[at]):
+            return False
+        at += 1
+    return True
+
+
+def _dmesg_reads(args: list[str]) -> bool:
+    # -C/-c clear the ring buffer, -D/-E/-n change console logging, -w/-W follow for ever.
+    return not any(a.startswith("--") and a.split("=")[0] in (
+        "--clear", "--read-clear", "--console-off", "--console-on", "--console-level",
+        "--follow", "--follow-new") or (a.startswith("-") and not a.startswith("--")
+                                        and set(a[1:]) & set("cCDEnwW")) for a in args)
+
+
+def _mlxconfig_reads(args: list[str]) -> bool:
+    # q/query (with -d DEV, -e, -b FILE...): never set, reset, apply, clear_semaphore, -y.
+    verbs = [a for a in args if not a.startswith("-")]
+    return ("q" in verbs or "query" in verbs) and not any(
+        v in ("set", "s", "reset", "r", "apply", "a", "clear_semaphore", "set_raw",
+              "backup", "gen_tlvs_file", "gen_xml_template", "xml2raw", "raw2xml", "xml2bin",
+              "create_conf", "apply_conf") for v in verbs) and "-y" not in args
+
+
 def _sysctl_reads(args: list[str]) -> bool:
     return not any(a in ("-w", "--write", "-p", "--load", "--system") or "=" in a for a in args)
 
@@ -271,7 +314,8 @@ _ARGUMENT_JUDGES: dict[str, Callable[[list[str]], bool]] = {
     "awk": _awk_reads, "sed": _sed_reads, "find": _find_reads, "date": _date_reads,
     "sort": _sort_reads, "uniq": _uniq_reads, "ip": _ip_reads, "rdma": _rdma_reads,
     "ss": _ss_reads, "tail": _follows("tail"), "journalctl": _follows("journalctl"),
-    "sysctl": _sysctl_reads,
+    "sysctl": _sysctl_reads, "nvidia-smi": _nvidia_smi_reads, "dmesg": _dmesg_reads,
+    "mlxconfig": _mlxconfig_reads, "mstconfig": _mlxconfig_reads,
 }
 
 

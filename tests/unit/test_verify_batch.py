@@ -96,6 +96,17 @@ TWINS = [
     ("stdbuf -o0 rm -rf /x", "stdbuf -o0 cat /etc/hosts"),
     ("ionice -c 3 rm -rf /x", "ionice -c 3 cat /etc/hosts"),
     ("xargs sudo -u root rm -rf /x", "xargs sudo -u root cat"),
+    # the test audit of e4dd2f2 (V1 and its list)
+    ("cat /etc/hosts > /dev/sda", "cat /etc/hosts > /dev/null"),
+    ("echo 1 > /dev/watchdog", "echo 1 2>/dev/null"),
+    ("mount -o remount,rw /", "mount -l"),
+    ("ip addr flush dev eth0", "ip addr show dev eth0"),
+    ("nvidia-smi --query-gpu=x --format=csv -pm 1", "nvidia-smi --query-gpu=x --format=csv"),
+    ("nvidia-smi -i 0 -r", "nvidia-smi -i 0 -q -d ECC"),
+    ("nvidia-smi -q -f /etc/x", "nvidia-smi topo -p2p r"),
+    ("dmesg -C", "dmesg -T"),
+    ("mlxconfig -d mlx5_0 -y set ATS_ENABLED=1", "mlxconfig -d mlx5_0 q"),
+    ("mstconfig -d 17:00.0 reset", "mstconfig -d 17:00.0 -e query ATS_ENABLED"),
 ]
 
 
