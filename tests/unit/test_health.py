@@ -168,6 +168,39 @@ def test_epilog_judges_only_the_xids_after_the_prolog(replay) -> None:
     assert job_verdict(BRIDGED, out, [1], "8", since=0).healthy
 
 
+# ---------------------------------------------------------------- the test audit of e4dd2f2
+
+UNREAD = Output(False, 1, error="permission denied")
+
+
+def test_an_unreadable_kernel_log_fails_the_node_and_the_job(replay) -> None:
+    """H4a/H4b: a kernel log the check cannot read hides every XID: the node check and the
+    job's prolog/epilog fail naming `journalctl -k`, never pass."""
+    from gpuinfra.health.judge import _xids
+
+    assert [(f.check, f.severity) for f in _xids([], UNREAD)] == [("xid", "fail")]
+    assert "`journalctl -k` failed: permission denied" in _xids([], UNREAD)[0].observed
+    replay("2x-h100-pcie-bridged")
+    out = dict(reader.read(JOB_PROBES))
+    assert job_verdict(BRIDGED, out, [0], "7", since=0).healthy
+    out["kernel-log"] = UNREAD
+    verdict = job_verdict(BRIDGED, out, [0], "7", since=0)
+    assert not verdict.healthy and "journalctl -k" in verdict.reason()
+
+
+@pytest.mark.parametrize("state", ["inactive", "failed", "activating"])
+def test_a_service_not_active_fails_naming_it(state) -> None:
+    """H6: every state but active fails, naming the unit (nvidia-fabricmanager's cause)."""
+    from gpuinfra.health.judge import _services
+
+    found = _services(("slurmd", "nvidia-fabricmanager"),
+                      Output(True, 0, f"{state}\nactive\n"))
+    assert [(f.subject, f.observed, f.severity) for f in found] == [("slurmd", state, "fail")]
+    fabric = _services(("nvidia-fabricmanager",), Output(False, 3, f"{state}\n"))
+    assert fabric[0].severity == "fail" and "new CUDA contexts fail" in fabric[0].cause
+    assert _services(("slurmd",), Output(True, 0, "active\n")) == []
+
+
 NODE = SlurmNode("w1", "idle", "gpu:2", "none")
 
 
