@@ -257,6 +257,21 @@ def test_replicas_out_of_sync_fail():
                                                "GPUINFRA-SMOKE-END srun exit 0"]))
     findings = judge_smoke(log, expected_from_log(log))
     assert by_check(findings, "replicas")[0].cause == REPLICA_CAUSE
+    # S1 (test audit e4dd2f2): the verdict, not only the message
+    assert ("replicas", "job") in failed(findings)
+    assert by_check(findings, "replicas")[0].observed == "ranks 1 differ"
+
+
+def test_ranks_of_another_world_size_fail():
+    """S3 (test audit e4dd2f2): ranks 0 and 1 report a world of 4 for a 2 x 1 job (the job was
+    run with another --nodes): ranks fails with the fix naming --nodes."""
+    log = parse_smoke("\n".join(job_lines() + [result(0, "lab-worker1", world=4),
+                                               result(1, "lab-worker2", world=4),
+                                               "GPUINFRA-SMOKE-END srun exit 0"]))
+    findings = judge_smoke(log, Expected(backend="gloo", nodes=2, procs_per_node=1))
+    [ranks] = by_check(findings, "ranks")
+    assert ("ranks", "job") in failed(findings) and ranks.observed == "world size ['4']"
+    assert ranks.fix == "pass the --nodes the job really had"
 
 
 FLOOR = min_busbw("nvswitch-all-to-all", "H100-SXM5-80GB", 8, 2, 8, 400)
