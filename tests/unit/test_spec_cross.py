@@ -137,3 +137,21 @@ def test_durations_and_smtp_ports_are_bounded() -> None:
     found = [e for e in problems(site(everywhere={"monitoring_alert_receivers": mail}))
              if e.field.startswith("monitoring_alert_receivers")]
     assert found and "99999" in found[0].problem, found
+
+
+def test_a_health_key_in_slurm_conf_extra_clashes_with_its_knob() -> None:
+    """C2 (test audit e4dd2f2): with the health role's knob on, slurm.conf's key it writes is
+    refused in slurm_conf_extra (Slurm would keep one of the two), in any case, naming both;
+    with the knob off the site's own is accepted."""
+    mine = {"HealthCheckProgram": "/usr/sbin/site-check"}
+    on = {"health_enabled": True, "slurm_conf_extra": mine}
+    found = about(site(everywhere=on), "slurm_conf_extra['HealthCheckProgram']")
+    assert len(found) == 1 and "health_enabled is True" in found[0].problem
+    assert "set health_enabled = False" in found[0].fix
+    lower = {"health_enabled": True, "slurm_conf_extra": {"healthcheckprogram": "/usr/sbin/x"}}
+    assert about(site(everywhere=lower), "slurm_conf_extra['healthcheckprogram']")
+    off = {"health_enabled": False, "slurm_conf_extra": mine}
+    assert not about(site(everywhere=off), "slurm_conf_extra['HealthCheckProgram']")
+    epilog = {"health_enabled": True, "health_slurm_epilog": False,
+              "slurm_conf_extra": {"Epilog": "/etc/slurm/epilog.d/*"}}
+    assert not about(site(everywhere=epilog), "slurm_conf_extra['Epilog']")
