@@ -408,6 +408,9 @@ def test_web_secrets_are_made_on_the_head_and_never_leave_it():
     assert "secrets.token_urlsafe(32)" in password and "bcrypt.gensalt(10)" in password
     assert f"< {WEB_PASSWORD}.gpuinfra-new > {WEB_PASSWORD_HASH}.gpuinfra-new" in password
     assert f"chgrp prometheus {WEB_PASSWORD}.gpuinfra-new" in password
+    # A1 (test audit e4dd2f2): the password and its hash are readable by Prometheus's group
+    # only, like the key and web.yml
+    assert f"chmod 0640 {WEB_PASSWORD}.gpuinfra-new {WEB_PASSWORD_HASH}.gpuinfra-new" in password
     tls = " ".join(op(head, "web TLS key and certificate").commands)
     assert "openssl req -x509 -newkey ec" in tls and "subjectAltName=IP:10.0.0.1" in tls
     assert f"chmod 0640 {WEB_KEY}.gpuinfra-new" in tls
