@@ -194,6 +194,11 @@ def test_gpu_alerts_follow_the_spec():
     assert 'instance="lab-worker1",gpu=~"0|1|2|3|4|5|6|7"} < 18' in by_name["NvlinkDown"]["expr"]
     assert 'instance="lab-worker2",gpu=~"0|1"} < 12' in by_name["NvlinkDown"]["expr"]
     assert "< 26.552" in by_name["NvlinkDegraded"]["expr"]
+    # A1b (test audit e4dd2f2), without promtool: one node's links down fires alone. PromQL's
+    # `and` matches on labels, so the per-node terms are joined with `or`, never `and`.
+    for name in ("NvlinkDown", "NvlinkDegraded"):
+        terms = by_name[name]["expr"].split(" or ")
+        assert len(terms) == 2 and all(" and " not in t for t in terms), by_name[name]["expr"]
 
 
 # ---------------------------------------------------------------------------- prometheus.yml
