@@ -247,3 +247,25 @@ def test_a_new_host_borrows_the_list_of_a_host_of_its_groups(learned_here):
         assert fact_batch._learned("w3", "workers") == ["echo 1", "echo 2"]
         assert fact_batch._learned("x", "hypervisors") == []
     assert loads.call_count == 2  # each host's own file only
+
+
+def test_a_command_the_engine_runs_makes_the_next_reads_go_live(ssh_like):
+    """F6 (test audit e4dd2f2): the engine's command wrapper (engine._forgetting, around every
+    operation command) forgets the host's held answers through fact_batch.forget: a learned
+    read after a change goes live, never the answer read before it."""
+    from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
+    from pyinfra.api.facts import _handle_fact_kwargs
+    from pyinfra.facts.server import Hostname
+
+    conn, sent = ssh_like
+    conn.host._gpuinfra_fact_batch = fact_batch.HostFacts(
+        "w1", "", learned=["sh -c 'echo one'", "sh -c 'echo two'"])
+    assert lines(as_fact_read(conn, StringCommand("echo one")))[1] == ["one"]
+    assert len(sent) == 1  # both learned reads in one round trip
+    _, arguments = _handle_fact_kwargs(conn.state, conn.host, Hostname, (), {})
+    executor = {k: v for k, v in arguments.items() if k in CONNECTOR_ARGUMENT_KEYS}
+    # an operation's command (run by the fake host's own connector, through the engine's
+    # wrapper of StringCommand.execute)
+    StringCommand("true").execute(conn.state, conn.host, executor)
+    assert lines(as_fact_read(conn, StringCommand("echo two")))[1] == ["two"]
+    assert len(sent) == 2  # live: the answer held from before the command is not used
