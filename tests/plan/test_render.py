@@ -205,3 +205,30 @@ def test_the_lab_site_renders_on_every_distribution(os_name):
         else:
             assert not grub
     assert any("sacctmgr" in c for c in result.commands["lab-head"])
+
+
+def test_a_host_that_holds_its_files_still_shows_them(tmp_path):
+    """R1/R2 (test audit e4dd2f2): rendered from the facts of a host that already holds the
+    files (converged: the nouveau blacklist's File and digest, the /etc/hosts block's digest),
+    every file is still in the render, and no file depends on a fact of the files' state."""
+    import hashlib
+
+    fresh = render.render_site(EXAMPLE, os_name="debian-12")
+    hosts_block = next(f for f in fresh.files["hgx01"] if f.path == "/etc/hosts").content
+    from gpuinfra_deploy.plan import read_facts
+
+    converged = read_facts(REPO / "tests/plan/facts/gpu-converged.json")
+    blacklist = "path=/etc/modprobe.d/blacklist-nouveau.conf"
+    holding = {"hgx01": {
+        "files.File": {blacklist: converged["files.File"][blacklist]},
+        "files.Sha1File": {blacklist: converged["files.Sha1File"][blacklist]},
+        "gpuinfra_deploy.ops.block.BlockDigest": {"*": hashlib.sha256(hosts_block).hexdigest()},
+    }}
+    result = render.render_site(EXAMPLE, os_name="debian-12", recorded=holding)
+    paths = {f.path for f in result.files["hgx01"]}
+    assert {"/etc/modprobe.d/blacklist-nouveau.conf", "/etc/hosts"} <= paths
+    assert [(f.path, f.content) for f in result.files["hgx01"]] == \
+        [(f.path, f.content) for f in fresh.files["hgx01"]]
+    for f in result.written():
+        assert not [d for d in (*f.facts, *f.assumed)
+                    if d.split(": ", 1)[1].split("[")[0] in render.FILE_STATE], f.path
