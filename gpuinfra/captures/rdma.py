@@ -43,11 +43,13 @@ def _port_verdict(host: str, kind: str, nics: Sequence[RdmaNic], ports: dict[str
                   cuts: list[str]) -> CaptureVerdict:
     """Presence, state and rate of each expected NIC's port 1, judged only where the capture
     shows its block: a NIC whose block may be in the cut part is not called missing."""
-    verdict = CaptureVerdict(kind, host, _nics_json(nics), blocks=len(ports), cuts=list(cuts),
-                             sentences=True)
     present = [n for n in nics if n.name in ports]
     absent = [n for n in nics if n.name not in ports]
-    if cuts:
+    # Every expected NIC in a complete block: what was cut cannot change the verdict (issue 47)
+    whole = bool(nics) and not absent
+    verdict = CaptureVerdict(kind, host, _nics_json(nics), blocks=len(ports), cuts=list(cuts),
+                             sentences=True)
+    if cuts and not whole:
         verdict.cuts += [f"{n.name}: not in the complete blocks (its block may be in the cut "
                          "part): not judged" for n in absent]
     else:
@@ -56,6 +58,8 @@ def _port_verdict(host: str, kind: str, nics: Sequence[RdmaNic], ports: dict[str
     verdict.findings += port_findings(present, ports)
     verdict.findings += rate_findings(present, ports)
     verdict.judged = bool(nics)
+    if whole and not verdict.failed:
+        verdict.cuts = []  # nothing cut could have failed: every expected NIC was judged whole
     return verdict
 
 

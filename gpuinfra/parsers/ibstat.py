@@ -168,6 +168,10 @@ def parse_ibstat_partial(text: str) -> tuple[IbStat, list[str], IbPort | None]:
     return IbStat(cas), cuts, port
 
 
+# ibstat's port states (infiniband-diags: Down, Initializing, Armed, Active, Active-Defer).
+_PORT_STATES = ("Down", "Initializing", "Armed", "Active", "Active-Defer", "ActiveDefer")
+
+
 def cut_port_states(text: str) -> dict[str, str]:
     """The first port's ``State:`` of each CA whose block is incomplete (a last block cut
     mid-way, a poster's ``...``), when that line was shown: a port shown Down is down, whatever
@@ -194,7 +198,8 @@ def cut_port_states(text: str) -> dict[str, str]:
                 continue
             match = _KEY_VALUE.match(stripped)
             if in_port and match and match["key"] == "State":
-                found[name.group(1)] = match["value"].strip()
+                if match["value"].strip() in _PORT_STATES:  # not a word cut mid-way
+                    found[name.group(1)] = match["value"].strip()
                 break
     return found
 

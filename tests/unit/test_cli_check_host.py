@@ -426,3 +426,19 @@ def test_ibstat_cut_right_after_state_down_fails(capsys, tmp_path):
     code, [verdict] = check(capsys, "--ibstat", cut(tmp_path, active, "active.txt"), "--nic",
                             "mlx5_11:link_layer=ethernet,rate=400")
     assert (code, verdict["verdict"].split(":")[0]) == (3, "incomplete")
+
+
+def test_ibstat_cut_after_every_expected_nic_passes(capsys, tmp_path):
+    """Issue 47: the capture is cut in a later block, but the expected NICs' blocks are whole
+    and Active at rate: nothing cut could change the verdict, so it passes (it was "cut");
+    an expected NIC in the cut part keeps it incomplete."""
+    lines = IBSTAT_DOWN.read_text().split("\n")
+    at = next(i for i, line in enumerate(lines) if line == "CA 'mlx5_11'")
+    text = "\n".join(lines[:at + 9]).replace("State: Down", "State: Act") + "\n"
+    code, [verdict] = check(capsys, "--ibstat", cut(tmp_path, text), "--nic",
+                            "mlx5_0:link_layer=ethernet,rate=400")
+    assert (code, verdict["verdict"], verdict["cuts"]) == (0, "pass", [])
+    code, [verdict] = check(capsys, "--ibstat", cut(tmp_path, text), "--nic",
+                            "mlx5_0:link_layer=ethernet,rate=400", "--nic",
+                            "mlx5_11:link_layer=ethernet,rate=400")
+    assert (code, verdict["verdict"].split(":")[0]) == (3, "incomplete")
