@@ -147,7 +147,9 @@ def test_a_cut_capture_is_not_checked_never_pass(capsys, tmp_path):
     cut = tmp_path / "ibstat.txt"
     cut.write_text(IBSTAT.read_text() + "CA 'mlx5_1'\n\tCA type: MT4123\n")  # cut mid-block
     cmdline = FIX / "vfio/proc-cmdline-lab-hv-converged.txt"  # passes: judged whole
-    code = main(["check", "--ibstat", str(cut), "--nic", "mlx5_0:rate=100", "--json",
+    # mlx5_1 is expected and its block is the cut one (a cut elsewhere would not matter)
+    code = main(["check", "--ibstat", str(cut), "--nic", "mlx5_0:rate=100", "--nic",
+                 "mlx5_1:rate=100", "--json",
                  "--cmdline", str(cmdline), "--hypervisor", "--cpu-vendor", "GenuineIntel",
                  "--host", "n1"])
     env = json.loads(capsys.readouterr().out)
