@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from gpuinfra.captures import CaptureVerdict
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.monitoring.gpumetrics import FATAL_XIDS, judge_xids
+from gpuinfra.monitoring.gpumetrics import (
+    DRIVER_FAILURE_CAUSE,
+    FATAL_XIDS,
+    XID_FATAL_FIX,
+    driver_failure_findings,
+    judge_xids,
+)
 from gpuinfra.parsers.cmdline import parse_cmdline
 from gpuinfra.parsers.kernellog import parse_kernel_log
 from gpuinfra.parsers.system import NO_LSMOD_HEADER, parse_lsmod
@@ -63,6 +69,9 @@ def judge_dmesg(text: str, iommu: str | None, host: str = "-") -> CaptureVerdict
         verdict.findings.append(Finding.said(
             verdict.kind, f"GPU {judged.pci}: {judged.what}", judged.cause, judged.fix,
             "fail" if judged.fatal else "warn"))
+    for subject, what in driver_failure_findings(log.driver_failures):
+        verdict.findings.append(Finding.said(verdict.kind, f"{subject}: {what} (no Xid line)",
+                                             DRIVER_FAILURE_CAUSE, XID_FATAL_FIX))
     if log.peermem_symbols:
         verdict.findings.append(Finding.said(
             verdict.kind,
@@ -71,7 +80,7 @@ def judge_dmesg(text: str, iommu: str | None, host: str = "-") -> CaptureVerdict
             "(the inbox ib_core has none; DOCA-OFED/MLNX_OFED installed or updated after the "
             "GPU driver)", "reinstall (rebuild) the GPU driver after DOCA-OFED, or use DMA-BUF "
             "(nvidia_driver_open_modules = True); `modprobe nvidia-peermem` and `dmesg | tail`"))
-    judged = bool(log.xids or log.peermem_symbols)
+    judged = bool(log.xids or log.peermem_symbols or log.driver_failures)
     if iommu is not None:
         judged = _iommu(verdict, log, iommu) or judged
     verdict.judged = judged

@@ -21,9 +21,13 @@ from gpuinfra.health.collect import Output
 from gpuinfra.health.expectation import Expectation
 from gpuinfra.health.probes import DCGM_ABSENT, GPU_QUERY_FIELDS, REMAP_FIELDS
 from gpuinfra.monitoring.gpumetrics import (
+    DRIVER_FAILURE_CAUSE,
     FATAL_XIDS,
+    XID_FATAL_FIX,
     bus_address,
+    driver_failure_findings,
     judge_xids,
+    parse_driver_failures,
     parse_xids,
 )
 from gpuinfra.parsers.fabric import parse_fabric
@@ -212,7 +216,10 @@ def _xids(gpus: list[Gpu], output: Output | None) -> list[Finding]:
     if output is None or not output.ok:
         return [_unread("xid", "journalctl -k", output, "the kernel log cannot be read, so "
                         "XIDs would go unseen", "run the check as root; `journalctl -k -b`")]
-    return xid_findings(parse_xids(output.text), gpus, FATAL_XIDS)
+    return xid_findings(parse_xids(output.text), gpus, FATAL_XIDS) + [
+        Finding("xid", subject, "no fatal XID", f"{what} (no Xid line)", "fail",
+                DRIVER_FAILURE_CAUSE, XID_FATAL_FIX)
+        for subject, what in driver_failure_findings(parse_driver_failures(output.text))]
 
 
 def xid_findings(events: list[Any], gpus: list[Gpu], fatal: tuple[int, ...]) -> list[Finding]:

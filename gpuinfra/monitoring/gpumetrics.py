@@ -273,6 +273,58 @@ def judge_xids(events: Iterable[XidEvent],
     return found
 
 
+# Driver failures logged without an Xid line (issue 47), named by the driver's GPU number
+# ("NVRM: GPU6 ..."): the GSP firmware's heartbeat lost, a memory subsystem error, an RPC
+# timeout banner, a reset-required status. Each leaves the GPU needing a reset, as Xid 119/120
+# (GSP) do. Lines as open-gpu-kernel-modules#1230 shows them (595.71.05).
+_DRIVER_FAILURES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"NVRM: GPU(\d+) _kgspIsHeartbeatTimedOut: Heartbeat timed out"),
+     "GSP heartbeat timed out"),
+    (re.compile(r"NVRM: GPU(\d+) \w*CheckMemSubsysError\w*: Memory Subsystem Error detected"),
+     "memory subsystem error"),
+    (re.compile(r"NVRM: GPU(\d+) _kgspLogRpcTimeout: \*+ GSP Timeout"), "GSP RPC timeout"),
+    (re.compile(r"NVRM: (?:GPU(\d+) )?.*\bNV_ERR_RESET_REQUIRED\b"),
+     "the driver says a reset is required (NV_ERR_RESET_REQUIRED)"),
+)
+DRIVER_FAILURE_CAUSE = ("the GPU's firmware (GSP) or memory subsystem stopped answering the "
+                        "driver: the GPU is unusable until it is reset (the driver logged no "
+                        "Xid line for it)")
+
+
+@dataclass(frozen=True)
+class DriverFailure:
+    """A GPU failure the driver logged without an Xid line: the driver's GPU number (None when
+    the line does not say) and what it was."""
+
+    gpu: int | None
+    what: str
+
+
+def parse_driver_failures(text: str) -> list[DriverFailure]:
+    """Each driver failure of :data:`_DRIVER_FAILURES` in kernel log text, once per GPU and
+    kind, in order."""
+    found: list[DriverFailure] = []
+    for line in text.splitlines():
+        for pattern, what in _DRIVER_FAILURES:
+            match = pattern.search(line)
+            if match:
+                failure = DriverFailure(int(match[1]) if match[1] else None, what)
+                if failure not in found:
+                    found.append(failure)
+                break
+    return found
+
+
+def driver_failure_findings(failures: Iterable[DriverFailure]) -> list[tuple[str, str]]:
+    """(subject, what) per GPU with driver failures: the one wording of the health check and
+    `check --dmesg` (cause :data:`DRIVER_FAILURE_CAUSE`, fix XID_FATAL_FIX)."""
+    by_gpu: dict[int | None, list[str]] = {}
+    for failure in failures:
+        by_gpu.setdefault(failure.gpu, []).append(failure.what)
+    return [(f"driver's GPU{gpu}" if gpu is not None else "a GPU", ", ".join(whats))
+            for gpu, whats in by_gpu.items()]
+
+
 def _address(parts: Iterable[str]) -> tuple[int, int, int]:
     domain, bus, device = (int(p, 16) for p in parts)
     return domain, bus, device

@@ -12,7 +12,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuinfra.monitoring.gpumetrics import XidEvent, parse_xids
+from gpuinfra.monitoring.gpumetrics import (
+    DriverFailure,
+    XidEvent,
+    parse_driver_failures,
+    parse_xids,
+)
 from gpuinfra.parsers._text import ELISION, clean_lines
 
 # The IOMMU found and on: Intel VT-d (DMAR), AMD-Vi, or devices put in IOMMU groups.
@@ -40,6 +45,7 @@ class KernelLog:
     xids: list[XidEvent] = field(default_factory=list)
     cuts: list[str] = field(default_factory=list)
     lines: int = 0
+    driver_failures: list[DriverFailure] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """``{"lines", "iommu_on": [line...], "iommu_off": [line...], "domain_type",
@@ -47,12 +53,15 @@ class KernelLog:
         return {"lines": self.lines, "iommu_on": list(self.iommu_on),
                 "iommu_off": list(self.iommu_off), "domain_type": self.domain_type,
                 "peermem_symbols": list(self.peermem_symbols),
-                "xids": [x.to_json() for x in self.xids], "cuts": list(self.cuts)}
+                "xids": [x.to_json() for x in self.xids], "cuts": list(self.cuts),
+                "driver_failures": [{"gpu": f.gpu, "what": f.what}
+                                    for f in self.driver_failures]}
 
 
 def parse_kernel_log(text: str) -> KernelLog:
     lines = clean_lines(text, "dmesg")  # first: no XID number is read from a refused line
-    log = KernelLog(xids=parse_xids("\n".join(lines)))
+    log = KernelLog(xids=parse_xids("\n".join(lines)),
+                    driver_failures=parse_driver_failures("\n".join(lines)))
     for no, line in enumerate(lines, 1):
         if not line.strip():
             continue

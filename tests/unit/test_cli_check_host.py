@@ -442,3 +442,14 @@ def test_ibstat_cut_after_every_expected_nic_passes(capsys, tmp_path):
                             "mlx5_0:link_layer=ethernet,rate=400", "--nic",
                             "mlx5_11:link_layer=ethernet,rate=400")
     assert (code, verdict["verdict"].split(":")[0]) == (3, "incomplete")
+
+
+def test_dmesg_gsp_heartbeat_and_memsys_error_without_an_xid_fail(capsys):
+    """Issue 47: open-gpu-kernel-modules#1230's GPU6 loses its GSP heartbeat, then a memory
+    subsystem error, and the driver logs no Xid line: it gave no verdict; now it fails naming
+    the driver's GPU number and both failures."""
+    code, [verdict] = check(capsys, "--dmesg", str(
+        XID_DIR / "open-gpu-kernel-modules-1230-gsp-heartbeat-memsys-error-no-xid.txt"))
+    assert code == 1 and whats(verdict) == ("driver's GPU6: GSP heartbeat timed out, memory "
+                                            "subsystem error (no Xid line)")
+    assert "unusable until it is reset" in verdict["findings"][0]["cause"]

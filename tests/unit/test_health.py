@@ -138,6 +138,15 @@ def test_xid_154_asking_for_a_reset_drains_even_after_a_non_fatal_xid(replay) ->
     assert "GPU Reset Required" in reason and "Xid 62" in reason
 
 
+def test_a_driver_failure_without_an_xid_line_drains(replay) -> None:
+    """Issue 47: a GSP heartbeat timeout with a memory subsystem error, no Xid line
+    (open-gpu-kernel-modules#1230): the node check fails it, as check --dmesg does."""
+    replay("2x-h100-pcie-bridged", (KERNEL / "open-gpu-kernel-modules-1230-gsp-heartbeat-"
+                                             "memsys-error-no-xid.txt").read_text())
+    reason = judge(BRIDGED, reading(BRIDGED)).reason()
+    assert "driver's GPU6" in reason and "GSP heartbeat timed out" in reason
+
+
 def test_remapped_rows_on_the_lent_h100() -> None:
     """The real answer (no remap pending) passes; the same row with pending or failure Yes
     fails with its own cause."""
