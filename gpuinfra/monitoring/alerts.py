@@ -25,8 +25,9 @@ from gpuinfra.spec.model import ClusterSpec, NodeSpec
 VIRTUAL_FS = "tmpfs|overlay|squashfs|ramfs|devtmpfs|nsfs|fuse.lxcfs"
 
 ALERT_NAMES = ("NodeDown", "DiskAlmostFull", "SlurmctldDown", "SlurmdDown", "SlurmNodesDrained",
-               "GpuMissing", "GpuXidErrors", "GpuFatalXid", "GpuUncorrectableEcc",
-               "GpuMemoryNeedsReset", "GpuRetiredPagesOrRemapFailure", "GpuTemperatureHigh",
+               "GpuMissing", "GpuXidErrors", "GpuFatalXid", "GpuDriverFailure",
+               "GpuUncorrectableEcc", "GpuMemoryNeedsReset", "GpuRetiredPagesOrRemapFailure",
+               "GpuTemperatureHigh",
                "NvlinkDown", "NvlinkDegraded", "GpuMetricsStale", "NodeDrainedByHealthCheck",
                "NodeHealthCheckFailed", "NodeHealthCheckStale", "NodeLogsStale")
 
@@ -370,7 +371,9 @@ def _gpu_missing_alert(gpu_nodes: Sequence[NodeSpec]) -> Alert:
 
 
 def _xid_alerts(node: NodeSpec) -> list[Alert]:
-    """XID errors logged by the driver, and the fatal ones."""
+    """XID errors logged by the driver, the fatal ones, and failures logged without an Xid."""
+    driver_failure = {"job": "node", "instance": node.short_name, "driver_gpu": "6",
+                      "failure": "GSP heartbeat timed out"}
     fires = ({**_gpu_labels(node, 0), "job": "node", "pci_bus_id": _pci_bus_id(0)},)
     fatal = "|".join(str(x) for x in FATAL_XIDS)
     return [Alert(
@@ -423,6 +426,18 @@ def _xid_alerts(node: NodeSpec) -> list[Alert]:
                            gpu_series("recovery_action", node, 0): "0x15"},
                       fires=()),
         ),
+    ), Alert(
+        name="GpuDriverFailure", expr="gpuinfra_gpu_driver_failures > 0", duration="0m",
+        severity="critical",
+        summary="{{ $labels.instance }} driver GPU {{ $labels.driver_gpu }}: "
+        "{{ $labels.failure }} (no Xid line)",
+        description="The driver logged a GPU failure without an Xid line since boot (GSP "
+        "heartbeat lost, memory subsystem error, GSP RPC timeout, reset required): the GPU is "
+        "unusable until reset. Drain the node, `nvidia-smi -r` or reboot; replace the GPU if "
+        "it comes back. `journalctl -k | grep NVRM` names it.",
+        firing=(AlertCase(set={f"gpuinfra_gpu_driver_failures"
+                               f"{selector(**driver_failure)}": "1x15"},
+                          fires=(driver_failure,)),),
     )]
 
 

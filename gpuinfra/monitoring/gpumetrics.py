@@ -474,6 +474,11 @@ def _xids(metrics: _Metrics, output: Output | None, gpus: list[Gpu],
     for address, seen in by_address.items():
         if address not in known:
             _xid_series(metrics, {"gpu": "", "uuid": "", "pci_bus_id": _pci_text(address)}, seen)
+    for failure in parse_driver_failures(output.text):  # no Xid line: the driver's number
+        metrics.add("driver_failures", "a GPU failure the driver logged since boot without an "
+                    "Xid line (value 1; driver_gpu: the driver's GPU number)",
+                    {"driver_gpu": "" if failure.gpu is None else str(failure.gpu),
+                     "failure": failure.what}, 1)
     return True
 
 

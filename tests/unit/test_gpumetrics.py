@@ -203,3 +203,18 @@ def promtool():
     from tests.unit.test_monitoring_rules import promtool_path
 
     return promtool_path()
+
+
+def test_a_driver_failure_without_an_xid_line_is_a_series():
+    """Issue 47: the collector reads the same driver failures as the health check and check
+    --dmesg (open-gpu-kernel-modules#1230: GPU6's GSP heartbeat, then a memory subsystem error),
+    one series each, which GpuDriverFailure alerts on."""
+    from gpuinfra.health.collect import Output
+    from gpuinfra.monitoring.gpumetrics import metrics_text
+
+    log = (KERNEL_LOG / "open-gpu-kernel-modules-1230-gsp-heartbeat-memsys-error-no-xid.txt"
+           ).read_text()
+    text = metrics_text({}, None, Output(True, 0, log), 0.0)
+    assert 'gpuinfra_gpu_driver_failures{driver_gpu="6",failure="GSP heartbeat timed out"} 1' \
+        in text
+    assert 'failure="memory subsystem error"} 1' in text

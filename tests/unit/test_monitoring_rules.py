@@ -510,6 +510,7 @@ PINNED = {
     "GpuFatalXid": ('gpuinfra_gpu_xid_errors_by_code{xid=~"48|63|64|74|79|92|94|95|119|120|140"}'
                     ' > 0 or label_replace(gpuinfra_gpu_recovery_action > 0, "xid", "154", "",'
                     ' "")', "0m", "critical"),
+    "GpuDriverFailure": ("gpuinfra_gpu_driver_failures > 0", "0m", "critical"),
     "GpuUncorrectableEcc": ("gpuinfra_gpu_ecc_uncorrected_volatile_errors > 0", "0m",
                             "critical"),
     "GpuMemoryNeedsReset": ("gpuinfra_gpu_retired_pages_pending == 1 or "
