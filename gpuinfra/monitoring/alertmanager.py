@@ -42,3 +42,27 @@ def alertmanager_config(spec: ClusterSpec, mon: Monitoring) -> dict[str, Any]:
         route["routes"] = routes
     return {"route": route, "receivers": receivers}
 
+
+# Each alert's severity (gpuinfra.monitoring.alerts; tests/unit/test_monitoring_rules.py holds
+# this table to the rules built): what a receiver's severities and names are matched against.
+ALERT_SEVERITIES: dict[str, str] = {
+    "NodeDown": "critical", "DiskAlmostFull": "warning", "SlurmctldDown": "critical",
+    "SlurmdDown": "critical", "SlurmNodesDrained": "warning", "GpuMissing": "critical",
+    "GpuXidErrors": "warning", "GpuFatalXid": "critical", "GpuDriverFailure": "critical",
+    "GpuUncorrectableEcc": "critical", "GpuMemoryNeedsReset": "warning",
+    "GpuRetiredPagesOrRemapFailure": "critical", "GpuTemperatureHigh": "warning",
+    "NvlinkDown": "critical", "NvlinkDegraded": "warning", "GpuMetricsStale": "warning",
+    "NodeDrainedByHealthCheck": "warning", "NodeHealthCheckFailed": "warning",
+    "NodeHealthCheckStale": "warning", "NodeLogsStale": "warning",
+}
+
+
+def unrouted_alerts(receivers: Any) -> list[str]:
+    """The alerts no receiver of ``receivers`` (monitoring_alert_receivers) gets: they end at
+    the default route's receiver, gpuinfra-none, which keeps them in Alertmanager and sends
+    nothing (issue 45: every alert reaches a person, or the site is told)."""
+    items = [r for r in (receivers or []) if isinstance(r, dict)]
+    return [name for name, severity in ALERT_SEVERITIES.items()
+            if not any(severity in item.get("severities", SEVERITIES)
+                       and ("alerts" not in item or name in item["alerts"]) for item in items)]
+

@@ -83,3 +83,28 @@ def ssh_warnings(hosts: Sequence[HostInput]) -> list[SpecWarning]:
             if str(h.data.get("ssh_strict_host_key_checking", "")).lower() in ("no", "off",
                                                                                  "false")]
 
+
+def alert_warnings(nodes: Sequence[NodeSpec]) -> list[SpecWarning]:
+    """Alerts that reach no one: no monitoring_alert_receivers, or receivers whose severities
+    and names leave some alerts out (they stay in Alertmanager's page, nobody is told)."""
+    from gpuinfra.monitoring.alertmanager import unrouted_alerts
+    from gpuinfra.spec.checks import CLUSTER
+
+    first = next((n for n in nodes if n.settings.get("monitoring_enabled")), None)
+    if first is None or "monitoring_alert_receivers" not in first.settings:
+        return []
+    receivers = first.settings["monitoring_alert_receivers"]
+    left = unrouted_alerts(receivers)
+    if not left:
+        return []
+    if not receivers:
+        what = ("no alert reaches a person: monitoring_alert_receivers is empty, so every "
+                "alert stays in Alertmanager's page and nobody is told")
+    else:
+        what = (f"{len(left)} alert(s) reach no receiver ({', '.join(left)}): no receiver's "
+                "severities and alerts match them, so they stay in Alertmanager's page")
+    return [SpecWarning(CLUSTER, "monitoring_alert_receivers",
+                        what + "; set monitoring_alert_receivers = [{'name': 'ops', "
+                        "'webhook_url': ...}] (every severity unless 'severities' says "
+                        "otherwise)")]
+

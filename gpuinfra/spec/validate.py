@@ -19,6 +19,7 @@ from gpuinfra.spec.checks import CLUSTER, Collector, SpecError, SpecInvalid
 from gpuinfra.spec.cluster import cluster_values
 from gpuinfra.spec.cross import check_cross_keys, merge_repeated
 from gpuinfra.spec.effects import (
+    alert_warnings,
     driver_branch_warnings,
     gpudirect_warnings,
     partial_effects,
@@ -133,7 +134,7 @@ def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (
         rdma_stack=cluster["rdma_stack"],
         warnings=tuple(driver_branch_warnings(cluster["driver_branch"]) + partial_effects(nodes)
                        + gpudirect_warnings(nodes, cluster["rdma_stack"])
-                       + ssh_warnings(hosts)),
+                       + ssh_warnings(hosts) + alert_warnings(nodes)),
     )
 
 

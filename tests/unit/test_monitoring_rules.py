@@ -811,3 +811,33 @@ def test_documented_promql_parses(where, query, tmp_path):
     done = subprocess.run([promtool_path(), "check", "rules", str(rules_file)],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, f"{where}: `{query}`: {done.stdout}{done.stderr}"
+
+
+@pytest.mark.parametrize("name", SITES)
+def test_the_severity_table_is_the_rules(name):
+    from gpuinfra.monitoring.alertmanager import ALERT_SEVERITIES
+
+    spec = site(name)
+    assert {a.name: a.severity for a in alerts(spec, monitoring_of(spec))} == ALERT_SEVERITIES
+
+
+def test_alerts_that_reach_no_one_are_said_at_validation():
+    """Issue 45 item 7: no receiver, or receivers that leave some alerts out, is said with the
+    alerts left; receivers covering every alert say nothing."""
+    from gpuinfra.monitoring.alertmanager import unrouted_alerts
+    from gpuinfra.spec import HostInput
+    from gpuinfra_deploy.run.knobs import build_spec
+
+    def warned(receivers):
+        hosts = [HostInput("head01", ("head",), {"node_address": "10.0.0.1",
+                                                  "monitoring_alert_receivers": receivers}),
+                 HostInput("w1", ("workers",), {"node_address": "10.0.0.2",
+                                                 "monitoring_alert_receivers": receivers})]
+        return [w.message for w in build_spec(hosts).warnings
+                if w.field == "monitoring_alert_receivers"]
+
+    assert "no alert reaches a person" in warned([])[0]
+    critical = [{"name": "ops", "webhook_url": "http://ops:9/hook", "severities": ["critical"]}]
+    assert unrouted_alerts(critical) and "GpuTemperatureHigh" in warned(critical)[0]
+    assert "NodeDown" not in unrouted_alerts(critical)
+    assert warned([{"name": "ops", "webhook_url": "http://ops:9/hook"}]) == []
