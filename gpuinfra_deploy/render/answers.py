@@ -56,13 +56,16 @@ _PCI_ADDRESS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 
 def spec_hardware(data: Mapping[str, Any]) -> dict[str, Any]:
-    """Facts of a fresh host assumed from its spec: the PCI functions its ``vfio_devices``
-    name (an NVIDIA GPU and its audio function, one IOMMU group per card), so a hypervisor's
-    files render without the host."""
+    """Facts of a fresh host assumed from its spec: its GPUs (gpu_model x gpu_count, linked as
+    gpu_topology says: :func:`spec_gpus`), and the PCI functions its ``vfio_devices`` name (an
+    NVIDIA GPU and its audio function, one IOMMU group per card), so a hypervisor's files
+    render without the host. Never another machine's GPUs (issue 45: a 4x L40S node rendered
+    with the lab's 8 NVLink-linked GPUs)."""
+    facts = spec_gpus(data)
     devices = [d for d in data.get("vfio_devices") or () if isinstance(d, str)
                and _PCI_ADDRESS.match(d)]
     if not devices:
-        return {}
+        return facts
     functions = []
     for group, address in enumerate(sorted(devices), start=100):
         audio = address[:-1] + "1"
@@ -73,7 +76,46 @@ def spec_hardware(data: Mapping[str, Any]) -> dict[str, Any]:
             functions += [{"address": audio, "vendor_id": "10de", "device_id": "1aef",
                            "class_code": "040300", "driver": None, "iommu_group": group,
                            "driver_override": None}]
-    return {"gpuinfra_deploy.facts.pci.PciFunctions": {"functions": functions}}
+    return {**facts, "gpuinfra_deploy.facts.pci.PciFunctions": {"functions": functions}}
+
+
+# nvidia-smi's memory.total of a GPU, MiB per GB of the model's size (an H100 80GB reports
+# 81559 MiB: tests/fixtures/real/nvidia-smi-query-gpu).
+_MIB_PER_GB = 81559 / 80
+
+
+def spec_gpus(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The GPU facts of a node's spec (gpu_model, gpu_count, gpu_topology): that many GPUs of
+    the model, NVLink-linked (``NV<n>``) on the pairs the topology profile requires with its
+    link counts, ``NODE`` elsewhere; bus IDs, UUIDs and memory made up. {} without a valid
+    GPU spec (the spec gate says why)."""
+    from gpuinfra.knowledge.gpus import gpu_model
+    from gpuinfra.knowledge.topology import PROFILES, nvlink_pairs
+
+    model = gpu_model(str(data.get("gpu_model") or ""))
+    count, profile = data.get("gpu_count"), PROFILES.get(str(data.get("gpu_topology") or ""))
+    if model is None or profile is None or isinstance(count, bool) or not isinstance(count, int) \
+            or not 0 < count <= 64:
+        return {}
+    names = [f"GPU{i}" for i in range(count)]
+    links: dict[str, dict[str, str]] = {a: {b: "NODE" for b in names if b != a} for a in names}
+    for pair in nvlink_pairs(profile, model, count):
+        links[names[pair.a]][names[pair.b]] = links[names[pair.b]][names[pair.a]] = \
+            f"NV{pair.min_links}"
+    gpus = [{"index": i, "name": (model.smi_names or (model.key,))[0],
+             "uuid": f"GPU-00000000-0000-0000-0000-{i:012d}", "model": model.key,
+             "mig_devices": [], "pci.bus_id": f"00000000:{0x18 + i:02X}:00.0",
+             "driver_version": _ASSUMED_DRIVER, "persistence_mode": "Enabled",
+             "memory.total": int(model.memory_gb * _MIB_PER_GB)} for i in range(count)]
+    return {"gpuinfra_deploy.facts.nvidia.NvidiaGpus": {"gpus": gpus},
+            "gpuinfra_deploy.facts.nvidia.NvidiaTopology": {
+                "gpus": names, "nics": [], "nic_devices": {}, "links": links,
+                "cpu_affinity": dict.fromkeys(names), "numa_affinity": dict.fromkeys(names)},
+            "gpuinfra_deploy.facts.nvidia.NvidiaDeviceMinors": {}}
+
+
+# The driver version the assumed GPU node reports (hardware.json, the lab's replayed H100).
+_ASSUMED_DRIVER = "535.161.08"
 
 
 class Answers:

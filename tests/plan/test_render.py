@@ -232,3 +232,32 @@ def test_a_host_that_holds_its_files_still_shows_them(tmp_path):
     for f in result.written():
         assert not [d for d in (*f.facts, *f.assumed)
                     if d.split(": ", 1)[1].split("[")[0] in render.FILE_STATE], f.path
+
+
+def test_a_preview_shows_the_specs_gpus_never_the_labs(example):
+    """Issue 45 item 4 (its GPU part): without recorded facts, each GPU node is rendered with
+    the GPUs its spec names: pcie01's 4 bridged H100 PCIe (pairs NV12), hgx01's 8 H100 SXM
+    (NV18 each), never the lab's 8 NVLink GPUs on every node."""
+    out, _ = example
+    gres = (out / "head01/etc/slurm/gres.conf").read_text()
+    pcie = [line for line in gres.splitlines() if line.startswith("NodeName=pcie01 Name=gpu ")]
+    assert [line.rsplit("Links=", 1)[1] for line in pcie] == [
+        "-1,12,0,0", "12,-1,0,0", "0,0,-1,12", "0,0,12,-1"]
+    hgx = [line for line in gres.splitlines() if line.startswith("NodeName=hgx01 Name=gpu ")]
+    assert len(hgx) == 8 and hgx[0].endswith("Links=-1,18,18,18,18,18,18,18")
+    assert "the node shows 8" not in gres
+    assert "Gres=gpu:h100-pcie-80gb:4,mps:400" in (out / "head01/etc/slurm/slurm.conf"
+                                                   ).read_text()
+
+
+def test_spec_gpus_follow_the_profile():
+    from gpuinfra_deploy.render.answers import spec_gpus
+
+    l40s = spec_gpus({"gpu_model": "L40S", "gpu_count": 4, "gpu_topology": "pcie-only"})
+    topo = l40s["gpuinfra_deploy.facts.nvidia.NvidiaTopology"]
+    assert topo["gpus"] == ["GPU0", "GPU1", "GPU2", "GPU3"]
+    assert {c for row in topo["links"].values() for c in row.values()} == {"NODE"}
+    assert [g["model"] for g in l40s["gpuinfra_deploy.facts.nvidia.NvidiaGpus"]["gpus"]] == \
+        ["L40S"] * 4
+    assert spec_gpus({"gpu_model": "nope", "gpu_count": 4, "gpu_topology": "pcie-only"}) == {}
+    assert spec_gpus({}) == {}
