@@ -8,13 +8,13 @@ The ports are judged by the verify suite's own functions (presence, state, rate:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 
 from gpuinfra.captures import CaptureVerdict
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.parsers.gids import parse_show_gids
-from gpuinfra.parsers.ibstat import cut_port_states, parse_ibstat_partial
+from gpuinfra.parsers.ibstat import parse_ibstat_partial
 from gpuinfra.parsers.ibv import parse_ibv_devinfo_partial
 from gpuinfra.parsers.mlxconfig import MlxConfig, MlxDevices, parse_mlxconfig_devices
 from gpuinfra.parsers.pcicaps import parse_pci_caps
@@ -40,13 +40,18 @@ def _nics_json(nics: Sequence[RdmaNic]) -> dict[str, object]:
 
 
 def _port_verdict(host: str, kind: str, nics: Sequence[RdmaNic], ports: dict[str, Port],
-                  cuts: list[str]) -> CaptureVerdict:
+                  cuts: list[str], cut_down: Mapping[str, Port] | None = None
+                  ) -> CaptureVerdict:
     """Presence, state and rate of each expected NIC's port 1, judged only where the capture
-    shows its block: a NIC whose block may be in the cut part is not called missing."""
+    shows its block: a NIC whose block may be in the cut part is not called missing.
+    ``cut_down``: ports of incomplete blocks shown in a state other than Active, judged on
+    that state alone (the rest of their block is cut)."""
+    down = {n.name: (cut_down or {})[n.name] for n in nics
+            if n.name not in ports and n.name in (cut_down or {})}
     present = [n for n in nics if n.name in ports]
-    absent = [n for n in nics if n.name not in ports]
+    absent = [n for n in nics if n.name not in ports and n.name not in down]
     # Every expected NIC in a complete block: what was cut cannot change the verdict (issue 47)
-    whole = bool(nics) and not absent
+    whole = bool(nics) and not absent and not down
     verdict = CaptureVerdict(kind, host, _nics_json(nics), blocks=len(ports), cuts=list(cuts),
                              sentences=True)
     if cuts and not whole:
@@ -57,6 +62,7 @@ def _port_verdict(host: str, kind: str, nics: Sequence[RdmaNic], ports: dict[str
     verdict.findings += presence_findings(present, ports)
     verdict.findings += port_findings(present, ports)
     verdict.findings += rate_findings(present, ports)
+    verdict.findings += port_findings([n for n in nics if n.name in down], down)
     verdict.judged = bool(nics)
     if whole and not verdict.failed:
         verdict.cuts = []  # nothing cut could have failed: every expected NIC was judged whole
@@ -66,8 +72,12 @@ def _port_verdict(host: str, kind: str, nics: Sequence[RdmaNic], ports: dict[str
 def judge_ibstat(text: str, nics: Sequence[RdmaNic], host: str = "-") -> CaptureVerdict:
     """`ibstat` against ``nics``. Port rows without their CA header count for the one NIC
     expected, and only then (else which NIC they are is a guess)."""
-    stat, cuts, headless = parse_ibstat_partial(text)
+    stat, cuts, headless, cut_states = parse_ibstat_partial(text)
     ports = ports_from_ibstat(stat)
+    # A block cut after its port's State line: a port shown other than Active is down, whatever
+    # the cut part held (issue 47); an Active one is not judged (its rate may be cut).
+    cut_down = {name: Port(name, "", state.upper(), "(cut)", None)
+                for name, state in cut_states.items() if state.upper() != "ACTIVE"}
     if headless is not None:
         if len(nics) == 1 and nics[0].name not in ports:
             ports[nics[0].name] = Port(nics[0].name, (headless.link_layer or "").lower(),
@@ -79,17 +89,7 @@ def judge_ibstat(text: str, nics: Sequence[RdmaNic], host: str = "-") -> Capture
         else:
             cuts.append("port rows without their CA header: which NIC they belong to is not "
                         "in the capture (give one --nic): not judged")
-    verdict = _port_verdict(host, "ibstat", nics, ports, cuts)
-    # A block cut after its port's State line: a port shown other than Active is down, whatever
-    # the cut part held (issue 47); an Active one is not judged (its rate may be cut).
-    for name, state in cut_port_states(text).items():
-        nic = next((n for n in nics if n.name == name and name not in ports), None)
-        if nic is not None and state.upper() != "ACTIVE":
-            verdict.findings += port_findings([nic], {name: Port(name, "", state.upper(),
-                                                                 "(cut)", None)})
-            verdict.cuts = [c for c in verdict.cuts
-                            if not c.startswith(f"{name}: not in the complete blocks")]
-    return verdict
+    return _port_verdict(host, "ibstat", nics, ports, cuts, cut_down)
 
 
 def judge_ibv_devinfo(text: str, nics: Sequence[RdmaNic], host: str = "-") -> CaptureVerdict:

@@ -142,17 +142,21 @@ def parse_ibstat(text: str) -> IbStat:
     return IbStat(cas)
 
 
-def parse_ibstat_partial(text: str) -> tuple[IbStat, list[str], IbPort | None]:
+def parse_ibstat_partial(text: str) -> tuple[IbStat, list[str], IbPort | None, dict[str, str]]:
     """A pasted `ibstat` read block by block (issue 24, section 3): (the complete CAs, the
-    cuts seen, the port read from rows without their ``CA``/``Port`` header).
+    cuts seen, the port read from rows without their ``CA``/``Port`` header, the first port's
+    ``State`` of each incomplete block that shows it).
 
     A block a poster shortened (``...``), or the last one cut mid-way, is left out and said in
-    the cuts; every other block is read as :func:`parse_ibstat` reads it. Rows above the first
-    ``CA`` line (``ibstat mlx5_0 1`` prints a port's rows alone) are read as one port when
-    they hold its state; which adapter they belong to is the caller's to say.
+    the cuts; every other block is read as :func:`parse_ibstat` reads it. Of a left-out block,
+    its first port's state is kept when its ``State:`` line is whole: a port shown Down is down,
+    whatever was cut after it (issue 47). Rows above the first ``CA`` line (``ibstat mlx5_0 1``
+    prints a port's rows alone) are read as one port when they hold its state; which adapter
+    they belong to is the caller's to say.
     """
     head, blocks, cuts = split_blocks(text, _CA_LINE, SOURCE)
     cas: dict[str, IbCa] = {}
+    cut_states: dict[str, str] = {}
     for no, block in blocks:
         try:
             for name, ca in parse_ibstat(block).cas.items():
@@ -161,47 +165,40 @@ def parse_ibstat_partial(text: str) -> tuple[IbStat, list[str], IbPort | None]:
                 cas[name] = ca
         except ParseError as exc:
             cuts.append(f"the block at line {no} is incomplete ({exc}): not judged")
+            shown = _cut_block_state(block)
+            if shown is not None:
+                cut_states[shown[0]] = shown[1]
     port = _headless_port(head)
     if head and port is None:
         cuts.append(f"{len(head)} line(s) above the first \"CA '<name>'\" line, not a port's "
                     "rows: not judged")
-    return IbStat(cas), cuts, port
+    return IbStat(cas), cuts, port, cut_states
 
 
 # ibstat's port states (infiniband-diags: Down, Initializing, Armed, Active, Active-Defer).
 _PORT_STATES = ("Down", "Initializing", "Armed", "Active", "Active-Defer", "ActiveDefer")
 
 
-def cut_port_states(text: str) -> dict[str, str]:
-    """The first port's ``State:`` of each CA whose block is incomplete (a last block cut
-    mid-way, a poster's ``...``), when that line was shown: a port shown Down is down, whatever
-    was cut after it (issue 47). CA name -> the state as printed ("Down", "Initializing"...)."""
-    _head, blocks, _cuts = split_blocks(text, _CA_LINE, SOURCE)
-    found: dict[str, str] = {}
-    for _no, block in blocks:
-        try:
-            parse_ibstat(block)
-            continue  # a whole block: read by parse_ibstat_partial
-        except ParseError:
-            pass
-        lines = block.split("\n")
-        name = _CA_LINE.match(lines[0].strip()) if lines else None
-        if name is None:
+def _cut_block_state(block: str) -> tuple[str, str] | None:
+    """(CA name, its first port's ``State`` as printed) of an incomplete block, when that
+    line is whole (a known state word, not one cut mid-way)."""
+    lines = block.split("\n")
+    name = _CA_LINE.match(lines[0].strip()) if lines else None
+    if name is None:
+        return None
+    in_port = False
+    for line in lines[1:]:
+        stripped = line.strip()
+        if _PORT_LINE.match(stripped):
+            if in_port:
+                return None  # the first port only
+            in_port = True
             continue
-        in_port = False
-        for line in lines[1:]:
-            stripped = line.strip()
-            if _PORT_LINE.match(stripped):
-                if in_port:
-                    break  # the first port only
-                in_port = True
-                continue
-            match = _KEY_VALUE.match(stripped)
-            if in_port and match and match["key"] == "State":
-                if match["value"].strip() in _PORT_STATES:  # not a word cut mid-way
-                    found[name.group(1)] = match["value"].strip()
-                break
-    return found
+        match = _KEY_VALUE.match(stripped)
+        if in_port and match and match["key"] == "State":
+            state = match["value"].strip()
+            return (name.group(1), state) if state in _PORT_STATES else None
+    return None
 
 
 def _headless_port(lines: list[str]) -> IbPort | None:
