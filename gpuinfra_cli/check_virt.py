@@ -169,7 +169,8 @@ def _run_groups(args: argparse.Namespace, text: str) -> CaptureVerdict:
     addresses, expectation = expectation_of(*(given or ([], [], "")), listing=None
                                             if given else listing)
     ids = given[1] if given else []
-    return judge_iommu_groups(listing, addresses, ids, args.host, expectation)
+    return judge_iommu_groups(listing, addresses, ids, args.host, expectation,
+                              cards_apart=not given)
 
 
 def _run_binding(args: argparse.Namespace, text: str) -> CaptureVerdict:

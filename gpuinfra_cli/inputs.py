@@ -31,17 +31,16 @@ def read_bytes_bounded(path: str, what: str = "capture") -> bytes:
     A pipe (``<(cmd)``, ``/dev/fd/N``) is read up to the bound."""
     name = "standard input" if path == STDIN else path
     try:
-        if path != STDIN:
-            mode = Path(path).stat().st_mode
-            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISDIR(mode):
-                kind = "a directory" if stat.S_ISDIR(mode) else "a device"
-                raise GpuinfraError(f"{name}: {kind}, not a {what} file: give the file the "
-                                    "tool's output was saved to")
         if path == STDIN:
             stream = getattr(sys.stdin, "buffer", None)
             data = stream.read(MAX_CAPTURE_BYTES + 1) if stream is not None else \
                 sys.stdin.read(MAX_CAPTURE_BYTES + 1).encode("utf-8", "surrogateescape")
         else:
+            mode = Path(path).stat().st_mode
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISDIR(mode):
+                kind = "a directory" if stat.S_ISDIR(mode) else "a device"
+                raise GpuinfraError(f"{name}: {kind}, not a {what} file: give the file the "
+                                    "tool's output was saved to")
             with open(path, "rb") as source:
                 data = source.read(MAX_CAPTURE_BYTES + 1)
     except OSError as exc:

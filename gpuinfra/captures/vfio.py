@@ -94,9 +94,12 @@ def _missing(listing: PciListing, addresses: Sequence[str], findings: list[Findi
 
 
 def judge_iommu_groups(listing: PciListing, addresses: Sequence[str], ids: Sequence[str],
-                       host: str | None, expectation: dict[str, Any]) -> CaptureVerdict:
+                       host: str | None, expectation: dict[str, Any],
+                       cards_apart: bool = False) -> CaptureVerdict:
     """Each IOMMU group holding a function meant for a VM holds nothing else the host keeps
-    (bridges excepted; with ``lspci -k`` lines, devices on vfio-pci or on no driver too)."""
+    (bridges excepted; with ``lspci -k`` lines, devices on vfio-pci or on no driver too).
+    ``cards_apart`` (no device named: :data:`DEFAULT_FROM`): each card is meant for a VM of
+    its own, so two of them in one group fail."""
     verdict = CaptureVerdict("iommu-groups", host, expectation, cuts=list(listing.cuts))
     pci = _sysfs(listing)
     bound = binding(addresses, ids, pci)
@@ -125,7 +128,7 @@ def judge_iommu_groups(listing: PciListing, addresses: Sequence[str], ids: Seque
         expected = "only the VM's functions, bridges" + (
             ", devices on vfio-pci or no driver" if listing.has_driver_lines else "")
         cards = sorted({slot_of(a) for a in members})
-        if expectation.get("from") == DEFAULT_FROM and len(cards) > 1:
+        if cards_apart and len(cards) > 1:
             # Named by no one: each card is meant for a VM of its own, which one group forbids.
             verdict.findings.append(Finding(
                 "iommu-group", f"group {group}", "each card in a group of its own",

@@ -130,8 +130,7 @@ def without_echoed_command(text: str, kind: str) -> tuple[str, str | None]:
     own program, or the program alone) and without a last line that is a bare prompt: each
     becomes an empty line, so line numbers stay the capture's. Returns (text, what was taken
     out or None)."""
-    programs = _PROGRAMS.get(kind_of(kind) if kind in ("vm-topo", "smi-q", "ibv-devinfo")
-                             else kind, ())
+    programs = _PROGRAMS.get(kind_of(kind), ())
     lines = text.split("\n")
     taken = []
     first = next((i for i, line in enumerate(lines) if line.strip()), None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +106,7 @@ def spec_gpus(data: Mapping[str, Any]) -> dict[str, Any]:
     gpus = [{"index": i, "name": (model.smi_names or (model.key,))[0],
              "uuid": f"GPU-00000000-0000-0000-0000-{i:012d}", "model": model.key,
              "mig_devices": [], "pci.bus_id": f"00000000:{0x18 + i:02X}:00.0",
-             "driver_version": _ASSUMED_DRIVER, "persistence_mode": "Enabled",
+             "driver_version": _assumed_driver(), "persistence_mode": "Enabled",
              "memory.total": int(model.memory_gb * _MIB_PER_GB)} for i in range(count)]
     return {"gpuinfra_deploy.facts.nvidia.NvidiaGpus": {"gpus": gpus},
             "gpuinfra_deploy.facts.nvidia.NvidiaTopology": {
@@ -114,8 +115,13 @@ def spec_gpus(data: Mapping[str, Any]) -> dict[str, Any]:
             "gpuinfra_deploy.facts.nvidia.NvidiaDeviceMinors": {}}
 
 
-# The driver version the assumed GPU node reports (hardware.json, the lab's replayed H100).
-_ASSUMED_DRIVER = "535.161.08"
+
+@lru_cache(maxsize=1)
+def _assumed_driver() -> str:
+    """The driver version the assumed GPU node reports (hardware.json, the lab's replayed
+    H100): the spec's GPUs are driven by the same assumed driver."""
+    gpus = read_facts(ASSUMED / "hardware.json")["gpuinfra_deploy.facts.nvidia.NvidiaGpus"]
+    return str(gpus["gpus"][0]["driver_version"])
 
 
 class Answers:
