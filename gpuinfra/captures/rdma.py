@@ -30,6 +30,7 @@ from gpuinfra.rdma.verdicts import (
 )
 from gpuinfra.spec.model import RdmaNic
 from gpuinfra.verdicts import Finding
+from gpuinfra.vfio import normalize_address
 
 _IBV_STATES = {"PORT_ACTIVE": "ACTIVE", "PORT_DOWN": "DOWN", "PORT_INIT": "INIT",
                "PORT_ARMED": "ARMED", "PORT_ACTIVE_DEFER": "ACTIVE_DEFER"}
@@ -182,12 +183,14 @@ def judge_mlxconfig(text: str, nics: Sequence[RdmaNic], host: str = "-",
     pairs = _mlx_pairs(parsed, list(nics), device)
     verdict = CaptureVerdict("mlxconfig", host, {**_nics_json(nics), "device": device},
                              sentences=True)
-    shown = {_address(label) for label, _, _ in parsed.devices}
-    by_pci = len(parsed.devices) > 1 and any(n.pci for n in nics)
-    unseen = [n for n in nics if by_pci and n.pci and _address(n.pci) not in shown]
+    loop_by_pci = len(parsed.devices) > 1 and any(n.pci for n in nics)
+    shown = {normalize_address(label) for label, _, _ in parsed.devices}
+    unseen = [n for n in nics if loop_by_pci and n.pci and normalize_address(n.pci) not in shown]
     # A device cut before its parameters matters unless every expected NIC is shown whole.
-    verdict.cuts += [c for c in parsed.cuts if not by_pci or any(
-        c.startswith(f"{_address(n.pci or '')}: ") for n in unseen)]
+    wanted = {normalize_address(n.pci or "") for n in unseen}
+    cut = [label for label in parsed.cut_devices
+           if not loop_by_pci or normalize_address(label) in wanted]
+    verdict.cuts += MlxDevices(cut_devices=cut).cuts
     verdict.cuts += [f"{n.name} ({n.pci}): not among the devices shown: not judged"
                      for n in unseen]
     for label, query, cuts, nic in pairs:
@@ -201,13 +204,6 @@ def judge_mlxconfig(text: str, nics: Sequence[RdmaNic], host: str = "-",
     return verdict
 
 
-def _address(value: str) -> str:
-    """A PCI address without its domain, lower case (a loop's ``17:00.0``, a spec's
-    ``0000:17:00.0``); anything else as it is."""
-    value = value.lower()
-    return value[5:] if len(value) == 12 and value[4] == ":" else value
-
-
 def _mlx_pairs(parsed: MlxDevices, nics: list[RdmaNic], device: str | None
                ) -> list[tuple[str, MlxConfig, list[str], RdmaNic]]:
     """(label, query, cuts, the NIC it is judged as) for each device judged."""
@@ -217,19 +213,19 @@ def _mlx_pairs(parsed: MlxDevices, nics: list[RdmaNic], device: str | None
             raise GpuinfraError(f"--device {device}: not one of the expected NICs "
                                 f"({', '.join(n.name for n in nics) or 'none'})")
         nics = chosen
-    by_pci = {_address(n.pci): n for n in nics if n.pci}
+    by_pci = {normalize_address(n.pci): n for n in nics if n.pci}
     if len(parsed.devices) == 1:
         label, query, cuts = parsed.devices[0]
-        nic = nics[0] if len(nics) == 1 else by_pci.get(_address(label))
+        nic = nics[0] if len(nics) == 1 else by_pci.get(normalize_address(label))
         if nic is None:
             raise GpuinfraError(f"a mlxconfig query of one NIC and {len(nics)} are expected: "
                                 "say which with --device NAME (or give one --nic)")
         return [(label, query, cuts, nic)]
     if by_pci:
-        named = [(f"{by_pci[_address(label)].name} ({label})", query, cuts,
-                  by_pci[_address(label)]) for label, query, cuts in parsed.devices
-                 if _address(label) in by_pci]
-        return [(name, query, cuts, replace(nic, name=name)) for name, query, cuts, nic in named]
+        found = [(label, query, cuts, by_pci[normalize_address(label)])
+                 for label, query, cuts in parsed.devices if normalize_address(label) in by_pci]
+        return [(f"{nic.name} ({label})", query, cuts, replace(nic, name=f"{nic.name} ({label})"))
+                for label, query, cuts, nic in found]
     wanted = {n.ats for n in nics}
     if len(wanted) != 1:
         raise GpuinfraError(f"the capture shows {len(parsed.devices)} devices and the expected "

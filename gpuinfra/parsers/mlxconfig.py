@@ -180,11 +180,16 @@ def parse_mlxconfig_partial(text: str) -> tuple[MlxConfig, list[str]]:
 class MlxDevices:
     """Every device of a query capture, in order: (label, its query, its cuts). ``label`` is
     the loop's PCI address or device path, else the ``Device:`` line, else ``device #N``.
-    ``cuts``: what the capture as a whole did not show (a last device cut before its
-    parameters)."""
+    ``cut_devices``: the labels of devices the capture ends before the parameters of (a last
+    device cut mid-way); ``cuts`` says them for the operator."""
 
     devices: list[tuple[str, MlxConfig, list[str]]] = field(default_factory=list)
-    cuts: list[str] = field(default_factory=list)
+    cut_devices: list[str] = field(default_factory=list)
+
+    @property
+    def cuts(self) -> list[str]:
+        return [f"{label}: the capture ends before its parameters: not judged"
+                for label in self.cut_devices]
 
     def to_json(self) -> dict[str, Any]:
         """``{"devices": [{"label", "cuts", ...one device's to_json()}], "cuts": [...]}``."""
@@ -236,8 +241,7 @@ def parse_mlxconfig_devices(text: str) -> MlxDevices:
                     raise
                 raise ParseError(SOURCE, str(exc).split(": ", 1)[1].rsplit(" (line ", 1)[0],
                                  line=exc.line + start) from None
-            result.cuts.append(f"{label or f'device #{n}'}: the capture ends before its "
-                               "parameters: not judged")
+            result.cut_devices.append(label or f"device #{n}")
             continue
         if label is not None:  # a loop's block is its wrapper's filter, not a cut by a poster
             cuts = [c for c in cuts if not c.startswith("no 'Device #1:' line")]
