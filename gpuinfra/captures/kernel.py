@@ -70,7 +70,7 @@ def judge_dmesg(text: str, iommu: str | None, host: str = "-") -> CaptureVerdict
             verdict.kind, f"GPU {judged.pci}: {judged.what}", judged.cause, judged.fix,
             "fail" if judged.fatal else "warn"))
     for subject, what in driver_failure_findings(log.driver_failures):
-        verdict.findings.append(Finding.said(verdict.kind, f"{subject}: {what} (no Xid line)",
+        verdict.findings.append(Finding.said(verdict.kind, f"{subject}: {what}",
                                              DRIVER_FAILURE_CAUSE, XID_FATAL_FIX))
     if log.peermem_symbols:
         verdict.findings.append(Finding.said(

@@ -217,7 +217,7 @@ def _xids(gpus: list[Gpu], output: Output | None) -> list[Finding]:
         return [_unread("xid", "journalctl -k", output, "the kernel log cannot be read, so "
                         "XIDs would go unseen", "run the check as root; `journalctl -k -b`")]
     return xid_findings(parse_xids(output.text), gpus, FATAL_XIDS) + [
-        Finding("xid", subject, "no fatal XID", f"{what} (no Xid line)", "fail",
+        Finding("xid", subject, "no fatal XID", what, "fail",
                 DRIVER_FAILURE_CAUSE, XID_FATAL_FIX)
         for subject, what in driver_failure_findings(parse_driver_failures(output.text))]
 

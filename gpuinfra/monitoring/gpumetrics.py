@@ -321,8 +321,8 @@ def driver_failure_findings(failures: Iterable[DriverFailure]) -> list[tuple[str
     by_gpu: dict[int | None, list[str]] = {}
     for failure in failures:
         by_gpu.setdefault(failure.gpu, []).append(failure.what)
-    return [(f"driver's GPU{gpu}" if gpu is not None else "a GPU", ", ".join(whats))
-            for gpu, whats in by_gpu.items()]
+    return [(f"driver's GPU{gpu}" if gpu is not None else "a GPU",
+             ", ".join(whats) + " (no Xid line)") for gpu, whats in by_gpu.items()]
 
 
 def _address(parts: Iterable[str]) -> tuple[int, int, int]:
