@@ -81,7 +81,9 @@ plan: $(STAMP)
 # proof (gpuinfra_lab/health_drain.py: a node drained with its cause and resumed, a
 # hand-drained node left alone, an XID during a job); a deploy with a broken slurm.conf must
 # be refused while slurmctld keeps running (also when a site template makes it: named in the
-# refusal), one with a broken prometheus.yml while Prometheus
+# refusal); jobs placed by the fabric (gpuinfra_lab/topology_placement.py: a 2-node job
+# asking for one leaf waits, one allowed two runs, a bad topology.conf refused by slurmctld);
+# one with a broken prometheus.yml while Prometheus
 # keeps serving; a worker without credentials is refused by Prometheus and Alertmanager, one
 # with them is answered, and every target is up; every worker's journal reaches the head
 # once, also across a restart of its receiver, and a foreign client certificate is refused.
@@ -100,6 +102,7 @@ demo: $(STAMP)
 	$(BIN)/python -m gpuinfra_lab.health_drain inventory/lab.py
 	$(BIN)/python -m gpuinfra_lab.job_metrics inventory/lab.py
 	$(BIN)/python -m gpuinfra_lab.bad_slurm_conf inventory/lab.py
+	$(BIN)/python -m gpuinfra_lab.topology_placement inventory/lab.py
 	$(BIN)/python -m gpuinfra_lab.bad_template inventory/lab.py
 	$(BIN)/python -m gpuinfra_lab.bad_prometheus_conf inventory/lab.py
 	$(BIN)/python -m gpuinfra_lab.monitoring_auth inventory/lab.py

@@ -16,7 +16,7 @@ Regenerate the hardware folders after changing a builder (gpuinfra_lab/replay.py
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -353,3 +353,20 @@ def write_all(root: Path = HARDWARE) -> None:
 if __name__ == "__main__":
     write_all()
     sys.stdout.write(f"wrote {', '.join(replayed())} under {HARDWARE}\n")
+
+
+def lab_fabric(workers: Sequence[str]) -> dict[str, list[str]]:
+    """The lab's fabric (fabric_switches, group_data/lab.py): the container workers alternate
+    between two leaf switches (lab-worker1 and every odd one on leaf1, the even ones on leaf2,
+    the fleet's likewise), each kind of QEMU guest on a leaf of its own, one spine above every
+    leaf. A 2-node job asking for one leaf (--switches=1) then waits in the default lab, whose
+    two workers are on different leaves (gpuinfra_lab/topology_placement.py)."""
+    leaves: dict[str, list[str]] = {}
+    for name in workers:
+        prefix = name.rstrip("0123456789")
+        if prefix in ("lab-worker", FLEET_PREFIX):
+            leaf = "leaf1" if guest_number(name) % 2 else "leaf2"
+        else:
+            leaf = f"leaf-{prefix.removeprefix('lab-')}"
+        leaves.setdefault(leaf, []).append(name)
+    return {**leaves, "spine": list(leaves)} if leaves else {}

@@ -65,3 +65,4 @@ health_check_interval = 300 if _FLEET else 10
 # here); gpuinfra_lab/oci_jobs.py runs `srun --container=<bundle>` on both workers as nobody.
 job_containers_runtime = "oci"
 job_containers_oci_bundle = "/srv/gpuinfra/busybox-bundle"
+

@@ -15,7 +15,13 @@ with its specs only, so `gpuinfra validate inventory/lab.py` works anywhere.
 import json
 from pathlib import Path
 
-from gpuinfra_lab.profiles import PROFILES, guest_node_address, host_address, plan_hosts
+from gpuinfra_lab.profiles import (
+    PROFILES,
+    guest_node_address,
+    host_address,
+    lab_fabric,
+    plan_hosts,
+)
 from gpuinfra_lab.state import Paths
 
 _HOSTS_JSON = Path(__file__).resolve().parent.parent / ".lab" / "hosts.json"
@@ -64,3 +70,12 @@ _lab = json.loads(_HOSTS_JSON.read_text()) if _HOSTS_JSON.is_file() else _DEFAUL
 head = _group(_lab, "head")
 workers = _group(_lab, "workers")
 hypervisors = _group(_lab, "hypervisors")
+
+# The fabric Slurm's topology/tree reads (topology.conf; a cluster-wide key, the same on every
+# host): the lab's workers alternate between two leaf switches under one spine
+# (gpuinfra_lab/profiles.py lab_fabric). In the default lab the two workers are on different
+# leaves, so a 2-node job asking for one leaf waits (gpuinfra_lab/topology_placement.py).
+_fabric = lab_fabric([name for name, _ in workers])
+for _name, _data in (*head, *workers, *hypervisors):
+    if _fabric:
+        _data["fabric_switches"] = _fabric

@@ -26,6 +26,7 @@ from gpuinfra.slurm.nodes import (
     per_gpu_defaults,
 )
 from gpuinfra.slurm.running import RunningConfig
+from gpuinfra.slurm.topology import TOPOLOGY_PLUGIN
 from gpuinfra.spec.model import ClusterSpec
 
 
@@ -46,6 +47,8 @@ class SlurmConf:
     ctld_parameters: list[str] = field(default_factory=lambda: ["enable_configless"])
     prolog_flags: list[str] = field(default_factory=lambda: ["Contain"])
     per_gpu_notes: list[str] = field(default_factory=list)
+    # TopologyPlugin (None: Slurm's default, no topology.conf): gpuinfra.slurm.topology.
+    topology_plugin: str | None = None
 
     @property
     def controller_host(self) -> str:
@@ -149,4 +152,5 @@ def slurm_conf(spec: ClusterSpec, addresses: Mapping[str, str | None],
         ctld_parameters=ctld_parameters(extra),
         prolog_flags=prolog_flags(extra),
         per_gpu_notes=[note for p in per_gpu.values() for note in p.notes],
+        topology_plugin=TOPOLOGY_PLUGIN if spec.fabric is not None else None,
     )

@@ -38,7 +38,7 @@ MANAGED_KEYS = frozenset(k.lower() for k in (
     "SlurmdLogFile", "SlurmdPidFile", "SlurmdPort", "SlurmdSpoolDir", "SlurmdTimeout",
     "StateSaveLocation", "TaskPlugin", "NodeName", "PartitionName", "Include",
     "ControlMachine", "BackupController", "AccountingStorageUser", "AuthAltTypes",
-    "SlurmctldParameters", "PrologFlags", "DefMemPerGPU", "DefCpuPerGPU",
+    "SlurmctldParameters", "PrologFlags", "DefMemPerGPU", "DefCpuPerGPU", "TopologyPlugin",
 ))
 
 
@@ -52,6 +52,8 @@ MERGED_KEYS = frozenset({"slurmctldparameters", "prologflags"})
 _INSTEAD = {
     "defmempergpu": "set slurm_def_mem_per_gpu (or 'def_mem_per_gpu' on a partition)",
     "defcpupergpu": "set slurm_def_cpu_per_gpu (or 'def_cpu_per_gpu' on a partition)",
+    "topologyplugin": "describe the fabric in fabric_switches: the role writes topology.conf "
+                      "and TopologyPlugin=topology/tree from it",
 }
 
 

@@ -119,8 +119,13 @@ CTLD_RESTART_KEYS = frozenset(k.lower() for k in (
 # restarted": SwitchType; "the slurmd daemons": CoreSpecPlugin); and NODE CONFIGURATION:
 # "Changes in node configuration (e.g. adding nodes, changing their processor count, etc.)
 # require restarting both the slurmctld daemon and the slurmd daemons".
+# TopologyPlugin carries no such note in 22.05.8's page, but each daemon loads its topology
+# plugin once (slurm_topo_init in src/common/slurm_topology.c returns at once when a plugin is
+# already loaded; slurmctld's read_slurm_conf and slurmd's start-up call it), so a plugin
+# named by a reconfigure would not be the one running: the role restarts every daemon for it.
+# topology.conf's own changes take effect on `scontrol reconfigure` (topology.conf(5)).
 ALL_RESTART_KEYS = frozenset(k.lower() for k in (
-    "GresTypes", "PluginDir", "SelectType", "SwitchType", "CoreSpecPlugin",
+    "GresTypes", "PluginDir", "SelectType", "SwitchType", "CoreSpecPlugin", "TopologyPlugin",
 ))
 
 

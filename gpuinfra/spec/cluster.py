@@ -56,6 +56,7 @@ def cluster_values(hosts: Sequence[HostInput], errs: Collector,
                                               raw["nvidia_repo_mirror"], errs)),
         "offline": _offline(raw, mirrors, nvidia, hosts, errs),
         "slurm_partitions": raw["slurm_partitions"],
+        "fabric_switches": raw["fabric_switches"],  # judged with the nodes: spec/fabric.py
         "slurm_accounting": _flag("slurm_accounting", raw["slurm_accounting"], errs,
                                   "True runs slurmdbd with MariaDB on the head"),
         "munge_key_rotation": _rotation(raw["munge_key_rotation"], errs),

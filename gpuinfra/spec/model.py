@@ -98,6 +98,9 @@ CLUSTER_KEYS: dict[str, Any] = {
     # deploy itself is broken (data, a mirror, a pin), below it dead or sick nodes are the
     # normal state of a large cluster and the healthy ones converge.
     "max_fail_percent": 50,
+    # The fabric's switches for Slurm's topology/tree (gpuinfra/spec/fabric.py): switch ->
+    # the nodes cabled to it (a leaf) or the switches under it. None: no topology.conf.
+    "fabric_switches": None,
 }
 
 SPEC_KEYS = (*HOST_KEYS, *CLUSTER_KEYS)
@@ -271,6 +274,35 @@ class Partition:
 
 
 @dataclass(frozen=True)
+class Switch:
+    """One switch: its name and children, nodes (inventory names: a leaf) or switches."""
+
+    name: str
+    nodes: tuple[str, ...] = ()
+    switches: tuple[str, ...] = ()
+
+    @property
+    def is_leaf(self) -> bool:
+        return bool(self.nodes)
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """The checked tree: switches in the site's order, and each Slurm node's leaf."""
+
+    switches: tuple[Switch, ...]
+
+    @property
+    def leaf_of(self) -> dict[str, str]:
+        return {node: s.name for s in self.switches for node in s.nodes}
+
+    @property
+    def roots(self) -> tuple[str, ...]:
+        children = {c for s in self.switches for c in s.switches}
+        return tuple(s.name for s in self.switches if s.name not in children)
+
+
+@dataclass(frozen=True)
 class KubernetesSpec:
     """The Kubernetes cluster: pinned version (``1.35.8``), networks, CNI, device plugin."""
 
@@ -310,6 +342,7 @@ class ClusterSpec:
     scheduler_sharing: str | None = None
     max_fail_percent: int = 50
     rdma_stack: str = "inbox"
+    fabric: Fabric | None = None
     warnings: tuple[SpecWarning, ...] = ()
 
     def node(self, name: str) -> NodeSpec:

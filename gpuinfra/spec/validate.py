@@ -25,6 +25,7 @@ from gpuinfra.spec.effects import (
     partial_effects,
     ssh_warnings,
 )
+from gpuinfra.spec.fabric import fabric
 from gpuinfra.spec.knobs import Knob, knob_settings
 from gpuinfra.spec.kubernetes import check_kubernetes
 from gpuinfra.spec.model import (
@@ -105,6 +106,8 @@ def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (
     if "kubernetes" in cluster["schedulers"]:
         check_kubernetes(nodes, cluster["kubernetes"], errs)
     partitions = slurm_partitions(cluster, nodes, errs)
+    switches, fabric_warnings = fabric(cluster["fabric_switches"], cluster["schedulers"], nodes,
+                                       errs)
     first = settings.get(hosts[0].name, {})
     if partitions and "slurm_accounts" in first:  # the slurm role's knobs are judged
         check_partition_accounting(partitions, bool(cluster["slurm_accounting"]),
@@ -132,7 +135,9 @@ def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (
         scheduler_sharing=cluster["scheduler_sharing"],
         max_fail_percent=cluster["max_fail_percent"],
         rdma_stack=cluster["rdma_stack"],
-        warnings=tuple(driver_branch_warnings(cluster["driver_branch"]) + partial_effects(nodes)
+        fabric=switches,
+        warnings=tuple(fabric_warnings + driver_branch_warnings(cluster["driver_branch"])
+                       + partial_effects(nodes)
                        + gpudirect_warnings(nodes, cluster["rdma_stack"])
                        + ssh_warnings(hosts) + alert_warnings(nodes)),
     )

@@ -44,6 +44,7 @@ from gpuinfra.slurm.running import (
     node_gres_lines,
     running_config,
 )
+from gpuinfra.slurm.topology import switch_lines
 from gpuinfra.slurm.versions import node_state_problem, shard_problem
 from gpuinfra.spec import ClusterSpec, NodeSpec
 from gpuinfra_deploy.facts.kernel import CgroupHierarchy
@@ -73,6 +74,7 @@ CONF_DIR = "/etc/slurm"
 SLURM_CONF = f"{CONF_DIR}/slurm.conf"
 GRES_CONF = f"{CONF_DIR}/gres.conf"
 CGROUP_CONF = f"{CONF_DIR}/cgroup.conf"
+TOPOLOGY_CONF = f"{CONF_DIR}/topology.conf"
 SLURMDBD_CONF = f"{CONF_DIR}/slurmdbd.conf"
 
 # MpiDefault (slurm.conf(5): pmi2, pmix or none). Debian 12's slurm-wlm-basic-plugins
@@ -244,9 +246,12 @@ def _configs(site: Site, data: Any, distro: dict[str, Any]) -> tuple[dict[str, s
     def render() -> tuple[dict[str, str], list[str]]:
         conf_text, notes = _slurm_conf(site, data, settings)
         gres_text, gres_notes = _gres_conf(site)
-        return ({SLURM_CONF: conf_text, GRES_CONF: gres_text,
-                 CGROUP_CONF: role_file("slurm", CGROUP_CONF, settings=settings)},
-                notes + gres_notes)
+        texts = {SLURM_CONF: conf_text, GRES_CONF: gres_text,
+                 CGROUP_CONF: role_file("slurm", CGROUP_CONF, settings=settings)}
+        if site.spec.fabric is not None:
+            texts[TOPOLOGY_CONF] = role_file("slurm", TOPOLOGY_CONF, cluster=site.spec.name,
+                                             lines=switch_lines(site.spec))
+        return texts, notes + gres_notes
 
     # Every input is site-wide (slurm_conf_extra and the timeout must agree on every host):
     # one set for the run, served by the head to every slurmd (configless), so its cgroup.conf
@@ -335,6 +340,11 @@ def slurm(site: Site, node: NodeSpec) -> None:
         config = checked_config(name="Slurm configuration, checked by Slurm before it goes in",
                                 files=texts, check_as=check_as,
                                 _if=lambda: _workers_accepted(site, judges))
+        if TOPOLOGY_CONF not in texts:
+            # After slurm.conf without TopologyPlugin went in (a refused one stops the host
+            # before this): no fabric, no topology.conf for slurmctld to serve.
+            files.file(name=f"{TOPOLOGY_CONF} absent (no fabric_switches)", path=TOPOLOGY_CONF,
+                       present=False, _if=lambda: not _failed(site, judges))
     boot_order([*boot_needs(node, spec.slurm_accounting),
                 *([dbd_boot_needs(distro)] if accounting else [])])
     if accounting:
@@ -377,13 +387,17 @@ def _workers_accepted(site: Site, workers: list[NodeSpec]) -> bool:
     """At execution: none of ``workers`` (those this run reached, each judging the files)
     failed, its own check of the files included; the head keeps its files otherwise, and says
     why."""
-    failed = [w.name for w in workers
-              if site.host(w.name) in site.host(w.name).state.failed_hosts]
+    failed = _failed(site, workers)
     if failed:
         logger.warning(f"slurm: the head's slurm.conf and gres.conf were left as they are: "
                        f"{', '.join(failed)} failed in this run (its slurmd may have refused "
                        "them); fix it and deploy again")
     return not failed
+
+
+def _failed(site: Site, workers: list[NodeSpec]) -> list[str]:
+    """At execution: those of ``workers`` that failed in this run."""
+    return [w.name for w in workers if site.host(w.name) in site.host(w.name).state.failed_hosts]
 
 
 def _change(site: Site, texts: dict[str, str]) -> ConfChange:
@@ -441,7 +455,7 @@ def _compute(node: NodeSpec, head: NodeSpec, change: ConfChange, waits_for_v1: b
                        mode="644", create_remote_dir=True)
     systemd.daemon_reload(name="systemd reads slurmd's drop-in", _if=dropin.did_change)
     if not node.is_head:
-        for path in (SLURM_CONF, GRES_CONF, CGROUP_CONF):
+        for path in (SLURM_CONF, GRES_CONF, CGROUP_CONF, TOPOLOGY_CONF):
             files.file(name=f"{path} absent (the head serves it)", path=path, present=False)
     if waits_for_v1:
         logger.warning(f"{host.print_prefix}slurm: slurmd is not started: this boot mounted "

@@ -65,14 +65,63 @@ def check_command(stage: str, node: str, elsewhere: bool = False) -> str:
     return check_script(command, "Slurm", stage, fail_pattern="(error|fatal):")
 
 
+# slurmctld's own judgement of a staged topology.conf (slurmd -G does not read it). slurmctld
+# 22.05 has no test mode, so a second slurmctld runs in the foreground on a copy of the staged
+# slurm.conf that keeps every node, partition and plugin but listens on a free port, keeps its
+# state in a temporary folder, reaches no slurmd (another SlurmdPort) and no slurmdbd
+# (accounting left out), and is stopped once it has read the files ("Running as primary
+# controller") or ended. What its topology/tree plugin says of the file, measured with 22.05.8
+# in a lab container: a fatal line ("Switch configuration is not a tree", "... has invalid
+# child", a duplicate switch, an unknown key) or an error line naming a node it cannot find, a
+# node on two leaves, or nodes on no switch.
+TOPOLOGY_REFUSED = ("fatal:|_find_node_record|switches lack access|Multiple leaf switches|"
+                    "gpuinfra: slurmctld did not")
+# The keys the copy replaces (compared without case, as Slurm reads them).
+_TRIAL_REPLACED = ("SlurmctldHost", "SlurmctldPort", "SlurmdPort", "StateSaveLocation",
+                   "SlurmctldPidFile", "SlurmctldLogFile", "SlurmUser", "AccountingStorageType",
+                   "AccountingStorageHost", "AccountingStorageTRES", "JobCompType")
+TRIAL_SECONDS = 60
+
+
+_TRIAL = r"""d=$(mktemp -d) || exit 1
+port=$((20000 + $$ % 20000))
+{ grep -viE '^[[:space:]]*(REPLACED)[[:space:]]*=' STAGE/slurm.conf
+  printf '%s\n' "SlurmctldHost=$(hostname -s)" "SlurmctldPort=$port" \
+    "SlurmdPort=$((port + 1))" "StateSaveLocation=$d/state" \
+    "SlurmctldPidFile=$d/slurmctld.pid" SlurmUser=root; } > "$d/slurm.conf" &&
+  cp STAGE/topology.conf STAGE/cgroup.conf "$d"/ && : > "$d/gres.conf" &&
+  mkdir "$d/state" || exit 1
+slurmctld -D -i -f "$d/slurm.conf" > "$d/log" 2>&1 & pid=$!
+i=0
+while [ $i -lt SECONDS_ ] && kill -0 $pid 2>/dev/null &&
+    ! grep -q 'Running as primary controller' "$d/log"; do sleep 1; i=$((i + 1)); done
+grep -qE 'Running as primary controller|fatal:' "$d/log" ||
+  echo 'gpuinfra: slurmctld did not read the staged files within SECONDS_ s'
+kill $pid 2>/dev/null; wait $pid 2>/dev/null
+grep -iE 'topolog|switch|_find_node_record|fatal:' "$d/log"
+rm -rf "$d"
+"""
+
+
+def topology_check_command(stage: str) -> str:
+    """Shell: slurmctld reads the staged slurm.conf and topology.conf (see above); exit 1 with
+    its lines about them when it refuses them."""
+    inner = (_TRIAL.replace("REPLACED", "|".join(_TRIAL_REPLACED))
+             .replace("STAGE", shlex.quote(stage)).replace("SECONDS_", str(TRIAL_SECONDS)))
+    return check_script(f"sh -c {shlex.quote(inner)}", "slurmctld (topology.conf)", stage,
+                        fail_pattern=TOPOLOGY_REFUSED)
+
+
 def checked_config(files: Mapping[str, str], check_as: str, **kwargs: Any) -> Any:
     """The controller's configuration ``files`` in place, after Slurm accepted slurm.conf
     (:func:`gpuinfra_deploy.ops.checked.checked_files`; ``check_as``: a node name for ``slurmd
     -G -N``). The head has none of the nodes' GPU device files that gres.conf names, so it
     judges slurm.conf and cgroup.conf with an empty gres.conf beside them; each node judges
     its own gres.conf lines with its devices (:func:`checked_here`)."""
-    return checked_files(files=files, stage=STAGE_DIR,
-                         check=check_command(STAGE_DIR, check_as, elsewhere=True), **kwargs)
+    check = check_command(STAGE_DIR, check_as, elsewhere=True)
+    if any(path.endswith("/topology.conf") for path in files):
+        check += "; " + topology_check_command(STAGE_DIR)
+    return checked_files(files=files, stage=STAGE_DIR, check=check, **kwargs)
 
 
 def check_sql_name(value: str, what: str) -> str:

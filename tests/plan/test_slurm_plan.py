@@ -1461,3 +1461,36 @@ def test_slurm_associations_fact():
     assert fact.process(["lab|root|", "lab|root|root", "lab|ml|alice"]) == {
         "answering": True, "rows": [["lab", "root", ""], ["lab", "root", "root"],
                                     ["lab", "ml", "alice"]]}
+
+
+# ----------------------------------------------------------------------------- the fabric
+
+FABRIC = {"fabric_switches": {"leaf1": [WORKER1], "leaf2": [WORKER2],
+                              "spine": ["leaf1", "leaf2"]}}
+
+
+def test_a_fabric_stages_topology_conf_judged_by_slurmctld():
+    """Issue 45 item 1: topology.conf beside slurm.conf (TopologyPlugin=topology/tree), and
+    the head's check runs slurmctld on the staged copy (slurmd -G does not read it)."""
+    head = plan_for(HEAD, fresh_lab("debian-12"), cluster=FABRIC)
+    files = staged(head)
+    assert settings_lines(files["/etc/slurm/topology.conf"]) == [
+        "SwitchName=leaf1 Nodes=lab-worker1", "SwitchName=leaf2 Nodes=lab-worker2",
+        "SwitchName=spine Switches=leaf1,leaf2"]
+    assert "TopologyPlugin=topology/tree" in lines(files[SLURM_CONF])
+    check = " ".join(head.op(CONFIG_OP).commands)
+    assert "slurmctld -D -i -f" in check and "topology.conf" in check
+    names = [op.name for op in head.ops]
+    assert not any("topology.conf absent" in n for n in names)
+    worker = plan_for(WORKER1, fresh_lab("debian-12"), cluster=FABRIC)
+    assert "/etc/slurm/topology.conf" in staged(worker, JUDGE_OP)
+    assert worker.op("/etc/slurm/topology.conf absent (the head serves it)")
+
+
+def test_without_a_fabric_there_is_no_topology_conf():
+    head = plan_for(HEAD, fresh_lab("debian-12"))
+    files = staged(head)
+    assert "/etc/slurm/topology.conf" not in files
+    assert not any(line.startswith("TopologyPlugin") for line in lines(files[SLURM_CONF]))
+    assert "slurmctld -D" not in " ".join(head.op(CONFIG_OP).commands)
+    assert head.op("/etc/slurm/topology.conf absent (no fabric_switches)")

@@ -106,10 +106,14 @@ def test_inventory_without_a_lab_lists_the_default_specs(tmp_path: Path) -> None
     assert set(groups) == {"head", "workers", "hypervisors"}
     # Each container at the address `lab up` gives it in this checkout's fixed subnet.
     subnet = state.Paths(tmp_path).subnet
+    # Every host carries the lab's fabric (a cluster-wide key): the two workers on two leaves.
+    fabric = {"fabric_switches": {"leaf1": ["lab-worker1"], "leaf2": ["lab-worker2"],
+                                  "spine": ["leaf1", "leaf2"]}}
     assert groups["head"] == [("lab-head", {"node_address": profiles.host_address(subnet,
-                                                                                  "lab-head")})]
+                                                                                  "lab-head"),
+                                            **fabric})]
     assert groups["hypervisors"] == []  # guests only with `lab up --vm`
-    expected = {"lab_expected_failures": dict(profiles.NO_NVIDIA_MODULE)}
+    expected = {"lab_expected_failures": dict(profiles.NO_NVIDIA_MODULE), **fabric}
     address = {f"lab-worker{i}": profiles.host_address(subnet, f"lab-worker{i}") for i in (1, 2)}
     assert groups["workers"] == [
         ("lab-worker1", {"node_address": address["lab-worker1"], "gpu_model": "H100-SXM5-80GB",
