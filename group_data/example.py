@@ -15,6 +15,10 @@ slurm_partitions = [
     {"name": "pcie", "nodes": ["pcie01"], "gpu": True, "max_time": "1:00:00",
      "priority_tier": 10},
 ]
+# The InfiniBand fabric (Slurm's topology.conf): the HGX nodes on one leaf, the PCIe node on
+# another, both under the spine; `sbatch --switches=1` keeps a job on one leaf.
+fabric_switches = {"ib-leaf1": ["hgx01", "hgx02"], "ib-leaf2": ["pcie01"],
+                   "ib-spine": ["ib-leaf1", "ib-leaf2"]}
 # Monitoring from the site's mirrors of NVIDIA's CUDA repository (DCGM) and Grafana's.
 monitoring_dcgm_repo_url = "http://mirror.example.internal/cuda/debian12/x86_64"
 monitoring_grafana_repo_url = "http://mirror.example.internal/grafana"

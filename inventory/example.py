@@ -13,6 +13,10 @@ _HGX_H100 = {
     "rdma_nics": [{"name": f"mlx5_{i}", "pci": f"0000:{bus}:00.0", "ats": True,
                    "link_layer": "infiniband", "rate_gbps": 400, "model": "ConnectX-7"}
                   for i, bus in enumerate(("18", "2a", "3a", "5d", "9a", "ab", "ba", "db"))],
+    # Its CPUs and memory: what `gpuinfra render` writes into slurm.conf before the node's own
+    # facts are recorded (the facts win at deploy, and differences are reported).
+    "node_hardware": {"sockets": 2, "cores_per_socket": 56, "threads_per_core": 2,
+                      "memory_gb": 2048},
 }
 
 head = [("head01", {"ssh_hostname": "10.0.0.10"})]
@@ -23,7 +27,9 @@ workers = [
                "gpu_sharing": {"mode": "mig", "mig_layout": {"3g.40gb": 2}}}),
     ("pcie01", {"ssh_hostname": "10.0.0.31", "gpu_model": "H100-PCIE-80GB", "gpu_count": 4,
                 "gpu_topology": "bridged-pairs",
-                "gpu_sharing": {"mode": "mps", "clients": 16, "thread_percentage": 50}}),
+                "gpu_sharing": {"mode": "mps", "clients": 16, "thread_percentage": 50},
+                "node_hardware": {"sockets": 2, "cores_per_socket": 32, "threads_per_core": 2,
+                                  "memory_gb": 512}}),
 ]
 
 # A KVM host (roles/vfio): each VM gets an NVLink-bridged pair, whole cards (the audio

@@ -12,6 +12,7 @@ from typing import Any
 
 from gpuinfra.parsers.cpus import CpuTopology
 from gpuinfra.slurm.extra import SlurmConfigError
+from gpuinfra.slurm.features import node_features, node_weight
 from gpuinfra.slurm.gres import check_gres_type, node_gres
 from gpuinfra.spec.model import ClusterSpec, NodeSpec
 
@@ -57,9 +58,9 @@ class SlurmNodeLine:
 
 
 def node_line(node: NodeSpec, address: str | None, hardware: NodeHardware | None,
-              gres_type: str, weight: int | None = None,
-              kept: str | None = None) -> SlurmNodeLine:
-    """The ``NodeName=`` line of a compute node. A node whose hardware this run could not read
+              gres_type: str, kept: str | None = None) -> SlurmNodeLine:
+    """The ``NodeName=`` line of a compute node: its address, hardware, GPUs, ``Features`` and
+    ``Weight`` (gpuinfra.slurm.features). A node whose hardware this run could not read
     (not reached: ``--limit``, down) keeps ``kept``, its line in the head's running slurm.conf
     (:func:`running_config`), when it has one: never a placeholder over a known node."""
     if hardware is None and kept:
@@ -71,16 +72,49 @@ def node_line(node: NodeSpec, address: str | None, hardware: NodeHardware | None
     notes = []
     if hardware is not None:
         parts.append(hardware.slurm_fields())
+        notes += spec_differences(node, hardware)
     else:
-        notes.append("hardware unknown (lscpu unreadable): CPUs=1 until the next deploy")
+        notes.append("hardware unknown (no lscpu or MemTotal from the node: not read, "
+                     "unreadable, or a preview without recorded facts or node_hardware in the "
+                     "spec): CPUs=1 until a deploy reads it")
         parts.append("CPUs=1")
     gres = node_gres(node, check_gres_type(gres_type))
     if gres:
         parts.append("Gres=" + ",".join(gres))
-    if weight is not None:
-        parts.append(f"Weight={weight}")
+    features = node_features(node)
+    if features:
+        parts.append("Features=" + ",".join(features))
+    parts.append(f"Weight={node_weight(node)}")
     parts.append("State=UNKNOWN")
     return SlurmNodeLine(node.short_name, " ".join(parts), tuple(notes))
+
+
+# MemTotal is below the installed memory (the kernel and firmware keep some): a node whose
+# MemTotal is within this share of the spec's memory_gb agrees with it.
+MEMORY_SLACK = 0.10
+
+
+def spec_differences(node: NodeSpec, hardware: NodeHardware) -> list[str]:
+    """Where the node's own hardware (its facts: what slurm.conf gets) differs from its spec's
+    ``node_hardware``: said, so that the spec (and every preview made from it) is corrected."""
+    spec = node.hardware
+    if spec is None:
+        return []
+    out = []
+    said = (spec.cpus, spec.sockets, spec.cores_per_socket, spec.threads_per_core)
+    read = (hardware.cpus, hardware.sockets, hardware.cores_per_socket,
+            hardware.threads_per_core)
+    if said != read:
+        out.append(f"the node reports CPUs={read[0]} ({read[1]} sockets x {read[2]} cores x "
+                   f"{read[3]} threads), its node_hardware says CPUs={said[0]} ({said[1]} x "
+                   f"{said[2]} x {said[3]}): slurm.conf has the node's; correct the spec")
+    reserve = int(node.settings.get("slurm_memory_reserve_percent", 0) or 0)
+    wanted = spec.memory_gb * 1024 * (100 - reserve) // 100
+    if not wanted * (1 - MEMORY_SLACK) <= hardware.real_memory_mb <= wanted:
+        out.append(f"the node has RealMemory={hardware.real_memory_mb} MiB (MemTotal less "
+                   f"{reserve} %), its node_hardware says {spec.memory_gb} GB: slurm.conf has "
+                   "the node's; correct the spec")
+    return out
 
 
 def partition_lines(spec: ClusterSpec, max_time: str = "INFINITE",

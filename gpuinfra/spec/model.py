@@ -68,6 +68,9 @@ HOST_KEYS: dict[str, Any] = {
     "vfio_nvlink": None,
     # The schedulers this node belongs to (a subset of the site's schedulers); default: all.
     "node_schedulers": None,
+    # The node's CPUs and memory (gpuinfra/spec/hardware.py): what a preview without the
+    # node's facts writes into slurm.conf; the node's own facts win at deploy.
+    "node_hardware": None,
 }
 
 # Cluster-wide keys: must agree on every host (set them once, in group_data/all.py).
@@ -218,6 +221,20 @@ class GpuSpec:
 
 
 @dataclass(frozen=True)
+class HardwareSpec:
+    """A node's CPUs and memory as the spec gives them (``node_hardware``)."""
+
+    sockets: int
+    cores_per_socket: int
+    threads_per_core: int
+    memory_gb: int
+
+    @property
+    def cpus(self) -> int:
+        return self.sockets * self.cores_per_socket * self.threads_per_core
+
+
+@dataclass(frozen=True)
 class NodeSpec:
     name: str
     groups: tuple[str, ...]
@@ -234,6 +251,8 @@ class NodeSpec:
     schedulers: tuple[str, ...] = ()
     # Lab only: rdma_nics are Soft-RoCE devices (see HOST_KEYS).
     soft_roce: bool = False
+    # Its CPUs and memory as the spec gives them (node_hardware; None: not given).
+    hardware: HardwareSpec | None = None
 
     @property
     def is_head(self) -> bool:

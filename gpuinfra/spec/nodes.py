@@ -13,6 +13,7 @@ from gpuinfra.platforms import node_address
 from gpuinfra.spec import rdma
 from gpuinfra.spec.checks import CLUSTER, WHERE_ALL, WHERE_HOST, Collector
 from gpuinfra.spec.gpus import check_branch_drives, gpu_spec
+from gpuinfra.spec.hardware import hardware_spec
 from gpuinfra.spec.model import HEAD_GROUP, WORKER_GROUP, HostInput, NodeSpec
 from gpuinfra.spec.sharing import gpu_sharing
 from gpuinfra.spec.vfio import vfio_spec
@@ -38,6 +39,7 @@ def node_spec(host: HostInput, cluster: Mapping[str, Any], settings: Mapping[str
         vfio=vfio_spec(host, gpus, nics, errs,
                        settings.get("vfio_image_dir", LIBVIRT_IMAGES)),
         schedulers=_node_schedulers(host, cluster["schedulers"], errs),
+        hardware=hardware_spec(host, errs),
     )
 
 

@@ -17,6 +17,8 @@ allowed and how to fix it:
 - ``qos`` (QOS): a QOS name; ``priority_tier`` (PriorityTier): "may not exceed 65533".
 - ``oversubscribe`` (OverSubscribe): EXCLUSIVE, FORCE[:count], YES[:count] or NO.
 - ``state`` (State): UP, DOWN, DRAIN or INACTIVE.
+- ``features`` instead of ``nodes``: the partition is every Slurm worker that has all of them
+  (the features gpuinfra.slurm.features gives each node, e.g. ``['h100', 'infiniband']``).
 - ``def_mem_per_gpu``/``def_cpu_per_gpu`` (DefMemPerGPU in megabytes, DefCpuPerGPU): the
   partition's own values over the site's and the computed ones (gpuinfra.slurm.conf
   ``per_gpu_defaults``); 0 leaves the key out.
@@ -41,7 +43,7 @@ SETTING_KEYS = {
 }
 PER_GPU_KEYS = ("def_mem_per_gpu", "def_cpu_per_gpu")
 # The partition's keys in the spec: the node list and its name, then its Slurm settings.
-PARTITION_KEYS = ("name", "nodes", "default", "gpu", *SETTING_KEYS, *PER_GPU_KEYS)
+PARTITION_KEYS = ("name", "nodes", "features", "default", "gpu", *SETTING_KEYS, *PER_GPU_KEYS)
 
 UNLIMITED = ("UNLIMITED", "INFINITE")
 TIME_FORMATS = ("minutes (an integer, or '90'), 'minutes:seconds', 'hours:minutes:seconds', "
@@ -250,6 +252,10 @@ def _partition(index: int, item: Any, nodes: Mapping[str, NodeSpec],
     settings, per_gpu = partition_settings(field, name, item, errs)
     if not flags_ok:
         return None
+    if "features" in item:
+        members = _by_features(field, name, item, nodes, errs)
+        if members is None:
+            return None
     if not isinstance(members, (list, tuple)) or not members:
         errs.add(CLUSTER, f"{field}['nodes']", members, f"partition {name!r} has no node list",
                  "a non-empty list of inventory host names", "list its hosts")
@@ -286,6 +292,37 @@ def _partition(index: int, item: Any, nodes: Mapping[str, NodeSpec],
     return Partition(name, tuple(members), bool(item.get("default", False)), bool(gpu),
                      settings, per_gpu.get("def_mem_per_gpu"),
                      per_gpu.get("def_cpu_per_gpu")) if ok else None
+
+
+def _by_features(field: str, name: str, item: Mapping[str, Any],
+                 nodes: Mapping[str, NodeSpec], errs: Collector) -> list[str] | None:
+    """The Slurm workers that have every feature the partition names (``'features': ['h100',
+    'infiniband']``: gpuinfra.slurm.features), in the inventory's order; None when refused."""
+    # Here, not at the top: gpuinfra.slurm reads the spec's model, which this package makes.
+    from gpuinfra.slurm.features import FEATURES, node_features
+
+    wanted = item["features"]
+    if "nodes" in item:
+        errs.add(CLUSTER, f"{field}['features']", wanted, f"partition {name!r} names both "
+                 "nodes and features", "'nodes' (a list of hosts) or 'features' (the nodes "
+                 "that have them)", f"keep one of the two {WHERE_ALL}")
+        return None
+    problem = FEATURES.problem(wanted) if isinstance(wanted, list) and wanted else \
+        "must be a non-empty list of features"
+    if problem:
+        errs.add(CLUSTER, f"{field}['features']", wanted, f"partition {name!r}: {problem}",
+                 FEATURES.allowed, "write e.g. 'features': ['h100']")
+        return None
+    workers = [n for n in nodes.values() if n.is_worker and "slurm" in n.schedulers]
+    chosen = [n.name for n in workers if set(wanted) <= set(node_features(n))]
+    if not chosen:
+        known = sorted({f for n in workers for f in node_features(n)})
+        errs.add(CLUSTER, f"{field}['features']", wanted, f"partition {name!r}: no Slurm node "
+                 f"has all of {', '.join(wanted)}", "features of the site's nodes: "
+                 + ", ".join(known), "name features some node has (the GPU family such as "
+                 "'h100', 'nvswitch', 'infiniband', or a node's slurm_node_features)")
+        return None
+    return chosen
 
 
 def check_partition_accounting(parts: Sequence[Partition], accounting: bool,

@@ -62,7 +62,7 @@ def spec_hardware(data: Mapping[str, Any]) -> dict[str, Any]:
     NVIDIA GPU and its audio function, one IOMMU group per card), so a hypervisor's files
     render without the host. Never another machine's GPUs (issue 45: a 4x L40S node rendered
     with the lab's 8 NVLink-linked GPUs)."""
-    facts = spec_gpus(data)
+    facts = {**spec_gpus(data), **spec_cpus(data)}
     devices = [d for d in data.get("vfio_devices") or () if isinstance(d, str)
                and _PCI_ADDRESS.match(d)]
     if not devices:
@@ -78,6 +78,34 @@ def spec_hardware(data: Mapping[str, Any]) -> dict[str, Any]:
                            "class_code": "040300", "driver": None, "iommu_group": group,
                            "driver_override": None}]
     return {**facts, "gpuinfra_deploy.facts.pci.PciFunctions": {"functions": functions}}
+
+
+_CPU_LAYOUT = "gpuinfra_deploy.facts.system.CpuLayout"
+_MEM_TOTAL = "gpuinfra_deploy.facts.system.MemTotalMb"
+
+
+def spec_cpus(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The CPU and memory facts of a node's spec (``node_hardware``: gpuinfra/spec/hardware.py),
+    as ``lscpu`` and /proc/meminfo would give them; without it, none: the host's hardware is
+    unknown (slurm.conf says so: ``CPUs=1`` with a note), never another machine's (issue 45:
+    every previewed node got the lab's CPUs=2)."""
+    from gpuinfra.spec import HostInput
+    from gpuinfra.spec.checks import Collector
+    from gpuinfra.spec.hardware import hardware_spec
+
+    hardware = hardware_spec(HostInput("render", (), data), Collector())
+    if hardware is None:
+        return {_CPU_LAYOUT: {}, _MEM_TOTAL: None}
+    cores = hardware.sockets * hardware.cores_per_socket
+    # lscpu -p=CPU,CORE,SOCKET,NODE rows: thread t of core c is CPU c + t * cores (Linux's
+    # usual numbering: the first threads of every core, then the second ones).
+    cpus = [[core + thread * cores, core, core // hardware.cores_per_socket,
+             core // hardware.cores_per_socket]
+            for thread in range(hardware.threads_per_core) for core in range(cores)]
+    return {_CPU_LAYOUT: {"cpus": cpus, "sockets": hardware.sockets,
+                          "cores_per_socket": hardware.cores_per_socket,
+                          "threads_per_core": hardware.threads_per_core},
+            _MEM_TOTAL: hardware.memory_gb * 1024}
 
 
 # nvidia-smi's memory.total of a GPU, MiB per GB of the model's size (an H100 80GB reports

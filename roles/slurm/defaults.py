@@ -7,6 +7,7 @@ before any host is touched; keys whose value lands in slurm.conf must agree on e
 
 from gpuinfra.slurm.accounting import ACCOUNTS, USERS
 from gpuinfra.slurm.extra import CONF_EXTRA
+from gpuinfra.slurm.features import FEATURES, WEIGHT
 from gpuinfra.slurm.gres import GRES_TYPE
 from gpuinfra.spec.knobs import Knob, defaults
 from gpuinfra.spec.rules import database_name, integer, optional, sql_name
@@ -18,6 +19,14 @@ KNOBS = (
     # GRES type of the node's GPUs (``--gres=gpu:<type>:N``). None: the spec's gpu_model in
     # lower case (h100-sxm5-80gb), unambiguous across SKUs. Set per host or group to override.
     Knob("slurm_gpu_type", None, optional(GRES_TYPE), "the GRES type of the node's GPUs"),
+    # The node's own Slurm features (``sbatch -C``), added to those the spec gives every node
+    # (GPU family and model, GPU count, nvswitch/nvlink, infiniband/roce: gpuinfra.slurm.features).
+    Knob("slurm_node_features", [], FEATURES, "the node's own Slurm features, beside the "
+         "spec's"),
+    # The node's Slurm Weight (the lowest fill first). None: 1 + its GPU memory in GB, so the
+    # nodes with less GPU memory fill first.
+    Knob("slurm_node_weight", None, WEIGHT, "the node's Slurm Weight (None: 1 + its GPU "
+         "memory in GB)"),
     # Memory kept from jobs, in percent of MemTotal (RealMemory = MemTotal less this): a node
     # registering less memory than configured is drained, and the OS needs room.
     Knob("slurm_memory_reserve_percent", 2, integer(0, 49),

@@ -134,7 +134,8 @@ ExecStart=/usr/sbin/slurmd -D -s --conf-server 10.0.0.10:6817 $SLURMD_OPTIONS
 # MiB less 2 %): lab-worker2's line in a head's running slurm.conf, so that a line kept from
 # that file cannot be mistaken for one computed from the fixtures (CPUs=2 there).
 BIG_WORKER2 = ("NodeName=lab-worker2 NodeAddr=10.0.0.12 CPUs=192 Sockets=2 CoresPerSocket=48 "
-               "ThreadsPerCore=2 RealMemory=505388 Gres=gpu:h100-pcie-80gb:2 State=UNKNOWN")
+               "ThreadsPerCore=2 RealMemory=505388 Gres=gpu:h100-pcie-80gb:2 "
+               "Features=h100,h100-pcie-80gb,gpus2,nvlink Weight=161 State=UNKNOWN")
 BIG_WORKER2_GRES = [
     "NodeName=lab-worker2 Name=gpu Type=h100-pcie-80gb File=/dev/nvidia0 Cores=48-95 "
     "Links=-1,12",
@@ -440,9 +441,11 @@ def test_slurm_conf_describes_each_worker():
     assert "SlurmctldParameters=enable_configless" in conf
     # slurmd -C on the lab VM: CPUs=2 ... RealMemory=24105, less the 2 % reserve.
     assert ("NodeName=lab-worker1 NodeAddr=10.0.0.11 CPUs=2 Sockets=1 CoresPerSocket=2 "
-            "ThreadsPerCore=1 RealMemory=23622 Gres=gpu:h100-sxm5-80gb:8 State=UNKNOWN") in conf
+            "ThreadsPerCore=1 RealMemory=23622 Gres=gpu:h100-sxm5-80gb:8 "
+            "Features=h100,h100-sxm5-80gb,gpus8,nvswitch Weight=641 State=UNKNOWN") in conf
     assert ("NodeName=lab-worker2 NodeAddr=10.0.0.12 CPUs=2 Sockets=1 CoresPerSocket=2 "
-            "ThreadsPerCore=1 RealMemory=23622 Gres=gpu:h100-pcie-80gb:2 State=UNKNOWN") in conf
+            "ThreadsPerCore=1 RealMemory=23622 Gres=gpu:h100-pcie-80gb:2 "
+            "Features=h100,h100-pcie-80gb,gpus2,nvlink Weight=161 State=UNKNOWN") in conf
     # DefMemPerGPU: lab-worker1's 23622 MiB over its 8 GPUs, the partition's smallest share
     assert ("PartitionName=gpu Nodes=lab-worker1,lab-worker2 MaxTime=INFINITE State=UP "
             "Default=YES DefMemPerGPU=2952") in conf
@@ -478,7 +481,7 @@ def test_a_worker_whose_lscpu_failed_registers_one_cpu_until_the_next_deploy():
     facts_of[WORKER2]["gpuinfra_deploy.facts.system.CpuLayout"] = {}
     conf = lines(staged(plan_for(HEAD, facts_of))[SLURM_CONF])
     assert ("NodeName=lab-worker2 NodeAddr=10.0.0.12 CPUs=1 Gres=gpu:h100-pcie-80gb:2 "
-            "State=UNKNOWN") in conf
+            "Features=h100,h100-pcie-80gb,gpus2,nvlink Weight=161 State=UNKNOWN") in conf
 
 
 H100_SXM_LINKS = [",".join("-1" if j == i else "18" for j in range(8)) for i in range(8)]
@@ -907,7 +910,8 @@ def test_a_worker_never_deployed_and_not_reached_gets_the_placeholder_with_its_n
         head = plan_all(facts_of, targets=(HEAD, WORKER1)).plans[HEAD]
     files = staged(head)
     assert ("NodeName=lab-worker2 NodeAddr=10.0.0.12 CPUs=1 Gres=gpu:h100-pcie-80gb:2 "
-            "State=UNKNOWN") in lines(files[SLURM_CONF])
+            "Features=h100,h100-pcie-80gb,gpus2,nvlink Weight=161 State=UNKNOWN") \
+        in lines(files[SLURM_CONF])
     # Its section is empty: the reason is in the run's output, not in the file.
     assert files[GRES_CONF].split("\n# lab-worker2\n", 1)[1].strip() == ""
     warned = slurm_warnings(caplog)
@@ -1102,7 +1106,8 @@ def test_a_cluster_without_workers_is_refused_by_the_gate():
 # ----------------------------------------------------------------------------- a node leaves
 
 WORKER3 = ("NodeName=lab-worker3 NodeAddr=10.0.0.13 CPUs=2 Sockets=1 CoresPerSocket=2 "
-           "ThreadsPerCore=1 RealMemory=23622 Gres=gpu:h100-pcie-80gb:2 State=UNKNOWN")
+           "ThreadsPerCore=1 RealMemory=23622 Gres=gpu:h100-pcie-80gb:2 "
+           "Features=h100,h100-pcie-80gb,gpus2,nvlink Weight=161 State=UNKNOWN")
 LEAVING = "Nodes leaving Slurm are drained and idle"
 
 

@@ -13,9 +13,8 @@ from gpuinfra.slurm.extra import extra_lines
 from gpuinfra.slurm.running import conf_change, running_config
 from gpuinfra.slurm.topology import switch_lines
 from gpuinfra.spec import build_cluster
-from gpuinfra_roles.slurm.operations import TOPOLOGY_REFUSED, checked_config, \
-    topology_check_command
-from tests.unit.test_spec_cross import about, problems, site
+from gpuinfra_roles.slurm.operations import TOPOLOGY_REFUSED, checked_config, topology_check_command
+from tests.unit.test_spec_cross import problems, site
 
 FOUR = {"gpu01": {}, "gpu02": {}, "gpu03": {}, "gpu04": {}}
 TREE = {"leaf1": ["gpu01", "gpu02"], "leaf2": ["gpu03", "gpu04.example.org"],

@@ -346,13 +346,19 @@ def test_node_line_of_the_lab_worker():
     line = node_line(node_of(HGX), "10.0.0.11", node_hardware(lab_layout(), 24105, 2), HGX_TYPE)
     assert line.text == ("NodeName=lab-worker1 NodeAddr=10.0.0.11 CPUs=2 Sockets=1 "
                          "CoresPerSocket=2 ThreadsPerCore=1 RealMemory=23622 "
-                         f"Gres=gpu:{HGX_TYPE}:8 State=UNKNOWN")
+                         f"Gres=gpu:{HGX_TYPE}:8 Features=h100,h100-sxm5-80gb,gpus8,nvswitch "
+                         "Weight=641 State=UNKNOWN")
     assert line.notes == ()
 
 
 def test_node_line_without_hardware_address_or_gpus():
-    node = spec_of({"cpu01.dc.example": {}}).node("cpu01.dc.example")
-    line = node_line(node, None, None, "none", weight=10)
+    from gpuinfra_deploy.run.knobs import build_spec
+
+    hosts = [HostInput("lab-head", ("head",), {"node_address": "10.0.0.1"}),
+             HostInput("cpu01.dc.example", ("workers",), {"slurm_node_weight": 10,
+                                                          "node_address": "10.0.0.2"})]
+    node = build_spec(hosts).node("cpu01.dc.example")
+    line = node_line(node, None, None, "none")
     assert line.text == "NodeName=cpu01 CPUs=1 Weight=10 State=UNKNOWN"
     assert line.name == "cpu01" and "hardware unknown" in line.notes[0]
 
@@ -499,7 +505,8 @@ def test_rendered_slurm_conf_without_gpus_has_no_gres_types():
     conf = slurm_conf(spec, ADDRESSES, {"lab-worker1": None}, {"lab-worker1": "none"})
     text = role_file("slurm", "/etc/slurm/slurm.conf", conf=conf, settings=SETTINGS)
     assert "GresTypes" not in text
-    assert "NodeName=lab-worker1 NodeAddr=10.0.0.11 CPUs=1 State=UNKNOWN" in text.splitlines()
+    assert "NodeName=lab-worker1 NodeAddr=10.0.0.11 CPUs=1 Weight=1 State=UNKNOWN" \
+        in text.splitlines()
 
 
 def test_rendered_gres_conf_has_the_lines_and_the_notes_as_comments():
@@ -705,7 +712,8 @@ def test_a_node_not_reached_keeps_its_running_line_never_a_placeholder():
     # no running line: the placeholder, with its note
     placeholder = node_line(node_of(HGX), "10.0.0.11", None, HGX_TYPE, kept=None)
     assert placeholder.text == ("NodeName=lab-worker1 NodeAddr=10.0.0.11 CPUs=1 "
-                                f"Gres=gpu:{HGX_TYPE}:8 State=UNKNOWN")
+                                f"Gres=gpu:{HGX_TYPE}:8 Features=h100,h100-sxm5-80gb,gpus8,"
+                                "nvswitch Weight=641 State=UNKNOWN")
     assert "hardware unknown" in placeholder.notes[0]
     # hardware read in this run: computed, whatever the running file says
     read = node_line(node_of(HGX), "10.0.0.11", node_hardware(lab_layout(), 24105, 2),
