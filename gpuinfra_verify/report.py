@@ -301,6 +301,9 @@ class Report:
     other: list[JunitCase]  # not per node (cluster-wide tests, no host of a module's kind)
     unknown: list[str]  # hosts with results that the inventory does not name
     jobs: list[JobResult] = field(default_factory=list)  # `--smoke`: jobs run on the cluster
+    # The spec's fabric (fabric_switches), leaves first: (switch, "nodes" or "switches", the
+    # short names under it); empty without one.
+    fabric: list[tuple[str, str, list[str]]] = field(default_factory=list)
 
     @property
     def findings(self) -> list[dict[str, str]]:
@@ -409,7 +412,20 @@ def build(spec: ClusterSpec, cases: Sequence[JunitCase], source: str,
     nodes = [node_report(n, [c for c in cases if c.node == n.name]) for n in spec.nodes]
     unknown = sorted({c.node for c in cases if c.node} - names)
     return Report(source, list(cases), nodes, [c for c in cases if not c.node], unknown,
-                  list(jobs))
+                  list(jobs), fabric_rows(spec))
+
+
+def fabric_rows(spec: ClusterSpec) -> list[tuple[str, str, list[str]]]:
+    """The fabric as the report shows it: each switch (leaves first, as topology.conf has
+    them) and the nodes (short names) or switches under it."""
+    from gpuinfra.slurm.topology import switch_lines
+
+    rows = []
+    for line in switch_lines(spec):
+        name, under = (part.split("=", 1)[1] for part in line.split())
+        kind = line.split()[1].split("=", 1)[0].lower()
+        rows.append((name, kind, under.split(",")))
+    return rows
 
 
 # ---------------------------------------------------------------------------- text
@@ -517,6 +533,10 @@ def render_report(report: Report) -> str:
             lines += _wrap(where(group.subjects), "      ", "    on: ")
             if group.fix:
                 lines += _wrap(group.fix, "      ", "    fix: ")
+    if report.fabric:
+        lines.append(f"fabric ({len(report.fabric)} switches, as Slurm's topology.conf has it):")
+        for name, kind, under in report.fabric:
+            lines += _wrap(", ".join(under), "      ", f"  {name} ({kind}): ")
     lines += _log_queries(report)
     for job in report.jobs:
         lines += _wrap(job.line(), "    ", f"{job.label}: ")

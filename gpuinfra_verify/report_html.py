@@ -97,6 +97,8 @@ def render_html(report: Report) -> str:
     failed = [n for n in report.nodes if n.verdict == "fail"]  # the failed nodes first
     ordered = failed + [n for n in report.nodes if n.verdict != "fail"]
     body = [header, _causes(report), el("main", [_node(n) for n in ordered])]
+    if report.fabric:
+        body.append(_fabric(report))
     if report.jobs:
         body.append(_jobs(report))
     if report.other:
@@ -249,6 +251,18 @@ def _mig(mig: Mapping[str, Any]) -> Markup:
                        el("td", ", ".join(f"{n}x {p}" for p, n in want.items()) or "none"),
                        el("td", ", ".join(gpu.get("devices") or []) or "none")))
     return el("div", el("h3", "MIG layout"), el("table", rows, class_="mig"))
+
+
+def _fabric(report: Report) -> Markup:
+    """The spec's fabric: each switch and what hangs on it, each node with its verdict."""
+    verdicts = {n.name.split(".")[0]: n.verdict for n in report.nodes}
+    rows = [el("tr", el("td", name), el("td", kind),
+               el("td", [el("span", child + " ", class_=verdicts.get(child))
+                         for child in under]))
+            for name, kind, under in report.fabric]
+    return el("section", el("h2", f"Fabric ({len(report.fabric)} switches)"),
+              el("table", el("tr", el("th", "switch"), el("th", "holds"), el("th", "under it")),
+                 rows), id="fabric")
 
 
 def _jobs(report: Report) -> Markup:

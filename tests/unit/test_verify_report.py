@@ -281,3 +281,24 @@ def test_cli_refuses_a_smoke_file_that_is_no_smoke_result(tmp_path: Path) -> Non
     out = _cli("--inventory", "inventory/lab.py", "--junit", str(junit),
                "--smoke", str(tmp_path / "none.json"))
     assert out.returncode == 2 and "none.json: cannot be read" in out.stderr
+
+
+def test_the_report_shows_the_fabric_with_each_nodes_verdict() -> None:
+    """Issue 45 item 8: which nodes hang on which switch, in the text and on the page."""
+    from gpuinfra_verify.report_html import render_html
+
+    hosts = [HostInput("head1", ("head",), {}),
+             HostInput("gpu1", ("workers",), {}), HostInput("gpu2", ("workers",), {})]
+    fabric = {"fabric_switches": {"leaf1": ["gpu1"], "leaf2": ["gpu2"],
+                                  "spine": ["leaf1", "leaf2"]}}
+    spec = build_cluster([HostInput(h.name, h.groups, {**h.data, **fabric}) for h in hosts])
+    built = report.build(spec, report.read_junit(JUNIT), "verify.xml")
+    assert built.fabric == [("leaf1", "nodes", ["gpu1"]), ("leaf2", "nodes", ["gpu2"]),
+                            ("spine", "switches", ["leaf1", "leaf2"])]
+    text = report.render_report(built)
+    assert "fabric (3 switches" in text and "leaf2 (nodes): gpu2" in text
+    page = render_html(built)
+    assert 'id="fabric"' in page and "spine" in page
+    assert report.build(_spec(), report.read_junit(JUNIT), "verify.xml").fabric == []
+    assert 'id="fabric"' not in render_html(report.build(_spec(), report.read_junit(JUNIT),
+                                                         "verify.xml"))
