@@ -83,3 +83,23 @@ def test_no_failed_unit(host: Host, node: NodeSpec, node_data: dict, note: Note)
             "ready, a bad configuration, a missing driver)",
             f"`systemctl status {failed[0]}` and `journalctl -b -u {failed[0]}` on the host; "
             "fix the cause, then `systemctl restart` it and deploy again"))
+
+
+# The daemons of the schedulers (roles/munge, roles/slurm, roles/kubernetes): a host outside
+# every scheduler (a hypervisor, a service host: node_schedulers) runs none of them.
+SCHEDULER_UNITS = ("munge", "slurmd", "slurmctld", "kubelet")
+
+
+def test_a_host_outside_every_scheduler_runs_none(host: Host, node: NodeSpec,
+                                                  note: Note) -> None:
+    if node.schedulers:
+        pytest.skip(f"in {', '.join(node.schedulers)}: its scheduler's own checks judge it")
+    running = [unit for unit in SCHEDULER_UNITS if host.service(unit).is_running]
+    note("scheduler daemons", ", ".join(running) or "none")
+    if running:
+        fail(note, problem(node.name, f"{', '.join(running)} running on a host in no scheduler",
+                     f"node_schedulers of {node.name} is empty (or it is neither head nor "
+                     "worker), so no role put them there: left from an earlier deploy or "
+                     "installed by hand",
+                     f"`systemctl disable --now {' '.join(running)}` on {node.name}, or add "
+                     "the scheduler to its node_schedulers"))

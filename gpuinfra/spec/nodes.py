@@ -96,13 +96,26 @@ def check_unique_addresses(nodes: Sequence[NodeSpec], errs: Collector) -> None:
 
 
 def _node_schedulers(host: HostInput, site: Sequence[str], errs: Collector) -> tuple[str, ...]:
+    """The schedulers a host belongs to: the head and the workers default to the site's; any
+    other host (a hypervisor, a service host) to none, so it gets no MUNGE, slurm, Pyxis,
+    containerd or Kubernetes repository (issue 45 item 5); ``node_schedulers = []`` says so
+    on such a host, and a list puts it in those schedulers."""
     raw = host.data.get("node_schedulers")
+    member = HEAD_GROUP in host.groups or WORKER_GROUP in host.groups
     if raw is None:
-        return tuple(site)
-    if isinstance(raw, (str, bytes)) or not isinstance(raw, (list, tuple)) or not raw:
-        errs.add(host.name, "node_schedulers", raw, "must be a non-empty list",
+        return tuple(site) if member else ()
+    if isinstance(raw, (str, bytes)) or not isinstance(raw, (list, tuple)):
+        errs.add(host.name, "node_schedulers", raw, "must be a list",
                  f"a list drawn from the site's schedulers {list(site)}",
                  f"set node_schedulers {WHERE_HOST}, e.g. ['kubernetes']")
+        return tuple(site)
+    if not raw and member:
+        role = "the head" if HEAD_GROUP in host.groups else "a worker"
+        errs.add(host.name, "node_schedulers", raw, f"empty on {role}: it would run no "
+                 "scheduler, and a head or worker is there for one",
+                 f"a non-empty list drawn from the site's schedulers {list(site)}",
+                 f"remove node_schedulers {WHERE_HOST}, or move the host to another group "
+                 "(e.g. 'hypervisors')")
         return tuple(site)
     bad = [s for s in raw if s not in site]
     if bad:

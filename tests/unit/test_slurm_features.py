@@ -86,3 +86,24 @@ def test_a_partition_by_feature_that_selects_nothing_is_refused(part: dict, word
     found = [e for e in spec_problems(hosts({"slurm_partitions": [part]}, **MIXED))
              if "features" in e.field]
     assert found and words in found[0].problem, [e.problem for e in found]
+
+
+def test_a_host_outside_head_and_workers_is_in_no_scheduler_unless_it_says() -> None:
+    """Issue 45 item 5: a hypervisor or service host gets no MUNGE, Slurm or Pyxis."""
+    def hv(data: dict[str, Any]) -> list[HostInput]:
+        return [*hosts(gpu01=L40S), HostInput("kvm01", ("hypervisors",), {
+            "cluster_name": "mixed", "node_address": "10.0.0.9",
+            "vfio_devices": ["0000:3b:00.0"], **data})]
+    assert build_spec(hv({})).node("kvm01").schedulers == ()
+    assert build_spec(hv({"node_schedulers": []})).node("kvm01").schedulers == ()
+    assert build_spec(hv({"node_schedulers": ["slurm"]})).node("kvm01").schedulers == ("slurm",)
+    assert build_spec(hv({})).node("gpu01").schedulers == ("slurm",)
+
+
+@pytest.mark.parametrize("who", ["head01", "gpu01"])
+def test_an_empty_scheduler_list_on_the_head_or_a_worker_is_refused(who: str) -> None:
+    sites = hosts(gpu01=L40S)
+    sites = [HostInput(h.name, h.groups, {**h.data, "node_schedulers": []})
+             if h.name == who else h for h in sites]
+    found = [e for e in spec_problems(sites) if e.field == "node_schedulers"]
+    assert found and found[0].host == who and "empty on" in found[0].problem
