@@ -37,9 +37,11 @@ _RATE = re.compile(r"([0-9]+(?:\.[0-9]+)?) Gb/sec")
 # Soft-RoCE between the lab's two QEMU guests (TCG, one vCPU each, on a 2-core machine shared
 # with other work): `ib_write_bw -d rxe0 -x 1 -F --report_gbits -D 5` measured 0.46, 0.50,
 # 0.49 Gb/s (64 KiB) and 0.43, 0.46, 0.53 Gb/s (1 MiB) on 2026-11-26; docs/lab-notes.md saw
-# 0.21 Gb/s on a busier machine. The floor sits about 4x under the lowest seen: it fails a
-# path that carries (almost) nothing, not a machine that is busy. Not a hardware figure.
-SOFT_ROCE_FLOOR_GBPS = 0.05
+# 0.21 Gb/s on a busier machine, and 0.04 Gb/s (64 KiB) on 2026-12-06 with both cores also
+# running the unit suite and two debootstraps (a CI run failed on the old 0.05 floor). The
+# floor sits about 4x under the lowest seen: it fails a path that carries (almost) nothing,
+# not a machine that is busy. Not a hardware figure.
+SOFT_ROCE_FLOOR_GBPS = 0.01
 # The check every finding here is of (a capture judge names its own kind instead, in its JSON).
 RDMA = "rdma"
 
