@@ -42,13 +42,16 @@ test-tools:
 # alert rules' unit tests run `promtool test rules`), then the lab scenarios (deploy,
 # idempotence, verify; the broken-NVLink lab, which must fail verification on its broken
 # worker only; the VFIO role on the QEMU hypervisor guest; the RDMA role on two QEMU guests
-# with Soft-RoCE and live ib_write_bw between them). pytest's exit 5 ("no tests
+# with Soft-RoCE and live ib_write_bw between them). Between them, the Slurm of each Debian
+# release (20.11, 22.05, 24.11, in containers built once) judges what the slurm role renders
+# for each distribution it targets (gpuinfra_lab/slurm_versions.py). pytest's exit 5 ("no tests
 # collected") is a failure here: a suite that collects nothing has proven nothing.
 test: $(STAMP) test-tools
 	$(BIN)/ruff check .
 	$(BIN)/python -m gpuinfra_lab.tools
 	GPUINFRA_REQUIRE_TOOLS=1 $(BIN)/pytest -q -p no:cacheprovider; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
+	$(BIN)/python -m gpuinfra_lab.slurm_versions
 	$(MAKE) molecule
 
 # Each scenario starts by removing any lab (molecule's own state cannot see one started by

@@ -33,7 +33,8 @@ RUN_S = 60
 
 
 def parse_topology(text: str) -> dict[str, tuple[str, str]]:
-    """``scontrol show topology`` -> switch: (Nodes, Switches) as Slurm prints them."""
+    """``scontrol show topology`` -> switch: (Nodes, Switches) as Slurm prints them (a switch
+    above the leaves lists the nodes under them too: Switches= says what hangs on it)."""
     out = {}
     for line in text.splitlines():
         fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
@@ -96,7 +97,7 @@ class TopologyProof(Steps):
                  f"slurmctld runs with TopologyPlugin={plugin!r}, not topology/tree")
         shown = parse_topology(self.sh("scontrol show topology"))
         want = lab_fabric(self.workers)
-        got = {name: expand(nodes or switches) for name, (nodes, switches) in shown.items()}
+        got = {name: expand(switches or nodes) for name, (nodes, switches) in shown.items()}
         self.say(got == want, "scontrol show topology: " + "; ".join(
                  f"{k}: {','.join(v)}" for k, v in got.items()),
                  f"scontrol show topology {got} is not the spec's fabric {want}")
