@@ -60,6 +60,21 @@ PLUGIN_LOG_CAUSES: tuple[tuple[str, str, str], ...] = (
      "`nvidia-smi` and `nvidia-smi -L` on the node; reboot after a driver install"),
     (r"error parsing config file|unable to load config|failed to parse",
      "the plugin refused its config file", "compare the ConfigMap with the spec; deploy again"),
+    # k8s-device-plugin's health check could not watch a GPU: NVML refused its event
+    # registration (NVML_ERROR_NOT_SUPPORTED) and the plugin marked it unhealthy ("... is too old
+    # to support healthchecking ... Marking it unhealthy", then in later versions "unable to
+    # register events for ...; marking it as unhealthy"; the plugin's health.go). Fixed
+    # upstream by NVIDIA/k8s-device-plugin#1562 (merged 2025-12-10: "we should not mark the
+    # device as unhealthy, but skip the device instead").
+    # (old versions spelt it "healtchecking": NVIDIA/k8s-device-plugin#33's log.)
+    (r"too old to support heal\w*checking|unable to (?:register events|determine the supported "
+     r"events) for \S+.*unhealthy",
+     "the plugin could not watch this GPU's XIDs (NVML does not support event registration on "
+     "it: a passed-through or virtual GPU, or an older one) and marked it unhealthy: "
+     "allocatable drops though the GPU may work (NVIDIA/k8s-device-plugin#1562 stops this)",
+     "a device plugin version with that fix (kubernetes_device_plugin_version), or "
+     "DP_DISABLE_HEALTHCHECKS=xids on the plugin while the node's own health check watches "
+     "the XIDs; `nvidia-smi -q` on the node to see the GPU is otherwise well"),
     # k8s-device-plugin's health check (XidCriticalError, then "'nvidia.com/gpu' device marked
     # unhealthy: GPU-..."): the GPU stays withdrawn until the plugin restarts.
     (r"XidCriticalError|device marked unhealthy|the device will go unhealthy",

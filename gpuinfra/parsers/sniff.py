@@ -50,7 +50,8 @@ SIGNATURES: dict[str, re.Pattern[str]] = {
         "gpu-pods": r"^(?:NAMESPACE\s+)?NAME\s+READY\s+STATUS\s+RESTARTS",
         "plugin-log": r"nvidia-device-plugin\[|Retr(?:e|ie)iving plugins|^\S+ \S+ Loading NVML|"
                       r"device-plugins/nvidia|^[IWEF]\d{4} [\d:.]+\s+\d+ \w+\.go:\d+\]"
-                      r"|XidCriticalError: Xid=|'nvidia\.com/[\w.-]+' device marked unhealthy",
+                      r"|XidCriticalError: Xid=|'nvidia\.com/[\w.-]+' device marked unhealthy"
+                      r"|too old to support heal\w*checking",
         "iommu-groups": r"^IOMMU Group \d+|/sys/kernel/iommu_groups/",
         "lspci-vvv": r"^\s+(?:Capabilities:|LnkSta:|LnkCap:|ACSCtl:|ATSCtl:)",
         "lspci-nnk": r"^\s+Kernel driver in use:",

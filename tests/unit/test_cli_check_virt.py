@@ -171,6 +171,8 @@ LOGS = {
     # issue 47: a GPU marked unhealthy on a critical XID gave no verdict
     "device-plugin-log-xid69-device-marked-unhealthy-k8s-device-plugin-189.txt":
         "XidCriticalError",
+    # issue 47 item 4: NVML cannot watch the GPU, and the plugin marks it unhealthy
+    "device-plugin-log-too-old-healthchecking-k8s-device-plugin-33.txt": "too old",
 }
 
 
