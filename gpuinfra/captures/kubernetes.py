@@ -276,6 +276,7 @@ def judge_describe_node(node: DescribedNode, expected: Mapping[str, int] | None,
                     verdict.findings.append(Finding(
                         "k8s-unhealthy", f"{name} {key}", f"allocatable = capacity ({cap})",
                         f"capacity {cap}, allocatable {got}", "fail", why.cause, why.fix))
+    _allocated(node, name, verdict)
     if node.labels:
         verdict.blocks += "Labels" in node.complete
         label = product_label_problem(node.labels)
@@ -287,6 +288,33 @@ def judge_describe_node(node: DescribedNode, expected: Mapping[str, int] | None,
         verdict.cuts.append("no expectation given (--expect, --gpus or the spec): "
                             "allocatable not judged")
     return verdict
+
+
+def _allocated(node: DescribedNode, name: str, verdict: CaptureVerdict) -> None:
+    """The "Allocated resources" rows (pods' requests) against allocatable: more requested
+    than allocatable is a GPU withdrawn under running pods; all of it requested is why a new
+    GPU pod stays Pending (not a fault of the node)."""
+    if not node.allocated or node.allocatable is None:
+        return
+    for key, requested in sorted(node.allocated.items()):
+        if key not in node.allocatable:
+            continue
+        free = node.allocatable[key]
+        if requested > free:
+            verdict.findings.append(Finding(
+                "k8s-allocated", f"{name} {key}", f"requests <= allocatable ({free})",
+                f"requests {requested}, allocatable {free}", "fail",
+                "pods hold more GPUs than the node can give now: a GPU was withdrawn "
+                "(unhealthy) under them, or the device plugin restarted with fewer",
+                "`kubectl describe node` Events and the device plugin's log; "
+                "`nvidia-smi` on the node"))
+        elif requested and requested == free:
+            verdict.findings.append(Finding(
+                "k8s-allocated", f"{name} {key}", f"requests < allocatable ({free})",
+                f"requests {requested} of {free}: every GPU is in use", "warn",
+                "a new GPU pod stays Pending (Insufficient " + key + ") until one of these "
+                "ends: the node's GPUs are busy, not faulty",
+                "`kubectl get pods -A -o wide --field-selector spec.nodeName=<node>`"))
 
 
 # ---------------------------------------------------------------------------- pods

@@ -6,8 +6,10 @@ Read block by block, saying what was not shown (:attr:`cuts`):
 - ``describe node``: the sections Labels, Capacity, Allocatable and "Allocated resources"
   (nvidia.com/* entries). A section followed by another top-level key is complete; the last
   one may be cut. Rows above any section header are read when unambiguous: ``key=value`` rows
-  are labels, ``nvidia.com/gpu  1  1`` rows (requests, limits) are allocated resources, but a
-  ``nvidia.com/gpu:  8`` row could be Capacity or Allocatable and is not read. The
+  are labels, ``nvidia.com/gpu  1  1`` rows (requests, limits) are allocated resources. A
+  ``nvidia.com/gpu:  8`` row alone could be Capacity or Allocatable and is not read; two such
+  rows of one resource (``describe node | grep nvidia.com/gpu``) are Capacity then Allocatable,
+  the order kubectl prints them in (describe.go: "Capacity:" before "Allocatable:"). The
   "Non-terminated Pods" table gives the device plugin pod's age (its last column): a plugin
   started seconds before the capture has not registered its GPUs yet.
 - ``get pods`` (``-n NS``, ``-A``, ``-o wide``): one pod per row. Without the header line (a
@@ -68,7 +70,7 @@ def parse_describe_node(text: str) -> DescribedNode:
     node = DescribedNode()
     section: str | None = None
     broken: set[str] = set()
-    ambiguous = 0
+    headerless: dict[str, list[int]] = {}
     in_pods = False
     for no, line in enumerate(clean_lines(text, "kubectl describe node"), 1):
         if not line.strip():
@@ -127,17 +129,35 @@ def parse_describe_node(text: str) -> DescribedNode:
                 node.allocated = {}
             node.allocated[allocated[1]] = int(allocated[2])
             continue
-        if section is None and _RESOURCE.match(line) and \
-                _RESOURCE.match(line)[1].startswith(NVIDIA_PREFIX):  # type: ignore[index]
-            ambiguous += 1
+        row = _RESOURCE.match(line) if section is None else None
+        if row and row[1].startswith(NVIDIA_PREFIX):
+            headerless.setdefault(row[1], []).append(int(row[2]))
     if section and section not in broken and section != "Allocated resources":
         node.cuts.append(f"the capture ends inside {section}: it may be cut")
     elif section == "Allocated resources" and section not in broken:
         node.complete.add(section)
+    _headerless_rows(node, headerless)
+    return node
+
+
+def _headerless_rows(node: DescribedNode, rows: dict[str, list[int]]) -> None:
+    """nvidia.com/* rows above any section header (a grep): two of one resource are its
+    Capacity and Allocatable, in kubectl's order; any other count is not read (a cut)."""
+    ambiguous = 0
+    for key, counts in rows.items():
+        taken = (node.capacity is not None and key in node.capacity) or \
+            (node.allocatable is not None and key in node.allocatable)
+        if len(counts) == 2 and not taken:
+            node.capacity = {**(node.capacity or {}), key: counts[0]}
+            node.allocatable = {**(node.allocatable or {}), key: counts[1]}
+            node.cuts.append(f"{key}: capacity {counts[0]} and allocatable {counts[1]} read "
+                             "from two rows without their headers (a grep: kubectl prints "
+                             "Capacity before Allocatable)")
+        else:
+            ambiguous += len(counts)
     if ambiguous:
         node.cuts.append(f"{ambiguous} nvidia.com/* row(s) without their Capacity/Allocatable "
                          "header: not read (either section could be meant)")
-    return node
 
 
 @dataclass

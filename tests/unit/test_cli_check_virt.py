@@ -300,13 +300,45 @@ def test_describe_allocatable_zero_just_after_a_plugin_restart_says_so(capsys, t
     assert rc == 1 and fails_with(out, UNHEALTHY.cause)
 
 
-def test_describe_rows_without_their_header_are_not_guessed(capsys, tmp_path):
+def test_describe_grep_rows_are_capacity_then_allocatable(capsys, tmp_path):
+    """Issue 47 item 3: `describe node | grep nvidia.com/gpu` keeps two rows of a resource,
+    Capacity then Allocatable (kubectl's order): judged, never guessed from one row."""
     rows = DESCRIBE_12.read_text().splitlines()
     body = [r for r in rows if r.startswith(" ")]
     cut = tmp_path / "rows.txt"
     cut.write_text("\n".join(body) + "\n")
+    rc, out = check(capsys, "describe-node", cut, "--gpus", "12")
+    assert rc == 3 and any("read from two rows without their headers" in c
+                           for c in out["cuts"])
     rc, out = check(capsys, "describe-node", cut, "--gpus", "8")
-    assert rc == 3 and any("without their" in c for c in out["cuts"])
+    assert rc == 1 and any(f["check"] == "k8s-allocatable" and f["severity"] == "fail"
+                           for f in out["findings"])
+    hami = KUBE / "describe-capacity-80-allocatable-70-hami-477.txt"
+    grep = tmp_path / "grep.txt"  # DERIVED: the real capture through `grep 'nvidia.com/gpu:'`
+    grep.write_text("".join(line + "\n" for line in hami.read_text().splitlines()
+                            if "nvidia.com/gpu:" in line))
+    rc, out = check(capsys, "describe-node", grep)
+    assert rc == 1 and fails_with(out, UNHEALTHY.cause)
+    one = tmp_path / "one.txt"
+    one.write_text(grep.read_text().splitlines()[0] + "\n")
+    rc, out = check(capsys, "describe-node", one, "--gpus", "8")
+    assert rc == 3 and any("not read" in c for c in out["cuts"])
+
+
+def test_describe_allocated_rows_are_judged() -> None:
+    """Issue 47 item 5: the pods' requests against allocatable."""
+    from gpuinfra.captures.kubernetes import judge_describe_node
+    from gpuinfra.parsers.kubectl_text import DescribedNode
+
+    def judged(requested: int) -> list:
+        node = DescribedNode(capacity={"nvidia.com/gpu": 8}, allocatable={"nvidia.com/gpu": 8},
+                             allocated={"nvidia.com/gpu": requested},
+                             complete={"Capacity", "Allocatable", "Allocated resources"})
+        verdict = judge_describe_node(node, {"nvidia.com/gpu": 8}, "gpu1", {})
+        return [(f.check, f.severity) for f in verdict.findings if f.check == "k8s-allocated"]
+    assert judged(3) == []
+    assert judged(8) == [("k8s-allocated", "warn")]
+    assert judged(9) == [("k8s-allocated", "fail")]
 
 
 def test_help_lists_every_kind(capsys):
