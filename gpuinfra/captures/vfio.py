@@ -11,7 +11,7 @@ expectation says so.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpuinfra.captures import CaptureVerdict
@@ -144,10 +144,31 @@ def judge_iommu_groups(listing: PciListing, addresses: Sequence[str], ids: Seque
             "iommu-group", f"group {group}", expected,
             f"{', '.join(members)} share it with " + "; ".join(others.values()), "fail",
             GROUP_CAUSE, GROUP_FIX))
+    _cuts_beside(verdict, listing, addresses, ids, groups, cards_apart, len(bound.missing))
     if not verdict.findings and not verdict.cuts:
         verdict.judged = False
         verdict.cuts.append("no function meant for a VM is in the capture")
     return verdict
+
+
+def _cuts_beside(verdict: CaptureVerdict, listing: PciListing, addresses: Sequence[str],
+                 ids: Sequence[str], groups: Mapping[int, list[str]], cards_apart: bool,
+                 missing: int) -> None:
+    """Issue 47 item 2: the devices named (by address) are each in a group the capture lists
+    whole, so what it cut elsewhere cannot change their verdict: said beside it, not as a cut.
+    Not with IDs (a cut part could hold another function of that ID) nor with no device named
+    (a cut part could hold another card)."""
+    if cards_apart or ids or not addresses or missing or not groups:
+        return
+    if set(groups) & listing.incomplete_groups:
+        return
+    if any(c.endswith("its IOMMU group is not in the capture")
+           or any(c.startswith(f"IOMMU group {g}:") for g in groups) for c in verdict.cuts):
+        return
+    if verdict.cuts:
+        verdict.expectation = {**verdict.expectation, "cut elsewhere (not needed)":
+                               list(verdict.cuts)}
+        verdict.cuts.clear()
 
 
 def _described(f: ListedFunction, listing: PciListing) -> str:

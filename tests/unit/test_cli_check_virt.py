@@ -120,6 +120,24 @@ def test_iommu_groups_elided_group_is_not_judged_but_others_fail(capsys, tmp_pat
     assert rc == 3 and any("group 1 is cut" in c for c in out["cuts"])
 
 
+def test_iommu_groups_a_cut_beside_the_named_cards_group_does_not_hide_its_verdict(
+        capsys, tmp_path):
+    """Issue 47 item 2: group 1 (the GPU's) is whole; the capture stops inside group 2. With
+    the card named, its verdict stands; with nothing named (a cut part could hold another
+    card) or the group itself cut, it stays incomplete."""
+    cut = cut_copy(tmp_path, GROUPS, lines=slice(0, 8), tail_chars=20)
+    rc, out = check(capsys, "iommu-groups", cut, "--device", "01:00.0")
+    assert (rc, out["verdict"], out["cuts"]) == (0, "pass", [])
+    assert out["expectation"]["cut elsewhere (not needed)"]
+    rc, out = check(capsys, "iommu-groups", cut, "--device", "00:01.0")
+    assert rc == 1 and fails_with(out, GROUP_CAUSE)
+    rc, out = check(capsys, "iommu-groups", cut)
+    assert rc == 3 and out["verdict"].startswith(INCOMPLETE)
+    inside = cut_copy(tmp_path, GROUPS, insert={6: "..."})
+    rc, out = check(capsys, "iommu-groups", inside, "--device", "01:00.0")
+    assert rc == 3 and any("group 1 is cut" in c for c in out["cuts"])
+
+
 def test_iommu_groups_rows_without_their_header_are_not_guessed(capsys, tmp_path):
     cut = cut_copy(tmp_path, GROUPS, lines=slice(3, None))  # "IOMMU Group 1:" cut off
     rc, out = check(capsys, "iommu-groups", cut)
