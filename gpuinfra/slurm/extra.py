@@ -39,6 +39,7 @@ MANAGED_KEYS = frozenset(k.lower() for k in (
     "StateSaveLocation", "TaskPlugin", "NodeName", "PartitionName", "Include",
     "ControlMachine", "BackupController", "AccountingStorageUser", "AuthAltTypes",
     "SlurmctldParameters", "PrologFlags", "DefMemPerGPU", "DefCpuPerGPU", "TopologyPlugin",
+    "ResumeTimeout", "RebootProgram",
 ))
 
 
@@ -54,6 +55,8 @@ _INSTEAD = {
     "defcpupergpu": "set slurm_def_cpu_per_gpu (or 'def_cpu_per_gpu' on a partition)",
     "topologyplugin": "describe the fabric in fabric_switches: the role writes topology.conf "
                       "and TopologyPlugin=topology/tree from it",
+    "resumetimeout": "set slurm_resume_timeout",
+    "rebootprogram": "set slurm_reboot_program",
 }
 
 
@@ -139,6 +142,20 @@ def _extra_check(extra: Any) -> str | None:
 
 CONF_EXTRA = Rule("{'Key': 'value'}, e.g. {'MaxJobCount': 20000}; not the keys the role "
                   "writes; Prolog/Epilog programs in root-owned folders", _extra_check)
+
+
+def _reboot_program(value: Any) -> str | None:
+    if not isinstance(value, str) or not _SLURM_VALUE.fullmatch(value) \
+            or not value.startswith("/") or not _root_owned(value):
+        return (f"an absolute path in a root-owned folder ({', '.join(_ROOT_FOLDERS)}): slurmd "
+                "runs it as root")
+    return None
+
+
+# RebootProgram (slurm.conf(5) 22.05.8: "Program to be executed on each compute node to
+# reboot it ... after the command "scontrol reboot""): slurmd runs it as root.
+REBOOT_PROGRAM = Rule("an absolute path in a root-owned folder, e.g. '/usr/sbin/reboot'",
+                      _reboot_program)
 
 
 class SlurmConfigError(GpuinfraError):

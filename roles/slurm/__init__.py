@@ -240,6 +240,8 @@ def job_mapping_on(spec: Any, data: Any) -> bool:
 def _configs(site: Site, data: Any, distro: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
     """The cluster's configuration (the head's files; every node judges it) and its notes."""
     settings = {"slurmd_timeout": int(data["slurm_slurmd_timeout"]),
+                "resume_timeout": int(data["slurm_resume_timeout"]),
+                "reboot_program": data["slurm_reboot_program"],
                 "cgroup_plugin": distro["cgroup_plugin"],
                 "mpi_default": distro["mpi_default"], "mpi_why": distro["mpi_why"]}
 

@@ -6,7 +6,7 @@ before any host is touched; keys whose value lands in slurm.conf must agree on e
 """
 
 from gpuinfra.slurm.accounting import ACCOUNTS, USERS
-from gpuinfra.slurm.extra import CONF_EXTRA
+from gpuinfra.slurm.extra import CONF_EXTRA, REBOOT_PROGRAM
 from gpuinfra.slurm.features import FEATURES, WEIGHT
 from gpuinfra.slurm.gres import GRES_TYPE
 from gpuinfra.spec.knobs import Knob, defaults
@@ -43,6 +43,13 @@ KNOBS = (
     # Extra slurm.conf settings, {"Key": "value"}; Slurm checks them (slurmd -G on the staged
     # file) before any daemon is restarted, so a typo is refused and the cluster keeps running.
     Knob("slurm_conf_extra", {}, CONF_EXTRA, "extra slurm.conf settings", site_wide=True),
+    # `scontrol reboot` (and power saving): slurm.conf(5) 22.05.8, RebootProgram: "A node will
+    # be marked DOWN if it doesn't reboot within ResumeTimeout", whose default is 60 s; a GPU
+    # server's POST alone takes minutes. The program slurmd runs (as root) to reboot the node.
+    Knob("slurm_resume_timeout", 900, integer(60, 7200),
+         "ResumeTimeout in seconds: how long a rebooting node may take", site_wide=True),
+    Knob("slurm_reboot_program", "/usr/sbin/reboot", REBOOT_PROGRAM,
+         "RebootProgram: what slurmd runs to reboot a node", site_wide=True),
     # Seconds before slurmctld marks a silent node DOWN.
     Knob("slurm_slurmd_timeout", 300, integer(10, 86400), "SlurmdTimeout in seconds",
          site_wide=True),

@@ -280,6 +280,8 @@ def expected_files(distro: str, accounting: bool = False, extra: dict | None = N
                       accounting=accounting, extra=extra, health=HEALTH_DEFAULTS,
                       job_mapping=True)  # monitoring_job_mapping's default, GPU workers
     settings = {"slurmd_timeout": DEFAULTS["slurm_slurmd_timeout"],
+                "resume_timeout": DEFAULTS["slurm_resume_timeout"],
+                "reboot_program": DEFAULTS["slurm_reboot_program"],
                 "cgroup_plugin": DISTRO[distro]["cgroup_plugin"],
                 "mpi_default": DISTRO[distro]["mpi_default"],
                 "mpi_why": DISTRO[distro]["mpi_why"]}

@@ -107,3 +107,32 @@ def test_an_empty_scheduler_list_on_the_head_or_a_worker_is_refused(who: str) ->
              if h.name == who else h for h in sites]
     found = [e for e in spec_problems(sites) if e.field == "node_schedulers"]
     assert found and found[0].host == who and "empty on" in found[0].problem
+
+
+def test_scontrol_reboot_works_and_waits_for_a_gpu_servers_post() -> None:
+    """Issue 45 item 4: RebootProgram set, ResumeTimeout 900 s by default (slurm.conf(5): a
+    node not back within ResumeTimeout, 60 s by default, is marked DOWN)."""
+    from gpuinfra.slurm.conf import slurm_conf
+    from gpuinfra_deploy.templates import role_file
+
+    spec = build_spec(hosts(hgx01=H100))
+    workers = spec.workers_of("slurm")
+    conf = slurm_conf(spec, {n.name: n.address for n in spec.nodes},
+                      {n.name: None for n in workers}, {n.name: "h100" for n in workers})
+    node = spec.node("hgx01")
+    settings = {"slurmd_timeout": 300, "cgroup_plugin": "autodetect", "mpi_default": "pmix",
+                "mpi_why": "PMIx", "resume_timeout": node.settings["slurm_resume_timeout"],
+                "reboot_program": node.settings["slurm_reboot_program"]}
+    lines = str(role_file("slurm", "/etc/slurm/slurm.conf", conf=conf,
+                          settings=settings)).splitlines()
+    assert "RebootProgram=/usr/sbin/reboot" in lines and "ResumeTimeout=900" in lines
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("slurm_reboot_program", "/tmp/reboot"), ("slurm_reboot_program", "reboot"),
+    ("slurm_reboot_program", "/usr/sbin/../../tmp/x"), ("slurm_resume_timeout", 30),
+    ("slurm_conf_extra", {"ResumeTimeout": "60"}), ("slurm_conf_extra", {"RebootProgram": "/x"}),
+])
+def test_reboot_settings_slurm_or_root_would_regret_are_refused(key: str, value: Any) -> None:
+    found = [e for e in spec_problems(hosts({key: value}, hgx01=H100)) if e.field == key]
+    assert found and found[0].fix

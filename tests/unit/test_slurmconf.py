@@ -469,7 +469,7 @@ def test_slurm_conf_refuses_bad_extra():
 # ----------------------------------------------------------------------------- templates
 
 SETTINGS = {"slurmd_timeout": 300, "cgroup_plugin": "autodetect", "mpi_default": "pmix",
-            "mpi_why": "PMIx"}
+            "mpi_why": "PMIx", "resume_timeout": 900, "reboot_program": "/usr/sbin/reboot"}
 
 
 def settings_lines(text: str) -> list[str]:
