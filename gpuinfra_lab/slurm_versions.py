@@ -10,7 +10,7 @@ MUNGE; built once, then reused: its tag is a hash of the recipe) runs the real d
 an InfiniBand fabric on two leaves, MIG, MPS, node hardware; inventory/lab.py: accounting,
 health checks, the lab's fabric): ``slurmd -G`` reads slurm.conf, cgroup.conf and an empty
 gres.conf as a worker would, and a second slurmctld reads all of it, topology.conf included
-(roles/slurm/operations.py ``controller_trial_command``, the check the role runs on the head).
+(``controller_trial_command`` in gpuinfra_deploy/ops/slurm_trial.py, as on the head).
 
 Each target is judged by the Slurm nearest to its own (the roles' targets: DISTRO in
 roles/slurm): Debian 12 by its own 22.05; Ubuntu 24.04's 23.11 by 24.11; Ubuntu 22.04's
@@ -32,9 +32,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuinfra_deploy.ops.slurm_trial import ELSEWHERE, controller_trial_command
 from gpuinfra_lab.podman import Podman
 from gpuinfra_lab.state import Paths
-from gpuinfra_roles.slurm.operations import ELSEWHERE, controller_trial_command
 
 REPO = Path(__file__).resolve().parents[1]
 TAG = "slurm-versions"
