@@ -34,7 +34,7 @@ from pathlib import Path
 
 from gpuinfra_deploy.ops.slurm_trial import ELSEWHERE, controller_trial_command
 from gpuinfra_lab.podman import Podman
-from gpuinfra_lab.state import Paths
+from gpuinfra_lab.state import Paths, ensure_lab_dir
 
 REPO = Path(__file__).resolve().parents[1]
 TAG = "slurm-versions"
@@ -158,7 +158,9 @@ def judge(podman: Podman, suite: str, files: Path, worker: str) -> list[str]:
 
 
 def main() -> int:
-    podman = Podman(Paths(REPO))
+    paths = Paths(REPO)
+    ensure_lab_dir(paths)  # the lab's containers.conf, which every podman call here uses
+    podman = Podman(paths)
     problems = []
     with tempfile.TemporaryDirectory(prefix="gpuinfra-versions-") as tmp:
         for j in JUDGEMENTS:
