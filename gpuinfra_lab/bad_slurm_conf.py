@@ -13,20 +13,25 @@ unchanged, and sinfo still answers. Exit 0 when all hold, 1 listing what did not
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 from gpuinfra_lab.refusal import Refusal, on_head, prove
 
 BAD_DATA = 'slurm_conf_extra={"SelectTypeParameter": "CR_Core_Memory"}'
 
 
-def _controller(head: dict) -> dict[str, str]:
-    name = head["name"]
-    return {
-        "active": on_head(name, "systemctl is-active slurmctld"),
-        "pid": on_head(name, "systemctl show -p MainPID --value slurmctld"),
-        "conf": on_head(name, "sha256sum /etc/slurm/slurm.conf | cut -c1-16"),
-        "answers": on_head(name, "sinfo -h -o %P >/dev/null && echo answers"),
-    }
+def controller_probe(conf: str, answers: str) -> Callable[[dict], dict[str, str]]:
+    """The probe of slurmctld on the head (gpuinfra_lab/refusal.py): its state, PID, the live
+    ``conf``'s SHA-256 and whether the ``answers`` command (a client command) succeeds."""
+    def probe(head: dict) -> dict[str, str]:
+        name = head["name"]
+        return {
+            "active": on_head(name, "systemctl is-active slurmctld"),
+            "pid": on_head(name, "systemctl show -p MainPID --value slurmctld"),
+            "conf": on_head(name, f"sha256sum /etc/slurm/{conf} | cut -c1-16"),
+            "answers": on_head(name, f"{answers} >/dev/null && echo answers"),
+        }
+    return probe
 
 
 PROOF = Refusal(
@@ -34,7 +39,7 @@ PROOF = Refusal(
     deploy=("deploy.py", "--data", BAD_DATA),
     must_say=("unrecognized key: SelectTypeParameter",
               "gpuinfra: Slurm refused the new configuration"),
-    probe=_controller, answered="sinfo answers",
+    probe=controller_probe("slurm.conf", "sinfo -h -o %P"), answered="sinfo answers",
     not_answered="sinfo does not answer after the refused deploy")
 
 if __name__ == "__main__":

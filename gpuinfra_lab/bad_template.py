@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 
 from gpuinfra_deploy.templates import shipped
-from gpuinfra_lab.bad_slurm_conf import _controller
+from gpuinfra_lab.bad_slurm_conf import controller_probe
 from gpuinfra_lab.refusal import SITE_TEMPLATES, Refusal, prove
 
 NAME = "slurm/etc/slurm/slurm.conf.j2"
@@ -35,7 +35,7 @@ PROOF = Refusal(
     must_say=("unrecognized key: SelectTypeParameter",
               "gpuinfra: Slurm refused the new configuration",
               f"came from the site's template {SITE_TEMPLATES / NAME}"),
-    probe=_controller, answered="sinfo answers",
+    probe=controller_probe("slurm.conf", "sinfo -h -o %P"), answered="sinfo answers",
     not_answered="sinfo does not answer after the refused deploy",
     overrides={NAME: override()})
 

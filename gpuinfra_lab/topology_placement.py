@@ -21,6 +21,7 @@ from __future__ import annotations
 import sys
 import time
 
+from gpuinfra_lab.bad_slurm_conf import controller_probe
 from gpuinfra_lab.health_drain import lab_hosts
 from gpuinfra_lab.profiles import lab_fabric
 from gpuinfra_lab.refusal import Refusal, on_head, prove
@@ -141,21 +142,12 @@ BAD_TOPOLOGY = ("{{ header }}\n{% for line in lines %}\n{{ line }}\n{% endfor %}
                 "SwitchName=leaf9 Nodes=lab-worker99\n")
 
 
-def _controller(head: dict) -> dict[str, str]:
-    name = head["name"]
-    return {
-        "active": on_head(name, "systemctl is-active slurmctld"),
-        "pid": on_head(name, "systemctl show -p MainPID --value slurmctld"),
-        "conf": on_head(name, "sha256sum /etc/slurm/topology.conf | cut -c1-16"),
-        "answers": on_head(name, "scontrol show topology >/dev/null && echo answers"),
-    }
-
-
 REFUSAL = Refusal(
     tag=TAG, daemon="slurmctld", conf="topology.conf", deploy=("deploy.py",),
     must_say=('lookup failure for node "lab-worker99"',
               "gpuinfra: slurmctld (topology.conf) refused the new configuration"),
-    probe=_controller, answered="scontrol show topology answers",
+    probe=controller_probe("topology.conf", "scontrol show topology"),
+    answered="scontrol show topology answers",
     not_answered="scontrol show topology does not answer after the refused deploy",
     overrides={"slurm/etc/slurm/topology.conf.j2": BAD_TOPOLOGY})
 

@@ -119,10 +119,7 @@ def fabric(raw: Any, schedulers: Sequence[str], nodes: Sequence[NodeSpec],
     if len(errs.errors) > before:
         return None, []
     _check_tree(switches, bad)
-    leaves: dict[str, list[str]] = {}
-    for s in switches:
-        for node in s.nodes:
-            leaves.setdefault(node, []).append(s.name)
+    leaves = _above(switches, "nodes")
     for node, on in leaves.items():
         if len(on) > 1:
             bad(on[1], node, f"{node} is on {len(on)} leaf switches ({', '.join(on)}): Slurm "
@@ -149,12 +146,18 @@ def fabric(raw: Any, schedulers: Sequence[str], nodes: Sequence[NodeSpec],
     return result, warnings
 
 
+def _above(switches: Sequence[Switch], kind: str) -> dict[str, list[str]]:
+    """Each child (``kind``: "nodes" or "switches") -> the switches it is listed under."""
+    out: dict[str, list[str]] = {}
+    for s in switches:
+        for child in getattr(s, kind):
+            out.setdefault(child, []).append(s.name)
+    return out
+
+
 def _check_tree(switches: Sequence[Switch], bad: Any) -> None:
     """Each switch under one parent at most, and no loop (slurmctld: 'not a tree')."""
-    parents: dict[str, list[str]] = {}
-    for s in switches:
-        for child in s.switches:
-            parents.setdefault(child, []).append(s.name)
+    parents = _above(switches, "switches")
     for child, above in parents.items():
         if len(above) > 1:
             bad(above[1], child, f"switch {child!r} is under {len(above)} switches "
