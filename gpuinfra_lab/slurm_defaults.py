@@ -33,7 +33,7 @@ import time
 
 from gpuinfra.slurm.nodes import node_gpu_count
 from gpuinfra_lab.health_drain import lab_hosts
-from gpuinfra_lab.refusal import REPO, on_head
+from gpuinfra_lab.refusal import REPO
 from gpuinfra_lab.steps import Steps
 
 TAG = "slurm-defaults"
@@ -95,9 +95,6 @@ class SlurmDefaultsProof(Steps):
         super().__init__(TAG, inventory)
         self.workers = [h["name"] for h in lab_hosts() if "workers" in h["groups"]]
         self.jobs: list[str] = []
-
-    def sh(self, command: str) -> str:
-        return on_head(self.head, command)
 
     def run(self) -> int:
         if not self.workers:

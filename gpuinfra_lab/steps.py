@@ -28,6 +28,10 @@ class Steps:
             print(f"{self.tag}: {line}")
         return 1 if self.problems else 0
 
+    def sh(self, command: str) -> str:
+        """``command``'s output on the lab's head (stripped)."""
+        return on_head(self.head, command)
+
     def job_state(self, job: str) -> str:
         """``RUNNING lab-worker1`` (state and nodes), or "" once the job left the queue."""
         return on_head(self.head, f"squeue -h -j {job} -o '%T %N'")

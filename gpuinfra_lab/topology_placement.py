@@ -24,7 +24,7 @@ import time
 from gpuinfra_lab.bad_slurm_conf import controller_probe
 from gpuinfra_lab.health_drain import lab_hosts
 from gpuinfra_lab.profiles import lab_fabric
-from gpuinfra_lab.refusal import Refusal, on_head, prove
+from gpuinfra_lab.refusal import Refusal, prove
 from gpuinfra_lab.steps import Steps
 
 TAG = "topology"
@@ -76,9 +76,6 @@ class TopologyProof(Steps):
         super().__init__(TAG, inventory)
         self.workers = [h["name"] for h in lab_hosts() if "workers" in h["groups"]]
         self.jobs: list[str] = []
-
-    def sh(self, command: str) -> str:
-        return on_head(self.head, command)
 
     def run(self) -> int:
         if len(self.workers) < 2:
