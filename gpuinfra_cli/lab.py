@@ -59,7 +59,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     try:
         paths = _root_paths()
         with locked(paths):
-            hosts = lab_up(paths, plan_hosts(args.workers, args.broken, guests, args.fleet))
+            hosts = lab_up(paths, plan_hosts(args.workers, args.broken, guests, args.fleet,
+                                             args.backup))
     except LabError as exc:
         return fail(str(exc))
     say(f"lab up: {len(hosts)} hosts ready in {time.monotonic() - start:.1f} s")
@@ -142,6 +143,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="add a worker whose spec says bridged pairs but whose hardware is not; guests "
              "get the broken variant of their profile (same machine, broken spec)",
     )
+    up.add_argument("--backup", action="store_true",
+                    help="add lab-head2, Slurm's backup controller, sharing slurmctld's state "
+                         "folder with lab-head (a folder of this machine mounted in both)")
     up.add_argument("--vm", action="append", default=[], metavar="PROFILE[=N]",
                     help="add N QEMU guests (default 1) of a guest profile: "
                          f"{', '.join(GUEST_PROFILES)}")

@@ -164,6 +164,8 @@ def lab_down(paths: Paths, every_lab: bool = False) -> list[str]:
     containers = sorted(info["container"] for info in found.values())
     if containers:
         podman.run("rm", "-f", "-t", "0", *containers)
+    # slurmctld's state of the controllers (`lab up --backup`): a new lab starts without it.
+    shutil.rmtree(podman.shared_state, ignore_errors=True)
     label = f"label={LABEL}=1" if every_lab else f"label={LABEL}.id={podman.lab_id}"
     nets = podman.run("network", "ls", "--filter", label, "--format", "{{.Name}}").split()
     for net in nets:

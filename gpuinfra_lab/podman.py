@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 from gpuinfra_lab.boot import STATE_COMMAND, Boot, wait_whole
-from gpuinfra_lab.profiles import HostPlan, expected_failures
+from gpuinfra_lab.profiles import SHARED_STATE, HostPlan, expected_failures
 from gpuinfra_lab.state import LABEL, LabError, Paths, say
 
 HOST_TOOLS = ("podman", "runc", "debootstrap")
@@ -33,6 +33,8 @@ class Podman:
         self.lab_id = paths.lab_id
         self.network = paths.network
         self.subnet = paths.subnet
+        # The folder of this machine the lab's Slurm controllers share (`lab up --backup`).
+        self.shared_state = paths.lab / "slurm-state"
 
     def container(self, host: str) -> str:
         """The container of lab host ``host`` in this checkout's lab."""
@@ -173,17 +175,23 @@ def wanted_labels(plan: HostPlan, image: str, address: str, lab_id: str) -> dict
         f"{LABEL}.image": image,
         f"{LABEL}.address": address,
         f"{LABEL}.restart": RESTART,
+        f"{LABEL}.shared-state": "1" if plan.shared_state else "",
     }
 
 
 def run_container(podman: Podman, plan: HostPlan, image: str, address: str) -> None:
     wanted = wanted_labels(plan, image, address, podman.lab_id)
     labels = [f"--label={k}={v}" for k, v in wanted.items()]
+    mounts = []
+    if plan.shared_state:
+        # One folder of this machine in both controllers: what NFS is to a real site.
+        podman.shared_state.mkdir(mode=0o700, parents=True, exist_ok=True)
+        mounts = ["--volume", f"{podman.shared_state}:{SHARED_STATE}"]
     podman.run(
         "run", "-d", "--name", podman.container(plan.name), "--hostname", plan.name,
         "--network", podman.network, "--ip", address,
         "--systemd=always", "--privileged", "--no-hosts", f"--restart={RESTART}",
-        *labels, image, "/sbin/init",
+        *labels, *mounts, image, "/sbin/init",
     )  # fmt: skip
 
 

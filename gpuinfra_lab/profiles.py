@@ -32,6 +32,10 @@ from gpuinfra_lab.replay import (
 )
 
 HEAD_NAME = "lab-head"
+# `lab up --backup`: Slurm's backup controller (the 'slurm_backup' group), sharing a folder of
+# this machine with the head as slurmctld's StateSaveLocation (group_data/lab.py).
+BACKUP_NAME = "lab-head2"
+SHARED_STATE = "/srv/slurm/state"
 MAX_WORKERS = 16
 # `lab up --fleet N`: light workers for the benchmarks at fleet size (gpuinfra_lab/fleet.py),
 # named lab-fleetN, at .100+N of the lab's /24 (the workers keep .11-.26).
@@ -226,6 +230,9 @@ class HostPlan:
     name: str
     groups: tuple[str, ...]
     profile: str | None = None
+    # The controllers of a lab with a backup controller mount one folder of this machine at
+    # SHARED_STATE (gpuinfra_lab/podman.py).
+    shared_state: bool = False
 
     @property
     def spec(self) -> Mapping[str, Any]:
@@ -268,6 +275,8 @@ def host_address(subnet: str, name: str) -> str:
 
     if name == HEAD_NAME:
         offset = 10
+    elif name == BACKUP_NAME:
+        offset = 9
     elif name.startswith(FLEET_PREFIX):
         offset = 100 + int(name.removeprefix(FLEET_PREFIX))
     else:
@@ -276,12 +285,16 @@ def host_address(subnet: str, name: str) -> str:
 
 
 def plan_hosts(workers: int = 2, broken: bool = False,
-               guests: Mapping[str, int] | None = None, fleet: int = 0) -> list[HostPlan]:
-    """The head, ``workers`` healthy workers (profiles cycled), the broken one if asked,
+               guests: Mapping[str, int] | None = None, fleet: int = 0,
+               backup: bool = False) -> list[HostPlan]:
+    """The head (and with ``backup`` Slurm's backup controller, the two sharing slurmctld's
+    state folder), ``workers`` healthy workers (profiles cycled), the broken one if asked,
     ``guests`` (guest profile -> how many; with ``broken``, each in its broken variant when
     the profile has one) and ``fleet`` light workers (lab-fleetN: the healthy profiles cycled,
     from the fleet image, gpuinfra_lab/fleet.py)."""
-    hosts = [HostPlan(HEAD_NAME, ("head",))]
+    hosts = [HostPlan(HEAD_NAME, ("head",), shared_state=backup)]
+    if backup:
+        hosts.append(HostPlan(BACKUP_NAME, ("slurm_backup",), shared_state=True))
     for i in range(1, workers + 1):
         profile = WORKER_PROFILES[(i - 1) % len(WORKER_PROFILES)]
         hosts.append(HostPlan(f"lab-worker{i}", ("workers",), profile))

@@ -21,7 +21,12 @@ from testinfra.host import Host
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.health.slurm import drained_by_gpuinfra as health_drained
-from gpuinfra.parsers.slurm import SINFO_FORMAT, parse_sinfo_nodes, parse_slurmd_gres
+from gpuinfra.parsers.slurm import (
+    SINFO_FORMAT,
+    parse_scontrol_ping,
+    parse_sinfo_nodes,
+    parse_slurmd_gres,
+)
 from gpuinfra.parsers.topo import parse_topo
 from gpuinfra.slurm.gres import node_gres, node_gres_type
 from gpuinfra.slurm.running import FETCHED_CONF
@@ -67,6 +72,26 @@ def test_slurmctld_running(controller: Host, site, note: Note) -> None:
         fail(note, problem(head, "slurmctld is not running",
                             "it failed at start (config, state directory, munge)",
                             "`journalctl -u slurmctld`; deploy (slurm role)"))
+
+
+def test_backup_controllers_stand_by(controller: Host, site, note: Note) -> None:
+    """Each backup controller's slurmctld answers `scontrol ping` (in standby while the
+    primary runs): a backup that does not would leave the cluster without a controller the
+    day the head fails."""
+    backups = [b.short_name for b in site.spec.backup_controllers]
+    if not backups:
+        pytest.skip("no backup controller ('slurm_backup' group)")
+    out = controller.run("scontrol ping")
+    states = parse_scontrol_ping(out.stdout)
+    note("scontrol ping", out.stdout.strip())
+    down = [b for b in backups if states.get(b, ("", ""))[1] != "UP"]
+    if down:
+        fail(note, problem(", ".join(down), f"the backup controller's slurmctld does not "
+                           f"answer (scontrol ping: {out.stdout.strip() or out.stderr.strip()})",
+                           "slurmctld is stopped or failed there (its state folder, MUNGE, "
+                           "its slurm.conf), or the head cannot reach it on port 6817",
+                           "`systemctl status slurmctld` and /var/log/slurm/slurmctld.log on "
+                           "the backup; deploy (slurm role)"))
 
 
 def test_slurmd_running(host: Host, node: NodeSpec, note: Note) -> None:

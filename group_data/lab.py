@@ -7,6 +7,9 @@ _HOSTS = _Path(__file__).resolve().parent.parent / ".lab" / "hosts.json"
 # `lab up --fleet N` (gpuinfra_lab/fleet.py): many workers on this machine's two cores.
 _FLEET = _HOSTS.is_file() and any(h["name"].startswith("lab-fleet")
                                   for h in _json.loads(_HOSTS.read_text())["hosts"])
+# `lab up --backup` (gpuinfra_lab/profiles.py): lab-head2 is Slurm's backup controller.
+_BACKUP = _HOSTS.is_file() and any("slurm_backup" in h["groups"]
+                                   for h in _json.loads(_HOSTS.read_text())["hosts"])
 
 cluster_name = "lab"
 schedulers = ["slurm"]
@@ -22,6 +25,13 @@ fabric_manager_enabled = False
 # The container toolkit is on by default on GPU nodes, but NVIDIA's repository (its only
 # source: Debian has no toolkit package) is unreachable from the lab: off here, plan-tested.
 container_toolkit_enabled = False
+
+if _BACKUP:
+    # The folder of this machine both controllers mount (what NFS is to a real site), and a
+    # takeover after 10 s without the primary instead of 120 (the failover proof waits for it:
+    # gpuinfra_lab/controller_failover.py).
+    slurm_state_save_location = "/srv/slurm/state"
+    slurm_ctld_timeout = 10
 
 # Slurm accounting: slurmdbd with Debian's MariaDB on lab-head (real database, jobs in sacct).
 slurm_accounting = True

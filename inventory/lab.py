@@ -70,12 +70,15 @@ _lab = json.loads(_HOSTS_JSON.read_text()) if _HOSTS_JSON.is_file() else _DEFAUL
 head = _group(_lab, "head")
 workers = _group(_lab, "workers")
 hypervisors = _group(_lab, "hypervisors")
+# `lab up --backup`: Slurm's backup controller, sharing slurmctld's state folder with the head
+# (group_data/lab.py sets slurm_state_save_location to it).
+slurm_backup = _group(_lab, "slurm_backup")
 
 # The fabric Slurm's topology/tree reads (topology.conf; a cluster-wide key, the same on every
 # host): the lab's workers alternate between two leaf switches under one spine
 # (gpuinfra_lab/profiles.py lab_fabric). In the default lab the two workers are on different
 # leaves, so a 2-node job asking for one leaf waits (gpuinfra_lab/topology_placement.py).
 _fabric = lab_fabric([name for name, _ in workers])
-for _name, _data in (*head, *workers, *hypervisors):
+for _name, _data in (*head, *slurm_backup, *workers, *hypervisors):
     if _fabric:
         _data["fabric_switches"] = _fabric

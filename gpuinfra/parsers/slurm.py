@@ -146,3 +146,13 @@ def parse_sinfo_nodes(text: str) -> dict[str, SlurmNode]:
         name, state, gres, reason = (p.strip() for p in parts)
         nodes[name] = SlurmNode(name, state, gres, reason)
     return nodes
+
+
+_PING = re.compile(r"Slurmctld\((\w+)\) at (\S+) is (\w+)")
+
+
+def parse_scontrol_ping(text: str) -> dict[str, tuple[str, str]]:
+    """``scontrol ping`` -> {controller host: (its role, "UP"|"DOWN")}: one line per
+    SlurmctldHost in 22.05 ("Slurmctld(primary) at lab-head is UP", "Slurmctld(backup) at
+    lab-head2 is DOWN"). Lines of no controller are ignored; none at all is an empty dict."""
+    return {m.group(2): (m.group(1), m.group(3)) for m in _PING.finditer(text)}

@@ -49,17 +49,28 @@ class SlurmConf:
     per_gpu_notes: list[str] = field(default_factory=list)
     # TopologyPlugin (None: Slurm's default, no topology.conf): gpuinfra.slurm.topology.
     topology_plugin: str | None = None
+    # The backup controllers (the 'slurm_backup' group), in order: (name, address or None).
+    backups: list[tuple[str, str | None]] = field(default_factory=list)
 
     @property
     def controller_host(self) -> str:
         """``SlurmctldHost`` value: ``name(address)`` when the address is known."""
-        if self.controller_address:
-            return f"{self.controller}({self.controller_address})"
-        return self.controller
+        return _ctld_host(self.controller, self.controller_address)
+
+    @property
+    def controller_hosts(self) -> list[str]:
+        """Every ``SlurmctldHost`` line's value, the primary first (slurm.conf(5): "If
+        specified more than once, the first hostname named will be where the daemon runs. If
+        the first specified host fails, the daemon will execute on the second host")."""
+        return [self.controller_host, *(_ctld_host(n, a) for n, a in self.backups)]
 
     @property
     def notes(self) -> list[str]:
         return [f"{n.name}: {note}" for n in self.nodes for note in n.notes] + self.per_gpu_notes
+
+
+def _ctld_host(name: str, address: str | None) -> str:
+    return f"{name}({address})" if address else name
 
 
 # The health role's programs (roles/health: slurm.conf names a program, no arguments).
@@ -153,4 +164,5 @@ def slurm_conf(spec: ClusterSpec, addresses: Mapping[str, str | None],
         prolog_flags=prolog_flags(extra),
         per_gpu_notes=[note for p in per_gpu.values() for note in p.notes],
         topology_plugin=TOPOLOGY_PLUGIN if spec.fabric is not None else None,
+        backups=[(n.short_name, addresses.get(n.name)) for n in spec.backup_controllers],
     )

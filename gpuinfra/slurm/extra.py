@@ -39,7 +39,7 @@ MANAGED_KEYS = frozenset(k.lower() for k in (
     "StateSaveLocation", "TaskPlugin", "NodeName", "PartitionName", "Include",
     "ControlMachine", "BackupController", "AccountingStorageUser", "AuthAltTypes",
     "SlurmctldParameters", "PrologFlags", "DefMemPerGPU", "DefCpuPerGPU", "TopologyPlugin",
-    "ResumeTimeout", "RebootProgram",
+    "ResumeTimeout", "RebootProgram", "SlurmctldTimeout",
 ))
 
 
@@ -57,6 +57,9 @@ _INSTEAD = {
                       "and TopologyPlugin=topology/tree from it",
     "resumetimeout": "set slurm_resume_timeout",
     "rebootprogram": "set slurm_reboot_program",
+    "statesavelocation": "set slurm_state_save_location",
+    "slurmctldhost": "put the backup controllers in the 'slurm_backup' group",
+    "slurmctldtimeout": "set slurm_ctld_timeout",
 }
 
 
@@ -156,6 +159,29 @@ def _reboot_program(value: Any) -> str | None:
 # reboot it ... after the command "scontrol reboot""): slurmd runs it as root.
 REBOOT_PROGRAM = Rule("an absolute path in a root-owned folder, e.g. '/usr/sbin/reboot'",
                       _reboot_program)
+
+
+# Folders whose content is gone at each boot (tmpfs) or is the system's: never slurmctld's
+# state, which must survive a reboot (slurm.conf(5) StateSaveLocation: "Slurm state will
+# saved here to recover from system failures").
+_NOT_STATE = ("/tmp", "/run", "/var/run", "/dev", "/proc", "/sys", "/etc", "/usr", "/boot")
+
+
+def _state_dir(value: Any) -> str | None:
+    if not isinstance(value, str) or not _SLURM_VALUE.fullmatch(value) \
+            or not value.startswith("/") or "//" in value or ".." in value.split("/") \
+            or value.rstrip("/") in ("", *_NOT_STATE) \
+            or any(value.startswith(f"{folder}/") for folder in _NOT_STATE):
+        return ("an absolute path kept across reboots (not under " + ", ".join(_NOT_STATE)
+                + "), without '..', spaces or quotes")
+    return None
+
+
+# StateSaveLocation (slurm.conf(5) 22.05.8): "If you have a secondary SlurmctldHost
+# configured, this location should be readable and writable by both systems."
+STATE_DIR = Rule("an absolute path kept across reboots, e.g. '/var/lib/slurm/slurmctld', or "
+                 "a folder on a filesystem every controller mounts ('/shared/slurm/state')",
+                 _state_dir)
 
 
 class SlurmConfigError(GpuinfraError):

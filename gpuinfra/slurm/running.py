@@ -26,9 +26,13 @@ SLURMCTLD_PORT = 6817  # the template's SlurmctldPort, and --conf-server's defau
 FETCHED_CONF = "/run/slurm/conf/slurm.conf"
 
 
-def conf_server(controller: str, address: str | None) -> str:
-    """slurmd's ``--conf-server`` value: the controller's address (its name when unknown)."""
-    return f"{address or controller}:{SLURMCTLD_PORT}"
+def conf_server(controller: str, address: str | None,
+                backups: Sequence[tuple[str, str | None]] = ()) -> str:
+    """slurmd's ``--conf-server`` value: the controller's address (its name when unknown), then
+    each backup controller's (slurmd(8) of 22.05.8: "Comma-separated list of controllers, the
+    first being the primary slurmctld")."""
+    return ",".join(f"{a or name}:{SLURMCTLD_PORT}"
+                    for name, a in ((controller, address), *backups))
 
 
 def node_gres_lines(node: str, lines: Sequence[str]) -> list[str]:

@@ -27,7 +27,12 @@ from gpuinfra.knowledge.topology import TopologyProfile, fabric_manager_needed
 HEAD_GROUP = "head"
 WORKER_GROUP = "workers"
 HYPERVISOR_GROUP = "hypervisors"
-ROLE_GROUPS = (HEAD_GROUP, WORKER_GROUP, HYPERVISOR_GROUP)
+# Slurm's backup controllers: a second (third...) SlurmctldHost, in inventory order after the
+# head, sharing its StateSaveLocation (slurm_state_save_location; gpuinfra/spec/controllers.py).
+BACKUP_GROUP = "slurm_backup"
+# Debian's slurmctld keeps its state here (the slurm role's default): each host's own disk.
+DEFAULT_STATE_DIR = "/var/lib/slurm/slurmctld"
+ROLE_GROUPS = (HEAD_GROUP, WORKER_GROUP, HYPERVISOR_GROUP, BACKUP_GROUP)
 
 # What the roles deploy today. A spec asking for anything else is refused before any host is
 # touched, with this reason: accepting it would deploy nothing, silently.
@@ -267,6 +272,16 @@ class NodeSpec:
         return HYPERVISOR_GROUP in self.groups
 
     @property
+    def is_backup_controller(self) -> bool:
+        """A Slurm backup controller (slurmctld in standby, sharing the head's state)."""
+        return BACKUP_GROUP in self.groups
+
+    @property
+    def is_controller(self) -> bool:
+        """slurmctld runs here: the head, or a backup controller."""
+        return self.is_head or self.is_backup_controller
+
+    @property
     def short_name(self) -> str:
         return self.name.split(".")[0]
 
@@ -382,6 +397,11 @@ class ClusterSpec:
     @cached_property
     def head(self) -> tuple[NodeSpec, ...]:
         return tuple(n for n in self.nodes if n.is_head)
+
+    @cached_property
+    def backup_controllers(self) -> tuple[NodeSpec, ...]:
+        """Slurm's backup controllers, in inventory order (each a later SlurmctldHost)."""
+        return tuple(n for n in self.nodes if n.is_backup_controller)
 
     @cached_property
     def gpu_nodes(self) -> tuple[NodeSpec, ...]:

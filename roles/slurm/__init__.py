@@ -47,6 +47,7 @@ from gpuinfra.slurm.running import (
 from gpuinfra.slurm.topology import switch_lines
 from gpuinfra.slurm.versions import node_state_problem, shard_problem
 from gpuinfra.spec import ClusterSpec, NodeSpec
+from gpuinfra.spec.model import DEFAULT_STATE_DIR
 from gpuinfra_deploy.facts.kernel import CgroupHierarchy
 from gpuinfra_deploy.facts.nvidia import NvidiaDeviceMinors, NvidiaGpus, NvidiaTopology
 from gpuinfra_deploy.facts.system import CpuLayout as CpuLayoutFact
@@ -60,6 +61,7 @@ from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
 from gpuinfra_deploy.templates import role_file, text
 from gpuinfra_roles.slurm.operations import (
+    STATE_MARK,
     RunningSlurmConf,
     accounting_associations,
     accounting_db,
@@ -68,6 +70,8 @@ from gpuinfra_roles.slurm.operations import (
     controller_counts_gpus,
     reconfigure_script,
     removal_guard,
+    state_mark_text,
+    state_shared,
 )
 
 CONF_DIR = "/etc/slurm"
@@ -242,6 +246,8 @@ def _configs(site: Site, data: Any, distro: dict[str, Any]) -> tuple[dict[str, s
     settings = {"slurmd_timeout": int(data["slurm_slurmd_timeout"]),
                 "resume_timeout": int(data["slurm_resume_timeout"]),
                 "reboot_program": data["slurm_reboot_program"],
+                "state_save_location": data["slurm_state_save_location"],
+                "ctld_timeout": int(data["slurm_ctld_timeout"]),
                 "cgroup_plugin": distro["cgroup_plugin"],
                 "mpi_default": distro["mpi_default"], "mpi_why": distro["mpi_why"]}
 
@@ -325,11 +331,20 @@ def slurm(site: Site, node: NodeSpec) -> None:
 
     config = None
     accounting = spec.slurm_accounting and node.is_head
+    if node.is_controller:
+        _state_folder(site, data)
+    if node.is_backup_controller:
+        # The same files as the head's, judged by Slurm here too; written once the head took
+        # them (a refused set stops the head, and the backup keeps its files).
+        config = checked_config(
+            name="Slurm configuration (the head's), checked by Slurm before it goes in",
+            files=texts, check_as=_check_as(node, workers),
+            _if=lambda: site.reached(head.name) and not _failed(site, [head, *workers]))
+        if TOPOLOGY_CONF not in texts:
+            files.file(name=f"{TOPOLOGY_CONF} absent (no fabric_switches)", path=TOPOLOGY_CONF,
+                       present=False, _if=lambda: not _failed(site, [head]))
     if node.is_head:
-        # The head checks as a worker; one whose GPUs are not shared (mps, shard) when there
-        # is one: Slurm cannot merge a sharing node's GRES without its gres.conf lines.
-        unshared = [w for w in workers if w.sharing.mode not in ("mps", "time-slicing")]
-        check_as = node.short_name if node.is_worker else (unshared or workers)[0].short_name
+        check_as = _check_as(node, workers)
         removed = sorted(set((running(site) or RunningConfig()).node_lines)
                          - {w.short_name for w in workers})
         if removed:
@@ -368,7 +383,7 @@ def slurm(site: Site, node: NodeSpec) -> None:
         # kernel argument goes in the one boot-loader drop-in; slurmd starts after the reboot.
         cgroup_v1 = needs_cgroup_v1(node)
         arguments = kernel_arguments(*node_arguments(node)) if cgroup_v1 else None
-        _compute(node, head, change,
+        _compute(node, head, spec.backup_controllers, change,
                  waits_for_v1=cgroup_v1 and host.get_fact(CgroupHierarchy) == "v2")
         if cgroup_v1:
             reboot_when_needed(spec.reboot_policy, "to boot cgroup v1, which slurmd's "
@@ -383,6 +398,40 @@ def slurm(site: Site, node: NodeSpec) -> None:
         server.shell(name="slurmd off right after its install (the package enables it)",
                      commands=["systemctl disable --now slurmd"],
                      _if=lambda: install.did_change() or bool(ahead and ahead.did_change()))
+
+
+def _check_as(node: NodeSpec, workers: tuple[NodeSpec, ...]) -> str:
+    """The node a controller judges the files as (``slurmd -G -N``): itself when it is a
+    worker, else a worker whose GPUs are not shared (mps, shard) when there is one: Slurm
+    cannot merge a sharing node's GRES without its gres.conf lines."""
+    if node.is_worker:
+        return node.short_name
+    unshared = [w for w in workers if w.sharing.mode not in ("mps", "time-slicing")]
+    return (unshared or list(workers))[0].short_name
+
+
+def _state_folder(site: Site, data: Any) -> None:
+    """slurmctld's StateSaveLocation on a controller. A folder of the site's own (not Debian's
+    default, which the package makes) is made for the slurm user; with backup controllers the
+    head keeps a mark there and each backup must see it (the folder is shared) before its
+    slurmctld starts."""
+    state = str(data["slurm_state_save_location"])
+    spec = site.spec
+    head = spec.head[0]
+    if state != DEFAULT_STATE_DIR:
+        files.directory(name=f"slurmctld's state folder {state} (StateSaveLocation)",
+                        path=state, user="slurm", group="slurm", mode="700")
+    if not spec.backup_controllers:
+        return
+    mark = state_mark_text(spec.name, head.short_name)
+    if host.name == head.name:
+        files.put(name=f"{state}/{STATE_MARK}: the controllers' shared state, marked",
+                  dest=f"{state}/{STATE_MARK}", src=StringIO(mark), user="slurm",
+                  group="slurm", mode="644")
+    else:
+        state_shared(name=f"{head.name}'s state is in {state} here too (a shared folder)",
+                     state=state, head=head.name, text=mark, backup=host.name,
+                     _if=lambda: site.reached(head.name) and not _failed(site, [head]))
 
 
 def _workers_accepted(site: Site, workers: list[NodeSpec]) -> bool:
@@ -424,16 +473,21 @@ def _controller(node: NodeSpec, config: Any, change: ConfChange) -> None:
     """slurmctld running; on changed files, `scontrol reconfigure` where Slurm takes the change
     that way, else a restart first (gpuinfra.slurm.running.conf_change); each slurmd then fetches
     the new files. Called on every Slurm node so that the workers' later operations are ordered
-    after these (pyinfra orders operations by their place in the code); only the head acts."""
+    after these (pyinfra orders operations by their place in the code); only the controllers
+    act (a backup controller restarts its standby slurmctld on changed files)."""
     head = node.is_head
-    was_running = _was_running("slurmctld") if head else False
-    if head:
+    # A backup controller (standby) restarts on any change of its files: it reads them then,
+    # and takes no jobs until it takes over.
+    backup = node.is_backup_controller
+    was_running = _was_running("slurmctld") if node.is_controller else False
+    if node.is_controller:
         systemd.service(name="Run slurmctld", service="slurmctld", running=True, enabled=True)
     systemd.service(
         name="Restart slurmctld on the new configuration"
              + (f" ({change.why})" if change.kind == "restart" else ""),
         service="slurmctld", restarted=True,
-        _if=lambda: head and was_running and change.kind == "restart" and config.did_change())
+        _if=lambda: was_running and (head and change.kind == "restart" or backup)
+        and config.did_change())
     # On any change of the head's files, change.kind "none" included (cgroup.conf, which
     # conf_change does not read, or comments only): each slurmd runs the files it fetched, and
     # must fetch these (cgroup.conf(5) takes changes on `scontrol reconfigure` too).
@@ -443,7 +497,8 @@ def _controller(node: NodeSpec, config: Any, change: ConfChange) -> None:
         _if=lambda: head and was_running and config.did_change())
 
 
-def _compute(node: NodeSpec, head: NodeSpec, change: ConfChange, waits_for_v1: bool) -> None:
+def _compute(node: NodeSpec, head: NodeSpec, backups: tuple[NodeSpec, ...], change: ConfChange,
+             waits_for_v1: bool) -> None:
     """slurmd fetching the head's files (configless): its drop-in, no local copies; restarted
     when it must fetch them anew (a first switch to configless, or a change slurm.conf(5) says
     every slurmd must restart for: nodes added or changed, GresTypes...). ``waits_for_v1``:
@@ -452,8 +507,9 @@ def _compute(node: NodeSpec, head: NodeSpec, change: ConfChange, waits_for_v1: b
     was_running = _was_running("slurmd")
     dropin = files.put(name="slurmd fetches its configuration from slurmctld (drop-in)",
                        dest=CONFIGLESS_DROPIN,
-                       src=StringIO(text(configless_dropin(conf_server(head.short_name,
-                                                                  head.address)))),
+                       src=StringIO(text(configless_dropin(conf_server(
+                           head.short_name, head.address,
+                           [(b.short_name, b.address) for b in backups])))),
                        mode="644", create_remote_dir=True)
     systemd.daemon_reload(name="systemd reads slurmd's drop-in", _if=dropin.did_change)
     if not node.is_head:
@@ -488,10 +544,10 @@ _NETWORK = ("network-online.target", "nss-lookup.target")
 
 
 def boot_needs(node: NodeSpec, accounting: bool) -> list[BootNeeds]:
-    """What slurmctld (head) and slurmd (worker) need at boot."""
+    """What slurmctld (head, backup controllers) and slurmd (worker) need at boot."""
     needs = []
-    if node.is_head:
-        dbd = ("slurmdbd.service",) if accounting else ()
+    if node.is_controller:
+        dbd = ("slurmdbd.service",) if accounting and node.is_head else ()
         needs.append(BootNeeds("slurmctld.service", "munged for credentials, the controller's "
                                "name" + (", and slurmdbd answering" if accounting else ""),
                                ("munge.service", *_NETWORK, *dbd), ("munge.service", *dbd)))
@@ -546,7 +602,7 @@ def _slurm_packages(node: NodeSpec) -> list[str]:
     distro = DISTRO[host_distro()]
     # slurmd is on the head too, for `slurmd -G`, Slurm's own check of a staged config.
     packages = [*distro["compute"], *distro["mpi_packages"]]
-    if node.is_head:
+    if node.is_controller:
         packages = list(dict.fromkeys([*distro["controller"], *packages]))
     return packages
 
@@ -589,7 +645,8 @@ def _install(site: Site, node: NodeSpec) -> Any:
 
 
 def applies(site: Site, node: NodeSpec) -> bool:
-    """Slurm nodes: slurmctld on the head, slurmd on the workers."""
+    """Slurm nodes: slurmctld on the head and the backup controllers, slurmd on the
+    workers."""
     return "slurm" in node.schedulers
 
 

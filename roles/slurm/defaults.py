@@ -6,10 +6,11 @@ before any host is touched; keys whose value lands in slurm.conf must agree on e
 """
 
 from gpuinfra.slurm.accounting import ACCOUNTS, USERS
-from gpuinfra.slurm.extra import CONF_EXTRA, REBOOT_PROGRAM
+from gpuinfra.slurm.extra import CONF_EXTRA, REBOOT_PROGRAM, STATE_DIR
 from gpuinfra.slurm.features import FEATURES, WEIGHT
 from gpuinfra.slurm.gres import GRES_TYPE
 from gpuinfra.spec.knobs import Knob, defaults
+from gpuinfra.spec.model import DEFAULT_STATE_DIR
 from gpuinfra.spec.rules import database_name, integer, optional, sql_name
 
 # The scheduler this role belongs to: a deploy running it alone defaults to it.
@@ -50,6 +51,18 @@ KNOBS = (
          "ResumeTimeout in seconds: how long a rebooting node may take", site_wide=True),
     Knob("slurm_reboot_program", "/usr/sbin/reboot", REBOOT_PROGRAM,
          "RebootProgram: what slurmd runs to reboot a node", site_wide=True),
+    # slurmctld's saved state (jobs, nodes, reservations): StateSaveLocation. With a backup
+    # controller (the 'slurm_backup' group) a folder both controllers mount, which the site
+    # provides (NFS...): the role checks at deploy that each controller sees the head's files
+    # there (gpuinfra/spec/controllers.py refuses a backup with the local default).
+    Knob("slurm_state_save_location", DEFAULT_STATE_DIR, STATE_DIR,
+         "StateSaveLocation: slurmctld's saved state", site_wide=True),
+    # slurm.conf(5) 22.05.8 SlurmctldTimeout: "The interval, in seconds, that the backup
+    # controller waits for the primary controller to respond before assuming control. The
+    # default value is 120 seconds. May not exceed 65533."
+    Knob("slurm_ctld_timeout", 120, integer(3, 65533),
+         "SlurmctldTimeout: seconds a backup controller waits before taking over",
+         site_wide=True),
     # Seconds before slurmctld marks a silent node DOWN.
     Knob("slurm_slurmd_timeout", 300, integer(10, 86400), "SlurmdTimeout in seconds",
          site_wide=True),

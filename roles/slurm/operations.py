@@ -281,3 +281,42 @@ def accounting_associations(cluster: str, accounts: list[str], users: dict[str, 
             host.noop("slurmdbd has the cluster, the accounts and the users")
             return
     yield sacctmgr_script(cluster, accounts, users)
+
+
+# The file the head keeps in the shared StateSaveLocation: a backup controller that does not
+# see it there would take over from another folder's state (none: every job lost).
+STATE_MARK = "gpuinfra-controllers"
+
+
+def state_mark_text(cluster: str, head: str) -> str:
+    """What the head writes in the state folder (:data:`STATE_MARK`): the cluster and itself."""
+    return (f"cluster={cluster} primary={head}\n"
+            "# gpuinfra: every Slurm controller (SlurmctldHost) must see this file in "
+            "StateSaveLocation\n")
+
+
+def state_shared_script(state: str, head: str, want: str, backup: str,
+                        wait_s: int = 60) -> str:
+    """Shell, on a backup controller: wait (bounded) until the head's mark in ``state`` has the
+    digest ``want``; exit 1 saying what to do when it never does."""
+    mark = shlex.quote(f"{state}/{STATE_MARK}")
+    fix = (f"gpuinfra: {backup} does not see {head}'s file {state}/{STATE_MARK}: "
+           f"slurm_state_save_location ({state}) is not one folder shared by the controllers, "
+           f"and a takeover would start from other state (every job lost). Mount the shared "
+           f"filesystem at {state} on {head} and on {backup} (slurm.conf(5) StateSaveLocation: "
+           "readable and writable by both), then deploy again (this deploy stopped here "
+           "before slurmctld)")
+    return (f"i=0; until [ \"$(sha256sum {mark} 2>/dev/null | cut -c1-64)\" = {want} ]; do "
+            f"i=$((i+1)); if [ $i -ge {wait_s} ]; then echo {shlex.quote(fix)} >&2; exit 1; fi; "
+            "sleep 1; done")
+
+
+@operation()
+def state_shared(state: str, head: str, text: str, backup: str):
+    """On a backup controller: the head's mark (:func:`state_mark_text`) is in ``state`` here,
+    so both read and write one folder. Planned only when the fact does not already show it."""
+    want = digest(text)
+    if host.get_fact(Sha256File, path=f"{state}/{STATE_MARK}") == want:
+        host.noop(f"{head}'s state is in {state} here too")
+        return
+    yield StringCommand(state_shared_script(state, head, want, backup))

@@ -11,6 +11,7 @@ import pytest
 from gpuinfra.slurm.features import gpu_family, node_features, node_weight
 from gpuinfra.spec import HostInput
 from gpuinfra_deploy.run.knobs import build_spec, spec_problems
+from tests.unit.test_slurmconf import SETTINGS
 
 H100 = {"gpu_model": "H100-SXM5-80GB", "gpu_count": 8, "gpu_topology": "nvswitch-all-to-all",
         "rdma_nics": [{"name": "mlx5_0", "pci": "0000:17:00.0"}]}
@@ -120,8 +121,7 @@ def test_scontrol_reboot_works_and_waits_for_a_gpu_servers_post() -> None:
     conf = slurm_conf(spec, {n.name: n.address for n in spec.nodes},
                       {n.name: None for n in workers}, {n.name: "h100" for n in workers})
     node = spec.node("hgx01")
-    settings = {"slurmd_timeout": 300, "cgroup_plugin": "autodetect", "mpi_default": "pmix",
-                "mpi_why": "PMIx", "resume_timeout": node.settings["slurm_resume_timeout"],
+    settings = {**SETTINGS, "resume_timeout": node.settings["slurm_resume_timeout"],
                 "reboot_program": node.settings["slurm_reboot_program"]}
     lines = str(role_file("slurm", "/etc/slurm/slurm.conf", conf=conf,
                           settings=settings)).splitlines()

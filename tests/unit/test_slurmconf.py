@@ -469,7 +469,8 @@ def test_slurm_conf_refuses_bad_extra():
 # ----------------------------------------------------------------------------- templates
 
 SETTINGS = {"slurmd_timeout": 300, "cgroup_plugin": "autodetect", "mpi_default": "pmix",
-            "mpi_why": "PMIx", "resume_timeout": 900, "reboot_program": "/usr/sbin/reboot"}
+            "mpi_why": "PMIx", "resume_timeout": 900, "reboot_program": "/usr/sbin/reboot",
+            "state_save_location": "/var/lib/slurm/slurmctld", "ctld_timeout": 120}
 
 
 def settings_lines(text: str) -> list[str]:
