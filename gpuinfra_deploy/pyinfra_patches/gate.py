@@ -23,7 +23,12 @@ from gpuinfra.spec import ClusterSpec, SpecInvalid, format_errors, format_warnin
 from gpuinfra_deploy import templates
 from gpuinfra_deploy.pyinfra_patches import fact_batch
 from gpuinfra_deploy.pyinfra_patches.loader import InventoryError, checked_loading
-from gpuinfra_deploy.run.inventory import duplicates, host_inputs
+from gpuinfra_deploy.run.inventory import (
+    duplicates,
+    group_data_folders,
+    host_inputs,
+    refuse_unknown_groups,
+)
 from gpuinfra_deploy.run.knobs import build_spec
 
 
@@ -71,6 +76,11 @@ def validate_before_connect() -> None:
             print(f"gpuinfra: {exc}", file=sys.stderr)
             raise SystemExit(1) from None
         hosts = host_inputs(loaded, ignore_groups=("all", Path(inventory).stem))
+        try:
+            refuse_unknown_groups(inventory, hosts, group_data_folders(inventory))
+        except InventoryError as exc:
+            print(f"gpuinfra: {exc}", file=sys.stderr)
+            raise SystemExit(1) from None
         try:
             spec = build_spec(hosts, duplicates(groups))
         except SpecInvalid as exc:

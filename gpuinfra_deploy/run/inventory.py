@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,43 @@ def load_hosts(path: str, cwd: str | None = None,
     folder); None: found as :func:`group_data_folders` says.
     """
     inventory, groups = load_inventory(path, cwd, group_data)
-    return host_inputs(inventory, ignore_groups=("all", Path(path).stem)), duplicates(groups)
+    hosts = host_inputs(inventory, ignore_groups=("all", Path(path).stem))
+    folders = [Path(group_data)] if group_data is not None else group_data_folders(path, cwd)
+    refuse_unknown_groups(path, hosts, folders)
+    return hosts, duplicates(groups)
+
+
+def refuse_unknown_groups(path: str, hosts: Sequence[HostInput], folders: Sequence[Path]
+                          ) -> None:
+    """An InventoryError naming each group of ``path`` that is none of gpuinfra's and that no
+    group_data file gives data (``folders``): such a group deploys nothing, so it is a typo or
+    a role gpuinfra does not have (a login node), not something to accept silently. A group
+    of the site's own (for ``--limit``, or its own data) has a group_data/<group>.py, which
+    may be empty."""
+    from difflib import get_close_matches
+
+    from gpuinfra.spec.model import ROLE_GROUPS
+
+    with_data = {f.stem for folder in folders for f in Path(folder).glob("*.py")}
+    unknown: dict[str, list[str]] = {}
+    for host in hosts:
+        for group in host.groups:
+            if group not in ROLE_GROUPS and group not in with_data:
+                unknown.setdefault(group, []).append(host.name)
+    if not unknown:
+        return
+    where = ", ".join(str(f) for f in folders) or "no group_data folder"
+    lines = []
+    for group, names in unknown.items():
+        close = get_close_matches(group.lower(), ROLE_GROUPS, n=1, cutoff=0.75)
+        meant = f"rename it to {close[0]!r} (did you mean it?)" if close else \
+            "move the hosts to the gpuinfra group meant"
+        lines.append(f"{path}: group {group!r} ({', '.join(names)}) is none of gpuinfra's "
+                     f"groups ({', '.join(ROLE_GROUPS)}) and no group_data/{group}.py gives it "
+                     f"data (looked in {where}): it would deploy nothing there. Fix: {meant}, "
+                     f"or add group_data/{group}.py (it may be empty) to keep a group of your "
+                     "own (for --limit)")
+    raise InventoryError("no host was touched:\n  " + "\n  ".join(lines))
 
 
 def load_inventory(path: str, cwd: str | None = None,
