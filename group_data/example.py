@@ -22,3 +22,7 @@ fabric_switches = {"ib-leaf1": ["hgx01", "hgx02"], "ib-leaf2": ["pcie01"],
 # Monitoring from the site's mirrors of NVIDIA's CUDA repository (DCGM) and Grafana's.
 monitoring_dcgm_repo_url = "http://mirror.example.internal/cuda/debian12/x86_64"
 monitoring_grafana_repo_url = "http://mirror.example.internal/grafana"
+
+# slurmctld's state, on the NFS export head01 and head02 (Slurm's backup controller) both
+# mount: the backup takes over from it (refused with the local default).
+slurm_state_save_location = "/shared/slurm/state"

@@ -1,5 +1,6 @@
-"""An example site: one head node, two HGX H100 nodes, one PCIe node with bridged pairs, and a
-KVM host passing its four NVLink-bridged RTX A6000 to two VMs (VFIO).
+"""An example site: one head node and Slurm's backup controller, two HGX H100 nodes, one PCIe
+node with bridged pairs, and a KVM host passing its four NVLink-bridged RTX A6000 to two VMs
+(VFIO).
 
 Copy it to inventory/<site>.py, put the site-wide values in group_data/<site>.py, and run
 `gpuinfra validate inventory/<site>.py`, then `pyinfra inventory/<site>.py deploy.py`.
@@ -20,6 +21,10 @@ _HGX_H100 = {
 }
 
 head = [("head01", {"ssh_hostname": "10.0.0.10"})]
+
+# Slurm's backup controller: it takes over when head01's slurmctld stops answering, from the
+# state both mount (slurm_state_save_location in group_data/example.py: the site's NFS).
+slurm_backup = [("head02", {"ssh_hostname": "10.0.0.11"})]
 
 workers = [
     ("hgx01", {"ssh_hostname": "10.0.0.21", **_HGX_H100}),

@@ -47,6 +47,7 @@ def alertmanager_config(spec: ClusterSpec, mon: Monitoring) -> dict[str, Any]:
 # this table to the rules built): what a receiver's severities and names are matched against.
 ALERT_SEVERITIES: dict[str, str] = {
     "NodeDown": "critical", "DiskAlmostFull": "warning", "SlurmctldDown": "critical",
+    "SlurmctldBackupDown": "warning",
     "SlurmdDown": "critical", "SlurmNodesDrained": "warning", "GpuMissing": "critical",
     "GpuXidErrors": "warning", "GpuFatalXid": "critical", "GpuDriverFailure": "critical",
     "GpuUncorrectableEcc": "critical", "GpuMemoryNeedsReset": "warning",

@@ -24,7 +24,8 @@ from gpuinfra.spec.model import ClusterSpec, NodeSpec
 # File systems the disk alert ignores (memory, container layers, images).
 VIRTUAL_FS = "tmpfs|overlay|squashfs|ramfs|devtmpfs|nsfs|fuse.lxcfs"
 
-ALERT_NAMES = ("NodeDown", "DiskAlmostFull", "SlurmctldDown", "SlurmdDown", "SlurmNodesDrained",
+ALERT_NAMES = ("NodeDown", "DiskAlmostFull", "SlurmctldDown", "SlurmctldBackupDown", "SlurmdDown",
+               "SlurmNodesDrained",
                "GpuMissing", "GpuXidErrors", "GpuFatalXid", "GpuDriverFailure",
                "GpuUncorrectableEcc", "GpuMemoryNeedsReset", "GpuRetiredPagesOrRemapFailure",
                "GpuTemperatureHigh",
@@ -195,7 +196,8 @@ def rules(spec: ClusterSpec, mon: Monitoring) -> dict[str, Any]:
     """The rule file (``promtool check rules``): one group per concern."""
     found = alerts(spec, mon)
     groups = {"gpuinfra-nodes": ("NodeDown", "DiskAlmostFull"),
-              "gpuinfra-slurm": ("SlurmctldDown", "SlurmdDown", "SlurmNodesDrained"),
+              "gpuinfra-slurm": ("SlurmctldDown", "SlurmctldBackupDown", "SlurmdDown",
+                                 "SlurmNodesDrained"),
               "gpuinfra-health": ("NodeDrainedByHealthCheck", "NodeHealthCheckFailed",
                                   "NodeHealthCheckStale"),
               "gpuinfra-logs": ("NodeLogsStale",)}
@@ -234,7 +236,8 @@ def _node_alerts(spec: ClusterSpec, mon: Monitoring) -> list[Alert]:
 
 
 def _slurm_alerts(spec: ClusterSpec) -> list[Alert]:
-    """Slurm sites: slurmctld on the head, slurmd on the workers, no drained nodes."""
+    """Slurm sites: slurmctld on the head (and on each backup controller), slurmd on the
+    workers, no drained nodes."""
     head = spec.head[0].short_name
     workers = [n.short_name for n in spec.workers]
     out = [Alert(
@@ -248,6 +251,21 @@ def _slurm_alerts(spec: ClusterSpec) -> list[Alert]:
                           fires=({"job": "node", "instance": head, "name": "slurmctld.service",
                                   "state": "active"},)),),
     )]
+    backups = [n.short_name for n in spec.backup_controllers]
+    if backups:
+        out.append(Alert(
+            name="SlurmctldBackupDown",
+            expr=f'node_systemd_unit_state{{name="slurmctld.service",state="active",'
+            f'instance=~"{"|".join(backups)}"}} == 0',
+            duration="5m", severity="warning",
+            summary="{{ $labels.instance }}: the backup controller's slurmctld is not running",
+            description="Jobs still run while the head's slurmctld does, but nothing takes "
+            "over if it fails. `journalctl -u slurmctld` on the backup (its state folder "
+            "unmounted, munge); deploy again.",
+            firing=(AlertCase(set={unit_active_series(backups[0], "slurmctld"): "0x15"},
+                              fires=({"job": "node", "instance": backups[0],
+                                      "name": "slurmctld.service", "state": "active"},)),),
+        ))
     if workers:
         regex = "|".join(workers)
         out.append(Alert(

@@ -41,7 +41,7 @@ def healthy_series(spec: ClusterSpec, mon: Monitoring) -> dict[str, str]:
         series[filesystem_series("avail", name)] = f"{mon.disk_free_min_percent + 1}x15"
         series[filesystem_series("size", name)] = "100x15"
         if "slurm" in spec.schedulers:
-            unit = "slurmctld" if node.is_head else "slurmd" if node.is_worker else None
+            unit = "slurmctld" if node.is_controller else "slurmd" if node.is_worker else None
             if unit:
                 series[unit_active_series(name, unit)] = "1x15"
         for index, labels in enumerate(gpu_labels_of(node)):

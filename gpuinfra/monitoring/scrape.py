@@ -58,7 +58,8 @@ def _static(nodes: Sequence[NodeSpec], port: int, role: bool = False) -> list[di
     for node in nodes:
         labels = {"instance": node.short_name}
         if role:
-            labels["role"] = "head" if node.is_head else "worker"
+            labels["role"] = ("head" if node.is_head else "controller"
+                              if node.is_backup_controller else "worker")
         out.append({"targets": [target(node, port)], "labels": labels})
     return out
 

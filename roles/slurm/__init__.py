@@ -18,13 +18,13 @@ Needs the munge role first. Data keys: defaults.py; per-distribution values: :da
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from io import StringIO
 from typing import Any
 
 from pyinfra import host, logger
 from pyinfra.api import deploy
 from pyinfra.facts.server import LinuxDistribution
-from pyinfra.facts.systemd import SystemdStatus
 from pyinfra.operations import apt, files, server, systemd
 
 from gpuinfra import reboot
@@ -46,32 +46,37 @@ from gpuinfra.slurm.running import (
 )
 from gpuinfra.slurm.topology import switch_lines
 from gpuinfra.slurm.versions import node_state_problem, shard_problem
-from gpuinfra.spec import ClusterSpec, NodeSpec
-from gpuinfra.spec.model import DEFAULT_STATE_DIR
+from gpuinfra.spec import NodeSpec
 from gpuinfra_deploy.facts.kernel import CgroupHierarchy
 from gpuinfra_deploy.facts.nvidia import NvidiaDeviceMinors, NvidiaGpus, NvidiaTopology
 from gpuinfra_deploy.facts.system import CpuLayout as CpuLayoutFact
 from gpuinfra_deploy.facts.system import MemTotalMb, distro_key, host_distro
 from gpuinfra_deploy.ops.apt import APT_CACHE_S
-from gpuinfra_deploy.ops.boot import BootNeeds, boot_order
+from gpuinfra_deploy.ops.boot import boot_order
 from gpuinfra_deploy.ops.kernel_args import kernel_arguments, needs_cgroup_v1, node_arguments
 from gpuinfra_deploy.ops.reboot import reboot_when_needed
 from gpuinfra_deploy.run.ahead import installed_ahead
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
 from gpuinfra_deploy.templates import role_file, text
+from gpuinfra_roles.slurm.daemons import (
+    SLURMDBD_CONF as SLURMDBD_CONF,
+)
+from gpuinfra_roles.slurm.daemons import accounting as accounting_setup
+from gpuinfra_roles.slurm.daemons import (
+    boot_needs,
+    dbd_boot_needs,
+    running_before,
+    state_folder,
+)
 from gpuinfra_roles.slurm.operations import (
-    STATE_MARK,
     RunningSlurmConf,
     accounting_associations,
-    accounting_db,
     checked_config,
     checked_here,
     controller_counts_gpus,
     reconfigure_script,
     removal_guard,
-    state_mark_text,
-    state_shared,
 )
 
 CONF_DIR = "/etc/slurm"
@@ -79,7 +84,6 @@ SLURM_CONF = f"{CONF_DIR}/slurm.conf"
 GRES_CONF = f"{CONF_DIR}/gres.conf"
 CGROUP_CONF = f"{CONF_DIR}/cgroup.conf"
 TOPOLOGY_CONF = f"{CONF_DIR}/topology.conf"
-SLURMDBD_CONF = f"{CONF_DIR}/slurmdbd.conf"
 
 # MpiDefault (slurm.conf(5): pmi2, pmix or none). Debian 12's slurm-wlm-basic-plugins
 # 22.05.8-4+deb12u3 ships mpi/pmix (mpi_pmix.so -> mpi_pmix_v4.so), which dlopen()s
@@ -241,15 +245,21 @@ def job_mapping_on(spec: Any, data: Any) -> bool:
                 and any(n.gpus is not None for n in spec.workers_of("slurm")))
 
 
+def conf_settings(data: Mapping[str, Any], distro: Mapping[str, Any]) -> dict[str, Any]:
+    """What slurm.conf and cgroup.conf take from the role's knobs (``data``, site-wide) and
+    the distribution's Slurm (``distro``: gpuinfra/knowledge)."""
+    return {"slurmd_timeout": int(data["slurm_slurmd_timeout"]),
+            "resume_timeout": int(data["slurm_resume_timeout"]),
+            "reboot_program": data["slurm_reboot_program"],
+            "state_save_location": data["slurm_state_save_location"],
+            "ctld_timeout": int(data["slurm_ctld_timeout"]),
+            "cgroup_plugin": distro["cgroup_plugin"],
+            "mpi_default": distro["mpi_default"], "mpi_why": distro["mpi_why"]}
+
+
 def _configs(site: Site, data: Any, distro: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
     """The cluster's configuration (the head's files; every node judges it) and its notes."""
-    settings = {"slurmd_timeout": int(data["slurm_slurmd_timeout"]),
-                "resume_timeout": int(data["slurm_resume_timeout"]),
-                "reboot_program": data["slurm_reboot_program"],
-                "state_save_location": data["slurm_state_save_location"],
-                "ctld_timeout": int(data["slurm_ctld_timeout"]),
-                "cgroup_plugin": distro["cgroup_plugin"],
-                "mpi_default": distro["mpi_default"], "mpi_why": distro["mpi_why"]}
+    settings = conf_settings(data, distro)
 
     def render() -> tuple[dict[str, str], list[str]]:
         conf_text, notes = _slurm_conf(site, data, settings)
@@ -332,7 +342,7 @@ def slurm(site: Site, node: NodeSpec) -> None:
     config = None
     accounting = spec.slurm_accounting and node.is_head
     if node.is_controller:
-        _state_folder(site, data)
+        state_folder(site, data)
     if node.is_backup_controller:
         # The same files as the head's, judged by Slurm here too; written once the head took
         # them (a refused set stops the head, and the backup keeps its files).
@@ -365,7 +375,7 @@ def slurm(site: Site, node: NodeSpec) -> None:
     boot_order([*boot_needs(node, spec.slurm_accounting),
                 *([dbd_boot_needs(distro)] if accounting else [])])
     if accounting:
-        _accounting(data, distro, spec)
+        accounting_setup(data, distro, spec)
     # On every node (the op order is shared): the head restarts or reconfigures before any
     # slurmd is restarted to fetch the files.
     change = _change(site, texts)
@@ -408,30 +418,6 @@ def _check_as(node: NodeSpec, workers: tuple[NodeSpec, ...]) -> str:
         return node.short_name
     unshared = [w for w in workers if w.sharing.mode not in ("mps", "time-slicing")]
     return (unshared or list(workers))[0].short_name
-
-
-def _state_folder(site: Site, data: Any) -> None:
-    """slurmctld's StateSaveLocation on a controller. A folder of the site's own (not Debian's
-    default, which the package makes) is made for the slurm user; with backup controllers the
-    head keeps a mark there and each backup must see it (the folder is shared) before its
-    slurmctld starts."""
-    state = str(data["slurm_state_save_location"])
-    spec = site.spec
-    head = spec.head[0]
-    if state != DEFAULT_STATE_DIR:
-        files.directory(name=f"slurmctld's state folder {state} (StateSaveLocation)",
-                        path=state, user="slurm", group="slurm", mode="700")
-    if not spec.backup_controllers:
-        return
-    mark = state_mark_text(spec.name, head.short_name)
-    if host.name == head.name:
-        files.put(name=f"{state}/{STATE_MARK}: the controllers' shared state, marked",
-                  dest=f"{state}/{STATE_MARK}", src=StringIO(mark), user="slurm",
-                  group="slurm", mode="644")
-    else:
-        state_shared(name=f"{head.name}'s state is in {state} here too (a shared folder)",
-                     state=state, head=head.name, text=mark, backup=host.name,
-                     _if=lambda: site.reached(head.name) and not _failed(site, [head]))
 
 
 def _workers_accepted(site: Site, workers: list[NodeSpec]) -> bool:
@@ -479,7 +465,7 @@ def _controller(node: NodeSpec, config: Any, change: ConfChange) -> None:
     # A backup controller (standby) restarts on any change of its files: it reads them then,
     # and takes no jobs until it takes over.
     backup = node.is_backup_controller
-    was_running = _was_running("slurmctld") if node.is_controller else False
+    was_running = running_before("slurmctld") if node.is_controller else False
     if node.is_controller:
         systemd.service(name="Run slurmctld", service="slurmctld", running=True, enabled=True)
     systemd.service(
@@ -504,7 +490,7 @@ def _compute(node: NodeSpec, head: NodeSpec, backups: tuple[NodeSpec, ...], chan
     every slurmd must restart for: nodes added or changed, GresTypes...). ``waits_for_v1``:
     this boot has cgroup v2 only and this Slurm needs v1: slurmd is enabled, not started (it
     would fail), and starts at the boot that applies the kernel argument."""
-    was_running = _was_running("slurmd")
+    was_running = running_before("slurmd")
     dropin = files.put(name="slurmd fetches its configuration from slurmctld (drop-in)",
                        dest=CONFIGLESS_DROPIN,
                        src=StringIO(text(configless_dropin(conf_server(
@@ -528,74 +514,6 @@ def _compute(node: NodeSpec, head: NodeSpec, backups: tuple[NodeSpec, ...], chan
         name="Restart slurmd (it fetches the new configuration)"
              + (f" ({change.why})" if change.slurmd else ""), service="slurmd", restarted=True,
         _if=lambda: was_running and (dropin.did_change() or change.slurmd))
-
-
-def _was_running(service: str) -> bool:
-    unit = f"{service}.service"
-    status = host.get_fact(SystemdStatus, user_mode=False, machine=None, user_name=None,
-                           services=[unit])  # the question systemd.service asks
-    return bool(status.get(unit))
-
-
-# What the daemons need at boot (gpuinfra.units: order and bounded restart). Without it
-# slurmctld races slurmdbd at boot and, with no saved state (a first boot, or a shutdown cut
-# short), exits for good: "You are running with a database but ... we have no TRES from it".
-_NETWORK = ("network-online.target", "nss-lookup.target")
-
-
-def boot_needs(node: NodeSpec, accounting: bool) -> list[BootNeeds]:
-    """What slurmctld (head, backup controllers) and slurmd (worker) need at boot."""
-    needs = []
-    if node.is_controller:
-        dbd = ("slurmdbd.service",) if accounting and node.is_head else ()
-        needs.append(BootNeeds("slurmctld.service", "munged for credentials, the controller's "
-                               "name" + (", and slurmdbd answering" if accounting else ""),
-                               ("munge.service", *_NETWORK, *dbd), ("munge.service", *dbd)))
-    if node.is_worker:
-        needs.append(BootNeeds("slurmd.service", "munged for credentials and the "
-                               "controller's name", ("munge.service", *_NETWORK),
-                               ("munge.service",)))
-    return needs
-
-
-# slurmdbd.conf(5) DbdPort: the role's slurmdbd.conf leaves the default (gpuinfra/spec/cross.py).
-DBD_PORT = 6819
-
-
-def dbd_boot_needs(distro: dict[str, Any]) -> BootNeeds:
-    """slurmdbd after MariaDB and munged; and started only once it listens: slurmctld (After=
-    slurmdbd) otherwise starts 50 ms after slurmdbd's process, finds its port closed, and with
-    no saved state exits ("we have no TRES from it"), then waits RestartSec (10 s) to try
-    again: measured on the lab's first deploy and at each boot."""
-    mariadb = f"{distro['mariadb_service']}.service"
-    return BootNeeds("slurmdbd.service", "MariaDB answering, and munged",
-                     ("munge.service", mariadb, *_NETWORK), ("munge.service", mariadb),
-                     ready_port=DBD_PORT)
-
-
-def _accounting(data: Any, distro: dict[str, Any], spec: ClusterSpec) -> None:
-    """slurmdbd with MariaDB on the head (installed by :func:`_install`); the database user
-    authenticates by unix socket."""
-    systemd.service(name="Run MariaDB", service=distro["mariadb_service"], running=True,
-                    enabled=True)
-    db, user = data["slurm_db_name"], data["slurm_db_user"]
-    accounting_db(name=f"Accounting database {db} and its user {user}", database=db,
-                  user=user)
-    text = role_file("slurm", SLURMDBD_CONF, cluster_name=spec.name,
-                  controller=spec.head[0].short_name,
-                  settings={"db_name": db, "db_user": user})
-    dbd = files.put(name=f"{SLURMDBD_CONF} (slurm only, 0600)", dest=SLURMDBD_CONF,
-                    src=StringIO(text), user="slurm", group="slurm", mode="600")
-    _run("slurmdbd", dbd)
-
-
-def _run(service: str, config: Any) -> None:
-    """``service`` running and enabled, and restarted on a changed configuration only when it
-    was running before this run: a service this run starts reads the new files anyway."""
-    was_running = _was_running(service)
-    systemd.service(name=f"Run {service}", service=service, running=True, enabled=True)
-    systemd.service(name=f"Restart {service} on the new configuration", service=service,
-                    restarted=True, _if=lambda: was_running and config.did_change())
 
 
 def _slurm_packages(node: NodeSpec) -> list[str]:

@@ -35,7 +35,7 @@ def example(tmp_path_factory) -> tuple[Path, dict]:
 
 def test_render_writes_every_config_file_of_the_example(example):
     out, manifest = example
-    assert set(manifest["hosts"]) == {"head01", "hgx01", "hgx02", "pcie01", "kvm01"}
+    assert set(manifest["hosts"]) == {"head01", "head02", "hgx01", "hgx02", "pcie01", "kvm01"}
     for host, path in [("head01", "etc/slurm/slurm.conf"), ("head01", "etc/slurm/gres.conf"),
                        ("head01", "etc/slurm/cgroup.conf"),
                        ("head01", "etc/prometheus/prometheus.yml"),
@@ -46,6 +46,11 @@ def test_render_writes_every_config_file_of_the_example(example):
                        ("kvm01", "etc/gpuinfra/libvirt/train1.xml")]:
         assert (out / host / path).is_file(), (host, path)
     assert "NodeName=hgx01" in (out / "head01/etc/slurm/slurm.conf").read_text()
+    # The backup controller gets the head's files, byte for byte (SlurmctldHost: both).
+    for name in ("slurm.conf", "gres.conf", "topology.conf"):
+        assert (out / f"head02/etc/slurm/{name}").read_bytes() == \
+            (out / f"head01/etc/slurm/{name}").read_bytes(), name
+    assert "SlurmctldHost=head02(10.0.0.11)" in (out / "head01/etc/slurm/slurm.conf").read_text()
 
 
 def test_manifest_lists_mode_sha_judge_and_assumed_facts(example):

@@ -60,6 +60,7 @@ from gpuinfra_roles.slurm import (
     SLURM_CONF,
     SLURMDBD_CONF,
     boot_needs,
+    conf_settings,
     dbd_boot_needs,
     slurm,
 )
@@ -279,12 +280,7 @@ def expected_files(distro: str, accounting: bool = False, extra: dict | None = N
                       {n.name: gpu_type(n.gpus.model.key) for n in nodes},
                       accounting=accounting, extra=extra, health=HEALTH_DEFAULTS,
                       job_mapping=True)  # monitoring_job_mapping's default, GPU workers
-    settings = {"slurmd_timeout": DEFAULTS["slurm_slurmd_timeout"],
-                "resume_timeout": DEFAULTS["slurm_resume_timeout"],
-                "reboot_program": DEFAULTS["slurm_reboot_program"],
-                "cgroup_plugin": DISTRO[distro]["cgroup_plugin"],
-                "mpi_default": DISTRO[distro]["mpi_default"],
-                "mpi_why": DISTRO[distro]["mpi_why"]}
+    settings = conf_settings(DEFAULTS, DISTRO[distro])
     sections = []
     for node in nodes:
         devices, notes = gpu_devices(capture_gpus(node.name), {})

@@ -113,8 +113,9 @@ def test_every_alert_has_a_quiet_case_and_a_firing_case(name):
               if t["exp_alerts"]}
     assert quiet == firing == alerts
     assert alerts <= set(ALERT_NAMES)
-    # The lab and the example site have Slurm and GPUs: every alert of the project is there.
-    assert alerts == set(ALERT_NAMES)
+    # The lab and the example site have Slurm and GPUs: every alert of the project is there
+    # (the backup controller's where the site has one: the example, a lab up with --backup).
+    assert alerts == set(ALERT_NAMES) - _no_backup(spec)
 
 
 def test_the_rule_tests_go_red_when_a_rule_is_wrong(tmp_path):
@@ -501,6 +502,7 @@ PINNED = {
                        '{fstype!~"tmpfs|overlay|squashfs|ramfs|devtmpfs|nsfs|fuse.lxcfs"} < 10',
                        "10m", "warning"),
     "SlurmctldDown": ("} == 0", "2m", "critical"),
+    "SlurmctldBackupDown": ('instance=~"lab-head2"} == 0', "5m", "warning"),
     "SlurmdDown": ("} == 0", "2m", "critical"),
     "SlurmNodesDrained": ('{state=~"drain.*|down.*|fail.*"}) > 0 or '
                           "count(gpuinfra_health_drained == 1) > 0", "5m", "warning"),
@@ -550,10 +552,20 @@ def test_every_alert_threshold_duration_and_severity_is_pinned():
 
 
 def _lab_with(**data) -> ClusterSpec:
-    """The lab site with ``data`` over every host's."""
+    """The lab site with ``data`` over every host's, and its backup controller (`lab up
+    --backup`) whether the lab running here has one or not."""
     hosts, duplicates = load_hosts(str(REPO / "inventory" / "lab.py"))
-    return build_spec([HostInput(h.name, h.groups, {**h.data, **data}) for h in hosts],
-                      duplicates)
+    shared = {"slurm_state_save_location": "/srv/slurm/state"}
+    if not any("slurm_backup" in h.groups for h in hosts):
+        hosts = [*hosts, HostInput("lab-head2", ("slurm_backup",),
+                                   {**hosts[0].data, "node_address": "10.89.0.9"})]
+    return build_spec([HostInput(h.name, h.groups, {**h.data, **shared, **data})
+                       for h in hosts], duplicates)
+
+
+def _no_backup(spec: ClusterSpec) -> set[str]:
+    """The alerts of a backup controller, where ``spec`` has none."""
+    return set() if spec.backup_controllers else {"SlurmctldBackupDown"}
 
 
 def test_the_health_check_alerts_follow_its_knobs(tmp_path):
@@ -818,7 +830,8 @@ def test_the_severity_table_is_the_rules(name):
     from gpuinfra.monitoring.alertmanager import ALERT_SEVERITIES
 
     spec = site(name)
-    assert {a.name: a.severity for a in alerts(spec, monitoring_of(spec))} == ALERT_SEVERITIES
+    assert {a.name: a.severity for a in alerts(spec, monitoring_of(spec))} == {
+        k: v for k, v in ALERT_SEVERITIES.items() if k not in _no_backup(spec)}
 
 
 def test_alerts_that_reach_no_one_are_said_at_validation():
