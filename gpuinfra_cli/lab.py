@@ -60,7 +60,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         paths = _root_paths()
         with locked(paths):
             hosts = lab_up(paths, plan_hosts(args.workers, args.broken, guests, args.fleet,
-                                             args.backup))
+                                             args.backup, args.login))
     except LabError as exc:
         return fail(str(exc))
     say(f"lab up: {len(hosts)} hosts ready in {time.monotonic() - start:.1f} s")
@@ -146,6 +146,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--backup", action="store_true",
                     help="add lab-head2, Slurm's backup controller, sharing slurmctld's state "
                          "folder with lab-head (a folder of this machine mounted in both)")
+    up.add_argument("--login", action="store_true",
+                    help="add lab-login1, a Slurm login node (client commands, no slurmd)")
     up.add_argument("--vm", action="append", default=[], metavar="PROFILE[=N]",
                     help="add N QEMU guests (default 1) of a guest profile: "
                          f"{', '.join(GUEST_PROFILES)}")

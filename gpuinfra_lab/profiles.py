@@ -36,6 +36,8 @@ HEAD_NAME = "lab-head"
 # this machine with the head as slurmctld's StateSaveLocation (group_data/lab.py).
 BACKUP_NAME = "lab-head2"
 SHARED_STATE = "/srv/slurm/state"
+# `lab up --login`: a Slurm login node (client commands and MUNGE, no slurmd).
+LOGIN_NAME = "lab-login1"
 MAX_WORKERS = 16
 # `lab up --fleet N`: light workers for the benchmarks at fleet size (gpuinfra_lab/fleet.py),
 # named lab-fleetN, at .100+N of the lab's /24 (the workers keep .11-.26).
@@ -277,6 +279,8 @@ def host_address(subnet: str, name: str) -> str:
         offset = 10
     elif name == BACKUP_NAME:
         offset = 9
+    elif name == LOGIN_NAME:
+        offset = 8
     elif name.startswith(FLEET_PREFIX):
         offset = 100 + int(name.removeprefix(FLEET_PREFIX))
     else:
@@ -286,15 +290,18 @@ def host_address(subnet: str, name: str) -> str:
 
 def plan_hosts(workers: int = 2, broken: bool = False,
                guests: Mapping[str, int] | None = None, fleet: int = 0,
-               backup: bool = False) -> list[HostPlan]:
+               backup: bool = False, login: bool = False) -> list[HostPlan]:
     """The head (and with ``backup`` Slurm's backup controller, the two sharing slurmctld's
-    state folder), ``workers`` healthy workers (profiles cycled), the broken one if asked,
+    state folder; with ``login`` a Slurm login node), ``workers`` healthy workers (profiles
+    cycled), the broken one if asked,
     ``guests`` (guest profile -> how many; with ``broken``, each in its broken variant when
     the profile has one) and ``fleet`` light workers (lab-fleetN: the healthy profiles cycled,
     from the fleet image, gpuinfra_lab/fleet.py)."""
     hosts = [HostPlan(HEAD_NAME, ("head",), shared_state=backup)]
     if backup:
         hosts.append(HostPlan(BACKUP_NAME, ("slurm_backup",), shared_state=True))
+    if login:
+        hosts.append(HostPlan(LOGIN_NAME, ("login",)))
     for i in range(1, workers + 1):
         profile = WORKER_PROFILES[(i - 1) % len(WORKER_PROFILES)]
         hosts.append(HostPlan(f"lab-worker{i}", ("workers",), profile))

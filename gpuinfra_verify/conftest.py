@@ -191,6 +191,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         nodes = tuple(n for n in nodes if n.is_worker)
     elif which == "hypervisors":
         nodes = tuple(n for n in nodes if n.is_hypervisor)
+    elif which == "login":
+        nodes = tuple(n for n in nodes if n.is_login)
     elif which == "rdma":
         nodes = tuple(n for n in nodes if n.rdma_nics)
     scheduler = getattr(metafunc.module, "VERIFY_SCHEDULER", None)
@@ -199,7 +201,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = [n.name for n in nodes]
     if not names:  # one skipped case that names why, not pytest's "NOTSET"
         kind = {"gpu": "with GPUs in its spec", "workers": "in the workers group",
-                "hypervisors": "in the hypervisors group", "rdma": "with rdma_nics"}
+                "hypervisors": "in the hypervisors group", "rdma": "with rdma_nics",
+                "login": "in the login group"}
         why = " and ".join(filter(None, [kind.get(which, ""),
                                          f"running {scheduler}" if scheduler else ""]))
         skip = pytest.mark.skip(reason=f"no host of this site {why or 'applies'}")

@@ -73,12 +73,14 @@ hypervisors = _group(_lab, "hypervisors")
 # `lab up --backup`: Slurm's backup controller, sharing slurmctld's state folder with the head
 # (group_data/lab.py sets slurm_state_save_location to it).
 slurm_backup = _group(_lab, "slurm_backup")
+# `lab up --login`: a Slurm login node (client commands and MUNGE, the head's slurm.conf).
+login = _group(_lab, "login")
 
 # The fabric Slurm's topology/tree reads (topology.conf; a cluster-wide key, the same on every
 # host): the lab's workers alternate between two leaf switches under one spine
 # (gpuinfra_lab/profiles.py lab_fabric). In the default lab the two workers are on different
 # leaves, so a 2-node job asking for one leaf waits (gpuinfra_lab/topology_placement.py).
 _fabric = lab_fabric([name for name, _ in workers])
-for _name, _data in (*head, *slurm_backup, *workers, *hypervisors):
+for _name, _data in (*head, *slurm_backup, *login, *workers, *hypervisors):
     if _fabric:
         _data["fabric_switches"] = _fabric

@@ -1,9 +1,14 @@
-"""Slurm's backup controllers (the 'slurm_backup' group): each a later ``SlurmctldHost`` that
+"""Slurm's backup controllers and login nodes, each a host of its own in Slurm alone.
+
+Backup controllers (the 'slurm_backup' group): each a later ``SlurmctldHost`` that
 takes over when the head's slurmctld stops answering for ``SlurmctldTimeout`` seconds, from the
 state the head saved. slurm.conf(5) of 22.05.8 (Debian 12), StateSaveLocation: "If you have a
 secondary SlurmctldHost configured, this location should be readable and writable by both
 systems"; so a backup without a shared state directory is refused here, before any host is
 touched (the role then checks at deploy that every controller sees the head's files there).
+
+Login nodes (the 'login' group): Slurm's client commands and MUNGE with the head's slurm.conf,
+no slurmd (Slurm 22.05 has no sackd to serve them configless).
 """
 
 from __future__ import annotations
@@ -16,37 +21,51 @@ from gpuinfra.spec.model import (
     DEFAULT_STATE_DIR,
     HEAD_GROUP,
     HYPERVISOR_GROUP,
+    LOGIN_GROUP,
     WORKER_GROUP,
     NodeSpec,
 )
 
-_OTHER_ROLES = {HEAD_GROUP: "the head runs the primary slurmctld",
-                WORKER_GROUP: "a worker's CPUs and memory are its jobs' (a controller there "
-                              "competes with them, and a job that fills the node stalls it)",
-                HYPERVISOR_GROUP: "a hypervisor's CPUs and memory are its VMs'"}
+# Why a backup controller or a login node is a host of its own, per group it is also in.
+_OTHER_ROLES = {
+    BACKUP_GROUP: {HEAD_GROUP: "the head runs the primary slurmctld",
+                   WORKER_GROUP: "a worker's CPUs and memory are its jobs' (a controller there "
+                                 "competes with them, and a job that fills the node stalls it)",
+                   HYPERVISOR_GROUP: "a hypervisor's CPUs and memory are its VMs'",
+                   LOGIN_GROUP: "users' sessions and builds on a login node would compete "
+                                "with the controller"},
+    LOGIN_GROUP: {HEAD_GROUP: "users' sessions on the head compete with slurmctld (and the "
+                              "head has the client commands already)",
+                  WORKER_GROUP: "a worker runs slurmd and a login node none (it has the "
+                                "client commands already)",
+                  HYPERVISOR_GROUP: "a hypervisor's CPUs and memory are its VMs'"},
+}
+_WHAT = {BACKUP_GROUP: "a Slurm backup controller", LOGIN_GROUP: "a Slurm login node"}
 
 
-def check_backup_controllers(nodes: Sequence[NodeSpec], schedulers: Sequence[str],
+def check_slurm_only_hosts(nodes: Sequence[NodeSpec], schedulers: Sequence[str],
                              errs: Collector) -> None:
+    """Backup controllers and login nodes: on a Slurm site, each a host of its own; a backup
+    with a shared state folder."""
+    for group, others in _OTHER_ROLES.items():
+        members = [n for n in nodes if group in n.groups]
+        for node in members:
+            if "slurm" not in schedulers:
+                errs.add(node.name, "group", group, f"{_WHAT[group]} on a site without Slurm "
+                         f"(schedulers = {list(schedulers)})",
+                         f"hosts in '{group}' only where the site runs Slurm",
+                         f"remove {node.name} from {group} = [...] in inventory/<site>.py, "
+                         f"or add 'slurm' to schedulers {WHERE_ALL}")
+                continue
+            for other, why in others.items():
+                if other in node.groups:
+                    errs.add(node.name, "group", f"{group}, {other}", f"{_WHAT[group]} is a "
+                             f"host of its own: {why}", f"a host in '{group}' and in none of "
+                             f"{', '.join(others)}", f"give it a host of its own, or remove "
+                             f"{node.name} from {group} = [...] in inventory/<site>.py")
     backups = [n for n in nodes if n.is_backup_controller]
-    if not backups:
+    if not backups or "slurm" not in schedulers:
         return
-    if "slurm" not in schedulers:
-        for node in backups:
-            errs.add(node.name, "group", BACKUP_GROUP, "a Slurm backup controller on a site "
-                     f"without Slurm (schedulers = {list(schedulers)})",
-                     f"hosts in '{BACKUP_GROUP}' only where the site runs Slurm",
-                     f"remove {node.name} from {BACKUP_GROUP} = [...] in inventory/<site>.py, "
-                     f"or add 'slurm' to schedulers {WHERE_ALL}")
-        return
-    for node in backups:
-        for group, why in _OTHER_ROLES.items():
-            if group in node.groups:
-                errs.add(node.name, "group", f"{BACKUP_GROUP}, {group}", f"a backup controller "
-                         f"is a host of its own: {why}", f"a host in '{BACKUP_GROUP}' and in "
-                         "none of head, workers, hypervisors",
-                         f"give the backup controller a host of its own, or remove "
-                         f"{node.name} from {BACKUP_GROUP} = [...] in inventory/<site>.py")
     # Judged where the slurm role's knobs are (a spec built without them has no such value).
     state = backups[0].settings.get("slurm_state_save_location")
     if state == DEFAULT_STATE_DIR:

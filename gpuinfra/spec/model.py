@@ -32,7 +32,12 @@ HYPERVISOR_GROUP = "hypervisors"
 BACKUP_GROUP = "slurm_backup"
 # Debian's slurmctld keeps its state here (the slurm role's default): each host's own disk.
 DEFAULT_STATE_DIR = "/var/lib/slurm/slurmctld"
-ROLE_GROUPS = (HEAD_GROUP, WORKER_GROUP, HYPERVISOR_GROUP, BACKUP_GROUP)
+# Slurm's login nodes: users' own hosts, with Slurm's client commands (sbatch, srun, squeue)
+# and MUNGE, the head's slurm.conf, and no slurmd: they run no job themselves.
+LOGIN_GROUP = "login"
+ROLE_GROUPS = (HEAD_GROUP, WORKER_GROUP, HYPERVISOR_GROUP, BACKUP_GROUP, LOGIN_GROUP)
+# Groups whose hosts are in Slurm alone (node_schedulers: ['slurm'] or nothing).
+SLURM_ONLY_GROUPS = (BACKUP_GROUP, LOGIN_GROUP)
 
 # What the roles deploy today. A spec asking for anything else is refused before any host is
 # touched, with this reason: accepting it would deploy nothing, silently.
@@ -275,6 +280,11 @@ class NodeSpec:
     def is_backup_controller(self) -> bool:
         """A Slurm backup controller (slurmctld in standby, sharing the head's state)."""
         return BACKUP_GROUP in self.groups
+
+    @property
+    def is_login(self) -> bool:
+        """A Slurm login node (client commands, no slurmd)."""
+        return LOGIN_GROUP in self.groups
 
     @property
     def is_controller(self) -> bool:

@@ -14,7 +14,13 @@ from gpuinfra.spec import rdma
 from gpuinfra.spec.checks import CLUSTER, WHERE_ALL, WHERE_HOST, Collector
 from gpuinfra.spec.gpus import check_branch_drives, gpu_spec
 from gpuinfra.spec.hardware import hardware_spec
-from gpuinfra.spec.model import BACKUP_GROUP, HEAD_GROUP, WORKER_GROUP, HostInput, NodeSpec
+from gpuinfra.spec.model import (
+    HEAD_GROUP,
+    SLURM_ONLY_GROUPS,
+    WORKER_GROUP,
+    HostInput,
+    NodeSpec,
+)
 from gpuinfra.spec.sharing import gpu_sharing
 from gpuinfra.spec.vfio import vfio_spec
 from gpuinfra.vfio import LIBVIRT_IMAGES
@@ -102,11 +108,13 @@ def _node_schedulers(host: HostInput, site: Sequence[str], errs: Collector) -> t
     on such a host, and a list puts it in those schedulers."""
     raw = host.data.get("node_schedulers")
     member = HEAD_GROUP in host.groups or WORKER_GROUP in host.groups
-    if BACKUP_GROUP in host.groups and not member:
-        # A backup controller runs slurmctld only (gpuinfra/spec/controllers.py judges it).
+    slurm_only = [g for g in SLURM_ONLY_GROUPS if g in host.groups]
+    if slurm_only and not member:
+        # A backup controller or a login node is Slurm's alone (gpuinfra/spec/controllers.py
+        # judges it).
         if raw is not None and not (isinstance(raw, (list, tuple)) and list(raw) == ["slurm"]):
-            errs.add(host.name, "node_schedulers", raw, f"a host in '{BACKUP_GROUP}' runs "
-                     "Slurm's backup controller and nothing else",
+            errs.add(host.name, "node_schedulers", raw, f"a host in '{slurm_only[0]}' is "
+                     "Slurm's (its backup controller, or a login node) and nothing else's",
                      "['slurm'], or no node_schedulers",
                      f"remove node_schedulers {WHERE_HOST}")
         return ("slurm",) if "slurm" in site else ()

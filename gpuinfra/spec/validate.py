@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from gpuinfra.spec import rdma
 from gpuinfra.spec.checks import CLUSTER, Collector, SpecError, SpecInvalid
 from gpuinfra.spec.cluster import cluster_values
-from gpuinfra.spec.controllers import check_backup_controllers
+from gpuinfra.spec.controllers import check_slurm_only_hosts
 from gpuinfra.spec.cross import check_cross_keys, merge_repeated
 from gpuinfra.spec.effects import (
     alert_warnings,
@@ -103,7 +103,7 @@ def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (
     check_short_names(nodes, errs)
     check_unique_addresses(nodes, errs)
     check_heads(nodes, cluster["schedulers"], errs)
-    check_backup_controllers(nodes, cluster["schedulers"], errs)
+    check_slurm_only_hosts(nodes, cluster["schedulers"], errs)
     check_shared_workers(nodes, cluster["scheduler_sharing"], errs)
     if "kubernetes" in cluster["schedulers"]:
         check_kubernetes(nodes, cluster["kubernetes"], errs)

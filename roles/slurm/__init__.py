@@ -343,16 +343,6 @@ def slurm(site: Site, node: NodeSpec) -> None:
     accounting = spec.slurm_accounting and node.is_head
     if node.is_controller:
         state_folder(site, data)
-    if node.is_backup_controller:
-        # The same files as the head's, judged by Slurm here too; written once the head took
-        # them (a refused set stops the head, and the backup keeps its files).
-        config = checked_config(
-            name="Slurm configuration (the head's), checked by Slurm before it goes in",
-            files=texts, check_as=_check_as(node, workers),
-            _if=lambda: site.reached(head.name) and not _failed(site, [head, *workers]))
-        if TOPOLOGY_CONF not in texts:
-            files.file(name=f"{TOPOLOGY_CONF} absent (no fabric_switches)", path=TOPOLOGY_CONF,
-                       present=False, _if=lambda: not _failed(site, [head]))
     if node.is_head:
         check_as = _check_as(node, workers)
         removed = sorted(set((running(site) or RunningConfig()).node_lines)
@@ -372,6 +362,22 @@ def slurm(site: Site, node: NodeSpec) -> None:
             # before this): no fabric, no topology.conf for slurmctld to serve.
             files.file(name=f"{TOPOLOGY_CONF} absent (no fabric_switches)", path=TOPOLOGY_CONF,
                        present=False, _if=lambda: not _failed(site, judges))
+    if node.is_backup_controller:
+        # The same files as the head's, judged by Slurm here too; written after the head took
+        # them (a refused set stops the head, and the backup keeps its files).
+        config = checked_config(
+            name="Slurm configuration (the head's), checked by Slurm before it goes in",
+            files=texts, check_as=_check_as(node, workers),
+            _if=lambda: site.reached(head.name) and not _failed(site, [head, *workers]))
+        if TOPOLOGY_CONF not in texts:
+            files.file(name=f"{TOPOLOGY_CONF} absent (no fabric_switches)", path=TOPOLOGY_CONF,
+                       present=False, _if=lambda: not _failed(site, [head]))
+    if node.is_login:
+        # Slurm 22.05's client commands read /etc/slurm/slurm.conf (no sackd to serve them
+        # configless): the head's own file, judged there, written after the head took it.
+        files.put(name=f"{SLURM_CONF}: the head's (the client commands find the controllers)",
+                  dest=SLURM_CONF, src=StringIO(texts[SLURM_CONF]), mode="644",
+                  _if=lambda: site.reached(head.name) and not _failed(site, [head, *workers]))
     boot_order([*boot_needs(node, spec.slurm_accounting),
                 *([dbd_boot_needs(distro)] if accounting else [])])
     if accounting:
@@ -399,7 +405,7 @@ def slurm(site: Site, node: NodeSpec) -> None:
             reboot_when_needed(spec.reboot_policy, "to boot cgroup v1, which slurmd's "
                                "cgroup/v1 plugin needs (slurmd starts then)",
                                [(arguments, reboot.CGROUP_V1_ARGS_CHANGED)], worker=True)
-    else:
+    elif not node.is_login:  # a login node has no slurmd (slurm-client only)
         systemd.service(name="slurmd off on a host that is not a worker", service="slurmd",
                         running=False, enabled=False)
         # The package's postinst enables slurmd after this run's facts were read; deploy.py
@@ -518,6 +524,9 @@ def _compute(node: NodeSpec, head: NodeSpec, backups: tuple[NodeSpec, ...], chan
 
 def _slurm_packages(node: NodeSpec) -> list[str]:
     distro = DISTRO[host_distro()]
+    if node.is_login and not (node.is_controller or node.is_worker):
+        # The client commands, and srun's MPI plugin's library (srun --mpi=pmix).
+        return ["slurm-client", *distro["mpi_packages"]]
     # slurmd is on the head too, for `slurmd -G`, Slurm's own check of a staged config.
     packages = [*distro["compute"], *distro["mpi_packages"]]
     if node.is_controller:

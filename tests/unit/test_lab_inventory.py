@@ -103,8 +103,8 @@ def test_known_hosts_names_each_host_by_name_and_address() -> None:
 
 def test_inventory_without_a_lab_lists_the_default_specs(tmp_path: Path) -> None:
     groups = load_inventory(tmp_path, None)
-    assert set(groups) == {"head", "workers", "hypervisors", "slurm_backup"}
-    assert groups["slurm_backup"] == []  # only with `lab up --backup`
+    assert set(groups) == {"head", "workers", "hypervisors", "slurm_backup", "login"}
+    assert groups["slurm_backup"] == groups["login"] == []  # `lab up --backup`, `--login`
     # Each container at the address `lab up` gives it in this checkout's fixed subnet.
     subnet = state.Paths(tmp_path).subnet
     # Every host carries the lab's fabric (a cluster-wide key): the two workers on two leaves.

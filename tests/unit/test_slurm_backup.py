@@ -1,6 +1,7 @@
-"""Issue 45 item 3: Slurm's backup controllers (the 'slurm_backup' group) with a shared
+"""Issue 45 items 3 and 5: Slurm's backup controllers (the 'slurm_backup' group) with a shared
 StateSaveLocation: refused before any host is touched without one, and in slurm.conf, slurmd's
---conf-server and the role's shared-folder check when given."""
+--conf-server and the role's shared-folder check when given; login nodes (the 'login' group):
+in Slurm alone, no slurmd, and hosts of their own."""
 
 from __future__ import annotations
 
@@ -101,7 +102,7 @@ def test_a_backup_on_a_site_without_slurm_and_other_schedulers_are_refused() -> 
                                        schedulers=["slurm", "kubernetes"],
                                        scheduler_sharing="drain"))
              if e.field == "node_schedulers"]
-    assert any("backup controller and nothing else" in e.problem for e in other), other
+    assert any("and nothing else's" in e.problem for e in other), other
 
 
 def test_the_site_may_not_set_the_controllers_in_slurm_conf_extra() -> None:
@@ -150,3 +151,31 @@ def test_lab_up_backup_adds_a_controller_sharing_the_heads_state() -> None:
     assert labels["gpuinfra.lab.shared-state"] == "1"
     head = wanted_labels(plan_hosts()[0], "img", "10.89.0.10", "id")
     assert head["gpuinfra.lab.shared-state"] == ""
+
+
+def login_site(groups: tuple[str, ...] = ("login",), **data: Any) -> list[HostInput]:
+    return [*hosts(), HostInput("login01", groups, {"node_address": "10.0.0.9", **SHARED,
+                                                    **data})]
+
+
+def test_a_login_node_is_in_slurm_alone_with_no_slurmd() -> None:
+    assert problems(login_site()) == []
+    spec = build_spec(login_site())
+    login = spec.node("login01")
+    assert login.is_login and not (login.is_worker or login.is_controller)
+    assert login.schedulers == ("slurm",)
+    conf = slurm_conf(spec, addresses={n.name: n.address for n in spec.nodes},
+                      hardware={"gpu01": None}, gres_type_of={"gpu01": "gpu"})
+    assert [n.name for n in conf.nodes] == ["gpu01"]  # no NodeName line: no slurmd there
+
+
+@pytest.mark.parametrize(("groups", "data", "words"), [
+    (("login", "workers"), {}, "a worker runs slurmd and a login node none"),
+    (("login", "head"), {}, "users' sessions on the head"),
+    (("login", "slurm_backup"), {}, "a Slurm backup controller is a host of its own"),
+    (("login",), {"node_schedulers": ["kubernetes"]}, "Slurm's (its backup controller, or a "
+                                                      "login node) and nothing else's"),
+])
+def test_a_login_node_that_is_something_else_too_is_refused(groups, data, words) -> None:
+    found = [e for e in problems(login_site(groups, **data)) if e.host == "login01"]
+    assert any(words in e.problem for e in found), [e.problem for e in found]
