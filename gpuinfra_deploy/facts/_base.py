@@ -31,6 +31,17 @@ def quiet(command: str) -> str:
     return f'out=$({command} 2>/dev/null) && printf \'%s\\n\' "$out"; true'
 
 
+def when_up(service: str, command: str, wait_s: int = 60, down: str = "") -> str:
+    """``command``'s stdout when it succeeds; while it fails and ``service`` is active, tried
+    again each second for up to ``wait_s`` seconds (a daemon just started, after a reboot or a
+    controller's takeover, answers a few seconds later: a fact read then would plan a change
+    that is none); then ``down`` (nothing by default). Always exits 0."""
+    give_up = f"printf '%s\\n' {down}; exit 0" if down else "exit 0"
+    return (f"i=0; until out=$({command} 2>/dev/null); do "
+            f"systemctl is-active -q {service} && [ $i -lt {wait_s} ] || {{ {give_up}; }}; "
+            "i=$((i+1)); sleep 1; done; printf '%s\\n' \"$out\"")
+
+
 def parsed(parse: Callable[..., Any], output: list[str], **kwargs: Any) -> dict[str, Any]:
     try:
         return parse("\n".join(output), **kwargs).to_json()

@@ -22,7 +22,7 @@ from pyinfra.facts.files import Sha256File
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.slurm.accounting import missing, sacctmgr_script
 from gpuinfra.spec.rules import clip, database_name, sql_name
-from gpuinfra_deploy.facts._base import quiet
+from gpuinfra_deploy.facts._base import when_up
 from gpuinfra_deploy.ops.checked import (
     check_script,
     checked_files,
@@ -143,7 +143,8 @@ class SlurmctldTres(FactBase):
     or not answering."""
 
     def command(self) -> str:
-        return quiet("scontrol show node -o")
+        # Waited for while slurmctld is active but not answering yet (just rebooted).
+        return when_up("slurmctld", "scontrol show node -o")
 
     @staticmethod
     def default() -> dict[str, bool]:
@@ -258,8 +259,9 @@ class SlurmAssociations(FactBase):
     answering when sacctmgr is absent or slurmdbd down (a first deploy)."""
 
     def command(self) -> str:
-        return ("sacctmgr -n -P list associations format=cluster,account,user 2>/dev/null "
-                "|| echo '#not-answering'")
+        # Waited for while slurmdbd is active but not answering yet (just rebooted).
+        return when_up("slurmdbd", "sacctmgr -n -P list associations "
+                       "format=cluster,account,user", down="'#not-answering'")
 
     def process(self, output: list[str]) -> dict[str, Any]:
         if any(line.strip() == "#not-answering" for line in output):
