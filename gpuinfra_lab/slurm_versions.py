@@ -7,8 +7,9 @@ Debian's archive carries Slurm 20.11 (Debian 11, bullseye), 22.05 (12, bookworm)
 (13, trixie). For each, an image (debootstrap of that release with slurmd, slurmctld and its
 MUNGE; built once, then reused: its tag is a hash of the recipe) runs the real daemons on what
 ``gpuinfra render --os <target>`` writes for the head of realistic sites (inventory/example.py:
-an InfiniBand fabric on two leaves, MIG, MPS, node hardware; inventory/lab.py: accounting,
-health checks, the lab's fabric): ``slurmd -G`` reads slurm.conf, cgroup.conf and an empty
+an InfiniBand fabric on two leaves, MIG, MPS, node hardware, a backup controller;
+inventory/lab.py: accounting, health checks, the lab's fabric; inventory/gb200.py: NVL72
+racks as topology/block): ``slurmd -G`` reads slurm.conf, cgroup.conf and an empty
 gres.conf as a worker would, and a second slurmctld reads all of it, topology.conf included
 (``controller_trial_command`` in gpuinfra_deploy/ops/slurm_trial.py, as on the head).
 
@@ -78,6 +79,16 @@ JUDGEMENTS = (
     Judgement("debian-12", "trixie", "Debian 13's 24.11 on Debian 12's files (an upgrade)"),
     Judgement("debian-12", "bullseye", "Slurm 20.11 predates CgroupPlugin (21.08): must refuse",
               refuses="CgroupPlugin"),
+    # GB200 NVL72 racks as NVLink blocks (fabric_blocks: topology/block, Slurm 23.11 and
+    # later): read by 24.11; refused by gpuinfra's table for Debian 12 before any daemon; and
+    # 22.05 itself must refuse the files made for Ubuntu 24.04 (no topology_block.so), which
+    # is what the table's refusal spares a Debian 12 site.
+    Judgement("ubuntu-24.04", "trixie", "NVLink blocks (topology/block) read by 24.11",
+              sites=("inventory/gb200.py",)),
+    Judgement("debian-12", "bookworm", "the version table refuses topology/block before 23.11",
+              refuses="added in Slurm 23.11", sites=("inventory/gb200.py",)),
+    Judgement("ubuntu-24.04", "bookworm", "Slurm 22.05 has no topology/block: must refuse",
+              refuses="topology/block", sites=("inventory/gb200.py",)),
 )
 
 

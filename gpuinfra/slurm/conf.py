@@ -26,7 +26,7 @@ from gpuinfra.slurm.nodes import (
     per_gpu_defaults,
 )
 from gpuinfra.slurm.running import RunningConfig
-from gpuinfra.slurm.topology import TOPOLOGY_PLUGIN
+from gpuinfra.slurm.topology import topology_plugin
 from gpuinfra.spec.model import ClusterSpec
 
 
@@ -163,6 +163,6 @@ def slurm_conf(spec: ClusterSpec, addresses: Mapping[str, str | None],
         ctld_parameters=ctld_parameters(extra),
         prolog_flags=prolog_flags(extra),
         per_gpu_notes=[note for p in per_gpu.values() for note in p.notes],
-        topology_plugin=TOPOLOGY_PLUGIN if spec.fabric is not None else None,
+        topology_plugin=topology_plugin(spec),
         backups=[(n.short_name, addresses.get(n.name)) for n in spec.backup_controllers],
     )

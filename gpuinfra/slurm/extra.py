@@ -53,8 +53,9 @@ MERGED_KEYS = frozenset({"slurmctldparameters", "prologflags"})
 _INSTEAD = {
     "defmempergpu": "set slurm_def_mem_per_gpu (or 'def_mem_per_gpu' on a partition)",
     "defcpupergpu": "set slurm_def_cpu_per_gpu (or 'def_cpu_per_gpu' on a partition)",
-    "topologyplugin": "describe the fabric in fabric_switches: the role writes topology.conf "
-                      "and TopologyPlugin=topology/tree from it",
+    "topologyplugin": "describe the fabric in fabric_switches (topology/tree) or the NVLink "
+                      "racks in fabric_blocks (topology/block): the role writes topology.conf "
+                      "and TopologyPlugin from it",
     "resumetimeout": "set slurm_resume_timeout",
     "rebootprogram": "set slurm_reboot_program",
     "statesavelocation": "set slurm_state_save_location",

@@ -15,6 +15,32 @@ from __future__ import annotations
 from gpuinfra.spec.model import ClusterSpec, Fabric, Switch
 
 TOPOLOGY_PLUGIN = "topology/tree"
+# NVLink blocks (fabric_blocks, gpuinfra/spec/blocks.py): Slurm 23.11 and later.
+BLOCK_PLUGIN = "topology/block"
+
+
+def topology_plugin(spec: ClusterSpec) -> str | None:
+    """slurm.conf's TopologyPlugin for the site (None: Slurm's default, no topology.conf)."""
+    if spec.fabric is not None:
+        return TOPOLOGY_PLUGIN
+    return BLOCK_PLUGIN if spec.blocks else None
+
+
+def topology_lines(spec: ClusterSpec) -> list[str]:
+    """topology.conf's lines: the switches (topology/tree) or the blocks (topology/block)."""
+    return switch_lines(spec) if spec.fabric is not None else block_lines(spec)
+
+
+def block_lines(spec: ClusterSpec) -> list[str]:
+    """One ``BlockName=`` line per block, the smallest first: slurmctld takes the first
+    block's node count as the base block size and refuses a smaller block after it
+    (block_record.c of 24.11: "children count lower than bblock_node_cnt"); equal blocks in
+    the site's order."""
+    if not spec.blocks:
+        return []
+    short = {n.name: n.short_name for n in spec.nodes}
+    ordered = sorted(spec.blocks, key=lambda b: len(b.nodes))
+    return [f"BlockName={b.name} Nodes={','.join(short[n] for n in b.nodes)}" for b in ordered]
 
 
 def switch_lines(spec: ClusterSpec) -> list[str]:

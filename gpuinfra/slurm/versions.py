@@ -50,3 +50,22 @@ def node_state_problem(states: str, head: str, distro: str) -> str | None:
             f"{_text(NONDRAINED_IDLE_SINCE)} (SchedMD CHANGELOG slurm-23.02) and the head "
             f"{head} ({distro}) runs Slurm {_text(version)}, which does not read it. Fix: IDLE "
             "(or ANY,CYCLE, the default) on this Slurm")
+
+
+# topology/block (fabric_blocks): SchedMD/slurm commit 71c4762ed9 "Add topology_block
+# plugin" (2023-08-22), first tagged slurm-23-11-0-0rc1; Debian 12's 22.05.8 ships no
+# topology_block.so (its slurm-wlm-basic-plugins: topology_3d_torus, _hypercube, _none, _tree),
+# Debian 13's 24.11.5 does (both measured in gpuinfra_lab/slurm_versions.py's images).
+BLOCK_SINCE = (23, 11)
+
+
+def block_problem(controller: str, distro: str) -> str | None:
+    """fabric_blocks (TopologyPlugin=topology/block) on a controller whose Slurm predates it."""
+    version = SLURM_VERSIONS.get(distro)
+    if version is None or version >= BLOCK_SINCE:
+        return None
+    return (f"fabric_blocks is Slurm's topology/block plugin, added in Slurm "
+            f"{_text(BLOCK_SINCE)} (SchedMD/slurm 71c4762ed9 'Add topology_block plugin'), and "
+            f"the controller {controller} ({distro}) runs Slurm {_text(version)}, which has no "
+            "such plugin: slurmctld would not start. Fix: Ubuntu 24.04 (23.11) on the "
+            "controllers, or describe the fabric with fabric_switches (topology/tree)")

@@ -57,6 +57,7 @@ def cluster_values(hosts: Sequence[HostInput], errs: Collector,
         "offline": _offline(raw, mirrors, nvidia, hosts, errs),
         "slurm_partitions": raw["slurm_partitions"],
         "fabric_switches": raw["fabric_switches"],  # judged with the nodes: spec/fabric.py
+        "fabric_blocks": raw["fabric_blocks"],  # judged with the nodes: spec/blocks.py
         "slurm_accounting": _flag("slurm_accounting", raw["slurm_accounting"], errs,
                                   "True runs slurmdbd with MariaDB on the head"),
         "munge_key_rotation": _rotation(raw["munge_key_rotation"], errs),

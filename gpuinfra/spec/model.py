@@ -114,6 +114,9 @@ CLUSTER_KEYS: dict[str, Any] = {
     # The fabric's switches for Slurm's topology/tree (gpuinfra/spec/fabric.py): switch ->
     # the nodes cabled to it (a leaf) or the switches under it. None: no topology.conf.
     "fabric_switches": None,
+    # NVLink-domain racks (GB200 NVL72) for Slurm's topology/block (gpuinfra/spec/blocks.py):
+    # block -> its nodes. None: none. Never with fabric_switches (one TopologyPlugin).
+    "fabric_blocks": None,
 }
 
 SPEC_KEYS = (*HOST_KEYS, *CLUSTER_KEYS)
@@ -347,6 +350,14 @@ class Fabric:
 
 
 @dataclass(frozen=True)
+class Block:
+    """One NVLink block (``fabric_blocks``): its name and its Slurm nodes (inventory names)."""
+
+    name: str
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class KubernetesSpec:
     """The Kubernetes cluster: pinned version (``1.35.8``), networks, CNI, device plugin."""
 
@@ -387,6 +398,8 @@ class ClusterSpec:
     max_fail_percent: int = 50
     rdma_stack: str = "inbox"
     fabric: Fabric | None = None
+    # NVLink blocks for topology/block (gpuinfra/spec/blocks.py); None: not given.
+    blocks: tuple[Block, ...] | None = None
     warnings: tuple[SpecWarning, ...] = ()
 
     def node(self, name: str) -> NodeSpec:

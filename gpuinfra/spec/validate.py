@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from gpuinfra.spec import rdma
+from gpuinfra.spec.blocks import blocks
 from gpuinfra.spec.checks import CLUSTER, Collector, SpecError, SpecInvalid
 from gpuinfra.spec.cluster import cluster_values
 from gpuinfra.spec.controllers import check_slurm_only_hosts
@@ -110,6 +111,8 @@ def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (
     partitions = slurm_partitions(cluster, nodes, errs)
     switches, fabric_warnings = fabric(cluster["fabric_switches"], cluster["schedulers"], nodes,
                                        errs)
+    nvlink_blocks = blocks(cluster["fabric_blocks"], cluster["fabric_switches"],
+                           cluster["schedulers"], nodes, errs)
     first = settings.get(hosts[0].name, {})
     if partitions and "slurm_accounts" in first:  # the slurm role's knobs are judged
         check_partition_accounting(partitions, bool(cluster["slurm_accounting"]),
@@ -138,6 +141,7 @@ def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (
         max_fail_percent=cluster["max_fail_percent"],
         rdma_stack=cluster["rdma_stack"],
         fabric=switches,
+        blocks=nvlink_blocks,
         warnings=tuple(fabric_warnings + driver_branch_warnings(cluster["driver_branch"])
                        + partial_effects(nodes)
                        + gpudirect_warnings(nodes, cluster["rdma_stack"])

@@ -44,8 +44,8 @@ from gpuinfra.slurm.running import (
     node_gres_lines,
     running_config,
 )
-from gpuinfra.slurm.topology import switch_lines
-from gpuinfra.slurm.versions import node_state_problem, shard_problem
+from gpuinfra.slurm.topology import topology_lines
+from gpuinfra.slurm.versions import block_problem, node_state_problem, shard_problem
 from gpuinfra.spec import NodeSpec
 from gpuinfra_deploy.facts.kernel import CgroupHierarchy
 from gpuinfra_deploy.facts.nvidia import NvidiaDeviceMinors, NvidiaGpus, NvidiaTopology
@@ -266,9 +266,10 @@ def _configs(site: Site, data: Any, distro: dict[str, Any]) -> tuple[dict[str, s
         gres_text, gres_notes = _gres_conf(site)
         texts = {SLURM_CONF: conf_text, GRES_CONF: gres_text,
                  CGROUP_CONF: role_file("slurm", CGROUP_CONF, settings=settings)}
-        if site.spec.fabric is not None:
+        lines = topology_lines(site.spec)
+        if lines:
             texts[TOPOLOGY_CONF] = role_file("slurm", TOPOLOGY_CONF, cluster=site.spec.name,
-                                             lines=switch_lines(site.spec))
+                                             lines=lines)
         return texts, notes + gres_notes
 
     # Every input is site-wide (slurm_conf_extra and the timeout must agree on every host):
@@ -296,7 +297,8 @@ def _one_cgroup_plugin(site: Site) -> None:
 
 def _versions_read_it(site: Site) -> None:
     """What the site asks of Slurm, read by the Slurm each node runs (gpuinfra.slurm.versions):
-    shard GRES (time-slicing) from 22.05, HealthCheckNodeState=NONDRAINED_IDLE from 23.02."""
+    shard GRES (time-slicing) from 22.05, HealthCheckNodeState=NONDRAINED_IDLE from 23.02,
+    topology/block (fabric_blocks) from 23.11."""
     problems = []
     head = site.spec.head[0]
     for node in site.spec.nodes:
@@ -308,6 +310,8 @@ def _versions_read_it(site: Site) -> None:
         if node.name == head.name and node.settings.get("health_enabled"):
             problems.append(node_state_problem(
                 str(node.settings.get("health_check_node_state", "")), node.name, key))
+        if node.is_controller and site.spec.blocks:
+            problems.append(block_problem(node.name, key))
     found = [p for p in problems if p]
     if found:
         raise GpuinfraError("slurm: " + "; ".join(found))
@@ -360,7 +364,8 @@ def slurm(site: Site, node: NodeSpec) -> None:
         if TOPOLOGY_CONF not in texts:
             # After slurm.conf without TopologyPlugin went in (a refused one stops the host
             # before this): no fabric, no topology.conf for slurmctld to serve.
-            files.file(name=f"{TOPOLOGY_CONF} absent (no fabric_switches)", path=TOPOLOGY_CONF,
+            files.file(name=f"{TOPOLOGY_CONF} absent (no fabric_switches, no fabric_blocks)",
+                       path=TOPOLOGY_CONF,
                        present=False, _if=lambda: not _failed(site, judges))
     if node.is_backup_controller:
         # The same files as the head's, judged by Slurm here too; written after the head took
@@ -370,7 +375,8 @@ def slurm(site: Site, node: NodeSpec) -> None:
             files=texts, check_as=_check_as(node, workers),
             _if=lambda: site.reached(head.name) and not _failed(site, [head, *workers]))
         if TOPOLOGY_CONF not in texts:
-            files.file(name=f"{TOPOLOGY_CONF} absent (no fabric_switches)", path=TOPOLOGY_CONF,
+            files.file(name=f"{TOPOLOGY_CONF} absent (no fabric_switches, no fabric_blocks)",
+                       path=TOPOLOGY_CONF,
                        present=False, _if=lambda: not _failed(site, [head]))
     if node.is_login:
         # Slurm 22.05's client commands read /etc/slurm/slurm.conf (no sackd to serve them

@@ -61,9 +61,10 @@ def check_command(stage: str, node: str, elsewhere: bool = False) -> str:
 # What slurmctld's topology/tree plugin says of a bad topology.conf, measured with 22.05.8 in a
 # lab container: a fatal line ("Switch configuration is not a tree", "... has invalid child", a
 # duplicate switch, an unknown key) or an error line naming a node it cannot find, a node on
-# two leaves, or nodes on no switch.
+# two leaves, or nodes on no switch; and topology/block's (24.11.5, block_record.c): fatal lines,
+# and the warnings for nodes in no block and names it does not know.
 TOPOLOGY_REFUSED = ("fatal:|_find_node_record|switches lack access|Multiple leaf switches|"
-                    "gpuinfra: slurmctld did not")
+                    "blocks lack access|Invalid hostnames in block|gpuinfra: slurmctld did not")
 
 
 def topology_check_command(stage: str) -> str:

@@ -1496,4 +1496,4 @@ def test_without_a_fabric_there_is_no_topology_conf():
     assert "/etc/slurm/topology.conf" not in files
     assert not any(line.startswith("TopologyPlugin") for line in lines(files[SLURM_CONF]))
     assert "slurmctld -D" not in " ".join(head.op(CONFIG_OP).commands)
-    assert head.op("/etc/slurm/topology.conf absent (no fabric_switches)")
+    assert head.op("/etc/slurm/topology.conf absent (no fabric_switches, no fabric_blocks)")

@@ -162,19 +162,19 @@ def test_validate_says_what_each_distribution_needs_for_the_schedulers(tmp_path)
 
 
 def test_a_group_of_no_role_and_no_data_is_refused_before_any_host(tmp_path):
-    """Issue 45 item 5: 'login' (a role gpuinfra does not have) and 'worker' (a typo) would
+    """Issue 45 item 5: 'storage' (a role gpuinfra does not have) and 'worker' (a typo) would
     deploy nothing there; refused by `gpuinfra validate` and by pyinfra's gate, each named
     with its hosts and the fix; a group with a group_data file (even empty) is the site's."""
     body = (f'head = ["h1"]\nworkers = [("w1", {GOOD_WORKER})]\n'
-            'login = [("l1", {"ssh_hostname": "127.0.0.1", "ssh_port": 9})]\n'
+            'storage = [("s1", {"ssh_hostname": "127.0.0.1", "ssh_port": 9})]\n'
             'worker = [("w2", {"ssh_hostname": "127.0.0.1", "ssh_port": 9})]\n')
     inv = site(tmp_path, body)
     for argv in ([str(BIN / "gpuinfra"), "validate", str(inv)],
                  [str(BIN / "pyinfra"), "-y", str(inv), "deploy.py"]):
         out = run(*argv, cwd=tmp_path)
         assert out.returncode in (1, 2), out
-        assert "group 'login' (l1) is none of gpuinfra's groups" in out.stderr, out.stderr
-        assert "add group_data/login.py (it may be empty)" in out.stderr
+        assert "group 'storage' (s1) is none of gpuinfra's groups" in out.stderr, out.stderr
+        assert "add group_data/storage.py (it may be empty)" in out.stderr
         assert "group 'worker' (w2)" in out.stderr and "rename it to 'workers'" in out.stderr
         assert "Traceback" not in out.stderr and "Connecting" not in out.stdout
     inv.write_text(f'head = ["h1"]\nworkers = [("w1", {GOOD_WORKER})]\nrack7 = ["w1"]\n')
