@@ -30,7 +30,7 @@ from typing import Any
 
 from gpuinfra.spec.checks import CLUSTER, WHERE_ALL, Collector
 from gpuinfra.spec.fabric import _SWITCH, MAX_SWITCHES, SWITCH_ALLOWED
-from gpuinfra.spec.model import Block, NodeSpec
+from gpuinfra.spec.model import NodeSpec, NvlinkBlock
 from gpuinfra.spec.rules import clip
 
 FIELD = "fabric_blocks"
@@ -38,7 +38,7 @@ EXAMPLE = "fabric_blocks = {'nvl72-rack1': ['gb001', 'gb002'], 'nvl72-rack2': ['
 
 
 def blocks(raw: Any, switches: Any, schedulers: Sequence[str], nodes: Sequence[NodeSpec],
-           errs: Collector) -> tuple[Block, ...] | None:
+           errs: Collector) -> tuple[NvlinkBlock, ...] | None:
     """The site's blocks (None: not given, or refused: each problem is in ``errs``)."""
     if raw is None:
         return None
@@ -67,7 +67,7 @@ def blocks(raw: Any, switches: Any, schedulers: Sequence[str], nodes: Sequence[N
         errs.add(CLUSTER, f"{FIELD}[{clip(block)}]", value, problem, allowed,
                  f"{fix} {WHERE_ALL}")
 
-    found: list[Block] = []
+    found: list[NvlinkBlock] = []
     home: dict[str, str] = {}
     for name, members in raw.items():
         if not isinstance(name, str) or not _SWITCH.fullmatch(name):
@@ -100,7 +100,7 @@ def blocks(raw: Any, switches: Any, schedulers: Sequence[str], nodes: Sequence[N
                 "domain", "each node in one block", f"keep {twice[0]} in the rack it is in")
             continue
         home.update(dict.fromkeys(full, name))
-        found.append(Block(name, tuple(full)))
+        found.append(NvlinkBlock(name, tuple(full)))
     if len(errs.errors) > before:
         return None
     missing = sorted(slurm - set(home))

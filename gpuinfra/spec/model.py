@@ -350,7 +350,7 @@ class Fabric:
 
 
 @dataclass(frozen=True)
-class Block:
+class NvlinkBlock:
     """One NVLink block (``fabric_blocks``): its name and its Slurm nodes (inventory names)."""
 
     name: str
@@ -399,7 +399,7 @@ class ClusterSpec:
     rdma_stack: str = "inbox"
     fabric: Fabric | None = None
     # NVLink blocks for topology/block (gpuinfra/spec/blocks.py); None: not given.
-    blocks: tuple[Block, ...] | None = None
+    blocks: tuple[NvlinkBlock, ...] | None = None
     warnings: tuple[SpecWarning, ...] = ()
 
     def node(self, name: str) -> NodeSpec:

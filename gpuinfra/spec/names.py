@@ -36,8 +36,12 @@ def with_role_groups(hosts: Sequence[HostInput], groups: Mapping[str, str] | Non
                      "the name of a group of your inventory", "give the group's name as text")
         else:
             mapping[ours] = theirs
-    return [HostInput(h.name, (*h.groups, *(o for o, g in mapping.items()
-                                           if g in h.groups and o not in h.groups)), h.data)
+    # An operator's group named like one of gpuinfra's but mapped to another (docs/reuse.md:
+    # their "login" group is gpuinfra's head) is theirs, not gpuinfra's group of that name.
+    theirs = {g for o, g in mapping.items() if g in ROLE_GROUPS and g != o}
+    return [HostInput(h.name, (*(g for g in h.groups if g not in theirs),
+                               *(o for o, g in mapping.items()
+                                 if g in h.groups and o not in h.groups)), h.data)
             for h in hosts]
 
 
