@@ -3,12 +3,18 @@
 The distributions' Slurm (the roles install the distribution's own): Debian 12 22.05.8,
 Ubuntu 22.04 21.08.5, Ubuntu 24.04 23.11.4 (roles/slurm DISTRO). A feature a site asks for that
 its Slurm predates is refused before any change, naming the node, its version and the fix:
-Slurm would not start on such a file, or would silently ignore the setting.
+Slurm would not start on such a file, or would silently ignore the setting. Beyond the cited
+features, every key and plugin the role renders is checked against the parser tables of the
+node's release (:func:`unread_settings`, gpuinfra/knowledge/slurm_keys.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from typing import Any
+
+from gpuinfra.knowledge import slurm_keys as table
 
 # (major, minor) per distribution key (gpuinfra_deploy.facts.system.distro_key).
 SLURM_VERSIONS: dict[str, tuple[int, int]] = {
@@ -69,3 +75,116 @@ def block_problem(controller: str, distro: str) -> str | None:
             f"the controller {controller} ({distro}) runs Slurm {_text(version)}, which has no "
             "such plugin: slurmctld would not start. Fix: Ubuntu 24.04 (23.11) on the "
             "controllers, or describe the fabric with fabric_switches (topology/tree)")
+
+
+# What each Slurm release's own parsers read, and the plugins it ships: gpuinfra/knowledge/
+# slurm_keys.py, extracted from SchedMD's tag of each release (SOURCES there names it;
+# gpuinfra_lab/slurm_keys.py writes it). The slurm role checks what it renders for a node
+# against its Slurm.
+KEY_VERSIONS = {(20, 11): "20.11", (21, 8): "21.08", (22, 5): "22.05", (23, 11): "23.11",
+                (24, 11): "24.11"}
+# slurm.conf keys whose value names a plugin (<kind>/<name>), and the kind.
+_PLUGIN_KEYS = {"SelectType": "select", "SchedulerType": "sched", "TopologyPlugin": "topology",
+                "ProctrackType": "proctrack", "TaskPlugin": "task", "AuthType": "auth",
+                "CryptoType": "cred", "CredType": "cred", "MpiDefault": "mpi",
+                "AccountingStorageType": "accounting_storage",
+                "JobAcctGatherType": "jobacct_gather", "SwitchType": "switch"}
+
+
+@lru_cache(maxsize=8)
+def slurm_keys(version: str) -> dict[str, Any]:
+    """The tables of Slurm ``version`` ("22.05"): each a sorted list of names, and "source"."""
+    out: dict[str, Any] = {"source": table.SOURCES[version]}
+    for name, words in table.BASE.items():
+        more, less = table.DIFF.get(version, {}).get(name, ("", ""))
+        out[name] = sorted((set(words.split()) | set(more.split())) - set(less.split()))
+    return out
+
+
+def _pairs(line: str) -> list[tuple[str, str]]:
+    return [(k, v) for k, _, v in (word.partition("=") for word in line.split()) if k]
+
+
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
+# read_config.c's field of each kind whose "<kind>/none" a release may read as unset
+# (slurm_keys' "none_is_unset": from 23.11, accounting_storage/none is no plugin any more).
+_NONE_FIELD = {"accounting_storage": "accounting_storage_type",
+               "jobacct_gather": "job_acct_gather_type", "mpi": "mpi_default",
+               "switch": "switch_type", "task": "task_plugin", "topology": "topology_plugin"}
+
+
+def _plugin(kind: str, value: str, known: set[str], unset: set[str]) -> str | None:
+    """Why ``value`` of a ``kind`` key names no plugin of this Slurm (None: it does);
+    ``unset``: read_config.c's fields whose "none" it reads as no plugin."""
+    for item in value.split(","):
+        name = item.split("/", 1)[1] if "/" in item else item
+        if kind == "cred" and item == "crypto/munge":  # 22.05's name for cred/munge
+            name = "munge"
+        if name == "none" and (kind == "mpi" or _NONE_FIELD.get(kind) in unset):
+            continue
+        if f"{kind}/{name}" not in known:
+            return f"{kind}/{name}"
+    return None
+
+
+def unread_settings(texts: Mapping[str, str], version: str) -> list[str]:
+    """What of the files ``texts`` (slurm.conf, cgroup.conf, gres.conf, by file name) Slurm
+    ``version``'s own parsers do not read, or whose plugin it does not ship: each as
+    "<file>: <key>" or "<file>: <key>=<plugin>" (empty: it reads all of it)."""
+    keys = {k: {x.lower() for x in v} if isinstance(v, list) else v
+            for k, v in slurm_keys(version).items()}  # Slurm reads keys in any case
+    plugins = set(slurm_keys(version)["plugins"])
+    unset = set(slurm_keys(version).get("none_is_unset", []))
+    out: list[str] = []
+    for name, text in texts.items():
+        file = name.rsplit("/", 1)[-1]
+        for line in _lines(text):
+            pairs = _pairs(line)
+            if not pairs:
+                continue
+            head = pairs[0][0]
+            if file == "slurm.conf":
+                table = keys.get(head) if head in ("NodeName", "PartitionName") else None
+                if head.lower() not in keys["slurm.conf"]:
+                    out.append(f"{file}: {head}")
+                for key, _value in pairs[1:] if table is not None else []:
+                    if key.lower() not in table:
+                        out.append(f"{file}: {head} ... {key}=")
+                kind = _PLUGIN_KEYS.get(head)
+                missing = _plugin(kind, pairs[0][1], plugins, unset) if kind else None
+                if head == "GresTypes":
+                    missing = _plugin("gres", pairs[0][1], plugins, unset)
+                if missing:
+                    out.append(f"{file}: {head}={missing}")
+            elif file == "cgroup.conf":
+                if head.lower() not in keys["cgroup.conf"]:
+                    out.append(f"{file}: {head}")
+                elif head == "CgroupPlugin" and pairs[0][1] != "autodetect":
+                    missing = _plugin("cgroup", pairs[0][1], plugins, unset)
+                    if missing:
+                        out.append(f"{file}: {head}={missing}")
+            elif file == "gres.conf":
+                out += [f"{file}: {k}" for k, _ in pairs
+                        if k.lower() not in keys["gres.conf"] | {"nodename", "autodetect"}]
+    return list(dict.fromkeys(out))
+
+
+def unread_problem(node: str, distro: str, texts: Mapping[str, str]) -> str | None:
+    """The files ``texts`` hold what the Slurm of ``distro`` does not read (its own parser's
+    key tables, gpuinfra/knowledge/slurm_keys.py)."""
+    version = SLURM_VERSIONS.get(distro)
+    if version is None or version not in KEY_VERSIONS:
+        return None
+    unread = unread_settings(texts, KEY_VERSIONS[version])
+    if not unread:
+        return None
+    source = slurm_keys(KEY_VERSIONS[version])["source"]
+    return (f"{node} ({distro}) runs Slurm {_text(version)}, whose parsers do not read "
+            f"{'; '.join(unread[:6])}{' ...' if len(unread) > 6 else ''} (its key tables: "
+            f"{source}, gpuinfra/knowledge/slurm_keys.py): its daemons would refuse the files or "
+            "ignore the setting. Fix: remove it (slurm_conf_extra, a site template), or run "
+            "a newer Slurm there")

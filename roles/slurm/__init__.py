@@ -24,7 +24,6 @@ from typing import Any
 
 from pyinfra import host, logger
 from pyinfra.api import deploy
-from pyinfra.facts.server import LinuxDistribution
 from pyinfra.operations import apt, files, server, systemd
 
 from gpuinfra import reboot
@@ -45,12 +44,11 @@ from gpuinfra.slurm.running import (
     running_config,
 )
 from gpuinfra.slurm.topology import topology_lines
-from gpuinfra.slurm.versions import block_problem, node_state_problem, shard_problem
 from gpuinfra.spec import NodeSpec
 from gpuinfra_deploy.facts.kernel import CgroupHierarchy
 from gpuinfra_deploy.facts.nvidia import NvidiaDeviceMinors, NvidiaGpus, NvidiaTopology
 from gpuinfra_deploy.facts.system import CpuLayout as CpuLayoutFact
-from gpuinfra_deploy.facts.system import MemTotalMb, distro_key, host_distro
+from gpuinfra_deploy.facts.system import MemTotalMb, host_distro
 from gpuinfra_deploy.ops.apt import APT_CACHE_S
 from gpuinfra_deploy.ops.boot import boot_order
 from gpuinfra_deploy.ops.kernel_args import kernel_arguments, needs_cgroup_v1, node_arguments
@@ -59,6 +57,7 @@ from gpuinfra_deploy.run.ahead import installed_ahead
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
 from gpuinfra_deploy.templates import role_file, text
+from gpuinfra_roles.slurm.checks import every_setting_read, one_cgroup_plugin, versions_read_it
 from gpuinfra_roles.slurm.daemons import (
     SLURMDBD_CONF as SLURMDBD_CONF,
 )
@@ -275,46 +274,14 @@ def _configs(site: Site, data: Any, distro: dict[str, Any]) -> tuple[dict[str, s
     # Every input is site-wide (slurm_conf_extra and the timeout must agree on every host):
     # one set for the run, served by the head to every slurmd (configless), so its cgroup.conf
     # must suit every node's Slurm.
-    return site.once(("slurm configuration",),
-                     lambda: (_one_cgroup_plugin(site), _versions_read_it(site), render())[2])
+    def checked() -> tuple[dict[str, str], list[str]]:
+        one_cgroup_plugin(site, {k: v["cgroup_plugin"] for k, v in DISTRO.items()})
+        versions_read_it(site)
+        texts, notes = render()
+        every_setting_read(site, texts)
+        return texts, notes
 
-
-def _one_cgroup_plugin(site: Site) -> None:
-    """Configless serves one cgroup.conf: the Slurm nodes of this run must agree on its plugin
-    (cgroup/v1 on Ubuntu 22.04's Slurm 21.08, autodetect elsewhere: :data:`DISTRO`)."""
-    plugins: dict[str, list[str]] = {}
-    for node in site.spec.nodes:
-        if "slurm" in node.schedulers and site.reached(node.name):
-            other = site.host(node.name)
-            key = distro_key(other.get_fact(LinuxDistribution))
-            plugins.setdefault(DISTRO[key]["cgroup_plugin"], []).append(f"{node.name} ({key})")
-    if len(plugins) > 1:
-        listed = "; ".join(f"CgroupPlugin={k}: {', '.join(v)}" for k, v in plugins.items())
-        raise GpuinfraError(f"slurm: the Slurm nodes need different cgroup.conf files ({listed}), "
-                            "and the head serves one to every node (configless): run the same "
-                            "distribution on every Slurm node")
-
-
-def _versions_read_it(site: Site) -> None:
-    """What the site asks of Slurm, read by the Slurm each node runs (gpuinfra.slurm.versions):
-    shard GRES (time-slicing) from 22.05, HealthCheckNodeState=NONDRAINED_IDLE from 23.02,
-    topology/block (fabric_blocks) from 23.11."""
-    problems = []
-    head = site.spec.head[0]
-    for node in site.spec.nodes:
-        if "slurm" not in node.schedulers or not site.reached(node.name):
-            continue
-        key = distro_key(site.host(node.name).get_fact(LinuxDistribution))
-        if node.sharing.mode == "time-slicing":
-            problems.append(shard_problem(node.name, key))
-        if node.name == head.name and node.settings.get("health_enabled"):
-            problems.append(node_state_problem(
-                str(node.settings.get("health_check_node_state", "")), node.name, key))
-        if node.is_controller and site.spec.blocks:
-            problems.append(block_problem(node.name, key))
-    found = [p for p in problems if p]
-    if found:
-        raise GpuinfraError("slurm: " + "; ".join(found))
+    return site.once(("slurm configuration",), checked)
 
 
 @deploy("slurm")
