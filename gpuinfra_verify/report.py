@@ -302,8 +302,10 @@ class Report:
     unknown: list[str]  # hosts with results that the inventory does not name
     jobs: list[JobResult] = field(default_factory=list)  # `--smoke`: jobs run on the cluster
     # The spec's fabric (fabric_switches), leaves first: (switch, "nodes" or "switches", the
-    # short names under it); empty without one.
+    # short names under it), or its NVLink blocks (fabric_blocks): (block, "nodes", ...);
+    # empty without one. ``fabric_unit``: what its rows are.
     fabric: list[tuple[str, str, list[str]]] = field(default_factory=list)
+    fabric_unit: str = "switches"
 
     @property
     def findings(self) -> list[dict[str, str]]:
@@ -412,16 +414,18 @@ def build(spec: ClusterSpec, cases: Sequence[JunitCase], source: str,
     nodes = [node_report(n, [c for c in cases if c.node == n.name]) for n in spec.nodes]
     unknown = sorted({c.node for c in cases if c.node} - names)
     return Report(source, list(cases), nodes, [c for c in cases if not c.node], unknown,
-                  list(jobs), fabric_rows(spec))
+                  list(jobs), fabric_rows(spec),
+                  "switches" if spec.fabric is not None else "NVLink blocks")
 
 
 def fabric_rows(spec: ClusterSpec) -> list[tuple[str, str, list[str]]]:
     """The fabric as the report shows it: each switch (leaves first, as topology.conf has
-    them) and the nodes (short names) or switches under it."""
-    from gpuinfra.slurm.topology import switch_lines
+    them) and the nodes (short names) or switches under it; or each NVLink block and its
+    nodes."""
+    from gpuinfra.slurm.topology import topology_lines
 
     rows = []
-    for line in switch_lines(spec):
+    for line in topology_lines(spec):
         name, under = (part.split("=", 1)[1] for part in line.split())
         kind = line.split()[1].split("=", 1)[0].lower()
         rows.append((name, kind, under.split(",")))
@@ -534,7 +538,8 @@ def render_report(report: Report) -> str:
             if group.fix:
                 lines += _wrap(group.fix, "      ", "    fix: ")
     if report.fabric:
-        lines.append(f"fabric ({len(report.fabric)} switches, as Slurm's topology.conf has it):")
+        lines.append(f"fabric ({len(report.fabric)} {report.fabric_unit}, as Slurm's "
+                     "topology.conf has it):")
         for name, kind, under in report.fabric:
             lines += _wrap(", ".join(under), "      ", f"  {name} ({kind}): ")
     lines += _log_queries(report)

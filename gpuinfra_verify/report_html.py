@@ -260,8 +260,9 @@ def _fabric(report: Report) -> Markup:
                el("td", [el("span", child + " ", class_=verdicts.get(child))
                          for child in under]))
             for name, kind, under in report.fabric]
-    return el("section", el("h2", f"Fabric ({len(report.fabric)} switches)"),
-              el("table", el("tr", el("th", "switch"), el("th", "holds"), el("th", "under it")),
+    unit = "switch" if report.fabric_unit == "switches" else "block"
+    return el("section", el("h2", f"Fabric ({len(report.fabric)} {report.fabric_unit})"),
+              el("table", el("tr", el("th", unit), el("th", "holds"), el("th", "under it")),
                  rows), id="fabric")
 
 

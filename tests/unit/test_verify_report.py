@@ -302,3 +302,10 @@ def test_the_report_shows_the_fabric_with_each_nodes_verdict() -> None:
     assert report.build(_spec(), report.read_junit(JUNIT), "verify.xml").fabric == []
     assert 'id="fabric"' not in render_html(report.build(_spec(), report.read_junit(JUNIT),
                                                          "verify.xml"))
+    # NVLink blocks (fabric_blocks, topology/block): each block and its nodes.
+    blocks = {"fabric_blocks": {"rack1": ["gpu1"], "rack2": ["gpu2"]}}
+    racks = report.build(build_cluster([HostInput(h.name, h.groups, {**h.data, **blocks})
+                                        for h in hosts]), report.read_junit(JUNIT), "verify.xml")
+    assert racks.fabric == [("rack1", "nodes", ["gpu1"]), ("rack2", "nodes", ["gpu2"])]
+    assert "fabric (2 NVLink blocks" in report.render_report(racks)
+    assert "Fabric (2 NVLink blocks)" in render_html(racks)
