@@ -179,9 +179,14 @@ def _config_volume(key: str) -> dict[str, Any]:
 
 def _gpu_node_spec(key: str, taint: bool) -> dict[str, Any]:
     """Where a GPU DaemonSet runs: nodes labelled with its config key; tolerating the GPU
-    taint the role may put on GPU nodes."""
+    taint the role may put on GPU nodes; under the NVIDIA runtime. containerd's default stays
+    runc (container_toolkit_set_default is False), and "without --set-as-default, Kubernetes
+    pods need a RuntimeClass with handler: nvidia" (hardware-reference.md, NVIDIA's
+    k8s-device-plugin README): under runc the plugin finds no NVML and crash-loops, and no node
+    advertises nvidia.com/gpu (issue 46)."""
     spec: dict[str, Any] = {"nodeSelector": {k8s.LABEL_DEVICE_PLUGIN_CONFIG: key},
-                            "priorityClassName": "system-node-critical"}
+                            "priorityClassName": "system-node-critical",
+                            "runtimeClassName": k8s.RUNTIME_CLASS}
     if taint:
         spec["tolerations"] = [{"key": k8s.TAINT_GPU, "operator": "Exists",
                                 "effect": "NoSchedule"}]

@@ -316,3 +316,37 @@ def test_the_mig_parted_config_matches_its_format():
     broken["mig-configs"]["gpuinfra-gpu-mig"][0]["mig-devices"] = {"3g.40GB": 2}
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(broken, _schema("mig-parted-config-v1.json"))
+
+
+def _pod_specs(obj: dict) -> list[dict]:
+    """The pod spec of a workload object (DaemonSet, Deployment, Job, Pod)."""
+    if obj["kind"] == "Pod":
+        return [obj["spec"]]
+    template = obj.get("spec", {}).get("template")
+    return [template["spec"]] if template else []
+
+
+def _uses_gpus(pod: dict) -> bool:
+    """A pod that reaches the node's GPUs: NVIDIA_VISIBLE_DEVICES, or nvidia.com/* limits."""
+    for container in [*pod.get("containers", []), *pod.get("initContainers", [])]:
+        if any(e.get("name") == "NVIDIA_VISIBLE_DEVICES" for e in container.get("env", [])):
+            return True
+        limits = container.get("resources", {}).get("limits", {})
+        if any(str(k).startswith("nvidia.com/") for k in limits):
+            return True
+    return False
+
+
+def test_every_gpu_pod_runs_under_the_nvidia_runtime():
+    """Issue 46 item 1: containerd's default runtime stays runc (container_toolkit_set_default
+    is False), so a GPU pod without runtimeClassName nvidia starts under runc, finds no NVML and
+    crash-loops (the judge's own cause: gpuinfra/captures/kubernetes.py). Every pod the GPU
+    layer writes that reaches the GPUs asks for the RuntimeClass the layer renders."""
+    classes = {o["metadata"]["name"]: o["handler"] for o in OBJECTS
+               if o["kind"] == "RuntimeClass"}
+    assert classes == {k8s.RUNTIME_CLASS: "nvidia"}
+    gpu_pods = [(f"{o['kind']}/{o['metadata']['name']}", pod) for o in OBJECTS
+                for pod in _pod_specs(o) if _uses_gpus(pod)]
+    assert len(gpu_pods) >= 5  # the plugin per config, MPS control daemon, GFD
+    assert [name for name, pod in gpu_pods
+            if pod.get("runtimeClassName") != k8s.RUNTIME_CLASS] == []
