@@ -58,8 +58,12 @@ def plugin_config(node: NodeSpec, site_strategy: str) -> dict[str, Any]:
     }
     sharing = node.sharing
     if sharing.mode == "time-slicing":
-        config["sharing"] = {"timeSlicing": {"resources": [
-            {"name": GPU_RESOURCE, "replicas": sharing.replicas}]}}
+        # failRequestsGreaterThanOne (NVIDIA k8s-device-plugin README, "Shared Access to GPUs"):
+        # a request for more than one replica fails admission, since replicas of one GPU give
+        # no more compute than one; the site may turn it off per node.
+        config["sharing"] = {"timeSlicing": {
+            "failRequestsGreaterThanOne": sharing.fail_requests_greater_than_one,
+            "resources": [{"name": GPU_RESOURCE, "replicas": sharing.replicas}]}}
     elif sharing.mode == "mps":
         config["sharing"] = {"mps": {"resources": [
             {"name": GPU_RESOURCE, "replicas": sharing.mps_clients}]}}
@@ -68,11 +72,14 @@ def plugin_config(node: NodeSpec, site_strategy: str) -> dict[str, Any]:
 
 def config_key(config: dict[str, Any]) -> str:
     """A stable, readable name for ``config`` (a label value): ``whole-gpus``,
-    ``time-slicing-4``, ``mps-8``, ``mig-single``, ``mig-mixed``."""
+    ``time-slicing-4`` (``time-slicing-4-any`` where requests for several replicas are
+    admitted), ``mps-8``, ``mig-single``, ``mig-mixed``."""
     strategy = config["flags"]["migStrategy"]
     sharing = config.get("sharing", {})
     if "timeSlicing" in sharing:
-        return f"time-slicing-{sharing['timeSlicing']['resources'][0]['replicas']}"
+        loose = "" if sharing["timeSlicing"].get("failRequestsGreaterThanOne", True) \
+            else "-any"  # requests for several replicas admitted
+        return f"time-slicing-{sharing['timeSlicing']['resources'][0]['replicas']}{loose}"
     if "mps" in sharing:
         return f"mps-{sharing['mps']['resources'][0]['replicas']}"
     return f"mig-{strategy}" if strategy != "none" else "whole-gpus"

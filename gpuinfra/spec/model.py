@@ -164,6 +164,10 @@ class GpuSharing:
     mps_thread_percentage: int | None = None
     mps_pinned_mem_limit: str | None = None
     replicas: int | None = None
+    # Time-slicing on Kubernetes: a pod asking for more than one shared GPU is refused at
+    # admission (the device plugin's failRequestsGreaterThanOne): two replicas of one GPU give
+    # it no more compute than one (hardware-reference.md, NVIDIA k8s-device-plugin README).
+    fail_requests_greater_than_one: bool = True
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ _MEM_LIMIT = re.compile(r"[0-9]{1,12}[KMGT]?B?", re.IGNORECASE)
 _SHARING_KEYS = {
     "mig": ("mode", "mig_layout"),
     "mps": ("mode", "clients", "thread_percentage", "pinned_mem_limit"),
-    "time-slicing": ("mode", "replicas"),
+    "time-slicing": ("mode", "replicas", "fail_requests_greater_than_one"),
     "none": ("mode",),
 }
 
@@ -75,7 +75,13 @@ def gpu_sharing(host: HostInput, gpus: GpuSpec | None, strategy: str,
         replicas = int_value(host.name, "gpu_sharing['replicas']", raw.get("replicas"), errs, 2,
                              128, "set replicas to how many workloads share each GPU (>= 2), or "
                              "mode 'none'")
-        return GpuSharing(mode=mode, replicas=replicas)
+        strict = raw.get("fail_requests_greater_than_one", True)
+        if not isinstance(strict, bool):
+            errs.add(host.name, "gpu_sharing['fail_requests_greater_than_one']", strict,
+                     "must be True or False", "True (default) or False",
+                     f"set it to True or False {WHERE_HOST}, or remove it")
+            strict = True
+        return GpuSharing(mode=mode, replicas=replicas, fail_requests_greater_than_one=strict)
     return GpuSharing()
 
 

@@ -350,3 +350,24 @@ def test_every_gpu_pod_runs_under_the_nvidia_runtime():
     assert len(gpu_pods) >= 5  # the plugin per config, MPS control daemon, GFD
     assert [name for name, pod in gpu_pods
             if pod.get("runtimeClassName") != k8s.RUNTIME_CLASS] == []
+
+
+def test_time_slicing_refuses_a_request_for_several_replicas_by_default():
+    """Issue 46 item 2: replicas of one GPU give a pod no more compute than one, so a pod
+    asking for two is refused at admission (failRequestsGreaterThanOne); a node may turn it off,
+    and its config is then another one (its own label value)."""
+    node = SPEC.node("gpu-ts")
+    config = plugin_config(node, SPEC.mig_strategy)
+    assert config["sharing"]["timeSlicing"]["failRequestsGreaterThanOne"] is True
+    assert config_key(config) == "time-slicing-4"
+    loose = build_cluster([HostInput("k8s-head", ("head",), {"node_address": "10.0.0.10",
+                                                             "schedulers": ["kubernetes"]}),
+                           HostInput("gpu-ts", ("workers",), {
+                               "gpu_model": "H100-PCIE-80GB", "gpu_count": 2,
+                               "gpu_topology": "bridged-pairs",
+                               "node_address": "10.0.0.12", "schedulers": ["kubernetes"],
+                               "gpu_sharing": {"mode": "time-slicing", "replicas": 4,
+                                               "fail_requests_greater_than_one": False}})])
+    config = plugin_config(loose.node("gpu-ts"), loose.mig_strategy)
+    assert config["sharing"]["timeSlicing"]["failRequestsGreaterThanOne"] is False
+    assert config_key(config) == "time-slicing-4-any"
