@@ -223,10 +223,19 @@ def device_plugin_daemonset(key: str, config: Mapping[str, Any], version: str,
     chart's daemonset-device-plugin.yml: the kubelet's device-plugins dir, the MPS root and
     /var/run/cdi mounted; the config file from the ConfigMap)."""
     migs = config["flags"]["migStrategy"] != "none"
-    env = _env(CONFIG_FILE="/config/config.yaml", MPS_ROOT=k8s.MPS_ROOT,
+    # The MPS root and its shm only where the node runs MPS (its control daemon's pipes):
+    # elsewhere the plugin has no business with a host folder of another node's sharing mode.
+    mps = uses_mps(config)
+    env = _env(CONFIG_FILE="/config/config.yaml",
+               **({"MPS_ROOT": k8s.MPS_ROOT} if mps else {}),
                NVIDIA_VISIBLE_DEVICES="all", NVIDIA_DRIVER_CAPABILITIES="compute,utility")
     if migs:
         env += _env(NVIDIA_MIG_MONITOR_DEVICES="all")
+    mps_mounts = [{"name": "mps-shm", "mountPath": "/dev/shm"},
+                  {"name": "mps-root", "mountPath": "/mps"}] if mps else []
+    mps_volumes = [{"name": "mps-root",
+                    "hostPath": {"path": k8s.MPS_ROOT, "type": "DirectoryOrCreate"}},
+                   {"name": "mps-shm", "hostPath": {"path": f"{k8s.MPS_ROOT}/shm"}}] if mps else []
     pod = {**_gpu_node_spec(key, taint), "containers": [{
         "name": "nvidia-device-plugin-ctr", "image": _image(version),
         "command": ["nvidia-device-plugin"], "env": env,
@@ -234,15 +243,13 @@ def device_plugin_daemonset(key: str, config: Mapping[str, Any], version: str,
                             "capabilities": {"drop": ["ALL"]}},
         "volumeMounts": [
             {"name": "kubelet-device-plugins-dir", "mountPath": "/var/lib/kubelet/device-plugins"},
-            {"name": "mps-shm", "mountPath": "/dev/shm"},
-            {"name": "mps-root", "mountPath": "/mps"},
+            *mps_mounts,
             {"name": "cdi-root", "mountPath": "/var/run/cdi"},
             {"name": "config", "mountPath": "/config"}]}],
         "volumes": [
             {"name": "kubelet-device-plugins-dir",
              "hostPath": {"path": "/var/lib/kubelet/device-plugins", "type": "Directory"}},
-            {"name": "mps-root", "hostPath": {"path": k8s.MPS_ROOT, "type": "DirectoryOrCreate"}},
-            {"name": "mps-shm", "hostPath": {"path": f"{k8s.MPS_ROOT}/shm"}},
+            *mps_volumes,
             {"name": "cdi-root", "hostPath": {"path": "/var/run/cdi", "type": "DirectoryOrCreate"}},
             _config_volume(key)]}
     return _daemonset(f"nvidia-device-plugin-{key}", key, "device-plugin", pod)

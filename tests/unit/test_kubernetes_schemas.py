@@ -371,3 +371,20 @@ def test_time_slicing_refuses_a_request_for_several_replicas_by_default():
     config = plugin_config(loose.node("gpu-ts"), loose.mig_strategy)
     assert config["sharing"]["timeSlicing"]["failRequestsGreaterThanOne"] is False
     assert config_key(config) == "time-slicing-4-any"
+
+
+def test_only_the_mps_nodes_plugin_mounts_the_mps_pipes():
+    """Issue 46 item 2: the MPS root (the control daemon's pipes) and its shm are mounted into
+    the device plugin only on the nodes whose config shares by MPS."""
+    plugins = {o["metadata"]["name"]: o["spec"]["template"]["spec"] for o in OBJECTS
+               if o["kind"] == "DaemonSet"
+               and o["metadata"]["name"].startswith("nvidia-device-plugin-")}
+    assert set(plugins) == {"nvidia-device-plugin-whole-gpus", "nvidia-device-plugin-mig-mixed",
+                            "nvidia-device-plugin-time-slicing-4", "nvidia-device-plugin-mps-8"}
+    for name, pod in plugins.items():
+        volumes = {v["name"] for v in pod["volumes"]}
+        env = {e["name"] for e in pod["containers"][0]["env"]}
+        mps = name.endswith("mps-8")
+        assert ({"mps-root", "mps-shm"} <= volumes) == mps, name
+        assert bool({"mps-root", "mps-shm"} & volumes) == mps, name
+        assert ("MPS_ROOT" in env) == mps, name
