@@ -340,7 +340,7 @@ def indexed_job(settings: K8sSettings) -> list[dict[str, Any]]:
     completions = nodes): pod ``<name>-<index>`` runs torchrun with node rank = its completion
     index and the rendezvous on pod 0, reached by its stable name through the Service
     (``<name>-0.<name>.<namespace>.svc``). With GPUs: ``runtimeClassName: nvidia`` and
-    ``nvidia.com/gpu`` limits, NCCL; without: gloo on CPUs."""
+    ``nvidia.com/gpu`` limits, NCCL; without: gloo on CPUs. Either way a memory-backed /dev/shm."""
     s = settings
     for what, value in (("name", s.name), ("namespace", s.namespace)):
         if not _DNS.match(value):
@@ -361,11 +361,15 @@ def indexed_job(settings: K8sSettings) -> list[dict[str, Any]]:
         "name": "smoke", "image": s.image, "command": command,
         "env": [{"name": "NCCL_DEBUG", "value": "INFO"}] if backend == "nccl" else [],
         "ports": [{"containerPort": s.port, "name": "rendezvous"}],
+        # NCCL's intra-node transport and PyTorch's workers use /dev/shm, which a container
+        # gets at 64 MiB: a memory-backed emptyDir there instead.
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
     }
     if s.gpus_per_node:
         container["resources"] = {"limits": {"nvidia.com/gpu": s.gpus_per_node}}
     pod: dict[str, Any] = {"subdomain": s.name, "restartPolicy": "Never",
-                           "containers": [container]}
+                           "containers": [container],
+                           "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]}
     if s.gpus_per_node:
         pod["runtimeClassName"] = k8s.RUNTIME_CLASS
     service = {"apiVersion": "v1", "kind": "Service",

@@ -428,3 +428,15 @@ def test_the_labs_torch_step_reports_a_torch_already_installed(tmp_path):
                           env={**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"})
     assert (done.returncode, done.stdout.strip().splitlines()[-1:]) == (0, ["2.1.0"])
     assert "apt-get must not run" not in done.stderr
+
+
+def test_the_smoke_pods_have_a_shared_memory_dev_shm():
+    """Issue 46 item 3: NCCL's intra-node transport and PyTorch's data loaders live in
+    /dev/shm, which a container gets at 64 MiB; the smoke pods mount a memory-backed emptyDir
+    there (both backends)."""
+    for objects in (GPU_JOB, CPU_JOB):
+        pod = objects[1]["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in pod.get("volumes", [])}
+        mounts = {m["mountPath"]: m["name"] for m in pod["containers"][0].get("volumeMounts", [])}
+        assert "/dev/shm" in mounts, pod
+        assert volumes[mounts["/dev/shm"]]["emptyDir"] == {"medium": "Memory"}
