@@ -69,9 +69,16 @@ def health(site: Site, node: NodeSpec) -> None:
     files.put(name=f"The health check ({PROGRAM})", dest=PROGRAM,
               src=StringIO((HERE / "program.py").read_text()), user="root", group="root",
               mode="644")
-    for mode, path in [(None, COMMAND), *HEALTH_PROGRAMS.items()]:
-        files.put(name=f"{path}", dest=path, src=StringIO(entry_point(mode)), user="root",
-                  group="root", mode="755")
+    files.put(name=f"{COMMAND}", dest=COMMAND, src=StringIO(entry_point(None)), user="root",
+              group="root", mode="755")
+    # The Slurm hooks (HealthCheckProgram, Prolog, Epilog) on Slurm nodes only: each node gets
+    # its own scheduler's files (issue 46).
+    for mode, path in HEALTH_PROGRAMS.items():
+        if "slurm" in node.schedulers:
+            files.put(name=f"{path}", dest=path, src=StringIO(entry_point(mode)), user="root",
+                      group="root", mode="755")
+        else:
+            files.file(name=f"{path} absent (not a Slurm node)", path=path, present=False)
     files.directory(name="/etc/gpuinfra exists", path="/etc/gpuinfra", user="root",
                     group="root", mode="755")
     staged = f"{STAGE}/{Path(EXPECTATION_PATH).name}"
