@@ -71,14 +71,17 @@ def health(site: Site, node: NodeSpec) -> None:
               mode="644")
     files.put(name=f"{COMMAND}", dest=COMMAND, src=StringIO(entry_point(None)), user="root",
               group="root", mode="755")
-    # The Slurm hooks (HealthCheckProgram, Prolog, Epilog) on Slurm nodes only: each node gets
-    # its own scheduler's files (issue 46).
+    # The Slurm hooks (HealthCheckProgram, Prolog, Epilog), except on a node of Kubernetes
+    # alone: each node gets its own scheduler's files (issue 46). A node in no scheduler keeps
+    # them: the role run alone (another project's deploy) does not know the node's Slurm.
+    k8s_only = "kubernetes" in node.schedulers and "slurm" not in node.schedulers
     for mode, path in HEALTH_PROGRAMS.items():
-        if "slurm" in node.schedulers:
+        if not k8s_only:
             files.put(name=f"{path}", dest=path, src=StringIO(entry_point(mode)), user="root",
                       group="root", mode="755")
         else:
-            files.file(name=f"{path} absent (not a Slurm node)", path=path, present=False)
+            files.file(name=f"{path} absent (a Kubernetes node, not Slurm's)", path=path,
+                       present=False)
     files.directory(name="/etc/gpuinfra exists", path="/etc/gpuinfra", user="root",
                     group="root", mode="755")
     staged = f"{STAGE}/{Path(EXPECTATION_PATH).name}"

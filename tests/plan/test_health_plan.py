@@ -13,7 +13,7 @@ from gpuinfra.health.expectation import PATH
 from gpuinfra.slurm.conf import HEALTH_PROGRAMS
 from gpuinfra_deploy.nodecode import node_zip
 from gpuinfra_roles.health import COMMAND, PROGRAM, ZIP, health
-from tests.plan.harness import load_facts, plan, upload_text
+from tests.plan.harness import FakeHost, load_facts, plan, plan_hosts, upload_text
 
 DISTROS = ["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
 GPU = {"gpu_model": "H100-SXM5-80GB", "gpu_count": 8, "gpu_topology": "nvswitch-all-to-all",
@@ -40,7 +40,9 @@ def test_a_gpu_worker_gets_the_program_its_library_and_its_expectation(distro):
     digest = hashlib.sha256(node_zip()).hexdigest()
     assert files[ZIP] == f"<binary: {len(node_zip())} bytes, sha256 {digest}>"
     assert files[PROGRAM].startswith('"""gpuinfra-health: the node health check')
-    assert files[COMMAND].endswith(f"exec /usr/bin/python3 -I {PROGRAM} \"$@\"\n")
+    for mode, path in [(None, COMMAND), *HEALTH_PROGRAMS.items()]:
+        assert files[path].endswith(f"exec /usr/bin/python3 -I {PROGRAM}"
+                                    f"{f' {mode}' if mode else ''} \"$@\"\n")
     staged = next(text for dest, text in files.items() if dest.endswith("/health.json"))
     expect = json.loads(staged)
     assert (expect["gpus"]["count"], expect["gpus"]["topology"]) == (8, "nvswitch-all-to-all")
@@ -55,16 +57,17 @@ def test_the_role_off_removes_the_expectation_and_installs_nothing():
     assert [op.name for op in result.ops] == [f"health | {PATH} absent (health_enabled is False)"]
 
 
-def test_a_node_outside_slurm_gets_no_slurm_hooks():
-    """Issue 46 item 5: each node gets its own scheduler's files only. A GPU worker outside
-    Slurm (here in no scheduler, as the harness plans one role alone; a Kubernetes-only worker
-    alike: node-problem-detector runs the command there) gets the command, not the Slurm
+def test_a_kubernetes_only_worker_gets_no_slurm_hooks():
+    """Issue 46 item 5: each node gets its own scheduler's files only. A Kubernetes-only GPU
+    worker (node-problem-detector runs the command there) gets the command, not the Slurm
     HealthCheckProgram/Prolog/Epilog scripts, which are removed if an earlier deploy left them.
-    On Slurm nodes the hooks are proven live (gpuinfra_lab/health_drain.py: HealthCheckProgram
-    drains a node; the verify suite's Slurm job runs the Prolog)."""
-    result = plan(health, fresh("debian-12"), GPU)
+    A node of no scheduler (the role run alone, as in the test above) keeps them."""
+    facts = fresh("debian-12")
+    hosts = [FakeHost("k8s-head", ("head",), facts, {"node_address": "10.0.0.10"}),
+             FakeHost("gpu01", ("workers",), facts, {**GPU, "node_address": "10.0.0.11"})]
+    result = plan_hosts(health, hosts, ["gpu01"], {"schedulers": ["kubernetes"]}).plans["gpu01"]
     files = uploads(result)
     assert COMMAND in files
     assert not set(HEALTH_PROGRAMS.values()) & set(files)
     for path in HEALTH_PROGRAMS.values():
-        assert result.op(f"{path} absent (not a Slurm node)")
+        assert result.op(f"{path} absent (a Kubernetes node, not Slurm's)")
