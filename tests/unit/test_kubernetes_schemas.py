@@ -388,3 +388,40 @@ def test_only_the_mps_nodes_plugin_mounts_the_mps_pipes():
         assert ({"mps-root", "mps-shm"} <= volumes) == mps, name
         assert bool({"mps-root", "mps-shm"} & volumes) == mps, name
         assert ("MPS_ROOT" in env) == mps, name
+
+
+def test_every_configmap_a_pod_mounts_is_rendered_in_its_namespace():
+    """Issue 46 item 7, a cross-object rule no schema sees: a pod mounting a ConfigMap that is
+    not applied stays ContainerCreating. Shown red by dropping the device plugin's ConfigMap."""
+    def missing(objects: list[dict]) -> list[str]:
+        maps = {(o["metadata"].get("namespace"), o["metadata"]["name"]) for o in objects
+                if o["kind"] == "ConfigMap"}
+        out = []
+        for o in objects:
+            for pod in _pod_specs(o):
+                for volume in pod.get("volumes", []):
+                    ref = volume.get("configMap", {}).get("name")
+                    if ref and (o["metadata"].get("namespace"), ref) not in maps:
+                        out.append(f"{o['kind']}/{o['metadata']['name']}: {ref}")
+        return out
+
+    assert missing(OBJECTS) == []
+    without = [o for o in OBJECTS if o["kind"] != "ConfigMap"
+               or o["metadata"]["name"] != manifests.DEVICE_PLUGIN_CONFIGMAP]
+    assert missing(without), "the rule found nothing missing with the plugin's ConfigMap gone"
+
+
+def test_gpu_daemonsets_select_the_label_and_tolerate_the_taint_the_role_sets():
+    """Issue 46 item 7: each GPU DaemonSet selects nodes by the label the kubernetes role puts
+    on each GPU node (its config key) and tolerates the GPU taint, so it lands on exactly the
+    nodes of its config."""
+    keys = {config_key(c) for c in CONFIGS}
+    for o in OBJECTS:
+        if o["kind"] != "DaemonSet" or "gpuinfra.io/config" not in o["metadata"]["labels"]:
+            continue
+        pod = o["spec"]["template"]["spec"]
+        assert pod["nodeSelector"] == {k8s.LABEL_DEVICE_PLUGIN_CONFIG:
+                                       o["metadata"]["labels"]["gpuinfra.io/config"]}
+        assert pod["nodeSelector"][k8s.LABEL_DEVICE_PLUGIN_CONFIG] in keys
+        assert {"key": k8s.TAINT_GPU, "operator": "Exists", "effect": "NoSchedule"} in \
+            pod["tolerations"]
