@@ -3,11 +3,12 @@
     .venv/bin/python -m gpuinfra_lab.bad_slurm_conf [inventory/lab.py]
 
 On a converged lab: records slurmctld's PID and the live slurm.conf's SHA-256 on the head,
-deploys with a misspelt key (``--data slurm_conf_extra='{"SelectTypeParameter": ...}'``),
-and then requires: the deploy failed, its output carries Slurm's own error and gpuinfra's
-refusal, slurmctld is active with the same PID (never restarted), the live slurm.conf is
-unchanged, and sinfo still answers. Exit 0 when all hold, 1 listing what did not
-(gpuinfra_lab/refusal.py).
+deploys with a value Slurm's parser refuses (``--data slurm_conf_extra='{"MaxJobCount":
+"lots"}'``: a misspelt key never gets this far, the parser tables refuse it before any host is
+touched, gpuinfra/knowledge/slurm_keys.py), and then requires: the deploy failed, its output
+carries Slurm's own error and gpuinfra's refusal, slurmctld is active with the same PID (never
+restarted), the live slurm.conf is unchanged, and sinfo still answers. Exit 0 when all hold, 1
+listing what did not (gpuinfra_lab/refusal.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from collections.abc import Callable
 
 from gpuinfra_lab.refusal import Refusal, on_head, prove
 
-BAD_DATA = 'slurm_conf_extra={"SelectTypeParameter": "CR_Core_Memory"}'
+BAD_DATA = 'slurm_conf_extra={"MaxJobCount": "lots"}'
+# What slurmd -G of 22.05.8 says of it (measured in the Debian 12 judge image).
+SLURM_SAYS = "MaxJobCount value (lots) is not a valid number"
 
 
 def controller_probe(conf: str, answers: str) -> Callable[[dict], dict[str, str]]:
@@ -37,8 +40,7 @@ def controller_probe(conf: str, answers: str) -> Callable[[dict], dict[str, str]
 PROOF = Refusal(
     tag="bad-slurm-conf", daemon="slurmctld", conf="slurm.conf",
     deploy=("deploy.py", "--data", BAD_DATA),
-    must_say=("unrecognized key: SelectTypeParameter",
-              "gpuinfra: Slurm refused the new configuration"),
+    must_say=(SLURM_SAYS, "gpuinfra: Slurm refused the new configuration"),
     probe=controller_probe("slurm.conf", "sinfo -h -o %P"), answered="sinfo answers",
     not_answered="sinfo does not answer after the refused deploy")
 

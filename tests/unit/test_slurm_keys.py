@@ -83,9 +83,19 @@ def test_the_tables_refuse_what_the_real_daemons_refused(rendered) -> None:
     assert unread_settings(gb200, "24.11") == []
 
 
-def test_a_key_the_targets_slurm_lacks_is_refused_before_any_host(tmp_path) -> None:
-    """slurm_conf_extra with PreemptParameters (23.11's parser has it, 21.08's not): an
-    Ubuntu 22.04 site is refused at plan time naming the key and the source."""
+@pytest.mark.parametrize(("extra", "cases"), [
+    # 23.11's parser has it, 21.08's not: refused for Ubuntu 22.04 only.
+    ({"PreemptParameters": "reclaim_licenses"},
+     (("ubuntu-22.04", "slurm-21-08-5-1"), ("ubuntu-24.04", None))),
+    # A misspelt key (Slurm's is SelectTypeParameters): no release reads it; before these
+    # tables only slurmd -G on the staged file refused it (gpuinfra_lab/bad_slurm_conf.py now
+    # proves that check with a bad value).
+    ({"SelectTypeParameter": "CR_Core_Memory"}, (("debian-12", "slurm-22-05-8-1"),)),
+])
+def test_a_key_the_targets_slurm_lacks_is_refused_before_any_host(tmp_path, extra,
+                                                                  cases) -> None:
+    """slurm_conf_extra with a key the target's Slurm does not read: refused at plan time
+    naming the key and the source of the table."""
     site = tmp_path / "site"
     (site / "inventory").mkdir(parents=True)
     (site / "group_data").mkdir()
@@ -93,12 +103,13 @@ def test_a_key_the_targets_slurm_lacks_is_refused_before_any_host(tmp_path) -> N
     for name in ("all.py", "lab.py"):
         (site / "group_data" / name).write_text((REPO / "group_data" / name).read_text())
     with (site / "group_data" / "lab.py").open("a") as f:
-        f.write("\nslurm_conf_extra = {'PreemptParameters': 'reclaim_licenses'}\n")
-    for target, refused in (("ubuntu-22.04", True), ("ubuntu-24.04", False)):
+        f.write(f"\nslurm_conf_extra = {extra!r}\n")
+    key = next(iter(extra))
+    for target, source in cases:
         done = subprocess.run([str(BIN / "gpuinfra"), "render", str(site / "inventory/lab.py"),
                                "--out", str(tmp_path / target), "--os", target], cwd=REPO,
                               capture_output=True, text=True, timeout=300)
         said = done.stderr + done.stdout
-        assert ("slurm.conf: PreemptParameters" in said) == refused, said[-600:]
-        if refused:
-            assert "slurm-21-08-5-1" in said
+        assert (f"slurm.conf: {key}" in said) == (source is not None), said[-600:]
+        if source:
+            assert source in said
