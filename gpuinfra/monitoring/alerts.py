@@ -235,6 +235,21 @@ def _node_alerts(spec: ClusterSpec, mon: Monitoring) -> list[Alert]:
     )]
 
 
+def _unit_down(name: str, unit: str, instances: list[str], duration: str, severity: str,
+               summary: str, description: str) -> Alert:
+    """``unit`` not active on any of ``instances`` (node_exporter's systemd collector), with
+    its firing case on the first of them."""
+    return Alert(
+        name=name,
+        expr=f'node_systemd_unit_state{{name="{unit}.service",state="active",'
+        f'instance=~"{"|".join(instances)}"}} == 0',
+        duration=duration, severity=severity, summary=summary, description=description,
+        firing=(AlertCase(set={unit_active_series(instances[0], unit): "0x15"},
+                          fires=({"job": "node", "instance": instances[0],
+                                  "name": f"{unit}.service", "state": "active"},)),),
+    )
+
+
 def _slurm_alerts(spec: ClusterSpec) -> list[Alert]:
     """Slurm sites: slurmctld on the head (and on each backup controller), slurmd on the
     workers, no drained nodes."""
@@ -253,34 +268,19 @@ def _slurm_alerts(spec: ClusterSpec) -> list[Alert]:
     )]
     backups = [n.short_name for n in spec.backup_controllers]
     if backups:
-        out.append(Alert(
-            name="SlurmctldBackupDown",
-            expr=f'node_systemd_unit_state{{name="slurmctld.service",state="active",'
-            f'instance=~"{"|".join(backups)}"}} == 0',
-            duration="5m", severity="warning",
-            summary="{{ $labels.instance }}: the backup controller's slurmctld is not running",
-            description="Jobs still run while the head's slurmctld does, but nothing takes "
-            "over if it fails. `journalctl -u slurmctld` on the backup (its state folder "
-            "unmounted, munge); deploy again.",
-            firing=(AlertCase(set={unit_active_series(backups[0], "slurmctld"): "0x15"},
-                              fires=({"job": "node", "instance": backups[0],
-                                      "name": "slurmctld.service", "state": "active"},)),),
-        ))
+        out.append(_unit_down(
+            "SlurmctldBackupDown", "slurmctld", backups, "5m", "warning",
+            "{{ $labels.instance }}: the backup controller's slurmctld is not running",
+            "Jobs still run while the head's slurmctld does, but nothing takes over if it "
+            "fails. `journalctl -u slurmctld` on the backup (its state folder unmounted, "
+            "munge); deploy again."))
     if workers:
-        regex = "|".join(workers)
-        out.append(Alert(
-            name="SlurmdDown",
-            expr=f'node_systemd_unit_state{{name="slurmd.service",state="active",'
-            f'instance=~"{regex}"}} == 0',
-            duration="2m", severity="critical",
-            summary="{{ $labels.instance }}: slurmd is not running",
-            description="The node takes no jobs. `journalctl -u slurmd` on the node: a "
-            "gres.conf File= that does not exist (GPU device nodes missing, driver not loaded), "
-            "or munge down.",
-            firing=(AlertCase(set={unit_active_series(workers[0], "slurmd"): "0x15"},
-                              fires=({"job": "node", "instance": workers[0],
-                                      "name": "slurmd.service", "state": "active"},)),),
-        ))
+        out.append(_unit_down(
+            "SlurmdDown", "slurmd", workers, "2m", "critical",
+            "{{ $labels.instance }}: slurmd is not running",
+            "The node takes no jobs. `journalctl -u slurmd` on the node: a gres.conf File= "
+            "that does not exist (GPU device nodes missing, driver not loaded), or munge "
+            "down."))
     # Three sources, any of which fires it: the head's own Slurm node states (on by default:
     # gpuinfra.monitoring.slurmnodes, every drained, down or failed node, an operator's drain
     # included), the Slurm exporter (off by default: monitoring_slurm_exporter), and the health
