@@ -35,10 +35,17 @@ def _text(version: tuple[int, int]) -> str:
     return f"{version[0]}.{version[1]:02d}"
 
 
+def _predates(distro: str, since: tuple[int, int]) -> tuple[int, int] | None:
+    """The Slurm version of ``distro`` when it is older than ``since`` (None: not older, or a
+    distribution the table does not know)."""
+    version = SLURM_VERSIONS.get(distro)
+    return version if version is not None and version < since else None
+
+
 def shard_problem(node: str, distro: str) -> str | None:
     """A time-slicing (shard GRES) node whose Slurm predates shards."""
-    version = SLURM_VERSIONS.get(distro)
-    if version is None or version >= SHARD_SINCE:
+    version = _predates(distro, SHARD_SINCE)
+    if version is None:
         return None
     return (f"{node} ({distro}, Slurm {_text(version)}): gpu_sharing mode 'time-slicing' is "
             f"Slurm's shard GRES, added in Slurm {_text(SHARD_SINCE)} (SchedMD CHANGELOG "
@@ -48,9 +55,9 @@ def shard_problem(node: str, distro: str) -> str | None:
 
 def node_state_problem(states: str, head: str, distro: str) -> str | None:
     """HealthCheckNodeState naming NONDRAINED_IDLE on a controller whose Slurm predates it."""
-    version = SLURM_VERSIONS.get(distro)
+    version = _predates(distro, NONDRAINED_IDLE_SINCE)
     wanted: Iterable[str] = states.split(",")
-    if version is None or version >= NONDRAINED_IDLE_SINCE or "NONDRAINED_IDLE" not in wanted:
+    if version is None or "NONDRAINED_IDLE" not in wanted:
         return None
     return (f"health_check_node_state {states!r}: NONDRAINED_IDLE was added in Slurm "
             f"{_text(NONDRAINED_IDLE_SINCE)} (SchedMD CHANGELOG slurm-23.02) and the head "
@@ -67,8 +74,8 @@ BLOCK_SINCE = (23, 11)
 
 def block_problem(controller: str, distro: str) -> str | None:
     """fabric_blocks (TopologyPlugin=topology/block) on a controller whose Slurm predates it."""
-    version = SLURM_VERSIONS.get(distro)
-    if version is None or version >= BLOCK_SINCE:
+    version = _predates(distro, BLOCK_SINCE)
+    if version is None:
         return None
     return (f"fabric_blocks is Slurm's topology/block plugin, added in Slurm "
             f"{_text(BLOCK_SINCE)} (SchedMD/slurm 71c4762ed9 'Add topology_block plugin'), and "
@@ -148,11 +155,11 @@ def unread_settings(texts: Mapping[str, str], version: str) -> list[str]:
                 continue
             head = pairs[0][0]
             if file == "slurm.conf":
-                table = keys.get(head) if head in ("NodeName", "PartitionName") else None
+                line_keys = keys.get(head) if head in ("NodeName", "PartitionName") else None
                 if head.lower() not in keys["slurm.conf"]:
                     out.append(f"{file}: {head}")
-                for key, _value in pairs[1:] if table is not None else []:
-                    if key.lower() not in table:
+                for key, _value in pairs[1:] if line_keys is not None else []:
+                    if key.lower() not in line_keys:
                         out.append(f"{file}: {head} ... {key}=")
                 kind = _PLUGIN_KEYS.get(head)
                 missing = _plugin(kind, pairs[0][1], plugins, unset) if kind else None

@@ -57,7 +57,12 @@ from gpuinfra_deploy.run.ahead import installed_ahead
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
 from gpuinfra_deploy.templates import role_file, text
-from gpuinfra_roles.slurm.checks import every_setting_read, one_cgroup_plugin, versions_read_it
+from gpuinfra_roles.slurm.checks import (
+    every_setting_read,
+    one_cgroup_plugin,
+    slurm_nodes,
+    versions_read_it,
+)
 from gpuinfra_roles.slurm.daemons import (
     SLURMDBD_CONF as SLURMDBD_CONF,
 )
@@ -65,6 +70,7 @@ from gpuinfra_roles.slurm.daemons import accounting as accounting_setup
 from gpuinfra_roles.slurm.daemons import (
     boot_needs,
     dbd_boot_needs,
+    failed,
     running_before,
     state_folder,
 )
@@ -275,10 +281,11 @@ def _configs(site: Site, data: Any, distro: dict[str, Any]) -> tuple[dict[str, s
     # one set for the run, served by the head to every slurmd (configless), so its cgroup.conf
     # must suit every node's Slurm.
     def checked() -> tuple[dict[str, str], list[str]]:
-        one_cgroup_plugin(site, {k: v["cgroup_plugin"] for k, v in DISTRO.items()})
-        versions_read_it(site)
+        nodes = slurm_nodes(site)  # each Slurm node of the run with its distribution
+        one_cgroup_plugin(nodes, {k: v["cgroup_plugin"] for k, v in DISTRO.items()})
+        versions_read_it(site, nodes)
         texts, notes = render()
-        every_setting_read(site, texts)
+        every_setting_read(nodes, texts)
         return texts, notes
 
     return site.once(("slurm configuration",), checked)
@@ -333,24 +340,24 @@ def slurm(site: Site, node: NodeSpec) -> None:
             # before this): no fabric, no topology.conf for slurmctld to serve.
             files.file(name=f"{TOPOLOGY_CONF} absent (no fabric_switches, no fabric_blocks)",
                        path=TOPOLOGY_CONF,
-                       present=False, _if=lambda: not _failed(site, judges))
+                       present=False, _if=lambda: not failed(site, judges))
     if node.is_backup_controller:
         # The same files as the head's, judged by Slurm here too; written after the head took
         # them (a refused set stops the head, and the backup keeps its files).
         config = checked_config(
             name="Slurm configuration (the head's), checked by Slurm before it goes in",
             files=texts, check_as=_check_as(node, workers),
-            _if=lambda: site.reached(head.name) and not _failed(site, [head, *workers]))
+            _if=lambda: site.reached(head.name) and not failed(site, [head, *workers]))
         if TOPOLOGY_CONF not in texts:
             files.file(name=f"{TOPOLOGY_CONF} absent (no fabric_switches, no fabric_blocks)",
                        path=TOPOLOGY_CONF,
-                       present=False, _if=lambda: not _failed(site, [head]))
+                       present=False, _if=lambda: not failed(site, [head]))
     if node.is_login:
         # Slurm 22.05's client commands read /etc/slurm/slurm.conf (no sackd to serve them
         # configless): the head's own file, judged there, written after the head took it.
         files.put(name=f"{SLURM_CONF}: the head's (the client commands find the controllers)",
                   dest=SLURM_CONF, src=StringIO(texts[SLURM_CONF]), mode="644",
-                  _if=lambda: site.reached(head.name) and not _failed(site, [head, *workers]))
+                  _if=lambda: site.reached(head.name) and not failed(site, [head, *workers]))
     boot_order([*boot_needs(node, spec.slurm_accounting),
                 *([dbd_boot_needs(distro)] if accounting else [])])
     if accounting:
@@ -403,17 +410,12 @@ def _workers_accepted(site: Site, workers: list[NodeSpec]) -> bool:
     """At execution: none of ``workers`` (those this run reached, each judging the files)
     failed, its own check of the files included; the head keeps its files otherwise, and says
     why."""
-    failed = _failed(site, workers)
-    if failed:
+    refused = failed(site, workers)
+    if refused:
         logger.warning(f"slurm: the head's slurm.conf and gres.conf were left as they are: "
-                       f"{', '.join(failed)} failed in this run (its slurmd may have refused "
+                       f"{', '.join(refused)} failed in this run (its slurmd may have refused "
                        "them); fix it and deploy again")
-    return not failed
-
-
-def _failed(site: Site, workers: list[NodeSpec]) -> list[str]:
-    """At execution: those of ``workers`` that failed in this run."""
-    return [w.name for w in workers if site.host(w.name) in site.host(w.name).state.failed_hosts]
+    return not refused
 
 
 def _change(site: Site, texts: dict[str, str]) -> ConfChange:

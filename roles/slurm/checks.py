@@ -21,7 +21,7 @@ from gpuinfra_deploy.facts.system import distro_key
 from gpuinfra_deploy.run.site import Site
 
 
-def _slurm_nodes(site: Site) -> list[tuple[NodeSpec, str]]:
+def slurm_nodes(site: Site) -> list[tuple[NodeSpec, str]]:
     """(node, its distribution key) for each Slurm node this run reaches."""
     return [(n, distro_key(site.host(n.name).get_fact(LinuxDistribution)))
             for n in site.spec.nodes if "slurm" in n.schedulers and site.reached(n.name)]
@@ -33,12 +33,12 @@ def _refuse(problems: list[str | None]) -> None:
         raise GpuinfraError("slurm: " + "; ".join(found))
 
 
-def one_cgroup_plugin(site: Site, plugin_of: Mapping[str, str]) -> None:
+def one_cgroup_plugin(nodes: list[tuple[NodeSpec, str]], plugin_of: Mapping[str, str]) -> None:
     """Configless serves one cgroup.conf: the Slurm nodes of this run must agree on its plugin
     (``plugin_of`` a distribution: cgroup/v1 on Ubuntu 22.04's Slurm 21.08, autodetect
-    elsewhere)."""
+    elsewhere). ``nodes``: :func:`slurm_nodes`."""
     plugins: dict[str, list[str]] = {}
-    for node, key in _slurm_nodes(site):
+    for node, key in nodes:
         plugins.setdefault(plugin_of[key], []).append(f"{node.name} ({key})")
     if len(plugins) > 1:
         listed = "; ".join(f"CgroupPlugin={k}: {', '.join(v)}" for k, v in plugins.items())
@@ -47,13 +47,13 @@ def one_cgroup_plugin(site: Site, plugin_of: Mapping[str, str]) -> None:
                             "distribution on every Slurm node")
 
 
-def versions_read_it(site: Site) -> None:
+def versions_read_it(site: Site, nodes: list[tuple[NodeSpec, str]]) -> None:
     """What the site asks of Slurm, read by the Slurm each node runs (gpuinfra.slurm.versions):
     shard GRES (time-slicing) from 22.05, HealthCheckNodeState=NONDRAINED_IDLE from 23.02,
     topology/block (fabric_blocks) from 23.11."""
     problems: list[str | None] = []
     head = site.spec.head[0]
-    for node, key in _slurm_nodes(site):
+    for node, key in nodes:
         if node.sharing.mode == "time-slicing":
             problems.append(shard_problem(node.name, key))
         if node.name == head.name and node.settings.get("health_enabled"):
@@ -64,11 +64,11 @@ def versions_read_it(site: Site) -> None:
     _refuse(problems)
 
 
-def every_setting_read(site: Site, texts: dict[str, str]) -> None:
+def every_setting_read(nodes: list[tuple[NodeSpec, str]], texts: dict[str, str]) -> None:
     """Every key and plugin of the cluster's files is one the Slurm of each node in this run
     reads (its own parser's tables: gpuinfra.slurm.versions.unread_problem), one line per
     distribution."""
     seen: dict[str, list[str]] = {}
-    for node, key in _slurm_nodes(site):
+    for node, key in nodes:
         seen.setdefault(key, []).append(node.name)
     _refuse([unread_problem(", ".join(names), key, texts) for key, names in seen.items()])

@@ -115,9 +115,9 @@ def state_folder(site: Site, data: Any) -> None:
     else:
         state_shared(name=f"{head.name}'s state is in {state} here too (a shared folder)",
                      state=state, head=head.name, text=mark, backup=host.name,
-                     _if=lambda: site.reached(head.name) and not _failed(site, head.name))
+                     _if=lambda: site.reached(head.name) and not failed(site, [head]))
 
 
-def _failed(site: Site, name: str) -> bool:
-    """At execution: host ``name`` failed in this run."""
-    return site.host(name) in site.host(name).state.failed_hosts
+def failed(site: Site, nodes: list[NodeSpec]) -> list[str]:
+    """At execution: those of ``nodes`` that failed in this run."""
+    return [n.name for n in nodes if site.host(n.name) in site.host(n.name).state.failed_hosts]
