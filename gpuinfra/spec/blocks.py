@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpuinfra.spec.checks import CLUSTER, WHERE_ALL, Collector
-from gpuinfra.spec.fabric import _SWITCH, MAX_SWITCHES, SWITCH_ALLOWED
+from gpuinfra.spec.fabric import _SWITCH, MAX_SWITCHES, SWITCH_ALLOWED, outside_slurm
 from gpuinfra.spec.model import NodeSpec, NvlinkBlock
 from gpuinfra.spec.rules import clip
 
@@ -85,11 +85,7 @@ def blocks(raw: Any, switches: Any, schedulers: Sequence[str], nodes: Sequence[N
                 "'Invalid node name in block config')", "host names (inventory or short)",
                 "fix the name, or add the host to inventory/<site>.py")
             continue
-        outside = [m for m in members if by_name[m].name not in slurm]
-        if outside:
-            bad(name, outside[0], f"{outside[0]!r} is not a Slurm compute node: "
-                "topology.conf names only the nodes of slurm.conf", "Slurm workers",
-                f"remove {outside[0]!r} from the block")
+        if outside_slurm(name, members, by_name, slurm, bad, "block"):
             continue
         full = [by_name[m].name for m in members]
         twice = sorted({m for m in full if full.count(m) > 1 or m in home})

@@ -102,12 +102,7 @@ def fabric(raw: Any, schedulers: Sequence[str], nodes: Sequence[NodeSpec],
                 "nodes, the switches above them hold switches", "only nodes (a leaf) or only "
                 "switches", f"put the nodes {hosts} on a leaf of their own under {name!r}")
             continue
-        outside = [c for c in hosts if by_name[c].name not in slurm_names]
-        if outside:
-            bad(name, outside[0], f"{outside[0]!r} is not a Slurm compute node (not in "
-                "'workers', or its node_schedulers leave Slurm out): topology.conf names only "
-                "the nodes of slurm.conf", "Slurm workers", f"remove {outside[0]!r} from the "
-                "switch")
+        if outside_slurm(name, hosts, by_name, slurm_names, bad, "switch"):
             continue
         dupes = sorted({c for c in children if children.count(c) > 1})
         if dupes:
@@ -144,6 +139,18 @@ def fabric(raw: Any, schedulers: Sequence[str], nodes: Sequence[NodeSpec],
             "(topology.conf(5): 'Jobs can only span nodes connected by the same switch fabric')."
             " If they are cabled together, add the switch that joins them"))
     return result, warnings
+
+
+def outside_slurm(group: str, members: Sequence[str], by_name: Mapping[str, NodeSpec],
+                  slurm_names: set[str], bad: Any, what: str) -> bool:
+    """A member of switch or block ``group`` (``what``) that is no Slurm worker, said through
+    ``bad``: topology.conf names only the nodes of slurm.conf. True when there is one."""
+    outside = [m for m in members if by_name[m].name not in slurm_names]
+    if outside:
+        bad(group, outside[0], f"{outside[0]!r} is not a Slurm compute node (not in "
+            "'workers', or its node_schedulers leave Slurm out): topology.conf names only the "
+            f"nodes of slurm.conf", "Slurm workers", f"remove {outside[0]!r} from the {what}")
+    return bool(outside)
 
 
 def _above(switches: Sequence[Switch], kind: str) -> dict[str, list[str]]:
