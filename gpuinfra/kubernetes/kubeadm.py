@@ -33,6 +33,15 @@ CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane"
 
 TOKEN = re.compile(r"[a-z0-9]{6}\.[a-z0-9]{16}")
 CA_HASH = re.compile(r"[0-9a-f]{64}")
+# The AES-256 key of the certificates a control plane uploads for the others to join with.
+CERTIFICATE_KEY = re.compile(r"[0-9a-f]{64}")
+# Uploads the control plane's certificates (Secret kubeadm-certs, two hours) encrypted with a
+# new key it prints; a control plane joins with that key [kubeadm-ha].
+UPLOAD_CERTS = ("kubeadm", "init", "phase", "upload-certs", "--upload-certs", "--kubeconfig",
+                ADMIN_CONF)
+# Deleted once the joins are done, rather than left for their two hours.
+DELETE_UPLOADED_CERTS = ("kubectl", "--kubeconfig", ADMIN_CONF, "-n", "kube-system", "delete",
+                         "secret", "kubeadm-certs", "--ignore-not-found")
 # The CA public key's hash, as kubeadm's documentation computes it (kubeadm join --help).
 CA_HASH_COMMAND = (f"openssl x509 -pubkey -in {CA_CERT} | openssl rsa -pubin -outform der "
                    "2>/dev/null | openssl dgst -sha256 -hex | sed 's/^.* //'")
@@ -73,9 +82,12 @@ def _registration(name: str, address: str, taints: Sequence[tuple[str, str, str]
 
 
 def init_documents(*, node_name: str, address: str, version: str, cluster_name: str,
-                   pod_cidr: str, service_cidr: str,
-                   image_repository: str | None = None) -> list[dict[str, Any]]:
-    """The three documents of ``kubeadm init --config`` for the control plane."""
+                   pod_cidr: str, service_cidr: str, image_repository: str | None = None,
+                   endpoint: str | None = None) -> list[dict[str, Any]]:
+    """The three documents of ``kubeadm init --config`` for the first control plane.
+    ``endpoint``: the site's VIP or load balancer (``host:port``) in front of every control
+    plane; kubeadm puts it in every kubeconfig and the API server's certificate [kubeadm-ha].
+    None: the head's own address."""
     k8s.release(version)  # raises for an unsupported version
     init = {
         "apiVersion": k8s.KUBEADM_API,
@@ -93,7 +105,7 @@ def init_documents(*, node_name: str, address: str, version: str, cluster_name: 
         "kind": "ClusterConfiguration",
         "clusterName": cluster_name,
         "kubernetesVersion": f"v{version}",
-        "controlPlaneEndpoint": f"{_host(address)}:{k8s.API_SERVER_PORT}",
+        "controlPlaneEndpoint": endpoint or f"{_host(address)}:{k8s.API_SERVER_PORT}",
         # kube-apiserver listens on the control plane's cluster address only (its default
         # --bind-address is 0.0.0.0); v1beta4 extraArgs: a list of name/value pairs.
         "apiServer": {"extraArgs": [{"name": "bind-address", "value": address}]},
@@ -118,21 +130,44 @@ def init_config(**kwargs: Any) -> str:
 
 def join_documents(*, node_name: str, address: str, api_endpoint: str, token: str,
                    ca_hash: str, taints: Sequence[tuple[str, str, str]] = (),
-                   labels: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-    """The JoinConfiguration of a worker. ``token`` and ``ca_hash`` are checked for shape
-    (a value with anything else in it never reaches the file)."""
+                   labels: Mapping[str, str] | None = None,
+                   certificate_key: str | None = None) -> list[dict[str, Any]]:
+    """The JoinConfiguration of a worker, or of a control plane when ``certificate_key`` (the
+    key of the certificates the head uploaded, ``kubeadm init phase upload-certs``) is given:
+    its ``controlPlane`` section makes ``kubeadm join`` add an API server and a stacked etcd
+    member that advertise ``address`` [kubeadm-ha]. ``token``, ``ca_hash`` and the key are
+    checked for shape (a value with anything else in it never reaches the file)."""
     if not TOKEN.fullmatch(token or ""):
         raise GpuinfraError("the bootstrap token made on the control plane has an unexpected "
                             "shape (not [a-z0-9]{6}.[a-z0-9]{16})")
     if not CA_HASH.fullmatch(ca_hash or ""):
         raise GpuinfraError(f"the CA public-key hash {ca_hash!r} is not 64 hex digits")
-    return [{
+    join: dict[str, Any] = {
         "apiVersion": k8s.KUBEADM_API,
         "kind": "JoinConfiguration",
         "discovery": {"bootstrapToken": {"apiServerEndpoint": api_endpoint, "token": token,
                                          "caCertHashes": [f"sha256:{ca_hash}"]}},
         "nodeRegistration": _registration(node_name, address, taints, labels),
-    }]
+    }
+    if certificate_key is not None:
+        if not CERTIFICATE_KEY.fullmatch(certificate_key):
+            raise GpuinfraError("the certificate key kubeadm printed on the control plane has "
+                                "an unexpected shape (not 64 hex digits)")
+        join["controlPlane"] = {"localAPIEndpoint": {"advertiseAddress": address,
+                                                     "bindPort": k8s.API_SERVER_PORT},
+                                "certificateKey": certificate_key}
+    return [join]
+
+
+def certificate_key(output: str) -> str:
+    """The key ``kubeadm init phase upload-certs --upload-certs`` printed (its last line of 64
+    hex digits: "[upload-certs] Using certificate key:" then the key) [kubeadm-ha]."""
+    found = [line.strip() for line in output.splitlines()
+             if CERTIFICATE_KEY.fullmatch(line.strip())]
+    if not found:
+        raise GpuinfraError("kubeadm init phase upload-certs printed no certificate key (64 "
+                            "hex digits on a line of its own)")
+    return found[-1]
 
 
 def join_config(**kwargs: Any) -> str:
@@ -151,9 +186,10 @@ def _host(address: str) -> str:
 
 def init_settings(text: str) -> dict[str, Any]:
     """What an existing kubeadm-init.yaml says that an initialised control plane cannot change
-    by rerunning init: ``{"version", "pod_cidr", "service_cidr", "address"}`` (None where
-    absent or unreadable)."""
-    out: dict[str, Any] = dict.fromkeys(("version", "pod_cidr", "service_cidr", "address"))
+    by rerunning init: ``{"version", "pod_cidr", "service_cidr", "address", "endpoint"}``
+    (None where absent or unreadable)."""
+    out: dict[str, Any] = dict.fromkeys(("version", "pod_cidr", "service_cidr", "address",
+                                         "endpoint"))
     try:
         documents = [d for d in yaml.safe_load_all(text) if isinstance(d, Mapping)]
     except yaml.YAMLError:
@@ -165,6 +201,7 @@ def init_settings(text: str) -> dict[str, Any]:
             networking = doc.get("networking") or {}
             out["pod_cidr"] = networking.get("podSubnet")
             out["service_cidr"] = networking.get("serviceSubnet")
+            out["endpoint"] = doc.get("controlPlaneEndpoint")
         elif doc.get("kind") == "InitConfiguration":
             out["address"] = (doc.get("localAPIEndpoint") or {}).get("advertiseAddress")
     return out
@@ -214,10 +251,12 @@ def active_swaps(proc_swaps: str) -> list[str]:
 
 # ---------------------------------------------------------------------------- upgrades
 
-def upgrade_steps(installed: str, wanted: str, control_plane: str, workers: Sequence[str]) -> str:
+def upgrade_steps(installed: str, wanted: str, control_plane: str, workers: Sequence[str],
+                  other_planes: Sequence[str] = ()) -> str:
     """The ordered steps that move a kubeadm cluster from ``installed`` (a package version,
     ``1.34.2-1.1``) to Kubernetes ``wanted`` (``1.35.8``) [k8s-upgrade]: one minor at a time,
-    the control plane first, then each worker drained in turn. The role moves the apt
+    the first control plane, then the others (``kubeadm upgrade node``), then each worker
+    drained in turn. The role moves the apt
     repository line to the new minor and stops: these steps are run by hand (or by a
     maintenance job), because each one waits on the cluster."""
     package = k8s.package_version(wanted)
@@ -236,6 +275,10 @@ def upgrade_steps(installed: str, wanted: str, control_plane: str, workers: Sequ
         f"2. On {control_plane}: kubectl drain {control_plane} --ignore-daemonsets; "
         f"apt-get install -y {hold} kubelet={package} kubectl={package}; "
         f"systemctl daemon-reload; systemctl restart kubelet; kubectl uncordon {control_plane}",
+        *([f"2b. Then each other control plane, one at a time ({', '.join(other_planes)}): "
+           f"apt-get install -y {hold} kubeadm={package}; kubeadm upgrade node; then drain, "
+           "upgrade kubelet and kubectl, restart and uncordon it as in step 2"]
+          if other_planes else []),
         "3. Then for each worker, one at a time"
         + (f" ({', '.join(workers)})" if workers else "") + ": kubectl drain <node> "
         f"--ignore-daemonsets --delete-emptydir-data (from {control_plane}); on the node: "

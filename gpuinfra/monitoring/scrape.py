@@ -59,8 +59,8 @@ def _static(nodes: Sequence[NodeSpec], port: int, role: bool = False) -> list[di
         labels = {"instance": node.short_name}
         if role:
             labels["role"] = ("head" if node.is_head else "controller"
-                              if node.is_backup_controller else "login" if node.is_login
-                              else "worker")
+                              if node.is_backup_controller or node.is_extra_control_plane
+                              else "login" if node.is_login else "worker")
         out.append({"targets": [target(node, port)], "labels": labels})
     return out
 

@@ -27,6 +27,31 @@ def check_cross_keys(nodes: Sequence[NodeSpec], schedulers: Sequence[str],
     _job_container_checksums(nodes, errs)
     _job_container_bundle(nodes, errs)
     _loki(nodes, errs)
+    _kubernetes_gpu_runtime(nodes, errs)
+
+
+def _kubernetes_gpu_runtime(nodes: Sequence[NodeSpec], errs: Collector) -> None:
+    """A Kubernetes GPU node needs the NVIDIA runtime in containerd: the device plugin and
+    every GPU pod run under RuntimeClass nvidia, whose handler the container toolkit writes
+    (nvidia-ctk runtime configure --runtime=containerd). Judged where the toolkit's knobs are."""
+    for node in nodes:
+        if node.gpus is None or "kubernetes" not in node.schedulers or \
+                "container_toolkit_enabled" not in node.settings:
+            continue
+        runtimes = node.settings.get("container_toolkit_runtimes") or []
+        if not node.settings["container_toolkit_enabled"]:
+            field, value, why = "container_toolkit_enabled", False, "no container toolkit"
+        elif "containerd" not in runtimes:
+            field, value, why = ("container_toolkit_runtimes", list(runtimes),
+                                 "the toolkit leaves containerd without the nvidia runtime")
+        else:
+            continue
+        errs.add(node.name, field, value, f"a Kubernetes GPU node with {why}: the device "
+                 "plugin's pod (RuntimeClass nvidia) cannot start, and no pod there would "
+                 "ever get a GPU", "the container toolkit on, with containerd among its "
+                 "runtimes (the defaults)", f"set container_toolkit_enabled = True and "
+                 f"container_toolkit_runtimes = ['containerd'] {WHERE_HOST}, or take the node "
+                 "out of Kubernetes (node_schedulers)")
 
 
 # slurm.conf keys the health role's knobs write (roles/health): a site's own

@@ -11,7 +11,27 @@ from typing import Any
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge import kubernetes as k8s
 from gpuinfra.spec.checks import CLUSTER, WHERE_ALL, WHERE_HOST, Collector
-from gpuinfra.spec.model import KubernetesSpec, NodeSpec
+from gpuinfra.spec.model import (
+    BACKUP_GROUP,
+    CONTROL_PLANE_GROUP,
+    HEAD_GROUP,
+    HYPERVISOR_GROUP,
+    LOGIN_GROUP,
+    WORKER_GROUP,
+    KubernetesSpec,
+    NodeSpec,
+)
+from gpuinfra.spec.rules import HOSTNAME, is_ip
+
+# Why a control plane beside the head is a host of its own, per group it is also in.
+_NOT_WITH_CONTROL_PLANE = {
+    HEAD_GROUP: "the head is the first control plane already",
+    WORKER_GROUP: "a worker's CPUs and memory are its pods' (etcd stalls under a busy node, "
+                  "and its members then lose their quorum)",
+    HYPERVISOR_GROUP: "a hypervisor's CPUs and memory are its VMs'",
+    BACKUP_GROUP: "a Slurm backup controller is a host of its own",
+    LOGIN_GROUP: "users' sessions on a login node would compete with etcd",
+}
 
 
 def kubernetes_spec(raw: Mapping[str, Any], errs: Collector) -> KubernetesSpec:
@@ -49,10 +69,94 @@ def kubernetes_spec(raw: Mapping[str, Any], errs: Collector) -> KubernetesSpec:
                  f"set kubernetes_image_repository {WHERE_ALL}")
         repository = k8s.DEFAULT_IMAGE_REPOSITORY
     return KubernetesSpec(
+        endpoint=_endpoint(raw.get("kubernetes_control_plane_endpoint"), errs),
         version=version, image_repository=repository,
         pod_cidr=_cidr("kubernetes_pod_cidr", raw["kubernetes_pod_cidr"], errs),
         service_cidr=_cidr("kubernetes_service_cidr", raw["kubernetes_service_cidr"], errs),
         cni=cni, device_plugin_version=plugin)
+
+
+_ENDPOINT = re.compile(rf"(?P<host>{HOSTNAME}|\[(?P<v6>[0-9A-Fa-f:.]+)\])"
+                       r"(?::(?P<port>[0-9]{1,5}))?")
+
+
+def _endpoint(value: Any, errs: Collector) -> str | None:
+    """kubernetes_control_plane_endpoint as ``host:port`` (6443 when no port is given; an IPv6
+    address in brackets); None when not set or wrong (reported)."""
+    if value is None:
+        return None
+    found = _ENDPOINT.fullmatch(value) if isinstance(value, str) else None
+    bare_v6 = isinstance(value, str) and ":" in value and "[" not in value and is_ip(value)
+    port = int(found["port"]) if found and found["port"] else k8s.API_SERVER_PORT
+    v6_ok = not (found and found["v6"]) or is_ip(found["v6"])
+    if bare_v6:
+        return f"[{value}]:{k8s.API_SERVER_PORT}"
+    if found and v6_ok and 1 <= port <= 65535:
+        return f"{found['host']}:{port}"
+    errs.add(CLUSTER, "kubernetes_control_plane_endpoint", value,
+             "not an address the API server can be reached at",
+             "a host name or IP of the site's VIP or load balancer, with an optional port "
+             "(e.g. 'k8s-api.example:6443', '10.0.0.5', '[fd00::5]:6443')",
+             f"set kubernetes_control_plane_endpoint {WHERE_ALL}")
+    return None
+
+
+def check_control_planes(nodes: Sequence[NodeSpec], schedulers: Sequence[str],
+                         spec: KubernetesSpec, errs: Collector) -> None:
+    """Control planes beside the head (the 'kubernetes_control_plane' group): each a host of
+    its own, on a Kubernetes site, an odd number of etcd members in all, behind an endpoint
+    that is none of them."""
+    extras = [n for n in nodes if n.is_extra_control_plane]
+    for node in extras:
+        if "kubernetes" not in schedulers:
+            errs.add(node.name, "group", CONTROL_PLANE_GROUP, "a Kubernetes control plane on a "
+                     f"site without Kubernetes (schedulers = {list(schedulers)})",
+                     f"hosts in '{CONTROL_PLANE_GROUP}' only where the site runs Kubernetes",
+                     f"remove {node.name} from {CONTROL_PLANE_GROUP} = [...] in "
+                     f"inventory/<site>.py, or add 'kubernetes' to schedulers {WHERE_ALL}")
+            continue
+        others = [g for g in _NOT_WITH_CONTROL_PLANE if g in node.groups]
+        if others:
+            errs.add(node.name, "group", f"{CONTROL_PLANE_GROUP}, {', '.join(others)}",
+                     "a control plane beside the head is a host of its own: "
+                     + "; ".join(_NOT_WITH_CONTROL_PLANE[g] for g in others),
+                     f"a host in '{CONTROL_PLANE_GROUP}' and in none of "
+                     f"{', '.join(_NOT_WITH_CONTROL_PLANE)}", f"give it a host of its own, "
+                     f"or remove {node.name} from {CONTROL_PLANE_GROUP} = [...]")
+        if node.address is None:
+            errs.add(node.name, "node_address", None, "a control plane needs its address (its "
+                     "API server and etcd member advertise it)",
+                     "the host's IP on the cluster network",
+                     f"set node_address {WHERE_HOST} (or an IP ssh_hostname)")
+    if "kubernetes" not in schedulers:
+        return
+    planes = [n for n in nodes if n.is_head and "kubernetes" in n.schedulers] + extras
+    names = ", ".join(n.name for n in planes)
+    if len(planes) % 2 == 0:
+        errs.add(CLUSTER, CONTROL_PLANE_GROUP, [n.name for n in extras],
+                 f"{len(planes)} control planes ({names}): each runs an etcd member, and etcd "
+                 f"needs a majority of them up; {len(planes)} survive no more failures than "
+                 f"{len(planes) - 1} do, and a split between the two halves stops the cluster",
+                 "an odd number of control planes in all, the head counted (1, 3 or 5)",
+                 f"add a host to, or remove one from, {CONTROL_PLANE_GROUP} = [...] in "
+                 "inventory/<site>.py")
+    if len(planes) > 1 and spec.endpoint is None:
+        errs.add(CLUSTER, "kubernetes_control_plane_endpoint", None,
+                 f"{len(planes)} control planes ({names}) and no endpoint: every node and "
+                 "client would use the head's address and lose the API with the head",
+                 "the address of a VIP or load balancer the site runs in front of every "
+                 "control plane's API server (port 6443)",
+                 f"set kubernetes_control_plane_endpoint {WHERE_ALL}, e.g. "
+                 "'k8s-api.example:6443'")
+    if len(planes) > 1 and spec.endpoint is not None:
+        host = spec.endpoint.rsplit(":", 1)[0].strip("[]")
+        owner = next((n for n in planes if host in (n.address, n.name, n.short_name)), None)
+        if owner is not None:
+            errs.add(CLUSTER, "kubernetes_control_plane_endpoint", spec.endpoint,
+                     f"is {owner.name}'s own address: when {owner.name} is down, no node or "
+                     "client reaches the API, whatever the other control planes",
+                     "a VIP or load balancer apart from every control plane's own address",
+                     f"set kubernetes_control_plane_endpoint {WHERE_ALL}")
 
 
 def _cidr(field: str, value: Any, errs: Collector) -> str:

@@ -35,9 +35,11 @@ DEFAULT_STATE_DIR = "/var/lib/slurm/slurmctld"
 # Slurm's login nodes: users' own hosts, with Slurm's client commands (sbatch, srun, squeue)
 # and MUNGE, the head's slurm.conf, and no slurmd: they run no job themselves.
 LOGIN_GROUP = "login"
-ROLE_GROUPS = (HEAD_GROUP, WORKER_GROUP, HYPERVISOR_GROUP, BACKUP_GROUP, LOGIN_GROUP)
-# Groups whose hosts are in Slurm alone (node_schedulers: ['slurm'] or nothing).
-SLURM_ONLY_GROUPS = (BACKUP_GROUP, LOGIN_GROUP)
+# Kubernetes control planes beside the head (kubeadm's stacked etcd on each): with the head,
+# an odd number, behind kubernetes_control_plane_endpoint (gpuinfra/spec/kubernetes.py).
+CONTROL_PLANE_GROUP = "kubernetes_control_plane"
+ROLE_GROUPS = (HEAD_GROUP, WORKER_GROUP, HYPERVISOR_GROUP, BACKUP_GROUP, LOGIN_GROUP,
+               CONTROL_PLANE_GROUP)
 
 # What the roles deploy today. A spec asking for anything else is refused before any host is
 # touched, with this reason: accepting it would deploy nothing, silently.
@@ -103,6 +105,10 @@ CLUSTER_KEYS: dict[str, Any] = {
     "kubernetes_cni": k8s.DEFAULT_CNI,
     "kubernetes_device_plugin_version": k8s.DEFAULT_DEVICE_PLUGIN_VERSION,
     "kubernetes_image_repository": k8s.DEFAULT_IMAGE_REPOSITORY,
+    # The API server's address for every node and client: a VIP or load balancer the site
+    # provides, in front of every control plane ('host' or 'host:port'); None: the head's
+    # address. Required with kubernetes_control_plane hosts.
+    "kubernetes_control_plane_endpoint": None,
     "scheduler_sharing": None,
     # The RDMA stack on hosts with rdma_nics: "inbox" (the distribution's rdma-core) or
     # "doca-ofed" (NVIDIA's DOCA-OFED, pinned by roles/rdma/defaults.py). Never both.
@@ -294,6 +300,11 @@ class NodeSpec:
         return LOGIN_GROUP in self.groups
 
     @property
+    def is_extra_control_plane(self) -> bool:
+        """A Kubernetes control plane joined beside the head's (kubeadm join --control-plane)."""
+        return CONTROL_PLANE_GROUP in self.groups
+
+    @property
     def is_controller(self) -> bool:
         """slurmctld runs here: the head, or a backup controller."""
         return self.is_head or self.is_backup_controller
@@ -371,6 +382,8 @@ class KubernetesSpec:
     cni: str = k8s.DEFAULT_CNI
     device_plugin_version: str = k8s.DEFAULT_DEVICE_PLUGIN_VERSION
     image_repository: str = k8s.DEFAULT_IMAGE_REPOSITORY
+    # kubernetes_control_plane_endpoint ('host' or 'host:port'); None: the head's address.
+    endpoint: str | None = None
 
     @property
     def minor(self) -> str:
@@ -429,6 +442,13 @@ class ClusterSpec:
     def backup_controllers(self) -> tuple[NodeSpec, ...]:
         """Slurm's backup controllers, in inventory order (each a later SlurmctldHost)."""
         return tuple(n for n in self.nodes if n.is_backup_controller)
+
+    @cached_property
+    def control_planes(self) -> tuple[NodeSpec, ...]:
+        """Kubernetes control planes: the head (kubeadm init), then the others in inventory
+        order (each joined with --control-plane); etcd runs on each."""
+        return tuple(n for n in self.nodes if "kubernetes" in n.schedulers and n.is_head) + \
+            tuple(n for n in self.nodes if n.is_extra_control_plane)
 
     @cached_property
     def gpu_nodes(self) -> tuple[NodeSpec, ...]:

@@ -15,8 +15,10 @@ from gpuinfra.spec.checks import CLUSTER, WHERE_ALL, WHERE_HOST, Collector
 from gpuinfra.spec.gpus import check_branch_drives, gpu_spec
 from gpuinfra.spec.hardware import hardware_spec
 from gpuinfra.spec.model import (
+    BACKUP_GROUP,
+    CONTROL_PLANE_GROUP,
     HEAD_GROUP,
-    SLURM_ONLY_GROUPS,
+    LOGIN_GROUP,
     WORKER_GROUP,
     HostInput,
     NodeSpec,
@@ -24,6 +26,10 @@ from gpuinfra.spec.model import (
 from gpuinfra.spec.sharing import gpu_sharing
 from gpuinfra.spec.vfio import vfio_spec
 from gpuinfra.vfio import LIBVIRT_IMAGES
+
+# Groups whose hosts are in one scheduler alone, whatever the site runs besides.
+ONE_SCHEDULER_GROUPS = {BACKUP_GROUP: "slurm", LOGIN_GROUP: "slurm",
+                        CONTROL_PLANE_GROUP: "kubernetes"}
 
 
 def node_spec(host: HostInput, cluster: Mapping[str, Any], settings: Mapping[str, Any],
@@ -108,16 +114,19 @@ def _node_schedulers(host: HostInput, site: Sequence[str], errs: Collector) -> t
     on such a host, and a list puts it in those schedulers."""
     raw = host.data.get("node_schedulers")
     member = HEAD_GROUP in host.groups or WORKER_GROUP in host.groups
-    slurm_only = [g for g in SLURM_ONLY_GROUPS if g in host.groups]
-    if slurm_only and not member:
-        # A backup controller or a login node is Slurm's alone (gpuinfra/spec/controllers.py
-        # judges it).
-        if raw is not None and not (isinstance(raw, (list, tuple)) and list(raw) == ["slurm"]):
-            errs.add(host.name, "node_schedulers", raw, f"a host in '{slurm_only[0]}' is "
-                     "Slurm's (its backup controller, or a login node) and nothing else's",
-                     "['slurm'], or no node_schedulers",
-                     f"remove node_schedulers {WHERE_HOST}")
-        return ("slurm",) if "slurm" in site else ()
+    own = [(g, s) for g, s in ONE_SCHEDULER_GROUPS.items() if g in host.groups]
+    if own and not member:
+        # A backup controller or a login node is Slurm's alone, an extra control plane
+        # Kubernetes' (gpuinfra/spec/controllers.py and kubernetes.py judge them).
+        group, scheduler = own[0]
+        if raw is not None and not (isinstance(raw, (list, tuple)) and
+                                    list(raw) == [scheduler]):
+            whose = ("Slurm's (its backup controller, or a login node)" if scheduler == "slurm"
+                     else "Kubernetes' (a control plane, with etcd)")
+            errs.add(host.name, "node_schedulers", raw, f"a host in '{group}' is {whose} "
+                     "and nothing else's", f"['{scheduler}'], or no "
+                     "node_schedulers", f"remove node_schedulers {WHERE_HOST}")
+        return (scheduler,) if scheduler in site else ()
     if raw is None:
         return tuple(site) if member else ()
     if isinstance(raw, (str, bytes)) or not isinstance(raw, (list, tuple)):
@@ -173,8 +182,9 @@ def check_heads(nodes: Sequence[NodeSpec], schedulers: Sequence[str], errs: Coll
                  "list the compute nodes in workers = [...] in inventory/<site>.py")
     if "kubernetes" in schedulers and len(heads) != 1:
         problem = "no Kubernetes control plane" if not heads else \
-            f"{len(heads)} control-plane hosts (the kubernetes role makes one, no HA yet)"
+            f"{len(heads)} control-plane hosts in 'head' (kubeadm init runs on one)"
         errs.add(CLUSTER, f"group '{HEAD_GROUP}'", heads, problem,
-                 "exactly one host in the 'head' group (it runs the control plane)",
-                 "list exactly one host in head = [...] in inventory/<site>.py")
+                 "exactly one host in the 'head' group (it runs the first control plane)",
+                 "list exactly one host in head = [...] in inventory/<site>.py, and the "
+                 f"other control planes in {CONTROL_PLANE_GROUP} = [...]")
 

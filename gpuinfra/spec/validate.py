@@ -29,7 +29,7 @@ from gpuinfra.spec.effects import (
 )
 from gpuinfra.spec.fabric import fabric
 from gpuinfra.spec.knobs import Knob, knob_settings
-from gpuinfra.spec.kubernetes import check_kubernetes
+from gpuinfra.spec.kubernetes import check_control_planes, check_kubernetes
 from gpuinfra.spec.model import (
     HOST_KEYS,
     PYINFRA_SSH_KEYS,
@@ -106,6 +106,7 @@ def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (
     check_heads(nodes, cluster["schedulers"], errs)
     check_slurm_only_hosts(nodes, cluster["schedulers"], errs)
     check_shared_workers(nodes, cluster["scheduler_sharing"], errs)
+    check_control_planes(nodes, cluster["schedulers"], cluster["kubernetes"], errs)
     if "kubernetes" in cluster["schedulers"]:
         check_kubernetes(nodes, cluster["kubernetes"], errs)
     partitions = slurm_partitions(cluster, nodes, errs)

@@ -71,6 +71,14 @@ def kubernetes(site: Site, node: NodeSpec) -> None:
         return  # a version change on a running node: refused with the upgrade steps
     if node.is_head:
         _control_plane(spec, node)
+    elif node.is_extra_control_plane:
+        joined(name="Join the cluster as a control plane (kubeadm join, single-use token and "
+                    "certificate key from the head)",
+               head=site.host(spec.head[0].name), settings=_join_settings(spec, node, data),
+               control_plane=True,
+               # One at a time: each adds an etcd member, and each upload of the head's
+               # certificates makes a new key (a parallel join would hold a stale one).
+               _serial=True)
     else:
         head = spec.head[0]
         joined(name="Join the cluster (kubeadm join, single-use token from the head)",
@@ -120,9 +128,10 @@ def _repository_and_packages(spec: ClusterSpec, node: NodeSpec, data: Any, versi
     installed = (host.get_fact(DebPackages).get("kubeadm") or [None])[0]
     if installed and installed != wanted:
         workers = [n.short_name for n in spec.workers_of("kubernetes")]
+        others = [n.short_name for n in spec.control_planes[1:]]
         refuse(name=f"Stop: this node runs kubeadm {installed}, the spec says {wanted}",
                message="gpuinfra: " + kubeadm.upgrade_steps(
-                   installed, version, spec.head[0].short_name, workers))
+                   installed, version, spec.head[0].short_name, workers, others))
         return False
     pinned = PinnedPackages(dict.fromkeys(k8s.PACKAGES, wanted), dict.fromkeys(k8s.PACKAGES,
                                                                                wanted))
@@ -137,7 +146,7 @@ def _init_config(spec: ClusterSpec, node: NodeSpec) -> str:
     return kubeadm.init_config(
         node_name=node.short_name, address=node.address, version=spec.kubernetes.version,
         cluster_name=spec.name, pod_cidr=spec.kubernetes.pod_cidr,
-        service_cidr=spec.kubernetes.service_cidr,
+        service_cidr=spec.kubernetes.service_cidr, endpoint=spec.kubernetes.endpoint,
         image_repository=(spec.kubernetes.image_repository
                           if spec.kubernetes.image_repository != k8s.DEFAULT_IMAGE_REPOSITORY
                           else None))
@@ -158,7 +167,8 @@ def _refusal(text: str) -> str | None:
         return None  # not initialised by gpuinfra (or not at all): see control_plane
     have = kubeadm.init_settings("\n".join(lines))
     want = kubeadm.init_settings(text)
-    changed = [k for k in ("pod_cidr", "service_cidr", "address") if have[k] != want[k]]
+    changed = [k for k in ("pod_cidr", "service_cidr", "address", "endpoint")
+               if have[k] != want[k]]
     if not changed:
         return None
     return (f"gpuinfra: the cluster was initialised with "
@@ -181,14 +191,18 @@ def gpu_labels(spec: ClusterSpec, node: NodeSpec) -> dict[str, str]:
 
 
 def _join_settings(spec: ClusterSpec, node: NodeSpec, data: Any) -> dict[str, Any]:
-    """The JoinConfiguration's values but the token: a GPU node registers with its labels
-    (and taint), so its device plugin starts at once."""
+    """The JoinConfiguration's values but the token (and a control plane's certificate key):
+    a GPU node registers with its labels (and taint), so its device plugin starts at once; a
+    control plane with the control-plane taint, as the head has. Every node reaches the API
+    at the site's endpoint when it has one (a joining node keeps that address)."""
     head = spec.head[0]
     gpu = node.gpus is not None
+    taints = [GPU_TAINT] if gpu and data["kubernetes_gpu_taint"] else []
+    if node.is_extra_control_plane:
+        taints = [(kubeadm.CONTROL_PLANE_TAINT, "", "NoSchedule")]
     return {"node_name": node.short_name, "address": node.address,
-            "api_endpoint": kubeadm.api_endpoint(head.address),
-            "taints": [GPU_TAINT] if gpu and data["kubernetes_gpu_taint"] else [],
-            "labels": gpu_labels(spec, node) if gpu else {}}
+            "api_endpoint": spec.kubernetes.endpoint or kubeadm.api_endpoint(head.address),
+            "taints": taints, "labels": gpu_labels(spec, node) if gpu else {}}
 
 
 def _cluster_objects(site: Site, spec: ClusterSpec, data: Any) -> None:

@@ -131,13 +131,19 @@ def _scrub(message: str, secrets: Sequence[str]) -> str:
     return message
 
 
-def _join(state: Any, host: Any, head: Any, settings: Mapping[str, Any]) -> None:  # noqa: ARG001
+def _join(state: Any, host: Any, head: Any, settings: Mapping[str, Any],  # noqa: ARG001
+          control_plane: bool = False) -> None:
     """Execution time: a single-use bootstrap token made on the control plane, the CA key's
     hash read there, the JoinConfiguration rendered in this machine's memory, written into the
     node's private staging directory as a command's input (gpuinfra_deploy.ops.remote), checked by
     kubeadm, used by ``kubeadm join --config`` and removed; the token is deleted on the control
     plane afterwards. The token is never printed, logged, written here or put on a command line
-    (pyinfra passes (state, host))."""
+    (pyinfra passes (state, host)).
+
+    A control plane (``control_plane``) also needs the head's certificates: the head uploads
+    them encrypted (``kubeadm init phase upload-certs``) and prints the key, which goes, as the
+    token does, only into the staged JoinConfiguration; the uploaded Secret is deleted after
+    the join instead of living its two hours."""
     node = host
     # Everything the join needs from the head is read before the token exists: a failure
     # there leaves no live token behind (it would stay valid for its whole TTL).
@@ -149,7 +155,13 @@ def _join(state: Any, host: Any, head: Any, settings: Mapping[str, Any]) -> None
         "kubeadm token create").strip()
     secrets = [token, token.split(".")[-1]]
     try:
-        text = kubeadm.join_config(token=token, ca_hash=ca_hash, **settings)
+        key = None
+        if control_plane:
+            key = kubeadm.certificate_key(run(head, StringCommand(*kubeadm.UPLOAD_CERTS),
+                                              "kubeadm init phase upload-certs"))
+            secrets.append(key)
+        text = kubeadm.join_config(token=token, ca_hash=ca_hash, certificate_key=key,
+                                   **settings)
         run(node, StringCommand("install", "-d", "-m", "0700", JOIN_STAGE),
             "the join staging directory")
         try:
@@ -163,23 +175,27 @@ def _join(state: Any, host: Any, head: Any, settings: Mapping[str, Any]) -> None
     except GpuinfraError as exc:
         raise GpuinfraError(_scrub(str(exc), secrets)) from None
     finally:
-        # Best effort: the token expires by itself after JOIN_TOKEN_TTL.
+        # Best effort: the token expires by itself after JOIN_TOKEN_TTL, the uploaded
+        # certificates after two hours.
         head.run_shell_command(StringCommand("kubeadm", "token", "delete", "--kubeconfig",
                                              kubeadm.ADMIN_CONF, token.split(".")[0]),
                                print_output=False, print_input=False, **sudo_args(head))
-
+        if control_plane:
+            head.run_shell_command(StringCommand(*kubeadm.DELETE_UPLOADED_CERTS),
+                                   print_output=False, print_input=False, **sudo_args(head))
 
 @operation()
-def joined(head: Any, settings: Mapping[str, Any]):
+def joined(head: Any, settings: Mapping[str, Any], control_plane: bool = False):
     """This node in the cluster (``kubeadm join``), unless it already is (its kubelet.conf).
 
     + head: the pyinfra host of the control plane (the token is made there)
     + settings: node_name, address, api_endpoint, taints, labels for the JoinConfiguration
+    + control_plane: join as a control plane (API server and stacked etcd member)
     """
     if host.get_fact(File, path=kubeadm.KUBELET_CONF):
         host.noop(f"already joined ({kubeadm.KUBELET_CONF}): never joined twice")
         return
-    yield FunctionCommand(_join, (head, dict(settings)), {})
+    yield FunctionCommand(_join, (head, dict(settings)), {"control_plane": control_plane})
 
 
 # ---------------------------------------------------------------------------- labels, taints

@@ -455,3 +455,49 @@ def test_a_failed_head_stops_kubernetes_on_the_workers_in_the_whole_deploy():
         changing = [op.name for op in plan.changing]
         assert any(n.startswith("kubernetes |") for n in changing) is planned, changing
         assert any(n.startswith("containerd |") for n in changing), changing
+
+
+# ----------------------------------------------------------------------------- HA control plane
+
+ENDPOINT = "k8s-api.example:6443"
+PLANES = {"cp01": "10.0.0.21", "cp02": "10.0.0.22"}
+
+
+def plan_ha(distro: str = "debian-12"):
+    names = [HEAD, *PLANES, GPU1, GPU2]
+    every = [FakeHost(n, GROUPS[n], fresh(distro), DATA[n]) for n in (HEAD,)] + \
+        [FakeHost(n, ("kubernetes_control_plane",), fresh(distro), {"node_address": a})
+         for n, a in PLANES.items()] + \
+        [FakeHost(n, GROUPS[n], fresh(distro), DATA[n]) for n in (GPU1, GPU2)]
+    return plan_hosts(kubernetes, every, names,
+                      {**SITE, "kubernetes_control_plane_endpoint": ENDPOINT})
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_an_ha_site_inits_behind_its_endpoint_and_joins_the_other_control_planes(distro):
+    result = plan_ha(distro)
+    config = list(yaml.safe_load_all(_uploads(result.plans[HEAD])[kubeadm.INIT_CONFIG]))
+    assert config[1]["controlPlaneEndpoint"] == ENDPOINT
+    for name, address in PLANES.items():
+        join = result.plans[name].op("Join the cluster as a control plane").raw[0]
+        assert join.function is _join and join.kwargs == {"control_plane": True}
+        head, settings = join.args
+        assert head.name == HEAD
+        assert settings == {"node_name": name, "address": address, "api_endpoint": ENDPOINT,
+                            "taints": [(kubeadm.CONTROL_PLANE_TAINT, "", "NoSchedule")],
+                            "labels": {}}
+        assert result.position(HEAD, "Initialise the control plane") < \
+            result.position(name, "Join the cluster as a control plane")
+        # The cluster's objects are the head's to apply, once.
+        assert not [op for op in result.plans[name].ops if "10-cluster.yaml" in op.name]
+    worker = result.plans[GPU1].op("Join the cluster (kubeadm join").raw[0]
+    assert worker.args[1]["api_endpoint"] == ENDPOINT and worker.kwargs == {
+        "control_plane": False}
+
+
+def test_a_running_cluster_cannot_move_to_another_endpoint():
+    facts = converged("debian-12")
+    result = plan_all(facts, site={"kubernetes_control_plane_endpoint": ENDPOINT})
+    refusal = result.plans[HEAD].op("Initialise the control plane").commands
+    assert len(refusal) == 1 and "endpoint=10.0.0.10:6443" in refusal[0] and \
+        f"endpoint={ENDPOINT}" in refusal[0]

@@ -157,9 +157,10 @@ def test_init_settings_reads_back_what_cannot_change():
                                service_cidr="10.96.0.0/12")
     assert kubeadm.init_settings(text) == {"version": "1.35.8", "pod_cidr": "10.244.0.0/16",
                                            "service_cidr": "10.96.0.0/12",
-                                           "address": "10.0.0.10"}
+                                           "address": "10.0.0.10",
+                                           "endpoint": "10.0.0.10:6443"}
     assert kubeadm.init_settings("::: not yaml") == dict.fromkeys(
-        ("version", "pod_cidr", "service_cidr", "address"))
+        ("version", "pod_cidr", "service_cidr", "address", "endpoint"))
 
 
 def test_upgrade_steps_go_one_minor_at_a_time_control_plane_first():
@@ -179,3 +180,72 @@ def test_a_failure_reading_the_ca_hash_leaves_no_token_alive():
     with pytest.raises(GpuinfraError, match="the CA key hash failed on k8s-head"):
         _join(None, FakeHost("gpu01"), head, SETTINGS)
     assert not [c for c in head.commands if "token create" in c]
+
+
+# ---------------------------------------------------------------------------- HA control plane
+
+KEY = "ab" * 32
+UPLOAD_OUTPUT = ('[upload-certs] Storing the certificates in Secret "kubeadm-certs" in the '
+                 f'"kube-system" Namespace\n[upload-certs] Using certificate key:\n{KEY}\n')
+
+
+def _ha_head(upload_ok: bool = True) -> FakeHost:
+    head = _head()
+    head.answers["upload-certs"] = (upload_ok, UPLOAD_OUTPUT if upload_ok else "",
+                                    "" if upload_ok else "error uploading certs")
+    return head
+
+
+def test_an_endpoint_goes_into_every_kubeconfig_and_certificate():
+    init = kubeadm.init_documents(node_name="head", address="10.0.0.10", version="1.35.8",
+                                  cluster_name="lab", pod_cidr="10.244.0.0/16",
+                                  service_cidr="10.96.0.0/12", endpoint="k8s-api.example:6443")
+    assert init[1]["controlPlaneEndpoint"] == "k8s-api.example:6443"
+    assert init[0]["localAPIEndpoint"]["advertiseAddress"] == "10.0.0.10"
+
+
+def test_a_control_plane_joins_with_the_head_certificate_key_that_stays_in_memory(caplog):
+    head, node = _ha_head(), FakeHost("cp01")
+    settings = {**SETTINGS, "node_name": "cp01", "address": "10.0.0.21",
+                "api_endpoint": "k8s-api.example:6443"}
+    with caplog.at_level(logging.DEBUG):
+        _join(None, node, head, settings, control_plane=True)
+    config = yaml.safe_load(node.uploads[JOIN_STAGED])
+    assert config["controlPlane"] == {"localAPIEndpoint": {"advertiseAddress": "10.0.0.21",
+                                                           "bindPort": 6443},
+                                      "certificateKey": KEY}
+    for command in head.commands + node.commands:
+        assert KEY not in command, command
+    assert KEY not in caplog.text
+    # The uploaded certificates are deleted after the join, not left for two hours.
+    assert head.commands[-1] == " ".join(kubeadm.DELETE_UPLOADED_CERTS)
+    worker = FakeHost("gpu01")
+    _join(None, worker, _head(), SETTINGS)
+    assert "controlPlane" not in yaml.safe_load(worker.uploads[JOIN_STAGED])
+
+
+def test_a_failed_upload_joins_nothing_and_leaves_no_token_nor_secret():
+    head, node = _ha_head(upload_ok=False), FakeHost("cp01")
+    with pytest.raises(GpuinfraError, match="upload-certs failed on k8s-head"):
+        _join(None, node, head, SETTINGS, control_plane=True)
+    assert node.uploads == {}
+    assert "kubeadm token delete" in head.commands[-2]
+    assert head.commands[-1] == " ".join(kubeadm.DELETE_UPLOADED_CERTS)
+
+
+@pytest.mark.parametrize("output", ["[upload-certs] Using certificate key:\n", "abc\n",
+                                    f"{KEY}\nkind: Evil\n{KEY[:-1]}"])
+def test_a_certificate_key_of_another_shape_never_reaches_the_file(output):
+    if KEY in output.splitlines():
+        assert kubeadm.certificate_key(output) == KEY
+        return
+    with pytest.raises(GpuinfraError, match="no certificate key"):
+        kubeadm.certificate_key(output)
+    with pytest.raises(GpuinfraError, match="unexpected shape"):
+        kubeadm.join_config(token=TOKEN, ca_hash=CA_HASH, certificate_key="x" + KEY,
+                            **SETTINGS)
+
+
+def test_upgrade_steps_name_the_other_control_planes_before_the_workers():
+    steps = kubeadm.upgrade_steps("1.35.2-1.1", "1.35.8", "head", ["w1"], ["cp01", "cp02"])
+    assert steps.index("(cp01, cp02)") < steps.index("(w1)")

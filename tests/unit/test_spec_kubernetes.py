@@ -12,6 +12,7 @@ import pytest
 
 from gpuinfra.knowledge import kubernetes as k8s
 from gpuinfra.spec import HostInput, SpecInvalid, build_cluster, validate
+from gpuinfra_deploy.run.knobs import knobs_of
 
 HGX = {"gpu_model": "H100-SXM5-80GB", "gpu_count": 8, "gpu_topology": "nvswitch-all-to-all"}
 PCIE = {"gpu_model": "H100-PCIE-80GB", "gpu_count": 2, "gpu_topology": "bridged-pairs"}
@@ -60,6 +61,15 @@ def _set(host: str, **values: Any):
     return lambda s: s[host][1].update(values)
 
 
+def _planes(count: int, **everywhere: Any):
+    """``count`` control planes beside the head (cp01...), and ``everywhere`` on every host."""
+    def mutate(s):
+        for i in range(1, count + 1):
+            s[f"cp0{i}"] = (("kubernetes_control_plane",), {"node_address": f"10.0.0.2{i}"})
+        _all(**everywhere)(s)
+    return mutate
+
+
 def _all(**values: Any):
     def mutate(s):
         for _, data in s.values():
@@ -103,7 +113,36 @@ BAD = [
     ("control-plane-without-address", _set("k8s-head", node_address=None), "k8s-head",
      "node_address", "control plane needs its address"),
     ("two-control-planes", lambda s: s.update({"k8s-head2": (("head",), {})}), "cluster",
-     "group 'head'", "2 control-plane hosts"),
+     "group 'head'", "2 control-plane hosts in 'head'"),
+    ("ha-without-endpoint", _planes(2), "cluster", "kubernetes_control_plane_endpoint",
+     "3 control planes (k8s-head, cp01, cp02) and no endpoint"),
+    ("even-etcd", _planes(1, kubernetes_control_plane_endpoint="k8s-api.example"), "cluster",
+     "kubernetes_control_plane", "2 control planes (k8s-head, cp01): each runs an etcd"),
+    ("four-etcd", _planes(3, kubernetes_control_plane_endpoint="k8s-api.example"), "cluster",
+     "kubernetes_control_plane", "4 control planes"),
+    ("endpoint-is-a-control-plane", _planes(2, kubernetes_control_plane_endpoint="10.0.0.21"),
+     "cluster", "kubernetes_control_plane_endpoint", "is cp01's own address"),
+    ("bad-endpoint", _all(kubernetes_control_plane_endpoint="https://k8s-api:6443"), "cluster",
+     "kubernetes_control_plane_endpoint", "not an address"),
+    ("endpoint-port-out-of-range", _all(kubernetes_control_plane_endpoint="k8s-api:70000"),
+     "cluster", "kubernetes_control_plane_endpoint", "not an address"),
+    ("control-plane-that-is-a-worker", lambda s: (
+        _planes(2, kubernetes_control_plane_endpoint="k8s-api.example")(s),
+        s.update({"gpu01": (("workers", "kubernetes_control_plane"), s["gpu01"][1])})),
+     "gpu01", "group", "a worker's CPUs and memory are its pods'"),
+    ("control-plane-without-address", lambda s: (
+        _planes(2, kubernetes_control_plane_endpoint="k8s-api.example")(s),
+        s["cp02"][1].pop("node_address")), "cp02", "node_address",
+     "a control plane needs its address"),
+    ("control-plane-in-slurm", lambda s: (
+        _planes(2, kubernetes_control_plane_endpoint="k8s-api.example")(s),
+        s["cp01"][1].update(node_schedulers=["slurm"])), "cp01", "node_schedulers",
+     "Kubernetes' (a control plane, with etcd)"),
+    ("gpu-worker-without-toolkit", _set("gpu01", container_toolkit_enabled=False), "gpu01",
+     "container_toolkit_enabled", "a Kubernetes GPU node with no container toolkit"),
+    ("gpu-worker-toolkit-without-containerd",
+     _set("gpu02", container_toolkit_runtimes=["docker"]), "gpu02",
+     "container_toolkit_runtimes", "leaves containerd without the nvidia runtime"),
     ("time-slicing-with-mig", _set("gpu01", gpu_sharing={"mode": "mig", "replicas": 4,
                                                          "mig_layout": {"1g.10gb": 7}}),
      "gpu01", "gpu_sharing['replicas']", "time-slicing MIG devices is not deployed"),
@@ -134,7 +173,7 @@ BAD = [
 def test_bad_kubernetes_input_is_named(mutate, host, field, words):
     s = copy.deepcopy(site())
     mutate(s)
-    errors = validate(hosts(s))
+    errors = validate(hosts(s), knobs=knobs_of())  # the roles' knobs judged too
     matching = [e for e in errors if host in (*e.host.split(", "), "every host")
                 and e.field.startswith(field)
                 and words in e.problem]
@@ -142,7 +181,28 @@ def test_bad_kubernetes_input_is_named(mutate, host, field, words):
         map(str, errors))
     assert matching[0].allowed and matching[0].fix
     with pytest.raises(SpecInvalid):
-        build_cluster(hosts(s))
+        build_cluster(hosts(s), knobs=knobs_of())
+
+
+def test_an_ha_site_builds_with_its_endpoint():
+    s = copy.deepcopy(site())
+    _planes(2, kubernetes_control_plane_endpoint="k8s-api.example")(s)
+    spec = build_cluster(hosts(s), knobs=knobs_of())
+    assert [n.name for n in spec.control_planes] == ["k8s-head", "cp01", "cp02"]
+    assert spec.kubernetes.endpoint == "k8s-api.example:6443"
+    assert spec.node("cp01").schedulers == ("kubernetes",)
+    assert [n.name for n in spec.workers_of("kubernetes")] == ["gpu01", "gpu02"]
+    assert validate(hosts(s, kubernetes_control_plane_endpoint="[fd00::5]")) == []
+    assert build_cluster(hosts(s, kubernetes_control_plane_endpoint="fd00::5")
+                         ).kubernetes.endpoint == "[fd00::5]:6443"
+
+
+def test_a_control_plane_on_a_slurm_site_is_refused():
+    s = copy.deepcopy(site())
+    _planes(2)(s)
+    found = [e for e in validate(hosts(s, schedulers=["slurm"])) if e.host == "cp01"]
+    assert any("a Kubernetes control plane on a site without Kubernetes" in e.problem
+               for e in found), found
 
 
 def test_cidrs_are_checked_only_for_kubernetes_sites():
