@@ -6,6 +6,7 @@
     gpuinfra check vm-topo FILE --profile P --gpus N [--model M]
     gpuinfra check describe-node FILE [--expect nvidia.com/gpu=8]... [--gpus N]
     gpuinfra check gpu-pods FILE [--node NAME]
+    gpuinfra check pod-runtime FILE [--nvidia-default]
     gpuinfra check plugin-log FILE
 
 Each takes the expectation from the spec instead with ``--inventory FILE --host NAME`` (and
@@ -308,6 +309,25 @@ def _run_plugin_log(args: argparse.Namespace, text: str) -> CaptureVerdict:
     return judge_plugin_log(parse_plugin_log(text), args.host)
 
 
+def _add_runtime(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--nvidia-default", action="store_true",
+                   help="containerd's default runtime is nvidia on these nodes "
+                        "(container_toolkit_set_default): a GPU pod may have no runtime class")
+
+
+def _run_runtime(args: argparse.Namespace, text: str) -> CaptureVerdict:
+    from gpuinfra.captures.kubernetes import judge_pod_runtime
+    from gpuinfra.parsers.kubectl import parse_pods
+    from gpuinfra.parsers.kubectl_text import parse_describe_pods
+
+    head = text.lstrip()[:2000]
+    if head.startswith("{") or re.search(r"^(apiVersion|kind|items):", head, re.M):
+        pods, cuts = parse_pods(text), []
+    else:
+        pods, cuts = parse_describe_pods(text)
+    return judge_pod_runtime(pods, cuts, args.host, args.nvidia_default)
+
+
 def _nothing(p: argparse.ArgumentParser) -> None:
     return None
 
@@ -327,6 +347,9 @@ KINDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
                       _add_describe, _run_describe),
     "gpu-pods": ("`kubectl get pods` of the GPU Operator / device plugin namespace: every pod "
                  "running ready", _add_pods, _run_pods),
+    "pod-runtime": ("`kubectl get pods -o yaml` (or json) or `kubectl describe pod` of GPU "
+                    "pods (the device plugin's): each runs under the NVIDIA runtime",
+                    _add_runtime, _run_runtime),
     "plugin-log": ("a device plugin's log: each known failure message with its cause; an "
                    "unknown log is no verdict", _nothing, _run_plugin_log),
 }

@@ -93,6 +93,13 @@ def pod_problem(name: str, what: str, pods: Sequence[KubePod], log: str = "") ->
     return _message(name, judge.pod_problem(what, pods, log))
 
 
+def runtime_problems(name: str, pods: Iterable[KubePod], nvidia_default: bool) -> list[str]:
+    """Every pod on node ``name`` that reaches GPUs and runs under a runtime that gives it
+    none (the judgement `gpuinfra check pod-runtime` makes of a pasted pod)."""
+    found = (judge.runtime_problem(p, nvidia_default) for p in pods if p.node == name)
+    return [m for m in (_message(name, f) for f in found) if m]
+
+
 def visible_gpus(nvidia_smi_l: str) -> list[str]:
     """The GPU lines of ``nvidia-smi -L`` run in a pod (MIG device lines excluded)."""
     return [line for line in nvidia_smi_l.splitlines() if line.startswith("GPU ")]

@@ -36,6 +36,7 @@ from gpuinfra_verify.kubernetes_expect import (
     pod_problem,
     pods_on,
     product_label_problem,
+    runtime_problems,
     visible_gpus,
 )
 
@@ -122,6 +123,17 @@ def _plugin(node: NodeSpec, kube_pods, controller: Host, note: Note, prefix: str
 def test_device_plugin_running(node: NodeSpec, kube_pods, controller: Host, note: Note) -> None:
     _gpu(node)
     _plugin(node, kube_pods, controller, note, "nvidia-device-plugin-", "device plugin")
+
+
+def test_gpu_pods_run_under_the_nvidia_runtime(node: NodeSpec, kube_pods, note: Note) -> None:
+    """Every pod on the node that reaches GPUs (the device plugin, GFD, DCGM exporter, jobs)
+    runs with runtimeClassName nvidia, or without one where nvidia is containerd's default."""
+    _gpu(node)
+    default = bool(node.settings.get("container_toolkit_set_default"))
+    found = runtime_problems(node.short_name, kube_pods, default)
+    note("k8s_runc_gpu_pods", len(found))
+    if found:
+        fail(note, "\n".join(found))
 
 
 def test_gpu_feature_discovery_running(node: NodeSpec, kube_pods, controller: Host,

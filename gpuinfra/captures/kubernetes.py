@@ -409,3 +409,58 @@ def judge_pods(table: PodTable, node: str | None, host: str | None,
     if not pods and not verdict.findings:
         verdict.judged = False
     return verdict
+
+
+# ---------------------------------------------------------------------------- runtime class
+
+NVIDIA_RUNTIME_CLASS = "nvidia"
+
+
+def runtime_problem(pod: KubePod, nvidia_default: bool = False) -> Problem | None:
+    """A pod that reaches GPUs and runs under a runtime that gives it none: no runtime class
+    (containerd's default, runc, unless the site made nvidia the default) or another class.
+    None when it is fine, or when the pod reaches no GPU or its runtime class is not shown."""
+    if not pod.gpu_use or pod.runtime_class is None:
+        return None
+    if pod.runtime_class == NVIDIA_RUNTIME_CLASS or (not pod.runtime_class and nvidia_default):
+        return None
+    crashing = pod.waiting in ("CrashLoopBackOff", "Error") or pod.restarts > 0
+    seen = " (it crash-loops: the plugin finds no NVML there)" if crashing else ""
+    if not pod.runtime_class:
+        return Problem(f"pod {pod.name} ({pod.gpu_use}) runs under runc, containerd's default "
+                       f"runtime, with no runtimeClassName{seen}",
+                       "runc does not give a container the driver's libraries or devices: "
+                       "the NVIDIA runtime (the container toolkit's handler 'nvidia') does",
+                       "runs under runc: set runtimeClassName nvidia on the pod (its "
+                       "DaemonSet or Job; the kubernetes role renders them so) or make "
+                       "nvidia containerd's default (container_toolkit_set_default = True)")
+    return Problem(f"pod {pod.name} ({pod.gpu_use}) runs under runtime class "
+                   f"{pod.runtime_class!r}{seen}",
+                   f"only RuntimeClass '{NVIDIA_RUNTIME_CLASS}' (handler nvidia) gives the "
+                   "container the driver; another class does not unless its handler is nvidia",
+                   f"set runtimeClassName {NVIDIA_RUNTIME_CLASS}, or check `kubectl get "
+                   f"runtimeclass {pod.runtime_class} -o yaml` names handler nvidia")
+
+
+def judge_pod_runtime(pods: Sequence[KubePod], cuts: Sequence[str], host: str | None,
+                      nvidia_default: bool = False) -> CaptureVerdict:
+    """Every pod of the capture that reaches GPUs runs under the NVIDIA runtime (its
+    runtimeClassName, or containerd's default when the site made it nvidia)."""
+    expectation = {"runtime": f"runtimeClassName {NVIDIA_RUNTIME_CLASS} on every GPU pod"
+                   + (" (or none: nvidia is containerd's default)" if nvidia_default else "")}
+    verdict = CaptureVerdict("pod-runtime", host, expectation, cuts=list(cuts))
+    for pod in pods:
+        if not pod.gpu_use or pod.runtime_class is None:
+            continue
+        verdict.blocks += 1
+        subject = f"{pod.namespace}/{pod.name}" if pod.namespace else pod.name
+        problem = runtime_problem(pod, nvidia_default)
+        shown = pod.runtime_class or "none (containerd's default)"
+        verdict.findings.append(Finding(
+            "k8s-runtime", subject, expectation["runtime"],
+            problem.what if problem else f"runtimeClassName {shown}",
+            "fail" if problem else "ok", problem.cause if problem else "",
+            problem.fix if problem else ""))
+    if not verdict.blocks:
+        verdict.judged = False
+    return verdict

@@ -2,8 +2,9 @@
 
 - ``kubectl get nodes -o json`` (a NodeList; one Node works too): per node its labels,
   taints, readiness and the ``nvidia.com/*`` allocatable counts (:func:`parse_nodes`);
-- ``kubectl get pods -A -o json``: per pod its node, phase, readiness, restarts and the reason
-  a container waits (CrashLoopBackOff...) (:func:`parse_pods`);
+- ``kubectl get pods -A -o json``: per pod its node, phase, readiness, restarts, the reason
+  a container waits (CrashLoopBackOff...), its runtime class and whether it reaches GPUs
+  (:func:`parse_pods`);
 - the ``Allocatable:`` / ``Capacity:`` blocks of ``kubectl describe node`` (what people paste
   when they report a problem; :func:`parse_describe_resources`).
 
@@ -58,6 +59,31 @@ class KubePod:
     restarts: int
     waiting: str = ""  # the first waiting reason of a container (CrashLoopBackOff, ...)
     labels: dict[str, str] = field(default_factory=dict)
+    # spec.runtimeClassName ("": none, the runtime's default handler); None: not shown.
+    runtime_class: str | None = None
+    # Why the pod reaches GPUs ("requests nvidia.com/gpu", "image ...k8s-device-plugin...",
+    # "NVIDIA_VISIBLE_DEVICES=all"); "": it does not, as far as its spec shows.
+    gpu_use: str = ""
+
+
+# Images of NVIDIA's GPU pods: each needs the NVIDIA runtime to see the driver (NVML).
+GPU_IMAGES = re.compile(r"k8s-device-plugin|gpu-feature-discovery|dcgm-exporter|"
+                        r"/cuda(?::|$)|/cuda-sample|nvidia/driver|k8s-mig-manager")
+
+
+def gpu_use(images: list[str], resources: list[str], visible: list[str]) -> str:
+    """Why a pod with these containers' images, resource names (requests and limits) and
+    NVIDIA_VISIBLE_DEVICES values reaches GPUs; "" when nothing shows it does."""
+    for name in resources:
+        if name.startswith(NVIDIA_PREFIX):
+            return f"requests {name}"
+    for image in images:
+        if GPU_IMAGES.search(image):
+            return f"image {image}"
+    for value in visible:
+        if value.strip().lower() not in ("", "void", "none"):
+            return f"NVIDIA_VISIBLE_DEVICES={value}"
+    return ""
 
 
 def _load(text: str, source: str) -> Any:
@@ -139,8 +165,20 @@ def parse_pods(text: str) -> list[KubePod]:
             ready=bool(statuses) and all(c.get("ready") for c in statuses),
             restarts=sum(int(c.get("restartCount", 0) or 0) for c in statuses),
             waiting=waiting, labels={str(k): str(v) for k, v in
-                                     (meta.get("labels") or {}).items()}))
+                                     (meta.get("labels") or {}).items()},
+            runtime_class=str(spec.get("runtimeClassName") or ""),
+            gpu_use=_spec_gpu_use(spec)))
     return pods
+
+
+def _spec_gpu_use(spec: Mapping[str, Any]) -> str:
+    containers = [c for c in (spec.get("containers") or []) + (spec.get("initContainers") or [])
+                  if isinstance(c, Mapping)]
+    resources = [str(name) for c in containers for part in ("requests", "limits")
+                 for name in ((c.get("resources") or {}).get(part) or {})]
+    visible = [str(e.get("value", "")) for c in containers for e in c.get("env") or []
+               if isinstance(e, Mapping) and e.get("name") == "NVIDIA_VISIBLE_DEVICES"]
+    return gpu_use([str(c.get("image", "")) for c in containers], resources, visible)
 
 
 _BLOCK = re.compile(r"^(Capacity|Allocatable):\s*$")

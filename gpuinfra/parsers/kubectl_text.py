@@ -12,6 +12,11 @@ Read block by block, saying what was not shown (:attr:`cuts`):
   the order kubectl prints them in (describe.go: "Capacity:" before "Allocatable:"). The
   "Non-terminated Pods" table gives the device plugin pod's age (its last column): a plugin
   started seconds before the capture has not registered its GPUs yet.
+- ``describe pod`` (one pod or several): name, namespace, node, status, the first waiting
+  reason, restarts, images, nvidia.com/* limits and requests, NVIDIA_VISIBLE_DEVICES, and the
+  runtime class: kubectl prints "Runtime Class Name:" only when the pod has one (describe.go,
+  between "Priority Class Name" and "Service Account"), so a pod whose header block reached
+  its "Node:" line without it has none.
 - ``get pods`` (``-n NS``, ``-A``, ``-o wide``): one pod per row. Without the header line (a
   ``grep``), the columns are known from the READY field (``1/1``): second column without
   namespaces, third with. A last row with fewer columns is cut.
@@ -23,7 +28,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from gpuinfra.parsers._text import clean_lines
-from gpuinfra.parsers.kubectl import NVIDIA_PREFIX, KubePod
+from gpuinfra.parsers.kubectl import NVIDIA_PREFIX, KubePod, gpu_use
 
 _TOP_KEY = re.compile(r"^([A-Z][A-Za-z -]*):\s*(.*)$")
 _LABEL = re.compile(r"^\s*([A-Za-z0-9./_-]+)=(\S*)\s*$")
@@ -233,3 +238,77 @@ def parse_pods_table(text: str) -> PodTable:
             waiting="" if phase else status))
         rows += 1
     return table
+
+
+
+_DESCRIBE_KEY = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z][A-Za-z0-9 ./_-]*):\s*(?P<value>.*)$")
+
+
+@dataclass
+class _PodBlock:
+    """One pod of a ``describe pod`` capture, as its lines are read."""
+
+    name: str
+    namespace: str = ""
+    node: str | None = None  # None: the header was cut before "Node:"
+    phase: str = ""
+    runtime: str = ""
+    ready: list[bool] = field(default_factory=list)
+    restarts: int = 0
+    waiting: str = ""
+    in_waiting: bool = False
+    images: list[str] = field(default_factory=list)
+    resources: list[str] = field(default_factory=list)
+    visible: list[str] = field(default_factory=list)
+
+    def pod(self) -> KubePod:
+        return KubePod(namespace=self.namespace, name=self.name,
+                       node=(self.node or "").split("/")[0], phase=self.phase,
+                       ready=bool(self.ready) and all(self.ready), restarts=self.restarts,
+                       waiting=self.waiting,
+                       runtime_class=self.runtime if self.node is not None else None,
+                       gpu_use=gpu_use(self.images, self.resources, self.visible))
+
+    def read(self, key: str, value: str, top: bool) -> None:
+        if top:
+            if key == "Namespace":
+                self.namespace = value
+            elif key == "Runtime Class Name":
+                self.runtime = value
+            elif key == "Node":
+                self.node = value
+            elif key == "Status":
+                self.phase = value
+            return
+        if key in ("State", "Last State"):
+            self.in_waiting = key == "State" and value == "Waiting"
+        elif key == "Reason" and self.in_waiting and not self.waiting:
+            self.waiting = value
+        elif key == "Image" and value:
+            self.images.append(value)
+        elif key == "Restart Count" and value.isdigit():
+            self.restarts += int(value)
+        elif key == "Ready" and value in ("True", "False"):
+            self.ready.append(value == "True")
+        elif key == "NVIDIA_VISIBLE_DEVICES":
+            self.visible.append(value)
+        elif key.startswith(NVIDIA_PREFIX):
+            self.resources.append(key)
+
+
+def parse_describe_pods(text: str) -> tuple[list[KubePod], list[str]]:
+    """The pods of a ``kubectl describe pod`` capture and its cuts (a pod whose header block
+    stops before "Node:" cannot say whether it has a runtime class: ``runtime_class`` None)."""
+    blocks: list[_PodBlock] = []
+    for line in clean_lines(text, "kubectl describe pod"):
+        found = _DESCRIBE_KEY.match(line)
+        if not found:
+            continue
+        key, value, top = found["key"], found["value"].strip(), not found["indent"]
+        if top and key == "Name":
+            blocks.append(_PodBlock(value))
+        elif blocks:
+            blocks[-1].read(key, value, top)
+    cuts = [f"pod {b.name}: its header was cut before 'Node:' (a pod's runtime class, when it "
+            "has one, is printed above it)" for b in blocks if b.node is None]
+    return [b.pod() for b in blocks], cuts

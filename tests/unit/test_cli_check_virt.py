@@ -453,3 +453,51 @@ def test_plugin_log_unknown_panic_fails_as_a_crash(capsys, tmp_path):
     assert rc == 1 and fails_with(out, crash)
     rc, out = check(capsys, "plugin-log", source)
     assert rc == 1 and not fails_with(out, crash)
+
+
+# ---------------------------------------------------------------------------- pod-runtime
+
+POD_YAML = KUBE / "pod-device-plugin-no-runtime-class-crashloop-CONSTRUCTED.yaml"
+DESCRIBE_RUNC = KUBE / "describe-pod-device-plugin-no-runtime-class-CONSTRUCTED.txt"
+DESCRIBE_NVIDIA = KUBE / "describe-pod-device-plugin-runtime-class-nvidia-CONSTRUCTED.txt"
+
+
+@pytest.mark.parametrize("capture", [POD_YAML, DESCRIBE_RUNC])
+def test_a_device_plugin_pod_without_a_runtime_class_runs_under_runc(capsys, capture):
+    rc, result = check(capsys, "pod-runtime", capture)
+    assert rc == 1 and result["verdict"] == "fail"
+    [finding] = result["findings"]
+    assert finding["subject"] == "kube-system/nvidia-device-plugin-daemonset-2h9rh"
+    assert "runs under runc" in finding["observed"] and "crash-loops" in finding["observed"]
+    assert finding["fix"].startswith("runs under runc: set runtimeClassName nvidia")
+    assert "make nvidia containerd's default" in finding["fix"]
+    # Where the site made nvidia containerd's default runtime, no class is right.
+    rc, result = check(capsys, "pod-runtime", capture, "--nvidia-default")
+    assert rc == 0 and result["verdict"] == "pass"
+
+
+def test_a_device_plugin_pod_under_runtime_class_nvidia_passes(capsys):
+    rc, result = check(capsys, "pod-runtime", DESCRIBE_NVIDIA)
+    assert rc == 0 and result["verdict"] == "pass"
+    assert result["findings"][0]["observed"] == "runtimeClassName nvidia"
+
+
+def test_another_runtime_class_fails_and_names_it(capsys, tmp_path):
+    other = tmp_path / "pod.yaml"
+    other.write_text(POD_YAML.read_text().replace("spec:\n", "spec:\n  runtimeClassName: kata\n",
+                                                  1))
+    rc, result = check(capsys, "pod-runtime", other)
+    assert rc == 1 and "runtime class 'kata'" in result["findings"][0]["observed"]
+
+
+def test_a_describe_cut_above_node_cannot_say_and_a_pod_without_gpus_is_not_judged(
+        capsys, tmp_path):
+    cut = cut_copy(tmp_path, DESCRIBE_RUNC, lines=slice(0, 4))
+    rc, result = check(capsys, "pod-runtime", cut)
+    assert rc == 3 and result["verdict"].startswith(INCOMPLETE), result["verdict"]
+    assert result["findings"] == [] and "cut before 'Node:'" in result["cuts"][0]
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(POD_YAML.read_text().replace("nvcr.io/nvidia/k8s-device-plugin",
+                                                  "docker.io/library/nginx"))
+    rc, result = check(capsys, "pod-runtime", plain)
+    assert rc == 3 and result["verdict"] == "no verdict"

@@ -5,6 +5,7 @@ and fails, naming cause and fix, where it is not."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 import yaml
@@ -26,6 +27,7 @@ from gpuinfra_verify.kubernetes_expect import (
     pod_problem,
     pods_on,
     product_label_problem,
+    runtime_problems,
     visible_gpus,
 )
 from tests.conftest import REPO
@@ -197,3 +199,15 @@ def test_cri_plugin_status_from_ctr_plugins_ls():
     assert cri_plugin_status(listing) == "ok"
     assert cri_plugin_status(listing.replace(" ok", " error")) == "error"
     assert cri_plugin_status("TYPE ID PLATFORMS STATUS\n") is None
+
+
+def test_a_gpu_pod_under_runc_is_named_on_its_node_as_the_capture_judge_names_it():
+    """The verify suite reads `kubectl get pods -A -o json`; the same parse and judgement as
+    `gpuinfra check pod-runtime` on the pasted YAML of that pod."""
+    pods = parse_pods(text("pod-device-plugin-no-runtime-class-crashloop-CONSTRUCTED.yaml"))
+    [found] = runtime_problems("gpu01", pods, nvidia_default=False)
+    assert "gpu01" in found and "runs under runc" in found
+    assert runtime_problems("gpu02", pods, nvidia_default=False) == []
+    assert runtime_problems("gpu01", pods, nvidia_default=True) == []
+    fixed = [replace(p, runtime_class="nvidia") for p in pods]
+    assert runtime_problems("gpu01", fixed, nvidia_default=False) == []
