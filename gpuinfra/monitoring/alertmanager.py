@@ -54,6 +54,7 @@ ALERT_SEVERITIES: dict[str, str] = {
     "GpuRetiredPagesOrRemapFailure": "critical", "GpuTemperatureHigh": "warning",
     "NvlinkDown": "critical", "NvlinkDegraded": "warning", "GpuMetricsStale": "warning",
     "NodeDrainedByHealthCheck": "warning", "NodeHealthCheckFailed": "warning",
+    "NodeTaintedByHealthCheck": "warning",
     "NodeHealthCheckStale": "warning", "NodeLogsStale": "warning",
 }
 

@@ -9,14 +9,31 @@ node's short name, the label every scrape target carries (:mod:`gpuinfra.monitor
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
-from gpuinfra.health.expectation import runs_on
 from gpuinfra.knowledge.topology import expected_active_links
 from gpuinfra.logs.journal import AGE_METRIC, STALE_S, uploaders
 from gpuinfra.monitoring.gpumetrics import FATAL_XIDS, RECOVERY_ACTION_XID
+from gpuinfra.monitoring.series import (
+    DRAIN_REASON,
+    Alert,
+    AlertCase,
+    collector_series,
+    filesystem_series,
+    gpu_labels,
+    gpu_labels_of,
+    gpu_series,
+    health_nodes,
+    health_series,
+    health_stale_seconds,
+    logs_series,
+    pci_bus_id,
+    selector,
+    slurm_nodes_series,
+    slurm_state_series,
+    unit_active_series,
+)
 from gpuinfra.monitoring.settings import Monitoring
 from gpuinfra.monitoring.slurmnodes import UNAVAILABLE
 from gpuinfra.spec.model import ClusterSpec, NodeSpec
@@ -30,137 +47,9 @@ ALERT_NAMES = ("NodeDown", "DiskAlmostFull", "SlurmctldDown", "SlurmctldBackupDo
                "GpuUncorrectableEcc", "GpuMemoryNeedsReset", "GpuRetiredPagesOrRemapFailure",
                "GpuTemperatureHigh",
                "NvlinkDown", "NvlinkDegraded", "GpuMetricsStale", "NodeDrainedByHealthCheck",
-               "NodeHealthCheckFailed", "NodeHealthCheckStale", "NodeLogsStale")
+               "NodeHealthCheckFailed", "NodeTaintedByHealthCheck", "NodeHealthCheckStale",
+               "NodeLogsStale")
 
-
-@dataclass(frozen=True)
-class AlertCase:
-    """A site state for a rule test: series changed from the healthy site (``set``: series ->
-    promtool values; ``drop``: series removed) and the alert labels expected to fire."""
-
-    set: Mapping[str, str] = field(default_factory=dict)
-    drop: tuple[str, ...] = ()
-    fires: tuple[Mapping[str, str], ...] = ()
-
-
-@dataclass(frozen=True)
-class Alert:
-    """One alerting rule, with the site states that must (and must not) fire it."""
-
-    name: str
-    expr: str
-    duration: str
-    severity: str
-    summary: str  # may use {{ $labels.x }} only (rendered for the tests as well)
-    description: str  # cause and fix
-    firing: tuple[AlertCase, ...]
-
-    def rule(self) -> dict[str, Any]:
-        return {"alert": self.name, "expr": self.expr, "for": self.duration,
-                "labels": {"severity": self.severity},
-                "annotations": {"summary": self.summary, "description": self.description}}
-
-
-# ------------------------------------------------------------------------------ series names
-# The series of the rule tests, with the labels the exporters give them.
-
-def selector(**labels: str) -> str:
-    """A PromQL label selector matching exactly ``labels``: ``{job="node",instance="n1"}``."""
-    return "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
-
-
-def _gpu_labels(node: NodeSpec, index: int) -> dict[str, str]:
-    """The labels the GPU collector gives GPU ``index`` of ``node``."""
-    return {"instance": node.short_name, "gpu": str(index),
-            "uuid": f"GPU-{node.short_name}-{index}"}
-
-
-def gpu_labels_of(node: NodeSpec) -> list[dict[str, str]]:
-    """The labels of each GPU of ``node`` (none for a node without GPUs)."""
-    return [_gpu_labels(node, i) for i in range(node.gpus.count)] if node.gpus else []
-
-
-def _pci_bus_id(index: int) -> str:
-    """The PCI bus id the rule tests give GPU ``index`` (``0000:10:00`` for GPU 0)."""
-    return f"0000:{0x10 + index:02x}:00"
-
-
-XID_METRICS = ("xid_errors", "last_xid", "xid_errors_by_code", "recovery_action")
-
-
-def gpu_series(metric: str, node: NodeSpec, index: int, xid: int | None = None) -> str:
-    """Series ``gpuinfra_gpu_<metric>`` of GPU ``index`` of ``node``, as node_exporter serves
-    the GPU collector's file (the XID series also carry ``pci_bus_id``; the per-code one
-    ``xid``)."""
-    labels = {"job": "node", **_gpu_labels(node, index)}
-    if metric in XID_METRICS:
-        labels["pci_bus_id"] = _pci_bus_id(index)
-    if xid is not None:
-        labels["xid"] = str(xid)
-    return f"gpuinfra_gpu_{metric}{selector(**labels)}"
-
-
-def collector_series(node: NodeSpec) -> str:
-    """The series of when the GPU collector of ``node`` last ran."""
-    return (f"gpuinfra_gpu_collector_last_run_timestamp_seconds"
-            f"{selector(job='node', instance=node.short_name)}")
-
-
-def filesystem_series(kind: str, instance: str) -> str:
-    """node_exporter's ``node_filesystem_<kind>_bytes`` (avail, size) of the root file system
-    of ``instance``."""
-    labels = selector(job="node", instance=instance, mountpoint="/", fstype="ext4",
-                      device="/dev/sda1")
-    return f"node_filesystem_{kind}_bytes{labels}"
-
-
-def unit_active_series(instance: str, unit: str) -> str:
-    """node_exporter's series of whether systemd unit ``unit``.service of ``instance`` is
-    active."""
-    return (f"node_systemd_unit_state"
-            f'{selector(job="node", instance=instance, name=unit + ".service", state="active")}')
-
-
-def slurm_nodes_series(instance: str, state: str) -> str:
-    """The Slurm exporter's count of nodes in ``state`` (exporter on ``instance``)."""
-    return f"slurm_node_count_per_state{selector(job='slurm', instance=instance, state=state)}"
-
-
-def slurm_state_series(instance: str, node: str, state: str, reason: str = "") -> str:
-    """The head's Slurm node state series of ``node`` (gpuinfra.monitoring.slurmnodes, served by
-    node_exporter on ``instance``, the head)."""
-    return ("gpuinfra_slurm_node_state"
-            f"{selector(job='node', instance=instance, node=node, state=state, reason=reason)}")
-
-
-def health_series(metric: str, node: NodeSpec, **labels: str) -> str:
-    """Series ``gpuinfra_health_<metric>`` of ``node``, as node_exporter serves the health
-    check's file (gpuinfra.health.metrics)."""
-    return f"gpuinfra_health_{metric}{selector(job='node', instance=node.short_name, **labels)}"
-
-
-def logs_series(spec: ClusterSpec, node: NodeSpec) -> str:
-    """The head's series of ``node``'s newest journal entry there (gpuinfra.logs.journal.age_script,
-    served by the head's node_exporter)."""
-    head = spec.head[0].short_name
-    return f"{AGE_METRIC}{selector(job='node', instance=head, node=node.short_name)}"
-
-
-def health_nodes(spec: ClusterSpec) -> list[NodeSpec]:
-    """The nodes whose health check writes metrics (gpuinfra.health.expectation.runs_on,
-    where ``health_enabled``)."""
-    return [n for n in spec.nodes if runs_on(n) and n.settings["health_enabled"]]
-
-
-def health_stale_seconds(node: NodeSpec) -> int:
-    """Seconds without a run of the health check after which it counts as stopped: two
-    ``health_check_interval`` (one run may be late: HealthCheckNodeState=CYCLE spreads the
-    nodes over the interval, node-problem-detector invokes it once per interval)."""
-    return 2 * int(node.settings["health_check_interval"])
-
-
-# A drain reason the health check writes (gpuinfra.health.slurm: "gpuinfra: <cause>").
-DRAIN_REASON = "gpuinfra: GPU1 NVLink 0 inactive: reseat the NVLink bridge"
 
 
 def _link_groups(node: NodeSpec) -> dict[int, list[int]]:
@@ -199,7 +88,7 @@ def rules(spec: ClusterSpec, mon: Monitoring) -> dict[str, Any]:
               "gpuinfra-slurm": ("SlurmctldDown", "SlurmctldBackupDown", "SlurmdDown",
                                  "SlurmNodesDrained"),
               "gpuinfra-health": ("NodeDrainedByHealthCheck", "NodeHealthCheckFailed",
-                                  "NodeHealthCheckStale"),
+                                  "NodeTaintedByHealthCheck", "NodeHealthCheckStale"),
               "gpuinfra-logs": ("NodeLogsStale",)}
     out: dict[str, list[dict[str, Any]]] = {}
     for alert in found:
@@ -309,9 +198,19 @@ def _slurm_alerts(spec: ClusterSpec) -> list[Alert]:
     return out
 
 
+def tainting_nodes(nodes: Sequence[NodeSpec]) -> list[NodeSpec]:
+    """The Kubernetes nodes whose failed check becomes a taint: node-problem-detector sets
+    their GpuinfraUnhealthy condition and the controller gpuinfra-health-taint taints them
+    (health_kubernetes, health_kubernetes_taint: site-wide)."""
+    return [n for n in nodes if "kubernetes" in n.schedulers
+            and n.settings.get("health_kubernetes") and n.settings.get("health_kubernetes_taint")]
+
+
 def _health_alerts(spec: ClusterSpec) -> list[Alert]:
-    """The node health check (gpuinfra-health): a node it drained, with the reason; a node
-    whose last check failed; a check that stopped running."""
+    """The node health check (gpuinfra-health): a node it drained, with the reason; a
+    Kubernetes node tainted by its failed check; any other node whose last check failed; a
+    check that stopped running. One alert per cause: a failed check on a tainting node fires
+    the taint's alert, not the plain one too."""
     nodes = health_nodes(spec)
     if not nodes:
         return []
@@ -319,7 +218,10 @@ def _health_alerts(spec: ClusterSpec) -> list[Alert]:
     labels = {"job": "node", "instance": node.short_name}
     # health_check_interval is site-wide: one threshold for every node.
     stale = health_stale_seconds(node)
-    return [Alert(
+    tainting = tainting_nodes(nodes)
+    names = "|".join(n.short_name for n in tainting)
+    plain = [n for n in nodes if n not in tainting]
+    out = [] if not any("slurm" in n.schedulers for n in nodes) else [Alert(
         name="NodeDrainedByHealthCheck", expr="gpuinfra_health_drained == 1", duration="0m",
         severity="warning",
         summary="{{ $labels.instance }} drained by its health check: {{ $labels.reason }}",
@@ -329,15 +231,37 @@ def _health_alerts(spec: ClusterSpec) -> list[Alert]:
         "a node an operator drained).",
         firing=(AlertCase(set={health_series("drained", node, reason=DRAIN_REASON): "1x15"},
                           fires=({**labels, "reason": DRAIN_REASON},)),),
-    ), Alert(
-        name="NodeHealthCheckFailed", expr="gpuinfra_health_ok == 0", duration="5m",
-        severity="warning",
-        summary="{{ $labels.instance }}: its health check fails",
-        description="The node's last health check failed (also where health_on_failure is "
-        "report and nothing is drained). `gpuinfra-health check --json` on the node, or the "
-        "gpuinfra_health_failure series of the node, give each failed check with its cause.",
-        firing=(AlertCase(set={health_series("ok", node): "0x15"}, fires=(labels,)),),
-    ), Alert(
+    )]
+    if tainting:
+        first = {"job": "node", "instance": tainting[0].short_name}
+        out.append(Alert(
+            name="NodeTaintedByHealthCheck",
+            expr=f'gpuinfra_health_ok{{instance=~"{names}"}} == 0', duration="5m",
+            severity="warning",
+            summary="{{ $labels.instance }}: its health check fails; Kubernetes keeps new pods "
+            "off it (taint gpuinfra.io/unhealthy=true:NoSchedule)",
+            description="node-problem-detector set the node's condition GpuinfraUnhealthy and "
+            "the controller gpuinfra-health-taint tainted it: pods already there keep running, "
+            "new ones land elsewhere. `kubectl describe node <node>` shows the "
+            "condition's message (the failed checks); `gpuinfra-health check --json` on the "
+            "node gives each with its fix. The taint goes once the check passes again (if it "
+            "stays, `kubectl -n kube-system logs deploy/gpuinfra-health-taint`).",
+            firing=(AlertCase(set={health_series("ok", tainting[0]): "0x15"}, fires=(first,)),),
+        ))
+    if plain:
+        first = {"job": "node", "instance": plain[0].short_name}
+        expr = "gpuinfra_health_ok == 0" if not tainting else \
+            f'gpuinfra_health_ok{{instance!~"{names}"}} == 0'
+        out.append(Alert(
+            name="NodeHealthCheckFailed", expr=expr, duration="5m", severity="warning",
+            summary="{{ $labels.instance }}: its health check fails",
+            description="The node's last health check failed (also where health_on_failure is "
+            "report and nothing is drained). `gpuinfra-health check --json` on the node, or "
+            "the gpuinfra_health_failure series of the node, give each failed check with its "
+            "cause.",
+            firing=(AlertCase(set={health_series("ok", plain[0]): "0x15"}, fires=(first,)),),
+        ))
+    out.append(Alert(
         name="NodeHealthCheckStale",
         expr=f"time() - gpuinfra_health_last_run_timestamp_seconds > {stale}",
         duration="5m", severity="warning",
@@ -350,7 +274,8 @@ def _health_alerts(spec: ClusterSpec) -> list[Alert]:
         # The last run was `stale` seconds before the start and never again.
         firing=(AlertCase(set={health_series("last_run_timestamp_seconds", node): f"-{stale}x15"},
                           fires=(labels,)),),
-    )]
+    ))
+    return out
 
 
 def _gpu_alerts(spec: ClusterSpec, mon: Monitoring) -> list[Alert]:
@@ -367,7 +292,7 @@ def _gpu_alerts(spec: ClusterSpec, mon: Monitoring) -> list[Alert]:
 def _gpu_missing_alert(gpu_nodes: Sequence[NodeSpec]) -> Alert:
     """Fewer GPUs seen on a node than its spec gives it."""
     node = gpu_nodes[0]
-    info0 = f"gpuinfra_gpu_info{selector(job='node', **_gpu_labels(node, 0))}"
+    info0 = f"gpuinfra_gpu_info{selector(job='node', **gpu_labels(node, 0))}"
     missing = []
     for n in gpu_nodes:
         assert n.gpus is not None
@@ -392,7 +317,7 @@ def _xid_alerts(node: NodeSpec) -> list[Alert]:
     """XID errors logged by the driver, the fatal ones, and failures logged without an Xid."""
     driver_failure = {"job": "node", "instance": node.short_name, "driver_gpu": "6",
                       "failure": "GSP heartbeat timed out"}
-    fires = ({**_gpu_labels(node, 0), "job": "node", "pci_bus_id": _pci_bus_id(0)},)
+    fires = ({**gpu_labels(node, 0), "job": "node", "pci_bus_id": pci_bus_id(0)},)
     fatal = "|".join(str(x) for x in FATAL_XIDS)
     return [Alert(
         name="GpuXidErrors", expr="gpuinfra_gpu_xid_errors > 0", duration="0m",
@@ -462,7 +387,7 @@ def _xid_alerts(node: NodeSpec) -> list[Alert]:
 def _memory_alerts(node: NodeSpec) -> list[Alert]:
     """GPU memory: uncorrectable ECC errors, retirements and remaps waiting for a reset, and
     memory past repair."""
-    fires = ({**_gpu_labels(node, 0), "job": "node"},)
+    fires = ({**gpu_labels(node, 0), "job": "node"},)
     return [Alert(
         name="GpuUncorrectableEcc", expr="gpuinfra_gpu_ecc_uncorrected_volatile_errors > 0",
         duration="0m", severity="critical",
@@ -507,7 +432,7 @@ def _temperature_alert(node: NodeSpec, mon: Monitoring) -> Alert:
         "slow down (thermal throttling) and fail sooner.",
         firing=(AlertCase(set={gpu_series("temperature_celsius", node, 0):
                                f"{mon.gpu_temperature_max + 5}x15"},
-                          fires=({**_gpu_labels(node, 0), "job": "node"},)),),
+                          fires=({**gpu_labels(node, 0), "job": "node"},)),),
     )
 
 
@@ -524,7 +449,7 @@ def _nvlink_alerts(gpu_nodes: Sequence[NodeSpec]) -> list[Alert]:
             if down_case is None:
                 down_case = AlertCase(
                     set={gpu_series("nvlink_links_active", node, indices[0]): f"{links - 1}x15"},
-                    fires=({**_gpu_labels(node, indices[0]), "job": "node"},))
+                    fires=({**gpu_labels(node, indices[0]), "job": "node"},))
         if groups and node.gpus.model.link_gbytes_per_s:
             rate = node.gpus.model.link_gbytes_per_s
             slow.append("gpuinfra_gpu_nvlink_link_min_gbytes_per_second"
@@ -534,7 +459,7 @@ def _nvlink_alerts(gpu_nodes: Sequence[NodeSpec]) -> list[Alert]:
                 slow_case = AlertCase(
                     set={gpu_series("nvlink_link_min_gbytes_per_second", node, first):
                          f"{rate / 2:g}x15"},
-                    fires=({**_gpu_labels(node, first), "job": "node"},))
+                    fires=({**gpu_labels(node, first), "job": "node"},))
     out = []
     if down_case is not None:
         out.append(Alert(

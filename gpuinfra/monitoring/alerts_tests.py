@@ -12,9 +12,9 @@ from typing import Any
 
 from gpuinfra.knowledge.topology import expected_active_links
 from gpuinfra.logs.journal import STALE_S, uploaders
-from gpuinfra.monitoring.alerts import (
+from gpuinfra.monitoring.alerts import alerts
+from gpuinfra.monitoring.series import (
     Alert,
-    alerts,
     collector_series,
     filesystem_series,
     gpu_labels_of,

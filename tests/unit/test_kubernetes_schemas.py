@@ -233,13 +233,28 @@ def _join_docs() -> list[dict]:
                                   labels={"nvidia.com/gpu.present": "true"})
 
 
+def _ha_docs() -> list[dict]:
+    """An HA site's: the init behind an endpoint, a control plane's join with its key."""
+    head = SPEC.head[0]
+    init = kubeadm.init_documents(node_name=head.short_name, address=head.address,
+                                  version=SPEC.kubernetes.version, cluster_name=SPEC.name,
+                                  pod_cidr=SPEC.kubernetes.pod_cidr,
+                                  service_cidr=SPEC.kubernetes.service_cidr,
+                                  endpoint="k8s-api.example:6443")
+    join = kubeadm.join_documents(node_name="cp02", address="10.0.0.21",
+                                  api_endpoint="k8s-api.example:6443", token=TOKEN,
+                                  ca_hash=CA_HASH, certificate_key="ab" * 32,
+                                  taints=[(kubeadm.CONTROL_PLANE_TAINT, "", "NoSchedule")])
+    return [init[1], *join]
+
+
 def _check(doc: dict) -> None:
     name = "kubelet-config-v1beta1.json" if doc["kind"] == "KubeletConfiguration" else \
         "kubeadm-v1beta4.json"
     jsonschema.validate(doc, _schema(name))
 
 
-@pytest.mark.parametrize("doc", _init_docs() + _join_docs(),
+@pytest.mark.parametrize("doc", _init_docs() + _join_docs() + _ha_docs(),
                          ids=lambda d: d["kind"])
 def test_kubeadm_documents_match_their_documented_structure(doc):
     _check(doc)
@@ -425,3 +440,29 @@ def test_gpu_daemonsets_select_the_label_and_tolerate_the_taint_the_role_sets():
         assert pod["nodeSelector"][k8s.LABEL_DEVICE_PLUGIN_CONFIG] in keys
         assert {"key": k8s.TAINT_GPU, "operator": "Exists", "effect": "NoSchedule"} in \
             pod["tolerations"]
+
+
+# ---------------------------------------------------------------------------- the example site
+
+def _example_objects() -> list[dict]:
+    """What `gpuinfra render inventory/k8s.py` writes for the cluster to apply (the HA
+    example: MIG mixed, time-slicing and whole GPUs), read back from the rendered files."""
+    from gpuinfra_deploy.render import render_site
+
+    result = render_site(str(REPO / "inventory" / "k8s.py"), os_name="ubuntu-24.04")
+    texts = {f.path.rsplit("/", 1)[1]: f.content for f in result.written()
+             if f.host == "k8s-cp01" and "/manifests/" in f.path}
+    assert sorted(texts) == ["00-namespaces.yaml", "10-cluster.yaml"]
+    assert not [f for f in result.written() if f.host != "k8s-cp01" and "/manifests/" in f.path]
+    return [d for name in sorted(texts) for d in yaml.safe_load_all(texts[name]) if d]
+
+
+def test_the_example_sites_rendered_objects_validate_and_run_gpu_pods_under_nvidia():
+    objects = _example_objects()
+    for obj in objects:
+        assert kubernetes_validate.validate(obj, k8s.minor_of(k8s.DEFAULT_VERSION), strict=True)
+    gpu_pods = [o["metadata"]["name"] for o in objects for pod in _pod_specs(o)
+                if _uses_gpus(pod)]
+    assert len(gpu_pods) == 3, gpu_pods  # one plugin per config: MIG, time-slicing, whole
+    assert [o["metadata"]["name"] for o in objects for pod in _pod_specs(o)
+            if _uses_gpus(pod) and pod.get("runtimeClassName") != k8s.RUNTIME_CLASS] == []

@@ -61,7 +61,7 @@ def site(name: str) -> ClusterSpec:
     return build_spec(hosts, duplicates)
 
 
-SITES = ("lab", "example")
+SITES = ("lab", "example", "k8s")
 EXPORTER = {"version": "1.6.0", "sha256": "0" * 64}
 
 
@@ -113,8 +113,9 @@ def test_every_alert_has_a_quiet_case_and_a_firing_case(name):
               if t["exp_alerts"]}
     assert quiet == firing == alerts
     assert alerts <= set(ALERT_NAMES)
-    # The lab and the example site have Slurm and GPUs: every alert of the project is there
-    # (the backup controller's where the site has one: the example, a lab up with --backup).
+    # Every alert of the project is on some site here: the lab and the example have Slurm
+    # and GPUs (the backup controller's: the example, a lab up with --backup), the k8s site
+    # the taint's.
     assert alerts == set(ALERT_NAMES) - _no_backup(spec)
 
 
@@ -529,6 +530,8 @@ PINNED = {
                         "5m", "warning"),
     "NodeDrainedByHealthCheck": ("gpuinfra_health_drained == 1", "0m", "warning"),
     "NodeHealthCheckFailed": ("gpuinfra_health_ok == 0", "5m", "warning"),
+    "NodeTaintedByHealthCheck": ('gpuinfra_health_ok{instance=~"k8s-gpu01|k8s-gpu02|k8s-gpu03"}'
+                                 " == 0", "5m", "warning"),
     # Twice health_check_interval (300 s by default: roles/health/defaults.py).
     "NodeHealthCheckStale": ("time() - gpuinfra_health_last_run_timestamp_seconds > 600",
                              "5m", "warning"),
@@ -544,6 +547,9 @@ def test_every_alert_threshold_duration_and_severity_is_pinned():
     spec = _lab_with(health_check_interval=300)
     built = {r["alert"]: r for g in rules(spec, monitoring_with())["groups"]
              for r in g["rules"]}
+    k8s = site("k8s")  # the taint's alert: a Kubernetes site's
+    built.update({r["alert"]: r for g in rules(k8s, monitoring_of(k8s))["groups"]
+                  for r in g["rules"] if r["alert"] not in built})
     assert set(built) == set(PINNED) == set(ALERT_NAMES)
     for name, (threshold, duration, severity) in PINNED.items():
         assert threshold in built[name]["expr"], name
@@ -564,8 +570,17 @@ def _lab_with(**data) -> ClusterSpec:
 
 
 def _no_backup(spec: ClusterSpec) -> set[str]:
-    """The alerts of a backup controller, where ``spec`` has none."""
-    return set() if spec.backup_controllers else {"SlurmctldBackupDown"}
+    """The alerts of what ``spec`` lacks: a backup controller; Slurm (its alerts, a drain by
+    the health check); Kubernetes nodes the health check taints; nodes it does not."""
+    from gpuinfra.monitoring.alerts import health_nodes, tainting_nodes
+
+    checked = health_nodes(spec)
+    tainting = tainting_nodes(checked)
+    return ({"SlurmctldBackupDown"} if not spec.backup_controllers else set()) | (
+        {"SlurmctldDown", "SlurmdDown", "SlurmNodesDrained", "NodeDrainedByHealthCheck"}
+        if "slurm" not in spec.schedulers else set()) | (
+        {"NodeTaintedByHealthCheck"} if not tainting else set()) | (
+        {"NodeHealthCheckFailed"} if len(tainting) == len(checked) else set())
 
 
 def test_the_health_check_alerts_follow_its_knobs(tmp_path):
