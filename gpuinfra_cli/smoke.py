@@ -5,7 +5,8 @@
     gpuinfra smoke check LOG [--inventory I] [--min-busbw X] [--json] judge the job's output
     gpuinfra smoke run --inventory I [script's options] [--wait S] [--json]
                                                         submit on the head, wait, fetch, judge
-    gpuinfra smoke manifest --image IMAGE [--nodes N] [--gpus G]   the Kubernetes Indexed Job
+    gpuinfra smoke manifest --image IMAGE [--nodes N] [--gpus G] [--rdma]
+                                                        the Kubernetes Indexed Job
 
 `check` and `run` exit 0 pass, 1 fail, 2 unusable input (as `nccl check`), 3 when the job could
 not be submitted or did not end within --wait (`run`).
@@ -58,6 +59,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpus", type=int, default=0, metavar="G",
                    help="GPUs per pod (default 0: gloo on CPUs)")
     p.add_argument("--namespace", default="default")
+    p.add_argument("--rdma", action="store_true",
+                   help=f"each pod asks for the node's RDMA devices ({k8s_rdma()}) and "
+                        "IPC_LOCK, for NCCL over InfiniBand/RoCE (needs --gpus)")
     p.set_defaults(func=run_manifest)
 
 
@@ -178,12 +182,19 @@ def run_check(args: argparse.Namespace) -> int:
     return judge(text, spec, args, [args.log])
 
 
+def k8s_rdma() -> str:
+    from gpuinfra.knowledge.kubernetes import RDMA_RESOURCE
+
+    return RDMA_RESOURCE
+
+
 def run_manifest(args: argparse.Namespace) -> int:
     from gpuinfra.jobs.smoke import K8sSettings, indexed_job
     from gpuinfra.kubernetes.manifests import render
 
     objects = indexed_job(K8sSettings(image=args.image, namespace=args.namespace,
-                                      nodes=args.nodes, gpus_per_node=args.gpus))
+                                      nodes=args.nodes, gpus_per_node=args.gpus,
+                                      rdma=args.rdma))
     sys.stdout.write(render(objects))
     return EXIT_OK
 

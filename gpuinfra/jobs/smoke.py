@@ -330,6 +330,10 @@ class K8sSettings:
     steps: int = STEPS
     port: int = PORT
     rdzv_timeout_s: int = 300
+    # Each pod asks for the node's RDMA devices (the RDMA shared device plugin's resource,
+    # gpuinfra.kubernetes.rdma) and may lock memory (IPC_LOCK): NCCL's InfiniBand/RoCE
+    # transport registers its buffers. Only with GPUs.
+    rdma: bool = False
 
 
 _DNS = re.compile(r"^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$")
@@ -340,13 +344,17 @@ def indexed_job(settings: K8sSettings) -> list[dict[str, Any]]:
     completions = nodes): pod ``<name>-<index>`` runs torchrun with node rank = its completion
     index and the rendezvous on pod 0, reached by its stable name through the Service
     (``<name>-0.<name>.<namespace>.svc``). With GPUs: ``runtimeClassName: nvidia`` and
-    ``nvidia.com/gpu`` limits, NCCL; without: gloo on CPUs. Either way a memory-backed /dev/shm."""
+    ``nvidia.com/gpu`` limits, NCCL (with ``rdma``: the node's RDMA resource and IPC_LOCK);
+    without: gloo on CPUs. Either way a memory-backed /dev/shm."""
     s = settings
     for what, value in (("name", s.name), ("namespace", s.namespace)):
         if not _DNS.match(value):
             raise SmokeError(f"{what} {value!r}: a DNS label (lower case letters, digits, '-')")
     if s.nodes < 1 or s.gpus_per_node < 0 or not s.image or any(c in s.image for c in " \n"):
         raise SmokeError("nodes must be >= 1, GPUs per node >= 0, and the image a reference")
+    if s.rdma and not s.gpus_per_node:
+        raise SmokeError("RDMA is for NCCL across GPUs: give GPUs per pod (gloo on CPUs uses "
+                         "TCP)")
     backend = "nccl" if s.gpus_per_node else "gloo"
     procs = s.gpus_per_node or 1
     code = training_script(backend, s.nbytes or default_bytes(backend), s.steps)
@@ -367,6 +375,9 @@ def indexed_job(settings: K8sSettings) -> list[dict[str, Any]]:
     }
     if s.gpus_per_node:
         container["resources"] = {"limits": {"nvidia.com/gpu": s.gpus_per_node}}
+        if s.rdma:
+            container["resources"]["limits"][k8s.RDMA_RESOURCE] = 1
+            container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
     pod: dict[str, Any] = {"subdomain": s.name, "restartPolicy": "Never",
                            "containers": [container],
                            "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]}

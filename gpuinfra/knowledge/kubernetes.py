@@ -203,6 +203,17 @@ NODE_PROBLEM_DETECTOR_IMAGE = "registry.k8s.io/node-problem-detector/node-proble
 # unit-tested module itself (gpuinfra.health.taint, shipped beside the controller).
 TAINT_CONTROLLER_IMAGE = "docker.io/library/python:3.11.14-slim-bookworm"
 
+# The RDMA shared device plugin (Mellanox/k8s-rdma-shared-dev-plugin, tag v1.5.3, 2025-03-26:
+# its release workflow pushes ghcr.io/<repository>:<tag> for amd64, arm64 and ppc64le, and the
+# NVIDIA Network Operator's NicClusterPolicy example names this repository and version). It
+# advertises <resourcePrefix>/<resourceName> (prefix "rdma" by default), each HCA shared by
+# up to rdmaHcaMax pods (README "RDMA Shared Device Plugin Configurations").
+RDMA_PLUGIN_IMAGE = "ghcr.io/mellanox/k8s-rdma-shared-dev-plugin:v1.5.3"
+RDMA_RESOURCE_NAME = "rdma_shared_device_a"
+RDMA_RESOURCE = f"rdma/{RDMA_RESOURCE_NAME}"
+RDMA_HCA_MAX = 63  # the Network Operator's example NicClusterPolicy
+LABEL_RDMA = "gpuinfra.io/rdma"
+
 # Node labels the device plugin, GFD and the kubernetes role use (docs/hardware-reference.md 6).
 LABEL_GPU_PRESENT = "nvidia.com/gpu.present"
 LABEL_DEVICE_PLUGIN_CONFIG = "nvidia.com/device-plugin.config"

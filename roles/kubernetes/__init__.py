@@ -32,6 +32,7 @@ from gpuinfra.knowledge import kubernetes as k8s
 from gpuinfra.knowledge.packages import SIGNING_KEYS, PinnedPackages
 from gpuinfra.kubernetes import kubeadm, manifests
 from gpuinfra.kubernetes.deviceplugin import config_key, plugin_config
+from gpuinfra.kubernetes.rdma import rdma_objects
 from gpuinfra.spec import ClusterSpec, NodeSpec
 from gpuinfra_deploy.nodecode import sources
 from gpuinfra_deploy.ops.apt import apt_keyring, install_pinned
@@ -185,9 +186,18 @@ def gpu_configs(spec: ClusterSpec) -> dict[str, dict[str, Any]]:
 
 
 def gpu_labels(spec: ClusterSpec, node: NodeSpec) -> dict[str, str]:
-    """The labels a GPU node carries: present, and which device plugin config it runs."""
-    return {k8s.LABEL_GPU_PRESENT: "true",
-            k8s.LABEL_DEVICE_PLUGIN_CONFIG: config_key(plugin_config(node, spec.mig_strategy))}
+    """The labels a GPU node carries: present, which device plugin config it runs, and RDMA
+    where its spec has rdma_nics (the RDMA shared device plugin's DaemonSet selects it)."""
+    labels = {k8s.LABEL_GPU_PRESENT: "true",
+              k8s.LABEL_DEVICE_PLUGIN_CONFIG: config_key(plugin_config(node, spec.mig_strategy))}
+    if node.rdma_nics:
+        labels[k8s.LABEL_RDMA] = "true"
+    return labels
+
+
+def rdma_nodes(spec: ClusterSpec) -> list[NodeSpec]:
+    """Kubernetes GPU nodes with RDMA NICs: the RDMA shared device plugin runs there."""
+    return [n for n in spec.members("kubernetes") if n.gpus is not None and n.rdma_nics]
 
 
 def _join_settings(spec: ClusterSpec, node: NodeSpec, data: Any) -> dict[str, Any]:
@@ -216,6 +226,9 @@ def _cluster_objects(site: Site, spec: ClusterSpec, data: Any) -> None:
         list(configs.values()), spec.kubernetes.device_plugin_version,
         taint=data["kubernetes_gpu_taint"],
         feature_discovery=data["kubernetes_gpu_feature_discovery"])
+    rdma = bool(rdma_nodes(spec))
+    if rdma:
+        cluster += rdma_objects(taint=data["kubernetes_gpu_taint"])
     health = bool(configs) and data["health_enabled"] and data["health_kubernetes"]
     tainting = health and data["health_kubernetes_taint"]
     if health:
@@ -224,7 +237,7 @@ def _cluster_objects(site: Site, spec: ClusterSpec, data: Any) -> None:
         cluster += manifests.health_taint_objects(sources(manifests.TAINT_SOURCES))
     for path, docs, what in ((NAMESPACES, namespaces, "namespaces"),
                              (CLUSTER_OBJECTS, cluster,
-                              "CNI, RuntimeClass, device plugin, node health check")):
+                              "CNI, RuntimeClass, device plugins, node health check")):
         name = path.rsplit("/", 1)[1]
         written = checked_files(
             name=f"{path} ({what}), checked by the API server",
@@ -234,7 +247,7 @@ def _cluster_objects(site: Site, spec: ClusterSpec, data: Any) -> None:
                                STAGE))
         manifests_applied(name=f"The cluster holds {name}", path=path,
                           file_changes=written.will_change,
-                          pruning=_pruning(configs, tainting) if path == CLUSTER_OBJECTS
+                          pruning=_pruning(configs, tainting, rdma) if path == CLUSTER_OBJECTS
                           else ())
     for node in spec.members("kubernetes"):
         if node.gpus is None:
@@ -248,15 +261,18 @@ def _cluster_objects(site: Site, spec: ClusterSpec, data: Any) -> None:
                     untaints=untaints)
 
 
-def _pruning(configs: dict[str, dict[str, Any]], tainting: bool
+def _pruning(configs: dict[str, dict[str, Any]], tainting: bool, rdma: bool
              ) -> list[tuple[str, str | None, str]]:
     """What 10-cluster.yaml no longer holds and the cluster may: device plugin DaemonSets of
-    configs no longer used, and the taint controller when it is off."""
+    configs no longer used, the taint controller when it is off, the RDMA device plugin when
+    no node has RDMA NICs."""
     keys = sorted({config_key(c) for c in configs.values()})
     ns = manifests.DEVICE_PLUGIN_NAMESPACE
     pruning: list[tuple[str, str | None, str]] = [
         ("daemonset", ns, "gpuinfra.io/part in (device-plugin,gpu-feature-discovery),"
                           f"gpuinfra.io/config notin ({','.join(keys)})")]
+    if not rdma:
+        pruning.append(("daemonset,configmap", ns, f"{manifests.PART}=rdma-device-plugin"))
     if not tainting:
         part = f"{manifests.PART}=health-taint"
         pruning += [("deployment,configmap,serviceaccount", ns, part),

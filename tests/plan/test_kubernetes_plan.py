@@ -501,3 +501,31 @@ def test_a_running_cluster_cannot_move_to_another_endpoint():
     refusal = result.plans[HEAD].op("Initialise the control plane").commands
     assert len(refusal) == 1 and "endpoint=10.0.0.10:6443" in refusal[0] and \
         f"endpoint={ENDPOINT}" in refusal[0]
+
+
+# ----------------------------------------------------------------------------- RDMA in pods
+
+NICS = [{"name": "mlx5_0", "pci": "0000:18:00.0", "ats": True, "link_layer": "infiniband",
+         "rate_gbps": 400, "model": "ConnectX-7"}]
+
+
+def test_a_node_with_rdma_nics_gets_the_rdma_plugin_and_its_label():
+    """Issue 46 item 3: the RDMA shared device plugin runs where a GPU node has RDMA NICs,
+    selected by the label the node joins with (and keeps); a site without any prunes it."""
+    result = plan_all({n: fresh("debian-12") for n in NAMES}, extra={GPU1: {"rdma_nics": NICS}})
+    objects = _cluster_objects(result)
+    [plugin] = [o for o in objects if o["metadata"]["name"] == "rdma-shared-device-plugin"]
+    assert plugin["spec"]["template"]["spec"]["nodeSelector"] == {k8s.LABEL_RDMA: "true"}
+    labels = result.plans[GPU1].op("Join the cluster").raw[0].args[1]["labels"]
+    assert labels[k8s.LABEL_RDMA] == "true"
+    assert k8s.LABEL_RDMA not in result.plans[GPU2].op("Join the cluster").raw[0].args[1][
+        "labels"]
+    applied = result.plans[HEAD].op("The cluster holds 10-cluster.yaml").commands
+    assert not [c for c in applied if "rdma-device-plugin" in c]
+    # Without RDMA NICs anywhere: no plugin, and one left from before is deleted.
+    plain = plan_all({n: fresh("debian-12") for n in NAMES})
+    assert not [o for o in _cluster_objects(plain)
+                if o["metadata"]["name"] == "rdma-shared-device-plugin"]
+    assert any("delete daemonset,configmap -n kube-system --ignore-not-found -l "
+               "gpuinfra.io/part=rdma-device-plugin" in c
+               for c in plain.plans[HEAD].op("The cluster holds 10-cluster.yaml").commands)

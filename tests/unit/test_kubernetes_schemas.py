@@ -19,6 +19,8 @@ import yaml
 from gpuinfra.knowledge import kubernetes as k8s
 from gpuinfra.kubernetes import kubeadm, manifests
 from gpuinfra.kubernetes.deviceplugin import config_key, plugin_config
+from gpuinfra.kubernetes.rdma import plugin_config as rdma_config
+from gpuinfra.kubernetes.rdma import rdma_objects
 from gpuinfra.sharing.migconfig import mig_parted_config
 from gpuinfra.spec import HostInput, build_cluster
 from gpuinfra_deploy.nodecode import sources
@@ -61,7 +63,8 @@ def all_objects() -> list[dict]:
     return manifests.cni_objects("flannel", SPEC.kubernetes.pod_cidr) + manifests.gpu_layer(
         CONFIGS, k8s.DEFAULT_DEVICE_PLUGIN_VERSION, taint=True, feature_discovery=True) + \
         manifests.health_objects(300) + \
-        manifests.health_taint_objects(sources(manifests.TAINT_SOURCES))
+        manifests.health_taint_objects(sources(manifests.TAINT_SOURCES)) + \
+        rdma_objects(taint=True)
 
 
 OBJECTS = all_objects()
@@ -442,6 +445,25 @@ def test_gpu_daemonsets_select_the_label_and_tolerate_the_taint_the_role_sets():
             pod["tolerations"]
 
 
+def test_the_rdma_plugin_is_its_documented_config_on_the_labelled_nodes():
+    """Issue 46 item 3: the RDMA shared device plugin (v1.5.3 README: configList entries with
+    resourceName and rdmaHcaMax required, selectors or devices) on the nodes the role labels,
+    advertising the resource the smoke job asks for."""
+    config, daemonset = rdma_objects(taint=True)
+    data = json.loads(config["data"]["config.json"])
+    assert data == rdma_config()
+    [entry] = data["configList"]
+    assert set(entry) == {"resourceName", "rdmaHcaMax", "selectors"}
+    assert f"rdma/{entry['resourceName']}" == k8s.RDMA_RESOURCE
+    assert set(entry["selectors"]) <= {"vendors", "deviceIDs", "drivers", "ifNames", "linkTypes"}
+    pod = daemonset["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {k8s.LABEL_RDMA: "true"}
+    assert pod["volumes"][-1]["configMap"]["name"] == config["metadata"]["name"]
+    assert {"key": k8s.TAINT_GPU, "operator": "Exists", "effect": "NoSchedule"} in \
+        pod["tolerations"]
+    assert "tolerations" not in rdma_objects(taint=False)[1]["spec"]["template"]["spec"]
+
+
 # ---------------------------------------------------------------------------- the example site
 
 def _example_objects() -> list[dict]:
@@ -464,5 +486,8 @@ def test_the_example_sites_rendered_objects_validate_and_run_gpu_pods_under_nvid
     gpu_pods = [o["metadata"]["name"] for o in objects for pod in _pod_specs(o)
                 if _uses_gpus(pod)]
     assert len(gpu_pods) == 3, gpu_pods  # one plugin per config: MIG, time-slicing, whole
+    # The RDMA plugin runs on the node with RDMA NICs, selected by the label the role gives it.
+    [rdma] = [o for o in objects if o["metadata"]["name"] == "rdma-shared-device-plugin"]
+    assert rdma["spec"]["template"]["spec"]["nodeSelector"] == {k8s.LABEL_RDMA: "true"}
     assert [o["metadata"]["name"] for o in objects for pod in _pod_specs(o)
             if _uses_gpus(pod) and pod.get("runtimeClassName") != k8s.RUNTIME_CLASS] == []

@@ -328,10 +328,12 @@ def test_without_the_job_line_the_ranks_say_the_shape():
 GPU_JOB = indexed_job(K8sSettings(image="registry.example/torch:24.01", nodes=2,
                                   gpus_per_node=8))
 CPU_JOB = indexed_job(K8sSettings(image="registry.example/torch:24.01", nodes=2))
+RDMA_JOB = indexed_job(K8sSettings(image="registry.example/torch:24.01", nodes=2,
+                                   gpus_per_node=8, rdma=True))
 
 
 @pytest.mark.parametrize("minor", k8s.SUPPORTED_MINORS)
-@pytest.mark.parametrize("objects", [GPU_JOB, CPU_JOB], ids=["nccl", "gloo"])
+@pytest.mark.parametrize("objects", [GPU_JOB, CPU_JOB, RDMA_JOB], ids=["nccl", "gloo", "rdma"])
 def test_the_indexed_job_validates(objects, minor):
     for obj in objects:
         assert kubernetes_validate.validate(obj, minor, strict=True) == minor
@@ -353,6 +355,18 @@ def test_the_indexed_job_shape():
         container["command"]
     cpu_pod = CPU_JOB[1]["spec"]["template"]["spec"]
     assert "runtimeClassName" not in cpu_pod and "resources" not in cpu_pod["containers"][0]
+
+
+def test_an_rdma_job_asks_for_the_nodes_rdma_devices_and_may_lock_memory():
+    """Issue 46 item 3: NCCL over InfiniBand/RoCE needs the node's /dev/infiniband (the RDMA
+    shared device plugin's resource) and to pin its buffers (IPC_LOCK)."""
+    container = RDMA_JOB[1]["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": 8,
+                                                "rdma/rdma_shared_device_a": 1}
+    assert container["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
+    assert "securityContext" not in GPU_JOB[1]["spec"]["template"]["spec"]["containers"][0]
+    with pytest.raises(SmokeError, match="RDMA is for NCCL across GPUs"):
+        indexed_job(K8sSettings(image="x", rdma=True))
 
 
 def test_a_broken_indexed_job_fails_the_schema():
