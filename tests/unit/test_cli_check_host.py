@@ -453,3 +453,13 @@ def test_dmesg_gsp_heartbeat_and_memsys_error_without_an_xid_fail(capsys):
     assert code == 1 and whats(verdict) == ("driver's GPU6: GSP heartbeat timed out, memory "
                                             "subsystem error (no Xid line)")
     assert "unusable until it is reset" in verdict["findings"][0]["cause"]
+
+
+def test_dmesg_nv_err_reset_required_without_an_xid_fails(capsys):
+    """Issue 47: a real NV_ERR_RESET_REQUIRED (open-gpu-kernel-modules#1045, an RTX 5080 whose
+    GSP stopped answering; journalctl cut the long line with '>'): no Xid line, and it fails
+    naming the driver's GPU number."""
+    code, [verdict] = check(capsys, "--dmesg", str(
+        XID_DIR / "open-gpu-kernel-modules-1045-nv-err-reset-required-no-xid.txt"))
+    assert code == 1 and whats(verdict) == ("driver's GPU0: the driver says a reset is "
+                                            "required (NV_ERR_RESET_REQUIRED) (no Xid line)")
