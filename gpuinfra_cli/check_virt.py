@@ -317,15 +317,10 @@ def _add_runtime(p: argparse.ArgumentParser) -> None:
 
 def _run_runtime(args: argparse.Namespace, text: str) -> CaptureVerdict:
     from gpuinfra.captures.kubernetes import judge_pod_runtime
-    from gpuinfra.parsers.kubectl import parse_pods
-    from gpuinfra.parsers.kubectl_text import parse_describe_pods
+    from gpuinfra.parsers.kubectl_text import parse_pod_specs
 
-    head = text.lstrip()[:2000]
-    if head.startswith("{") or re.search(r"^(apiVersion|kind|items):", head, re.M):
-        pods, cuts = parse_pods(text), []
-    else:
-        pods, cuts = parse_describe_pods(text)
-    return judge_pod_runtime(pods, cuts, args.host, args.nvidia_default)
+    specs = parse_pod_specs(text)
+    return judge_pod_runtime(specs.pods, specs.cuts, args.host, args.nvidia_default)
 
 
 def _nothing(p: argparse.ArgumentParser) -> None:

@@ -1,6 +1,7 @@
 """An example Kubernetes GPU site: three control planes (the head and kubernetes_control_plane,
 stacked etcd) behind the site's load balancer, and three GPU workers, one per way of sharing:
-an HGX H100 with MIG (mig_strategy mixed) and eight InfiniBand NICs, a pair of L40S time-sliced, an H100 NVL whole.
+an HGX H100 with MIG (mig_strategy mixed) and eight InfiniBand NICs, a pair of L40S
+time-sliced, an H100 NVL whole.
 
 Kubernetes cannot run in this project's lab (no kubelet is reachable): `gpuinfra render
 inventory/k8s.py --os ubuntu-24.04` shows every file and object the deploy would write and

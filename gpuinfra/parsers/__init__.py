@@ -79,6 +79,8 @@ PARSERS: dict[str, Parser] = {
                             "kubectl describe node NODE", True),
     "gpu-pods": Parser("gpuinfra.parsers.kubectl_text", "parse_pods_table",
                        "kubectl get pods [-n NS|-A] [-o wide]", True),
+    "pod-runtime": Parser("gpuinfra.parsers.kubectl_text", "parse_pod_specs",
+                          "kubectl get pod -o yaml|json, or kubectl describe pod", True),
     "plugin-log": Parser("gpuinfra.captures.kubernetes", "parse_plugin_log",
                          "kubectl logs of the NVIDIA device plugin", True),
 }

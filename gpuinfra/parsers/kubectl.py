@@ -94,6 +94,8 @@ def _load(text: str, source: str) -> Any:
             return yaml.safe_load(text)
         except yaml.YAMLError as exc:
             raise ParseError(source, f"neither JSON nor YAML: {exc}") from None
+        except ValueError as exc:  # a number of thousands of digits
+            raise ParseError(source, f"a value YAML cannot read: {str(exc)[:200]}") from None
 
 
 def _items(data: Any, kind: str, source: str) -> list[Mapping[str, Any]]:
@@ -163,12 +165,21 @@ def parse_pods(text: str) -> list[KubePod]:
             namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")),
             node=str(spec.get("nodeName", "") or ""), phase=str(status.get("phase", "")),
             ready=bool(statuses) and all(c.get("ready") for c in statuses),
-            restarts=sum(int(c.get("restartCount", 0) or 0) for c in statuses),
+            restarts=sum(_count(c.get("restartCount"), source) for c in statuses),
             waiting=waiting, labels={str(k): str(v) for k, v in
                                      (meta.get("labels") or {}).items()},
             runtime_class=str(spec.get("runtimeClassName") or ""),
             gpu_use=_spec_gpu_use(spec)))
     return pods
+
+
+def _count(value: Any, source: str) -> int:
+    """A restart count: a whole number of at most nine digits."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not re.fullmatch(r"\d{1,9}", str(value)):
+        raise ParseError(source, f"restartCount {str(value)[:40]!r} is not a count")
+    return int(str(value))
 
 
 def _spec_gpu_use(spec: Mapping[str, Any]) -> str:

@@ -27,8 +27,9 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 
+from gpuinfra.errors import ParseError
 from gpuinfra.parsers._text import clean_lines
-from gpuinfra.parsers.kubectl import NVIDIA_PREFIX, KubePod, gpu_use
+from gpuinfra.parsers.kubectl import NVIDIA_PREFIX, KubePod, gpu_use, parse_pods
 
 _TOP_KEY = re.compile(r"^([A-Z][A-Za-z -]*):\s*(.*)$")
 _LABEL = re.compile(r"^\s*([A-Za-z0-9./_-]+)=(\S*)\s*$")
@@ -178,8 +179,10 @@ class PodTable:
         """``{"pods": [{"namespace", "name", "node", "phase", "ready", "restarts", "waiting",
         "labels"}], "header": bool, "cuts": [...]}``; a ``Completed`` pod's phase is
         "Succeeded", any other status (CrashLoopBackOff...) is its ``waiting``."""
-        return {"pods": [asdict(p) for p in self.pods], "header": self.header,
-                "cuts": list(self.cuts)}
+        shown = ("namespace", "name", "node", "phase", "ready", "restarts", "waiting",
+                 "labels")  # a table shows no runtime class nor what the pod asks for
+        return {"pods": [{k: v for k, v in asdict(p).items() if k in shown}
+                         for p in self.pods], "header": self.header, "cuts": list(self.cuts)}
 
 
 _READY = re.compile(r"^\d+/\d+$")
@@ -286,7 +289,7 @@ class _PodBlock:
             self.waiting = value
         elif key == "Image" and value:
             self.images.append(value)
-        elif key == "Restart Count" and value.isdigit():
+        elif key == "Restart Count" and re.fullmatch(r"\d{1,9}", value):
             self.restarts += int(value)
         elif key == "Ready" and value in ("True", "False"):
             self.ready.append(value == "True")
@@ -312,3 +315,36 @@ def parse_describe_pods(text: str) -> tuple[list[KubePod], list[str]]:
     cuts = [f"pod {b.name}: its header was cut before 'Node:' (a pod's runtime class, when it "
             "has one, is printed above it)" for b in blocks if b.node is None]
     return [b.pod() for b in blocks], cuts
+
+
+@dataclass
+class PodSpecs:
+    """GPU pods' runtime as a capture shows it: the pods read and what was cut."""
+
+    pods: list[KubePod] = field(default_factory=list)
+    cuts: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, object]:
+        """``{"pods": [{"namespace", "name", "node", "phase", "ready", "restarts", "waiting",
+        "runtime_class" (None: not shown), "gpu_use"}], "cuts": [...]}``."""
+        keys = ("namespace", "name", "node", "phase", "ready", "restarts", "waiting",
+                "runtime_class", "gpu_use")
+        return {"pods": [{k: getattr(p, k) for k in keys} for p in self.pods],
+                "cuts": list(self.cuts)}
+
+
+_STRUCTURED = re.compile(r"^(?:apiVersion|kind|items|metadata):", re.M)
+
+
+def parse_pod_specs(text: str) -> PodSpecs:
+    """``kubectl get pod(s) -o yaml|json`` (a Pod or a List of them) or ``kubectl describe
+    pod``: each pod with its runtime class and whether it reaches GPUs."""
+    text = "\n".join(clean_lines(text, "kubectl get pod"))
+    head = text.lstrip()[:4000]
+    if head.startswith("{") or _STRUCTURED.search(head):
+        return PodSpecs(parse_pods(text))
+    pods, cuts = parse_describe_pods(text)
+    if not pods:
+        raise ParseError("kubectl describe pod", "no 'Name:' line of a pod: neither `kubectl "
+                         "get pod -o yaml` nor `kubectl describe pod` output")
+    return PodSpecs(pods, cuts)

@@ -48,6 +48,8 @@ SIGNATURES: dict[str, re.Pattern[str]] = {
         "virsh-hostdev": r"<hostdev\b|<domain\b",
         "describe-node": r"^(?:Capacity|Allocatable):\s*$",
         "gpu-pods": r"^(?:NAMESPACE\s+)?NAME\s+READY\s+STATUS\s+RESTARTS",
+        "pod-runtime": r'^kind:\s*Pod\s*$|"kind":\s*"Pod"|^Runtime Class Name:\s'
+                       r"|^Controlled By:\s|^\s+Restart Count:\s+\d",
         "plugin-log": r"nvidia-device-plugin\[|Retr(?:e|ie)iving plugins|^\S+ \S+ Loading NVML|"
                       r"device-plugins/nvidia|^[IWEF]\d{4} [\d:.]+\s+\d+ \w+\.go:\d+\]"
                       r"|XidCriticalError: Xid=|'nvidia\.com/[\w.-]+' device marked unhealthy"
@@ -117,6 +119,7 @@ _PROGRAMS: dict[str, tuple[str, ...]] = {
     "show-gids": ("show_gids",), "lsmod": ("lsmod", "cat"), "dmesg": ("dmesg", "journalctl"),
     "cmdline": ("cat",), "iommu-groups": ("for", "find", "ls", "shopt"),
     "describe-node": ("kubectl", "microk8s", "k3s", "oc"), "gpu-pods": ("kubectl", "oc"),
+    "pod-runtime": ("kubectl", "oc"),
     "plugin-log": ("kubectl", "oc"), "virsh-hostdev": ("virsh",),
     "nccl": ("all_reduce_perf", "mpirun", "srun", "./build/all_reduce_perf"),
     "perftest": ("ib_write_bw",),

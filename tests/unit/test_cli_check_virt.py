@@ -458,8 +458,8 @@ def test_plugin_log_unknown_panic_fails_as_a_crash(capsys, tmp_path):
 # ---------------------------------------------------------------------------- pod-runtime
 
 POD_YAML = KUBE / "pod-device-plugin-no-runtime-class-crashloop-CONSTRUCTED.yaml"
-DESCRIBE_RUNC = KUBE / "describe-pod-device-plugin-no-runtime-class-CONSTRUCTED.txt"
-DESCRIBE_NVIDIA = KUBE / "describe-pod-device-plugin-runtime-class-nvidia-CONSTRUCTED.txt"
+DESCRIBE_RUNC = KUBE / "pod-describe-device-plugin-no-runtime-class-CONSTRUCTED.txt"
+DESCRIBE_NVIDIA = KUBE / "pod-describe-device-plugin-runtime-class-nvidia-CONSTRUCTED.txt"
 
 
 @pytest.mark.parametrize("capture", [POD_YAML, DESCRIBE_RUNC])

@@ -39,6 +39,7 @@ ELSEWHERE: dict[str, list[str]] = {
     "virsh-hostdev": ["vfio/virsh-dumpxml-*.xml"],
     "describe-node": ["kubectl/describe-*.txt"],
     "gpu-pods": ["kubectl/pods-*.txt"],
+    "pod-runtime": ["kubectl/pod-describe-*.txt", "kubectl/pod-device-plugin-*.yaml"],
     "plugin-log": ["kubectl/device-plugin-log-*.txt"],
 }
 
