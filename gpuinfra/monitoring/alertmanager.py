@@ -55,6 +55,9 @@ ALERT_SEVERITIES: dict[str, str] = {
     "NvlinkDown": "critical", "NvlinkDegraded": "warning", "GpuMetricsStale": "warning",
     "NodeDrainedByHealthCheck": "warning", "NodeHealthCheckFailed": "warning",
     "NodeTaintedByHealthCheck": "warning",
+    "FabricManagerDown": "critical", "DcgmExporterDown": "warning", "KubeletDown": "critical",
+    "InfinibandPortDown": "critical", "InfinibandRateDegraded": "warning",
+    "InfinibandLinkErrors": "warning",
     "NodeHealthCheckStale": "warning", "NodeLogsStale": "warning",
 }
 

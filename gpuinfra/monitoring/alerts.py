@@ -36,6 +36,7 @@ from gpuinfra.monitoring.series import (
 )
 from gpuinfra.monitoring.settings import Monitoring
 from gpuinfra.monitoring.slurmnodes import UNAVAILABLE
+from gpuinfra.monitoring.stack_alerts import stack_alerts, unit_down
 from gpuinfra.spec.model import ClusterSpec, NodeSpec
 
 # File systems the disk alert ignores (memory, container layers, images).
@@ -48,7 +49,8 @@ ALERT_NAMES = ("NodeDown", "DiskAlmostFull", "SlurmctldDown", "SlurmctldBackupDo
                "GpuTemperatureHigh",
                "NvlinkDown", "NvlinkDegraded", "GpuMetricsStale", "NodeDrainedByHealthCheck",
                "NodeHealthCheckFailed", "NodeTaintedByHealthCheck", "NodeHealthCheckStale",
-               "NodeLogsStale")
+               "NodeLogsStale", "FabricManagerDown", "DcgmExporterDown", "KubeletDown",
+               "InfinibandPortDown", "InfinibandRateDegraded", "InfinibandLinkErrors")
 
 
 
@@ -78,6 +80,7 @@ def alerts(spec: ClusterSpec, mon: Monitoring) -> list[Alert]:
     out += _gpu_alerts(spec, mon)
     out += _health_alerts(spec)
     out += _logs_alerts(spec)
+    out += stack_alerts(spec, mon)
     return out
 
 
@@ -89,7 +92,10 @@ def rules(spec: ClusterSpec, mon: Monitoring) -> dict[str, Any]:
                                  "SlurmNodesDrained"),
               "gpuinfra-health": ("NodeDrainedByHealthCheck", "NodeHealthCheckFailed",
                                   "NodeTaintedByHealthCheck", "NodeHealthCheckStale"),
-              "gpuinfra-logs": ("NodeLogsStale",)}
+              "gpuinfra-logs": ("NodeLogsStale",),
+              "gpuinfra-stack": ("FabricManagerDown", "DcgmExporterDown", "KubeletDown",
+                                 "InfinibandPortDown", "InfinibandRateDegraded",
+                                 "InfinibandLinkErrors")}
     out: dict[str, list[dict[str, Any]]] = {}
     for alert in found:
         group = next((g for g, names in groups.items() if alert.name in names), "gpuinfra-gpus")
@@ -124,21 +130,6 @@ def _node_alerts(spec: ClusterSpec, mon: Monitoring) -> list[Alert]:
     )]
 
 
-def _unit_down(name: str, unit: str, instances: list[str], duration: str, severity: str,
-               summary: str, description: str) -> Alert:
-    """``unit`` not active on any of ``instances`` (node_exporter's systemd collector), with
-    its firing case on the first of them."""
-    return Alert(
-        name=name,
-        expr=f'node_systemd_unit_state{{name="{unit}.service",state="active",'
-        f'instance=~"{"|".join(instances)}"}} == 0',
-        duration=duration, severity=severity, summary=summary, description=description,
-        firing=(AlertCase(set={unit_active_series(instances[0], unit): "0x15"},
-                          fires=({"job": "node", "instance": instances[0],
-                                  "name": f"{unit}.service", "state": "active"},)),),
-    )
-
-
 def _slurm_alerts(spec: ClusterSpec) -> list[Alert]:
     """Slurm sites: slurmctld on the head (and on each backup controller), slurmd on the
     workers, no drained nodes."""
@@ -157,14 +148,14 @@ def _slurm_alerts(spec: ClusterSpec) -> list[Alert]:
     )]
     backups = [n.short_name for n in spec.backup_controllers]
     if backups:
-        out.append(_unit_down(
+        out.append(unit_down(
             "SlurmctldBackupDown", "slurmctld", backups, "5m", "warning",
             "{{ $labels.instance }}: the backup controller's slurmctld is not running",
             "Jobs still run while the head's slurmctld does, but nothing takes over if it "
             "fails. `journalctl -u slurmctld` on the backup (its state folder unmounted, "
             "munge); deploy again."))
     if workers:
-        out.append(_unit_down(
+        out.append(unit_down(
             "SlurmdDown", "slurmd", workers, "2m", "critical",
             "{{ $labels.instance }}: slurmd is not running",
             "The node takes no jobs. `journalctl -u slurmd` on the node: a gres.conf File= "

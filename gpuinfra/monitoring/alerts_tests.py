@@ -29,6 +29,7 @@ from gpuinfra.monitoring.series import (
     unit_active_series,
 )
 from gpuinfra.monitoring.settings import Monitoring
+from gpuinfra.monitoring.stack_alerts import healthy_stack_series
 from gpuinfra.spec.model import ClusterSpec
 
 
@@ -77,6 +78,7 @@ def healthy_series(spec: ClusterSpec, mon: Monitoring) -> dict[str, str]:
         series[slurm_nodes_series(head, "idle")] = f"{len(spec.workers)}x15"
         for node in spec.workers:  # the head's own Slurm node states (slurmnodes)
             series[slurm_state_series(head, node.short_name, "idle")] = "1x15"
+    series.update(healthy_stack_series(spec, mon))
     return series
 
 

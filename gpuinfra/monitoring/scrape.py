@@ -29,7 +29,7 @@ PROMETHEUS_CONFIG = "/etc/prometheus/prometheus.yml"
 # Systemd units whose state node_exporter reports (its systemd collector, unit-include).
 WATCHED_UNITS = ("slurmctld", "slurmd", "slurmdbd", "munge", "nvidia-persistenced",
                  "nvidia-fabricmanager", "nvidia-dcgm", "nvidia-dcgm-exporter", "prometheus",
-                 "prometheus-alertmanager", "gpuinfra-gpu-metrics")
+                 "prometheus-alertmanager", "gpuinfra-gpu-metrics", "kubelet")
 SLURM_EXPORTER_PORT = 9092  # rivosinc/prometheus-slurm-exporter's listen port
 DCGM_EXPORTER_PORT = 9400  # dcgm-exporter's default listen port
 

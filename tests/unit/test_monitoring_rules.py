@@ -532,6 +532,19 @@ PINNED = {
     "NodeHealthCheckFailed": ("gpuinfra_health_ok == 0", "5m", "warning"),
     "NodeTaintedByHealthCheck": ('gpuinfra_health_ok{instance=~"k8s-gpu01|k8s-gpu02|k8s-gpu03"}'
                                  " == 0", "5m", "warning"),
+    "FabricManagerDown": ('name="nvidia-fabricmanager.service",state="active"', "2m",
+                          "critical"),
+    "DcgmExporterDown": ('name="nvidia-dcgm-exporter.service",state="active"', "5m", "warning"),
+    "KubeletDown": ('name="kubelet.service",state="active",instance=~"k8s-cp01|k8s-cp02|'
+                    'k8s-cp03|k8s-gpu01|k8s-gpu02|k8s-gpu03"} == 0', "5m", "critical"),
+    "InfinibandPortDown": ('node_infiniband_state_id{instance="k8s-gpu01",device=~"mlx5_0|mlx5_1|'
+                           'mlx5_2|mlx5_3|mlx5_4|mlx5_5|mlx5_6|mlx5_7",port="1"} != 4', "2m",
+                           "critical"),
+    # 400 Gb/s is 5e10 bytes/s (node_exporter's rate from sysfs: 40 Gb/s = 5e9).
+    "InfinibandRateDegraded": ('node_infiniband_rate_bytes_per_second{instance="k8s-gpu01",'
+                               'device="mlx5_0",port="1"} < 5e+10', "5m", "warning"),
+    "InfinibandLinkErrors": ("increase(node_infiniband_link_downed_total[15m]) > 0", "0m",
+                             "warning"),
     # Twice health_check_interval (300 s by default: roles/health/defaults.py).
     "NodeHealthCheckStale": ("time() - gpuinfra_health_last_run_timestamp_seconds > 600",
                              "5m", "warning"),
@@ -576,7 +589,21 @@ def _no_backup(spec: ClusterSpec) -> set[str]:
 
     checked = health_nodes(spec)
     tainting = tainting_nodes(checked)
-    return ({"SlurmctldBackupDown"} if not spec.backup_controllers else set()) | (
+    from gpuinfra.monitoring.stack_alerts import (
+        dcgm_nodes,
+        fabric_manager_nodes,
+        kubelet_nodes,
+        rdma_ports,
+    )
+
+    ports = rdma_ports(spec)
+    stack = {"FabricManagerDown": fabric_manager_nodes(spec),
+             "DcgmExporterDown": dcgm_nodes(spec, monitoring_of(spec)),
+             "KubeletDown": kubelet_nodes(spec), "InfinibandPortDown": ports,
+             "InfinibandLinkErrors": ports,
+             "InfinibandRateDegraded": [p for p in ports if p[2] is not None]}
+    return {name for name, there in stack.items() if not there} | (
+        {"SlurmctldBackupDown"} if not spec.backup_controllers else set()) | (
         {"SlurmctldDown", "SlurmdDown", "SlurmNodesDrained", "NodeDrainedByHealthCheck"}
         if "slurm" not in spec.schedulers else set()) | (
         {"NodeTaintedByHealthCheck"} if not tainting else set()) | (
