@@ -1,6 +1,6 @@
 """`gpuinfra deploy`: the whole deploy in one command, reboots included, never all at once.
 
-    gpuinfra deploy --inventory inventory/<site>.py [--batch 1] [--wait-jobs 600]
+    gpuinfra deploy --inventory inventory/<site>.py [--batch 1] [--wait-jobs 600] [--sudo]
                     [--limit NODE ...] [--data KEY=VALUE ...]
 
 1. ``pyinfra -y INVENTORY deploy.py`` (with ``--limit``/``--data`` as given) and
@@ -56,7 +56,7 @@ def policy_of(site_policy: str, data: list[str]) -> str:
     return policy
 
 
-def waiting(site: Any, names: list[str]) -> dict[str, str]:
+def waiting(site: Any, names: list[str], sudo: bool = False) -> dict[str, str]:
     """The workers among ``names`` whose marker says a reboot is needed: {name: reasons};
     a worker that cannot be read is refused (this command would otherwise leave it half
     done without saying so)."""
@@ -64,7 +64,7 @@ def waiting(site: Any, names: list[str]) -> dict[str, str]:
 
     found: dict[str, str] = {}
     for name in names:
-        node = Ssh(site.target(name))
+        node = Ssh(site.target(name), sudo)
         try:
             got = node.try_run(f"cat {REBOOT_MARKER} 2>/dev/null || true")
         finally:
@@ -96,7 +96,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     if unknown:
         raise GpuinfraError(f"--limit {unknown[0]}: not a host of {args.inventory}")
     command = pyinfra_command(args.inventory, *[a for n in args.limit for a in ("--limit", n)],
-                              *[a for d in args.data for a in ("--data", d)], "--data", NO_REBOOT)
+                              *[a for d in args.data for a in ("--data", d)], "--data", NO_REBOOT,
+                              *(["--sudo"] if args.sudo else []))
     print("deploy: $ " + " ".join(command[1:]), flush=True)
     rc = subprocess.run(command, check=False).returncode
     if rc != 0:
@@ -104,7 +105,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
               "`gpuinfra deploy` again", file=sys.stderr)
         return rc
     reached = [n for n in workers if not args.limit or n in args.limit]
-    need = waiting(site, reached)
+    need = waiting(site, reached, args.sudo)
     if not need:
         print(f"deploy: done; no worker needs a reboot ({len(reached)} checked)")
         return 0
@@ -121,7 +122,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     roll_args = argparse.Namespace(
         inventory=args.inventory, batch=args.batch, wait_jobs=args.wait_jobs,
         limit=list(need), data=[*args.data, NO_REBOOT], reboot=False,
-        why="reboot the deploy needs")
+        why="reboot the deploy needs", sudo=args.sudo)
     return cmd_roll(roll_args)
 
 
@@ -137,4 +138,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help="deploy only these hosts, as pyinfra's --limit (repeatable)")
     parser.add_argument("--data", action="append", default=[], metavar="KEY=VALUE",
                         help="data for the deploy, as pyinfra's --data (repeatable)")
+    parser.add_argument("--sudo", action="store_true",
+                        help="the SSH user is not root: pyinfra's --sudo, and the roll's "
+                             "commands through `sudo -n`")
     parser.set_defaults(func=cmd_deploy)

@@ -1,7 +1,7 @@
 """`gpuinfra roll`: a change that disrupts a node, applied batch by batch with the node drained.
 
     gpuinfra roll --inventory inventory/<site>.py [--batch 1] [--wait-jobs 600]
-                  [--limit NODE ...] [--data KEY=VALUE ...] [--reboot] [--why TEXT]
+                  [--limit NODE ...] [--data KEY=VALUE ...] [--reboot] [--why TEXT] [--sudo]
 
 For each batch of workers (inventory order; ``--limit`` picks some): drain in Slurm
 (``gpuinfra-roll: <why>``) and, on Kubernetes nodes, ``kubectl drain``; wait for the jobs on the
@@ -21,6 +21,7 @@ Exit 0: every batch rolled; 1: the roll stopped (it says where and why); 2: bad 
 from __future__ import annotations
 
 import argparse
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -47,15 +48,22 @@ BACK_S = 600
 
 class Ssh:
     """Commands on one host over SSH with the site's host-key policy (gpuinfra_verify/ssh.py);
-    reconnects after a reboot."""
+    reconnects after a reboot. ``sudo``: the SSH user is not root; each command runs as root
+    through ``sudo -n`` (no password prompt: a sudo that would ask fails at once)."""
 
-    def __init__(self, target: Any) -> None:
+    def __init__(self, target: Any, sudo: bool = False) -> None:
         self.target = target
+        self.sudo = sudo
         self.client: Any = None
+
+    def wrapped(self, command: str) -> str:
+        """``command`` as it is sent: as it is, or run by a root shell through sudo."""
+        return f"sudo -n sh -c {shlex.quote(command)}" if self.sudo else command
 
     def run(self, command: str, timeout: float = 120) -> tuple[int, str, str]:
         from gpuinfra_verify.ssh import connect
 
+        command = self.wrapped(command)
         if self.client is None:
             self.client = connect(self.target)
         try:
@@ -88,15 +96,16 @@ class Roll:
     data: list[str] = field(default_factory=list)
     reboot: bool = False
     why: str = "rolling change"
+    sudo: bool = False
     log_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="gpuinfra-roll-")))
 
     def __post_init__(self) -> None:
-        self.head = Ssh(self.site.target(self.site.spec.head[0].name))
+        self.head = Ssh(self.site.target(self.site.spec.head[0].name), self.sudo)
         self.hosts: dict[str, Ssh] = {}
 
     def host(self, name: str) -> Ssh:
         if name not in self.hosts:
-            self.hosts[name] = Ssh(self.site.target(name))
+            self.hosts[name] = Ssh(self.site.target(name), self.sudo)
         return self.hosts[name]
 
     def say(self, text: str) -> None:
@@ -198,7 +207,8 @@ class Roll:
         hosts = [self.site.spec.head[0].name, *names]
         command = pyinfra_command(self.inventory, *[a for n in hosts for a in ("--limit", n)],
                                   "--data", DRIVER_OVERRIDE, "--data", ROLL_REBOOTS,
-                                  *[a for d in self.data for a in ("--data", d)])
+                                  *[a for d in self.data for a in ("--data", d)],
+                                  *(["--sudo"] if self.sudo else []))
         self.say(f"deploying to {', '.join(names)}{f' {why}' if why else ''} (log: {log})")
         with log.open("w") as out:
             rc = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT,
@@ -302,7 +312,7 @@ def cmd_roll(args: argparse.Namespace) -> int:
             raise GpuinfraError(f"--data {item!r}: KEY=VALUE, as pyinfra's --data")
     names = [n for n in workers if not args.limit or n in args.limit]
     roller = Roll(args.inventory, site, args.batch, args.wait_jobs, args.data, args.reboot,
-                  args.why)
+                  args.why, getattr(args, "sudo", False))
     try:
         return roller.run(names)
     finally:
@@ -326,4 +336,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help="reboot every node, even when its change does not need it")
     parser.add_argument("--why", default="rolling change",
                         help="said in the drain reason (gpuinfra-roll: WHY)")
+    parser.add_argument("--sudo", action="store_true",
+                        help="the SSH user is not root: the deploy runs with pyinfra's --sudo "
+                             "and each command on a node through `sudo -n`")
     parser.set_defaults(func=cmd_roll)

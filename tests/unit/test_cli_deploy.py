@@ -52,7 +52,8 @@ def test_the_last_data_reboot_policy_wins_over_the_sites() -> None:
         cli.policy_of("never", ["reboot_policy=sometimes"])
 
 
-def _flow(monkeypatch, policy: str, markers: dict[str, str], deploy_rc: int = 0):
+def _flow(monkeypatch, policy: str, markers: dict[str, str], deploy_rc: int = 0,
+          sudo: bool = False):
     """cmd_deploy with the site, pyinfra, the markers and the roll faked: what it ran."""
     nodes = [NS(name="h1", is_worker=False), NS(name="w1", is_worker=True),
              NS(name="w2", is_worker=True)]
@@ -61,12 +62,12 @@ def _flow(monkeypatch, policy: str, markers: dict[str, str], deploy_rc: int = 0)
     monkeypatch.setattr(cli, "_site", lambda inventory: site)
     monkeypatch.setattr(cli.subprocess, "run", lambda command, **kw: ran.append(command)
                         or NS(returncode=deploy_rc))
-    monkeypatch.setattr(cli, "waiting", lambda site, names: {n: markers[n] for n in names
-                                                            if n in markers})
+    monkeypatch.setattr(cli, "waiting", lambda site, names, sudo=False: {
+        n: markers[n] for n in names if n in markers})
     import gpuinfra_cli.roll as roll
 
     monkeypatch.setattr(roll, "cmd_roll", lambda args: rolled.append(args) or 0)
-    args = NS(inventory="inventory/x.py", batch=1, wait_jobs=60, limit=[], data=[])
+    args = NS(inventory="inventory/x.py", batch=1, wait_jobs=60, limit=[], data=[], sudo=sudo)
     return cli.cmd_deploy(args), ran, rolled
 
 
@@ -95,3 +96,34 @@ def test_nothing_to_reboot_and_a_failed_deploy_roll_nothing(monkeypatch, capsys)
     rc, _, rolled = _flow(monkeypatch, "if-needed", {"w1": "x"}, deploy_rc=1)
     assert rc == 1 and not rolled
     assert "nothing rebooted" in capsys.readouterr().err
+
+
+def test_sudo_reaches_pyinfra_and_the_roll(monkeypatch) -> None:
+    """Issue 48 item 4: a non-root SSH user: pyinfra's --sudo on the deploy, and the roll it
+    starts runs its node commands through sudo too."""
+    rc, ran, rolled = _flow(monkeypatch, "if-needed", {"w2": "x"}, sudo=True)
+    assert rc == 0 and ran[0][-1] == "--sudo" and rolled[0].sudo is True
+    rc, ran, rolled = _flow(monkeypatch, "if-needed", {"w2": "x"})
+    assert "--sudo" not in ran[0] and rolled[0].sudo is False
+
+
+def test_the_rolls_node_commands_run_as_root_through_sudo_without_a_prompt() -> None:
+    from gpuinfra_cli.roll import Ssh
+
+    assert Ssh(None).wrapped("test -e /run/x && echo same") == "test -e /run/x && echo same"
+    assert Ssh(None, sudo=True).wrapped("test -e /run/x && echo 'a b'") == \
+        "sudo -n sh -c 'test -e /run/x && echo '\"'\"'a b'\"'\"''"
+
+
+def test_the_rolls_deploy_runs_pyinfra_with_sudo(monkeypatch, tmp_path) -> None:
+    import gpuinfra_cli.roll as roll
+
+    ran = []
+    monkeypatch.setattr(roll.subprocess, "run", lambda command, **kw: ran.append(command)
+                        or NS(returncode=0))
+    head = NS(name="h1", short_name="h1")
+    site = NS(spec=NS(head=[head]), target=lambda name: name)
+    for sudo in (True, False):
+        roller = roll.Roll("inventory/x.py", site, 1, 60, sudo=sudo, log_dir=tmp_path)
+        assert roller.deploy(["w1"]) and roller.head.sudo is sudo
+        assert ("--sudo" in ran[-1]) is sudo
