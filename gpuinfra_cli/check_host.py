@@ -142,11 +142,12 @@ def expectation(args: argparse.Namespace) -> dict[str, Any]:
     return {"host": args.host or "-", "nics": nics, "gpudirect": gpudirect,
             "iommu": args.iommu, "acs_off": args.acs_off, "bridges": args.bridge,
             "hypervisor": args.hypervisor, "rdma": args.rdma or bool(nics),
-            "cpu_vendor": args.cpu_vendor, "device": args.device}
+            "cpu_vendor": args.cpu_vendor, "device": args.device, "drain_xids": None}
 
 
 def _from_spec(args: argparse.Namespace) -> dict[str, Any]:
     from gpuinfra.knowledge.packages import open_modules_for
+    from gpuinfra.knowledge.xids import drain_xids
 
     node, spec = spec_node(args)
     real_rdma = bool(node.rdma_nics) and not node.soft_roce
@@ -162,7 +163,8 @@ def _from_spec(args: argparse.Namespace) -> dict[str, Any]:
     return {"host": node.name, "nics": list(node.rdma_nics), "gpudirect": gpudirect,
             "iommu": args.iommu or iommu, "acs_off": args.acs_off or acs_off,
             "bridges": args.bridge, "hypervisor": node.vfio is not None, "rdma": real_rdma,
-            "cpu_vendor": args.cpu_vendor, "device": args.device}
+            "cpu_vendor": args.cpu_vendor, "device": args.device,
+            "drain_xids": drain_xids(node.settings.get("health_xid_policy") or {})}
 
 
 def _nic(spec: str) -> RdmaNic:
@@ -219,7 +221,7 @@ def judge(kind: str, text: str, expect: dict[str, Any]) -> CaptureVerdict:
                                   sentences=True)
         return kernel.judge_lsmod(text, expect["gpudirect"], host)
     if kind == "dmesg":
-        return kernel.judge_dmesg(text, expect["iommu"], host)
+        return kernel.judge_dmesg(text, expect["iommu"], host, expect["drain_xids"])
     return kernel.judge_cmdline(text, expect["hypervisor"], expect["rdma"],
                                 expect["cpu_vendor"], host)
 

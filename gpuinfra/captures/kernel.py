@@ -57,15 +57,17 @@ def judge_lsmod(text: str, path: GpuDirect, host: str = "-") -> CaptureVerdict:
     return verdict
 
 
-def judge_dmesg(text: str, iommu: str | None, host: str = "-") -> CaptureVerdict:
+def judge_dmesg(text: str, iommu: str | None, host: str = "-",
+                drain: tuple[int, ...] | None = None) -> CaptureVerdict:
     """A kernel log: fatal XIDs (the alert rules' list), nvidia_peermem's unresolved
     symbols, and the IOMMU: ``iommu`` "on" (a hypervisor: VFIO needs it), "passthrough" (an
     RDMA node: iommu=pt) or None (not judged). What the log does not hold proves nothing: a
     log without the IOMMU lines asked for is "no verdict"."""
     log = parse_kernel_log(text)
-    verdict = CaptureVerdict("dmesg", host, {"iommu": iommu, "fatal_xids": list(FATAL_XIDS)},
+    drain = FATAL_XIDS if drain is None else drain  # the site's policy, with --inventory
+    verdict = CaptureVerdict("dmesg", host, {"iommu": iommu, "fatal_xids": list(drain)},
                              blocks=log.lines, cuts=list(log.cuts), sentences=True)
-    for judged in judge_xids(log.xids):  # the health check's and the alert's one rule
+    for judged in judge_xids(log.xids, drain):  # the health check's and the alert's one rule
         verdict.findings.append(Finding.said(
             verdict.kind, f"GPU {judged.pci}: {judged.what}", judged.cause, judged.fix,
             "fail" if judged.fatal else "warn"))

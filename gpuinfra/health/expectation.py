@@ -15,6 +15,9 @@ from typing import Any
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge.lookup import require_model, require_profile
+from gpuinfra.knowledge.xids import XID_NAMES, drain_xids
+
+DEFAULT_DRAIN_XIDS = drain_xids()
 
 PATH = "/etc/gpuinfra/health.json"
 VERSION = 1
@@ -60,6 +63,9 @@ class Expectation:
     textfile_dir: str | None = None
     dcgm_diag_level: int = 0
     version: int = VERSION
+    # The XIDs that fail the check (health_xid_policy over NVIDIA's catalog:
+    # gpuinfra.knowledge.xids); a file written before the policy existed reads the defaults.
+    drain_xids: tuple[int, ...] = DEFAULT_DRAIN_XIDS
 
     def to_json(self) -> str:
         raw = asdict(self)
@@ -96,6 +102,7 @@ def from_node(node: Any, settings: Mapping[str, Any], textfile_dir: str | None) 
         on_failure=str(settings.get("health_on_failure", "drain")),
         textfile_dir=textfile_dir,
         dcgm_diag_level=int(settings.get("health_dcgm_diag_level", 0)),
+        drain_xids=drain_xids(settings.get("health_xid_policy") or {}),
     )
 
 
@@ -160,9 +167,14 @@ def from_json(text: str, source: str = PATH) -> Expectation:
     level = reader.get("dcgm_diag_level", int)
     if level not in (0, 1):
         reader.wrong("dcgm_diag_level", level, "0 (off) or 1 (dcgmi diag -r 1)")
+    xids = raw.get("drain_xids", list(DEFAULT_DRAIN_XIDS))
+    if not isinstance(xids, list) or not all(
+            isinstance(x, int) and not isinstance(x, bool) and (x in XID_NAMES or 1 <= x <= 12)
+            for x in xids):
+        reader.wrong("drain_xids", xids, "a list of XID numbers the driver logs")
     return Expectation(reader.get("node", str), slurm_node, gpus, tuple(nics),
                        tuple(mig) if mig is not None else None, tuple(services), on_failure,
-                       textfile, level, version)
+                       textfile, level, version, tuple(xids))
 
 
 @dataclass

@@ -142,7 +142,7 @@ def _gpus(expect: Expectation, reading: Mapping[str, Output]) -> list[Finding]:
     if want.persistence_mode:
         findings += _persistence(gpus)
     findings += _remapped(gpus, reading.get("remapped"))
-    findings += _xids(gpus, reading.get("kernel-log"))
+    findings += _xids(gpus, reading.get("kernel-log"), expect.drain_xids)
     if expect.mig is not None:
         findings += _mig(expect.mig, reading.get("mig"))
     return findings
@@ -212,11 +212,12 @@ def _remapped(gpus: list[Gpu], output: Output | None) -> list[Finding]:
     return found
 
 
-def _xids(gpus: list[Gpu], output: Output | None) -> list[Finding]:
+def _xids(gpus: list[Gpu], output: Output | None,
+          drain: tuple[int, ...] = FATAL_XIDS) -> list[Finding]:
     if output is None or not output.ok:
         return [_unread("xid", "journalctl -k", output, "the kernel log cannot be read, so "
                         "XIDs would go unseen", "run the check as root; `journalctl -k -b`")]
-    return xid_findings(parse_xids(output.text), gpus, FATAL_XIDS) + [
+    return xid_findings(parse_xids(output.text), gpus, drain) + [
         Finding("xid", subject, "no fatal XID", what, "fail",
                 DRIVER_FAILURE_CAUSE, XID_FATAL_FIX)
         for subject, what in driver_failure_findings(parse_driver_failures(output.text))]
@@ -224,17 +225,16 @@ def _xids(gpus: list[Gpu], output: Output | None) -> list[Finding]:
 
 def xid_findings(events: list[Any], gpus: list[Gpu], fatal: tuple[int, ...]) -> list[Finding]:
     """A failure per GPU whose XIDs among ``events`` (since boot, or during a job) are fatal:
-    a code of ``fatal``, or Xid 154 asking for a recovery action (the library's one rule,
-    :func:`gpuinfra.monitoring.gpumetrics.judge_xids`)."""
+    a code of ``fatal`` (the site's policy), or Xid 154 asking for a recovery action (the
+    library's one rule, :func:`gpuinfra.monitoring.gpumetrics.judge_xids`); a warning per GPU
+    whose XIDs the policy only warns on (said, never drained)."""
     names = {bus_address(str(g.fields.get("pci.bus_id") or "")): f"GPU{g.index}" for g in gpus}
     found = []
     for judged in judge_xids(events, fatal):
-        if not judged.fatal:
-            continue
         name = names.get(judged.address)
         subject = f"{name} ({judged.pci})" if name else judged.pci
-        found.append(Finding("xid", subject, "no fatal XID", judged.what, "fail",
-                             judged.cause, judged.fix))
+        found.append(Finding("xid", subject, "no fatal XID", judged.what,
+                             "fail" if judged.fatal else "warn", judged.cause, judged.fix))
     return found
 
 
@@ -336,5 +336,5 @@ def job_verdict(expect: Expectation, reading: Mapping[str, Output], indices: lis
     # fell off the bus is a node fault, whoever held it); other jobs' GPUs are theirs.
     others = {bus_address(str(g.fields.get("pci.bus_id") or "")) for g in gpus if g not in mine}
     events = [e for e in events if e.address not in others]
-    verdict.findings += xid_findings(events, gpus, FATAL_XIDS)
+    verdict.findings += xid_findings(events, gpus, expect.drain_xids)
     return verdict

@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpuinfra.knowledge.topology import expected_active_links
+from gpuinfra.knowledge.xids import drain_xids
 from gpuinfra.logs.journal import AGE_METRIC, STALE_S, uploaders
-from gpuinfra.monitoring.gpumetrics import FATAL_XIDS, RECOVERY_ACTION_XID
+from gpuinfra.monitoring.gpumetrics import RECOVERY_ACTION_XID
 from gpuinfra.monitoring.series import (
     DRAIN_REASON,
     Alert,
@@ -275,8 +276,8 @@ def _gpu_alerts(spec: ClusterSpec, mon: Monitoring) -> list[Alert]:
     if not gpu_nodes:
         return []
     node = gpu_nodes[0]
-    return [_gpu_missing_alert(gpu_nodes), *_xid_alerts(node), *_memory_alerts(node),
-            _temperature_alert(node, mon), *_nvlink_alerts(gpu_nodes),
+    return [_gpu_missing_alert(gpu_nodes), *_xid_alerts(node, site_drain_xids(spec)),
+            *_memory_alerts(node), _temperature_alert(node, mon), *_nvlink_alerts(gpu_nodes),
             _collector_stale_alert(node)]
 
 
@@ -304,12 +305,17 @@ def _gpu_missing_alert(gpu_nodes: Sequence[NodeSpec]) -> Alert:
     )
 
 
-def _xid_alerts(node: NodeSpec) -> list[Alert]:
+def site_drain_xids(spec: ClusterSpec) -> tuple[int, ...]:
+    """The XIDs the site's health policy drains on (health_xid_policy, site-wide)."""
+    return drain_xids(spec.nodes[0].settings.get("health_xid_policy") or {})
+
+
+def _xid_alerts(node: NodeSpec, fatal_xids: tuple[int, ...]) -> list[Alert]:
     """XID errors logged by the driver, the fatal ones, and failures logged without an Xid."""
     driver_failure = {"job": "node", "instance": node.short_name, "driver_gpu": "6",
                       "failure": "GSP heartbeat timed out"}
     fires = ({**gpu_labels(node, 0), "job": "node", "pci_bus_id": pci_bus_id(0)},)
-    fatal = "|".join(str(x) for x in FATAL_XIDS)
+    fatal = "|".join(str(x) for x in fatal_xids)
     return [Alert(
         name="GpuXidErrors", expr="gpuinfra_gpu_xid_errors > 0", duration="0m",
         severity="warning",

@@ -29,6 +29,8 @@ from typing import Any
 
 from gpuinfra.errors import ParseError
 from gpuinfra.health.collect import Output
+from gpuinfra.knowledge import xids
+from gpuinfra.knowledge.xids import drain_xids
 from gpuinfra.monitoring.jobmap import Holding
 from gpuinfra.parsers.gpus import Gpu, parse_gpus
 from gpuinfra.parsers.nvlink import parse_nvlink
@@ -115,29 +117,20 @@ FALLEN_OFF_XID = 79  # the multi-line "fallen off the bus" message is XID 79 wit
 # https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, row 154; logged from
 # R565 on). The number is NVML's nvmlDeviceGpuRecoveryAction_t: 0 none, 1 GPU reset, 2 node
 # reboot, 3 drain P2P, 4 drain and reset (cuda.bindings.nvml.DeviceGpuRecoveryAction).
-RECOVERY_ACTION_XID = 154
-# XIDs after which the GPU needs a reset or service, not just a look. Source: NVIDIA's Xid catalog
-# (https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, "Resolution Bucket
-# (Immediate Action)" column, read 2026-11 through a verbatim copy of its rows; also
-# docs/hardware-reference.md 8.6):
-#   48 double-bit ECC (WORKFLOW_XID_48: "A GPU reset or node reboot is needed"), 64 row
-#   remapping failure (RESET_GPU), 74 NVLink error (WORKFLOW_NVLINK_ERR: "A GPU reset or node
-#   reboot is needed to clear this error"), 79 fallen off the bus (RESTART_BM), 95 uncontained
-#   ECC error (RESET_GPU), 119 GSP RPC timeout and 120 GSP error (RESET_GPU), 140 ECC
-#   unrecovered error (RESET_GPU);
-#   63 row remapping event (IGNORE: the remap waits for a reset, GpuMemoryNeedsReset), 92 high
-#   single-bit ECC rate (IGNORE, investigate CONTACT_SUPPORT) and 94 contained ECC error
-#   (RESTART_APP) are kept from the project's first list: stricter than the catalog.
-# Xid 154 is not in the list: it only says what another XID needs (row 154: "Informational only
-# regarding another Xid"); its recovery action is judged instead (RECOVERY_ACTION_XID).
-# Judged per code since boot (the alert on gpuinfra_gpu_xid_errors_by_code, and the node
-# health check, gpuinfra.health.judge), never by the last XID: R565+
-# drivers log Xid 154 right after the fatal one (tests/fixtures/kernel-log).
-FATAL_XIDS = (48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140)
+RECOVERY_ACTION_XID = xids.RECOVERY_ACTION_XID
+# XIDs after which the GPU needs a reset or service, not just a look: the defaults of the site's
+# health policy (gpuinfra.knowledge.xids: NVIDIA's Xid catalog, row by row; health_xid_policy
+# changes them). Xid 154 is not in the list: it only says what another XID needs (row 154:
+# "Informational only regarding another Xid"); its recovery action is judged instead
+# (RECOVERY_ACTION_XID). Judged per code since boot (the alert on
+# gpuinfra_gpu_xid_errors_by_code, and the node health check, gpuinfra.health.judge), never by
+# the last XID: R565+ drivers log Xid 154 right after the fatal one (tests/fixtures/kernel-log).
+FATAL_XIDS = drain_xids()
 # What a reader of XIDs says of them (a saved kernel log, `gpuinfra check dmesg`, and the node
 # health check): one wording.
 XID_FATAL_CAUSE = ("the driver reported a GPU error; a fatal XID means the GPU needs a reset or "
-                   "service (79: fallen off the bus; 48/63/64/94/95: memory errors; 74: NVLink)")
+                   "service (79: fallen off the bus; 48/64/95/140: memory errors; 74: NVLink; "
+                   "119/120: its GSP firmware)")
 XID_FATAL_FIX = ("drain the node, `nvidia-smi -q` on the GPU, reset it (`nvidia-smi -r`) or "
                  "reboot; a repeated fatal XID: reseat or RMA the GPU (NVIDIA's XID catalogue)")
 XID_OTHER_CAUSE = "the driver reported a GPU error (often an application fault)"

@@ -5,14 +5,24 @@ the slurm role reads these keys too (slurm.conf's HealthCheckProgram, Prolog, Ep
 that land in slurm.conf must agree on every host.
 """
 
+from gpuinfra.knowledge.xids import policy_problem
 from gpuinfra.spec.knobs import Knob, defaults
-from gpuinfra.spec.rules import boolean, choice, integer, text
+from gpuinfra.spec.rules import Rule, boolean, choice, integer, text
 
 # slurm.conf(5) HealthCheckNodeState: ALLOC, ANY, IDLE, MIXED, NONDRAINED_IDLE, plus CYCLE
 # (spread the checks over the interval instead of every node at once); comma separated.
 NODE_STATES = ("ALLOC", "ANY", "IDLE", "MIXED", "NONDRAINED_IDLE", "CYCLE")
 
 KNOBS = (
+    # What an XID does, over NVIDIA's catalog (gpuinfra/knowledge/xids.py DEFAULT_XID_POLICY:
+    # 48, 64, 74, 79, 95, 119, 120, 140 drain; 63, 92, 94 and every other XID warn):
+    # {94: "drain"} drains on contained ECC errors too, {74: "warn"} keeps a node with NVLink
+    # errors in service. The node health check, the Prolog/Epilog, `gpuinfra check --dmesg`
+    # with the site and the GpuFatalXid alert all read it. Xid 154's recovery action always
+    # drains.
+    Knob("health_xid_policy", {}, Rule("a dict of XID number -> 'drain' or 'warn', e.g. "
+                                       "{94: 'drain'}", policy_problem),
+         "what each XID does (over NVIDIA's catalog)", site_wide=True),
     # The health check on the nodes, wired into Slurm (HealthCheckProgram, Prolog, Epilog) and
     # into node_exporter's textfile directory. False: nothing installed, nothing in slurm.conf.
     Knob("health_enabled", True, boolean(), "the node health check", site_wide=True),

@@ -463,3 +463,16 @@ def test_dmesg_nv_err_reset_required_without_an_xid_fails(capsys):
         XID_DIR / "open-gpu-kernel-modules-1045-nv-err-reset-required-no-xid.txt"))
     assert code == 1 and whats(verdict) == ("driver's GPU0: the driver says a reset is "
                                             "required (NV_ERR_RESET_REQUIRED) (no Xid line)")
+
+
+def test_dmesg_a_contained_ecc_error_warns_by_the_catalogs_policy(capsys, tmp_path):
+    """Issue 48 item 2: Xid 94 (NVIDIA's catalog: RESTART_APP) is said, not failed, unless the
+    site's health_xid_policy drains on it (the same policy as the node check and the alert).
+    The line is the driver's own format (open-gpu-kernel-modules 595.45.04,
+    kern_gpu_error_cont_ga100.c)."""
+    log = tmp_path / "dmesg.txt"
+    log.write_text("NVRM: Xid (PCI:0000:01:00): 94, pid=7062, Contained: CE User Channel "
+                   "(0x9). RST: No, D-RST: No\n")
+    code, [verdict] = check(capsys, "--dmesg", str(log))
+    assert code == 0 and [f["severity"] for f in verdict["findings"]] == ["warn"]
+    assert 94 not in verdict["expectation"]["fatal_xids"]

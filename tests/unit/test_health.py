@@ -336,3 +336,67 @@ def test_the_packed_library_runs_the_program_alone(tmp_path) -> None:
                          capture_output=True, text=True, cwd="/", check=False)
     assert run.returncode == 2 and "not an object" in run.stderr
     assert GPUS[0] == "nvidia-smi"
+
+
+# The driver's own format of a contained ECC error (NVIDIA/open-gpu-kernel-modules 595.45.04,
+# src/nvidia/src/kernel/gpu/arch/ampere/kern_gpu_error_cont_ga100.c, comment of its log
+# function), on this node's GPU0.
+XID94 = ("NVRM: Xid (PCI:0000:c2:00): 94, pid=7062, Contained: CE User Channel (0x9). RST: No, "
+         "D-RST: No\n")
+
+
+def test_the_sites_xid_policy_decides_what_drains(replay) -> None:
+    """Issue 48 item 2: NVIDIA's catalog says RESTART_APP for Xid 94 (contained ECC error), so
+    by default it warns and the node stays in service; a site that sets {94: 'drain'} drains
+    on it, and {79: 'warn'} keeps a node whose GPU fell off the bus (its choice)."""
+    from dataclasses import replace
+
+    from gpuinfra.knowledge.xids import drain_xids
+
+    replay("2x-h100-pcie-bridged", XID94)
+    verdict = judge(BRIDGED, reading(BRIDGED))
+    assert verdict.healthy and [f.severity for f in verdict.findings if f.check == "xid"] == [
+        "warn"]
+    strict = replace(BRIDGED, drain_xids=drain_xids({94: "drain"}))
+    assert "Xid 94" in judge(strict, reading(strict)).reason()
+    replay("2x-h100-pcie-bridged", (KERNEL / "nvsentinel-155-xid79-line.txt").read_text()
+           .replace("PCI:0000:44:00", "PCI:0000:c2:00"))
+    lenient = replace(BRIDGED, drain_xids=drain_xids({79: "warn"}))
+    assert judge(lenient, reading(lenient)).healthy
+    assert not judge(BRIDGED, reading(BRIDGED)).healthy
+
+
+def test_the_policy_reaches_the_node_in_its_expectation_file() -> None:
+    from gpuinfra.health.expectation import from_json
+
+    strict = Expectation("n", drain_xids=(48, 79, 94))
+    assert from_json(strict.to_json()).drain_xids == (48, 79, 94)
+    older = json.loads(strict.to_json())
+    del older["drain_xids"]  # a file a deploy before the policy wrote: the catalog's defaults
+    assert from_json(json.dumps(older)).drain_xids == (48, 64, 74, 79, 95, 119, 120, 140)
+    older["drain_xids"] = [94, 999]
+    with pytest.raises(Exception, match="drain_xids"):
+        from_json(json.dumps(older))
+
+
+@pytest.mark.parametrize(("policy", "words"), [
+    ({200: "drain"}, "Xid 200 is not an error the NVIDIA driver logs"),
+    ({154: "warn"}, "Xid 154 is no error of its own"),
+    ({94: "reset"}, "'drain' or 'warn'"),
+    ({"94": "drain"}, "an XID number (an int)"),
+    ([94], "must be a mapping"),
+])
+def test_a_bad_xid_policy_is_refused_before_any_host_is_touched(policy, words) -> None:
+    from gpuinfra.spec import HostInput, validate
+    from gpuinfra_deploy.run.knobs import knobs_of
+
+    hosts = [HostInput("head01", ("head",), {"health_xid_policy": policy,
+                                             "node_address": "10.0.0.1"}),
+             HostInput("gpu01", ("workers",), {"health_xid_policy": policy,
+                                               "node_address": "10.0.0.2",
+                                               "gpu_model": "H100-SXM5-80GB", "gpu_count": 8,
+                                               "gpu_topology": "nvswitch-all-to-all"})]
+    found = [e for e in validate(hosts, knobs=knobs_of()) if e.field == "health_xid_policy"]
+    assert found and words in found[0].problem and found[0].fix, found
+    assert validate([HostInput(h.name, h.groups, {**h.data, "health_xid_policy": {94: "drain"}})
+                     for h in hosts], knobs=knobs_of()) == []

@@ -510,7 +510,7 @@ PINNED = {
     "GpuMissing": ('count by (instance) (gpuinfra_gpu_info{instance="lab-worker1"}) < 8',
                    "2m", "critical"),
     "GpuXidErrors": ("gpuinfra_gpu_xid_errors > 0", "0m", "warning"),
-    "GpuFatalXid": ('gpuinfra_gpu_xid_errors_by_code{xid=~"48|63|64|74|79|92|94|95|119|120|140"}'
+    "GpuFatalXid": ('gpuinfra_gpu_xid_errors_by_code{xid=~"48|64|74|79|95|119|120|140"}'
                     ' > 0 or label_replace(gpuinfra_gpu_recovery_action > 0, "xid", "154", "",'
                     ' "")', "0m", "critical"),
     "GpuDriverFailure": ("gpuinfra_gpu_driver_failures > 0", "0m", "critical"),
@@ -896,3 +896,16 @@ def test_alerts_that_reach_no_one_are_said_at_validation():
     assert unrouted_alerts(critical) and "GpuTemperatureHigh" in warned(critical)[0]
     assert "NodeDown" not in unrouted_alerts(critical)
     assert warned([{"name": "ops", "webhook_url": "http://ops:9/hook"}]) == []
+
+
+def test_the_fatal_xid_alert_follows_the_sites_xid_policy(tmp_path):
+    """Issue 48 item 2: health_xid_policy moves GpuFatalXid's codes as it moves the health
+    check's; promtool still finds every case right."""
+    spec = _lab_with(health_xid_policy={94: "drain", 74: "warn"})
+    [rule] = [r for g in rules(spec, monitoring_with())["groups"] for r in g["rules"]
+              if r["alert"] == "GpuFatalXid"]
+    assert 'xid=~"48|64|79|94|95|119|120|140"' in rule["expr"]
+    write(tmp_path, "rules.yml", rules(spec, monitoring_with()))
+    write(tmp_path, "tests.yml", rule_tests(spec, monitoring_with(), "rules.yml"))
+    tested = run(promtool_path(), "test", "rules", "tests.yml", cwd=tmp_path)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
