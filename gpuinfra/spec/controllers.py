@@ -1,4 +1,5 @@
-"""Slurm's backup controllers and login nodes, each a host of its own in Slurm alone.
+"""Slurm's backup controllers and login nodes, each a host of its own in Slurm alone (and,
+with the same rule, Kubernetes' control planes beside the head, in Kubernetes alone).
 
 Backup controllers (the 'slurm_backup' group): each a later ``SlurmctldHost`` that
 takes over when the head's slurmctld stops answering for ``SlurmctldTimeout`` seconds, from the
@@ -18,15 +19,18 @@ from collections.abc import Sequence
 from gpuinfra.spec.checks import WHERE_ALL, Collector
 from gpuinfra.spec.model import (
     BACKUP_GROUP,
+    CONTROL_PLANE_GROUP,
     DEFAULT_STATE_DIR,
     HEAD_GROUP,
     HYPERVISOR_GROUP,
     LOGIN_GROUP,
+    ONE_SCHEDULER_GROUPS,
     WORKER_GROUP,
     NodeSpec,
 )
 
-# Why a backup controller or a login node is a host of its own, per group it is also in.
+# Why a backup controller, a login node or a control plane beside the head is a host of its
+# own, per group it is also in.
 _OTHER_ROLES = {
     BACKUP_GROUP: {HEAD_GROUP: "the head runs the primary slurmctld",
                    WORKER_GROUP: "a worker's CPUs and memory are its jobs' (a controller there "
@@ -39,23 +43,34 @@ _OTHER_ROLES = {
                   WORKER_GROUP: "a worker runs slurmd and a login node none (it has the "
                                 "client commands already)",
                   HYPERVISOR_GROUP: "a hypervisor's CPUs and memory are its VMs'"},
+    CONTROL_PLANE_GROUP: {
+        HEAD_GROUP: "the head is the first control plane already",
+        WORKER_GROUP: "a worker's CPUs and memory are its pods' (etcd stalls under a busy "
+                      "node, and its members then lose their quorum)",
+        HYPERVISOR_GROUP: "a hypervisor's CPUs and memory are its VMs'",
+        BACKUP_GROUP: "a Slurm backup controller is a host of its own",
+        LOGIN_GROUP: "users' sessions on a login node would compete with etcd"},
 }
-_WHAT = {BACKUP_GROUP: "a Slurm backup controller", LOGIN_GROUP: "a Slurm login node"}
+_WHAT = {BACKUP_GROUP: "a Slurm backup controller", LOGIN_GROUP: "a Slurm login node",
+         CONTROL_PLANE_GROUP: "a Kubernetes control plane"}
+_SCHEDULER_NAMES = {"slurm": "Slurm", "kubernetes": "Kubernetes"}
 
 
-def check_slurm_only_hosts(nodes: Sequence[NodeSpec], schedulers: Sequence[str],
+def check_hosts_of_their_own(nodes: Sequence[NodeSpec], schedulers: Sequence[str],
                              errs: Collector) -> None:
-    """Backup controllers and login nodes: on a Slurm site, each a host of its own; a backup
-    with a shared state folder."""
+    """Backup controllers, login nodes and control planes beside the head: each on a site that
+    runs its scheduler, each a host of its own; a backup with a shared state folder."""
     for group, others in _OTHER_ROLES.items():
         members = [n for n in nodes if group in n.groups]
+        scheduler = ONE_SCHEDULER_GROUPS[group]
+        name = _SCHEDULER_NAMES[scheduler]
         for node in members:
-            if "slurm" not in schedulers:
-                errs.add(node.name, "group", group, f"{_WHAT[group]} on a site without Slurm "
+            if scheduler not in schedulers:
+                errs.add(node.name, "group", group, f"{_WHAT[group]} on a site without {name} "
                          f"(schedulers = {list(schedulers)})",
-                         f"hosts in '{group}' only where the site runs Slurm",
+                         f"hosts in '{group}' only where the site runs {name}",
                          f"remove {node.name} from {group} = [...] in inventory/<site>.py, "
-                         f"or add 'slurm' to schedulers {WHERE_ALL}")
+                         f"or add '{scheduler}' to schedulers {WHERE_ALL}")
                 continue
             for other, why in others.items():
                 if other in node.groups:

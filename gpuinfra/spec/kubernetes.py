@@ -12,26 +12,11 @@ from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge import kubernetes as k8s
 from gpuinfra.spec.checks import CLUSTER, WHERE_ALL, WHERE_HOST, Collector
 from gpuinfra.spec.model import (
-    BACKUP_GROUP,
     CONTROL_PLANE_GROUP,
-    HEAD_GROUP,
-    HYPERVISOR_GROUP,
-    LOGIN_GROUP,
-    WORKER_GROUP,
     KubernetesSpec,
     NodeSpec,
 )
 from gpuinfra.spec.rules import HOSTNAME, is_ip
-
-# Why a control plane beside the head is a host of its own, per group it is also in.
-_NOT_WITH_CONTROL_PLANE = {
-    HEAD_GROUP: "the head is the first control plane already",
-    WORKER_GROUP: "a worker's CPUs and memory are its pods' (etcd stalls under a busy node, "
-                  "and its members then lose their quorum)",
-    HYPERVISOR_GROUP: "a hypervisor's CPUs and memory are its VMs'",
-    BACKUP_GROUP: "a Slurm backup controller is a host of its own",
-    LOGIN_GROUP: "users' sessions on a login node would compete with etcd",
-}
 
 
 def kubernetes_spec(raw: Mapping[str, Any], errs: Collector) -> KubernetesSpec:
@@ -103,33 +88,18 @@ def _endpoint(value: Any, errs: Collector) -> str | None:
 
 def check_control_planes(nodes: Sequence[NodeSpec], schedulers: Sequence[str],
                          spec: KubernetesSpec, errs: Collector) -> None:
-    """Control planes beside the head (the 'kubernetes_control_plane' group): each a host of
-    its own, on a Kubernetes site, an odd number of etcd members in all, behind an endpoint
-    that is none of them."""
+    """Control planes beside the head (the 'kubernetes_control_plane' group; on a Kubernetes
+    site and hosts of their own: gpuinfra/spec/controllers.py): each with its address, an odd
+    number of etcd members in all, behind an endpoint that is none of them."""
+    if "kubernetes" not in schedulers:
+        return  # a control plane there is refused as such (controllers.py)
     extras = [n for n in nodes if n.is_extra_control_plane]
     for node in extras:
-        if "kubernetes" not in schedulers:
-            errs.add(node.name, "group", CONTROL_PLANE_GROUP, "a Kubernetes control plane on a "
-                     f"site without Kubernetes (schedulers = {list(schedulers)})",
-                     f"hosts in '{CONTROL_PLANE_GROUP}' only where the site runs Kubernetes",
-                     f"remove {node.name} from {CONTROL_PLANE_GROUP} = [...] in "
-                     f"inventory/<site>.py, or add 'kubernetes' to schedulers {WHERE_ALL}")
-            continue
-        others = [g for g in _NOT_WITH_CONTROL_PLANE if g in node.groups]
-        if others:
-            errs.add(node.name, "group", f"{CONTROL_PLANE_GROUP}, {', '.join(others)}",
-                     "a control plane beside the head is a host of its own: "
-                     + "; ".join(_NOT_WITH_CONTROL_PLANE[g] for g in others),
-                     f"a host in '{CONTROL_PLANE_GROUP}' and in none of "
-                     f"{', '.join(_NOT_WITH_CONTROL_PLANE)}", f"give it a host of its own, "
-                     f"or remove {node.name} from {CONTROL_PLANE_GROUP} = [...]")
         if node.address is None:
             errs.add(node.name, "node_address", None, "a control plane needs its address (its "
                      "API server and etcd member advertise it)",
                      "the host's IP on the cluster network",
                      f"set node_address {WHERE_HOST} (or an IP ssh_hostname)")
-    if "kubernetes" not in schedulers:
-        return
     planes = [n for n in nodes if n.is_head and "kubernetes" in n.schedulers] + extras
     names = ", ".join(n.name for n in planes)
     if len(planes) % 2 == 0:

@@ -40,6 +40,10 @@ LOGIN_GROUP = "login"
 CONTROL_PLANE_GROUP = "kubernetes_control_plane"
 ROLE_GROUPS = (HEAD_GROUP, WORKER_GROUP, HYPERVISOR_GROUP, BACKUP_GROUP, LOGIN_GROUP,
                CONTROL_PLANE_GROUP)
+# Groups whose hosts are in one scheduler alone, whatever the site runs besides, each a host of
+# its own (gpuinfra/spec/controllers.py).
+ONE_SCHEDULER_GROUPS = {BACKUP_GROUP: "slurm", LOGIN_GROUP: "slurm",
+                        CONTROL_PLANE_GROUP: "kubernetes"}
 
 # What the roles deploy today. A spec asking for anything else is refused before any host is
 # touched, with this reason: accepting it would deploy nothing, silently.

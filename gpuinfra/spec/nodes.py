@@ -15,10 +15,9 @@ from gpuinfra.spec.checks import CLUSTER, WHERE_ALL, WHERE_HOST, Collector
 from gpuinfra.spec.gpus import check_branch_drives, gpu_spec
 from gpuinfra.spec.hardware import hardware_spec
 from gpuinfra.spec.model import (
-    BACKUP_GROUP,
     CONTROL_PLANE_GROUP,
     HEAD_GROUP,
-    LOGIN_GROUP,
+    ONE_SCHEDULER_GROUPS,
     WORKER_GROUP,
     HostInput,
     NodeSpec,
@@ -26,10 +25,6 @@ from gpuinfra.spec.model import (
 from gpuinfra.spec.sharing import gpu_sharing
 from gpuinfra.spec.vfio import vfio_spec
 from gpuinfra.vfio import LIBVIRT_IMAGES
-
-# Groups whose hosts are in one scheduler alone, whatever the site runs besides.
-ONE_SCHEDULER_GROUPS = {BACKUP_GROUP: "slurm", LOGIN_GROUP: "slurm",
-                        CONTROL_PLANE_GROUP: "kubernetes"}
 
 
 def node_spec(host: HostInput, cluster: Mapping[str, Any], settings: Mapping[str, Any],

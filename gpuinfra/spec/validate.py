@@ -18,7 +18,7 @@ from gpuinfra.spec import rdma
 from gpuinfra.spec.blocks import blocks
 from gpuinfra.spec.checks import CLUSTER, Collector, SpecError, SpecInvalid
 from gpuinfra.spec.cluster import cluster_values
-from gpuinfra.spec.controllers import check_slurm_only_hosts
+from gpuinfra.spec.controllers import check_hosts_of_their_own
 from gpuinfra.spec.cross import check_cross_keys, merge_repeated
 from gpuinfra.spec.effects import (
     alert_warnings,
@@ -104,7 +104,7 @@ def build_cluster(hosts: Sequence[HostInput], duplicate_names: Sequence[str] = (
     check_short_names(nodes, errs)
     check_unique_addresses(nodes, errs)
     check_heads(nodes, cluster["schedulers"], errs)
-    check_slurm_only_hosts(nodes, cluster["schedulers"], errs)
+    check_hosts_of_their_own(nodes, cluster["schedulers"], errs)
     check_shared_workers(nodes, cluster["scheduler_sharing"], errs)
     check_control_planes(nodes, cluster["schedulers"], cluster["kubernetes"], errs)
     if "kubernetes" in cluster["schedulers"]:
