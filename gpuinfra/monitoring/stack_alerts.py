@@ -58,8 +58,12 @@ def rdma_ports(spec: ClusterSpec) -> list[tuple[NodeSpec, str, float | None]]:
 
 def port_series(metric: str, node: NodeSpec, device: str) -> str:
     """node_exporter's ``node_infiniband_<metric>`` of port 1 of ``device`` on ``node``."""
-    return (f"node_infiniband_{metric}"
-            f"{selector(job='node', instance=node.short_name, device=device, port=PORT)}")
+    return f"node_infiniband_{metric}{selector(**port_labels(node, device))}"
+
+
+def port_labels(node: NodeSpec, device: str) -> dict[str, str]:
+    """The labels node_exporter gives port 1 of ``device`` (with the scrape job's)."""
+    return {"job": "node", "instance": node.short_name, "device": device, "port": PORT}
 
 
 def _by_node(ports: Sequence[tuple[NodeSpec, str, float | None]]) -> str:
@@ -71,35 +75,34 @@ def _by_node(ports: Sequence[tuple[NodeSpec, str, float | None]]) -> str:
                        f'port="{PORT}"}} != {ACTIVE}' for n, d in nodes.items())
 
 
+def _units(spec: ClusterSpec, mon: Monitoring) -> list[tuple[Alert, str, list[NodeSpec]]]:
+    """Each unit alert of the site with its unit and the nodes it watches (none: the site has
+    no such node, and no rule)."""
+    table = (
+        (fabric_manager_nodes(spec), "FabricManagerDown", "nvidia-fabricmanager", "2m",
+         "critical", "{{ $labels.instance }}: Fabric Manager is not running",
+         "On an NVSwitch node the GPUs' NVLink fabric is set up by nvidia-fabricmanager: "
+         "without it CUDA fails to initialise (cudaErrorSystemNotReady) and jobs cannot "
+         "start. `systemctl status nvidia-fabricmanager` and /var/log/fabricmanager.log on "
+         "the node; its version must be the driver's (the fabric_manager role pins both)."),
+        (dcgm_nodes(spec, mon), "DcgmExporterDown", "nvidia-dcgm-exporter", "5m", "warning",
+         "{{ $labels.instance }}: DCGM's exporter is not running",
+         "The node's DCGM GPU metrics (and on Kubernetes their pod labels) stop; the GPUs "
+         "may be fine. `systemctl status nvidia-dcgm-exporter nvidia-dcgm` and `journalctl "
+         "-u nvidia-dcgm-exporter` on the node (monitoring_dcgm)."),
+        (kubelet_nodes(spec), "KubeletDown", "kubelet", "5m", "critical",
+         "{{ $labels.instance }}: the kubelet is not running",
+         "The node runs no new pods and its device plugin cannot register GPUs; the control "
+         "plane marks it NotReady. `systemctl status kubelet` and `journalctl -u kubelet` on "
+         "the node (swap on, containerd down, an expired certificate)."),
+    )
+    return [(unit_down(name, unit, [n.short_name for n in nodes], duration, severity, summary,
+                       description), unit, nodes)
+            for nodes, name, unit, duration, severity, summary, description in table if nodes]
+
+
 def stack_alerts(spec: ClusterSpec, mon: Monitoring) -> list[Alert]:
-    out = []
-    fm = [n.short_name for n in fabric_manager_nodes(spec)]
-    if fm:
-        out.append(unit_down(
-            "FabricManagerDown", "nvidia-fabricmanager", fm, "2m", "critical",
-            "{{ $labels.instance }}: Fabric Manager is not running",
-            "On an NVSwitch node the GPUs' NVLink fabric is set up by nvidia-fabricmanager: "
-            "without it CUDA fails to initialise (cudaErrorSystemNotReady) and jobs cannot "
-            "start. `systemctl status nvidia-fabricmanager` and /var/log/fabricmanager.log on "
-            "the node; its version must be the driver's (the fabric_manager role pins both)."))
-    dcgm = [n.short_name for n in dcgm_nodes(spec, mon)]
-    if dcgm:
-        out.append(unit_down(
-            "DcgmExporterDown", "nvidia-dcgm-exporter", dcgm, "5m", "warning",
-            "{{ $labels.instance }}: DCGM's exporter is not running",
-            "The node's DCGM GPU metrics (and on Kubernetes their pod labels) stop; the GPUs "
-            "may be fine. `systemctl status nvidia-dcgm-exporter nvidia-dcgm` and `journalctl "
-            "-u nvidia-dcgm-exporter` on the node (monitoring_dcgm)."))
-    kubelet = [n.short_name for n in kubelet_nodes(spec)]
-    if kubelet:
-        out.append(unit_down(
-            "KubeletDown", "kubelet", kubelet, "5m", "critical",
-            "{{ $labels.instance }}: the kubelet is not running",
-            "The node runs no new pods and its device plugin cannot register GPUs; the control "
-            "plane marks it NotReady. `systemctl status kubelet` and `journalctl -u kubelet` on "
-            "the node (swap on, containerd down, an expired certificate)."))
-    out += _port_alerts(spec)
-    return out
+    return [alert for alert, _, _ in _units(spec, mon)] + _port_alerts(spec)
 
 
 def _port_alerts(spec: ClusterSpec) -> list[Alert]:
@@ -107,7 +110,7 @@ def _port_alerts(spec: ClusterSpec) -> list[Alert]:
     if not ports:
         return []
     node, device, _ = ports[0]
-    labels = {"job": "node", "instance": node.short_name, "device": device, "port": PORT}
+    labels = port_labels(node, device)
     out = [Alert(
         name="InfinibandPortDown", expr=_by_node(ports), duration="2m", severity="critical",
         summary="{{ $labels.instance }}: {{ $labels.device }} port {{ $labels.port }} is not "
@@ -121,7 +124,7 @@ def _port_alerts(spec: ClusterSpec) -> list[Alert]:
     )]
     rated = [(n, d, r) for n, d, r in ports if r is not None]
     if rated:
-        node, device, rate = rated[0]
+        rate_node, rate_device, rate = rated[0]
         assert rate is not None
         expr = " or ".join(
             f"node_infiniband_rate_bytes_per_second{{instance=\"{n.short_name}\","
@@ -134,12 +137,10 @@ def _port_alerts(spec: ClusterSpec) -> list[Alert]:
             "lanes, or a slower speed): a cable, transceiver or switch port fault, or a "
             "mismatch with the switch. `ibstat` (Rate) and `mlxlink -d <dev>` on the node; "
             "reseat or replace the cable.",
-            firing=(AlertCase(set={port_series("rate_bytes_per_second", node, device):
-                                   f"{rate / 2:g}x15"},
-                              fires=({"job": "node", "instance": node.short_name,
-                                      "device": device, "port": PORT},)),),
+            firing=(AlertCase(set={port_series("rate_bytes_per_second", rate_node,
+                                               rate_device): f"{rate / 2:g}x15"},
+                              fires=(port_labels(rate_node, rate_device),)),),
         ))
-    node, device, _ = ports[0]
     out.append(Alert(
         name="InfinibandLinkErrors",
         expr="increase(node_infiniband_link_downed_total[15m]) > 0 or "
@@ -152,8 +153,7 @@ def _port_alerts(spec: ClusterSpec) -> list[Alert]:
         "counters on the node, the cable and the switch port; a link that keeps doing it: "
         "replace the cable or transceiver.",
         firing=(AlertCase(set={port_series("link_downed_total", node, device): "0+1x15"},
-                          fires=({"job": "node", "instance": node.short_name,
-                                  "device": device, "port": PORT},)),),
+                          fires=(labels,)),),
     ))
     return out
 
@@ -161,9 +161,7 @@ def _port_alerts(spec: ClusterSpec) -> list[Alert]:
 def healthy_stack_series(spec: ClusterSpec, mon: Monitoring) -> dict[str, str]:
     """The series of these alerts on a healthy site (gpuinfra.monitoring.alerts_tests)."""
     series = {}
-    for nodes, unit in ((fabric_manager_nodes(spec), "nvidia-fabricmanager"),
-                        (dcgm_nodes(spec, mon), "nvidia-dcgm-exporter"),
-                        (kubelet_nodes(spec), "kubelet")):
+    for _, unit, nodes in _units(spec, mon):
         for node in nodes:
             series[unit_active_series(node.short_name, unit)] = "1x15"
     for node, device, rate in rdma_ports(spec):
