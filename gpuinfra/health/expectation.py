@@ -15,9 +15,7 @@ from typing import Any
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge.lookup import require_model, require_profile
-from gpuinfra.knowledge.xids import XID_NAMES, drain_xids
-
-DEFAULT_DRAIN_XIDS = drain_xids()
+from gpuinfra.knowledge.xids import DEFAULT_DRAIN_XIDS, drain_xids, known
 
 PATH = "/etc/gpuinfra/health.json"
 VERSION = 1
@@ -169,7 +167,7 @@ def from_json(text: str, source: str = PATH) -> Expectation:
         reader.wrong("dcgm_diag_level", level, "0 (off) or 1 (dcgmi diag -r 1)")
     xids = raw.get("drain_xids", list(DEFAULT_DRAIN_XIDS))
     if not isinstance(xids, list) or not all(
-            isinstance(x, int) and not isinstance(x, bool) and (x in XID_NAMES or 1 <= x <= 12)
+            isinstance(x, int) and not isinstance(x, bool) and known(x)
             for x in xids):
         reader.wrong("drain_xids", xids, "a list of XID numbers the driver logs")
     return Expectation(reader.get("node", str), slurm_node, gpus, tuple(nics),

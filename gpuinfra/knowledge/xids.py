@@ -170,6 +170,11 @@ DEFAULT_XID_POLICY: dict[int, str] = {
 }
 
 
+def known(number: int) -> bool:
+    """Whether the driver logs XID ``number`` (nverror.h's, or the catalog's older 1-12)."""
+    return number in XID_NAMES or 1 <= number <= OLDER_LAST
+
+
 def policy(overrides: Mapping[int, str] | None = None) -> dict[int, str]:
     """The site's policy: the defaults with ``overrides`` (health_xid_policy) over them."""
     return {**DEFAULT_XID_POLICY, **{int(k): v for k, v in (overrides or {}).items()}}
@@ -191,10 +196,14 @@ def policy_problem(value: object) -> str | None:
         if key == RECOVERY_ACTION_XID:
             return ("Xid 154 is no error of its own: it says what another XID needs (its "
                     "recovery action, which always drains); set the XID before it instead")
-        if key not in XID_NAMES and not 1 <= key <= OLDER_LAST:
+        if not known(key):
             near = sorted(XID_NAMES, key=lambda n: abs(n - key))[:3]
             return (f"Xid {key} is not an error the NVIDIA driver logs (nverror.h, 1-176; "
                     f"nearest: {', '.join(f'{n} {XID_NAMES[n]}' for n in near)})")
         if action not in ACTIONS:
             return f"Xid {key}: {action!r}: 'drain' or 'warn'"
     return None
+
+
+# What drains without a site policy: the node check's, check --dmesg's and the alert's default.
+DEFAULT_DRAIN_XIDS = drain_xids()

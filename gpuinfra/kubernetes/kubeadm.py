@@ -105,7 +105,7 @@ def init_documents(*, node_name: str, address: str, version: str, cluster_name: 
         "kind": "ClusterConfiguration",
         "clusterName": cluster_name,
         "kubernetesVersion": f"v{version}",
-        "controlPlaneEndpoint": endpoint or f"{_host(address)}:{k8s.API_SERVER_PORT}",
+        "controlPlaneEndpoint": endpoint or api_endpoint(address),
         # kube-apiserver listens on the control plane's cluster address only (its default
         # --bind-address is 0.0.0.0); v1beta4 extraArgs: a list of name/value pairs.
         "apiServer": {"extraArgs": [{"name": "bind-address", "value": address}]},

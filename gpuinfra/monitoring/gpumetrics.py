@@ -30,7 +30,7 @@ from typing import Any
 from gpuinfra.errors import ParseError
 from gpuinfra.health.collect import Output
 from gpuinfra.knowledge import xids
-from gpuinfra.knowledge.xids import drain_xids
+from gpuinfra.knowledge.xids import DEFAULT_DRAIN_XIDS
 from gpuinfra.monitoring.jobmap import Holding
 from gpuinfra.parsers.gpus import Gpu, parse_gpus
 from gpuinfra.parsers.nvlink import parse_nvlink
@@ -125,7 +125,7 @@ RECOVERY_ACTION_XID = xids.RECOVERY_ACTION_XID
 # (RECOVERY_ACTION_XID). Judged per code since boot (the alert on
 # gpuinfra_gpu_xid_errors_by_code, and the node health check, gpuinfra.health.judge), never by
 # the last XID: R565+ drivers log Xid 154 right after the fatal one (tests/fixtures/kernel-log).
-FATAL_XIDS = drain_xids()
+FATAL_XIDS = DEFAULT_DRAIN_XIDS
 # What a reader of XIDs says of them (a saved kernel log, `gpuinfra check dmesg`, and the node
 # health check): one wording.
 XID_FATAL_CAUSE = ("the driver reported a GPU error; a fatal XID means the GPU needs a reset or "
