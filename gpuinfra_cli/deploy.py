@@ -1,18 +1,19 @@
 """`gpuinfra deploy`: the whole deploy in one command, reboots included, never all at once.
 
-    gpuinfra deploy --inventory inventory/<site>.py [--batch 1] [--wait-jobs 600] [--sudo]
-                    [--limit NODE ...] [--data KEY=VALUE ...]
+    gpuinfra deploy --inventory inventory/<site>.py [--max-unavailable 1|N|P%] [--sudo]
+                    [--wait-jobs S] [--limit NODE ...] [--data KEY=VALUE ...]
 
 1. ``pyinfra -y INVENTORY deploy.py`` (with ``--limit``/``--data`` as given) and
    ``reboot_policy=never``: the deploy records on each host why it needs a reboot (the marker
    /run/gpuinfra/reboot-required) and reboots nothing itself;
 2. the workers that recorded one are read over SSH (one command each);
 3. with the site's ``reboot_policy = "if-needed"`` (or ``--data reboot_policy=if-needed``):
-   ``gpuinfra roll`` on exactly those workers, ``--batch`` at a time: each batch drained,
-   its jobs waited for, deployed, rebooted, deployed again on the loaded driver (gres.conf's
-   ``Links=``/``Cores=``, the CDI spec: what waits for the reboot), judged by its health
-   check and resumed; the first node that fails stays drained with the cause and the rest
-   are left alone. With ``"never"``: it names them and the command that finishes them.
+   ``gpuinfra roll`` on exactly those workers, at most ``--max-unavailable`` out at once:
+   each drained, its jobs left to end, deployed, rebooted by Slurm, deployed again on the
+   loaded driver (gres.conf's ``Links=``/``Cores=``, the CDI spec: what waits for the reboot),
+   judged by its health check and resumed; the first node that fails stays drained with the
+   cause and no new node is taken. With ``"never"``: it names them and the command that
+   finishes them.
 
 A first deploy of GPU nodes is then whole in one command. Exit: pyinfra's status when the
 deploy failed (2 when it could not start), the roll's (1: it stopped, saying where), else 0.
@@ -29,6 +30,7 @@ from typing import Any
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.reboot import REBOOT_MARKER
+from gpuinfra.roll import max_unavailable
 from gpuinfra_deploy.entry import pyinfra_command
 
 NO_REBOOT = "reboot_policy=never"  # the deploy records; this command rolls (gpuinfra_cli.roll)
@@ -84,14 +86,12 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     for item in args.data:
         if "=" not in item:
             raise GpuinfraError(f"--data {item!r}: KEY=VALUE, as pyinfra's --data")
-    if args.wait_jobs < 0:
+    if args.wait_jobs is not None and args.wait_jobs < 0:
         raise GpuinfraError(f"--wait-jobs {args.wait_jobs}: seconds, 0 or more")
     site = _site(args.inventory)
     policy = policy_of(site.spec.reboot_policy, args.data)
     workers = [n.name for n in site.spec.nodes if n.is_worker]
-    if args.batch < 1 or args.batch >= max(len(workers), 2):
-        raise GpuinfraError(f"--batch {args.batch}: between 1 and {max(len(workers) - 1, 1)} "
-                            "(a roll never takes every worker out at once)")
+    most = max_unavailable(args.max_unavailable, len(workers))
     unknown = [n for n in args.limit if n not in {n.name for n in site.spec.nodes}]
     if unknown:
         raise GpuinfraError(f"--limit {unknown[0]}: not a host of {args.inventory}")
@@ -115,25 +115,27 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     if policy == "never":
         print(f"deploy: reboot_policy is 'never': nothing rebooted. Until these reboot, "
               "gres.conf has no Links=/Cores= for them and the CDI spec waits. Finish with: "
-              f"gpuinfra roll --inventory {args.inventory} {limits} (drained, in batches)")
+              f"gpuinfra roll --inventory {args.inventory} {limits} (drained, a few at a "
+              "time)")
         return 0
-    print(f"deploy: rolling {len(need)} worker(s), {args.batch} at a time (drained, rebooted, "
-          "deployed again, judged, resumed)", flush=True)
+    print(f"deploy: rolling {len(need)} worker(s), at most {most} out at once (drained, "
+          "rebooted, deployed again, judged, resumed)", flush=True)
     roll_args = argparse.Namespace(
-        inventory=args.inventory, batch=args.batch, wait_jobs=args.wait_jobs,
+        inventory=args.inventory, max_unavailable=str(most), max_fail="0",
+        wait_jobs=args.wait_jobs,
         limit=list(need), data=[*args.data, NO_REBOOT], reboot=False,
         why="reboot the deploy needs", sudo=args.sudo)
     return cmd_roll(roll_args)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("deploy", help="deploy, then roll the reboots it needs (batches)",
+    parser = sub.add_parser("deploy", help="deploy, then roll the reboots it needs",
                             description=__doc__.split("\n\n")[0])
     parser.add_argument("--inventory", required=True, help="inventory/<site>.py")
-    parser.add_argument("--batch", type=int, default=1,
-                        help="workers rebooted at once (default 1)")
-    parser.add_argument("--wait-jobs", type=int, default=600, metavar="S",
-                        help="how long the roll waits for a batch's jobs (default 600 s)")
+    parser.add_argument("--max-unavailable", default="1", metavar="N|P%",
+                        help="workers rebooted at once: a number or a share (default 1)")
+    parser.add_argument("--wait-jobs", type=int, default=None, metavar="S",
+                        help="bound the roll's wait for a node's jobs (default: none)")
     parser.add_argument("--limit", action="append", default=[], metavar="NODE",
                         help="deploy only these hosts, as pyinfra's --limit (repeatable)")
     parser.add_argument("--data", action="append", default=[], metavar="KEY=VALUE",

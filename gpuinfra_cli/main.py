@@ -7,8 +7,8 @@
     gpuinfra report --inventory I [--junit F]  per-node report of the verify suite
     gpuinfra nccl script|check ...             NCCL all-reduce job and its judgement
     gpuinfra perftest check LOG... --nic-gbps G  each NIC's ib_write_bw against its rate
-    gpuinfra roll --inventory I [--batch N]    a disruptive change, node by node, drained
-    gpuinfra deploy --inventory I [--batch N]  the deploy, then the reboots it needs, rolled
+    gpuinfra roll --inventory I [--status]     a disruptive change rolled, drained, resumable
+    gpuinfra deploy --inventory I              the deploy, then the reboots it needs, rolled
     gpuinfra render I --out DIR --os|--facts   every file each host would get, offline
     gpuinfra smoke script|check|run|manifest   multi-node PyTorch DDP smoke job
 

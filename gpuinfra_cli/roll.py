@@ -1,30 +1,46 @@
-"""`gpuinfra roll`: a change that disrupts a node, applied batch by batch with the node drained.
+"""`gpuinfra roll`: a change that disrupts a node, rolled over the workers with no person
+waiting, resumable, never more than a set number out at once.
 
-    gpuinfra roll --inventory inventory/<site>.py [--batch 1] [--wait-jobs 600]
-                  [--limit NODE ...] [--data KEY=VALUE ...] [--reboot] [--why TEXT] [--sudo]
+    gpuinfra roll --inventory inventory/<site>.py [--max-unavailable 1|N|P%] [--max-fail 0]
+                  [--wait-jobs S] [--limit NODE ...] [--data KEY=VALUE ...] [--reboot]
+                  [--why TEXT] [--sudo]
+    gpuinfra roll --inventory inventory/<site>.py --status | --abandon
 
-For each batch of workers (inventory order; ``--limit`` picks some): drain in Slurm
-(``gpuinfra-roll: <why>``) and, on Kubernetes nodes, ``kubectl drain``; wait for the jobs on the
-batch to end (``--wait-jobs`` seconds at most: then the batch is put back as it was and the roll
-stops, naming the jobs); deploy to the batch (``pyinfra ... --limit``, with ``--data`` and
-``nvidia_driver_change_under_processes=True``: the nodes are drained; the head too, whose Slurm
-files take the nodes' facts); reboot each node whose change needs it (the reboot marker, or
-``--reboot``), then deploy again (what waits for the loaded driver: gres.conf's Links=/Cores=,
-the CDI spec); wait until its slurmd answers; judge it with its own health check
-(``gpuinfra-health check``: the verify suite's rules); resume it. The first node that fails
-stays drained with the cause and the roll stops; no other node is touched. The rules are
-gpuinfra/roll.py.
+At most ``--max-unavailable`` workers are out at once (inventory order; ``--limit`` picks
+some); as one comes back the next is taken. Each is drained in Slurm (``gpuinfra-roll:
+<why>``) and, on Kubernetes, drained with ``kubectl drain`` (its PodDisruptionBudgets
+respected); its jobs are left to end, however long (``--wait-jobs S`` bounds it: then the
+nodes still waiting are put back and the command stops, the roll resumable); once nothing runs
+on it, it is deployed (``pyinfra ... --limit`` with ``--data``, and the head, whose Slurm files
+take the nodes' facts); a node whose change needs a reboot (the reboot marker, or
+``--reboot``) is rebooted by Slurm (``scontrol reboot ASAP nextstate=RESUME``: Slurm resumes it
+when it is back, after its health check ran once); then deployed again on the loaded driver,
+judged by its own health check (``gpuinfra-health check``: the verify suite's rules) and
+resumed. A node that fails stays drained with the cause; past ``--max-fail`` failures the roll
+takes no new node. The rules are gpuinfra/roll.py.
 
-Exit 0: every batch rolled; 1: the roll stopped (it says where and why); 2: bad input.
+The roll's state is on the head (/var/lib/gpuinfra/roll.json, root's): the same command run
+again after the laptop was interrupted resumes where it stopped (failed nodes are tried
+again); ``--status`` says where each node is; another roll is refused while one is live
+(``--abandon`` drops it, the nodes left as they are).
+
+Exit 0: every node rolled; 1: the roll stopped or was interrupted (it says where and why; run
+the same command again to resume); 2: bad input or refused.
 """
 
 from __future__ import annotations
 
 import argparse
+import getpass
+import os
+import secrets
 import shlex
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,15 +51,19 @@ from gpuinfra import roll
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.parsers.slurm import SINFO, SlurmNode, parse_sinfo_nodes
 from gpuinfra.reboot import REBOOT_MARKER
+from gpuinfra.roll import NodeState, RollState
 from gpuinfra_deploy.entry import pyinfra_command
 
 HEALTH = "/usr/local/sbin/gpuinfra-health"
 # Written to /run (a tmpfs) before a reboot: gone once the node booted again.
 BOOT_MARK = "/run/gpuinfra-roll-before-reboot"
 DRIVER_OVERRIDE = "nvidia_driver_change_under_processes=True"
-# The roll reboots the nodes itself (then deploys again on the loaded driver), not the deploy.
+# The roll reboots the nodes (Slurm does), then deploys again on the loaded driver.
 ROLL_REBOOTS = "reboot_policy=never"
 BACK_S = 600
+POLL_S = 2
+KUBE_DRAIN_S = 10  # each `kubectl drain` try; a pod still there is tried again next round
+HEARTBEAT_S = 10
 
 
 class Ssh:
@@ -91,8 +111,9 @@ class Ssh:
 class Roll:
     inventory: str
     site: Any
-    batch: int
-    wait_s: int
+    max_unavailable: int
+    max_fail: int = 0
+    wait_s: int | None = None
     data: list[str] = field(default_factory=list)
     reboot: bool = False
     why: str = "rolling change"
@@ -102,6 +123,12 @@ class Roll:
     def __post_init__(self) -> None:
         self.head = Ssh(self.site.target(self.site.spec.head[0].name), self.sudo)
         self.hosts: dict[str, Ssh] = {}
+        self.token = secrets.token_hex(8)
+        self.me = f"pid {os.getpid()} on {socket.gethostname()}"
+        self.state: RollState | None = None
+        self.stopped = ""  # why this command stopped before the roll was over
+        self.lock = threading.Lock()
+        self.said: set[str] = set()  # the nodes whose wait was said once
 
     def host(self, name: str) -> Ssh:
         if name not in self.hosts:
@@ -112,134 +139,293 @@ class Roll:
         print(f"roll: {text}", flush=True)
 
     def on_head(self, command: str) -> str:
-        rc, out, err = self.head.run(command)
+        with self.lock:
+            rc, out, err = self.head.run(command)
         if rc != 0:
             raise GpuinfraError(f"on the head: `{command}` failed (exit {rc}): "
                                 f"{(err or out).strip()[:300]}")
         return out
 
-    def slurm(self, names: Sequence[str]) -> dict[str, SlurmNode]:
-        shorts = ",".join(self.site.spec.node(n).short_name for n in names)
-        return parse_sinfo_nodes(self.on_head(f"{SINFO} -n {shorts}"))
+    def short(self, name: str) -> str:
+        return self.site.spec.node(name).short_name
 
-    # ------------------------------------------------------------------ one batch
+    def in_slurm(self, name: str) -> bool:
+        return "slurm" in self.site.spec.node(name).schedulers
+
+    def in_kube(self, name: str) -> bool:
+        return "kubernetes" in self.site.spec.node(name).schedulers
+
+    def slurm(self, names: Sequence[str]) -> dict[str, SlurmNode]:
+        """Slurm's view of ``names`` (the roll's names), those Slurm lists."""
+        names = [n for n in names if self.in_slurm(n)]
+        if not names:
+            return {}
+        by_short = parse_sinfo_nodes(self.on_head(
+            f"{SINFO} -n {','.join(self.short(n) for n in names)}"))
+        return {n: by_short[self.short(n)] for n in names if self.short(n) in by_short}
+
+    # ------------------------------------------------------------------ the state on the head
+
+    def read_state(self) -> tuple[RollState | None, float]:
+        """The roll state on the head and how long ago it was written (the head's clock)."""
+        path = shlex.quote(roll.STATE_FILE)
+        out = self.on_head(f"test -e {path} || exit 0; echo $(( $(date +%s) - "
+                           f"$(stat -c %Y {path}) )); cat {path}")
+        if not out.strip():
+            return None, 0.0
+        age, _, text = out.partition("\n")
+        return RollState.from_json(text, f"{roll.STATE_FILE} on the head"), float(age)
+
+    def save(self) -> None:
+        """The state, written on the head (root's only; replaced whole, never half)."""
+        if self.state is None:
+            return
+        path = shlex.quote(roll.STATE_FILE)
+        folder = shlex.quote(os.path.dirname(roll.STATE_FILE))
+        self.on_head(f"umask 077 && mkdir -p {folder} && printf '%s\\n' "
+                     f"{shlex.quote(self.state.to_json())} > {path}.new && mv -f {path}.new "
+                     f"{path}")
+
+    def heartbeat(self, stop: threading.Event) -> None:
+        """While a deploy runs (minutes), the state's time moves on: the roll is driven."""
+        path = shlex.quote(roll.STATE_FILE)
+        while not stop.wait(HEARTBEAT_S):
+            try:
+                self.on_head(f"touch {path}")
+            except Exception:  # the head unreachable a moment: the next round says so
+                pass
+
+    def begin(self, names: Sequence[str]) -> None:
+        """This command's roll: the live one resumed (same change), a new one, or refused."""
+        mine = RollState(self.why, list(self.data), self.reboot, self.max_unavailable,
+                         self.max_fail, [NodeState(n) for n in names], time.time(),
+                         f"{getpass.getuser()}@{socket.gethostname()}")
+        live, age = self.read_state()
+        refused = roll.refusal(live, mine, age, self.token) if live else ""
+        if refused:
+            raise GpuinfraError(refused)
+        if live and not live.finished:
+            for node in live.phase("failed"):  # tried again: the operator looked at it
+                node.phase, node.cause = "pending", ""
+            live.max_unavailable, live.max_fail = self.max_unavailable, self.max_fail
+            self.state = live
+            self.say(f"resuming the roll started by {live.by}: "
+                     f"{len(live.phase('done'))} of {len(live.nodes)} done")
+        else:
+            self.state = mine
+        self.state.driver = f"{self.me} {self.token}"
+        self.save()
+
+    # ------------------------------------------------------------------ the roll
 
     def run(self, names: Sequence[str]) -> int:
-        groups = roll.batches(list(names), self.batch)
-        for number, group in enumerate(groups, 1):
-            self.say(f"batch {number}/{len(groups)}: {', '.join(group)}")
-            if not self.one(group):
-                return 1
-        self.say(f"done: {len(names)} node(s) rolled, in {len(groups)} batch(es)")
-        return 0
+        self.begin(names)
+        state = self.state
+        assert state is not None
+        try:
+            while not self.stopped:
+                self.round()
+                self.save()
+                if state.settled():
+                    break
+                time.sleep(POLL_S)
+        finally:
+            state.driver = ""
+            if not self.stopped and state.settled() and state.failed() == 0:
+                state.finished = True
+                state.outcome = f"done: {len(state.nodes)} node(s) rolled"
+            try:
+                self.save()
+            except Exception as exc:  # the head unreachable: the next command takes over
+                self.say(f"could not write the roll's state on the head: {exc}")
+        if state.finished:
+            self.say(state.outcome)
+            return 0
+        failed = state.phase("failed")
+        said = self.stopped or (f"{len(failed)} node(s) failed (more than --max-fail "
+                                f"{state.max_fail}): " + "; ".join(
+                                    f"{n.name}: {n.cause}" for n in failed))
+        self.say(f"stopped: {said}. The roll stays on the head: `gpuinfra roll --inventory "
+                 f"{self.inventory} --status` shows it; the same command resumes it")
+        return 1
 
-    def one(self, names: list[str]) -> bool:
-        spec = self.site.spec
-        slurm_names = [n for n in names if "slurm" in spec.node(n).schedulers]
-        kube_names = [n for n in names if "kubernetes" in spec.node(n).schedulers]
-        short = {n: spec.node(n).short_name for n in names}
-        before = self.slurm(slurm_names) if slurm_names else {}
-        keep = {n for n in slurm_names
-                if short[n] in before and roll.drained_by_someone_else(before[short[n]])}
-        for name in sorted(keep):
-            self.say(f"{name}: already drained by someone else ({before[short[name]].reason}): "
-                     "rolled, then left drained")
-        new = [n for n in slurm_names if short[n] not in before]
-        for name in new:
-            self.say(f"{name}: not in Slurm yet (a first deploy): nothing to drain")
-        ours = [short[n] for n in slurm_names if n not in keep and n not in new]
-        if ours:
-            self.on_head(roll.drain(ours, self.why))
-            self.say(f"drained in Slurm: {', '.join(ours)}")
-        for name in kube_names:
-            self.on_head(roll.kube_drain(short[name], self.wait_s))
-            self.say(f"drained in Kubernetes: {short[name]}")
-        in_slurm = [short[n] for n in slurm_names if n not in new]
-        if in_slurm and not self.jobs_ended(in_slurm):
-            if ours:
-                self.on_head(roll.resume(ours))
-            for name in kube_names:
-                self.on_head(roll.kube_uncordon(short[name]))
-            return False
-        if not self.deploy(names):
-            self.leave(ours, "the deploy to this batch failed (see the log)")
-            return False
-        booted = {n: self.reboot_if_needed(n) for n in names}
-        lost = {n: why for n, why in booted.items() if why not in ("", "rebooted")}
-        if "rebooted" in booted.values() and not lost and not self.deploy(
-                names, "again, on the loaded driver"):
-            self.leave(ours, "the deploy after the reboot failed (see the log)")
-            return False
-        for name in names:
-            problem = lost.get(name) or self.back_and_healthy(name)
-            if problem:
-                self.leave([short[name]] if short[name] in ours else [], problem)
-                self.say(f"stopped at {name}: {problem}; it stays drained, no other node was "
-                         "touched")
-                return False
-            if short[name] in ours:
-                self.on_head(roll.resume([short[name]]))
-            if name in kube_names:
-                self.on_head(roll.kube_uncordon(short[name]))
-            self.say(f"{name}: changed, verified, back in service")
-        return True
+    def round(self) -> None:
+        state = self.state
+        assert state is not None
+        while state.may_start():
+            self.take(state.phase("pending")[0])
+        waiting = state.phase("waiting")
+        if waiting:
+            ready = self.idle(waiting)
+            if ready:
+                self.change(ready)
+        back = [n for n in state.phase("rebooting") if self.rebooted(n)]
+        if back:
+            self.after_reboot(back)
 
-    def jobs_ended(self, shorts: list[str]) -> bool:
-        deadline = time.monotonic() + self.wait_s
-        said: set[str] = set()
-        while True:
-            jobs = roll.jobs_on(self.on_head(roll.squeue(shorts)))
-            if not jobs:
-                return True
-            new = [j for j in jobs if j.job not in said]
-            if new:
-                self.say("waiting for " + ", ".join(f"job {j.job} (on {j.node})" for j in new))
-                said |= {j.job for j in new}
-            if time.monotonic() > deadline:
-                self.say("stopped: " + roll.stopped_for_jobs(jobs, self.wait_s))
-                return False
-            time.sleep(2)
+    def take(self, node: NodeState) -> None:
+        """Out of service: drained in Slurm and (each round) in Kubernetes."""
+        node.phase, node.since = "waiting", time.time()
+        if self.in_slurm(node.name):
+            seen = self.slurm([node.name]).get(node.name)
+            if seen is None:
+                self.say(f"{node.name}: not in Slurm yet (a first deploy): nothing to drain")
+            elif roll.drained_by_someone_else(seen):
+                node.kept, node.cause = True, seen.reason
+                self.say(f"{node.name}: already drained by someone else ({seen.reason}): "
+                         "rolled, then left drained")
+            else:
+                self.on_head(roll.drain([self.short(node.name)], self.why))
+                self.say(f"{node.name}: drained in Slurm")
 
-    def deploy(self, names: list[str], why: str = "") -> bool:
+    def idle(self, nodes: list[NodeState]) -> list[NodeState]:
+        """The waiting nodes with nothing left on them; past --wait-jobs, the command stops."""
+        shorts = {self.short(n.name): n.name for n in nodes if self.in_slurm(n.name)}
+        jobs = roll.jobs_by_node(roll.jobs_on(self.on_head(roll.squeue(list(shorts)))),
+                                 shorts) if shorts else {}
+        ready = []
+        for node in nodes:
+            if jobs.get(node.name):
+                if node.name not in self.said:
+                    self.say(f"{node.name}: waiting for job(s) {', '.join(jobs[node.name])}")
+                    self.said.add(node.name)
+                continue
+            if self.in_kube(node.name):
+                with self.lock:
+                    rc, out, err = self.head.run(roll.kube_drain(self.short(node.name),
+                                                                 KUBE_DRAIN_S), KUBE_DRAIN_S + 30)
+                if rc != 0:
+                    if node.name not in self.said:
+                        self.say(f"{node.name}: waiting for its pods to leave (kubectl drain: "
+                                 f"{(err or out).strip().splitlines()[-1:]})")
+                        self.said.add(node.name)
+                    continue
+            ready.append(node)
+        if self.wait_s is not None:
+            late = [n for n in nodes if n not in ready and time.time() - n.since > self.wait_s]
+            if late:
+                self.put_back(late, jobs)
+        return ready
+
+    def put_back(self, late: list[NodeState], jobs: dict[str, list[str]]) -> None:
+        """--wait-jobs passed: the nodes still waiting are put back as they were."""
+        for node in late:
+            if self.in_slurm(node.name) and not node.kept:
+                self.on_head(roll.resume([self.short(node.name)]))
+            if self.in_kube(node.name):
+                self.on_head(roll.kube_uncordon(self.short(node.name)))
+            node.phase, node.since = "pending", 0.0
+        listed = [roll.Job(j, n.name) for n in late for j in jobs.get(n.name, [])]
+        self.stopped = roll.stopped_for_jobs(listed, self.wait_s or 0) if listed else (
+            f"{', '.join(n.name for n in late)} still not drained after {self.wait_s} s")
+
+    def change(self, nodes: list[NodeState]) -> None:
+        """Deploy to the idle nodes; reboot those whose change needs it; judge the rest."""
+        names = [n.name for n in nodes]
+        if not self.deploy(names, DRIVER_OVERRIDE):
+            for node in nodes:
+                self.fail(node, "the deploy to it failed (see the log)")
+            return
+        for node in nodes:
+            got = self.host(node.name).try_run(f"test -e {REBOOT_MARKER}")
+            if got is None:
+                self.fail(node, "unreachable over SSH after the deploy")
+            elif self.reboot or got[0] == 0:
+                self.reboot_node(node)
+            else:
+                self.judge(node)
+
+    def reboot_node(self, node: NodeState) -> None:
+        why = "--reboot" if self.reboot else "the change needs it"
+        ssh = self.host(node.name)
+        ssh.try_run(f"touch {BOOT_MARK}")
+        if not node.kept and self.slurm([node.name]):
+            self.on_head(roll.reboot([self.short(node.name)], self.why))
+            node.phase, node.since = "rebooting", time.time()
+            self.say(f"{node.name}: Slurm reboots it ({why}) and resumes it when it is back")
+            return
+        # Not in Slurm (Kubernetes only, or not registered yet), or drained by someone else
+        # (Slurm's RESUME would clear that drain): the roll reboots it and waits.
+        self.say(f"{node.name}: rebooting ({why})")
+        ssh.try_run("systemctl reboot", timeout=10)
+        ssh.close()
+        if not self.booted(ssh):
+            self.fail(node, f"did not come back within {BACK_S} s of its reboot")
+            return
+        self.after_reboot([node])
+
+    def rebooted(self, node: NodeState) -> bool:
+        """Back from Slurm's reboot: a new boot (the /run mark gone) and slurmd registered; a
+        reboot Slurm gave up on (ResumeTimeout) fails the node."""
+        seen = self.slurm([node.name]).get(node.name)
+        if seen is not None and seen.base_state.lower() == "down" and "timed out" in seen.reason:
+            self.fail(node, f"Slurm's reboot timed out ({seen.reason}): the node did not "
+                            "register within ResumeTimeout; look at its console")
+            return False
+        if roll.rebooting(seen):
+            return False
+        got = self.host(node.name).try_run(f"test -e {BOOT_MARK}")
+        return got is not None and got[0] != 0
+
+    def after_reboot(self, nodes: list[NodeState]) -> None:
+        """Deployed again on the loaded driver (no override: jobs may run on it again), then
+        judged."""
+        if not self.deploy([n.name for n in nodes], "", "again, on the loaded driver"):
+            for node in nodes:
+                self.fail(node, "the deploy after the reboot failed (see the log)")
+            return
+        for node in nodes:
+            self.judge(node)
+
+    def judge(self, node: NodeState) -> None:
+        problem = self.slurmd_back(node.name) or self.healthy(node.name)
+        if problem:
+            self.fail(node, problem)
+            return
+        seen = self.slurm([node.name]).get(node.name)
+        if seen is not None and roll.ours(seen) and not node.kept:
+            self.on_head(roll.resume([self.short(node.name)]))
+        if self.in_kube(node.name):
+            self.on_head(roll.kube_uncordon(self.short(node.name)))
+        node.phase, node.since = "done", time.time()
+        self.say(f"{node.name}: changed, verified, back in service"
+                 + (" (left drained: someone else's drain)" if node.kept else ""))
+
+    def fail(self, node: NodeState, problem: str) -> None:
+        """Kept out of service with the cause as the reason."""
+        node.phase, node.since, node.cause = "failed", time.time(), problem
+        if self.in_slurm(node.name) and not node.kept:
+            try:
+                self.on_head(roll.drain([self.short(node.name)], problem))
+            except GpuinfraError as exc:
+                self.say(f"{node.name}: could not drain it with the cause: {exc}")
+        self.say(f"{node.name}: failed: {problem}; it stays drained")
+
+    def deploy(self, names: list[str], override: str, why: str = "") -> bool:
         """The deploy limited to ``names`` and the head (the cluster's Slurm files live there
         and take the nodes' new facts: gres.conf's Links=/Cores= once the driver is loaded)."""
-        log = self.log_dir / f"deploy-{'-'.join(names)}{'-again' if why else ''}.log"
+        log = self.log_dir / f"deploy-{'-'.join(names)}-{int(time.time())}.log"
         hosts = [self.site.spec.head[0].name, *names]
         command = pyinfra_command(self.inventory, *[a for n in hosts for a in ("--limit", n)],
-                                  "--data", DRIVER_OVERRIDE, "--data", ROLL_REBOOTS,
+                                  *(["--data", override] if override else []),
+                                  "--data", ROLL_REBOOTS,
                                   *[a for d in self.data for a in ("--data", d)],
                                   *(["--sudo"] if self.sudo else []))
         self.say(f"deploying to {', '.join(names)}{f' {why}' if why else ''} (log: {log})")
-        with log.open("w") as out:
-            rc = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT,
-                                check=False).returncode
+        stop = threading.Event()
+        beat = threading.Thread(target=self.heartbeat, args=(stop,), daemon=True)
+        beat.start()
+        try:
+            with log.open("w") as out:
+                rc = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT,
+                                    check=False).returncode
+        finally:
+            stop.set()
+            beat.join()
         if rc != 0:
             tail = log.read_text().strip().splitlines()[-8:]
             self.say(f"the deploy failed (exit {rc}):\n  " + "\n  ".join(tail))
         return rc == 0
-
-    def reboot_if_needed(self, name: str) -> str:
-        """Reboot ``name`` when its change needs it (the reboot marker) or --reboot: "" (no
-        reboot), "rebooted", or why it is lost."""
-        node = self.host(name)
-        got = node.try_run(f"test -e {REBOOT_MARKER}")
-        if got is None:
-            return "unreachable over SSH after the deploy"
-        if not self.reboot and got[0] != 0:
-            return ""
-        self.say(f"{name}: rebooting ({'--reboot' if self.reboot else 'the change needs it'})")
-        node.try_run(f"touch {BOOT_MARK}")
-        node.try_run("systemctl reboot", timeout=10)
-        node.close()
-        return "rebooted" if self.booted(node) else f"did not come back within {BACK_S} s " \
-                                                    "of its reboot"
-
-    def back_and_healthy(self, name: str) -> str:
-        """"" when ``name``'s slurmd answers and its health check passes; else what is wrong
-        (one line)."""
-        if not self.slurmd_back(name):
-            return f"slurmd did not register with the controller within {BACK_S} s"
-        return self.healthy(name)
 
     def booted(self, node: Ssh) -> bool:
         deadline = time.monotonic() + BACK_S
@@ -252,16 +438,15 @@ class Roll:
             time.sleep(3)
         return False
 
-    def slurmd_back(self, name: str) -> bool:
-        if "slurm" not in self.site.spec.node(name).schedulers:
-            return True
-        short = self.site.spec.node(name).short_name
+    def slurmd_back(self, name: str) -> str:
+        if not self.in_slurm(name):
+            return ""
         deadline = time.monotonic() + BACK_S
         while time.monotonic() < deadline:
-            if roll.back(self.slurm([name]).get(short)):
-                return True
+            if roll.back(self.slurm([name]).get(name)):
+                return ""
             time.sleep(2)
-        return False
+        return f"slurmd did not register with the controller within {BACK_S} s"
 
     def healthy(self, name: str) -> str:
         node = self.host(name)
@@ -275,10 +460,45 @@ class Roll:
             return ""
         return (out.strip().splitlines() or err.strip().splitlines() or [f"exit {rc}"])[0]
 
-    def leave(self, shorts: list[str], problem: str) -> None:
-        """Keep ``shorts`` drained, with the cause as the reason."""
-        if shorts:
-            self.on_head(roll.drain(shorts, problem))
+    # ------------------------------------------------------------------ --status, --abandon
+
+    def status(self) -> int:
+        live, age = self.read_state()
+        if live is None:
+            print(f"roll: no roll on the head ({roll.STATE_FILE} absent)")
+            return 0
+        names = [n.name for n in live.nodes if n.name in {h.name for h in self.site.spec.nodes}]
+        slurm = self.slurm(names)
+        waiting = [n.name for n in live.phase("waiting") if n.name in names
+                   and self.in_slurm(n.name)]
+        shorts = {self.short(n): n for n in waiting}
+        jobs = roll.jobs_by_node(roll.jobs_on(self.on_head(roll.squeue(list(shorts)))),
+                                 shorts) if shorts else {}
+        driven = (f"driven now by {live.driver.rsplit(' ', 1)[0]} (its last word {age:.0f} s "
+                  "ago)" if live.driver and age < roll.STALE_S else
+                  "not driven now: run the command that started it again to resume it, or "
+                  "`gpuinfra roll --abandon` to drop it")
+        for line in roll.status_lines(live, slurm, jobs, time.time(), driven):
+            print(line)
+        return 0
+
+    def abandon(self) -> int:
+        live, age = self.read_state()
+        if live is None:
+            print(f"roll: no roll on the head ({roll.STATE_FILE} absent): nothing to drop")
+            return 0
+        if live.driver and age < roll.STALE_S and not live.finished:
+            raise GpuinfraError(f"the roll is driven now by {live.driver.rsplit(' ', 1)[0]} "
+                                f"({age:.0f} s ago): stop that command first")
+        out = live.phase("waiting", "rebooting", "failed")
+        self.on_head(f"rm -f {shlex.quote(roll.STATE_FILE)}")
+        if out:
+            print("roll: dropped. Left as they are (drained by the roll: look at each, then "
+                  "`scontrol update nodename=NODE state=resume`): " + ", ".join(
+                      f"{n.name} ({n.phase}{': ' + n.cause if n.cause else ''})" for n in out))
+        else:
+            print("roll: dropped; no node was left out of service by it")
+        return 0
 
 
 def load_site(inventory: str) -> Any:
@@ -295,6 +515,10 @@ def load_site(inventory: str) -> Any:
     return site_from_json(inventory, run.stdout)
 
 
+def _interrupted(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def cmd_roll(args: argparse.Namespace) -> int:
     site = load_site(args.inventory)
     workers = [n.name for n in site.spec.nodes if n.is_worker]
@@ -302,32 +526,46 @@ def cmd_roll(args: argparse.Namespace) -> int:
     if unknown:
         raise GpuinfraError(f"--limit {unknown[0]}: not a worker of {args.inventory} (workers: "
                             f"{', '.join(workers)})")
-    if args.batch < 1 or args.batch >= max(len(workers), 2):
-        raise GpuinfraError(f"--batch {args.batch}: between 1 and {max(len(workers) - 1, 1)} "
-                            "(a roll never takes every worker out at once)")
-    if args.wait_jobs < 0:
+    names = [n for n in workers if not args.limit or n in args.limit]
+    most = roll.max_unavailable(args.max_unavailable, len(workers))
+    fails = roll.max_fail(args.max_fail, len(names))
+    if args.wait_jobs is not None and args.wait_jobs < 0:
         raise GpuinfraError(f"--wait-jobs {args.wait_jobs}: seconds, 0 or more")
     for item in args.data:
         if "=" not in item:
             raise GpuinfraError(f"--data {item!r}: KEY=VALUE, as pyinfra's --data")
-    names = [n for n in workers if not args.limit or n in args.limit]
-    roller = Roll(args.inventory, site, args.batch, args.wait_jobs, args.data, args.reboot,
+    roller = Roll(args.inventory, site, most, fails, args.wait_jobs, args.data, args.reboot,
                   args.why, getattr(args, "sudo", False))
+    previous = signal.signal(signal.SIGTERM, _interrupted)
     try:
+        if getattr(args, "status", False):
+            return roller.status()
+        if getattr(args, "abandon", False):
+            return roller.abandon()
         return roller.run(names)
+    except KeyboardInterrupt:
+        print("roll: interrupted. The roll's state is on the head: run the same command again "
+              "to resume it (`--status` shows where it is)", file=sys.stderr)
+        return 1
     finally:
+        signal.signal(signal.SIGTERM, previous)
         roller.head.close()
         for node in roller.hosts.values():
             node.close()
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("roll", help="a disruptive change, batch by batch, nodes drained",
-                            description=__doc__.split("\n\n")[0])
+    parser = sub.add_parser("roll", help="a disruptive change rolled over the workers, drained, "
+                            "resumable", description=__doc__.split("\n\n")[0])
     parser.add_argument("--inventory", required=True, help="inventory/<site>.py")
-    parser.add_argument("--batch", type=int, default=1, help="nodes changed at once (default 1)")
-    parser.add_argument("--wait-jobs", type=int, default=600, metavar="S",
-                        help="how long to wait for a batch's jobs to end (default 600 s)")
+    parser.add_argument("--max-unavailable", default="1", metavar="N|P%",
+                        help="workers out of service at once: a number or a share of the "
+                             "site's workers (default 1)")
+    parser.add_argument("--max-fail", default="0", metavar="N|P%",
+                        help="failed nodes after which the roll takes no new one (default 0: "
+                             "stop at the first)")
+    parser.add_argument("--wait-jobs", type=int, default=None, metavar="S",
+                        help="bound the wait for a node's jobs (default: as long as they run)")
     parser.add_argument("--limit", action="append", default=[], metavar="NODE",
                         help="roll only these workers (repeatable)")
     parser.add_argument("--data", action="append", default=[], metavar="KEY=VALUE",
@@ -339,4 +577,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--sudo", action="store_true",
                         help="the SSH user is not root: the deploy runs with pyinfra's --sudo "
                              "and each command on a node through `sudo -n`")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--status", action="store_true",
+                      help="where the roll on the head is, node by node")
+    what.add_argument("--abandon", action="store_true",
+                      help="drop the roll on the head (its nodes are left as they are)")
     parser.set_defaults(func=cmd_roll)

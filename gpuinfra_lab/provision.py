@@ -23,6 +23,9 @@ GUEST_FILES = {  # gpuinfra_lab/<file> -> (path in the container, mode)
     "dmesg": ("usr/local/bin/dmesg", 0o755),  # replays a kernel log a lab proof wrote
     "gpuinfra-lab-devices": ("usr/local/sbin/gpuinfra-lab-devices", 0o755),
     "gpuinfra-lab-devices.service": ("etc/systemd/system/gpuinfra-lab-devices.service", 0o644),
+    # slurmd says it rebooted when it restarts: the container's kernel boot time never changes
+    "gpuinfra-lab-slurmd-boot.conf": (
+        "etc/systemd/system/slurmd.service.d/gpuinfra-lab-boot-time.conf", 0o644),
 }
 
 

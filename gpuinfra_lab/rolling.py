@@ -1,32 +1,37 @@
-"""Lab proof: `gpuinfra roll` changes the workers one at a time, drained, with a reboot, and
-stops at the first node that fails, leaving only that node out of service.
+"""Lab proof: `gpuinfra roll` rolls a reboot-requiring change over the workers with jobs
+running and no person waiting, survives the command being killed, and stops at a node that
+fails, leaving only that node out of service.
 
     .venv/bin/python -m gpuinfra_lab.rolling [inventory/lab.py]
 
-On a deployed lab with two workers (containers restart after `systemctl reboot`, as machines
-do: gpuinfra_lab/podman.py), with a sampler reading `sinfo` every second, each step prints
-one line; exit 0 when every step held, 1 listing what did not:
+On a deployed lab with two workers (containers restart after a reboot, as machines do:
+gpuinfra_lab/podman.py; slurmd says it rebooted when it restarts: the container's kernel is
+the host's, gpuinfra_lab/gpuinfra-lab-slurmd-boot.conf), with a sampler reading `sinfo` every
+second, each step prints one line; exit 0 when every step held, 1 listing what did not:
 
 1. the bound: a job that outlives ``--wait-jobs 5`` on the first worker stops the roll, which
-   names the job; the first worker is back in service, the second was never drained, and no
-   device mode changed;
-2. the roll: with a 20 s job on the first worker, a reboot-requiring change
-   (``nvidia_driver_device_mode``: the driver's options) rolled across both: the job is waited
-   for and completes, each worker is drained, changed (its /dev/nvidia0 mode), rebooted,
-   judged by its health check and resumed; the sampler never saw both workers out of service
-   at once;
+   names the job; the first worker is back in service, the second was never drained, no
+   device mode changed; ``--abandon`` drops the roll's state;
+2. the unattended roll: a job on each worker (25 s and 70 s) and a reboot-requiring change
+   (``nvidia_driver_device_mode``: the driver's options). The command is killed while the
+   first worker waits for its job; ``--status`` shows the node waiting for that job; another
+   roll is refused; the same command run again resumes and finishes: both jobs COMPLETED (a
+   node rebooted under its job would have failed it), each worker drained, changed, rebooted
+   by Slurm (``scontrol reboot ASAP nextstate=RESUME``), judged and back in service; the
+   sampler never saw both workers out of service at once;
 3. a node that fails its checks after its reboot (the first worker's topology replay swapped
    for another machine's PCIe-only captures): the roll stops there, exit 1, the node stays
    drained with the cause (``gpuinfra-roll: <its health check's first failure>``, or the
-   health check's own ``gpuinfra: ...`` when its periodic run drained the node first), and
+   health check's own ``gpuinfra: ...`` when it ran at slurmd's start after the reboot), and
    the second worker (after it in the roll) was never drained.
 
-Then the captures are put back and every worker rolled back to the site's mode, whatever
-happened.
+Then the captures are put back, the stopped roll dropped and every worker rolled back to the
+site's mode, whatever happened.
 """
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import threading
@@ -46,10 +51,29 @@ DATA = f'nvidia_driver_device_mode="{MODE}"'
 BROKEN = REPO / "gpuinfra_lab" / "hardware" / "2x-a100-pcie-bridge-missing"
 
 
+GPUINFRA_ROLL = [str(REPO / ".venv" / "bin" / "gpuinfra"), "roll", "--inventory",
+                 "inventory/lab.py"]
+
+
 def roll(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(REPO / ".venv" / "bin" / "gpuinfra"), "roll", "--inventory",
-                           "inventory/lab.py", *args], cwd=REPO, capture_output=True,
-                          text=True, check=False, timeout=1800)
+    return subprocess.run([*GPUINFRA_ROLL, *args], cwd=REPO, capture_output=True, text=True,
+                          check=False, timeout=1800)
+
+
+def killed_while(words: str, *args: str, within_s: float = 120) -> str:
+    """Start a roll, kill it (SIGTERM, as `kill` does) once its output says ``words``: what
+    it printed."""
+    with subprocess.Popen([*GPUINFRA_ROLL, *args], cwd=REPO, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True) as command:
+        assert command.stdout is not None
+        seen, deadline = [], time.monotonic() + within_s
+        for line in command.stdout:
+            seen.append(line)
+            if words in line or time.monotonic() > deadline:
+                break
+        command.send_signal(signal.SIGTERM)
+        seen.append(command.communicate(timeout=60)[0])
+    return "".join(seen)
 
 
 class Sampler:
@@ -126,6 +150,7 @@ class RollProof(Steps):
                                    for f in BROKEN_CAPTURES)
             lab_ssh(names[0], f"[ -e {HARDWARE}/topo-m.txt.saved ] && {put_back}; true")
             on_head(self.head, f"scontrol update nodename={','.join(names)} state=resume")
+            roll("--abandon")
             back = roll("--why", "lab proof: back to the site's mode")
             self.say(back.returncode == 0 and all(self.mode(n) == "660" for n in names),
                      "every worker rolled back to the site's mode",
@@ -138,29 +163,50 @@ class RollProof(Steps):
         with Sampler(self.head) as sampler:
             out = roll("--wait-jobs", "5", "--data", DATA, "--why", "lab proof: the bound")
         nodes = parse_sinfo_nodes(lab_ssh(self.head, SINFO).stdout)
-        self.say(out.returncode == 1 and f"job {job} (on {first})" in out.stdout
+        self.say(out.returncode == 1 and f"{job} (on {first})" in out.stdout
                  and _serving(nodes[first].state) and not sampler.drained(second)
                  and self.mode(first) == self.mode(second) == "660",
                  f"the bound: stopped naming job {job}; {first} back in service, {second} "
                  "never drained, nothing changed",
                  f"the bound: exit {out.returncode}, job named: "
-                 f"{f'job {job} (on {first})' in out.stdout}, {first} {nodes[first].state}, "
+                 f"{f'{job} (on {first})' in out.stdout}, {first} {nodes[first].state}, "
                  f"{second} drained: {sampler.drained(second)}, modes {self.mode(first)}/"
                  f"{self.mode(second)}")
         on_head(self.head, f"scancel {job}")
+        dropped = roll("--abandon")
+        self.say(dropped.returncode == 0 and "dropped; no node was left out of service"
+                 in dropped.stdout, "--abandon dropped the stopped roll; no node left out",
+                 f"--abandon: exit {dropped.returncode}: {dropped.stdout.strip()}")
 
     def rolled(self, first: str, second: str) -> None:
-        job = self.job(first, 20)
+        jobs = {first: self.job(first, 25), second: self.job(second, 70)}
+        why = ("--data", DATA, "--why", "lab proof: device mode")
         with Sampler(self.head) as sampler:
-            out = roll("--wait-jobs", "120", "--data", DATA, "--why", "lab proof: device mode")
-        state = on_head(self.head, f"sacct -n -X -j {job} -o State").split()
+            killed = killed_while(f"{first}: waiting for job(s) {jobs[first]}", *why)
+            status = roll("--status")
+            other = roll("--why", "lab proof: another change")
+            out = roll(*why)
+        waits = [line for line in status.stdout.splitlines() if line.split()[:1] == [first]
+                 and f"waiting for job(s) {jobs[first]}" in line]
+        self.say("interrupted" in killed and bool(waits) and "not driven now" in status.stdout,
+                 f"killed while {first} waited for job {jobs[first]}; --status shows it "
+                 "waiting for that job, the roll not driven",
+                 f"the kill or --status: {killed.strip().splitlines()[-2:]} / "
+                 f"{status.stdout.strip().splitlines()}")
+        self.say(other.returncode == 2 and "a roll is live on the head" in other.stderr,
+                 "another roll is refused while this one is live",
+                 f"another roll: exit {other.returncode}: {other.stderr.strip()[-300:]}")
+        states = {n: on_head(self.head, f"sacct -n -X -j {j} -o State").split()
+                  for n, j in jobs.items()}
         modes = {n: self.mode(n) for n in (first, second)}
-        self.say(out.returncode == 0 and f"waiting for job {job}" in out.stdout
-                 and state[:1] == ["COMPLETED"] and set(modes.values()) == {MODE.lstrip("0")}
-                 and out.stdout.count("rebooting") == 2,
-                 f"the roll: job {job} waited for and COMPLETED; both workers drained, changed "
-                 f"(mode {MODE}), rebooted, verified and resumed",
-                 f"the roll: exit {out.returncode}, job {job} {state}, modes {modes}, "
+        self.say(out.returncode == 0 and "resuming the roll" in out.stdout
+                 and all(v[:1] == ["COMPLETED"] for v in states.values())
+                 and set(modes.values()) == {MODE.lstrip("0")}
+                 and out.stdout.count("Slurm reboots it") == 2,
+                 f"the same command resumed and finished: jobs {jobs[first]} and "
+                 f"{jobs[second]} COMPLETED, both workers drained, changed (mode {MODE}), "
+                 "rebooted by Slurm once idle, verified and resumed",
+                 f"the resumed roll: exit {out.returncode}, jobs {states}, modes {modes}, "
                  f"output: {out.stdout.strip().splitlines()[-4:]}")
         self.say(sampler.out(first) and sampler.out(second)
                  and not sampler.both_out([first, second]),
@@ -179,11 +225,11 @@ class RollProof(Steps):
             out = roll("--reboot", "--why", "lab proof: a bad node")
         nodes = parse_sinfo_nodes(lab_ssh(self.head, SINFO).stdout)
         reason = nodes[first].reason
-        # The node's own periodic health check (every 10 s in the lab) may drain it first
-        # ("gpuinfra: <cause>"): the roll then leaves that drain and its reason as they are.
-        self.say(out.returncode == 1 and f"stopped at {first}" in out.stdout
+        # The node's own health check (at slurmd's start after the reboot, then every 10 s in
+        # the lab) may drain it first ("gpuinfra: <cause>"); the roll drains it with the cause.
+        self.say(out.returncode == 1 and f"{first}: failed:" in out.stdout
                  and reason.startswith((PREFIX, HEALTH_PREFIX))
-                 and not _serving(nodes[first].state) and "rebooting" in out.stdout,
+                 and not _serving(nodes[first].state) and "Slurm reboots it" in out.stdout,
                  f"a node failing after its reboot stops the roll: {first} left drained "
                  f"({reason})",
                  f"a failing node: exit {out.returncode}, {first} {nodes[first].state} "

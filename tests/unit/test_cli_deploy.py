@@ -23,8 +23,9 @@ INVENTORY = (
 
 @pytest.mark.parametrize(("args", "words"), [
     (["--limit", "nosuch"], "--limit nosuch: not a host of inventory/site.py"),
-    (["--batch", "0"], "--batch 0: between 1 and"),
-    (["--batch", "2"], "a roll never takes every worker out at once"),
+    (["--max-unavailable", "0"], "--max-unavailable 0: at least one node"),
+    (["--max-unavailable", "2"], "a roll never takes every worker out at once"),
+    (["--max-unavailable", "150%"], "a share above 0% and at most 100%"),
     (["--wait-jobs", "-1"], "--wait-jobs -1: seconds, 0 or more"),
     (["--data", "novalue"], "--data 'novalue': KEY=VALUE"),
     (["--data", "reboot_policy=always"], "--data reboot_policy=always: one of never, if-needed"),
@@ -67,7 +68,7 @@ def _flow(monkeypatch, policy: str, markers: dict[str, str], deploy_rc: int = 0,
     import gpuinfra_cli.roll as roll
 
     monkeypatch.setattr(roll, "cmd_roll", lambda args: rolled.append(args) or 0)
-    args = NS(inventory="inventory/x.py", batch=1, wait_jobs=60, limit=[], data=[], sudo=sudo)
+    args = NS(inventory="inventory/x.py", max_unavailable="1", wait_jobs=60, limit=[], data=[], sudo=sudo)
     return cli.cmd_deploy(args), ran, rolled
 
 
@@ -79,13 +80,13 @@ def test_never_names_the_workers_and_the_command_and_rolls_nothing(monkeypatch, 
     assert ran[0][4] == "inventory/x.py" and ran[0][5].endswith("/deploy.py") and ran[0][-2:] == [
         "--data", "reboot_policy=never"]  # the deploy itself never reboots
     assert "deploy: w2 needs a reboot: NVIDIA driver packages installed" in out
-    assert "gpuinfra roll --inventory inventory/x.py --limit w2 (drained, in batches)" in out
+    assert "gpuinfra roll --inventory inventory/x.py --limit w2 (drained, a few at a time)" in out
 
 
 def test_if_needed_rolls_exactly_the_workers_that_need_it(monkeypatch) -> None:
     rc, _, rolled = _flow(monkeypatch, "if-needed", {"w2": "x"})
     assert rc == 0 and len(rolled) == 1
-    assert rolled[0].limit == ["w2"] and rolled[0].batch == 1
+    assert rolled[0].limit == ["w2"] and rolled[0].max_unavailable == "1"
     assert "reboot_policy=never" in rolled[0].data and not rolled[0].reboot
 
 
@@ -124,6 +125,6 @@ def test_the_rolls_deploy_runs_pyinfra_with_sudo(monkeypatch, tmp_path) -> None:
     head = NS(name="h1", short_name="h1")
     site = NS(spec=NS(head=[head]), target=lambda name: name)
     for sudo in (True, False):
-        roller = roll.Roll("inventory/x.py", site, 1, 60, sudo=sudo, log_dir=tmp_path)
-        assert roller.deploy(["w1"]) and roller.head.sudo is sudo
+        roller = roll.Roll("inventory/x.py", site, 1, 0, 60, sudo=sudo, log_dir=tmp_path)
+        assert roller.deploy(["w1"], "") and roller.head.sudo is sudo
         assert ("--sudo" in ran[-1]) is sudo

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gpuinfra import roll
+from gpuinfra.errors import GpuinfraError
 from gpuinfra.health.slurm import decide
 from gpuinfra.parsers.slurm import SlurmNode
 from gpuinfra_cli.main import main
@@ -15,11 +16,32 @@ def node(state: str, reason: str = "none") -> SlurmNode:
     return SlurmNode("n1", state, "gpu:h100:8", reason)
 
 
-def test_batches_keep_the_order_and_the_size() -> None:
-    assert roll.batches(["a", "b", "c"], 2) == [["a", "b"], ["c"]]
-    assert roll.batches(["a", "b"], 1) == [["a"], ["b"]]
-    with pytest.raises(ValueError):
-        roll.batches(["a"], 0)
+@pytest.mark.parametrize(("text", "workers", "count"), [
+    ("1", 2, 1), ("3", 8, 3), ("25%", 8, 2), ("10%", 4, 1), ("50%", 2, 1), ("1", 1, 1)])
+def test_max_unavailable_is_a_count_or_a_share_of_the_workers(text, workers, count) -> None:
+    assert roll.max_unavailable(text, workers) == count
+
+
+@pytest.mark.parametrize(("text", "workers", "words"), [
+    ("0", 4, "--max-unavailable 0: at least one node is taken at a time"),
+    ("0%", 4, "a share above 0% and at most 100%"),
+    ("150%", 4, "a share above 0% and at most 100%"),
+    ("5", 4, "5 of the site's 4 worker(s); a roll never takes every worker out at once"),
+    ("4", 4, "a roll never takes every worker out at once: between 1 and 3"),
+    ("100%", 4, "4 of the site's 4 worker(s)"),
+    ("two", 4, "--max-unavailable 'two': a number of nodes or a share")])
+def test_max_unavailable_refuses_none_all_and_nonsense(text, workers, words) -> None:
+    with pytest.raises(GpuinfraError) as exc:
+        roll.max_unavailable(text, workers)
+    assert words in str(exc.value)
+
+
+def test_max_fail_is_a_count_or_a_share_of_the_rolls_nodes() -> None:
+    assert roll.max_fail("0", 10) == 0 and roll.max_fail("2", 10) == 2
+    assert roll.max_fail("25%", 10) == 2
+    for bad in ("-1", "x", "101%"):
+        with pytest.raises(GpuinfraError, match="--max-fail"):
+            roll.max_fail(bad, 10)
 
 
 def test_the_reason_is_one_short_line_the_health_check_leaves_alone() -> None:
@@ -63,12 +85,93 @@ def test_commands_quote_what_they_are_given() -> None:
     assert roll.kube_drain("gpu1", 600).endswith("--ignore-daemonsets --delete-emptydir-data "
                                                 "--timeout=600s")
     assert roll.kube_uncordon("gpu1") == "kubectl uncordon gpu1"
+    # Slurm reboots the node once idle and resumes it when back (scontrol(1), reboot)
+    assert roll.reboot(["gpu1"], "driver 580") == (
+        "scontrol reboot ASAP nextstate=RESUME reason='gpuinfra-roll: driver 580' gpu1")
+
+
+@pytest.mark.parametrize(("state", "rebooting"), [
+    ("draining@", True), ("reboot", True), ("reboot^", True), ("idle*", True),
+    ("down", True), ("idle", False), ("mixed", False), ("drained", False)])
+def test_a_node_is_rebooting_until_slurmd_registers_after_the_boot(state, rebooting) -> None:
+    assert roll.rebooting(node(state)) is rebooting
+    assert roll.rebooting(None) is True
+
+
+def test_jobs_are_found_on_each_node_of_a_hostlist() -> None:
+    jobs = roll.jobs_on("7 gpu[01-02]\n8 gpu03,login1\n9 other\n")
+    found = roll.jobs_by_node(jobs, {"gpu01": "gpu01.site", "gpu02": "gpu02.site",
+                                     "gpu03": "gpu03.site"})
+    assert found == {"gpu01.site": ["7"], "gpu02.site": ["7"], "gpu03.site": ["8"]}
+
+
+def state(**kw) -> roll.RollState:
+    nodes = kw.pop("nodes", [roll.NodeState("gpu1"), roll.NodeState("gpu2"),
+                             roll.NodeState("gpu3")])
+    base = {"why": "driver 580", "data": ["x=1"], "reboot": False, "max_unavailable": 1,
+            "max_fail": 0, "nodes": nodes, "started": 1.0, "by": "ops@laptop"}
+    return roll.RollState(**{**base, **kw})
+
+
+def test_the_state_reads_back_what_was_written_and_refuses_what_it_cannot_read() -> None:
+    written = state(driver="pid 1 on laptop abc", nodes=[
+        roll.NodeState("gpu1", "done", 5.0), roll.NodeState("gpu2", "failed", 6.0, "Xid 79"),
+        roll.NodeState("gpu3", "waiting", 7.0, "RMA 42", kept=True)])
+    assert roll.RollState.from_json(written.to_json()) == written
+    for bad in ("{", '{"format": 2}', written.to_json().replace('"waiting"', '"asleep"'),
+                written.to_json().replace('"why"', '"who"')):
+        with pytest.raises(GpuinfraError) as exc:
+            roll.RollState.from_json(bad)
+        assert "/var/lib/gpuinfra/roll.json" in str(exc.value)
+        assert "gpuinfra roll --abandon" in str(exc.value)
+
+
+def test_the_window_slides_and_stops_taking_nodes_past_the_failures_allowed() -> None:
+    live = state(max_unavailable=2)
+    assert live.may_start()
+    live.nodes[0].phase = live.nodes[1].phase = "waiting"
+    assert not live.may_start() and not live.settled()  # two out: the window is full
+    live.nodes[0].phase = "done"
+    assert live.may_start()  # one back: the next is taken
+    live.nodes[1].phase = "failed"
+    assert not live.may_start() and live.settled()  # max_fail 0: no new node after a failure
+    live.max_fail = 1
+    assert live.may_start()
+
+
+def test_another_roll_is_refused_and_a_rerun_takes_over_a_silent_command() -> None:
+    live = state(driver="pid 9 on laptop tok9")
+    other = state(why="kernel 6.1")
+    said = roll.refusal(live, other, 999, "tok1")
+    assert "a roll is live on the head: 'driver 580', started by ops@laptop, 0 of 3" in said
+    assert "gpuinfra roll --status" in said and "gpuinfra roll --abandon" in said
+    assert "Finish it first" in roll.refusal(live, state(data=["x=2"]), 999, "tok1")
+    # the same roll: refused while its command is alive, taken over once it fell silent
+    assert "another command drives it now (pid 9 on laptop" in roll.refusal(live, state(), 5,
+                                                                            "tok1")
+    assert roll.refusal(live, state(), roll.STALE_S + 1, "tok1") == ""
+    assert roll.refusal(state(driver=""), state(), 1, "tok1") == ""
+    assert roll.refusal(state(finished=True), other, 1, "tok1") == ""
+
+
+def test_status_says_where_each_node_is() -> None:
+    live = state(nodes=[roll.NodeState("gpu1", "done", 100.0),
+                        roll.NodeState("gpu2", "waiting", 100.0),
+                        roll.NodeState("gpu3", "failed", 100.0, "gpuinfra: GPU0 Xid 79")])
+    lines = roll.status_lines(live, {"gpu2": node("draining")}, {"gpu2": ["41", "42"]}, 160.0,
+                              "not driven now")
+    text = "\n".join(lines)
+    assert "1 of 3 done, 1 failed" in lines[0] and lines[1] == "  not driven now"
+    assert "gpu2                 drained, waiting for job(s) 41, 42 since" in text
+    assert "(1 min 0 s ago) [slurm: draining]" in text
+    assert "gpu3                 failed, left drained: gpuinfra: GPU0 Xid 79" in text
 
 
 @pytest.mark.parametrize(("args", "words"), [
     (["--limit", "nosuch"], "--limit nosuch: not a worker of inventory/lab-example.py"),
-    (["--batch", "0"], "--batch 0: between 1 and"),
-    (["--batch", "2"], "a roll never takes every worker out at once"),
+    (["--max-unavailable", "0"], "--max-unavailable 0: at least one node"),
+    (["--max-unavailable", "2"], "a roll never takes every worker out at once"),
+    (["--max-fail", "-1"], "--max-fail '-1'"),
     (["--wait-jobs", "-1"], "--wait-jobs -1: seconds, 0 or more"),
     (["--data", "novalue"], "--data 'novalue': KEY=VALUE"),
 ])
@@ -90,71 +193,193 @@ def test_bad_input_is_refused_before_any_host_is_touched(args, words, capsys, tm
 
 
 class FakeSite:
-    """Two workers: gpu1 on Slurm and Kubernetes, gpu2 on Slurm; head h1."""
+    """Three workers: gpu1 on Slurm and Kubernetes, gpu2 and gpu3 on Slurm; head h1."""
 
     def __init__(self) -> None:
         from types import SimpleNamespace as NS
 
-        nodes = {"h1": NS(name="h1", short_name="h1", schedulers=("slurm", "kubernetes")),
-                 "gpu1": NS(name="gpu1", short_name="gpu1", schedulers=("slurm", "kubernetes")),
-                 "gpu2": NS(name="gpu2", short_name="gpu2", schedulers=("slurm",))}
-        self.spec = NS(head=[nodes["h1"]], node=nodes.__getitem__)
+        both, slurm = ("slurm", "kubernetes"), ("slurm",)
+        nodes = {"h1": NS(name="h1", short_name="h1", schedulers=both),
+                 "gpu1": NS(name="gpu1", short_name="gpu1", schedulers=both),
+                 "gpu2": NS(name="gpu2", short_name="gpu2", schedulers=slurm),
+                 "gpu3": NS(name="gpu3", short_name="gpu3", schedulers=slurm)}
+        self.spec = NS(head=[nodes["h1"]], node=nodes.__getitem__, nodes=list(nodes.values()))
 
     def target(self, name: str) -> str:
         return name
 
 
-def rolled(monkeypatch, failing: str = "", jobs: str = ""):
-    """What a roll of gpu1 then gpu2 sends to the head and deploys, with the nodes' answers
-    faked: ``failing`` fails its health check after the deploy; ``jobs`` stay on gpu1."""
+class Cluster:
+    """The head's answers, faked: node states, the jobs on each node, the roll's state file."""
+
+    def __init__(self, jobs: dict[str, int] | None = None, failing: str = "",
+                 reboots: tuple[str, ...] = ()) -> None:
+        self.states = {n: ("idle", "none") for n in ("gpu1", "gpu2", "gpu3")}
+        self.jobs = dict(jobs or {})   # node -> rounds its job still runs
+        self.failing, self.reboots = failing, set(reboots)
+        self.sent: list[str] = []
+        self.deployed: list[list[str]] = []
+        self.file: str | None = None
+        self.age = 0.0
+
+
+def rolling(monkeypatch, cluster: Cluster, names=("gpu1", "gpu2", "gpu3"), interrupt_at=0,
+            **kw):
+    """A roll of ``names`` against ``cluster``: its exit code, with what it sent."""
     from gpuinfra_cli import roll as cli
 
-    sent: list[str] = []
-    deployed: list[list[str]] = []
+    rounds = {"n": 0}
 
     def on_head(self, command: str) -> str:
-        sent.append(command)
+        cluster.sent.append(command)
         if command.startswith("sinfo"):
-            name = command.rsplit("-n ", 1)[1]
-            return f"{name}|idle|gpu:h100:8|none\n"
+            asked = command.rsplit("-n ", 1)[1].split(",")
+            return "".join(f"{n}|{cluster.states[n][0]}|gpu:h100:8|{cluster.states[n][1]}\n"
+                           for n in asked)
         if command.startswith("squeue"):
-            return jobs if "gpu1" in command else ""
+            asked = command.split("-w ", 1)[1].split()[0].split(",")
+            return "".join(f"{40 + i} {n}\n" for i, n in enumerate(asked)
+                           if cluster.jobs.get(n, 0) > 0)
+        if "state=drain" in command:
+            name = command.split("nodename=")[1].split()[0]
+            cluster.states[name] = ("drained", command.split("reason=")[1].strip("'"))
+        if "state=resume" in command:
+            cluster.states[command.split("nodename=")[1].split()[0]] = ("idle", "none")
         return ""
 
+    def read_state(self):
+        return (roll.RollState.from_json(cluster.file) if cluster.file else None), cluster.age
+
+    def save(self):
+        cluster.file = self.state.to_json() if self.state else cluster.file
+
+    def sleep(seconds):
+        rounds["n"] += 1
+        if interrupt_at and rounds["n"] == interrupt_at:
+            raise KeyboardInterrupt
+        for name in list(cluster.jobs):
+            cluster.jobs[name] -= 1
+
+    def change(self, nodes):
+        cluster.deployed.append([n.name for n in nodes])
+        for node in nodes:
+            if node.name in cluster.reboots:
+                node.phase = "rebooting"
+            else:
+                self.judge(node)
+
     monkeypatch.setattr(cli.Roll, "on_head", on_head)
-    monkeypatch.setattr(cli.Roll, "deploy", lambda self, names, why="": deployed.append(names)
-                        or True)
-    monkeypatch.setattr(cli.Roll, "reboot_if_needed", lambda self, name: "")
-    monkeypatch.setattr(cli.Roll, "back_and_healthy",
-                        lambda self, name: "gpuinfra: GPU0 xid: Xid 79" if name == failing
-                        else "")
-    job = cli.Roll("inventory/x.py", FakeSite(), batch=1, wait_s=0, why="driver 580")
-    return job.run(["gpu1", "gpu2"]), sent, deployed
+    monkeypatch.setattr(cli.Roll, "read_state", read_state)
+    monkeypatch.setattr(cli.Roll, "save", save)
+    monkeypatch.setattr(cli.Roll, "change", change)
+    monkeypatch.setattr(cli.Roll, "rebooted", lambda self, node: True)
+    monkeypatch.setattr(cli.Roll, "after_reboot", lambda self, nodes: [self.judge(n)
+                                                                        for n in nodes])
+    monkeypatch.setattr(cli.Roll, "healthy", lambda self, name: "gpuinfra: GPU0 xid: Xid 79"
+                        if name == cluster.failing else "")
+    monkeypatch.setattr(cli.time, "sleep", sleep)
+    monkeypatch.setattr(cli.Roll, "idle", _idle_without_kubectl(cli.Roll.idle))
+    job = cli.Roll("inventory/x.py", FakeSite(), **{"max_unavailable": 1, "why": "driver 580",
+                                                    **kw})
+    try:
+        return job.run(list(names))
+    except KeyboardInterrupt:
+        return 130
 
 
-def test_a_roll_drains_changes_and_resumes_one_node_at_a_time(monkeypatch) -> None:
-    rc, sent, deployed = rolled(monkeypatch)
-    assert rc == 0 and deployed == [["gpu1"], ["gpu2"]]
-    drains = [c for c in sent if "state=" in c or "kubectl" in c]
-    assert drains == [
+def _idle_without_kubectl(idle):
+    """The real wait, with `kubectl drain` answered at once (the head's fake has no kubectl)."""
+    def wrapped(self, nodes):
+        from types import SimpleNamespace as NS
+
+        self.head = NS(run=lambda command, timeout=0: (0, "", ""), close=lambda: None)
+        return idle(self, nodes)
+    return wrapped
+
+
+def slurm_changes(cluster: Cluster) -> list[str]:
+    return [c for c in cluster.sent if "state=" in c or "kubectl" in c]
+
+
+def test_a_roll_drains_waits_changes_and_resumes_one_node_at_a_time(monkeypatch) -> None:
+    cluster = Cluster(jobs={"gpu1": 3})
+    assert rolling(monkeypatch, cluster) == 0
+    assert cluster.deployed == [["gpu1"], ["gpu2"], ["gpu3"]]
+    assert slurm_changes(cluster) == [
         "scontrol update nodename=gpu1 state=drain reason='gpuinfra-roll: driver 580'",
-        "kubectl drain gpu1 --ignore-daemonsets --delete-emptydir-data --timeout=0s",
         "scontrol update nodename=gpu1 state=resume", "kubectl uncordon gpu1",
         "scontrol update nodename=gpu2 state=drain reason='gpuinfra-roll: driver 580'",
-        "scontrol update nodename=gpu2 state=resume"]
+        "scontrol update nodename=gpu2 state=resume",
+        "scontrol update nodename=gpu3 state=drain reason='gpuinfra-roll: driver 580'",
+        "scontrol update nodename=gpu3 state=resume"]
+    final = roll.RollState.from_json(cluster.file)
+    assert final.finished and final.driver == "" and len(final.phase("done")) == 3
 
 
-def test_a_failing_node_stays_drained_with_its_cause_and_stops_the_roll(monkeypatch) -> None:
-    rc, sent, deployed = rolled(monkeypatch, failing="gpu1")
-    assert rc == 1 and deployed == [["gpu1"]]  # gpu2 never deployed
-    assert sent[-1] == ("scontrol update nodename=gpu1 state=drain "
-                        "reason='gpuinfra-roll: gpuinfra: GPU0 xid: Xid 79'")
-    assert not [c for c in sent if "gpu2" in c and "state=" in c]
-    assert "kubectl uncordon gpu1" not in sent
+def test_the_window_takes_as_many_nodes_as_allowed(monkeypatch) -> None:
+    cluster = Cluster(jobs={"gpu1": 5})
+    assert rolling(monkeypatch, cluster, max_unavailable=2) == 0
+    # gpu1's job holds it; gpu2 was taken beside it and done first, then gpu3 took its place
+    assert cluster.deployed == [["gpu2"], ["gpu3"], ["gpu1"]]
 
 
-def test_jobs_past_the_bound_put_the_batch_back_untouched(monkeypatch, capsys) -> None:
-    rc, sent, deployed = rolled(monkeypatch, jobs="41 gpu1\n")
-    assert rc == 1 and deployed == []
-    assert sent[-2:] == ["scontrol update nodename=gpu1 state=resume", "kubectl uncordon gpu1"]
-    assert "jobs still running after 0 s: 41 (on gpu1)" in capsys.readouterr().out
+def test_a_failing_node_stays_drained_with_its_cause_and_no_new_node_is_taken(
+        monkeypatch, capsys) -> None:
+    cluster = Cluster(failing="gpu1")
+    assert rolling(monkeypatch, cluster) == 1
+    assert cluster.deployed == [["gpu1"]]  # gpu2 never deployed, never drained
+    assert cluster.states["gpu1"] == ("drained", "gpuinfra-roll: gpuinfra: GPU0 xid: Xid 79")
+    assert not [c for c in cluster.sent if "gpu2" in c and "state=" in c]
+    assert "kubectl uncordon gpu1" not in cluster.sent
+    out = capsys.readouterr().out
+    assert "stopped: 1 node(s) failed (more than --max-fail 0): gpu1: gpuinfra: GPU0" in out
+    # the roll stays live on the head; the same command resumes it and tries gpu1 again
+    live = roll.RollState.from_json(cluster.file)
+    assert not live.finished and live.node("gpu1").phase == "failed"
+    cluster.failing = ""
+    assert rolling(monkeypatch, cluster) == 0
+    assert cluster.deployed == [["gpu1"], ["gpu1"], ["gpu2"], ["gpu3"]]
+
+
+def test_more_failures_allowed_keep_the_roll_going(monkeypatch) -> None:
+    cluster = Cluster(failing="gpu1")
+    assert rolling(monkeypatch, cluster, max_fail=1) == 1  # it went on, then said who failed
+    assert cluster.deployed == [["gpu1"], ["gpu2"], ["gpu3"]]
+    assert cluster.states["gpu1"][0] == "drained" and cluster.states["gpu3"][0] == "idle"
+
+
+def test_an_interrupted_roll_is_resumed_where_it_stopped(monkeypatch) -> None:
+    cluster = Cluster(jobs={"gpu1": 2, "gpu2": 50})
+    assert rolling(monkeypatch, cluster, interrupt_at=4) == 130
+    live = roll.RollState.from_json(cluster.file)
+    assert [n.phase for n in live.nodes] == ["done", "waiting", "pending"]
+    assert live.driver == ""  # let go: a rerun takes it over at once
+    cluster.jobs["gpu2"] = 1
+    assert rolling(monkeypatch, cluster) == 0
+    assert cluster.deployed == [["gpu1"], ["gpu2"], ["gpu3"]]  # gpu1 not rolled twice
+    drains = [c for c in cluster.sent if "state=drain" in c]
+    assert len(drains) == 3  # gpu2's drain was not repeated either
+
+
+def test_a_different_roll_is_refused_while_one_is_live(monkeypatch) -> None:
+    cluster = Cluster(jobs={"gpu1": 50})
+    assert rolling(monkeypatch, cluster, interrupt_at=2) == 130
+    with pytest.raises(GpuinfraError, match="a roll is live on the head: 'driver 580'"):
+        rolling(monkeypatch, cluster, why="kernel 6.1")
+
+
+def test_reboots_are_slurms_and_the_node_is_judged_when_back(monkeypatch) -> None:
+    cluster = Cluster(reboots=("gpu2",))
+    assert rolling(monkeypatch, cluster) == 0
+    assert roll.RollState.from_json(cluster.file).node("gpu2").phase == "done"
+
+
+def test_jobs_past_the_bound_put_the_node_back_untouched(monkeypatch, capsys) -> None:
+    cluster = Cluster(jobs={"gpu1": 50})
+    assert rolling(monkeypatch, cluster, wait_s=0) == 1
+    assert cluster.deployed == []
+    assert slurm_changes(cluster)[-2:] == ["scontrol update nodename=gpu1 state=resume",
+                                          "kubectl uncordon gpu1"]
+    out = capsys.readouterr().out
+    assert "jobs still running after 0 s: 40 (on gpu1)" in out
+    assert roll.RollState.from_json(cluster.file).node("gpu1").phase == "pending"
