@@ -9,6 +9,7 @@
     gpuinfra perftest check LOG... --nic-gbps G  each NIC's ib_write_bw against its rate
     gpuinfra roll --inventory I [--status]     a disruptive change rolled, drained, resumable
     gpuinfra deploy --inventory I              the deploy, then the reboots it needs, rolled
+    gpuinfra health breaker|reset-breaker ...  the health check's circuit breaker
     gpuinfra render I --out DIR --os|--facts   every file each host would get, offline
     gpuinfra smoke script|check|run|manifest   multi-node PyTorch DDP smoke job
 
@@ -40,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_validate(sub)
     commands.add_parse(sub)
     commands.add_check(sub)
-    from gpuinfra_cli import deploy, lab, nccl, perftest, render, report, roll, smoke
+    from gpuinfra_cli import deploy, health, lab, nccl, perftest, render, report, roll, smoke
 
     lab.add_parser(sub)
     report.add_parser(sub)
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     perftest.add_parser(sub)
     roll.add_parser(sub)
     deploy.add_parser(sub)
+    health.add_parser(sub)
     render.add_parser(sub)
     smoke.add_parser(sub)
     return parser

@@ -69,6 +69,10 @@ mig_strategy = "mixed"
 # (gpuinfra_lab/health_drain.py) waits for drains and resumes within a few intervals. With a
 # fleet, the default 300: a hundred nodes checked every 10 s would keep both cores busy.
 health_check_interval = 300 if _FLEET else 10
+# The circuit breaker bounds automatic drains to a share of the GPU nodes (default 0.1: one of
+# the lab's two workers). The lab's proofs drain each worker in turn within minutes, so here
+# it bounds nothing (1.0); gpuinfra_lab/breaker.py deploys 0.5 to prove the trip, then this.
+health_breaker_share = 1.0
 
 # Containers for Slurm jobs (roles/job_containers): Slurm's own OCI support with
 # Debian's crun, and a busybox bundle the role builds on each worker (no registry is reachable

@@ -17,6 +17,9 @@ from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge.lookup import require_model, require_profile
 from gpuinfra.knowledge.xids import DEFAULT_DRAIN_XIDS, drain_xids, known
 
+BREAKER_SHARE = 0.1
+BREAKER_WINDOW_S = 3600
+
 PATH = "/etc/gpuinfra/health.json"
 VERSION = 1
 ON_FAILURE = ("drain", "report")
@@ -64,6 +67,10 @@ class Expectation:
     # The XIDs that fail the check (health_xid_policy over NVIDIA's catalog:
     # gpuinfra.knowledge.xids); a file written before the policy existed reads the defaults.
     drain_xids: tuple[int, ...] = DEFAULT_DRAIN_XIDS
+    # The circuit breaker (gpuinfra.health.breaker): automatic drains take at most this share
+    # of the GPU nodes within the window; a file written before it existed reads the defaults.
+    breaker_share: float = BREAKER_SHARE
+    breaker_window_s: int = BREAKER_WINDOW_S
 
     def to_json(self) -> str:
         raw = asdict(self)
@@ -101,6 +108,8 @@ def from_node(node: Any, settings: Mapping[str, Any], textfile_dir: str | None) 
         textfile_dir=textfile_dir,
         dcgm_diag_level=int(settings.get("health_dcgm_diag_level", 0)),
         drain_xids=drain_xids(settings.get("health_xid_policy") or {}),
+        breaker_share=float(settings.get("health_breaker_share", BREAKER_SHARE)),
+        breaker_window_s=int(settings.get("health_breaker_window", BREAKER_WINDOW_S)),
     )
 
 
@@ -170,9 +179,15 @@ def from_json(text: str, source: str = PATH) -> Expectation:
             isinstance(x, int) and not isinstance(x, bool) and known(x)
             for x in xids):
         reader.wrong("drain_xids", xids, "a list of XID numbers the driver logs")
+    share = raw.get("breaker_share", BREAKER_SHARE)
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+        reader.wrong("breaker_share", share, "a share of the GPU nodes above 0, at most 1")
+    window = raw.get("breaker_window_s", BREAKER_WINDOW_S)
+    if isinstance(window, bool) or not isinstance(window, int) or window < 60:
+        reader.wrong("breaker_window_s", window, "seconds, 60 or more")
     return Expectation(reader.get("node", str), slurm_node, gpus, tuple(nics),
                        tuple(mig) if mig is not None else None, tuple(services), on_failure,
-                       textfile, level, version, tuple(xids))
+                       textfile, level, version, tuple(xids), float(share), window)
 
 
 @dataclass

@@ -55,6 +55,7 @@ ALERT_SEVERITIES: dict[str, str] = {
     "NvlinkDown": "critical", "NvlinkDegraded": "warning", "GpuMetricsStale": "warning",
     "NodeDrainedByHealthCheck": "warning", "NodeHealthCheckFailed": "warning",
     "NodeTaintedByHealthCheck": "warning",
+    "HealthBreakerTripped": "critical",
     "FabricManagerDown": "critical", "DcgmExporterDown": "warning", "KubeletDown": "critical",
     "InfinibandPortDown": "critical", "InfinibandRateDegraded": "warning",
     "InfinibandLinkErrors": "warning",

@@ -20,6 +20,7 @@ from gpuinfra.monitoring.series import (
     DRAIN_REASON,
     Alert,
     AlertCase,
+    breaker_series,
     collector_series,
     filesystem_series,
     gpu_labels,
@@ -51,7 +52,8 @@ ALERT_NAMES = ("NodeDown", "DiskAlmostFull", "SlurmctldDown", "SlurmctldBackupDo
                "NvlinkDown", "NvlinkDegraded", "GpuMetricsStale", "NodeDrainedByHealthCheck",
                "NodeHealthCheckFailed", "NodeTaintedByHealthCheck", "NodeHealthCheckStale",
                "NodeLogsStale", "FabricManagerDown", "DcgmExporterDown", "KubeletDown",
-               "InfinibandPortDown", "InfinibandRateDegraded", "InfinibandLinkErrors")
+               "InfinibandPortDown", "InfinibandRateDegraded", "InfinibandLinkErrors",
+               "HealthBreakerTripped")
 
 
 
@@ -92,7 +94,8 @@ def rules(spec: ClusterSpec, mon: Monitoring) -> dict[str, Any]:
               "gpuinfra-slurm": ("SlurmctldDown", "SlurmctldBackupDown", "SlurmdDown",
                                  "SlurmNodesDrained"),
               "gpuinfra-health": ("NodeDrainedByHealthCheck", "NodeHealthCheckFailed",
-                                  "NodeTaintedByHealthCheck", "NodeHealthCheckStale"),
+                                  "NodeTaintedByHealthCheck", "NodeHealthCheckStale",
+                                  "HealthBreakerTripped"),
               "gpuinfra-logs": ("NodeLogsStale",),
               "gpuinfra-stack": ("FabricManagerDown", "DcgmExporterDown", "KubeletDown",
                                  "InfinibandPortDown", "InfinibandRateDegraded",
@@ -223,6 +226,22 @@ def _health_alerts(spec: ClusterSpec) -> list[Alert]:
         "a node an operator drained).",
         firing=(AlertCase(set={health_series("drained", node, reason=DRAIN_REASON): "1x15"},
                           fires=({**labels, "reason": DRAIN_REASON},)),),
+    ), Alert(
+        name="HealthBreakerTripped", expr="gpuinfra_health_breaker_tripped == 1",
+        duration="0m", severity="critical",
+        summary="the health check's circuit breaker tripped on {{ $labels.held }}: no node "
+        "is drained automatically until a person resets it",
+        description="Automatic drains took as many GPU nodes within health_breaker_window as "
+        "health_breaker_share allows, and one more failed: the breaker held it in service "
+        "instead (a health check or policy bug must never drain the whole cluster). Failed "
+        "checks are still reported (NodeHealthCheckFailed). Look at the drained nodes (`sinfo "
+        "-R`) and the held one (`gpuinfra-health check --json` on it): a real fault on many "
+        "nodes (power, fabric, a bad driver) or a wrong check. Then `gpuinfra health "
+        "reset-breaker --inventory inventory/<site>.py`; `gpuinfra health breaker` shows it.",
+        firing=(AlertCase(set={breaker_series(spec.head[0].short_name, node.short_name):
+                               "1x15"}, drop=(breaker_series(spec.head[0].short_name),),
+                          fires=({"job": "node", "instance": spec.head[0].short_name,
+                                  "held": node.short_name},)),),
     )]
     if tainting:
         first = {"job": "node", "instance": tainting[0].short_name}

@@ -15,6 +15,7 @@ from gpuinfra.logs.journal import STALE_S, uploaders
 from gpuinfra.monitoring.alerts import alerts
 from gpuinfra.monitoring.series import (
     Alert,
+    breaker_series,
     collector_series,
     filesystem_series,
     gpu_labels_of,
@@ -78,6 +79,7 @@ def healthy_series(spec: ClusterSpec, mon: Monitoring) -> dict[str, str]:
         series[slurm_nodes_series(head, "idle")] = f"{len(spec.workers)}x15"
         for node in spec.workers:  # the head's own Slurm node states (slurmnodes)
             series[slurm_state_series(head, node.short_name, "idle")] = "1x15"
+        series[breaker_series(head)] = "0x15"  # the health check's breaker, not tripped
     series.update(healthy_stack_series(spec, mon))
     return series
 

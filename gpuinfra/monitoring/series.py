@@ -114,6 +114,11 @@ def slurm_state_series(instance: str, node: str, state: str, reason: str = "") -
             f"{selector(job='node', instance=instance, node=node, state=state, reason=reason)}")
 
 
+def breaker_series(instance: str, held: str = "") -> str:
+    """The head's circuit-breaker series (gpuinfra.monitoring.slurmnodes.breaker_text)."""
+    return f"gpuinfra_health_breaker_tripped{selector(job='node', instance=instance, held=held)}"
+
+
 def health_series(metric: str, node: NodeSpec, **labels: str) -> str:
     """Series ``gpuinfra_health_<metric>`` of ``node``, as node_exporter serves the health
     check's file (gpuinfra.health.metrics)."""

@@ -51,3 +51,22 @@ def node_states_text(output: Output | None, now: float) -> str:
               "asked sinfo", "# TYPE gpuinfra_slurm_nodes_last_run_timestamp_seconds gauge",
               f"gpuinfra_slurm_nodes_last_run_timestamp_seconds {round(now)}"]
     return "\n".join(lines) + "\n"
+
+
+def breaker_text(output: Output | None) -> str:
+    """The health check's circuit breaker (gpuinfra.health.breaker) from one run of its sinfo
+    (``output``; None: not run): ``gpuinfra_health_breaker_tripped{held}`` 1 naming the node
+    that holds the trip, else 0 with ``held=""``. Nothing when sinfo failed (the query_ok
+    series says so)."""
+    from gpuinfra.health import breaker
+
+    if output is None or not output.ok:
+        return ""
+    nodes = breaker.parse(output.text)
+    held = breaker.tripped(nodes)
+    lines = ["# HELP gpuinfra_health_breaker_tripped 1 when the health check's circuit breaker "
+             "tripped (no automatic drain until reset), naming the node it held",
+             "# TYPE gpuinfra_health_breaker_tripped gauge",
+             f'gpuinfra_health_breaker_tripped{{held="{_escape(held.name) if held else ""}"}} '
+             f"{1 if held else 0}"]
+    return "\n".join(lines) + "\n"

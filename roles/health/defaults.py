@@ -5,6 +5,9 @@ the slurm role reads these keys too (slurm.conf's HealthCheckProgram, Prolog, Ep
 that land in slurm.conf must agree on every host.
 """
 
+from typing import Any
+
+from gpuinfra.health.expectation import BREAKER_SHARE, BREAKER_WINDOW_S
 from gpuinfra.knowledge.xids import policy_problem
 from gpuinfra.spec.knobs import Knob, defaults
 from gpuinfra.spec.rules import Rule, boolean, choice, integer, text
@@ -12,6 +15,12 @@ from gpuinfra.spec.rules import Rule, boolean, choice, integer, text
 # slurm.conf(5) HealthCheckNodeState: ALLOC, ANY, IDLE, MIXED, NONDRAINED_IDLE, plus CYCLE
 # (spread the checks over the interval instead of every node at once); comma separated.
 NODE_STATES = ("ALLOC", "ANY", "IDLE", "MIXED", "NONDRAINED_IDLE", "CYCLE")
+
+
+def _share(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "must be a number"
+    return None if 0 < value <= 1 else "out of range"
 
 KNOBS = (
     # What an XID does, over NVIDIA's catalog (gpuinfra/knowledge/xids.py DEFAULT_XID_POLICY:
@@ -63,6 +72,16 @@ KNOBS = (
     # DCGM's quick diagnostic (`dcgmi diag -r 1`) in the periodic check where DCGM is
     # installed: 0 off, 1 on.
     Knob("health_dcgm_diag_level", 0, integer(0, 1), "DCGM's diagnostic level in the check"),
+    # The circuit breaker (gpuinfra/health/breaker.py): the periodic check and the Epilog
+    # drain at most this share of the GPU nodes (rounded down, at least one) within
+    # health_breaker_window seconds; past it the breaker trips, nothing more is drained
+    # automatically, HealthBreakerTripped fires, and a person resets it (`gpuinfra health
+    # reset-breaker`). 1.0: no bound. A failing node the breaker holds is still reported.
+    Knob("health_breaker_share", BREAKER_SHARE, Rule("a share of the GPU nodes above 0, at "
+                                                     "most 1, e.g. 0.1", _share),
+         "the most GPU nodes automatic drains take within the window", site_wide=True),
+    Knob("health_breaker_window", BREAKER_WINDOW_S, integer(60, 7 * 86400),
+         "the breaker's window in seconds", site_wide=True),
 )
 
 DEFAULTS = defaults(KNOBS)

@@ -34,6 +34,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "gpuinfra.zip"))  # the library, as the role packed it
 
+from gpuinfra.health import breaker  # noqa: E402
 from gpuinfra.health import slurm as slurm_rules  # noqa: E402
 from gpuinfra.health.collect import PATH, Output  # noqa: E402
 from gpuinfra.health.expectation import PATH as EXPECTATION  # noqa: E402
@@ -106,8 +107,16 @@ def slurm_node(expect: Expectation):
 
 
 def carry_out(expect: Expectation, action: slurm_rules.Action) -> bool:
-    """Run the action's scontrol; True when the node is now drained by gpuinfra."""
+    """Run the action's scontrol, a drain only past the circuit breaker; True when the node
+    is now drained by gpuinfra."""
+    stamp = ""
+    if action.kind == "drain":
+        action, stamp = gate(expect, action)
     command = slurm_rules.scontrol(expect.slurm_node or "", action)
+    if stamp:
+        out = run(breaker.comment(expect.slurm_node or "", stamp))
+        if not out.ok:
+            log(f"setting {expect.slurm_node}'s Comment failed: {out.error}")
     if not command:
         return False
     out = run(command)
@@ -115,7 +124,55 @@ def carry_out(expect: Expectation, action: slurm_rules.Action) -> bool:
         log(f"{action.kind} {expect.slurm_node}: {action.reason or action.why}")
     else:
         log(f"{slurm_rules.shown(command)} failed: {out.error}")
-    return out.ok and action.kind == "drain"
+    if out.ok and action.kind == "drain":
+        return settle(expect, action)
+    return False
+
+
+def settle(expect: Expectation, action: slurm_rules.Action) -> bool:
+    """A moment after the drain: kept, or given back when drains racing on other nodes took
+    the breaker's share first (gpuinfra.health.breaker.settle). True when it is kept."""
+    time.sleep(breaker.SETTLE_S)
+    out = run(breaker.SINFO)
+    nodes = breaker.parse(out.text) if out.ok else []
+    if not nodes:
+        return True  # drained and stamped before the count: the next check reads it again
+    decision = breaker.settle(expect.slurm_node or "", action.reason, nodes,
+                              breaker.Breaker(expect.breaker_share, expect.breaker_window_s),
+                              time.time())
+    if decision.drain:
+        return True
+    node = expect.slurm_node or ""
+    for command in ([breaker.comment(node, decision.comment)] if decision.comment else []) + [
+            slurm_rules.scontrol(node, slurm_rules.Action("resume"))]:
+        done = run(command)
+        if not done.ok:
+            log(f"{slurm_rules.shown(command)} failed: {done.error}")
+    log(f"{node}: not drained: {decision.why}")
+    return False
+
+
+def gate(expect: Expectation, action: slurm_rules.Action) -> tuple[slurm_rules.Action, str]:
+    """The drain, or none when the circuit breaker holds it (gpuinfra.health.breaker); and the
+    Comment the node gets ("" for none)."""
+    out = run(breaker.SINFO)
+    nodes = breaker.parse(out.text) if out.ok else []
+    if not nodes:
+        why = (f"the circuit breaker cannot count the drained nodes (sinfo: "
+               f"{out.error or 'no node listed'}): not drained")
+        log(f"{expect.slurm_node}: {action.reason} ({why})")
+        return slurm_rules.Action("none", why=why), ""
+    decision = breaker.decide(expect.slurm_node or "", action.reason, nodes,
+                              breaker.Breaker(expect.breaker_share, expect.breaker_window_s),
+                              time.time())
+    if not decision.drain:
+        log(f"{expect.slurm_node}: not drained: {decision.why}")
+        return slurm_rules.Action("none", why=decision.why), decision.comment
+    own = next((n for n in nodes if n.name == expect.slurm_node), None)
+    # an operator's own Comment on the node is kept (the window forgets this drain)
+    mine = own is None or not own.comment or own.comment.startswith(
+        (breaker.DRAINED_MARK, breaker.TRIPPED_MARK))
+    return action, decision.comment if mine else ""
 
 
 def check(expect: Expectation) -> tuple[Verdict, dict[str, Output], float]:

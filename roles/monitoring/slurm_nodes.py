@@ -7,7 +7,8 @@ The monitoring role installs this file beside ``gpuinfra.zip`` (the library and 
 runner, gpuinfra_deploy.nodecode). It runs sinfo once with the node's runner
 (gpuinfra_node.reader.run of gpuinfra.monitoring.slurmnodes.SINFO_COMMAND) and writes
 :func:`gpuinfra.monitoring.slurmnodes.node_states_text` to ``FILE`` atomically (a temporary file
-in the same directory, then a rename). A sinfo that fails gives
+in the same directory, then a rename), and the health check's circuit breaker
+(:func:`~gpuinfra.monitoring.slurmnodes.breaker_text`, a second sinfo). A sinfo that fails gives
 ``gpuinfra_slurm_nodes_query_ok 0`` and no node series. Python's standard library only.
 """
 
@@ -26,11 +27,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", required=True, type=Path, help="the .prom file to write")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent / ZIP_NAME))
-    from gpuinfra.monitoring.slurmnodes import SINFO_COMMAND, node_states_text
+    from gpuinfra.health.breaker import SINFO as BREAKER_SINFO
+    from gpuinfra.monitoring.slurmnodes import SINFO_COMMAND, breaker_text, node_states_text
     from gpuinfra_node.reader import run
     from gpuinfra_node.textfile import write_atomically
 
-    write_atomically(args.out, node_states_text(run(SINFO_COMMAND), time.time()))
+    write_atomically(args.out, node_states_text(run(SINFO_COMMAND), time.time())
+                     + breaker_text(run(BREAKER_SINFO)))
     return 0
 
 

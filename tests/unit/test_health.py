@@ -247,18 +247,38 @@ def test_slurm_mode_drains_then_resumes_through_scontrol(replay, tmp_path, monke
     state = tmp_path / "state"
     calls = tmp_path / "calls"
     bin_dir = Path(reader.PATH.split(":")[0])
-    (bin_dir / "sinfo").write_text(f'#!/bin/sh\ncat "{state}"\n')
+    cluster = tmp_path / "cluster"  # what the breaker's `sinfo -O ...` prints: every node
+    (bin_dir / "sinfo").write_text(f'#!/bin/sh\ncase "$*" in *" -O "*) cat "{cluster}";; '
+                                   f'*) cat "{state}";; esac\n')
     (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> "{calls}"\n')
     (bin_dir / "logger").write_text("#!/bin/sh\ntrue\n")
     for tool in ("sinfo", "scontrol", "logger"):
         (bin_dir / tool).chmod(0o755)
     monkeypatch.setattr(program, "STATE_DIR", tmp_path / "run")
+    monkeypatch.setattr(program.breaker, "SETTLE_S", 0)
     expect_file = tmp_path / "health.json"
     expect_file.write_text(BROKEN.to_json())
     replay("2x-a100-pcie-bridge-missing")
     state.write_text("lab-worker3|idle|gpu:2|none\n")
+    cluster.write_text("lab-worker3|idle|gpu:2|none|(null)|\nlab-worker4|idle|gpu:2|none|"
+                       "(null)|\n")
     assert program.main(["--expect", str(expect_file), "slurm"]) == 0
     assert "State=DRAIN Reason=gpuinfra: GPU0-GPU1 nvlink-topology" in calls.read_text()
+    assert "update NodeName=lab-worker3 Comment=gpuinfra-drained: " in calls.read_text()
+    # The breaker (0.1 of two GPU nodes: one) holds a second node's drain and trips.
+    calls.write_text("")
+    cluster.write_text("lab-worker3|idle|gpu:2|none|(null)|\nlab-worker4|drained|gpu:2|"
+                       "gpuinfra: GPU1 lost|gpuinfra-drained: 1|\n")
+    assert program.main(["--expect", str(expect_file), "slurm"]) == 0
+    said = calls.read_text()
+    assert "State=DRAIN" not in said
+    assert "update NodeName=lab-worker3 Comment=gpuinfra-breaker: tripped " in said
+    assert "1 of 2 GPU nodes drained automatically" in said
+    # No sinfo of the cluster: the breaker cannot count, so nothing is drained.
+    calls.write_text("")
+    cluster.write_text("")
+    assert program.main(["--expect", str(expect_file), "slurm"]) == 0
+    assert calls.read_text() == ""
     # Healthy again (the spec of the capture replayed): resumed; an operator's drain is not.
     expect_file.write_text(Expectation("lab-worker3", "lab-worker3", GpuExpectation(
         "A100-PCIE-40GB", 2, "pcie-only")).to_json())

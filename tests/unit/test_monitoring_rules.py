@@ -529,6 +529,7 @@ PINNED = {
     "GpuMetricsStale": ("time() - gpuinfra_gpu_collector_last_run_timestamp_seconds > 300",
                         "5m", "warning"),
     "NodeDrainedByHealthCheck": ("gpuinfra_health_drained == 1", "0m", "warning"),
+    "HealthBreakerTripped": ("gpuinfra_health_breaker_tripped == 1", "0m", "critical"),
     "NodeHealthCheckFailed": ("gpuinfra_health_ok == 0", "5m", "warning"),
     "NodeTaintedByHealthCheck": ('gpuinfra_health_ok{instance=~"k8s-gpu01|k8s-gpu02|k8s-gpu03"}'
                                  " == 0", "5m", "warning"),
@@ -604,8 +605,8 @@ def _no_backup(spec: ClusterSpec) -> set[str]:
              "InfinibandRateDegraded": [p for p in ports if p[2] is not None]}
     return {name for name, there in stack.items() if not there} | (
         {"SlurmctldBackupDown"} if not spec.backup_controllers else set()) | (
-        {"SlurmctldDown", "SlurmdDown", "SlurmNodesDrained", "NodeDrainedByHealthCheck"}
-        if "slurm" not in spec.schedulers else set()) | (
+        {"SlurmctldDown", "SlurmdDown", "SlurmNodesDrained", "NodeDrainedByHealthCheck",
+         "HealthBreakerTripped"} if "slurm" not in spec.schedulers else set()) | (
         {"NodeTaintedByHealthCheck"} if not tainting else set()) | (
         {"NodeHealthCheckFailed"} if len(tainting) == len(checked) else set())
 
@@ -699,13 +700,19 @@ def test_slurm_nodes_drained_fires_from_the_heads_own_node_states(tmp_path):
 
 def test_the_health_alerts_read_the_series_the_health_check_writes():
     """Every gpuinfra_health_* name of the rules is one the check's metrics text has (a
-    drained node's, so that gpuinfra_health_drained is there)."""
+    drained node's, so that gpuinfra_health_drained is there), or the head's circuit-breaker
+    series (gpuinfra.monitoring.slurmnodes.breaker_text of a tripped breaker)."""
+    from gpuinfra.health.collect import Output
     from gpuinfra.health.judge import Verdict
     from gpuinfra.health.metrics import metrics_text as health_text
+    from gpuinfra.monitoring.slurmnodes import breaker_text
 
     spec = site("lab")
     text = health_text(Verdict("lab-worker1"), "gpuinfra: cause", 0.5, 1.0e9)
-    written = set(re.findall(r"^(gpuinfra_health_\w+)", text, re.MULTILINE))
+    head = breaker_text(Output(True, 0, "lab-worker2|idle|gpu:h100:2|none|gpuinfra-breaker: "
+                                        "tripped 100: 1 of 2|\n"))
+    assert 'gpuinfra_health_breaker_tripped{held="lab-worker2"} 1' in head
+    written = set(re.findall(r"^(gpuinfra_health_\w+)", text + head, re.MULTILINE))
     read = {name for rule in (r for g in rules(spec, monitoring_of(spec))["groups"]
                               for r in g["rules"])
             for name in re.findall(r"gpuinfra_health_\w+", rule["expr"])}
