@@ -356,3 +356,27 @@ def _clock(when: float) -> str:
 def _ago(seconds: float) -> str:
     seconds = max(int(seconds), 0)
     return f"{seconds // 60} min {seconds % 60} s ago" if seconds >= 60 else f"{seconds} s ago"
+
+
+# ---------------------------------------------------------------------- the roll's metrics
+
+# Written beside the state at every step, into node_exporter's textfile directory on the head
+# (where the monitoring role serves it): the RollStalled alert reads it.
+METRICS_FILE = "gpuinfra-roll.prom"
+STALLED_S = 3600  # a live roll no command has driven for this long: RollStalled
+
+
+def metrics_text(state: RollState) -> str:
+    """The roll's series; the time of its last step is the head's (``$NOW``, replaced by the
+    command that writes the file)."""
+    live = 0 if state.finished else 1
+    lines = ["# HELP gpuinfra_roll_live 1 while a roll is not finished (its state on the head)",
+             "# TYPE gpuinfra_roll_live gauge", f"gpuinfra_roll_live {live}",
+             "# HELP gpuinfra_roll_last_step_timestamp_seconds when a roll command last wrote "
+             "its state", "# TYPE gpuinfra_roll_last_step_timestamp_seconds gauge",
+             "gpuinfra_roll_last_step_timestamp_seconds $NOW",
+             "# HELP gpuinfra_roll_nodes the roll's nodes in each phase",
+             "# TYPE gpuinfra_roll_nodes gauge"]
+    lines += [f'gpuinfra_roll_nodes{{phase="{phase}"}} {len(state.phase(phase))}'
+              for phase in PHASES]
+    return "\n".join(lines) + "\n"

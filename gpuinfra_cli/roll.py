@@ -49,6 +49,7 @@ from typing import Any
 
 from gpuinfra import roll
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.monitoring.units import TEXTFILE_DIRECTORY
 from gpuinfra.parsers.slurm import SINFO, SlurmNode, parse_sinfo_nodes
 from gpuinfra.reboot import REBOOT_MARKER
 from gpuinfra.roll import NodeState, RollState
@@ -177,21 +178,24 @@ class Roll:
         return RollState.from_json(text, f"{roll.STATE_FILE} on the head"), float(age)
 
     def save(self) -> None:
-        """The state, written on the head (root's only; replaced whole, never half)."""
+        """The state, written on the head (root's only; replaced whole, never half), and its
+        series where node_exporter reads them (when the head has that folder)."""
         if self.state is None:
             return
         path = shlex.quote(roll.STATE_FILE)
         folder = shlex.quote(os.path.dirname(roll.STATE_FILE))
+        prom = shlex.quote(f"{TEXTFILE_DIRECTORY}/{roll.METRICS_FILE}")
         self.on_head(f"umask 077 && mkdir -p {folder} && printf '%s\\n' "
                      f"{shlex.quote(self.state.to_json())} > {path}.new && mv -f {path}.new "
-                     f"{path}")
+                     f"{path} && if [ -d {TEXTFILE_DIRECTORY} ]; then umask 022 && "
+                     f"printf '%s' {shlex.quote(roll.metrics_text(self.state))} | "
+                     f"sed \"s/[$]NOW/$(date +%s)/\" > {prom}.new && mv -f {prom}.new {prom}; fi")
 
     def heartbeat(self, stop: threading.Event) -> None:
         """While a deploy runs (minutes), the state's time moves on: the roll is driven."""
-        path = shlex.quote(roll.STATE_FILE)
         while not stop.wait(HEARTBEAT_S):
             try:
-                self.on_head(f"touch {path}")
+                self.save()
             except Exception:  # the head unreachable a moment: the next round says so
                 pass
 
@@ -491,7 +495,8 @@ class Roll:
             raise GpuinfraError(f"the roll is driven now by {live.driver.rsplit(' ', 1)[0]} "
                                 f"({age:.0f} s ago): stop that command first")
         out = live.phase("waiting", "rebooting", "failed")
-        self.on_head(f"rm -f {shlex.quote(roll.STATE_FILE)}")
+        self.on_head(f"rm -f {shlex.quote(roll.STATE_FILE)} "
+                     f"{shlex.quote(f'{TEXTFILE_DIRECTORY}/{roll.METRICS_FILE}')}")
         if out:
             print("roll: dropped. Left as they are (drained by the roll: look at each, then "
                   "`scontrol update nodename=NODE state=resume`): " + ", ".join(

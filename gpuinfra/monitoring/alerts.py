@@ -31,6 +31,7 @@ from gpuinfra.monitoring.series import (
     health_stale_seconds,
     logs_series,
     pci_bus_id,
+    roll_series,
     selector,
     slurm_nodes_series,
     slurm_state_series,
@@ -53,7 +54,7 @@ ALERT_NAMES = ("NodeDown", "DiskAlmostFull", "SlurmctldDown", "SlurmctldBackupDo
                "NodeHealthCheckFailed", "NodeTaintedByHealthCheck", "NodeHealthCheckStale",
                "NodeLogsStale", "FabricManagerDown", "DcgmExporterDown", "KubeletDown",
                "InfinibandPortDown", "InfinibandRateDegraded", "InfinibandLinkErrors",
-               "HealthBreakerTripped")
+               "HealthBreakerTripped", "RollStalled")
 
 
 
@@ -84,7 +85,34 @@ def alerts(spec: ClusterSpec, mon: Monitoring) -> list[Alert]:
     out += _health_alerts(spec)
     out += _logs_alerts(spec)
     out += stack_alerts(spec, mon)
+    out += _roll_alerts(spec)
     return out
+
+
+def _roll_alerts(spec: ClusterSpec) -> list[Alert]:
+    """A roll no command drives any more, its nodes left out of service (gpuinfra/roll.py
+    writes its series on the head at every step)."""
+    from gpuinfra.roll import STALLED_S
+
+    if not spec.workers:
+        return []
+    head = spec.head[0].short_name
+    return [Alert(
+        name="RollStalled",
+        expr=f"gpuinfra_roll_live == 1 and time() - gpuinfra_roll_last_step_timestamp_seconds "
+        f"> {STALLED_S}", duration="5m", severity="warning",
+        summary="{{ $labels.instance }}: a roll has not moved for an hour; its nodes wait "
+        "out of service",
+        description="The `gpuinfra roll` command driving it stopped (a laptop asleep or "
+        "killed, its SSH connection lost) before the roll finished: the nodes it drained stay "
+        "drained. `gpuinfra roll --inventory inventory/<site>.py --status` shows each node; "
+        "run the command that started the roll again to resume it, or `--abandon` to drop it "
+        "(its nodes stay as they are: resume them by hand after looking).",
+        firing=(AlertCase(set={roll_series("live", head): "1x15",
+                               roll_series("last_step_timestamp_seconds", head):
+                               f"-{STALLED_S + 60}x15"},
+                          fires=({"job": "node", "instance": head},)),),
+    )]
 
 
 def rules(spec: ClusterSpec, mon: Monitoring) -> dict[str, Any]:
@@ -97,6 +125,7 @@ def rules(spec: ClusterSpec, mon: Monitoring) -> dict[str, Any]:
                                   "NodeTaintedByHealthCheck", "NodeHealthCheckStale",
                                   "HealthBreakerTripped"),
               "gpuinfra-logs": ("NodeLogsStale",),
+              "gpuinfra-roll": ("RollStalled",),
               "gpuinfra-stack": ("FabricManagerDown", "DcgmExporterDown", "KubeletDown",
                                  "InfinibandPortDown", "InfinibandRateDegraded",
                                  "InfinibandLinkErrors")}

@@ -24,6 +24,7 @@ from gpuinfra.monitoring.series import (
     health_series,
     health_stale_seconds,
     logs_series,
+    roll_series,
     selector,
     slurm_nodes_series,
     slurm_state_series,
@@ -80,6 +81,9 @@ def healthy_series(spec: ClusterSpec, mon: Monitoring) -> dict[str, str]:
         for node in spec.workers:  # the head's own Slurm node states (slurmnodes)
             series[slurm_state_series(head, node.short_name, "idle")] = "1x15"
         series[breaker_series(head)] = "0x15"  # the health check's breaker, not tripped
+    if spec.workers:  # a roll driven now: its last step just now, at every evaluation
+        series[roll_series("live", spec.head[0].short_name)] = "1x15"
+        series[roll_series("last_step_timestamp_seconds", spec.head[0].short_name)] = "0+60x15"
     series.update(healthy_stack_series(spec, mon))
     return series
 

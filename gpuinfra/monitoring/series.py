@@ -119,6 +119,11 @@ def breaker_series(instance: str, held: str = "") -> str:
     return f"gpuinfra_health_breaker_tripped{selector(job='node', instance=instance, held=held)}"
 
 
+def roll_series(metric: str, instance: str) -> str:
+    """A roll's series on the head (gpuinfra.roll.metrics_text, written by `gpuinfra roll`)."""
+    return f"gpuinfra_roll_{metric}{selector(job='node', instance=instance)}"
+
+
 def health_series(metric: str, node: NodeSpec, **labels: str) -> str:
     """Series ``gpuinfra_health_<metric>`` of ``node``, as node_exporter serves the health
     check's file (gpuinfra.health.metrics)."""

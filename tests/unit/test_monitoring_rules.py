@@ -530,6 +530,8 @@ PINNED = {
                         "5m", "warning"),
     "NodeDrainedByHealthCheck": ("gpuinfra_health_drained == 1", "0m", "warning"),
     "HealthBreakerTripped": ("gpuinfra_health_breaker_tripped == 1", "0m", "critical"),
+    "RollStalled": ("time() - gpuinfra_roll_last_step_timestamp_seconds > 3600", "5m",
+                    "warning"),
     "NodeHealthCheckFailed": ("gpuinfra_health_ok == 0", "5m", "warning"),
     "NodeTaintedByHealthCheck": ('gpuinfra_health_ok{instance=~"k8s-gpu01|k8s-gpu02|k8s-gpu03"}'
                                  " == 0", "5m", "warning"),

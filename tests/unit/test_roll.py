@@ -383,3 +383,12 @@ def test_jobs_past_the_bound_put_the_node_back_untouched(monkeypatch, capsys) ->
     out = capsys.readouterr().out
     assert "jobs still running after 0 s: 40 (on gpu1)" in out
     assert roll.RollState.from_json(cluster.file).node("gpu1").phase == "pending"
+
+
+def test_the_rolls_series_say_whether_it_is_live_and_where_its_nodes_are() -> None:
+    live = state(nodes=[roll.NodeState("gpu1", "done"), roll.NodeState("gpu2", "waiting")])
+    text = roll.metrics_text(live)
+    assert "gpuinfra_roll_live 1\n" in text
+    assert "gpuinfra_roll_last_step_timestamp_seconds $NOW\n" in text  # the head's clock
+    assert 'gpuinfra_roll_nodes{phase="waiting"} 1\n' in text
+    assert "gpuinfra_roll_live 0\n" in roll.metrics_text(state(finished=True))
