@@ -139,12 +139,18 @@ class Roll:
     def say(self, text: str) -> None:
         print(f"roll: {text}", flush=True)
 
-    def on_head(self, command: str) -> str:
+    def on_head(self, command: str, what: str = "") -> str:
+        """``command`` on the head, as root; its failure said as ``what`` (or the command)
+        with the head's own last words."""
         with self.lock:
             rc, out, err = self.head.run(command)
         if rc != 0:
-            raise GpuinfraError(f"on the head: `{command}` failed (exit {rc}): "
-                                f"{(err or out).strip()[:300]}")
+            shown = command if len(command) <= 120 else command[:117] + "..."
+            words = ((err or out).strip().splitlines() or [""])[-1][:300]
+            hint = ("; the SSH user is not root: add --sudo" if "ermission denied" in words
+                    and not self.sudo else "")
+            raise GpuinfraError(f"{what or f'on the head: `{shown}` failed'} (exit {rc}): "
+                                f"{words}{hint}")
         return out
 
     def short(self, name: str) -> str:
@@ -189,7 +195,8 @@ class Roll:
                      f"{shlex.quote(self.state.to_json())} > {path}.new && mv -f {path}.new "
                      f"{path} && if [ -d {TEXTFILE_DIRECTORY} ]; then umask 022 && "
                      f"printf '%s' {shlex.quote(roll.metrics_text(self.state))} | "
-                     f"sed \"s/[$]NOW/$(date +%s)/\" > {prom}.new && mv -f {prom}.new {prom}; fi")
+                     f"sed \"s/[$]NOW/$(date +%s)/\" > {prom}.new && mv -f {prom}.new {prom}; fi",
+                     f"cannot write the roll's state on the head ({roll.STATE_FILE})")
 
     def heartbeat(self, stop: threading.Event) -> None:
         """While a deploy runs (minutes), the state's time moves on: the roll is driven."""

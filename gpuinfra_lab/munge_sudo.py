@@ -9,13 +9,20 @@ file's SHA-256), then runs the munge role as that user with ``--sudo`` and a new
 ``munge_key_rotation`` (so the head makes a new key and every node copies it). It then
 requires: the run succeeded, every node holds the head's new key, and no watcher ever read a
 file whose content was the key. Exit 0 when all hold, 1 naming the host and path of each
-exposure (what pyinfra's sudo file transfer did: /tmp/pyinfra-*). The user and the watchers
-are removed at the end.
+exposure (what pyinfra's sudo file transfer did: /tmp/pyinfra-*).
+
+Then, as the same user (``GPUINFRA_LAB_SSH_USER``, read by inventory/lab.py): `gpuinfra roll
+--limit <last worker> --sudo` drains it, deploys with pyinfra's --sudo, judges and resumes it
+(exit 0), and `gpuinfra health breaker --sudo` reads Slurm on the head (exit 0); the same roll
+without --sudo is refused before any node is touched (exit 2: it cannot write its state on the
+head, and says to add --sudo), the node left in service. The user and the watchers are
+removed at the end.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -73,6 +80,40 @@ def _key_digest(host: str) -> str:
     return _ssh(host, "sha256sum /etc/munge/munge.key | cut -d' ' -f1").stdout.strip()
 
 
+def _gpuinfra(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(REPO / ".venv" / "bin" / "gpuinfra"), *args], cwd=REPO,
+                          capture_output=True, text=True, check=False, timeout=900,
+                          env={**os.environ, "GPUINFRA_LAB_SSH_USER": USER})
+
+
+def _commands_as_the_user(worker: str) -> list[str]:
+    """`gpuinfra roll` and `gpuinfra health` as the non-root user: with --sudo they work;
+    the roll without it is refused at its first Slurm command."""
+    problems = []
+    why = ("--why", "lab proof: as a non-root user")
+    rolled = _gpuinfra("roll", "--inventory", "inventory/lab.py", "--limit", worker, "--sudo",
+                       *why)
+    if rolled.returncode != 0 or f"{worker}: changed, verified, back in service" not in \
+            rolled.stdout:
+        problems.append(f"`gpuinfra roll --sudo` as {USER} failed (exit {rolled.returncode}): "
+                        f"{(rolled.stdout + rolled.stderr).strip()[-400:]}")
+    seen = _gpuinfra("health", "breaker", "--inventory", "inventory/lab.py", "--sudo")
+    if seen.returncode != 0:
+        problems.append(f"`gpuinfra health breaker --sudo` as {USER}: exit {seen.returncode}: "
+                        f"{(seen.stdout + seen.stderr).strip()[-300:]}")
+    bare = _gpuinfra("roll", "--inventory", "inventory/lab.py", "--limit", worker, *why)
+    state = _ssh(worker, f"sinfo -h -N -n {worker} -o %T").stdout.strip()
+    if bare.returncode != 2 or "add --sudo" not in bare.stderr or \
+            state not in ("idle", "mixed", "allocated"):
+        problems.append(f"the roll without --sudo as {USER}: exit {bare.returncode}, {worker} "
+                        f"{state}: {(bare.stdout + bare.stderr).strip()[-300:]}")
+    if not problems:
+        print(f"munge-sudo: as {USER}: `gpuinfra roll --sudo` rolled {worker} and `gpuinfra "
+              "health breaker --sudo` read Slurm; without --sudo the roll was refused "
+              f"(exit {bare.returncode}), {worker} left {state}")
+    return problems
+
+
 def main(argv: list[str]) -> int:
     inventory = argv[0] if argv else "inventory/lab.py"
     hosts = _hosts()
@@ -112,6 +153,8 @@ def main(argv: list[str]) -> int:
                          for digest, path in files if digest == key]
             print(f"munge-sudo: {host}: the watcher read {len(files)} file version(s) as "
                   "nobody")
+        if not problems:
+            problems += _commands_as_the_user(hosts[-1])
     finally:
         for host in hosts:
             _ssh(host, CLEANUP)

@@ -10,9 +10,13 @@ Connection data come from .lab/hosts.json, written by `gpuinfra lab up`: with it
 exactly the running lab's (so lab-worker3 appears only after `lab up --broken`) and pyinfra
 reaches them over SSH like any real host. Without it (no lab yet), the default lab is listed
 with its specs only, so `gpuinfra validate inventory/lab.py` works anywhere.
+
+The SSH user is root, or ``$GPUINFRA_LAB_SSH_USER`` (a lab proof's non-root user with sudo:
+gpuinfra_lab/munge_sudo.py runs `gpuinfra roll --sudo` and `gpuinfra health --sudo` as it).
 """
 
 import json
+import os
 from pathlib import Path
 
 from gpuinfra_lab.profiles import (
@@ -45,7 +49,7 @@ def _host(entry: dict, ssh_key: str | None, known_hosts: str | None) -> tuple[st
     if entry.get("address"):
         data.update(
             ssh_hostname=entry["address"],
-            ssh_user="root",
+            ssh_user=os.environ.get("GPUINFRA_LAB_SSH_USER") or "root",
             **({"ssh_port": entry["port"]} if entry.get("port") else {}),
             ssh_key=ssh_key,
             ssh_known_hosts_file=known_hosts or "/dev/null",
