@@ -291,7 +291,8 @@ class Roll:
 
     def idle(self, nodes: list[NodeState]) -> list[NodeState]:
         """The waiting nodes with nothing left on them; past --wait-jobs, the command stops."""
-        shorts = {self.short(n.name): n.name for n in nodes if self.in_slurm(n.name)}
+        listed = self.slurm([n.name for n in nodes])  # a first deploy's node is not, yet
+        shorts = {self.short(n.name): n.name for n in nodes if n.name in listed}
         jobs = roll.jobs_by_node(roll.jobs_on(self.on_head(roll.squeue(list(shorts)))),
                                  shorts) if shorts else {}
         ready = []
@@ -320,8 +321,9 @@ class Roll:
 
     def put_back(self, late: list[NodeState], jobs: dict[str, list[str]]) -> None:
         """--wait-jobs passed: the nodes still waiting are put back as they were."""
+        seen = self.slurm([n.name for n in late])
         for node in late:
-            if self.in_slurm(node.name) and not node.kept:
+            if node.name in seen and roll.ours(seen[node.name]) and not node.kept:
                 self.on_head(roll.resume([self.short(node.name)]))
             if self.in_kube(node.name):
                 self.on_head(roll.kube_uncordon(self.short(node.name)))

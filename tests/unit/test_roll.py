@@ -235,9 +235,11 @@ def rolling(monkeypatch, cluster: Cluster, names=("gpu1", "gpu2", "gpu3"), inter
         if command.startswith("sinfo"):
             asked = command.rsplit("-n ", 1)[1].split(",")
             return "".join(f"{n}|{cluster.states[n][0]}|gpu:h100:8|{cluster.states[n][1]}\n"
-                           for n in asked)
+                           for n in asked if n in cluster.states)
         if command.startswith("squeue"):
             asked = command.split("-w ", 1)[1].split()[0].split(",")
+            if any(n not in cluster.states for n in asked):  # as squeue refuses a name
+                raise GpuinfraError(f"squeue: error: Invalid node name specified: {asked}")
             return "".join(f"{40 + i} {n}\n" for i, n in enumerate(asked)
                            if cluster.jobs.get(n, 0) > 0)
         if "state=drain" in command:
@@ -263,6 +265,7 @@ def rolling(monkeypatch, cluster: Cluster, names=("gpu1", "gpu2", "gpu3"), inter
     def change(self, nodes):
         cluster.deployed.append([n.name for n in nodes])
         for node in nodes:
+            cluster.states.setdefault(node.name, ("idle", "none"))  # its slurmd registers
             if node.name in cluster.reboots:
                 node.phase = "rebooting"
             else:
@@ -392,3 +395,12 @@ def test_the_rolls_series_say_whether_it_is_live_and_where_its_nodes_are() -> No
     assert "gpuinfra_roll_last_step_timestamp_seconds $NOW\n" in text  # the head's clock
     assert 'gpuinfra_roll_nodes{phase="waiting"} 1\n' in text
     assert "gpuinfra_roll_live 0\n" in roll.metrics_text(state(finished=True))
+
+
+def test_a_node_slurm_does_not_list_yet_is_rolled_without_asking_slurm_for_it(
+        monkeypatch) -> None:
+    cluster = Cluster()
+    del cluster.states["gpu3"]  # a first deploy: its slurmd never registered
+    assert rolling(monkeypatch, cluster) == 0
+    assert cluster.deployed == [["gpu1"], ["gpu2"], ["gpu3"]]
+    assert not [c for c in cluster.sent if "gpu3" in c and "scontrol" in c]
