@@ -68,7 +68,8 @@ def _flow(monkeypatch, policy: str, markers: dict[str, str], deploy_rc: int = 0,
     import gpuinfra_cli.roll as roll
 
     monkeypatch.setattr(roll, "cmd_roll", lambda args: rolled.append(args) or 0)
-    args = NS(inventory="inventory/x.py", max_unavailable="1", wait_jobs=60, limit=[], data=[], sudo=sudo)
+    args = NS(inventory="inventory/x.py", max_unavailable="1", wait_jobs=60, limit=[], data=[],
+              sudo=sudo)
     return cli.cmd_deploy(args), ran, rolled
 
 
