@@ -23,28 +23,31 @@ from gpuinfra.health import breaker
 SINFO = " ".join(shlex.quote(part) for part in breaker.SINFO)
 
 
-def _nodes(args: argparse.Namespace) -> tuple[Any, list[breaker.Seen]]:
+def _nodes(args: argparse.Namespace) -> tuple[Any, list[breaker.Seen], dict[str, Any]]:
+    """The head's connection, the nodes as the breaker reads them, the site's settings."""
     from gpuinfra_cli.roll import Ssh, load_site
 
     site = load_site(args.inventory)
+    settings = dict(site.spec.nodes[0].settings) if site.spec.nodes else {}
     head = Ssh(site.target(site.spec.head[0].name), args.sudo)
     rc, out, err = head.run(SINFO)
     if rc != 0:
         head.close()
         raise GpuinfraError(f"on the head: `{SINFO}` failed (exit {rc}): "
                             f"{(err or out).strip()[:300]}")
-    return head, breaker.parse(out)
+    return head, breaker.parse(out), settings
 
 
 def cmd_health(args: argparse.Namespace) -> int:
-    head, nodes = _nodes(args)
+    head, nodes, settings = _nodes(args)
+    seconds = int(settings.get("health_breaker_window", breaker.Breaker().window_s))
     try:
         held = breaker.tripped(nodes)
-        window = breaker.recent(nodes, time.time(), args.window)
+        window = breaker.recent(nodes, time.time(), seconds)
         if args.action == "breaker":
             if held is None:
                 print(f"health: the breaker is not tripped; {len(window)} GPU node(s) drained "
-                      f"automatically within {args.window} s"
+                      f"automatically within {seconds} s"
                       + (f": {', '.join(window)}" if window else ""))
                 return 0
             print(f"health: the breaker is TRIPPED ({held.name}: {held.comment}); no node is "
@@ -61,7 +64,7 @@ def cmd_health(args: argparse.Namespace) -> int:
                 raise GpuinfraError(f"on the head: {' '.join(command)} failed (exit {rc}): "
                                     f"{(err or out).strip()[:300]}")
         print(f"health: the breaker is reset (it held {held.name if held else '?'}); automatic "
-              f"drains start again. Still drained automatically within {args.window} s: "
+              f"drains start again. Still drained automatically within {seconds} s: "
               f"{', '.join(window) or 'none'}")
         return 0
     finally:
@@ -73,8 +76,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                             description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=("breaker", "reset-breaker"))
     parser.add_argument("--inventory", required=True, help="inventory/<site>.py")
-    parser.add_argument("--window", type=int, default=breaker.Breaker().window_s, metavar="S",
-                        help="the window the drains are counted in, as said (default 3600 s)")
     parser.add_argument("--sudo", action="store_true",
                         help="the SSH user is not root: commands on the head through `sudo -n`")
     parser.set_defaults(func=cmd_health)
