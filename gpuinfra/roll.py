@@ -168,13 +168,17 @@ def reboot(nodes: Sequence[str], why: str) -> str:
             f"{shlex.quote(','.join(nodes))}")
 
 
+def reboot_pending(node: SlurmNode) -> bool:
+    """Slurm was asked to reboot ``node`` and has not seen it back: requested (``@``), issued
+    (``^``, ``reboot``)."""
+    state = node.state.lower()
+    return state.endswith(("@", "^")) or state.startswith("reboot")
+
+
 def rebooting(node: SlurmNode | None) -> bool:
     """Slurm still has a reboot of ``node`` to do or to see through: requested (``@``, a job
     still on it), issued (``^``, ``reboot``) or not yet registered since."""
-    if node is None:
-        return True
-    state = node.state.lower()
-    return state.endswith(("@", "^")) or state.startswith("reboot") or not back(node)
+    return node is None or reboot_pending(node) or not back(node)
 
 
 # ---------------------------------------------------------------------- the roll's state

@@ -297,6 +297,9 @@ class Roll:
                                  shorts) if shorts else {}
         ready = []
         for node in nodes:
+            if node.name in listed and roll.reboot_pending(listed[node.name]):
+                node.phase = "rebooting"  # asked of Slurm by a command killed before it said
+                continue
             if jobs.get(node.name):
                 if node.name not in self.said:
                     self.say(f"{node.name}: waiting for job(s) {', '.join(jobs[node.name])}")
@@ -441,8 +444,7 @@ class Roll:
         return rc == 0
 
     def booted(self, node: Ssh) -> bool:
-        deadline = time.monotonic() + BACK_S
-        time.sleep(3)
+        deadline, _ = time.monotonic() + BACK_S, time.sleep(3)
         while time.monotonic() < deadline:
             got = node.try_run(f"test -e {BOOT_MARK} && echo same || "
                                "systemctl is-system-running --wait", timeout=120)
@@ -452,14 +454,13 @@ class Roll:
         return False
 
     def slurmd_back(self, name: str) -> str:
-        if not self.in_slurm(name):
-            return ""
         deadline = time.monotonic() + BACK_S
-        while time.monotonic() < deadline:
+        while self.in_slurm(name) and time.monotonic() < deadline:
             if roll.back(self.slurm([name]).get(name)):
                 return ""
             time.sleep(2)
-        return f"slurmd did not register with the controller within {BACK_S} s"
+        return f"slurmd did not register with the controller within {BACK_S} s" \
+            if self.in_slurm(name) else ""
 
     def healthy(self, name: str) -> str:
         node = self.host(name)

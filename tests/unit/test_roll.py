@@ -404,3 +404,14 @@ def test_a_node_slurm_does_not_list_yet_is_rolled_without_asking_slurm_for_it(
     assert rolling(monkeypatch, cluster) == 0
     assert cluster.deployed == [["gpu1"], ["gpu2"], ["gpu3"]]
     assert not [c for c in cluster.sent if "gpu3" in c and "scontrol" in c]
+
+
+def test_a_reboot_slurm_was_asked_for_by_a_killed_command_is_waited_for(monkeypatch) -> None:
+    """Killed after `scontrol reboot` and before the state said so: the rerun finds the node
+    "waiting" but Slurm rebooting it, and waits for the reboot instead of deploying to it."""
+    cluster = Cluster()
+    cluster.states["gpu1"] = ("reboot^", "gpuinfra-roll: driver 580 : reboot issued")
+    cluster.file = state(data=[], nodes=[roll.NodeState("gpu1", "waiting", 1.0),
+                                roll.NodeState("gpu2"), roll.NodeState("gpu3")]).to_json()
+    assert rolling(monkeypatch, cluster) == 0
+    assert cluster.deployed == [["gpu2"], ["gpu3"]]  # gpu1 judged after its reboot, not redeployed
