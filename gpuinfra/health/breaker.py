@@ -161,12 +161,11 @@ def decide(node: str, cause: str, nodes: Sequence[Seen], breaker: Breaker,
 def settle(node: str, cause: str, nodes: Sequence[Seen], breaker: Breaker,
            now: float) -> Decision:
     """After ``node`` was drained and :data:`SETTLE_S` passed: keep the drain, or give it back
-    (``drain`` False: resume it) when racing drains on other nodes took the share first, or
-    the breaker tripped meanwhile. The drains are ranked: resumed within the window first,
-    then by slurmctld's reason time, then by name."""
-    held = tripped(nodes)
-    if held is not None:
-        return Decision(False, f"the breaker tripped meanwhile ({held.name}): drain given back")
+    (``drain`` False: resume it) when racing drains on other nodes took the share first. The
+    drains are ranked: resumed within the window first, then by slurmctld's reason time, then
+    by name."""
+    # A trip meanwhile changes nothing here: the node that tripped it counted this drain, and
+    # the ranks below say the same on every node (giving it back too would drain none).
     counted = {n for n in recent(nodes, now, breaker.window_s)} | {node}
     ranked = sorted((n for n in nodes if n.name in counted),
                     key=lambda n: (n.since if n.drained_by_check else "", n.name))
