@@ -20,7 +20,7 @@ from typing import Any
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.health import breaker
 
-SINFO = " ".join(shlex.quote(part) for part in breaker.SINFO)
+SINFO = breaker.SINFO_LINE
 
 
 def _nodes(args: argparse.Namespace) -> tuple[Any, list[breaker.Seen], dict[str, Any]]:
@@ -59,7 +59,7 @@ def cmd_health(args: argparse.Namespace) -> int:
             print("health: the breaker is not tripped: nothing to reset")
             return 0
         for command in commands:
-            rc, out, err = head.run(" ".join(shlex.quote(p) for p in command))
+            rc, out, err = head.run(shlex.join(command))
             if rc != 0:
                 raise GpuinfraError(f"on the head: {' '.join(command)} failed (exit {rc}): "
                                     f"{(err or out).strip()[:300]}")

@@ -171,6 +171,12 @@ class Roll:
             f"{SINFO} -n {','.join(self.short(n) for n in names)}"))
         return {n: by_short[self.short(n)] for n in names if self.short(n) in by_short}
 
+    def jobs(self, names: Sequence[str], listed: dict[str, SlurmNode]) -> dict[str, list[str]]:
+        """The job ids on each of ``names`` Slurm lists (squeue refuses a name it does not)."""
+        shorts = {self.short(n): n for n in names if n in listed}
+        return roll.jobs_by_node(roll.jobs_on(self.on_head(roll.squeue(list(shorts)))),
+                                 shorts) if shorts else {}
+
     # ------------------------------------------------------------------ the state on the head
 
     def read_state(self) -> tuple[RollState | None, float]:
@@ -292,9 +298,7 @@ class Roll:
     def idle(self, nodes: list[NodeState]) -> list[NodeState]:
         """The waiting nodes with nothing left on them; past --wait-jobs, the command stops."""
         listed = self.slurm([n.name for n in nodes])  # a first deploy's node is not, yet
-        shorts = {self.short(n.name): n.name for n in nodes if n.name in listed}
-        jobs = roll.jobs_by_node(roll.jobs_on(self.on_head(roll.squeue(list(shorts)))),
-                                 shorts) if shorts else {}
+        jobs = self.jobs([n.name for n in nodes], listed)
         ready = []
         for node in nodes:
             if node.name in listed and roll.reboot_pending(listed[node.name]):
@@ -483,11 +487,7 @@ class Roll:
             return 0
         names = [n.name for n in live.nodes if n.name in {h.name for h in self.site.spec.nodes}]
         slurm = self.slurm(names)
-        waiting = [n.name for n in live.phase("waiting") if n.name in names
-                   and self.in_slurm(n.name)]
-        shorts = {self.short(n): n for n in waiting}
-        jobs = roll.jobs_by_node(roll.jobs_on(self.on_head(roll.squeue(list(shorts)))),
-                                 shorts) if shorts else {}
+        jobs = self.jobs([n.name for n in live.phase("waiting")], slurm)
         driven = (f"driven now by {live.driver.rsplit(' ', 1)[0]} (its last word {age:.0f} s "
                   "ago)" if live.driver and age < roll.STALE_S else
                   "not driven now: run the command that started it again to resume it, or "

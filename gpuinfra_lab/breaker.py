@@ -58,13 +58,11 @@ class BreakerProof(Steps):
         super().__init__(TAG, inventory)
 
     def seen(self) -> list[breaker.Seen]:
-        return breaker.parse(lab_ssh(self.head, " ".join(
-            f"'{p}'" if "|" in p else p for p in breaker.SINFO)).stdout)
+        return breaker.parse(lab_ssh(self.head, breaker.SINFO_LINE).stdout)
 
     def run(self) -> int:
-        names = workers()
-        if len(names) != 2:
-            print(f"{TAG}: the proof needs exactly two workers, the lab has {len(names)}")
+        names = self.two_workers(workers())
+        if not names:
             return 1
         try:
             out = deploy(names, SHARE)

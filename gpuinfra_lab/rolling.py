@@ -136,9 +136,8 @@ class RollProof(Steps):
         return lab_ssh(name, "stat -c %a /dev/nvidia0").stdout.strip()
 
     def run(self) -> int:
-        names = workers()
-        if len(names) != 2:
-            print(f"{TAG}: the proof needs exactly two workers, the lab has {len(names)}")
+        names = self.two_workers(workers())
+        if not names:
             return 1
         try:
             self.bound(*names)

@@ -28,6 +28,14 @@ class Steps:
             print(f"{self.tag}: {line}")
         return 1 if self.problems else 0
 
+    def two_workers(self, names: list[str]) -> list[str]:
+        """The lab's workers (``names``) when there are exactly two (what the roll proofs
+        need); else [] and the proof says so."""
+        if len(names) != 2:
+            print(f"{self.tag}: the proof needs exactly two workers, the lab has {len(names)}")
+            return []
+        return names
+
     def sh(self, command: str) -> str:
         """``command``'s output on the lab's head (stripped)."""
         return on_head(self.head, command)

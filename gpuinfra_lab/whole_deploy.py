@@ -55,9 +55,8 @@ class WholeDeployProof(Steps):
         return repr((out.stdout + out.stderr).strip().splitlines()[-4:])
 
     def run(self) -> int:
-        names = workers()
-        if len(names) != 2:
-            print(f"{TAG}: the proof needs exactly two workers, the lab has {len(names)}")
+        names = self.two_workers(workers())
+        if not names:
             return 1
         first, second = names
         try:

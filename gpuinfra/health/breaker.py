@@ -28,6 +28,7 @@ program (roles/health/program.py) runs these commands and hands in what ``sinfo`
 from __future__ import annotations
 
 import math
+import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -40,6 +41,7 @@ TRIPPED_MARK = "gpuinfra-breaker:"
 SINFO_FIELDS = "NodeList:|,StateLong:|,Gres:|,Reason:|,Comment:|,Timestamp:|"
 SETTLE_S = 3
 SINFO = ["sinfo", "-h", "-N", "-O", SINFO_FIELDS]
+SINFO_LINE = shlex.join(SINFO)  # the same, as one shell line (on the head over SSH)
 COMMENT_LIMIT = 200
 
 
@@ -148,12 +150,10 @@ def decide(node: str, cause: str, nodes: Sequence[Seen], breaker: Breaker,
     taken = [n for n in recent(nodes, now, breaker.window_s) if n != node]
     most = breaker.most(gpu_nodes)
     if len(taken) + 1 > most:
-        why = (f"{len(taken)} of {gpu_nodes} GPU nodes drained automatically within "
-               f"{breaker.window_s} s ({', '.join(taken[:5])}{', ...' if len(taken) > 5 else ''})"
-               f", the most allowed is {most} (health_breaker_share {breaker.share:g}); "
-               f"{node} held: {cause}")
-        stamp = f"{TRIPPED_MARK} tripped {int(now)}: {why}"
-        return Decision(False, f"the breaker trips: {why}", _clip(stamp))
+        why, stamp = _trip(f"{len(taken)} of {gpu_nodes} GPU nodes drained automatically within "
+                           f"{breaker.window_s} s {_listed(taken)}", most, breaker, node, cause,
+                           now)
+        return Decision(False, f"the breaker trips: {why}", stamp)
     return Decision(True, f"{len(taken) + 1} of at most {most} automatic drains in the window",
                     f"{DRAINED_MARK} {int(now)}")
 
@@ -174,11 +174,22 @@ def settle(node: str, cause: str, nodes: Sequence[Seen], breaker: Breaker,
     if node not in names or names.index(node) < most:
         return Decision(True, f"drain kept ({len(names)} of at most {most} in the window)")
     before = names[:names.index(node)]
-    why = (f"{len(before)} GPU nodes were drained automatically within {breaker.window_s} s "
-           f"before it ({', '.join(before[:5])}{', ...' if len(before) > 5 else ''}), the most "
-           f"allowed is {most} (health_breaker_share {breaker.share:g}); {node} held: {cause}")
-    return Decision(False, f"the breaker trips: {why}; drain given back",
-                    _clip(f"{TRIPPED_MARK} tripped {int(now)}: {why}"))
+    why, stamp = _trip(f"{len(before)} GPU nodes were drained automatically within "
+                       f"{breaker.window_s} s before it {_listed(before)}", most, breaker, node,
+                       cause, now)
+    return Decision(False, f"the breaker trips: {why}; drain given back", stamp)
+
+
+def _listed(names: Sequence[str]) -> str:
+    return f"({', '.join(names[:5])}{', ...' if len(names) > 5 else ''})"
+
+
+def _trip(counted: str, most: int, breaker: Breaker, node: str, cause: str,
+          now: float) -> tuple[str, str]:
+    """Why the breaker holds ``node`` (after what ``counted`` says), and the trip's stamp."""
+    why = (f"{counted}, the most allowed is {most} (health_breaker_share {breaker.share:g}); "
+           f"{node} held: {cause}")
+    return why, _clip(f"{TRIPPED_MARK} tripped {int(now)}: {why}")
 
 
 def _clip(text: str) -> str:
