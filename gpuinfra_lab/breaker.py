@@ -7,7 +7,10 @@ nothing more until a person resets it.
 On a deployed lab with two workers (health_check_interval = 10), each step prints one line;
 exit 0 when every step held, 1 listing what did not:
 
-1. the workers deployed with ``health_breaker_share = 0.5`` (at most one of the two GPU nodes
+1. the workers' Comments cleared (the window's memory of the drains earlier proofs made: a
+   ``gpuinfra-drained: <t>`` stamp left there counts against the share, so the other worker's
+   check could trip the breaker first and hold both, as a fresh-clone CI run once saw), then
+   the workers deployed with ``health_breaker_share = 0.5`` (at most one of the two GPU nodes
    drained automatically within the window; the site's own value is 1.0, group_data/lab.py);
 2. both workers' topology replays swapped at once for another machine's PCIe-only captures
    (tests' 2x-a100-pcie-bridge-missing): exactly one is drained (``gpuinfra: ...``), the other
@@ -65,6 +68,7 @@ class BreakerProof(Steps):
         if not names:
             return 1
         try:
+            self.forget(names)
             out = deploy(names, SHARE)
             self.say(out.returncode == 0, f"both workers deployed with {SHARE}",
                      f"the deploy with {SHARE} failed: {out.stdout.strip()[-300:]}")
@@ -75,13 +79,17 @@ class BreakerProof(Steps):
                 lab_ssh(name, " && ".join(f"mv -f {HARDWARE}/{f}.saved {HARDWARE}/{f}"
                                           for f in BROKEN_CAPTURES) + " 2>/dev/null; true")
             self.wait_healthy(names)
-            on_head(self.head, " ; ".join(f"scontrol update nodename={n} comment=''"
-                                          for n in names))
+            self.forget(names)
             out = deploy(names)
             self.say(out.returncode == 0, "the captures put back, the comments cleared, the "
                      "workers deployed again with the site's values",
                      f"putting the lab back failed: {out.stdout.strip()[-300:]}")
         return self.end()
+
+    def forget(self, names: list[str]) -> None:
+        """Clear the workers' Comments: the breaker's stamps (its window's memory)."""
+        on_head(self.head, " ; ".join(f"scontrol update nodename={n} comment=''"
+                                      for n in names))
 
     def trip(self, names: list[str]) -> None:
         for name in names:
