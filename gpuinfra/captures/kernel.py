@@ -71,6 +71,14 @@ def judge_dmesg(text: str, iommu: str | None, host: str = "-",
         verdict.findings.append(Finding.said(
             verdict.kind, f"GPU {judged.pci}: {judged.what}", judged.cause, judged.fix,
             "fail" if judged.fatal else "warn"))
+    cleared: dict[str, list[int]] = {}
+    for event in log.xids:
+        if event.cleared and event.xid not in cleared.setdefault(event.to_json()["pci"], []):
+            cleared[event.to_json()["pci"]].append(event.xid)
+    for pci, codes in cleared.items():
+        verdict.findings.append(Finding.said(
+            verdict.kind, f"GPU {pci}: Xid {', '.join(map(str, codes))} logged before the GPU's "
+            "reset (gpuinfra-health reset-gpu): no longer judged", "", "", "ok"))
     for subject, what in driver_failure_findings(log.driver_failures):
         verdict.findings.append(Finding.said(verdict.kind, f"{subject}: {what}",
                                              DRIVER_FAILURE_CAUSE, XID_FATAL_FIX))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpuinfra.monitoring.gpumetrics import NVLINK_COMMAND, QUERIES
+from gpuinfra.monitoring.gpumetrics import NVLINK_COMMAND, QUERIES, RESET_MARK
 from gpuinfra.rdma.verdicts import PORTS_COMMAND
 from gpuinfra.sharing.migplan import STATE_COMMAND as MIG_STATE_COMMAND
 
@@ -37,9 +37,10 @@ TOPOLOGY: dict[str, Command] = {
 }
 FABRIC: Command = ("nvidia-smi", "-q")
 # This boot's kernel log, message text only; dmesg where the journal has no kernel messages.
-KERNEL_LOG: Command = ("sh", "-c", "journalctl -k -b -o cat --no-pager -q 2>/dev/null "
-                       "| grep -e NVRM -e 'fallen off' || dmesg 2>/dev/null "
-                       "| grep -e NVRM -e 'fallen off' || true")
+# With the GPU resets the health program wrote there (gpuinfra.monitoring.gpumetrics.RESET_MARK).
+_KERNEL_LINES = f"grep -e NVRM -e 'fallen off' -e '{RESET_MARK}'"
+KERNEL_LOG: Command = ("sh", "-c", f"journalctl -k -b -o cat --no-pager -q 2>/dev/null "
+                       f"| {_KERNEL_LINES} || dmesg 2>/dev/null | {_KERNEL_LINES} || true")
 SERVICE_STATE = "systemctl is-active {units}; true"
 # DCGM's diagnostic where DCGM is installed (level 1: the quick one, seconds; dcgmi(1)).
 DCGM_ABSENT = "gpuinfra: dcgmi is not installed"

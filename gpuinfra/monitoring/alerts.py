@@ -379,11 +379,13 @@ def _xid_alerts(node: NodeSpec, fatal_xids: tuple[int, ...]) -> list[Alert]:
         f'label_replace(gpuinfra_gpu_recovery_action > 0, "xid", "{RECOVERY_ACTION_XID}", "", "")',
         duration="0m", severity="critical",
         summary="{{ $labels.instance }} GPU {{ $labels.gpu }} ({{ $labels.pci_bus_id }}): "
-        "fatal XID {{ $labels.xid }} since boot",
-        description=f"An XID logged since boot ({fatal.replace('|', ', ')}; or "
+        "fatal XID {{ $labels.xid }} since boot or its last reset",
+        description=f"An XID logged since boot or the GPU's last reset "
+        f"({fatal.replace('|', ', ')}; or "
         f"{RECOVERY_ACTION_XID}, the driver asking for a GPU reset, a node reboot or a P2P "
-        "drain) means the GPU needs a reset or service: drain the node, `nvidia-smi -r` or "
-        "reboot (XID counts start again at boot), and replace the GPU if it comes back (79: "
+        "drain) means the GPU needs a reset or service: drain the node, `gpuinfra-health "
+        "reset-gpu <gpu>` on it (nvidia-smi -r; the GPU's XID counts start again) or reboot, "
+        "and replace the GPU if it comes back (79: "
         "fallen off the bus; 48/94/95/140: uncorrectable ECC; 63/64: row remapping; 74: "
         "NVLink; 119/120: GSP firmware).",
         firing=(

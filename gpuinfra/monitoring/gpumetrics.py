@@ -13,7 +13,8 @@ one unknown field must not blind the others. Each query's success is itself a me
 
 XID errors are not a query field: the driver logs them to the kernel log as
 ``NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus`` (docs/hardware-reference.md 8.6);
-they are counted per GPU since boot, in all and per code (an alert on "any fatal XID since
+they are counted per GPU since boot or the GPU's last reset (:data:`RESET_MARK`), in all and
+per code (an alert on "any fatal XID since
 boot" must not depend on which XID came last: drivers from R565 on follow a fatal XID with Xid
 154, "GPU recovery action changed", tests/fixtures/kernel-log). Xid 154 also states what the
 driver wants done; the last one since boot is its own metric. A GPU that fell off the bus is
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuinfra.errors import ParseError
@@ -131,10 +132,23 @@ FATAL_XIDS = DEFAULT_DRAIN_XIDS
 XID_FATAL_CAUSE = ("the driver reported a GPU error; a fatal XID means the GPU needs a reset or "
                    "service (79: fallen off the bus; 48/64/95/140: memory errors; 74: NVLink; "
                    "119/120: its GSP firmware)")
-XID_FATAL_FIX = ("drain the node, `nvidia-smi -q` on the GPU, reset it (`nvidia-smi -r`) or "
-                 "reboot; a repeated fatal XID: reseat or RMA the GPU (NVIDIA's XID catalogue)")
+XID_FATAL_FIX = ("drain the node, `nvidia-smi -q` on the GPU, reset it (`gpuinfra-health reset-gpu "
+                 "<gpu>`: nvidia-smi -r, and its XIDs count from there) or reboot; a repeated "
+                 "fatal XID: reseat or RMA the GPU (NVIDIA's XID catalogue)")
 XID_OTHER_CAUSE = "the driver reported a GPU error (often an application fault)"
 XID_OTHER_FIX = "look up the XID in NVIDIA's catalogue; watch whether it repeats"
+# A GPU reset by the node's health program (`gpuinfra-health reset-gpu`, roles/health/program.py)
+# is written into the kernel log itself, through /dev/kmsg (root's only; kmsg(4) and the kernel's
+# Documentation/ABI/testing/dev-kmsg: userspace can never write the kernel's own facility, so the
+# line is never the driver's): "gpuinfra-health GPU reset PCI:00000000:44:00.0 (nvidia-smi -r)".
+# No colon after the first word: journald takes a first word ending in ':' as the identifier of
+# a kmsg line from userspace and `journalctl -o cat` prints the rest only (systemd's
+# syslog_parse_identifier, used by journald-kmsg.c).
+# The XIDs of that GPU logged before it are cleared: every reader judges a GPU's XIDs since its
+# last reset, or since boot (the log read is this boot's). No driver line marks a reset: NVRM's
+# "GPU at PCI:<bdf>: <uuid>" precedes a GPU's first Xid report, not a reset (NVIDIA's Xid guide).
+RESET_MARK = "gpuinfra-health GPU reset"
+_RESET = re.compile(re.escape(RESET_MARK) + r" PCI:([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)")
 _RECOVERY_ACTION = re.compile(r"recovery action changed from 0x[0-9a-fA-F]+ \([^)]*\) "
                               r"to 0x([0-9a-fA-F]+)")
 # An XID the driver logs as the consequence of an earlier one: "NVRM: Xid (PCI:0000:dc:00): 45,
@@ -144,13 +158,14 @@ _RECOVERY_ACTION = re.compile(r"recovery action changed from 0x[0-9a-fA-F]+ \([^
 _CAUSED_BY = re.compile(r"(?:caused by|due to) previous Xid (\d+)", re.IGNORECASE)
 # NVML's nvmlDeviceGpuRecoveryAction_t (Xid 154): what the driver asks for, and the fix.
 RECOVERY_ACTIONS: dict[int, tuple[str, str]] = {
-    1: ("GPU Reset Required", "drain the node, then reset the GPU (`nvidia-smi -r -i <gpu>`) or "
-        "reboot; replace it if the fault comes back"),
+    1: ("GPU Reset Required", "drain the node, then reset the GPU (`gpuinfra-health reset-gpu "
+        "<gpu>`: nvidia-smi -r -i <gpu>) or reboot; replace it if the fault comes back"),
     2: ("Node Reboot Required", "drain the node and reboot it; replace the GPU if the fault "
         "comes back"),
     3: ("Drain P2P", "drain the node: peer-to-peer traffic through this GPU must stop, then "
         "reset it or reboot"),
-    4: ("Drain and Reset", "drain the node, then reset the GPU (`nvidia-smi -r`) or reboot"),
+    4: ("Drain and Reset", "drain the node, then reset the GPU (`gpuinfra-health reset-gpu "
+        "<gpu>`: nvidia-smi -r) or reboot"),
 }
 
 
@@ -163,11 +178,14 @@ class XidEvent:
     xid: int
     recovery_action: int | None = None
     caused_by: int | None = None  # "caused by previous Xid N" on the line
+    cleared: bool = False  # the GPU was reset after it (RESET_MARK): no longer judged
 
     def to_json(self) -> dict[str, Any]:
-        """``{"pci": "0000:44:00", "xid": 79, "recovery_action": null, "caused_by": null}``."""
+        """``{"pci": "0000:44:00", "xid": 79, "recovery_action": null, "caused_by": null,
+        "cleared": false}``."""
         return {"pci": _pci_text(self.address), "xid": self.xid,
-                "recovery_action": self.recovery_action, "caused_by": self.caused_by}
+                "recovery_action": self.recovery_action, "caused_by": self.caused_by,
+                "cleared": self.cleared}
 
 
 def parse_xids(text: str) -> list[XidEvent]:
@@ -175,11 +193,18 @@ def parse_xids(text: str) -> list[XidEvent]:
 
     ``NVRM: Xid (PCI:0000:44:00): 79, ...`` lines, and the driver's multi-line "The NVIDIA GPU
     0000:b3:00.0 ... has fallen off the bus" message (counted as XID 79, which it is without the
-    Xid line on some drivers). Other lines are ignored: the log holds everything the kernel said.
+    Xid line on some drivers). A :data:`RESET_MARK` line marks the earlier events of its GPU
+    ``cleared`` (all are kept: the epilog counts since the prolog). Other lines are ignored: the
+    log holds everything the kernel said.
     """
     events: list[XidEvent] = []
     lines = text.splitlines()
     for number, line in enumerate(lines):
+        reset = _RESET.search(line)
+        if reset:
+            address = _address(reset.groups())
+            events = [replace(e, cleared=True) if e.address == address else e for e in events]
+            continue
         match = _XID.search(line)
         if match:
             xid = int(match[4])
@@ -220,9 +245,10 @@ def judge_xids(events: Iterable[XidEvent],
 
     Judged per code since boot, never by the last XID (R565+ log Xid 154 after the fatal one,
     and Xid 45 after what killed the process). Xid 154's recovery action other than none fails
-    whatever the other codes; Xid 45 "caused by previous Xid N" is said with N."""
+    whatever the other codes; Xid 45 "caused by previous Xid N" is said with N. Events a later
+    reset of their GPU cleared are not judged (:data:`RESET_MARK`)."""
     by_gpu: dict[tuple[int, int, int], list[XidEvent]] = {}
-    for event in events:
+    for event in (e for e in events if not e.cleared):
         by_gpu.setdefault(event.address, []).append(event)
     found = []
     for address, seen in by_gpu.items():
@@ -450,11 +476,12 @@ def _nvlink(metrics: _Metrics, output: Output | None,
 
 def _xids(metrics: _Metrics, output: Output | None, gpus: list[Gpu],
           labels: Mapping[int, Mapping[str, str]]) -> bool:
-    """XIDs since boot per GPU (0 for a GPU without any), per code, the last one, and the last
-    recovery action Xid 154 announced; also per address nvidia-smi lost."""
+    """XIDs since boot (or the GPU's last reset) per GPU (0 for a GPU without any), per code,
+    the last one, and the last recovery action Xid 154 announced; also per address nvidia-smi
+    lost."""
     if output is None or not output.ok:
         return False
-    events = parse_xids(output.text)
+    events = [e for e in parse_xids(output.text) if not e.cleared]  # since each GPU's reset
     known = {bus_address(str(g.fields.get("pci.bus_id") or "")): g.index for g in gpus}
     by_address: dict[tuple[int, int, int], list[XidEvent]] = {}
     for event in events:

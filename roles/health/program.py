@@ -7,6 +7,9 @@
     gpuinfra-health prolog           Slurm's Prolog: the job's GPUs present and healthy
     gpuinfra-health epilog           Slurm's Epilog: fatal XIDs logged during the job drain
     gpuinfra-health validate FILE    judge an expectation file (the deploy stages it first)
+    gpuinfra-health reset-gpu GPU    reset a GPU (nvidia-smi -r; its index or PCI bus id) and
+                                     mark the reset in the kernel log: its XIDs before it no
+                                     longer count (gpuinfra.monitoring.gpumetrics.RESET_MARK)
 
 The expectation is /etc/gpuinfra/health.json (gpuinfra.health.expectation), rendered from the
 spec by the deploy. The library is the project's own (gpuinfra/ and the runner
@@ -42,10 +45,12 @@ from gpuinfra.health.expectation import Expectation, ExpectationError, from_json
 from gpuinfra.health.judge import Verdict, job_verdict, judge, xid_count  # noqa: E402
 from gpuinfra.health.metrics import metrics_text  # noqa: E402
 from gpuinfra.health.probes import JOB_PROBES, probes  # noqa: E402
+from gpuinfra.monitoring.gpumetrics import RESET_MARK, bus_address  # noqa: E402
 from gpuinfra.parsers.slurm import parse_sinfo_nodes  # noqa: E402
 from gpuinfra_node.reader import read, run  # noqa: E402
 
 STATE_DIR = Path("/run/gpuinfra-health")
+KMSG = "/dev/kmsg"  # the kernel log, where a GPU reset is marked (reset_gpu)
 PROM = "gpuinfra-health.prom"
 EXIT_UNHEALTHY, EXIT_CANNOT = 1, 2
 
@@ -193,7 +198,11 @@ def main(argv: list[str]) -> int:
     sub.add_parser("epilog", help="Slurm's Epilog")
     validate_p = sub.add_parser("validate", help="judge an expectation file")
     validate_p.add_argument("file")
+    reset_p = sub.add_parser("reset-gpu", help="reset a GPU and clear its XIDs")
+    reset_p.add_argument("gpu", help="the GPU's index or PCI bus id, as nvidia-smi lists it")
     args = parser.parse_args(argv)
+    if args.mode == "reset-gpu":
+        return reset_gpu(args.gpu)
     try:
         if args.mode == "validate":
             load(args.file)
@@ -229,6 +238,46 @@ def main(argv: list[str]) -> int:
         if args.mode == "prolog":
             return prolog(expect)
         return epilog(expect)
+
+
+def reset_gpu(gpu: str) -> int:
+    """``nvidia-smi -r -i BUS`` on one GPU, then the reset's mark in the kernel log (kmsg(4);
+    root's only), which every reader of XIDs takes as the GPU's fresh start. No mark when the
+    reset failed: the XIDs still count."""
+    listed = run(["nvidia-smi", "--query-gpu=index,pci.bus_id", "--format=csv,noheader"])
+    if not listed.ok:
+        print(f"gpuinfra-health: cannot list the GPUs (nvidia-smi: {listed.error}); nothing was "
+              "reset", file=sys.stderr)
+        return EXIT_CANNOT
+    rows = [[part.strip() for part in line.split(",")] for line in listed.text.splitlines()
+            if line.count(",") == 1]
+    wanted = bus_address(gpu)
+    bus = next((b for i, b in rows if gpu == i or (wanted and bus_address(b) == wanted)), None)
+    if bus is None:
+        print(f"gpuinfra-health: no GPU {gpu!r} on this node (nvidia-smi lists "
+              f"{', '.join(f'{i} {b}' for i, b in rows) or 'none'}); give its index or PCI bus "
+              "id", file=sys.stderr)
+        return EXIT_CANNOT
+    done = run(["nvidia-smi", "-r", "-i", bus])
+    if not done.ok:
+        print(f"gpuinfra-health: nvidia-smi -r -i {bus} failed: {done.error}. Nothing was "
+              "marked: its XIDs still count. nvidia-smi(1) resets only a GPU no process uses "
+              "(drain the node first; `nvidia-smi` lists them), as root; else reboot the node",
+              file=sys.stderr)
+        return EXIT_UNHEALTHY
+    mark = f"{RESET_MARK} PCI:{bus} (nvidia-smi -r)"
+    try:
+        with open(KMSG, "a", encoding="utf-8") as kmsg:
+            kmsg.write(mark + "\n")
+    except OSError as exc:
+        print(f"gpuinfra-health: GPU {bus} was reset, but the mark could not be written to "
+              f"{KMSG} ({exc}): its earlier XIDs still count; run this as root",
+              file=sys.stderr)
+        return EXIT_UNHEALTHY
+    log(f"GPU {bus} reset (nvidia-smi -r): its XIDs before now no longer count")
+    print(f"GPU {bus} reset; its XIDs before now no longer count. The next health check "
+          "resumes the node it drained when nothing else fails (`gpuinfra-health check` now)")
+    return 0
 
 
 def periodic(expect: Expectation) -> int:

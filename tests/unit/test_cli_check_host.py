@@ -476,3 +476,17 @@ def test_dmesg_a_contained_ecc_error_warns_by_the_catalogs_policy(capsys, tmp_pa
     code, [verdict] = check(capsys, "--dmesg", str(log))
     assert code == 0 and [f["severity"] for f in verdict["findings"]] == ["warn"]
     assert 94 not in verdict["expectation"]["fatal_xids"]
+
+
+def test_dmesg_xids_before_the_gpus_reset_mark_pass_and_are_said(capsys, tmp_path):
+    """Issue 48: a pasted log with the reset mark `gpuinfra-health reset-gpu` writes (as
+    `dmesg` prints it, timestamped) passes the GPU its Xid 154 failed, saying what it cleared;
+    the same log without the mark fails."""
+    log = (XID_DIR / "nvidia-forum-364958-xid62-then-154.txt").read_text()
+    code, [verdict] = check(capsys, "--dmesg", cut(tmp_path, log))
+    assert code == 1
+    bus = verdict["findings"][0]["what"].split()[1].rstrip(":")
+    reset = f"[ 9921.004711] gpuinfra-health GPU reset PCI:{bus}.0 (nvidia-smi -r)\n"
+    code, [verdict] = check(capsys, "--dmesg", cut(tmp_path, log + reset))
+    assert code == 0, whats(verdict)
+    assert f"GPU {bus}: Xid 62, 154, 45 logged before the GPU's reset" in whats(verdict)

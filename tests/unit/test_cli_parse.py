@@ -79,8 +79,10 @@ def test_dmesg(capsys):
                                       "ib_unregister_peer_memory_client"]
     out, _ = parsed(capsys, "dmesg", FIX / "kernel-log" / "nvidia-forum-364958-xid120-then-154.txt")
     assert out["xids"] == [
-        {"pci": "0000:01:00", "xid": 120, "recovery_action": None, "caused_by": None},
-        {"pci": "0000:01:00", "xid": 154, "recovery_action": 1, "caused_by": None}]
+        {"pci": "0000:01:00", "xid": 120, "recovery_action": None, "caused_by": None,
+         "cleared": False},
+        {"pci": "0000:01:00", "xid": 154, "recovery_action": 1, "caused_by": None,
+         "cleared": False}]
     out, _ = parsed(capsys, "dmesg", FIX / "dmesg" /
                     "intel-dmar-iommu-enabled-gtx1660s-kubevirt-gpu-device-plugin-45.txt")
     assert out["iommu_on"] == ["[    0.019620] DMAR: IOMMU enabled"] and out["iommu_off"] == []

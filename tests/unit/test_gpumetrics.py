@@ -132,6 +132,33 @@ def test_xids_are_counted_per_gpu_and_kept_for_a_gpu_that_vanished():
     assert bus_address("00000000:3B:00.0") == (0, 0x3B, 0)
 
 
+def test_a_gpu_reset_marked_in_the_kernel_log_clears_that_gpus_earlier_xids():
+    """Issue 48: `gpuinfra-health reset-gpu` writes RESET_MARK into the kernel log; XIDs of that
+    GPU before it are kept (the epilog counts since the prolog) but no longer judged or counted;
+    another GPU's, and the same GPU's after the reset, are."""
+    from gpuinfra.monitoring.gpumetrics import RESET_MARK, judge_xids
+
+    fatal = (KERNEL_LOG / "nvsentinel-155-xid79-line.txt").read_text().replace(
+        "PCI:0000:44:00", "PCI:0000:3b:00")
+    other = "NVRM: Xid (PCI:0000:4c:00): 48, pid=1, DBE\n"
+    mark = f"{RESET_MARK} PCI:00000000:3B:00.0 (nvidia-smi -r)\n"
+    events = parse_xids(fatal + other + mark)
+    assert [(e.address, e.xid, e.cleared) for e in events] == [
+        ((0, 0x3B, 0), 79, True), ((0, 0x4C, 0), 48, False)]
+    assert [(j.address, j.fatal) for j in judge_xids(events)] == [((0, 0x4C, 0), True)]
+    # The same GPU failing again after its reset counts again.
+    after = parse_xids(fatal + mark + fatal)
+    assert [(j.codes, j.fatal) for j in judge_xids(after)] == [((79,), True)]
+    # The collector's series: GPU 1 (00000000:3B:00.0) back to 0, the alert's input clear.
+    text = collect("8x-h100-sxm-nvswitch", fatal + mark)
+    gpu1 = next(k for k in samples(text, "gpuinfra_gpu_xid_errors") if 'gpu="1"' in k)
+    assert samples(text, "gpuinfra_gpu_xid_errors")[gpu1] == 0
+    assert samples(collect("8x-h100-sxm-nvswitch", fatal), "gpuinfra_gpu_xid_errors")[gpu1] == 1
+    # A mark for another address, or a user's look-alike without the PCI address, clears none.
+    assert not parse_xids(fatal + f"{RESET_MARK} PCI:00000000:3C:00.0\n")[0].cleared
+    assert not parse_xids(fatal + f"{RESET_MARK} of every GPU\n")[0].cleared
+
+
 def test_xid_154_after_a_fatal_xid_is_read_with_its_recovery_action():
     """Real R565+ logs: the fatal XID, then Xid 154 with the action the driver wants."""
     gsp = (KERNEL_LOG / "nvidia-forum-364958-xid120-then-154.txt").read_text()

@@ -420,3 +420,50 @@ def test_a_bad_xid_policy_is_refused_before_any_host_is_touched(policy, words) -
     assert found and words in found[0].problem and found[0].fix, found
     assert validate([HostInput(h.name, h.groups, {**h.data, "health_xid_policy": {94: "drain"}})
                      for h in hosts], knobs=knobs_of()) == []
+
+
+def _fake_smi(bin_dir: Path, reset_rc: int) -> None:
+    """nvidia-smi answering the GPU list (the 2x-h100-pcie-bridged replay's bus ids) and
+    ``-r`` with ``reset_rc``, as the driver would on a GPU in use (nvidia-smi's exit 255)."""
+    script = bin_dir / "nvidia-smi"
+    script.write_text(
+        '#!/bin/sh\ncase "$1" in -r) echo "GPU 00000000:C2:00.0 is currently in use by '
+        f'another process." >&2; exit {reset_rc};; esac\n'
+        'printf "0, 00000000:C2:00.0\\n1, 00000000:C3:00.0\\n"\n')
+    script.chmod(0o755)
+
+
+def test_reset_gpu_marks_the_kernel_log_and_the_check_then_passes(replay, tmp_path, monkeypatch,
+                                                                   capsys) -> None:
+    """Issue 48: XIDs judged since the GPU's last reset. ``gpuinfra-health reset-gpu`` resets
+    the GPU with nvidia-smi -r and writes the mark to the kernel log (here a file for
+    /dev/kmsg); the health check reading that log passes the GPU its fatal XID failed. A reset
+    that fails, or an unknown GPU, marks nothing."""
+    line = (KERNEL / "nvsentinel-155-xid79-line.txt").read_text()
+    log = line.replace("PCI:0000:44:00", "PCI:0000:c2:00")
+    replay("2x-h100-pcie-bridged", log)
+    assert "Xid 79" in judge(BRIDGED, reading(BRIDGED)).reason()
+    kmsg = tmp_path / "kmsg"
+    kmsg.write_text("")
+    monkeypatch.setattr(program, "KMSG", str(kmsg))
+    (tmp_path / "bin" / "logger").write_text("#!/bin/sh\ntrue\n")
+    (tmp_path / "bin" / "logger").chmod(0o755)
+    smi = tmp_path / "bin"
+    _fake_smi(smi, 255)
+    assert program.main(["reset-gpu", "0"]) == 1
+    assert "currently in use" in capsys.readouterr().err and kmsg.read_text() == ""
+    assert program.main(["reset-gpu", "7"]) == 2
+    assert "no GPU '7' on this node (nvidia-smi lists 0 00000000:C2:00.0" in \
+        capsys.readouterr().err and kmsg.read_text() == ""
+    _fake_smi(smi, 0)
+    assert program.main(["reset-gpu", "0000:c2:00.0"]) == 0
+    assert kmsg.read_text() == "gpuinfra-health GPU reset PCI:00000000:C2:00.0 (nvidia-smi -r)\n"
+    # The node's kernel log now holds the mark after the XID: the check passes (the replayed
+    # GPUs again: the fake nvidia-smi above answered the list only).
+    (smi / "nvidia-smi").write_text(f"#!/bin/sh\nexec {sys.executable} {LAB / 'nvidia-smi'} "
+                                    '"$@"\n')
+    replay("2x-h100-pcie-bridged", log + kmsg.read_text())
+    verdict = judge(BRIDGED, reading(BRIDGED))
+    assert verdict.healthy, verdict.reason()
+    # The epilog's count is of every XID, cleared or not: the prolog's mark stays aligned.
+    assert program.xid_count(reader.read(JOB_PROBES)["kernel-log"]) == 1
