@@ -56,7 +56,7 @@ ALERT_SEVERITIES: dict[str, str] = {
     "NodeDrainedByHealthCheck": "warning", "NodeHealthCheckFailed": "warning",
     "NodeTaintedByHealthCheck": "warning",
     "HealthBreakerTripped": "critical",
-    "RollStalled": "warning",
+    "RollStalled": "warning", "KubernetesGpusMissing": "critical",
     "FabricManagerDown": "critical", "DcgmExporterDown": "warning", "KubeletDown": "critical",
     "InfinibandPortDown": "critical", "InfinibandRateDegraded": "warning",
     "InfinibandLinkErrors": "warning",

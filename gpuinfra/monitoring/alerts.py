@@ -54,7 +54,7 @@ ALERT_NAMES = ("NodeDown", "DiskAlmostFull", "SlurmctldDown", "SlurmctldBackupDo
                "NodeHealthCheckFailed", "NodeTaintedByHealthCheck", "NodeHealthCheckStale",
                "NodeLogsStale", "FabricManagerDown", "DcgmExporterDown", "KubeletDown",
                "InfinibandPortDown", "InfinibandRateDegraded", "InfinibandLinkErrors",
-               "HealthBreakerTripped", "RollStalled")
+               "HealthBreakerTripped", "RollStalled", "KubernetesGpusMissing")
 
 
 
@@ -128,7 +128,7 @@ def rules(spec: ClusterSpec, mon: Monitoring) -> dict[str, Any]:
               "gpuinfra-roll": ("RollStalled",),
               "gpuinfra-stack": ("FabricManagerDown", "DcgmExporterDown", "KubeletDown",
                                  "InfinibandPortDown", "InfinibandRateDegraded",
-                                 "InfinibandLinkErrors")}
+                                 "InfinibandLinkErrors", "KubernetesGpusMissing")}
     out: dict[str, list[dict[str, Any]]] = {}
     for alert in found:
         group = next((g for g, names in groups.items() if alert.name in names), "gpuinfra-gpus")

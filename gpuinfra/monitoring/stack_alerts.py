@@ -1,6 +1,8 @@
 """Alerts for the stack under the GPUs: systemd units the GPU nodes cannot do without (Fabric
 Manager on NVSwitch nodes, DCGM's exporter, the kubelet) and the InfiniBand/RoCE ports of the
-spec's ``rdma_nics`` (down, below their rate, links going down or recovering from errors).
+spec's ``rdma_nics`` (down, below their rate, links going down or recovering from errors), and
+the GPUs Kubernetes offers on each GPU worker against the spec (the device plugin down, a GPU
+lost: gpuinfra.monitoring.k8snodes, written by the head).
 
 The unit series are node_exporter's systemd collector (the units in
 gpuinfra.monitoring.scrape.WATCHED_UNITS); the port series its infiniband collector, enabled by
@@ -13,12 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gpuinfra.monitoring.k8snodes import expected as k8s_expected
 from gpuinfra.monitoring.series import Alert, AlertCase, selector, unit_active_series
 from gpuinfra.monitoring.settings import Monitoring
 from gpuinfra.spec.model import ClusterSpec, NodeSpec
 
 ACTIVE = 4  # node_infiniband_state_id of an ACTIVE port
 PORT = "1"  # the port the rules watch: every rdma_nics entry is one port-1 device
+# KubernetesGpusMissing when the head cannot ask at all: every node, and why.
+ALL = "(all)"
+UNASKED = "the head cannot read the nodes (kubectl get nodes fails)"
 
 
 def unit_down(name: str, unit: str, instances: list[str], duration: str, severity: str,
@@ -102,7 +108,48 @@ def _units(spec: ClusterSpec, mon: Monitoring) -> list[tuple[Alert, str, list[No
 
 
 def stack_alerts(spec: ClusterSpec, mon: Monitoring) -> list[Alert]:
-    return [alert for alert, _, _ in _units(spec, mon)] + _port_alerts(spec)
+    return [alert for alert, _, _ in _units(spec, mon)] + _port_alerts(spec) + \
+        _kubernetes_gpu_alerts(spec)
+
+
+def kubernetes_gpu_series(spec: ClusterSpec, node: str, problem: str = "") -> str:
+    """The head's series of one Kubernetes GPU worker (gpuinfra.monitoring.k8snodes)."""
+    return ("gpuinfra_kubernetes_node_gpus_ok"
+            + selector(job="node", instance=spec.head[0].short_name, node=node, problem=problem))
+
+
+def _kubernetes_gpu_alerts(spec: ClusterSpec) -> list[Alert]:
+    """KubernetesGpusMissing: a GPU worker whose allocatable is not what the spec implies
+    (gpuinfra.monitoring.k8snodes, written by the head of a Kubernetes site every minute)."""
+    wanted = k8s_expected(spec)
+    if "kubernetes" not in spec.schedulers or not wanted:
+        return []
+    node = sorted(wanted)[0]
+    problem = "no GPU is allocatable: nvidia.com/gpu: expected 8, allocatable 0"
+    return [Alert(
+        name="KubernetesGpusMissing", expr="gpuinfra_kubernetes_node_gpus_ok == 0 or "
+        f'label_replace(label_replace(gpuinfra_kubernetes_nodes_query_ok == 0, "node", "{ALL}", '
+        f'"", ""), "problem", "{UNASKED}", "", "")', duration="10m", severity="critical",
+        summary="Kubernetes node {{ $labels.node }}: {{ $labels.problem }}",
+        description="Pods asking for GPUs do not land where the spec says they can: the "
+        "node's nvidia.com/* allocatable differs from the spec (the device plugin down or "
+        "crashing on it, a GPU lost, a MIG or sharing config it did not apply, the node gone "
+        "from the cluster), or the head cannot ask (`journalctl -u "
+        "gpuinfra-kubernetes-nodes` on it). `kubectl describe node NODE` (Allocatable), `kubectl "
+        "-n kube-system get pods -o wide` for the device plugin on it and its logs; "
+        "`gpuinfra verify` names the cause (test_allocatable_matches_spec).",
+        firing=(AlertCase(set={kubernetes_gpu_series(spec, node, problem): "0x15"},
+                          fires=({"job": "node", "instance": spec.head[0].short_name,
+                                  "node": node, "problem": problem},)),
+                AlertCase(set={_k8s_query_series(spec): "0x15"},
+                          fires=({"job": "node", "instance": spec.head[0].short_name,
+                                  "node": ALL, "problem": UNASKED},))),
+    )]
+
+
+def _k8s_query_series(spec: ClusterSpec) -> str:
+    return ("gpuinfra_kubernetes_nodes_query_ok"
+            + selector(job="node", instance=spec.head[0].short_name))
 
 
 def _port_alerts(spec: ClusterSpec) -> list[Alert]:
@@ -164,6 +211,10 @@ def healthy_stack_series(spec: ClusterSpec, mon: Monitoring) -> dict[str, str]:
     for _, unit, nodes in _units(spec, mon):
         for node in nodes:
             series[unit_active_series(node.short_name, unit)] = "1x15"
+    if _kubernetes_gpu_alerts(spec):
+        series[_k8s_query_series(spec)] = "1x15"
+        for name in k8s_expected(spec):
+            series[kubernetes_gpu_series(spec, name)] = "1x15"
     for node, device, rate in rdma_ports(spec):
         series[port_series("state_id", node, device)] = f"{ACTIVE}x15"
         if rate is not None:

@@ -130,6 +130,45 @@ def slurm_nodes_timer() -> FileText:
     }, about=f"Asks Slurm for its node states every minute {ROLE}.")
 
 
+def kubernetes_nodes_service(lib: str, out: str, textfile_dir: str, expected: str,
+                             kubeconfig: str) -> FileText:
+    """The head's Kubernetes GPUs (gpuinfra.monitoring.k8snodes), run by its timer:
+    ``{lib}/kubernetes_nodes.py`` asks ``kubectl get nodes`` and writes ``out``, as a transient
+    unprivileged user of the textfile directory's group. The kubeconfig is a systemd credential
+    (systemd.exec(5) LoadCredential=: read by systemd as root, handed to this run only, in
+    $CREDENTIALS_DIRECTORY), so the file itself stays root's 0600."""
+    return unit_file({
+        "Unit": [("Description", "gpuinfra Kubernetes GPUs (kubectl get nodes) for "
+                                 "node_exporter"),
+                 ("Documentation", f"file://{lib}/kubernetes_nodes.py"),
+                 ("After", "kubelet.service")],
+        "Service": [("Type", "oneshot"),
+                    ("DynamicUser", "yes"),
+                    ("SupplementaryGroups", COLLECTOR_GROUP),
+                    ("CapabilityBoundingSet", ""),
+                    ("LoadCredential", f"kubeconfig:{kubeconfig}"),
+                    ("Environment", "HOME=/tmp"),  # kubectl's cache, in the private /tmp
+                    ("ExecStart", f"/usr/bin/python3 -I {lib}/kubernetes_nodes.py --out {out} "
+                                  f"--expected {expected}"),
+                    ("TimeoutStartSec", "50s"),
+                    ("NoNewPrivileges", "true"),
+                    ("ProtectSystem", "strict"),
+                    ("ProtectHome", "true"),
+                    ("PrivateTmp", "true"),
+                    ("ReadWritePaths", textfile_dir)],
+    }, about=f"Kubernetes' GPUs for node_exporter's textfile collector {ROLE}.")
+
+
+def kubernetes_nodes_timer() -> FileText:
+    """Asks Kubernetes 60 s after boot (its API server starts as a static pod), then every
+    minute."""
+    return unit_file({
+        "Unit": [("Description", "gpuinfra Kubernetes GPUs every minute")],
+        "Timer": [("OnBootSec", "60s"), ("OnUnitActiveSec", "60s"), ("AccuracySec", "1s")],
+        "Install": [("WantedBy", "timers.target")],
+    }, about=f"Asks Kubernetes for its nodes' GPUs every minute {ROLE}.")
+
+
 def job_mapping_tmpfiles(folder: str) -> FileText:
     """tmpfiles.d(5) line making the GPU job mapping folder at boot (under /run, emptied by
     every reboot with the jobs it listed), so dcgm-exporter finds it before the first job

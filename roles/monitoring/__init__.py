@@ -57,6 +57,7 @@ from gpuinfra_roles.monitoring.head import (
     prometheus_check,
     prometheus_files,
 )
+from gpuinfra_roles.monitoring.kubernetes_metrics import kubernetes_gpus, kubernetes_head
 from gpuinfra_roles.monitoring.nodes import node_exporter, textfile_directory
 from gpuinfra_roles.monitoring.security import (
     WEB_TOOLS,
@@ -133,7 +134,7 @@ def monitoring(site: Site, node: NodeSpec) -> None:
         if mon.node_exporter_web_security:
             exporter_credentials(spec)
     node_exporter(site, node, mon, distro)
-    if node.gpus is not None or slurm_head(spec, node):
+    if node.gpus is not None or slurm_head(spec, node) or kubernetes_head(spec, node):
         textfile_directory()
     if node.gpus is not None:
         mapped = job_mapping_on(node, mon)
@@ -144,6 +145,8 @@ def monitoring(site: Site, node: NodeSpec) -> None:
             dcgm(site, node, data, distro, mapped, pod_mapping_on(node, mon))
     if slurm_head(spec, node):
         slurm_node_states()
+    if kubernetes_head(spec, node):
+        kubernetes_gpus(spec)
     if node.is_head:
         renewed = prometheus(spec, mon)
         alertmanager(spec, mon)

@@ -714,3 +714,28 @@ def test_kubernetes_gpu_workers_label_dcgm_metrics_with_the_pod(distro):
     assert "--kubernetes" not in uploaded(run(distro).plans[GPU])[DCGM_DROPIN]
     off = run(distro, schedulers=["kubernetes"], monitoring_job_mapping=False)
     assert "--kubernetes" not in uploaded(off.plans[GPU])[DCGM_DROPIN]
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_a_kubernetes_head_compares_the_gpus_kubernetes_offers_with_the_spec(distro):
+    """Issue 48 (KubernetesGpusMissing): the head of a Kubernetes site installs the program,
+    the GPUs each worker must offer (rendered from the spec, judged by the program before they
+    go live) and a timer whose unit reads the admin kubeconfig as a systemd credential only; a
+    Slurm site's head installs none of it."""
+    from gpuinfra_roles.monitoring.kubernetes_metrics import EXPECTED_STAGE, LIB
+
+    result = run(distro, schedulers=["kubernetes"])
+    head = uploaded(result.plans[HEAD])
+    assert head[f"{LIB}/kubernetes_nodes.py"] == (ROLE_DIR / "kubernetes_nodes.py").read_text()
+    assert json.loads(head[f"{EXPECTED_STAGE}/kubernetes-gpus.json"]) == {
+        GPU: {"nvidia.com/gpu": 2}}
+    unit = head[f"{UNIT_STAGE}/gpuinfra-kubernetes-nodes.service"]
+    assert "LoadCredential=kubeconfig:/etc/kubernetes/admin.conf\n" in unit
+    assert "DynamicUser=yes\n" in unit and "User=root" not in unit
+    assert ("kubernetes_nodes.py --out /var/lib/prometheus/node-exporter/"
+            "gpuinfra-kubernetes-nodes.prom --expected /etc/gpuinfra/kubernetes-gpus.json") in unit
+    checks = " ".join(str(c) for planned in result.plans[HEAD].ops for c in planned.raw)
+    assert (f"/usr/bin/python3 -I {LIB}/kubernetes_nodes.py --check --expected "
+            f"{EXPECTED_STAGE}/kubernetes-gpus.json") in checks
+    assert not [p for p in uploaded(result.plans[GPU]) if "kubernetes-nodes" in p]
+    assert not [p for p in uploaded(run(distro).plans[HEAD]) if "kubernetes" in p]

@@ -548,6 +548,10 @@ PINNED = {
                                'device="mlx5_0",port="1"} < 5e+10', "5m", "warning"),
     "InfinibandLinkErrors": ("increase(node_infiniband_link_downed_total[15m]) > 0", "0m",
                              "warning"),
+    # A device plugin restarts in seconds and a MIG layout is applied in minutes: ten.
+    "KubernetesGpusMissing": ("gpuinfra_kubernetes_node_gpus_ok == 0 or label_replace("
+                              "label_replace(gpuinfra_kubernetes_nodes_query_ok == 0", "10m",
+                              "critical"),
     # Twice health_check_interval (300 s by default: roles/health/defaults.py).
     "NodeHealthCheckStale": ("time() - gpuinfra_health_last_run_timestamp_seconds > 600",
                              "5m", "warning"),
@@ -592,6 +596,7 @@ def _no_backup(spec: ClusterSpec) -> set[str]:
 
     checked = health_nodes(spec)
     tainting = tainting_nodes(checked)
+    from gpuinfra.monitoring.k8snodes import expected as k8s_expected
     from gpuinfra.monitoring.stack_alerts import (
         dcgm_nodes,
         fabric_manager_nodes,
@@ -610,6 +615,7 @@ def _no_backup(spec: ClusterSpec) -> set[str]:
         {"SlurmctldDown", "SlurmdDown", "SlurmNodesDrained", "NodeDrainedByHealthCheck",
          "HealthBreakerTripped"} if "slurm" not in spec.schedulers else set()) | (
         {"NodeTaintedByHealthCheck"} if not tainting else set()) | (
+        {"KubernetesGpusMissing"} if not k8s_expected(spec) else set()) | (
         {"NodeHealthCheckFailed"} if len(tainting) == len(checked) else set())
 
 
