@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.health.thresholds import ACTIONS, ECC_MAX, TEMPERATURE_MAX
 from gpuinfra.knowledge.lookup import require_model, require_profile
 from gpuinfra.knowledge.xids import DEFAULT_DRAIN_XIDS, drain_xids, known
 
@@ -71,6 +72,12 @@ class Expectation:
     # of the GPU nodes within the window; a file written before it existed reads the defaults.
     breaker_share: float = BREAKER_SHARE
     breaker_window_s: int = BREAKER_WINDOW_S
+    # The GPU thresholds (gpuinfra.health.thresholds): the alerts' numbers, the site's actions;
+    # a file written before them existed reads the defaults.
+    temperature_max: int = TEMPERATURE_MAX
+    temperature_action: str = "warn"
+    ecc_max: int = ECC_MAX
+    ecc_action: str = "warn"
 
     def to_json(self) -> str:
         raw = asdict(self)
@@ -110,6 +117,10 @@ def from_node(node: Any, settings: Mapping[str, Any], textfile_dir: str | None) 
         drain_xids=drain_xids(settings.get("health_xid_policy") or {}),
         breaker_share=float(settings.get("health_breaker_share", BREAKER_SHARE)),
         breaker_window_s=int(settings.get("health_breaker_window", BREAKER_WINDOW_S)),
+        temperature_max=int(settings.get("monitoring_gpu_temperature_max", TEMPERATURE_MAX)),
+        temperature_action=str(settings.get("health_gpu_temperature", "warn")),
+        ecc_max=int(settings.get("health_gpu_ecc_max", ECC_MAX)),
+        ecc_action=str(settings.get("health_gpu_ecc", "warn")),
     )
 
 
@@ -185,9 +196,20 @@ def from_json(text: str, source: str = PATH) -> Expectation:
     window = raw.get("breaker_window_s", BREAKER_WINDOW_S)
     if isinstance(window, bool) or not isinstance(window, int) or window < 60:
         reader.wrong("breaker_window_s", window, "seconds, 60 or more")
+    limits = {}
+    for key, default in (("temperature_max", TEMPERATURE_MAX), ("ecc_max", ECC_MAX)):
+        value = raw.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            reader.wrong(key, value, "a whole number, 0 or more")
+        limits[key] = value
+    for key in ("temperature_action", "ecc_action"):
+        value = raw.get(key, "warn")
+        if value not in ACTIONS:
+            reader.wrong(key, value, " or ".join(ACTIONS))
+        limits[key] = value
     return Expectation(reader.get("node", str), slurm_node, gpus, tuple(nics),
                        tuple(mig) if mig is not None else None, tuple(services), on_failure,
-                       textfile, level, version, tuple(xids), float(share), window)
+                       textfile, level, version, tuple(xids), float(share), window, **limits)
 
 
 @dataclass

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.health import thresholds
 from gpuinfra.health.collect import Output
 from gpuinfra.health.expectation import Expectation
 from gpuinfra.health.probes import DCGM_ABSENT, GPU_QUERY_FIELDS, REMAP_FIELDS
@@ -141,6 +142,7 @@ def _gpus(expect: Expectation, reading: Mapping[str, Output]) -> list[Finding]:
                                  gpu_names=[g.name or "" for g in gpus])
     if want.persistence_mode:
         findings += _persistence(gpus)
+    findings += thresholds.findings(expect, reading)
     findings += _remapped(gpus, reading.get("remapped"))
     findings += _xids(gpus, reading.get("kernel-log"), expect.drain_xids)
     if expect.mig is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gpuinfra.health.thresholds import commands as threshold_commands
 from gpuinfra.monitoring.gpumetrics import NVLINK_COMMAND, QUERIES, RESET_MARK
 from gpuinfra.rdma.verdicts import PORTS_COMMAND
 from gpuinfra.sharing.migplan import STATE_COMMAND as MIG_STATE_COMMAND
@@ -73,6 +74,8 @@ def probes(expect: Any) -> dict[str, Command]:
             out["mig"] = MIG_STATE_COMMAND
     if expect.nics:
         out["ib-ports"] = PORTS_COMMAND
+    if expect.gpus is not None:
+        out.update(threshold_commands(expect))
     if expect.gpus is not None and expect.dcgm_diag_level:
         out["dcgm"] = DCGM_DIAG.format(level=expect.dcgm_diag_level)
     if expect.services:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from gpuinfra.health.thresholds import ECC_MAX
 from gpuinfra.knowledge.topology import expected_active_links
 from gpuinfra.knowledge.xids import drain_xids
 from gpuinfra.logs.journal import AGE_METRIC, STALE_S, uploaders
@@ -431,19 +432,26 @@ def _xid_alerts(node: NodeSpec, fatal_xids: tuple[int, ...]) -> list[Alert]:
     )]
 
 
+def ecc_max(node: NodeSpec) -> int:
+    """Uncorrectable ECC errors since the driver loaded that pass: health_gpu_ecc_max."""
+    return int(node.settings.get("health_gpu_ecc_max", ECC_MAX))
+
+
 def _memory_alerts(node: NodeSpec) -> list[Alert]:
     """GPU memory: uncorrectable ECC errors, retirements and remaps waiting for a reset, and
     memory past repair."""
     fires = ({**gpu_labels(node, 0), "job": "node"},)
+    most = ecc_max(node)  # the health check's threshold too (gpuinfra.health.thresholds)
     return [Alert(
-        name="GpuUncorrectableEcc", expr="gpuinfra_gpu_ecc_uncorrected_volatile_errors > 0",
+        name="GpuUncorrectableEcc",
+        expr=f"gpuinfra_gpu_ecc_uncorrected_volatile_errors > {most}",
         duration="0m", severity="critical",
         summary="{{ $labels.instance }} GPU {{ $labels.gpu }}: uncorrectable ECC errors",
         description="Memory errors the GPU could not correct since the driver loaded: jobs on "
         "it may have computed garbage. Drain the node, reset the GPU (pending row "
         "remaps/retirements apply then); replace it when they come back.",
-        firing=(AlertCase(set={gpu_series("ecc_uncorrected_volatile_errors", node, 0): "3x15"},
-                          fires=fires),),
+        firing=(AlertCase(set={gpu_series("ecc_uncorrected_volatile_errors", node, 0):
+                               f"{most + 3}x15"}, fires=fires),),
     ), Alert(
         name="GpuMemoryNeedsReset",
         expr="gpuinfra_gpu_retired_pages_pending == 1 or gpuinfra_gpu_remapped_rows_pending == 1",

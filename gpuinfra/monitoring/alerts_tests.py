@@ -12,7 +12,7 @@ from typing import Any
 
 from gpuinfra.knowledge.topology import expected_active_links
 from gpuinfra.logs.journal import STALE_S, uploaders
-from gpuinfra.monitoring.alerts import alerts
+from gpuinfra.monitoring.alerts import alerts, ecc_max
 from gpuinfra.monitoring.series import (
     Alert,
     breaker_series,
@@ -52,7 +52,9 @@ def healthy_series(spec: ClusterSpec, mon: Monitoring) -> dict[str, str]:
             series[gpu_series("temperature_celsius", node, index)] = \
                 f"{mon.gpu_temperature_max}x15"
             series[gpu_series("xid_errors", node, index)] = "0x15"
-            for metric in ("ecc_uncorrected_volatile_errors", "retired_pages_pending",
+            series[gpu_series("ecc_uncorrected_volatile_errors", node, index)] = \
+                f"{ecc_max(node)}x15"
+            for metric in ("retired_pages_pending",
                            "remapped_rows_pending", "remapped_rows_failure",
                            "retired_pages_double_bit"):
                 series[gpu_series(metric, node, index)] = "0x15"

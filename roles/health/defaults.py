@@ -8,6 +8,7 @@ that land in slurm.conf must agree on every host.
 from typing import Any
 
 from gpuinfra.health.expectation import BREAKER_SHARE, BREAKER_WINDOW_S
+from gpuinfra.health.thresholds import ACTIONS, ECC_MAX
 from gpuinfra.knowledge.xids import policy_problem
 from gpuinfra.spec.knobs import Knob, defaults
 from gpuinfra.spec.rules import Rule, boolean, choice, integer, text
@@ -82,6 +83,19 @@ KNOBS = (
          "the most GPU nodes automatic drains take within the window", site_wide=True),
     Knob("health_breaker_window", BREAKER_WINDOW_S, integer(60, 7 * 86400),
          "the breaker's window in seconds", site_wide=True),
+    # The GPU thresholds (gpuinfra/health/thresholds.py), each judged by the check with the
+    # alert's number: a GPU hotter than monitoring_gpu_temperature_max (GpuTemperatureHigh),
+    # uncorrectable ECC errors since the driver loaded above health_gpu_ecc_max
+    # (GpuUncorrectableEcc). "warn": said (verdict, metrics, journal), the node keeps its jobs;
+    # "drain": the check fails and drains; "off": not read.
+    Knob("health_gpu_temperature", "warn", choice(*ACTIONS),
+         "what a GPU above monitoring_gpu_temperature_max does to the check", site_wide=True),
+    Knob("health_gpu_ecc", "warn", choice(*ACTIONS),
+         "what uncorrectable ECC errors above health_gpu_ecc_max do to the check",
+         site_wide=True),
+    Knob("health_gpu_ecc_max", ECC_MAX, integer(0, 1_000_000),
+         "uncorrectable ECC errors since the driver loaded that pass (the check and "
+         "GpuUncorrectableEcc)", site_wide=True),
 )
 
 DEFAULTS = defaults(KNOBS)

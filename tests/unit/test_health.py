@@ -302,6 +302,9 @@ def test_expectation_round_trip_and_refusals(tmp_path) -> None:
         "on_failure is \"kill\"": {**raw, "on_failure": "kill"},
         "node is missing": {k: v for k, v in raw.items() if k != "node"},
         "version is 2": {**raw, "version": 2},
+        'temperature_action is "melt"': {**raw, "temperature_action": "melt"},
+        "ecc_max is -1": {**raw, "ecc_max": -1},
+        "temperature_max is true": {**raw, "temperature_max": True},
     }
     for said, broken in cases.items():
         with pytest.raises(ExpectationError) as err:
@@ -310,6 +313,10 @@ def test_expectation_round_trip_and_refusals(tmp_path) -> None:
         assert str(err.value).startswith("/etc/gpuinfra/health.json: ")
     with pytest.raises(ExpectationError, match="not JSON"):
         from_json('{"node": ', "f")
+    # A file written before the thresholds existed reads their defaults.
+    old = {k: v for k, v in raw.items()
+           if k not in ("temperature_max", "temperature_action", "ecc_max", "ecc_action")}
+    assert from_json(json.dumps(old)) == HGX
 
 
 def test_unreadable_expectation_exits_2_and_slurm_modes_exit_0(tmp_path, capsys) -> None:
@@ -467,3 +474,55 @@ def test_reset_gpu_marks_the_kernel_log_and_the_check_then_passes(replay, tmp_pa
     assert verdict.healthy, verdict.reason()
     # The epilog's count is of every XID, cleared or not: the prolog's mark stays aligned.
     assert program.xid_count(reader.read(JOB_PROBES)["kernel-log"]) == 1
+
+
+def test_gpu_thresholds_use_the_alerts_numbers_and_the_sites_actions() -> None:
+    """Issue 48: temperature above monitoring_gpu_temperature_max and uncorrectable ECC errors
+    above health_gpu_ecc_max, read with the collector's queries (the lent H100's answers,
+    tests/fixtures/device): warned by default, failed (drained) when the site says "drain",
+    not read when "off"; within the limits one ok each."""
+    from dataclasses import replace
+
+    from gpuinfra.health import thresholds
+    from gpuinfra.health.probes import probes
+
+    telemetry = (DEVICE / "query-gpu-collector-telemetry.txt").read_text()  # 0, 35, ...
+    ecc = (DEVICE / "query-gpu-collector-ecc.txt").read_text()  # 0, 0, 0
+    healthy = {"telemetry": Output(True, 0, telemetry), "ecc": Output(True, 0, ecc)}
+    assert [(f.check, f.severity) for f in thresholds.findings(BRIDGED, healthy)] == [
+        ("temperature", "ok"), ("ecc", "ok")]
+    hot = {"telemetry": Output(True, 0, telemetry.replace("0, 35,", "0, 91,")),
+           "ecc": Output(True, 0, ecc.replace("0, 0, 0", "0, 2, 0"))}
+    said = thresholds.findings(BRIDGED, hot)
+    assert [(f.check, f.subject, f.observed, f.severity) for f in said] == [
+        ("temperature", "GPU0", "91 C", "warn"),
+        ("ecc", "GPU0", "2 uncorrectable ECC errors since the driver loaded", "warn")]
+    assert all(f.cause and f.fix for f in said)
+    drain = replace(BRIDGED, temperature_action="drain", ecc_action="drain")
+    assert [f.severity for f in thresholds.findings(drain, hot)] == ["fail", "fail"]
+    roomy = replace(BRIDGED, temperature_max=95, ecc_max=2)
+    assert [f.severity for f in thresholds.findings(roomy, hot)] == ["ok", "ok"]
+    off = replace(BRIDGED, temperature_action="off", ecc_action="off")
+    assert thresholds.findings(off, hot) == []
+    assert not {"telemetry", "ecc"} & set(probes(off))
+    assert {"telemetry", "ecc"} <= set(probes(BRIDGED))
+    # A board without ECC ([N/A]) or a failed query: nothing to judge, never a failure.
+    blind = {"telemetry": Output(False, 6, "", "no value"), "ecc": Output(True, 0, "0, [N/A], "
+                                                                          "[N/A]\n")}
+    assert thresholds.findings(drain, blind) == []
+
+
+def test_a_hot_gpu_drains_only_where_the_site_says_so(replay) -> None:
+    """The whole check on the lab's replay (temperatures 28 and 29 C): healthy with the
+    defaults; with a 25 C limit and "drain" it fails on both GPUs naming the limit."""
+    from dataclasses import replace
+
+    replay("2x-h100-pcie-bridged")
+    assert judge(BRIDGED, reading(BRIDGED)).healthy
+    cold = replace(BRIDGED, temperature_max=25)
+    verdict = judge(cold, reading(cold))
+    assert verdict.healthy and [f.subject for f in verdict.findings if f.severity == "warn"] \
+        == ["GPU0", "GPU1"]
+    strict = replace(cold, temperature_action="drain")
+    verdict = judge(strict, reading(strict))
+    assert verdict.reason().startswith("gpuinfra: GPU0 temperature: 28 C, want at most 25 C")

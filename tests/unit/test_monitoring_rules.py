@@ -639,6 +639,26 @@ def test_the_health_check_alerts_follow_its_knobs(tmp_path):
     assert "gpuinfra_health" not in drained.expr
 
 
+def test_the_ecc_alert_and_the_health_check_share_one_threshold(tmp_path):
+    """Issue 48: health_gpu_ecc_max is GpuUncorrectableEcc's threshold and the check's
+    (gpuinfra.health.thresholds); promtool: quiet at it, firing above it."""
+    from gpuinfra.health.expectation import from_node
+
+    spec = _lab_with(health_gpu_ecc_max=5, health_gpu_ecc="drain")
+    mon = monitoring_of(spec)
+    built = {r["alert"]: r for g in rules(spec, mon)["groups"] for r in g["rules"]}
+    assert built["GpuUncorrectableEcc"]["expr"] == \
+        "gpuinfra_gpu_ecc_uncorrected_volatile_errors > 5"
+    worker = next(n for n in spec.nodes if n.gpus is not None)
+    expect = from_node(worker, worker.settings, None)
+    assert (expect.ecc_max, expect.ecc_action) == (5, "drain")
+    assert expect.temperature_max == mon.gpu_temperature_max
+    write(tmp_path, "rules.yml", rules(spec, mon))
+    write(tmp_path, "tests.yml", rule_tests(spec, mon, "rules.yml"))
+    tested = run(promtool_path(), "test", "rules", "tests.yml", cwd=tmp_path)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
 def test_slurm_nodes_drained_fires_without_the_slurm_exporter(tmp_path):
     """The default configuration (no Slurm exporter, so no slurm_node_count_per_state at all):
     a node the health check drained fires SlurmNodesDrained and NodeDrainedByHealthCheck,
