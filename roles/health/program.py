@@ -111,11 +111,16 @@ def slurm_node(expect: Expectation):
     return parse_sinfo_nodes(out.text).get(expect.slurm_node)
 
 
-def carry_out(expect: Expectation, action: slurm_rules.Action) -> bool:
-    """Run the action's scontrol, a drain only past the circuit breaker; True when the node
-    is now drained by gpuinfra."""
+DRAINED, HELD = "drained", "held"
+
+
+def carry_out(expect: Expectation, action: slurm_rules.Action) -> str:
+    """Run the action's scontrol, a drain only past the circuit breaker: :data:`DRAINED` when
+    the node is now drained by gpuinfra, :data:`HELD` when the breaker kept a drain from it
+    (held before, or given back after), else ""."""
     stamp = ""
-    if action.kind == "drain":
+    wanted = action.kind == "drain"
+    if wanted:
         action, stamp = gate(expect, action)
     command = slurm_rules.scontrol(expect.slurm_node or "", action)
     if stamp:
@@ -123,15 +128,15 @@ def carry_out(expect: Expectation, action: slurm_rules.Action) -> bool:
         if not out.ok:
             log(f"setting {expect.slurm_node}'s Comment failed: {out.error}")
     if not command:
-        return False
+        return HELD if wanted else ""
     out = run(command)
     if out.ok:
         log(f"{action.kind} {expect.slurm_node}: {action.reason or action.why}")
     else:
         log(f"{slurm_rules.shown(command)} failed: {out.error}")
     if out.ok and action.kind == "drain":
-        return settle(expect, action)
-    return False
+        return DRAINED if settle(expect, action) else HELD
+    return ""
 
 
 def settle(expect: Expectation, action: slurm_rules.Action) -> bool:
@@ -285,7 +290,7 @@ def periodic(expect: Expectation) -> int:
     node = slurm_node(expect)
     action = slurm_rules.decide(node, verdict.reason(), expect.on_failure)
     # The drain reason the node holds now (None: not drained by gpuinfra).
-    drain_reason = action.reason if carry_out(expect, action) else None
+    drain_reason = action.reason if carry_out(expect, action) == DRAINED else None
     if action.kind == "none":
         if node is not None and slurm_rules.drained_by_gpuinfra(node):
             drain_reason = node.reason
@@ -305,7 +310,7 @@ def _job() -> tuple[str, list[int] | None]:
 def prolog(expect: Expectation) -> int:
     """The job's GPUs listed, no remap pending, no fatal XID since boot; the XID count kept
     for the epilog. Exit 1 (Slurm drains the node and requeues the job) after draining with
-    the cause."""
+    the cause; exit 0 when the circuit breaker held the drain (no unbounded drain by Slurm)."""
     job, indices = _job()
     reading = read(JOB_PROBES if expect.gpus is not None else {})
     count = xid_count(reading.get("kernel-log"))
@@ -314,22 +319,27 @@ def prolog(expect: Expectation) -> int:
     (jobs / job).write_text(str(count) if count is not None else "")
     if expect.gpus is None or indices is None:
         return 0
-    if _job_check(expect, reading, indices, job, None, "prolog"):
+    done = _job_check(expect, reading, indices, job, None, "prolog")
+    if done in ("healthy", HELD):
+        # Held by the circuit breaker: a failing Prolog would make Slurm drain the node
+        # itself, past the bound; the job runs, the trip alerts (HealthBreakerTripped).
         return 0
     return EXIT_UNHEALTHY if expect.on_failure == "drain" else 0
 
 
 def _job_check(expect: Expectation, reading: Mapping[str, Output], indices: list[int] | None,
-               job: str, since: int | None, hook: str) -> bool:
-    """Judge the job's GPUs; drain with the cause when they fail. True when healthy."""
+               job: str, since: int | None, hook: str) -> str:
+    """Judge the job's GPUs; drain with the cause when they fail. "healthy", or what
+    :func:`carry_out` did."""
     verdict = job_verdict(expect, reading, indices, job, since=since)
     if verdict.healthy:
-        return True
+        return "healthy"
     action = slurm_rules.decide_after_job(slurm_node(expect), verdict.reason(),
                                           expect.on_failure)
-    carry_out(expect, action)
-    log(f"{hook} of job {job}: {verdict.reason()} ({action.why})")
-    return False
+    done = carry_out(expect, action)
+    log(f"{hook} of job {job}: {verdict.reason()} ({action.why}"
+        f"{'; the circuit breaker held the drain: the job runs' if done == HELD else ''})")
+    return done
 
 
 def epilog(expect: Expectation) -> int:

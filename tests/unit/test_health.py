@@ -526,3 +526,41 @@ def test_a_hot_gpu_drains_only_where_the_site_says_so(replay) -> None:
     strict = replace(cold, temperature_action="drain")
     verdict = judge(strict, reading(strict))
     assert verdict.reason().startswith("gpuinfra: GPU0 temperature: 28 C, want at most 25 C")
+
+
+def test_the_prolog_drains_within_the_breaker_and_lets_the_job_run_past_it(
+        replay, tmp_path, monkeypatch) -> None:
+    """Issue 48: the Prolog's drain is bounded too. A fatal XID on the job's GPU drains the node
+    and fails the Prolog (exit 1: Slurm requeues the job); when another node took the
+    breaker's share, the drain is held, the trip stamped, and the Prolog exits 0 (a failing
+    Prolog would make Slurm drain the node itself, past the bound)."""
+    calls = tmp_path / "calls"
+    bin_dir = Path(reader.PATH.split(":")[0])
+    cluster, state = tmp_path / "cluster", tmp_path / "state"
+    (bin_dir / "sinfo").write_text(f'#!/bin/sh\ncase "$*" in *" -O "*) cat "{cluster}";; '
+                                   f'*) cat "{state}";; esac\n')
+    (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> "{calls}"\n')
+    (bin_dir / "logger").write_text("#!/bin/sh\ntrue\n")
+    for tool in ("sinfo", "scontrol", "logger"):
+        (bin_dir / tool).chmod(0o755)
+    monkeypatch.setattr(program, "STATE_DIR", tmp_path / "run")
+    monkeypatch.setattr(program.breaker, "SETTLE_S", 0)
+    monkeypatch.setenv("SLURM_JOB_ID", "42")
+    monkeypatch.setenv("SLURM_JOB_GPUS", "0")
+    expect_file = tmp_path / "health.json"
+    expect_file.write_text(BRIDGED.to_json())
+    line = (KERNEL / "nvsentinel-155-xid79-line.txt").read_text()
+    replay("2x-h100-pcie-bridged", line.replace("PCI:0000:44:00", "PCI:0000:c2:00"))
+    state.write_text("lab-worker2|allocated|gpu:2|none\n")
+    cluster.write_text("lab-worker2|allocated|gpu:2|none|(null)|\n"
+                       "lab-worker9|idle|gpu:2|none|(null)|\n")
+    assert program.main(["--expect", str(expect_file), "prolog"]) == 1
+    assert "State=DRAIN Reason=gpuinfra: job 42: GPU0 (0000:c2:00) xid" in calls.read_text()
+    calls.write_text("")
+    cluster.write_text("lab-worker2|allocated|gpu:2|none|(null)|\n"
+                       "lab-worker9|drained|gpu:2|gpuinfra: GPU1 lost|gpuinfra-drained: "
+                       f"{int(__import__('time').time())}|\n")
+    assert program.main(["--expect", str(expect_file), "prolog"]) == 0
+    said = calls.read_text()
+    assert "State=DRAIN" not in said
+    assert "update NodeName=lab-worker2 Comment=gpuinfra-breaker: tripped " in said
