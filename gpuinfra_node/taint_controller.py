@@ -12,6 +12,8 @@ list, watch and patch nodes and nothing else.
 The loop: list every node (a page at a time) and apply the rule to each; then watch the nodes
 from that list's version and apply the rule to each change, until the server ends the watch
 (WATCH_S); list again. A failed request is logged and the loop starts over after RETRY_S.
+Every node seen is kept, so the circuit breaker's bound (gpuinfra.health.taint.bounded_patch,
+GPUINFRA_BREAKER_MOST and GPUINFRA_BREAKER_WINDOW in the environment) counts them all.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from gpuinfra.health.taint import (
     TAINT_EFFECT,
     TAINT_KEY,
     TAINT_VALUE,
+    Bound,
+    bounded_patch,
     condition_status,
     node_patch,
 )
@@ -119,12 +123,33 @@ def _why(node: Mapping[str, Any]) -> str:
     return CONDITION
 
 
-def reconcile(api: Api, node: Mapping[str, Any], say: Log = log) -> bool:
-    """The rule on one node: True when a patch was accepted."""
-    ops = node_patch(node)
-    if ops is None:
-        return False
+def bound_from(environ: Mapping[str, str]) -> Bound | None:
+    """The circuit breaker's bound from the Deployment's environment (GPUINFRA_BREAKER_MOST,
+    GPUINFRA_BREAKER_WINDOW: gpuinfra.kubernetes.manifests.health_taint_objects); None
+    (unbounded) when absent."""
+    most, window = environ.get("GPUINFRA_BREAKER_MOST"), environ.get("GPUINFRA_BREAKER_WINDOW")
+    if not most or not window:
+        return None
+    return Bound(int(most), int(window))
+
+
+def reconcile(api: Api, node: Mapping[str, Any], say: Log = log,
+              known: dict[str, Mapping[str, Any]] | None = None,
+              bound: Bound | None = None) -> bool:
+    """The rule on one node (within ``bound`` over the ``known`` nodes, when given): True when
+    a patch was accepted."""
     name = node["metadata"]["name"]
+    if known is not None:
+        known[name] = node
+    held = ""
+    if bound is not None and known is not None:
+        ops, held = bounded_patch(node, known.values(), bound, time.time())
+    else:
+        ops = node_patch(node)
+    if ops is None:
+        if held:
+            say(f"{name}: {CONDITION} True, not tainted: {held}")
+        return False
     try:
         api.patch(name, ops)
     except urllib.error.HTTPError as error:
@@ -132,29 +157,58 @@ def reconcile(api: Api, node: Mapping[str, Any], say: Log = log) -> bool:
             say(f"{name}: changed while being patched (HTTP {error.code}); read again")
             return False
         raise
+    if known is not None:
+        known[name] = _patched(node, ops)
+    if held:
+        say(f"{name}: not tainted: {held}")
+        return True
     done = "added" if condition_status(
         (node.get("status") or {}).get("conditions")) == "True" else "removed"
     say(f"{name}: {TAINT} {done} ({_why(node)})")
     return True
 
 
-def sync(api: Api, say: Log = log) -> str:
-    """The rule on every node; the list's resourceVersion."""
-    version = ""
-    for nodes, page_version in api.pages():
-        for node in nodes:
-            reconcile(api, node, say)
+def _patched(node: Mapping[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
+    """The node as the accepted patch left it (what the next event will show), so the next
+    node's count includes it before its watch event arrives."""
+    out = json.loads(json.dumps(node))
+    for op in ops:
+        if op["op"] != "add":
+            continue
+        path = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]]
+        target = out
+        for part in path[:-1]:
+            target = target.setdefault(part, {})
+        target[path[-1]] = op["value"]
+    return out
+
+
+def sync(api: Api, say: Log = log, known: dict[str, Mapping[str, Any]] | None = None,
+         bound: Bound | None = None) -> str:
+    """The rule on every node (every page read first: the bound counts them all); the list's
+    resourceVersion."""
+    version, nodes = "", []
+    for page, page_version in api.pages():
+        nodes += page
         version = page_version
+    if known is not None:
+        known.clear()
+        known.update({n["metadata"]["name"]: n for n in nodes})
+    for node in nodes:
+        reconcile(api, node, say, known, bound)
     return version
 
 
-def follow(api: Api, version: str, say: Log = log) -> None:
+def follow(api: Api, version: str, say: Log = log,
+           known: dict[str, Mapping[str, Any]] | None = None, bound: Bound | None = None) -> None:
     """The rule on every node that changes, until the watch ends or the server says its
     version is gone (then the caller lists again)."""
     for event in api.watch(version):
         kind = event.get("type")
         if kind in ("ADDED", "MODIFIED"):
-            reconcile(api, event["object"], say)
+            reconcile(api, event["object"], say, known, bound)
+        elif kind == "DELETED" and known is not None:
+            known.pop((event.get("object") or {}).get("metadata", {}).get("name", ""), None)
         elif kind == "ERROR":
             say(f"watch ended: {(event.get('object') or {}).get('message', 'error')}")
             return
@@ -163,10 +217,14 @@ def follow(api: Api, version: str, say: Log = log) -> None:
 def main() -> None:
     api = in_cluster()
     say = log
-    say(f"keeping {TAINT} on the nodes whose {CONDITION} is True")
+    bound = bound_from(os.environ)
+    known: dict[str, Mapping[str, Any]] = {}
+    say(f"keeping {TAINT} on the nodes whose {CONDITION} is True"
+        + (f", on at most {bound.most} within {bound.window_s} s (the circuit breaker)"
+           if bound else ""))
     while True:
         try:
-            follow(api, sync(api, say), say)
+            follow(api, sync(api, say, known, bound), say, known, bound)
         except (OSError, ValueError, KeyError) as error:
             say(f"{type(error).__name__}: {error}; again in {RETRY_S} s")
             time.sleep(RETRY_S)

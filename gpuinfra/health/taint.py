@@ -16,13 +16,22 @@ The taint's value is fixed: taint values follow the label-value syntax (63 chara
 taint is known by its key and effect (as ``kubectl taint`` knows it): a taint with any other
 key or effect, an operator's, is kept as it is.
 
+The taints are bounded by the health check's circuit breaker (gpuinfra.health.breaker, the
+same share and window the site sets for Slurm's drains): :func:`bounded_patch` taints a node
+only while fewer than ``Bound.most`` GPU nodes carry the taint or were tainted within the
+window (annotation ``gpuinfra.io/tainted-at``, kept after the taint is gone: the window's
+memory); past that the node is held untainted and annotated ``gpuinfra.io/breaker-tripped``,
+after which no node is tainted until a person removes that annotation (``gpuinfra health
+reset-breaker``). One controller applies the rule to one node at a time, so no two taints race.
+
 This module runs alone in the controller's pod (next to gpuinfra_node/taint_controller.py,
 nothing else of the library is shipped there): Python's standard library only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 CONDITION = "GpuinfraUnhealthy"
@@ -78,3 +87,72 @@ def node_patch(node: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     if version is None:
         return [change]
     return [{"op": "test", "path": "/metadata/resourceVersion", "value": version}, change]
+
+
+TAINTED_AT = "gpuinfra.io/tainted-at"  # when the controller tainted the node (epoch seconds)
+TRIPPED = "gpuinfra.io/breaker-tripped"  # on the node the breaker held: "<epoch>: why"
+
+
+@dataclass(frozen=True)
+class Bound:
+    """At most ``most`` GPU nodes tainted within ``window_s`` seconds."""
+
+    most: int
+    window_s: int
+
+
+def _annotations(node: Mapping[str, Any]) -> Mapping[str, Any]:
+    return (node.get("metadata") or {}).get("annotations") or {}
+
+
+def _name(node: Mapping[str, Any]) -> str:
+    return str((node.get("metadata") or {}).get("name", ""))
+
+
+def tainted_within(node: Mapping[str, Any], now: float, window_s: int) -> bool:
+    """The node carries the taint, or the controller tainted it within the window."""
+    if any(_ours(t) for t in (node.get("spec") or {}).get("taints") or ()):
+        return True
+    try:
+        return now - float(_annotations(node).get(TAINTED_AT, "")) <= window_s
+    except ValueError:
+        return False
+
+
+def tripped(nodes: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The node holding the trip, when the breaker is tripped."""
+    return next((n for n in nodes if TRIPPED in _annotations(n)), None)
+
+
+def _annotate(node: Mapping[str, Any], key: str, value: str) -> dict[str, Any]:
+    """A JSON patch operation setting one annotation (RFC 6901: "/" in a key is "~1")."""
+    if not _annotations(node):
+        return {"op": "add", "path": "/metadata/annotations", "value": {key: value}}
+    return {"op": "add", "path": "/metadata/annotations/" + key.replace("~", "~0").replace(
+        "/", "~1"), "value": value}
+
+
+def bounded_patch(node: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]], bound: Bound,
+                  now: float) -> tuple[list[dict[str, Any]] | None, str]:
+    """:func:`node_patch` within the breaker: the patch (None: nothing to change) and, when
+    the breaker held the taint, why (for the controller's log). ``nodes``: every node the
+    controller knows (the taint only counts on other nodes)."""
+    ops = node_patch(node)
+    status = condition_status((node.get("status") or {}).get("conditions"))
+    adds = ops is not None and status == "True"
+    if not adds:
+        return ops, ""
+    assert ops is not None
+    others = [n for n in nodes if _name(n) != _name(node)]
+    held = tripped(others) or (node if TRIPPED in _annotations(node) else None)
+    if held is not None:
+        return None, (f"the breaker is tripped ({_name(held)}: {_annotations(held)[TRIPPED]}): "
+                      "no taint until a person resets it (gpuinfra health reset-breaker)")
+    taken = sorted(_name(n) for n in others if tainted_within(n, now, bound.window_s))
+    if len(taken) + 1 > bound.most:
+        why = (f"{len(taken)} GPU nodes tainted within {bound.window_s} s "
+               f"({', '.join(taken[:5])}{', ...' if len(taken) > 5 else ''}), the most allowed "
+               f"is {bound.most}; {_name(node)} held untainted")
+        return ops[:-1] + [_annotate(node, TRIPPED, f"{int(now)}: {why}")], \
+            f"the breaker trips: {why}"
+    return ops + [_annotate(node, TAINTED_AT, str(int(now)))], ""

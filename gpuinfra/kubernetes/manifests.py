@@ -424,7 +424,8 @@ def _source_key(path: str) -> str:
     return path.replace("/", ".")
 
 
-def health_taint_objects(sources: Mapping[str, str]) -> list[dict[str, Any]]:
+def health_taint_objects(sources: Mapping[str, str],
+                         bound: health_taint.Bound | None = None) -> list[dict[str, Any]]:
     """The controller that keeps ``gpuinfra.io/unhealthy=true:NoSchedule`` on the nodes whose
     condition GpuinfraUnhealthy is True (gpuinfra.health.taint): ServiceAccount, ClusterRole
     (nodes: list, watch, patch), ClusterRoleBinding, the ConfigMap holding ``sources`` (path
@@ -434,7 +435,8 @@ def health_taint_objects(sources: Mapping[str, str]) -> list[dict[str, Any]]:
     node-problem-detector on the node only sets the condition and this controller, with its
     own account, sets the taint. The pod runs the sources with the pinned Python image's
     standard library (k8s.TAINT_CONTROLLER_IMAGE, where the choice is explained); the
-    template carries their digest, so changed code restarts it."""
+    template carries their digest, so changed code restarts it. ``bound``: the circuit
+    breaker's (at most ``most`` GPU nodes tainted within ``window_s``), in the environment."""
     missing = [p for p in TAINT_SOURCES if p not in sources]
     if missing:
         raise ValueError(f"the taint controller needs {', '.join(missing)}")
@@ -467,6 +469,8 @@ def health_taint_objects(sources: Mapping[str, str]) -> list[dict[str, Any]]:
             # file system is read-only; -E -s: no environment or user site changes the path.
             "command": ["python3", "-B", "-E", "-s", "-m", TAINT_MODULE],
             "workingDir": TAINT_APP,
+            **({"env": _env(GPUINFRA_BREAKER_MOST=str(bound.most),
+                            GPUINFRA_BREAKER_WINDOW=str(bound.window_s))} if bound else {}),
             "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
                           "limits": {"memory": "128Mi"}},
             "securityContext": {"allowPrivilegeEscalation": False,

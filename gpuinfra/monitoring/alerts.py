@@ -223,6 +223,38 @@ def _slurm_alerts(spec: ClusterSpec) -> list[Alert]:
     return out
 
 
+def breaker_alert(spec: ClusterSpec, node: NodeSpec) -> Alert:
+    """HealthBreakerTripped, from the head's series: Slurm's node comments
+    (gpuinfra.monitoring.slurmnodes) or the Kubernetes nodes' annotations
+    (gpuinfra.monitoring.k8snodes)."""
+    head = spec.head[0].short_name
+    return Alert(
+        name="HealthBreakerTripped", expr="gpuinfra_health_breaker_tripped == 1 or "
+        "gpuinfra_kubernetes_breaker_tripped == 1", duration="0m", severity="critical",
+        summary="the health check's circuit breaker tripped on {{ $labels.held }}: no node "
+        "is drained or tainted automatically until a person resets it",
+        description="Automatic drains (Slurm) or taints (Kubernetes) took as many GPU nodes "
+        "within health_breaker_window as health_breaker_share allows, and one more failed: "
+        "the breaker held it in service instead (a health check or policy bug must never "
+        "drain the whole cluster). Failed checks are still reported (NodeHealthCheckFailed). "
+        "Look at the drained or tainted nodes (`sinfo -R`, `kubectl describe node`) and the "
+        "held one (`gpuinfra-health check --json` on it): a real fault on many nodes (power, "
+        "fabric, a bad driver) or a wrong check. Then `gpuinfra health reset-breaker "
+        "--inventory inventory/<site>.py`; `gpuinfra health breaker` shows it.",
+        firing=tuple(AlertCase(set={breaker_series(head, node.short_name, k8s): "1x15"},
+                               drop=(breaker_series(head, kubernetes=k8s),),
+                               fires=({"job": "node", "instance": head,
+                                       "held": node.short_name},))
+                     for k8s in breaker_sources(spec)),
+    )
+
+
+def breaker_sources(spec: ClusterSpec) -> list[bool]:
+    """Which heads' series say the breaker: Slurm's (False), the taint controller's (True)."""
+    return [k8s for k8s, there in ((False, "slurm" in spec.schedulers),
+                                   (True, bool(tainting_nodes(health_nodes(spec))))) if there]
+
+
 def tainting_nodes(nodes: Sequence[NodeSpec]) -> list[NodeSpec]:
     """The Kubernetes nodes whose failed check becomes a taint: node-problem-detector sets
     their GpuinfraUnhealthy condition and the controller gpuinfra-health-taint taints them
@@ -256,23 +288,9 @@ def _health_alerts(spec: ClusterSpec) -> list[Alert]:
         "a node an operator drained).",
         firing=(AlertCase(set={health_series("drained", node, reason=DRAIN_REASON): "1x15"},
                           fires=({**labels, "reason": DRAIN_REASON},)),),
-    ), Alert(
-        name="HealthBreakerTripped", expr="gpuinfra_health_breaker_tripped == 1",
-        duration="0m", severity="critical",
-        summary="the health check's circuit breaker tripped on {{ $labels.held }}: no node "
-        "is drained automatically until a person resets it",
-        description="Automatic drains took as many GPU nodes within health_breaker_window as "
-        "health_breaker_share allows, and one more failed: the breaker held it in service "
-        "instead (a health check or policy bug must never drain the whole cluster). Failed "
-        "checks are still reported (NodeHealthCheckFailed). Look at the drained nodes (`sinfo "
-        "-R`) and the held one (`gpuinfra-health check --json` on it): a real fault on many "
-        "nodes (power, fabric, a bad driver) or a wrong check. Then `gpuinfra health "
-        "reset-breaker --inventory inventory/<site>.py`; `gpuinfra health breaker` shows it.",
-        firing=(AlertCase(set={breaker_series(spec.head[0].short_name, node.short_name):
-                               "1x15"}, drop=(breaker_series(spec.head[0].short_name),),
-                          fires=({"job": "node", "instance": spec.head[0].short_name,
-                                  "held": node.short_name},)),),
-    )]
+    ), breaker_alert(spec, node)]
+    if tainting and not out:
+        out.append(breaker_alert(spec, tainting[0]))
     if tainting:
         first = {"job": "node", "instance": tainting[0].short_name}
         out.append(Alert(

@@ -12,7 +12,7 @@ from typing import Any
 
 from gpuinfra.knowledge.topology import expected_active_links
 from gpuinfra.logs.journal import STALE_S, uploaders
-from gpuinfra.monitoring.alerts import alerts, ecc_max
+from gpuinfra.monitoring.alerts import alerts, breaker_sources, ecc_max
 from gpuinfra.monitoring.series import (
     Alert,
     breaker_series,
@@ -82,7 +82,9 @@ def healthy_series(spec: ClusterSpec, mon: Monitoring) -> dict[str, str]:
         series[slurm_nodes_series(head, "idle")] = f"{len(spec.workers)}x15"
         for node in spec.workers:  # the head's own Slurm node states (slurmnodes)
             series[slurm_state_series(head, node.short_name, "idle")] = "1x15"
-        series[breaker_series(head)] = "0x15"  # the health check's breaker, not tripped
+    if any(a.name == "HealthBreakerTripped" for a in alerts(spec, mon)):
+        for k8s in breaker_sources(spec):  # the breaker, not tripped
+            series[breaker_series(spec.head[0].short_name, kubernetes=k8s)] = "0x15"
     if spec.workers:  # a roll driven now: its last step just now, at every evaluation
         series[roll_series("live", spec.head[0].short_name)] = "1x15"
         series[roll_series("last_step_timestamp_seconds", spec.head[0].short_name)] = "0+60x15"

@@ -4,6 +4,9 @@
                                                          1 when its nvidia.com/* allocatable is
                                                          what the spec implies; else 0 and the
                                                          problem (what differs)
+    gpuinfra_kubernetes_breaker_tripped{held} 1|0        the taint controller's circuit breaker
+                                                         (gpuinfra.health.taint): held names the
+                                                         node it kept untainted
     gpuinfra_kubernetes_nodes_query_ok 1|0               kubectl answered and was understood
     gpuinfra_kubernetes_nodes_last_run_timestamp_seconds when the head last asked
 
@@ -74,6 +77,18 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", " ").replace('"', '\\"')
 
 
+def _tripped(text: str) -> str:
+    """The node holding the taint controller's trip (gpuinfra.health.taint.TRIPPED), or ""."""
+    from gpuinfra.health.taint import tripped
+
+    try:
+        items = json.loads(text).get("items") or []
+    except (ValueError, AttributeError):
+        return ""
+    held = tripped(n for n in items if isinstance(n, dict))
+    return str((held.get("metadata") or {}).get("name", "")) if held else ""
+
+
 def gpus_text(output: Output | None, wanted: Mapping[str, Mapping[str, int]],
               now: float) -> str:
     """The metric text of one ``kubectl get nodes -o json`` (``output``; None: not run)
@@ -99,6 +114,13 @@ def gpus_text(output: Output | None, wanted: Mapping[str, Mapping[str, int]],
             problem = found.what if found is not None else ""
         lines.append(f'gpuinfra_kubernetes_node_gpus_ok{{node="{_escape(name)}",'
                      f'problem="{_escape(problem[:PROBLEM_LIMIT])}"}} {0 if problem else 1}')
+    if nodes is not None:
+        held = _tripped(output.text if output is not None else "")
+        lines += ["# HELP gpuinfra_kubernetes_breaker_tripped 1 when the taint controller's "
+                  "circuit breaker is tripped (held: the node it kept untainted)",
+                  "# TYPE gpuinfra_kubernetes_breaker_tripped gauge",
+                  f'gpuinfra_kubernetes_breaker_tripped{{held="{_escape(held)}"}} '
+                  f"{1 if held else 0}"]
     lines += ["# HELP gpuinfra_kubernetes_nodes_query_ok 1 when kubectl get nodes answered and "
               "was understood", "# TYPE gpuinfra_kubernetes_nodes_query_ok gauge",
               f"gpuinfra_kubernetes_nodes_query_ok {0 if nodes is None else 1}",

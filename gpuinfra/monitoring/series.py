@@ -114,9 +114,13 @@ def slurm_state_series(instance: str, node: str, state: str, reason: str = "") -
             f"{selector(job='node', instance=instance, node=node, state=state, reason=reason)}")
 
 
-def breaker_series(instance: str, held: str = "") -> str:
-    """The head's circuit-breaker series (gpuinfra.monitoring.slurmnodes.breaker_text)."""
-    return f"gpuinfra_health_breaker_tripped{selector(job='node', instance=instance, held=held)}"
+def breaker_series(instance: str, held: str = "", kubernetes: bool = False) -> str:
+    """The head's circuit-breaker series: Slurm's (gpuinfra.monitoring.slurmnodes.breaker_text)
+    or, ``kubernetes``, the taint controller's (gpuinfra.monitoring.k8snodes: its own name, so
+    the two files never write the same series)."""
+    name = "gpuinfra_kubernetes_breaker_tripped" if kubernetes else \
+        "gpuinfra_health_breaker_tripped"
+    return f"{name}{selector(job='node', instance=instance, held=held)}"
 
 
 def roll_series(metric: str, instance: str) -> str:

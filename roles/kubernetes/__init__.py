@@ -28,6 +28,7 @@ from pyinfra.operations import apt, files, server, systemd
 from pyinfra.operations.util import any_changed
 
 from gpuinfra.health import taint as health_taint
+from gpuinfra.health.breaker import Breaker
 from gpuinfra.knowledge import kubernetes as k8s
 from gpuinfra.knowledge.packages import SIGNING_KEYS, PinnedPackages
 from gpuinfra.kubernetes import kubeadm, manifests
@@ -195,6 +196,14 @@ def gpu_labels(spec: ClusterSpec, node: NodeSpec) -> dict[str, str]:
     return labels
 
 
+def taint_bound(spec: ClusterSpec, data: Any) -> health_taint.Bound:
+    """The health check's circuit breaker for the taint controller: the share and window the
+    site set (health_breaker_share, health_breaker_window) of its Kubernetes GPU nodes."""
+    gpu_nodes = [n for n in spec.nodes if n.gpus is not None and "kubernetes" in n.schedulers]
+    breaker = Breaker(float(data["health_breaker_share"]), int(data["health_breaker_window"]))
+    return health_taint.Bound(breaker.most(len(gpu_nodes)), breaker.window_s)
+
+
 def rdma_nodes(spec: ClusterSpec) -> list[NodeSpec]:
     """Kubernetes GPU nodes with RDMA NICs: the RDMA shared device plugin runs there."""
     return [n for n in spec.members("kubernetes") if n.gpus is not None and n.rdma_nics]
@@ -234,7 +243,8 @@ def _cluster_objects(site: Site, spec: ClusterSpec, data: Any) -> None:
     if health:
         cluster += manifests.health_objects(data["health_check_interval"])
     if tainting:
-        cluster += manifests.health_taint_objects(sources(manifests.TAINT_SOURCES))
+        cluster += manifests.health_taint_objects(sources(manifests.TAINT_SOURCES),
+                                                  taint_bound(spec, data))
     for path, docs, what in ((NAMESPACES, namespaces, "namespaces"),
                              (CLUSTER_OBJECTS, cluster,
                               "CNI, RuntimeClass, device plugins, node health check")):

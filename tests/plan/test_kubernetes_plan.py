@@ -385,6 +385,23 @@ def _with_taints(facts: dict[str, dict[str, Any]], taints: list[list[str]]
     return facts
 
 
+def test_the_taint_controller_gets_the_sites_circuit_breaker():
+    """Issue 48: the controller's bound is the share and window of health_breaker_share and
+    health_breaker_window over the site's Kubernetes GPU nodes (two here: 0.1 of them rounds
+    to at least one; 1.0 is both)."""
+    def env(site: dict) -> dict[str, str]:
+        head = plan_all({n: fresh("debian-12") for n in NAMES}, site=site).plans[HEAD]
+        docs = list(yaml.safe_load_all(_uploads(head)[CLUSTER_OBJECTS]))
+        deployment = next(d for d in docs if d and d["kind"] == "Deployment"
+                          and d["metadata"]["name"] == TAINT_CONTROLLER)
+        [container] = deployment["spec"]["template"]["spec"]["containers"]
+        return {e["name"]: e["value"] for e in container["env"]}
+
+    assert env({}) == {"GPUINFRA_BREAKER_MOST": "1", "GPUINFRA_BREAKER_WINDOW": "3600"}
+    assert env({"health_breaker_share": 1.0, "health_breaker_window": 600}) == {
+        "GPUINFRA_BREAKER_MOST": "2", "GPUINFRA_BREAKER_WINDOW": "600"}
+
+
 def test_the_controller_owns_the_health_taint_while_it_runs():
     """A node the controller tainted is left to the controller: the role plans nothing."""
     facts = _with_taints(converged("debian-12"), [OPERATOR_TAINT, HEALTH_TAINT])

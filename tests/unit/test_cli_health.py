@@ -36,7 +36,8 @@ def head(monkeypatch):
         def close(self):
             pass
 
-    site = NS(spec=NS(head=[NS(name="h1")], nodes=[NS(settings={"health_breaker_window": 600})]),
+    site = NS(spec=NS(head=[NS(name="h1")], nodes=[NS(settings={"health_breaker_window": 600})],
+                      schedulers=("slurm",)),
               target=lambda name: name)
     monkeypatch.setattr(roll, "Ssh", Head)
     monkeypatch.setattr(roll, "load_site", lambda inventory: site)
@@ -72,3 +73,57 @@ def test_a_head_that_cannot_answer_is_said_in_one_line(head, capsys) -> None:
     err = capsys.readouterr().err
     assert "on the head: `sinfo -h -N -O" in err and "slurm_load_partitions" in err
     assert "Traceback" not in err
+
+
+def _k8s(head, monkeypatch, nodes: list[dict]) -> None:
+    """A Kubernetes-only site: the head answers `kubectl get nodes -o json` with ``nodes``."""
+    import json
+
+    import gpuinfra_cli.roll as roll
+
+    site = NS(spec=NS(head=[NS(name="cp1")], nodes=[NS(settings={"health_breaker_window": 600})],
+                      schedulers=("kubernetes",)), target=lambda name: name)
+    monkeypatch.setattr(roll, "load_site", lambda inventory: site)
+
+    class Head:
+        def __init__(self, target, sudo=False):
+            pass
+
+        def run(self, command, timeout=120):
+            head.ran.append(command)
+            if command.endswith("get nodes -o json"):
+                return 0, json.dumps({"kind": "NodeList", "items": nodes}), ""
+            return 0, "", ""
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(roll, "Ssh", Head)
+
+
+def test_kubernetes_taints_have_their_breaker_said_and_reset(head, monkeypatch, capsys) -> None:
+    """Issue 48: on a Kubernetes site the trip is the node annotation the taint controller
+    set (gpuinfra.health.taint); `breaker` says it, `reset-breaker` removes it with kubectl."""
+    import time
+
+    now = str(int(time.time()))
+    tainted = {"metadata": {"name": "gpu1", "annotations": {"gpuinfra.io/tainted-at": now}},
+               "spec": {"taints": [{"key": "gpuinfra.io/unhealthy", "value": "true",
+                                    "effect": "NoSchedule"}]}}
+    held = {"metadata": {"name": "gpu2", "annotations": {
+        "gpuinfra.io/breaker-tripped": f"{now}: 1 GPU nodes tainted within 600 s (gpu1)"}},
+        "spec": {}}
+    _k8s(head, monkeypatch, [tainted, held])
+    assert main(["health", "breaker", "--inventory", "inventory/k8s.py"]) == 1
+    out = capsys.readouterr().out
+    assert "Kubernetes: the breaker is TRIPPED (gpu2: " in out and "reset-breaker" in out
+    assert main(["health", "reset-breaker", "--inventory", "inventory/k8s.py"]) == 0
+    assert head.ran[-1] == ("kubectl --kubeconfig /etc/kubernetes/admin.conf annotate node gpu2 "
+                            "gpuinfra.io/breaker-tripped-")
+    assert "Still tainted within 600 s: gpu1" in capsys.readouterr().out
+    head.ran.clear()
+    _k8s(head, monkeypatch, [tainted])
+    assert main(["health", "breaker", "--inventory", "inventory/k8s.py"]) == 0
+    assert main(["health", "reset-breaker", "--inventory", "inventory/k8s.py"]) == 0
+    assert not [c for c in head.ran if "annotate" in c]
+    assert "nothing to reset" in capsys.readouterr().out

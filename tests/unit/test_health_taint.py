@@ -15,7 +15,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from gpuinfra.health.taint import TAINT, condition_status, node_patch, wanted_taints
+from gpuinfra.health.taint import (
+    TAINT,
+    TAINTED_AT,
+    TRIPPED,
+    Bound,
+    bounded_patch,
+    condition_status,
+    node_patch,
+    wanted_taints,
+)
 from gpuinfra_node import taint_controller
 from tests.conftest import REPO
 
@@ -186,9 +195,14 @@ class FakeApiServer:
                             current["metadata"]["resourceVersion"] != op["value"]:
                         self._send(422, {"kind": "Status", "code": 422})
                         return
-                for op in body:
+                for op in body:  # "add" at its path (RFC 6902 4.1, RFC 6901 "~1" = "/")
                     if op["op"] == "add":
-                        current["spec"]["taints"] = op["value"]
+                        *parents, last = [p.replace("~1", "/") for p in
+                                          op["path"].split("/")[1:]]
+                        target = current
+                        for part in parents:
+                            target = target.setdefault(part, {})
+                        target[last] = op["value"]
                 self._send(200, current)
 
         self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -250,3 +264,67 @@ def test_a_node_changed_meanwhile_is_not_overwritten():
         assert taint_controller.reconcile(api, seen, said.append) is False
     assert fake.nodes["gpu01"]["spec"]["taints"] == [MAINTENANCE]
     assert said == ["gpu01: changed while being patched (HTTP 422); read again"]
+
+
+# ---------------------------------------------------------------- the circuit breaker (issue 48)
+
+NOW = 1796640000.0
+
+
+def annotated(obj: dict, **annotations: str) -> dict:
+    obj["metadata"]["annotations"] = {**obj["metadata"].get("annotations", {}), **annotations}
+    return obj
+
+
+def test_taints_stop_at_the_breakers_share_and_the_trip_holds_every_later_one():
+    """At most ``most`` GPU nodes tainted within the window: the first sick node is tainted
+    and stamped, the next is held untainted with the trip annotation, a third is held by the
+    trip; a node tainted before the window does not count; untainting is never held."""
+    bound = Bound(most=1, window_s=3600)
+    first = node("True", [GPU], name="gpu01")
+    ops, why = bounded_patch(first, [first], bound, NOW)
+    assert why == "" and ops[-1] == {"op": "add", "path": "/metadata/annotations",
+                                     "value": {TAINTED_AT: str(int(NOW))}}
+    assert ops[:-1] == node_patch(first)
+    tainted = annotated(node("True", [GPU, OURS], name="gpu01"), **{TAINTED_AT: str(int(NOW))})
+    second = annotated(node("True", [], name="gpu02"), owner="ops")
+    ops, why = bounded_patch(second, [tainted, second], bound, NOW)
+    assert why.startswith("the breaker trips: 1 GPU nodes tainted within 3600 s (gpu01), the "
+                          "most allowed is 1; gpu02 held untainted")
+    assert ops[0]["op"] == "test" and ops[1]["path"] == "/metadata/annotations/gpuinfra.io~1" \
+        "breaker-tripped" and ops[1]["value"].startswith(f"{int(NOW)}: 1 GPU nodes tainted")
+    assert len(ops) == 2  # no taint
+    held = annotated(node("True", [], name="gpu02"), **{TRIPPED: "1: why"})
+    third = node("True", [], name="gpu03")
+    ops, why = bounded_patch(third, [tainted, held, third], bound, NOW)
+    assert ops is None and why.startswith("the breaker is tripped (gpu02: 1: why)")
+    # The held node itself is not tainted again while tripped; a recovered one is untainted.
+    assert bounded_patch(held, [tainted, held], bound, NOW)[0] is None
+    recovered = node("False", [GPU, OURS], name="gpu01")
+    assert bounded_patch(recovered, [recovered, held], bound, NOW)[0] == node_patch(recovered)
+    # Tainted and untainted more than a window ago: not counted.
+    old = annotated(node("False", [GPU], name="gpu01"), **{TAINTED_AT: str(int(NOW) - 3601)})
+    ops, why = bounded_patch(third, [old, third], bound, NOW)
+    assert why == "" and ops[-1]["path"] == "/metadata/annotations"
+
+
+def test_the_controller_taints_one_of_three_sick_nodes_with_a_bound_of_one():
+    """Every node failing at once (a check bug): through the API, one node tainted, one held
+    with the trip annotation, the third left alone; the log says which and why."""
+    sick = [node("True", [GPU], name=f"gpu0{i}") for i in (1, 2, 3)]
+    fake = FakeApiServer(sick, [])
+    said: list[str] = []
+    with fake as api:
+        taint_controller.sync(api, said.append, {}, Bound(most=1, window_s=3600))
+    assert fake.nodes["gpu01"]["spec"]["taints"] == [GPU, OURS]
+    assert TAINTED_AT in fake.nodes["gpu01"]["metadata"]["annotations"]
+    assert fake.nodes["gpu02"]["spec"]["taints"] == [GPU]
+    assert "1 GPU nodes tainted" in fake.nodes["gpu02"]["metadata"]["annotations"][TRIPPED]
+    assert fake.nodes["gpu03"]["spec"]["taints"] == [GPU]
+    assert "annotations" not in fake.nodes["gpu03"]["metadata"]
+    assert said[1].startswith("gpu02: not tainted: the breaker trips")
+    assert said[2].startswith("gpu03: GpuinfraUnhealthy True, not tainted: the breaker is "
+                              "tripped (gpu02: ")
+    assert taint_controller.bound_from({"GPUINFRA_BREAKER_MOST": "1",
+                                        "GPUINFRA_BREAKER_WINDOW": "3600"}) == Bound(1, 3600)
+    assert taint_controller.bound_from({}) is None

@@ -114,3 +114,16 @@ def test_the_program_checks_the_staged_file_and_writes_the_series(tmp_path: Path
     assert kubernetes_nodes.main(["--out", str(out), "--expected", str(good)]) == 0
     assert calls.read_text().split()[:2] == ["--kubeconfig", str(tmp_path / "creds/kubeconfig")]
     assert 'gpuinfra_kubernetes_node_gpus_ok{node="gpu01",problem=""} 1' in out.read_text()
+
+
+def test_the_taint_controllers_trip_is_written_for_its_alert():
+    """HealthBreakerTripped on a Kubernetes site: the head writes the trip annotation's node
+    (gpuinfra.health.taint.TRIPPED) as gpuinfra_kubernetes_breaker_tripped{held}."""
+    listed = json.loads(NODES.read_text())
+    got = series(gpus_text(Output(True, 0, json.dumps(listed)), {}, 0))
+    assert got['gpuinfra_kubernetes_breaker_tripped{held=""}'] == 0
+    listed["items"][1]["metadata"]["annotations"] = {
+        "gpuinfra.io/breaker-tripped": "1796640000: 1 GPU nodes tainted within 3600 s"}
+    got = series(gpus_text(Output(True, 0, json.dumps(listed)), {}, 0))
+    assert got['gpuinfra_kubernetes_breaker_tripped{held="gpu02"}'] == 1
+    assert not [k for k in series(gpus_text(None, {}, 0)) if "breaker" in k]

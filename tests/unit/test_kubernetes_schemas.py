@@ -16,6 +16,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from gpuinfra.health import taint as health_taint
 from gpuinfra.knowledge import kubernetes as k8s
 from gpuinfra.kubernetes import kubeadm, manifests
 from gpuinfra.kubernetes.deviceplugin import config_key, plugin_config
@@ -63,7 +64,8 @@ def all_objects() -> list[dict]:
     return manifests.cni_objects("flannel", SPEC.kubernetes.pod_cidr) + manifests.gpu_layer(
         CONFIGS, k8s.DEFAULT_DEVICE_PLUGIN_VERSION, taint=True, feature_discovery=True) + \
         manifests.health_objects(300) + \
-        manifests.health_taint_objects(sources(manifests.TAINT_SOURCES)) + \
+        manifests.health_taint_objects(sources(manifests.TAINT_SOURCES),
+                                       health_taint.Bound(1, 3600)) + \
         rdma_objects(taint=True)
 
 

@@ -612,8 +612,10 @@ def _no_backup(spec: ClusterSpec) -> set[str]:
              "InfinibandRateDegraded": [p for p in ports if p[2] is not None]}
     return {name for name, there in stack.items() if not there} | (
         {"SlurmctldBackupDown"} if not spec.backup_controllers else set()) | (
-        {"SlurmctldDown", "SlurmdDown", "SlurmNodesDrained", "NodeDrainedByHealthCheck",
-         "HealthBreakerTripped"} if "slurm" not in spec.schedulers else set()) | (
+        {"SlurmctldDown", "SlurmdDown", "SlurmNodesDrained", "NodeDrainedByHealthCheck"}
+        if "slurm" not in spec.schedulers else set()) | (
+        {"HealthBreakerTripped"} if "slurm" not in spec.schedulers and not tainting
+        else set()) | (
         {"NodeTaintedByHealthCheck"} if not tainting else set()) | (
         {"KubernetesGpusMissing"} if not k8s_expected(spec) else set()) | (
         {"NodeHealthCheckFailed"} if len(tainting) == len(checked) else set())
