@@ -39,7 +39,7 @@ SUITE = Path(gpuinfra_verify.__file__).resolve().parent
 
 
 def _run_suite(inventory: str, junit: Path, workers: str, quiet_stdout: bool = False,
-               batch: bool = True) -> int:
+               batch: bool = True, sudo: bool = False) -> int:
     """Run the verify suite (its output goes to the terminal, to stderr when stdout is for
     the JSON); pytest's exit code."""
     if not SUITE.is_dir():
@@ -50,6 +50,8 @@ def _run_suite(inventory: str, junit: Path, workers: str, quiet_stdout: bool = F
         command += ["-n", workers]
     if not batch:
         command.append("--no-batch")
+    if sudo:  # testinfra's own option: every command through sudo (gpuinfra_verify/ssh.py)
+        command.append("--sudo")
     out = sys.stderr if quiet_stdout else sys.stdout
     print("$ " + " ".join(command[2:]), file=out, flush=True)
     return subprocess.run(command, check=False, stdout=out if quiet_stdout else None).returncode
@@ -80,7 +82,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         junit = Path(args.junit) if args.junit else Path(tmp) / "verify.xml"
         if not args.junit:
             rc = _run_suite(args.inventory, junit, args.workers, args.json,
-                            batch=not args.no_batch)
+                            batch=not args.no_batch, sudo=args.sudo)
             if rc not in (0, 1) or not junit.is_file():
                 print(f"gpuinfra report: the verify suite did not run (pytest exit {rc})",
                       file=sys.stderr)
@@ -128,6 +130,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help="send each check's command in an SSH round trip of its own "
                              "(testinfra's way), not each node's read-only commands in one "
                              "(gpuinfra_verify/batch.py)")
+    report.add_argument("--sudo", action="store_true",
+                        help="the SSH user is not root: the suite's commands run through sudo "
+                             "(passwordless, as `gpuinfra deploy --sudo`)")
     report.set_defaults(func=cmd_report)
 
 

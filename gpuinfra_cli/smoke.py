@@ -52,6 +52,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--wait", type=int, default=900, metavar="S",
                    help="seconds to wait for the job to end (default 900)")
     p.add_argument("--keep-log", metavar="FILE", help="also write the job's output here")
+    p.add_argument("--sudo", action="store_true",
+                   help="the SSH user is not root: sbatch and the reads run through `sudo -n` "
+                        "(the job then runs as root; without it, as the SSH user)")
     p.set_defaults(func=run_run)
     p = actions.add_parser("manifest", help="the smoke job as a Kubernetes Indexed Job (YAML)")
     p.add_argument("--image", required=True, help="an image with python3 and torch")
@@ -213,7 +216,7 @@ def run_run(args: argparse.Namespace) -> int:
                                                                     "be loaded"])[-1])
     site = site_from_json(args.inventory, loaded.stdout)
     text, plan = _render(args, site.spec)
-    head = Ssh(site.target(site.spec.head[0].name))
+    head = Ssh(site.target(site.spec.head[0].name), args.sudo)
     try:
         # The script on sbatch's standard input (sbatch reads it there when given no file):
         # no file on the head at all, so none at a predictable path in /tmp.
@@ -229,7 +232,7 @@ def run_run(args: argparse.Namespace) -> int:
         batch_host = _wait(head, job, args.wait)
         if batch_host is None:
             return EXIT_NOT_RUN
-        node = Ssh(site.target(_node(site.spec, batch_host).name))
+        node = Ssh(site.target(_node(site.spec, batch_host).name), args.sudo)
         try:
             rc, log, err = node.run(f"cat /tmp/gpuinfra-smoke-{shlex.quote(job)}.out")
         finally:

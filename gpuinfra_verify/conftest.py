@@ -40,6 +40,7 @@ _SITE_JSON_KEY = pytest.StashKey[str]()
 _SITE_JSON = "gpuinfra_verify_site"
 # Hosts named by --local: reached through testinfra's local backend (this machine).
 _LOCAL_HOSTS: set[str] = set()
+_SUDO: list[bool] = []  # testinfra's --sudo, as pytest_configure read it
 # Each host's commands, read-only ones asked in one round trip (gpuinfra_verify/batch.py), and
 # the SSH round trips each host was sent, this process; summed over xdist's workers by the
 # controller and printed at the end ("commands sent over SSH").
@@ -84,6 +85,7 @@ def pytest_configure(config: pytest.Config) -> None:
             f"--local {unknown[0]}: no such host in {path} (hosts: {', '.join(sorted(known))}); "
             "fix: name the inventory host this machine is")
     _LOCAL_HOSTS.update(local)
+    _SUDO.append(bool(config.getoption("sudo", default=False)))  # testinfra's --sudo
     if not config.getoption("no_batch", default=False):
         _BATCHES.folder = _learned_folder(path)
 
@@ -251,7 +253,7 @@ def _reach(site: SiteUnderTest, name: str) -> Host:
 
         return testinfra.get_host("local://")
     try:
-        host = testinfra_host(site.target(name))
+        host = testinfra_host(site.target(name), sudo=any(_SUDO))
     except ReachProblem as exc:
         pytest.fail(str(exc), pytrace=False)
     install(host.backend, _BATCHES.host(name, _kind(site.spec.node(name))), _COMMANDS)

@@ -530,13 +530,14 @@ def _failed(route: Route, hop: str, endpoint: Endpoint, exc: BaseException) -> R
     return ReachProblem(f"{name}: cannot reach {subject}{origin}: {what}.\n  fix: {fix}")
 
 
-def testinfra_host(target: SshTarget) -> Any:
+def testinfra_host(target: SshTarget, sudo: bool = False) -> Any:
     """testinfra's host for ``target``, whose paramiko backend uses a client from
     :func:`connect` (testinfra's own would load no known_hosts, read no ssh_config and accept
-    any key)."""
+    any key). ``sudo``: every command through sudo (testinfra's ``--sudo``: the SSH user is not
+    root)."""
     import testinfra
 
-    host = testinfra.get_host(f"paramiko://{target.name}")
+    host = testinfra.get_host(f"paramiko://{target.name}", sudo=sudo)
     if "client" not in vars(host.backend):  # one connection per host and process
         host.backend.client = connect(target)
     return host

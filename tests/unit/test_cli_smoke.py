@@ -80,3 +80,29 @@ def test_manifest_is_the_indexed_job(capsys):
     objects = list(yaml.safe_load_all(out))
     assert code == 0 and [o["kind"] for o in objects] == ["Service", "Job"]
     assert objects[1]["spec"]["completions"] == 4
+
+
+@pytest.mark.parametrize("sudo", [False, True])
+def test_run_connects_as_asked(capsys, repo_cwd, monkeypatch, sudo):  # noqa: F811
+    """Issue 48 item 4: `smoke run --sudo` runs sbatch on the head through sudo (the SSH user
+    is not root); without it as the SSH user. A refused sbatch is said, exit 3."""
+    import gpuinfra_cli.roll as roll
+
+    made: list[bool] = []
+
+    class Head:
+        def __init__(self, target, sudo=False):
+            made.append(sudo)
+
+        def run(self, command, timeout=120):
+            return 1, "", "sbatch: error: Batch job submission failed: Invalid account"
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(roll, "Ssh", Head)
+    argv = ["smoke", "run", "--inventory", "inventory/lab.py", "--backend", "gloo",
+            "--nodes", "2"] + (["--sudo"] if sudo else [])
+    code, _, err = run(capsys, *argv)
+    assert made == [sudo]
+    assert code == 3 and "sbatch on the head failed (exit 1): sbatch: error" in err

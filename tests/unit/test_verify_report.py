@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gpuinfra.spec import HostInput, build_cluster
 from gpuinfra_verify import report
 from tests.conftest import REPO
@@ -309,3 +311,17 @@ def test_the_report_shows_the_fabric_with_each_nodes_verdict() -> None:
     assert racks.fabric == [("rack1", "nodes", ["gpu1"]), ("rack2", "nodes", ["gpu2"])]
     assert "fabric (2 NVLink blocks" in report.render_report(racks)
     assert "Fabric (2 NVLink blocks)" in render_html(racks)
+
+
+@pytest.mark.parametrize("sudo", [False, True])
+def test_the_suite_runs_through_sudo_when_asked(tmp_path: Path, monkeypatch, sudo) -> None:
+    """Issue 48 item 4: `report --sudo` hands testinfra's --sudo to the suite (every command
+    through sudo, gpuinfra_verify/ssh.testinfra_host); without it, none."""
+    from gpuinfra_cli import report as cli
+
+    ran: list[list[str]] = []
+    monkeypatch.setattr(cli.subprocess, "run",
+                        lambda command, **kw: ran.append(command) or
+                        subprocess.CompletedProcess(command, 5))
+    rc = cli._run_suite("inventory/lab.py", tmp_path / "v.xml", "0", sudo=sudo)
+    assert rc == 5 and ("--sudo" in ran[0]) is sudo
