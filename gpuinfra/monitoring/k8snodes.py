@@ -32,9 +32,6 @@ from gpuinfra.health.collect import Output
 
 EXPECTED_PATH = "/etc/gpuinfra/kubernetes-gpus.json"
 PROM_NAME = "gpuinfra-kubernetes-nodes.prom"
-# The admin kubeconfig reaches the collector as a systemd credential (LoadCredential: the file
-# stays root's; the unit's transient user reads its copy only): gpuinfra.monitoring.units.
-CREDENTIAL = "kubeconfig"
 PROBLEM_LIMIT = 200
 
 

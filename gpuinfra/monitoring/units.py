@@ -133,28 +133,31 @@ def slurm_nodes_timer() -> FileText:
 def kubernetes_nodes_service(lib: str, out: str, textfile_dir: str, expected: str,
                              kubeconfig: str) -> FileText:
     """The head's Kubernetes GPUs (gpuinfra.monitoring.k8snodes), run by its timer:
-    ``{lib}/kubernetes_nodes.py`` asks ``kubectl get nodes`` and writes ``out``, as a transient
-    unprivileged user of the textfile directory's group. The kubeconfig is a systemd credential
-    (systemd.exec(5) LoadCredential=: read by systemd as root, handed to this run only, in
-    $CREDENTIALS_DIRECTORY), so the file itself stays root's 0600."""
+    ``{lib}/kubernetes_nodes.py`` asks ``kubectl get nodes`` with ``kubeconfig`` and writes
+    ``out``. As root, for the kubeconfig is root's 0600, but with no capability at all (it can
+    read and write only what root owns, bypasses no permission) and a read-only file system
+    but for the textfile directory. Not a transient user holding the kubeconfig as a systemd
+    credential (LoadCredential=): measured on the lab's Debian 12 (systemd 252), the
+    credential was unreadable to any non-root user of the unit (docs/measurements.md)."""
     return unit_file({
         "Unit": [("Description", "gpuinfra Kubernetes GPUs (kubectl get nodes) for "
                                  "node_exporter"),
                  ("Documentation", f"file://{lib}/kubernetes_nodes.py"),
                  ("After", "kubelet.service")],
         "Service": [("Type", "oneshot"),
-                    ("DynamicUser", "yes"),
-                    ("SupplementaryGroups", COLLECTOR_GROUP),
                     ("CapabilityBoundingSet", ""),
-                    ("LoadCredential", f"kubeconfig:{kubeconfig}"),
                     ("Environment", "HOME=/tmp"),  # kubectl's cache, in the private /tmp
                     ("ExecStart", f"/usr/bin/python3 -I {lib}/kubernetes_nodes.py --out {out} "
-                                  f"--expected {expected}"),
+                                  f"--expected {expected} --kubeconfig {kubeconfig}"),
                     ("TimeoutStartSec", "50s"),
                     ("NoNewPrivileges", "true"),
                     ("ProtectSystem", "strict"),
                     ("ProtectHome", "true"),
                     ("PrivateTmp", "true"),
+                    ("PrivateDevices", "true"),
+                    ("ProtectKernelTunables", "true"),
+                    ("ProtectKernelModules", "true"),
+                    ("ProtectControlGroups", "true"),
                     ("ReadWritePaths", textfile_dir)],
     }, about=f"Kubernetes' GPUs for node_exporter's textfile collector {ROLE}.")
 

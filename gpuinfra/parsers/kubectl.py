@@ -19,8 +19,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from gpuinfra.errors import ParseError
 
 NVIDIA_PREFIX = "nvidia.com/"
@@ -90,6 +88,13 @@ def _load(text: str, source: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError:
+        # YAML only when it is not JSON: the head's collector (roles/monitoring/
+        # kubernetes_nodes.py) reads JSON with Python's standard library alone.
+        try:
+            import yaml
+        except ImportError:
+            raise ParseError(source, "not JSON (and PyYAML, to read YAML, is not "
+                                     "installed)") from None
         try:
             return yaml.safe_load(text)
         except yaml.YAMLError as exc:

@@ -2,12 +2,11 @@
 gpuinfra-kubernetes-nodes.timer.
 
     python3 -I /usr/local/lib/gpuinfra-kubernetes-nodes/kubernetes_nodes.py --out FILE \
-        --expected /etc/gpuinfra/kubernetes-gpus.json
+        --expected /etc/gpuinfra/kubernetes-gpus.json --kubeconfig /etc/kubernetes/admin.conf
 
 The monitoring role installs this file beside ``gpuinfra.zip`` (the library and its node-side
 runner, gpuinfra_deploy.nodecode) and renders the expected resources from the spec. It runs
-``kubectl get nodes -o json`` once with the node's runner, the kubeconfig being the unit's
-credential ($CREDENTIALS_DIRECTORY/kubeconfig), and writes
+``kubectl get nodes -o json`` once with the node's runner and ``--kubeconfig``, and writes
 :func:`gpuinfra.monitoring.k8snodes.gpus_text` to ``FILE`` atomically. A kubectl that fails
 gives ``gpuinfra_kubernetes_nodes_query_ok 0`` and no node series; an expected file that
 cannot be read is said on stderr (the journal) and judged like a failed query. Python's
@@ -17,7 +16,6 @@ standard library only.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -30,12 +28,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, help="the .prom file to write")
     parser.add_argument("--expected", required=True, type=Path,
                         help="what the spec implies (the monitoring role renders it)")
+    parser.add_argument("--kubeconfig", type=Path, help="the kubeconfig kubectl uses")
     parser.add_argument("--check", action="store_true",
                         help="only judge the expected file (the role's check of its staged copy)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent / ZIP_NAME))
     from gpuinfra.errors import ParseError
-    from gpuinfra.monitoring.k8snodes import CREDENTIAL, command, gpus_text, parse_expected
+    from gpuinfra.monitoring.k8snodes import command, gpus_text, parse_expected
     from gpuinfra_node.reader import run
     from gpuinfra_node.textfile import write_atomically
 
@@ -54,12 +53,11 @@ def main(argv: list[str]) -> int:
         print(f"gpuinfra-kubernetes-nodes: {exc}", file=sys.stderr)
         wanted = {}
     else:
-        folder = os.environ.get("CREDENTIALS_DIRECTORY")
-        if folder:
-            output = run(command(str(Path(folder) / CREDENTIAL)))
+        if args.kubeconfig is not None:
+            output = run(command(str(args.kubeconfig)))
         else:
-            print("gpuinfra-kubernetes-nodes: no kubeconfig credential (run by its unit, "
-                  "gpuinfra-kubernetes-nodes.service)", file=sys.stderr)
+            print("gpuinfra-kubernetes-nodes: no --kubeconfig: Kubernetes not asked",
+                  file=sys.stderr)
     write_atomically(args.out, gpus_text(output, wanted, time.time()))
     return 0
 

@@ -720,7 +720,7 @@ def test_kubernetes_gpu_workers_label_dcgm_metrics_with_the_pod(distro):
 def test_a_kubernetes_head_compares_the_gpus_kubernetes_offers_with_the_spec(distro):
     """Issue 48 (KubernetesGpusMissing): the head of a Kubernetes site installs the program,
     the GPUs each worker must offer (rendered from the spec, judged by the program before they
-    go live) and a timer whose unit reads the admin kubeconfig as a systemd credential only; a
+    go live) and a timer whose unit reads the admin kubeconfig as root without capabilities; a
     Slurm site's head installs none of it."""
     from gpuinfra_roles.monitoring.kubernetes_metrics import EXPECTED_STAGE, LIB
 
@@ -730,10 +730,10 @@ def test_a_kubernetes_head_compares_the_gpus_kubernetes_offers_with_the_spec(dis
     assert json.loads(head[f"{EXPECTED_STAGE}/kubernetes-gpus.json"]) == {
         GPU: {"nvidia.com/gpu": 2}}
     unit = head[f"{UNIT_STAGE}/gpuinfra-kubernetes-nodes.service"]
-    assert "LoadCredential=kubeconfig:/etc/kubernetes/admin.conf\n" in unit
-    assert "DynamicUser=yes\n" in unit and "User=root" not in unit
+    assert "CapabilityBoundingSet=\n" in unit and "ProtectSystem=strict\n" in unit
     assert ("kubernetes_nodes.py --out /var/lib/prometheus/node-exporter/"
-            "gpuinfra-kubernetes-nodes.prom --expected /etc/gpuinfra/kubernetes-gpus.json") in unit
+            "gpuinfra-kubernetes-nodes.prom --expected /etc/gpuinfra/kubernetes-gpus.json "
+            "--kubeconfig /etc/kubernetes/admin.conf\n") in unit
     checks = " ".join(str(c) for planned in result.plans[HEAD].ops for c in planned.raw)
     assert (f"/usr/bin/python3 -I {LIB}/kubernetes_nodes.py --check --expected "
             f"{EXPECTED_STAGE}/kubernetes-gpus.json") in checks

@@ -90,8 +90,8 @@ def test_a_bad_expected_file_is_refused_naming_it(text, said):
 def test_the_program_checks_the_staged_file_and_writes_the_series(tmp_path: Path, monkeypatch,
                                                                    capsys):
     """--check: exit 0 on the role's file, 2 naming a bad one (the role's gate before it goes
-    live). A run: kubectl with the unit's credential as --kubeconfig; without the credential
-    (not run by its unit) no kubectl and query_ok 0."""
+    live). A run: kubectl with the unit's --kubeconfig; without one, no kubectl and
+    query_ok 0."""
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
     good.write_text(json.dumps({"gpu01": GPU01}))
     bad.write_text('{"gpu01": {"cpu": 4}}')
@@ -106,13 +106,12 @@ def test_the_program_checks_the_staged_file_and_writes_the_series(tmp_path: Path
     kubectl.chmod(0o755)
     monkeypatch.setattr(reader, "PATH", f"{bin_dir}:{reader.PATH}")
     out = tmp_path / "k8s.prom"
-    monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
     assert kubernetes_nodes.main(["--out", str(out), "--expected", str(good)]) == 0
     assert "gpuinfra_kubernetes_nodes_query_ok 0" in out.read_text() and not calls.exists()
-    assert "no kubeconfig credential" in capsys.readouterr().err
-    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path / "creds"))
-    assert kubernetes_nodes.main(["--out", str(out), "--expected", str(good)]) == 0
-    assert calls.read_text().split()[:2] == ["--kubeconfig", str(tmp_path / "creds/kubeconfig")]
+    assert "no --kubeconfig" in capsys.readouterr().err
+    assert kubernetes_nodes.main(["--out", str(out), "--expected", str(good), "--kubeconfig",
+                                  "/etc/kubernetes/admin.conf"]) == 0
+    assert calls.read_text().split()[:2] == ["--kubeconfig", "/etc/kubernetes/admin.conf"]
     assert 'gpuinfra_kubernetes_node_gpus_ok{node="gpu01",problem=""} 1' in out.read_text()
 
 
