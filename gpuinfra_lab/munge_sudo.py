@@ -13,10 +13,11 @@ exposure (what pyinfra's sudo file transfer did: /tmp/pyinfra-*).
 
 Then, as the same user (``GPUINFRA_LAB_SSH_USER``, read by inventory/lab.py): `gpuinfra roll
 --limit <last worker> --sudo` drains it, deploys with pyinfra's --sudo, judges and resumes it
-(exit 0), and `gpuinfra health breaker --sudo` reads Slurm on the head (exit 0); the same roll
-without --sudo is refused before any node is touched (exit 2: it cannot write its state on the
-head, and says to add --sudo), the node left in service. The user and the watchers are
-removed at the end.
+(exit 0), `gpuinfra health breaker --sudo` reads Slurm on the head (exit 0) and `gpuinfra
+report --sudo` passes; the same roll without --sudo is refused before any node is touched
+(exit 2: it cannot write its state on the head, and says to add --sudo), the node left in
+service, and the report without it fails on the one cause that names --sudo. The user and the
+watchers are removed at the end.
 """
 
 from __future__ import annotations
@@ -87,8 +88,9 @@ def _gpuinfra(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _commands_as_the_user(worker: str) -> list[str]:
-    """`gpuinfra roll` and `gpuinfra health` as the non-root user: with --sudo they work;
-    the roll without it is refused at its first Slurm command."""
+    """`gpuinfra roll`, `health` and `report` as the non-root user: with --sudo they work;
+    the roll without it is refused at its first Slurm command, the report fails on one cause
+    naming --sudo (not on causes of the node's)."""
     problems = []
     why = ("--why", "lab proof: as a non-root user")
     rolled = _gpuinfra("roll", "--inventory", "inventory/lab.py", "--limit", worker, "--sudo",
@@ -107,10 +109,20 @@ def _commands_as_the_user(worker: str) -> list[str]:
             state not in ("idle", "mixed", "allocated"):
         problems.append(f"the roll without --sudo as {USER}: exit {bare.returncode}, {worker} "
                         f"{state}: {(bare.stdout + bare.stderr).strip()[-300:]}")
+    report = _gpuinfra("report", "--inventory", "inventory/lab.py", "--sudo")
+    if report.returncode != 0 or "verdict: all checks passed" not in report.stdout:
+        problems.append(f"`gpuinfra report --sudo` as {USER}: exit {report.returncode}: "
+                        f"{report.stdout.strip()[-400:]}")
+    plain = _gpuinfra("report", "--inventory", "inventory/lab.py")
+    if plain.returncode != 1 or "failures by cause (1 causes" not in plain.stdout or \
+            "is not root and the suite runs without --sudo" not in plain.stdout + plain.stderr:
+        problems.append(f"`gpuinfra report` without --sudo as {USER}: exit {plain.returncode}, "
+                        f"not the one cause naming --sudo: {plain.stdout.strip()[-600:]}")
     if not problems:
-        print(f"munge-sudo: as {USER}: `gpuinfra roll --sudo` rolled {worker} and `gpuinfra "
-              "health breaker --sudo` read Slurm; without --sudo the roll was refused "
-              f"(exit {bare.returncode}), {worker} left {state}")
+        print(f"munge-sudo: as {USER}: `gpuinfra roll --sudo` rolled {worker}, `gpuinfra "
+              "health breaker --sudo` read Slurm and `gpuinfra report --sudo` passed; "
+              f"without --sudo the roll was refused (exit {bare.returncode}), {worker} left "
+              f"{state}, and the report failed on the one cause that names --sudo")
     return problems
 
 

@@ -256,8 +256,30 @@ def _reach(site: SiteUnderTest, name: str) -> Host:
         host = testinfra_host(site.target(name), sudo=any(_SUDO))
     except ReachProblem as exc:
         pytest.fail(str(exc), pytrace=False)
+    problem = _not_root(host, name)
+    if problem:
+        pytest.fail(problem, pytrace=False)
     install(host.backend, _BATCHES.host(name, _kind(site.spec.node(name))), _COMMANDS)
     return host
+
+
+_ROOT: dict[str, str] = {}  # host -> "" (root, or through sudo) or why not, once per process
+
+
+def _not_root(host: Host, name: str) -> str:
+    """Why the suite cannot judge ``name`` as it reaches it ("" when it can): its checks read
+    what only root may (the MUNGE key, journals, containerd, sysctls), so a non-root SSH user
+    without --sudo would fail them for the user, not the node, each under a wrong cause."""
+    if name not in _ROOT:
+        uid = host.run("id -u")
+        user = host.run("id -un").stdout.strip() or "?"
+        _ROOT[name] = "" if uid.rc == 0 and uid.stdout.strip() == "0" else (
+            f"{name}: the SSH user {user} is not root and the suite runs without --sudo\n"
+            "  cause: the checks read what only root may (the MUNGE key, journals, "
+            "containerd, sysctls): as this user they would fail for the user, not the node\n"
+            "  fix: run `gpuinfra report --inventory <site> --sudo` (`pytest gpuinfra_verify "
+            "--sudo`); the user needs passwordless sudo, as `gpuinfra deploy --sudo` does")
+    return _ROOT[name]
 
 
 def _kind(node: NodeSpec) -> str:

@@ -325,3 +325,28 @@ def test_the_suite_runs_through_sudo_when_asked(tmp_path: Path, monkeypatch, sud
                         subprocess.CompletedProcess(command, 5))
     rc = cli._run_suite("inventory/lab.py", tmp_path / "v.xml", "0", sudo=sudo)
     assert rc == 5 and ("--sudo" in ran[0]) is sudo
+
+
+def test_a_non_root_user_without_sudo_is_one_cause_naming_sudo() -> None:
+    """The suite as a non-root SSH user without --sudo would fail root-only checks under wrong
+    causes (seen in the lab: 23 failures under 10, "the key was changed by hand" among them):
+    each of that host's checks fails on one cause naming --sudo instead, which the report
+    reads as its cause and fix; root, or commands through sudo, pass."""
+    from types import SimpleNamespace as NS
+
+    from gpuinfra_verify import conftest
+
+    def host(uid: str, user: str):
+        answers = {"id -u": NS(rc=0, stdout=uid + "\n"), "id -un": NS(rc=0, stdout=user)}
+        return NS(run=lambda command: answers[command])
+
+    conftest._ROOT.clear()
+    said = conftest._not_root(host("1001", "deploy"), "lab-worker1")
+    assert said.startswith("lab-worker1: the SSH user deploy is not root and the suite runs "
+                           "without --sudo\n  cause: ")
+    case = report.JunitCase(node="lab-worker1", module="test_common", test="test_sysctls",
+                            outcome="failed", message=said.splitlines()[0], detail=said)
+    [finding] = report.failure_findings(case)
+    assert finding["cause"].startswith("the checks read what only root may")
+    assert finding["fix"].startswith("run `gpuinfra report --inventory <site> --sudo`")
+    assert conftest._not_root(host("0", "root"), "lab-head") == ""
