@@ -29,13 +29,21 @@ import subprocess
 import sys
 
 from gpuinfra.kubernetes.kubeadm import ADMIN_CONF
-from gpuinfra.monitoring.k8snodes import EXPECTED_PATH
-from gpuinfra.monitoring.units import kubernetes_nodes_service, kubernetes_nodes_timer
+from gpuinfra.monitoring.k8snodes import EXPECTED_PATH, LIB, PROM_NAME, UNITS
+from gpuinfra.monitoring.units import (
+    TEXTFILE_DIRECTORY,
+    kubernetes_nodes_service,
+    kubernetes_nodes_timer,
+)
+from gpuinfra_deploy.nodecode import ZIP_NAME, node_zip
 from gpuinfra_deploy.templates import text
 from gpuinfra_lab.refusal import REPO, lab_ssh
 from gpuinfra_lab.steps import Steps
-from gpuinfra_roles.monitoring.kubernetes_metrics import LIB, OUT, UNITS, kubernetes_files
-from gpuinfra_roles.monitoring.shared import TEXTFILE_DIR
+
+OUT = f"{TEXTFILE_DIRECTORY}/{PROM_NAME}"
+# What the monitoring role installs (roles/monitoring/kubernetes_metrics.py): the program as
+# it is in the tree, and the library zip.
+FILES = {f"{LIB}/kubernetes_nodes.py": REPO / "roles" / "monitoring" / "kubernetes_nodes.py"}
 
 TAG = "kubernetes-gpus"
 NODES = REPO / "tests" / "fixtures" / "kubectl" / "nodes-gpu-node-not-ready-CONSTRUCTED.json"
@@ -89,15 +97,16 @@ class KubernetesGpus(Steps):
         return self.end()
 
     def install(self, service: str, timer: str) -> None:
-        for path, data in kubernetes_files().items():
-            put(self.head, path, data, "644")
+        for path, source in FILES.items():
+            put(self.head, path, source.read_bytes(), "644")
+        put(self.head, f"{LIB}/{ZIP_NAME}", node_zip(), "644")
         put(self.head, EXPECTED_PATH, json.dumps(WANTED).encode(), "644")
         put(self.head, ADMIN_CONF, b"apiVersion: v1\nkind: Config\n", "600")
         put(self.head, STAND_IN, KUBECTL.encode(), "755")
         self.sh(f"install -d -m 0755 {SEEN}")
         put(self.head, f"{SEEN}/nodes.json", NODES.read_bytes(), "644")
         put(self.head, f"/etc/systemd/system/{service}", text(kubernetes_nodes_service(
-            LIB, OUT, TEXTFILE_DIR, EXPECTED_PATH, ADMIN_CONF)).encode(), "644")
+            LIB, OUT, TEXTFILE_DIRECTORY, EXPECTED_PATH, ADMIN_CONF)).encode(), "644")
         put(self.head, f"/etc/systemd/system/{timer}",
             text(kubernetes_nodes_timer()).encode(), "644")
         self.sh("systemctl daemon-reload")

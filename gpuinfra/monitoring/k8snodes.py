@@ -32,6 +32,10 @@ from gpuinfra.health.collect import Output
 
 EXPECTED_PATH = "/etc/gpuinfra/kubernetes-gpus.json"
 PROM_NAME = "gpuinfra-kubernetes-nodes.prom"
+# Where the monitoring role installs the program (roles/monitoring/kubernetes_nodes.py, with the
+# library zip) and its units.
+LIB = "/usr/local/lib/gpuinfra-kubernetes-nodes"
+UNITS = ("gpuinfra-kubernetes-nodes.service", "gpuinfra-kubernetes-nodes.timer")
 PROBLEM_LIMIT = 200
 
 

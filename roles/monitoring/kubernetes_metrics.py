@@ -13,16 +13,14 @@ from pyinfra.operations import files, systemd
 from pyinfra.operations.util import any_changed
 
 from gpuinfra.kubernetes.kubeadm import ADMIN_CONF
-from gpuinfra.monitoring.k8snodes import EXPECTED_PATH, PROM_NAME, expected_json
+from gpuinfra.monitoring.k8snodes import EXPECTED_PATH, LIB, PROM_NAME, UNITS, expected_json
 from gpuinfra.monitoring.units import kubernetes_nodes_service, kubernetes_nodes_timer
 from gpuinfra.spec import ClusterSpec, NodeSpec
 from gpuinfra_deploy.nodecode import ZIP_NAME, node_zip
 from gpuinfra_deploy.ops.checked import check_script, checked_files
 from gpuinfra_roles.monitoring.shared import HERE, TEXTFILE_DIR, UNIT_DIR, UNIT_STAGE
 
-LIB = "/usr/local/lib/gpuinfra-kubernetes-nodes"
 OUT = f"{TEXTFILE_DIR}/{PROM_NAME}"
-UNITS = ("gpuinfra-kubernetes-nodes.service", "gpuinfra-kubernetes-nodes.timer")
 EXPECTED_STAGE = f"{Path(EXPECTED_PATH).parent}/.gpuinfra-staged-kubernetes-gpus"
 
 
