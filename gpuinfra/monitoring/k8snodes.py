@@ -29,6 +29,7 @@ from typing import Any
 
 from gpuinfra.errors import ParseError
 from gpuinfra.health.collect import Output
+from gpuinfra.monitoring.slurmnodes import label, parsed, query_lines
 
 EXPECTED_PATH = "/etc/gpuinfra/kubernetes-gpus.json"
 PROM_NAME = "gpuinfra-kubernetes-nodes.prom"
@@ -74,10 +75,6 @@ def parse_expected(text: str, source: str = EXPECTED_PATH) -> dict[str, dict[str
     return raw
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", " ").replace('"', '\\"')
-
-
 def _tripped(text: str) -> str:
     """The node holding the taint controller's trip (gpuinfra.health.taint.TRIPPED), or ""."""
     from gpuinfra.health.taint import tripped
@@ -97,12 +94,7 @@ def gpus_text(output: Output | None, wanted: Mapping[str, Mapping[str, int]],
     from gpuinfra.captures.kubernetes import allocatable_problem
     from gpuinfra.parsers.kubectl import parse_nodes
 
-    nodes = None
-    if output is not None and output.ok:
-        try:
-            nodes = parse_nodes(output.text)
-        except ParseError:
-            nodes = None
+    nodes = parsed(output, parse_nodes)
     lines = ["# HELP gpuinfra_kubernetes_node_gpus_ok 1 when the node's nvidia.com/* "
              "allocatable is what the spec implies; problem says what differs",
              "# TYPE gpuinfra_kubernetes_node_gpus_ok gauge"]
@@ -113,19 +105,15 @@ def gpus_text(output: Output | None, wanted: Mapping[str, Mapping[str, int]],
         else:
             found = allocatable_problem(resources, seen.allocatable)
             problem = found.what if found is not None else ""
-        lines.append(f'gpuinfra_kubernetes_node_gpus_ok{{node="{_escape(name)}",'
-                     f'problem="{_escape(problem[:PROBLEM_LIMIT])}"}} {0 if problem else 1}')
+        lines.append(f'gpuinfra_kubernetes_node_gpus_ok{{node="{label(name)}",'
+                     f'problem="{label(problem[:PROBLEM_LIMIT])}"}} {0 if problem else 1}')
     if nodes is not None:
         held = _tripped(output.text if output is not None else "")
         lines += ["# HELP gpuinfra_kubernetes_breaker_tripped 1 when the taint controller's "
                   "circuit breaker is tripped (held: the node it kept untainted)",
                   "# TYPE gpuinfra_kubernetes_breaker_tripped gauge",
-                  f'gpuinfra_kubernetes_breaker_tripped{{held="{_escape(held)}"}} '
+                  f'gpuinfra_kubernetes_breaker_tripped{{held="{label(held)}"}} '
                   f"{1 if held else 0}"]
-    lines += ["# HELP gpuinfra_kubernetes_nodes_query_ok 1 when kubectl get nodes answered and "
-              "was understood", "# TYPE gpuinfra_kubernetes_nodes_query_ok gauge",
-              f"gpuinfra_kubernetes_nodes_query_ok {0 if nodes is None else 1}",
-              "# HELP gpuinfra_kubernetes_nodes_last_run_timestamp_seconds when the head last "
-              "asked kubectl", "# TYPE gpuinfra_kubernetes_nodes_last_run_timestamp_seconds "
-              "gauge", f"gpuinfra_kubernetes_nodes_last_run_timestamp_seconds {round(now)}"]
+    lines += query_lines("gpuinfra_kubernetes_nodes", "kubectl get nodes", nodes is not None,
+                         now)
     return "\n".join(lines) + "\n"
