@@ -242,12 +242,12 @@ def test_epilog_rules_and_commands() -> None:
                                       "Reason=gpuinfra: GPU0 x"]
 
 
-def test_slurm_mode_drains_then_resumes_through_scontrol(replay, tmp_path, monkeypatch) -> None:
-    """The HealthCheckProgram end to end, with sinfo and scontrol stand-ins that record."""
-    state = tmp_path / "state"
-    calls = tmp_path / "calls"
+def slurm_stand_ins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, Path]:
+    """sinfo, scontrol and logger stand-ins beside the replay's tools: sinfo prints the file
+    ``state`` (the node's line) or, asked ``-O`` (the breaker's form), ``cluster`` (every
+    node); scontrol appends its arguments to ``calls``. No settle wait."""
+    state, cluster, calls = tmp_path / "state", tmp_path / "cluster", tmp_path / "calls"
     bin_dir = Path(reader.PATH.split(":")[0])
-    cluster = tmp_path / "cluster"  # what the breaker's `sinfo -O ...` prints: every node
     (bin_dir / "sinfo").write_text(f'#!/bin/sh\ncase "$*" in *" -O "*) cat "{cluster}";; '
                                    f'*) cat "{state}";; esac\n')
     (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> "{calls}"\n')
@@ -256,6 +256,12 @@ def test_slurm_mode_drains_then_resumes_through_scontrol(replay, tmp_path, monke
         (bin_dir / tool).chmod(0o755)
     monkeypatch.setattr(program, "STATE_DIR", tmp_path / "run")
     monkeypatch.setattr(program.breaker, "SETTLE_S", 0)
+    return state, cluster, calls
+
+
+def test_slurm_mode_drains_then_resumes_through_scontrol(replay, tmp_path, monkeypatch) -> None:
+    """The HealthCheckProgram end to end, with sinfo and scontrol stand-ins that record."""
+    state, cluster, calls = slurm_stand_ins(tmp_path, monkeypatch)
     expect_file = tmp_path / "health.json"
     expect_file.write_text(BROKEN.to_json())
     replay("2x-a100-pcie-bridge-missing")
@@ -436,7 +442,8 @@ def _fake_smi(bin_dir: Path, reset_rc: int) -> None:
     script.write_text(
         '#!/bin/sh\ncase "$1" in -r) echo "GPU 00000000:C2:00.0 is currently in use by '
         f'another process." >&2; exit {reset_rc};; esac\n'
-        'printf "0, 00000000:C2:00.0\\n1, 00000000:C3:00.0\\n"\n')
+        'printf "0, GPU-a, NVIDIA H100 PCIe, 00000000:C2:00.0, Enabled\\n'
+        '1, GPU-b, NVIDIA H100 PCIe, 00000000:C3:00.0, Enabled\\n"\n')
     script.chmod(0o755)
 
 
@@ -534,17 +541,7 @@ def test_the_prolog_drains_within_the_breaker_and_lets_the_job_run_past_it(
     and fails the Prolog (exit 1: Slurm requeues the job); when another node took the
     breaker's share, the drain is held, the trip stamped, and the Prolog exits 0 (a failing
     Prolog would make Slurm drain the node itself, past the bound)."""
-    calls = tmp_path / "calls"
-    bin_dir = Path(reader.PATH.split(":")[0])
-    cluster, state = tmp_path / "cluster", tmp_path / "state"
-    (bin_dir / "sinfo").write_text(f'#!/bin/sh\ncase "$*" in *" -O "*) cat "{cluster}";; '
-                                   f'*) cat "{state}";; esac\n')
-    (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> "{calls}"\n')
-    (bin_dir / "logger").write_text("#!/bin/sh\ntrue\n")
-    for tool in ("sinfo", "scontrol", "logger"):
-        (bin_dir / tool).chmod(0o755)
-    monkeypatch.setattr(program, "STATE_DIR", tmp_path / "run")
-    monkeypatch.setattr(program.breaker, "SETTLE_S", 0)
+    state, cluster, calls = slurm_stand_ins(tmp_path, monkeypatch)
     monkeypatch.setenv("SLURM_JOB_ID", "42")
     monkeypatch.setenv("SLURM_JOB_GPUS", "0")
     expect_file = tmp_path / "health.json"
