@@ -22,10 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpuinfra.errors import GpuinfraError
 from gpuinfra.health.collect import Output
-from gpuinfra.monitoring.gpumetrics import QUERIES
-from gpuinfra.parsers.gpus import parse_gpus
+from gpuinfra.monitoring.gpumetrics import QUERIES, parse_query
 from gpuinfra.verdicts import Finding
 
 ACTIONS = ("warn", "drain", "off")
@@ -50,14 +48,8 @@ def commands(expect: Any) -> dict[str, tuple[str, ...]]:
 def _values(output: Output | None, query: str, field: str) -> dict[int, float]:
     """GPU index -> the field's number; nothing for a failed query or a field the GPU does not
     have (``[N/A]``, ``[Not Supported]``: no ECC on the board, nothing to judge)."""
-    if output is None or not output.ok:
-        return {}
-    try:
-        rows = parse_gpus(output.text, fields=list(_QUERY[query].fields)).gpus
-    except GpuinfraError:
-        return {}
     out = {}
-    for row in rows:
+    for row in parse_query(_QUERY[query], output) or []:
         value = row.fields.get(field)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             out[row.index] = float(value)

@@ -398,7 +398,9 @@ def _value(raw: object, scale: float) -> float | None:
     return None if flag is None else flag * scale
 
 
-def _parsed(query: Query, output: Output | None) -> list[Gpu] | None:
+def parse_query(query: Query, output: Output | None) -> list[Gpu] | None:
+    """The rows of one query's output; None when it failed or cannot be read (a field the GPU
+    does not have is ``[N/A]``/``[Not Supported]`` in its row, not a failure)."""
     if output is None or not output.ok:
         return None
     try:
@@ -416,7 +418,7 @@ def metrics_text(outputs: Mapping[str, Output], nvlink: Output | None,
     ``jobs``: the Slurm jobs holding GPUs (gpuinfra.monitoring.jobmap.holdings of the node's
     mapping folder), one ``job_info`` series each; an idle GPU has none."""
     metrics = _Metrics()
-    parsed = {q.name: _parsed(q, outputs.get(q.name)) for q in QUERIES}
+    parsed = {q.name: parse_query(q, outputs.get(q.name)) for q in QUERIES}
     gpus = parsed["gpus"] or []
     labels = {g.index: {"gpu": str(g.index), "uuid": g.uuid or ""} for g in gpus}
     by_uuid = {g.uuid: g.index for g in gpus if g.uuid}

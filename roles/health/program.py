@@ -37,6 +37,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "gpuinfra.zip"))  # the library, as the role packed it
 
+from gpuinfra.errors import GpuinfraError  # noqa: E402
 from gpuinfra.health import breaker  # noqa: E402
 from gpuinfra.health import slurm as slurm_rules  # noqa: E402
 from gpuinfra.health.collect import PATH, Output  # noqa: E402
@@ -44,8 +45,9 @@ from gpuinfra.health.expectation import PATH as EXPECTATION  # noqa: E402
 from gpuinfra.health.expectation import Expectation, ExpectationError, from_json  # noqa: E402
 from gpuinfra.health.judge import Verdict, job_verdict, judge, xid_count  # noqa: E402
 from gpuinfra.health.metrics import metrics_text  # noqa: E402
-from gpuinfra.health.probes import JOB_PROBES, probes  # noqa: E402
+from gpuinfra.health.probes import GPU_QUERY_FIELDS, GPUS, JOB_PROBES, probes  # noqa: E402
 from gpuinfra.monitoring.gpumetrics import RESET_MARK, bus_address  # noqa: E402
+from gpuinfra.parsers.gpus import parse_gpus  # noqa: E402
 from gpuinfra.parsers.slurm import parse_sinfo_nodes  # noqa: E402
 from gpuinfra_node.reader import read, run  # noqa: E402
 
@@ -249,13 +251,16 @@ def reset_gpu(gpu: str) -> int:
     """``nvidia-smi -r -i BUS`` on one GPU, then the reset's mark in the kernel log (kmsg(4);
     root's only), which every reader of XIDs takes as the GPU's fresh start. No mark when the
     reset failed: the XIDs still count."""
-    listed = run(["nvidia-smi", "--query-gpu=index,pci.bus_id", "--format=csv,noheader"])
-    if not listed.ok:
-        print(f"gpuinfra-health: cannot list the GPUs (nvidia-smi: {listed.error}); nothing was "
-              "reset", file=sys.stderr)
+    listed = run(GPUS)  # the check's own GPU list
+    try:
+        if not listed.ok:
+            raise GpuinfraError(listed.error)
+        rows = [(str(g.index), str(g.fields.get("pci.bus_id") or ""))
+                for g in parse_gpus(listed.text, fields=list(GPU_QUERY_FIELDS)).gpus]
+    except GpuinfraError as exc:
+        print(f"gpuinfra-health: cannot list the GPUs (nvidia-smi: {exc}); nothing was reset",
+              file=sys.stderr)
         return EXIT_CANNOT
-    rows = [[part.strip() for part in line.split(",")] for line in listed.text.splitlines()
-            if line.count(",") == 1]
     wanted = bus_address(gpu)
     bus = next((b for i, b in rows if gpu == i or (wanted and bus_address(b) == wanted)), None)
     if bus is None:
