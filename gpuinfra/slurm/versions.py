@@ -19,6 +19,7 @@ from gpuinfra.knowledge import slurm_keys as table
 # (major, minor) per distribution key (gpuinfra_deploy.facts.system.distro_key).
 SLURM_VERSIONS: dict[str, tuple[int, int]] = {
     "debian-12": (22, 5),  # slurm-wlm 22.05.8-4 (bookworm)
+    "debian-13": (24, 11),  # slurm-wlm 24.11.5-4+deb13u1 (trixie main, Packages 2026-12-07)
     "ubuntu-22.04": (21, 8),  # slurm-wlm 21.08.5-2ubuntu1 (jammy)
     "ubuntu-24.04": (23, 11),  # slurm-wlm 23.11.4-1.2build1 (noble)
 }
