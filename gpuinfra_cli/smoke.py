@@ -3,13 +3,14 @@
     gpuinfra smoke script --inventory I [--partition P] [--nodes N] [--backend nccl|gloo]
                           [--container BUNDLE] [--output FILE]      write the sbatch job
     gpuinfra smoke check LOG [--inventory I] [--min-busbw X] [--json] judge the job's output
-    gpuinfra smoke run --inventory I [script's options] [--wait S] [--json]
-                                                        submit on the head, wait, fetch, judge
+    gpuinfra smoke run --inventory I [script's options] [--launcher auto|torchrun|srun]
+                       [--wait S] [--json]              submit on the head, wait, fetch, judge
     gpuinfra smoke manifest --image IMAGE [--nodes N] [--gpus G] [--rdma]
                                                         the Kubernetes Indexed Job
 
-`check` and `run` exit 0 pass, 1 fail, 2 unusable input (as `nccl check`), 3 when the job could
-not be submitted or did not end within --wait (`run`).
+`check` and `run` exit 0 pass, 1 fail, 2 unusable input (as `nccl check`; `run`: also a
+launcher that cannot work on the nodes' distribution), 3 when the job could not be submitted or
+did not end within --wait (`run`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.jobs.smoke import BACKENDS, SmokeSettings, plan_smoke, sbatch_script
+from gpuinfra.jobs.smoke import (
+    BACKENDS,
+    LAUNCHERS,
+    SmokeSettings,
+    choose_launcher,
+    plan_smoke,
+    sbatch_script,
+)
 
 EXIT_OK, EXIT_FAIL, EXIT_UNUSABLE, EXIT_NOT_RUN = 0, 1, 2, 3
 
@@ -36,6 +44,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     actions = smoke.add_subparsers(dest="smoke_command", required=True, parser_class=type(smoke))
     p = actions.add_parser("script", help="write the sbatch job for a partition")
     _job_options(p)
+    p.add_argument("--launcher", choices=LAUNCHERS, default="torchrun",
+                   help="torchrun per node (default), or srun starting every rank (env:// "
+                        "from Slurm's variables; Debian 12's torch 1.13 needs it)")
     p.add_argument("--output", metavar="FILE", help="write the script here (default: stdout)")
     p.set_defaults(func=run_script)
     p = actions.add_parser("check", help="judge the job's output",
@@ -48,6 +59,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_check)
     p = actions.add_parser("run", help="submit on the head over SSH, wait, judge")
     _job_options(p)
+    p.add_argument("--launcher", choices=("auto", *LAUNCHERS), default="auto",
+                   help="auto (default): from the first node's /etc/os-release, srun on "
+                        "Debian 12 (its torch 1.13 cannot run torchrun), torchrun on Debian 13 "
+                        "and Ubuntu; or torchrun per node, or srun starting every rank")
     _judge_options(p)
     p.add_argument("--wait", type=int, default=900, metavar="S",
                    help="seconds to wait for the job to end (default 900)")
@@ -77,9 +92,6 @@ def _job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--container", metavar="BUNDLE",
                    help="run inside this OCI bundle (srun --container; it needs python3+torch)")
     p.add_argument("--python", default="python3", help="the interpreter with torch")
-    p.add_argument("--launcher", choices=("torchrun", "srun"), default="torchrun",
-                   help="torchrun per node (default), or srun starting every rank (env:// "
-                        "from Slurm's variables; Debian 12's torch 1.13 needs it)")
     p.add_argument("--time", default="00:15:00", help="job time limit (default 00:15:00)")
 
 
@@ -99,12 +111,13 @@ def _spec(inventory: str) -> Any:
     return site[1]
 
 
-def _render(args: argparse.Namespace, spec: Any) -> tuple[str, Any]:
+def _render(args: argparse.Namespace, spec: Any, launcher: str | None = None
+            ) -> tuple[str, Any]:
     from gpuinfra.rdma.node import gid_index
 
     plan = plan_smoke(spec, args.partition, args.nodes, args.backend)
     settings = SmokeSettings(time_limit=args.time, container=args.container,
-                             python=args.python, launcher=args.launcher)
+                             python=args.python, launcher=launcher or args.launcher)
     node = _node(spec, plan.nodes[0])
     nics = [nic.name for nic in node.rdma_nics] if plan.backend == "nccl" else []
     text = sbatch_script(plan, settings, nics, gid_index(node.rdma_nics) if nics else None)
@@ -215,7 +228,11 @@ def run_run(args: argparse.Namespace) -> int:
         raise GpuinfraError((loaded.stderr.strip().splitlines() or [f"{args.inventory}: cannot "
                                                                     "be loaded"])[-1])
     site = site_from_json(args.inventory, loaded.stdout)
-    text, plan = _render(args, site.spec)
+    first = plan_smoke(site.spec, args.partition, args.nodes, args.backend).nodes[0]
+    launcher = _launcher(args, Ssh(site.target(_node(site.spec, first).name), args.sudo), first)
+    if launcher is None:
+        return EXIT_NOT_RUN
+    text, plan = _render(args, site.spec, launcher)
     head = Ssh(site.target(site.spec.head[0].name), args.sudo)
     try:
         # The script on sbatch's standard input (sbatch reads it there when given no file):
@@ -246,6 +263,31 @@ def run_run(args: argparse.Namespace) -> int:
     if args.keep_log:
         Path(args.keep_log).write_text(log, encoding="utf-8")
     return judge(log, site.spec, args, [f"job {job} on {batch_host}"])
+
+
+# What the first node runs, as gpuinfra.platforms.distro_key keys it (ID-VERSION_ID).
+OS_RELEASE = '. /etc/os-release && echo "$ID-$VERSION_ID"'
+
+
+def _launcher(args: argparse.Namespace, node: Any, host: str) -> str | None:
+    """--launcher for the job whose first node is ``host`` (``node``: an Ssh to it): auto and
+    torchrun read its /etc/os-release first (gpuinfra.jobs.smoke.choose_launcher). None
+    (said) when the node cannot be asked; SmokeError (exit 2) when no launcher fits."""
+    if args.launcher == "srun":
+        return "srun"
+    try:
+        answer = node.try_run(OS_RELEASE)
+    finally:
+        node.close()
+    if answer is None or answer[0] != 0:
+        why = "cannot be reached" if answer is None else (answer[2] or answer[1]).strip()
+        print(f"gpuinfra: --launcher {args.launcher}: cannot read /etc/os-release on {host} "
+              f"({why}); give --launcher srun (any PyTorch)", file=sys.stderr)
+        return None
+    distro = (answer[1].strip().splitlines() or [""])[-1].strip().lower()
+    launcher, why = choose_launcher(args.launcher, host, distro, args.container, args.python)
+    print(f"note: launcher {launcher}: {host} runs {distro}; {why}", file=sys.stderr)
+    return launcher
 
 
 def _wait(head: Any, job: str, wait_s: int) -> str | None:

@@ -10,11 +10,12 @@ did not (docs/smoke.md says what the job does and how its log is judged):
    brings it. The lab also needs ``libgl1-nvidia-glvnd-glx``: the 535 driver packages select
    NVIDIA's GLX alternative, which leaves ``libGL.so.1`` missing, and ``import torch`` fails
    without it (on hardware the driver provides it).
-2. ``gpuinfra smoke run --backend gloo --launcher srun --json`` (the command an operator
-   runs): the job runs on both workers and is judged PASS, one rank per worker, replicas in
-   sync. Its envelope is kept (``--keep FILE``: `make demo` puts it in the report with
-   ``gpuinfra report --smoke FILE``). Debian's torch 1.13 cannot run torchrun under Python
-   3.11 (docs/smoke.md), hence ``--launcher srun``.
+2. ``gpuinfra smoke run --backend gloo --json`` (the command an operator runs, with its
+   default ``--launcher auto``): it says the launcher it picked from the first worker's
+   distribution (srun on Debian 12, whose torch 1.13 cannot run torchrun under Python 3.11,
+   docs/smoke.md), the job runs on both workers and is judged PASS, one rank per worker,
+   replicas in sync. Its envelope is kept
+   (``--keep FILE``: `make demo` puts it in the report with ``gpuinfra report --smoke FILE``).
 3. Red: the same job, with its rank on the last worker killed (SIGKILL) once it runs, is
    judged FAIL, with that worker named in a failed finding.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -49,8 +51,10 @@ INSTALL = ("export DEBIAN_FRONTEND=noninteractive; "
 RANK = "^python3 -c import datetime"
 KILL = (f"for i in $(seq 600); do pgrep -f '{RANK}' >/dev/null && break; sleep 0.2; done; "
         f"sleep 2; pkill -KILL -f '{RANK}' && echo killed")
-SMOKE = ["-m", "gpuinfra_cli.main", "smoke", "run", "--backend", "gloo", "--launcher", "srun",
-         "--wait", "300", "--json"]
+# No --launcher: the proof runs the default (auto), which says what it picked on stderr.
+SMOKE = ["-m", "gpuinfra_cli.main", "smoke", "run", "--backend", "gloo", "--wait", "300",
+         "--json"]
+PICKED = re.compile(r"^note: launcher (\w+): (\S+) runs (\S+);", re.MULTILINE)
 
 
 def smoke_run(inventory: str) -> tuple[int, dict[str, Any] | None, str]:
@@ -92,11 +96,16 @@ class TrainingSmokeProof(Steps):
         took = time.monotonic() - start
         results = (envelope or {}).get("results", [])
         hosts = sorted({str(r.get("host", "")).split(".")[0] for r in results})
-        self.say(rc == 0 and (envelope or {}).get("verdict") == "pass" and hosts == workers,
-                 f"gpuinfra smoke run (gloo): PASS in {took:.1f} s, {len(results)} ranks on "
+        picked = PICKED.search(err)
+        launcher = f"{picked[1]}, {picked[2]} runs {picked[3]}" if picked else "none said"
+        self.say(rc == 0 and (envelope or {}).get("verdict") == "pass" and hosts == workers
+                 and picked is not None,
+                 f"gpuinfra smoke run (gloo, launcher auto: {launcher}): PASS in {took:.1f} s, "
+                 f"{len(results)} ranks on "
                  f"{', '.join(hosts)} ({', '.join((envelope or {}).get('inputs', []))})",
                  f"gpuinfra smoke run exit {rc}, verdict {(envelope or {}).get('verdict')}, "
-                 f"ranks on {hosts} (want {workers}): {failed(envelope)[:2]} {err[-400:]!r}")
+                 f"ranks on {hosts} (want {workers}), launcher auto: {launcher}: "
+                 f"{failed(envelope)[:2]} {err[-400:]!r}")
         if self.keep and envelope is not None:
             Path(self.keep).parent.mkdir(parents=True, exist_ok=True)
             Path(self.keep).write_text(json.dumps(envelope, indent=2) + "\n", encoding="utf-8")

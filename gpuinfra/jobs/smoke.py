@@ -11,6 +11,8 @@
   ``--node_rank=$SLURM_NODEID`` and the c10d rendezvous on the job's first host (``scontrol
   show hostnames $SLURM_JOB_NODELIST``); optionally inside the job container (``srun
   --container=<bundle>``, Slurm's OCI path, roles/job_containers).
+- :func:`choose_launcher`: torchrun or srun for the distribution the job's nodes run
+  (:data:`LAUNCHER_BY_DISTRO`: Debian 12's torch 1.13 cannot run torchrun, so srun there).
 - :func:`indexed_job`: the same job on Kubernetes as a plain Indexed Job (the completion
   index is the node rank) with a headless Service for the rendezvous.
 
@@ -174,6 +176,67 @@ def plan_smoke(spec: ClusterSpec, partition: str | None = None, nodes: int | Non
     return SmokePlan(part.name, tuple(members[:nodes] if nodes else members), backend, 1, None)
 
 
+# ---------------------------------------------------------------------------- the launcher
+
+LAUNCHERS = ("torchrun", "srun")
+# What --python means when the job runs the distribution's own torch (no --container).
+SYSTEM_PYTHON = ("python3", "/usr/bin/python3")
+# The launcher that works with the PyTorch a job's nodes run, by distribution (the key
+# gpuinfra.platforms.distro_key makes of /etc/os-release's ID-VERSION_ID), and why. "srun"
+# starts every rank itself (env:// from Slurm's variables) and works with every PyTorch;
+# torchrun, the per-node launcher of current PyTorch, wherever it runs.
+LAUNCHER_BY_DISTRO: dict[str, tuple[str, str]] = {
+    "debian-12": ("srun", "Debian 12's python3-torch 1.13.1 under its Python 3.11.2 cannot run "
+                  "torchrun (torch.distributed.elastic's Std enum: AttributeError 'NoneType' "
+                  "object has no attribute 'get'; measured in the lab 2026-11-27, versions "
+                  "from bookworm main's Packages, read 2026-12-07)"),
+    "debian-13": ("torchrun", "Debian 13's python3-torch 2.6.0+dfsg-7 under Python 3.13 (trixie "
+                  "main's Packages, read 2026-12-07): torch 2.0 and later run torchrun on "
+                  "Python 3.11+"),
+    "ubuntu-22.04": ("torchrun", "no role installs torch: the site brings PyTorch (pip, venv "
+                     "or container), and current releases run torchrun on Python 3.10"),
+    "ubuntu-24.04": ("torchrun", "no role installs torch: the site brings PyTorch (pip, venv "
+                     "or container), and current releases run torchrun on Python 3.12"),
+}
+_FIX = "give --launcher srun (any PyTorch) or --launcher torchrun (PyTorch 2.0 or later)"
+
+
+def choose_launcher(asked: str, host: str, distro: str, container: str | None = None,
+                    python: str = "python3") -> tuple[str, str]:
+    """The launcher of the job whose first node ``host`` runs ``distro`` (``debian-12``...),
+    and why: ``asked`` is --launcher (``auto``, ``torchrun`` or ``srun``).
+
+    auto: the distribution's entry of :data:`LAUNCHER_BY_DISTRO`, or torchrun with
+    ``container`` (the bundle brings its own torch). Raises :class:`SmokeError` naming the
+    host, what it runs and the fix for auto on a distribution the table lacks, and for
+    torchrun where the table says it crashes with the distribution's own torch (``python``
+    one of :data:`SYSTEM_PYTHON`, no container).
+
+        >>> choose_launcher("auto", "node01", "debian-13")[0]
+        'torchrun'
+    """
+    if asked == "srun":
+        return "srun", "--launcher srun (srun starts every rank: any PyTorch)"
+    own_torch = container is not None or python not in SYSTEM_PYTHON
+    known = LAUNCHER_BY_DISTRO.get(distro)
+    if asked == "torchrun":
+        if known is not None and known[0] == "srun" and not own_torch:
+            raise SmokeError(f"--launcher torchrun: {host} runs {distro}, and {known[1]}; "
+                             "give --launcher srun, or leave --launcher out (auto picks srun "
+                             "there)")
+        return "torchrun", "--launcher torchrun"
+    if asked != "auto":
+        raise SmokeError(f"--launcher {asked!r}: auto, {' or '.join(LAUNCHERS)}")
+    if container is not None:
+        return "torchrun", (f"--container {container} brings its own PyTorch (one older than "
+                            "2.0 under Python 3.11+ needs --launcher srun)")
+    if known is None:
+        raise SmokeError(f"--launcher auto: {host} runs {distro or 'an unnamed distribution'}, "
+                         f"for which no launcher is known (known: "
+                         f"{', '.join(LAUNCHER_BY_DISTRO)}); {_FIX}")
+    return known
+
+
 # ---------------------------------------------------------------------------- sbatch
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -198,9 +261,8 @@ class SmokeSettings:
     rdzv_timeout_s: int = 120
     port: int = PORT
     # "torchrun": one torchrun per node (its c10d rendezvous); "srun": srun starts every rank
-    # itself and PyTorch meets on the first node from Slurm's own variables (env://). Debian
-    # 12's torch 1.13 cannot run torchrun under Python 3.11 (its Std enum: AttributeError
-    # 'NoneType' object has no attribute 'get', measured in the lab): use "srun" there.
+    # itself and PyTorch meets on the first node from Slurm's own variables (env://). Which
+    # works on which distribution: LAUNCHER_BY_DISTRO (Debian 12 needs "srun").
     launcher: str = "torchrun"
 
 
@@ -225,8 +287,8 @@ def _check(plan: SmokePlan, job: SmokeSettings, ib_hcas: Sequence[str]) -> None:
     if job.container is not None and not job.container.startswith("/"):
         raise SmokeError(f"--container {job.container!r}: the bundle's absolute path on the "
                          "nodes (srun --container=<bundle>)")
-    if job.launcher not in ("torchrun", "srun"):
-        raise SmokeError(f"launcher {job.launcher!r}: torchrun or srun")
+    if job.launcher not in LAUNCHERS:
+        raise SmokeError(f"launcher {job.launcher!r}: {' or '.join(LAUNCHERS)}")
     if not 1024 <= job.port <= 65535 or job.rdzv_timeout_s < 1:
         raise SmokeError("the rendezvous port must be 1024..65535 and its timeout positive")
 

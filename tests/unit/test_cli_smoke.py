@@ -85,7 +85,8 @@ def test_manifest_is_the_indexed_job(capsys):
 @pytest.mark.parametrize("sudo", [False, True])
 def test_run_connects_as_asked(capsys, repo_cwd, monkeypatch, sudo):  # noqa: F811
     """Issue 48 item 4: `smoke run --sudo` runs sbatch on the head through sudo (the SSH user
-    is not root); without it as the SSH user. A refused sbatch is said, exit 3."""
+    is not root); without it as the SSH user, and so does the first node's /etc/os-release
+    read that picks the launcher (issue 49 item 5). A refused sbatch is said, exit 3."""
     import gpuinfra_cli.roll as roll
 
     made: list[bool] = []
@@ -95,7 +96,12 @@ def test_run_connects_as_asked(capsys, repo_cwd, monkeypatch, sudo):  # noqa: F8
             made.append(sudo)
 
         def run(self, command, timeout=120):
+            if "/etc/os-release" in command:
+                return 0, "debian-12\n", ""
             return 1, "", "sbatch: error: Batch job submission failed: Invalid account"
+
+        def try_run(self, command, timeout=30):
+            return self.run(command, timeout)
 
         def close(self):
             pass
@@ -104,5 +110,5 @@ def test_run_connects_as_asked(capsys, repo_cwd, monkeypatch, sudo):  # noqa: F8
     argv = ["smoke", "run", "--inventory", "inventory/lab.py", "--backend", "gloo",
             "--nodes", "2"] + (["--sudo"] if sudo else [])
     code, _, err = run(capsys, *argv)
-    assert made == [sudo]
+    assert made == [sudo, sudo]  # the first node, then the head
     assert code == 3 and "sbatch on the head failed (exit 1): sbatch: error" in err
