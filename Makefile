@@ -66,6 +66,9 @@ unit: $(STAMP) test-tools
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
+# The release the lab's hosts run (`make demo DISTRO=debian-13`: trixie containers and guests).
+DISTRO ?= debian-12
+
 # A site's targets: SITE=<site> runs them on inventory/<site>.py (default: the lab).
 SITE ?= lab
 INVENTORY := inventory/$(SITE).py
@@ -94,7 +97,7 @@ plan: $(STAMP)
 # on it, and it is shown drained with its cause. The lab stays up afterwards.
 demo: $(STAMP)
 	$(BIN)/gpuinfra validate inventory/lab.py
-	$(BIN)/gpuinfra lab up $(if $(BROKEN),--broken)
+	$(BIN)/gpuinfra lab up --os $(DISTRO) $(if $(BROKEN),--broken)
 	$(BIN)/pyinfra -y inventory/lab.py deploy.py
 	$(BIN)/gpuinfra lab reboot
 	$(BIN)/python -m gpuinfra_cli.idempotence inventory/lab.py
@@ -129,7 +132,7 @@ render: $(STAMP)
 	$(BIN)/gpuinfra render $(INVENTORY) --out build/render-$(SITE)
 
 lab-up: $(STAMP)
-	$(BIN)/gpuinfra lab up
+	$(BIN)/gpuinfra lab up --os $(DISTRO)
 
 lab-down: $(STAMP)
 	$(BIN)/gpuinfra lab down

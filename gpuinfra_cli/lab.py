@@ -22,6 +22,7 @@ import time
 from collections.abc import Sequence
 
 from gpuinfra_lab.cluster import lab_down, lab_reboot, lab_status, lab_up, print_table
+from gpuinfra_lab.image import DEFAULT_OS, SUITES
 from gpuinfra_lab.profiles import (
     GUEST_PROFILES,
     MAX_FLEET,
@@ -60,7 +61,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         paths = _root_paths()
         with locked(paths):
             hosts = lab_up(paths, plan_hosts(args.workers, args.broken, guests, args.fleet,
-                                             args.backup, args.login))
+                                             args.backup, args.login), args.os)
     except LabError as exc:
         return fail(str(exc))
     say(f"lab up: {len(hosts)} hosts ready in {time.monotonic() - start:.1f} s")
@@ -134,6 +135,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     verbs = lab.add_subparsers(dest="lab_command", required=True, parser_class=type(lab))
     up = verbs.add_parser("up", help="start (or repair) the lab; idempotent")
+    up.add_argument("--os", choices=sorted(SUITES), default=DEFAULT_OS,
+                    help="the release every host runs (default debian-12; debian-13: trixie "
+                         "containers and guests with trixie's own kernel)")
     up.add_argument("--workers", type=int, default=2, help="healthy GPU workers (default 2)")
     up.add_argument("--fleet", type=int, default=0, metavar="N",
                     help="N light workers lab-fleet1..N for the fleet benchmarks (bench/fleet.py)")

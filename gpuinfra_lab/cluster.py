@@ -13,7 +13,7 @@ from pathlib import Path
 
 from gpuinfra_lab import qemu
 from gpuinfra_lab.fleet import drop_old_fleet_images, ensure_fleet_image, raise_host_limits
-from gpuinfra_lab.image import drop_old_images, ensure_image
+from gpuinfra_lab.image import DEFAULT_OS, drop_old_images, ensure_image
 from gpuinfra_lab.podman import (
     Podman,
     ensure_container,
@@ -29,14 +29,15 @@ from gpuinfra_lab.vmimage import CACHE, ensure_vm_image
 FLEET_PARALLEL = 8  # containers started and provisioned at once when a fleet is asked for
 
 
-def lab_up(paths: Paths, plan: list[HostPlan]) -> list[dict]:
-    """Bring the lab to ``plan``; the hosts as written to hosts.json."""
+def lab_up(paths: Paths, plan: list[HostPlan], os_name: str = DEFAULT_OS) -> list[dict]:
+    """Bring the lab to ``plan``, every host on the release ``os_name`` (its containers and
+    its guests); the hosts as written to hosts.json."""
     containers = [h for h in plan if h.machine is None]
     guests = [h for h in plan if h.machine is not None]
     ensure_host_tools(paths.lab / "apt-install.log")
     podman = Podman(paths)
     pubkey = ensure_ssh_key(paths)
-    image = ensure_image(podman, paths)
+    image = ensure_image(podman, paths, os_name)
     # Guests boot in the background (tens of seconds under TCG) while the containers start.
     started = _guests_up(paths, podman, guests, image, pubkey)
     subnet = ensure_network(podman)
@@ -62,14 +63,14 @@ def lab_up(paths: Paths, plan: list[HostPlan]) -> list[dict]:
         wait_ssh(h.name, addresses[h.name])
         host_keys[h.name] = (addresses[h.name], host_public_keys(podman, h.name))
         return {"name": h.name, "address": addresses[h.name], "groups": list(h.groups),
-                "profile": h.profile, "systemd": state}
+                "profile": h.profile, "systemd": state, "os": os_name}
 
     host_keys: dict = {}
     # The fleet's containers start and boot a few at a time: one by one, a hundred of them
     # would take minutes of waiting on each systemd in turn.
     with ThreadPoolExecutor(max_workers=FLEET_PARALLEL if fleet else 1) as pool:
         list(pool.map(start, containers))
-        drop_old_images(podman, image)
+        drop_old_images(podman, image, paths.customize.read_bytes())
         hosts = list(pool.map(ready, containers))
     for h in guests:
         port, accel = started[h.name]
@@ -77,7 +78,7 @@ def lab_up(paths: Paths, plan: list[HostPlan]) -> list[dict]:
         say(f"{h.name}: sshd answers on 127.0.0.1:{port} ({accel}, {waited:.0f} s after up "
             "reached it)")
         hosts.append({"name": h.name, "address": "127.0.0.1", "port": port,
-                      "groups": list(h.groups), "profile": h.profile,
+                      "groups": list(h.groups), "profile": h.profile, "os": os_name,
                       "state": f"running (QEMU, {accel})"})
         host_keys[h.name] = (f"[127.0.0.1]:{port}", [qemu.host_public_key(paths.vms / h.name)])
     write_state(paths, hosts, image, host_keys)

@@ -1,5 +1,7 @@
-"""The lab's image: Debian 12 from debootstrap, customised, imported into podman, tagged by a
-hash of its recipe (a changed recipe builds a new image and recreates the containers)."""
+"""The lab's image: Debian 12 (or 13, `gpuinfra lab up --os debian-13`) from debootstrap,
+customised, imported into podman, tagged by a hash of its recipe (a changed recipe builds a new
+image and recreates the containers). Each release's image is kept: a lab moved from one
+release to the other and back rebuilds nothing."""
 
 from __future__ import annotations
 
@@ -15,7 +17,10 @@ from gpuinfra_lab.podman import Podman, last_line, sbin_path
 from gpuinfra_lab.state import LABEL, LabError, Paths, say
 
 # The recipe. Any change here or in gpuinfra_lab/image/customize.sh changes the image tag.
-SUITE = "bookworm"
+# The releases the lab runs (the distribution key gpuinfra.platforms.distro_key gives) -> the
+# suite debootstrap installs.
+SUITES = {"debian-12": "bookworm", "debian-13": "trixie"}
+DEFAULT_OS = "debian-12"
 MIRROR = "http://deb.debian.org/debian"
 VARIANT = "minbase"
 PACKAGES = (
@@ -25,15 +30,16 @@ PACKAGES = (
 IMAGE_REPO = "localhost/gpuinfra-lab"
 
 
-def recipe_tag(customize_script: bytes) -> str:
+def recipe_tag(customize_script: bytes, os_name: str = DEFAULT_OS) -> str:
     """Image tag keyed by a hash of the recipe: suite, mirror, variant, packages, customize.sh."""
-    recipe = json.dumps([SUITE, MIRROR, VARIANT, sorted(PACKAGES)]).encode() + customize_script
-    return f"{IMAGE_REPO}:{hashlib.sha256(recipe).hexdigest()[:12]}"
+    recipe = json.dumps([SUITES[os_name], MIRROR, VARIANT, sorted(PACKAGES)]).encode()
+    return f"{IMAGE_REPO}:{hashlib.sha256(recipe + customize_script).hexdigest()[:12]}"
 
 
-def ensure_image(podman: Podman, paths: Paths) -> str:
-    """The lab image for the current recipe: reused when present, else built and imported."""
-    tag = recipe_tag(paths.customize.read_bytes())
+def ensure_image(podman: Podman, paths: Paths, os_name: str = DEFAULT_OS) -> str:
+    """The lab image of ``os_name`` for the current recipe: reused when present, else built
+    and imported."""
+    tag = recipe_tag(paths.customize.read_bytes(), os_name)
     if podman.ok("image", "exists", tag):
         say(f"image {tag}: reused")
         return tag
@@ -41,7 +47,7 @@ def ensure_image(podman: Podman, paths: Paths) -> str:
     say(f"image {tag}: building with debootstrap (about a minute)")
     rootfs = paths.lab / "build" / tag.rsplit(":", 1)[1]
     try:
-        debootstrap(rootfs, paths.lab / "build.log")
+        debootstrap(rootfs, paths.lab / "build.log", SUITES[os_name])
         customize(rootfs, paths.customize)
         import_rootfs(podman, rootfs, tag)
     finally:
@@ -50,14 +56,14 @@ def ensure_image(podman: Podman, paths: Paths) -> str:
     return tag
 
 
-def debootstrap(rootfs: Path, log: Path) -> None:
+def debootstrap(rootfs: Path, log: Path, suite: str) -> None:
     shutil.rmtree(rootfs, ignore_errors=True)
     rootfs.mkdir(parents=True)
     cmd = [
         "debootstrap",
         f"--variant={VARIANT}",
         f"--include={','.join(PACKAGES)}",
-        SUITE,
+        suite,
         str(rootfs),
         MIRROR,
     ]
@@ -106,8 +112,9 @@ def import_rootfs(podman: Podman, rootfs: Path, tag: str) -> None:
         raise LabError(f"image build failed: podman import: {last_line(proc.stderr)}")
 
 
-def drop_old_images(podman: Podman, keep: str) -> None:
-    """Remove lab images of older recipes (after their containers were recreated)."""
+def drop_old_images(podman: Podman, keep: str, customize_script: bytes) -> None:
+    """Remove lab images of older recipes (after their containers were recreated); the current
+    recipe's image of every release stays."""
     out = podman.run(
         "images",
         "--filter",
@@ -116,5 +123,6 @@ def drop_old_images(podman: Podman, keep: str) -> None:
         "{{.Repository}}:{{.Tag}}",
         check=False,
     )
-    for tag in set(out.split()) - {keep}:
+    current = {recipe_tag(customize_script, os_name) for os_name in SUITES}
+    for tag in set(out.split()) - {keep} - current:
         podman.run("rmi", tag, check=False)

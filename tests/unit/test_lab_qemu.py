@@ -154,3 +154,39 @@ def test_the_segment_nic_has_a_fixed_slot_so_its_name_is_known():
                             Path("/k"), places["lab-rdma1"])
     assert any(part.endswith(",addr=0x10") and "netdev=segment" in part for part in cmd)
     assert SEGMENT_NETDEV == "enp0s16" and RDMA_SPEC["rdma_nics"][0]["netdev"] == "enp0s16"
+
+
+def test_each_release_has_its_own_image_and_debian_12_keeps_its_tag():
+    """`lab up --os debian-13` builds trixie beside bookworm: two tags from one recipe, and
+    Debian 12's tag is the one it had before releases were a choice (no rebuild)."""
+    from gpuinfra_lab.image import SUITES, recipe_tag
+
+    script = b"echo customise\n"
+    tags = {os_name: recipe_tag(script, os_name) for os_name in SUITES}
+    assert SUITES == {"debian-12": "bookworm", "debian-13": "trixie"}
+    assert len(set(tags.values())) == 2
+    import hashlib
+    import json
+
+    from gpuinfra_lab.image import MIRROR, PACKAGES, VARIANT
+    before = json.dumps(["bookworm", MIRROR, VARIANT, sorted(PACKAGES)]).encode() + script
+    assert tags["debian-12"].endswith(hashlib.sha256(before).hexdigest()[:12])
+
+
+def test_dropping_old_images_keeps_every_releases_current_one():
+    from gpuinfra_lab.image import IMAGE_REPO, drop_old_images, recipe_tag
+
+    script = b"echo customise\n"
+    bookworm, trixie = recipe_tag(script, "debian-12"), recipe_tag(script, "debian-13")
+    old = f"{IMAGE_REPO}:000000000000"
+    removed = []
+
+    class Podman:
+        def run(self, *args, check=True):
+            if args[0] == "images":
+                return "\n".join([bookworm, trixie, old])
+            removed.append(args[1])
+            return ""
+
+    drop_old_images(Podman(), trixie, script)
+    assert removed == [old]
