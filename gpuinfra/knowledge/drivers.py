@@ -12,6 +12,9 @@ Sources:
   bookworm-backports 535.216.03; `apt-cache policy nvidia-kernel-dkms`, docs/hardware-reference.md
   1.3); the later branches come from NVIDIA's CUDA repository for debian12, the repository the
   fabric_manager role already takes Fabric Manager from.
+- Debian 13 (trixie) carries 535 and 550 only (trixie non-free Packages, 2026-12-07): 535 as
+  its own source, nvidia-graphics-drivers-tesla-535 535.274.02-1~deb13u1 (binaries
+  nvidia-tesla-535-*), 550 as Debian's default driver, nvidia-graphics-drivers 550.163.01-2.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ SUPPORTED_ALTERNATIVE = "580"
 # "archive" (the distribution's own) or "cuda-repo" (NVIDIA's CUDA repository for it).
 BRANCH_SOURCES: dict[str, dict[str, str]] = {
     "debian-12": {"535": "archive", "550": "cuda-repo", "570": "cuda-repo", "580": "cuda-repo"},
+    # Both from trixie's archive (module docstring). 570/580: not installed on trixie (NARROWER).
+    "debian-13": {"535": "archive", "550": "archive"},
     "ubuntu-22.04": {"535": "archive", "550": "archive", "570": "archive", "580": "archive"},
     "ubuntu-24.04": {"535": "archive", "550": "archive", "570": "archive", "580": "archive"},
 }
@@ -50,10 +55,28 @@ SUPPORTED_BRANCHES: dict[str, tuple[str, ...]] = {
 
 SUPPORTED_OS: tuple[str, ...] = tuple(SUPPORTED_BRANCHES)
 
+# Releases where the roles install fewer branches than everywhere else, and what to do there.
+# The spec's gate (supported_branches) does not narrow every site to them: driver_release
+# refuses another branch on such a host, with this text, before any change.
+# NVIDIA's CUDA repository for debian13 is in public use (scripts install
+# .../compute/cuda/repos/debian13/x86_64/cuda-keyring_1.1-1_all.deb), but it is signed by another
+# key (8793F200.pub, not the 3bf863cc.pub whose fingerprint SIGNING_KEYS pins), and neither that
+# key's fingerprint nor the repository's index could be read from NVIDIA here (2026-12-07):
+# UNVERIFIED, so 570 and 580 are not wired for trixie.
+NARROWER: dict[str, str] = {
+    "debian-13": ("Debian 13 (trixie) carries 535 as nvidia-tesla-535-* (source "
+                  "nvidia-graphics-drivers-tesla-535) and 550 as Debian's default nvidia-driver; "
+                  "570 and 580 would come from NVIDIA's CUDA repository for debian13, which "
+                  "these roles do not add yet (its signing key is not verified). Set "
+                  "driver_branch = '550' (or '535', end of life), or run the nodes that need "
+                  "570/580 on Debian 12 or Ubuntu 24.04"),
+}
+
 
 def supported_branches() -> tuple[str, ...]:
-    """Branches supported on every distribution the roles know."""
-    sets = [set(v) for v in SUPPORTED_BRANCHES.values()]
+    """Branches supported on every distribution the roles know (NARROWER ones aside: their
+    hosts refuse the others at plan time)."""
+    sets = [set(v) for d, v in SUPPORTED_BRANCHES.items() if d not in NARROWER]
     return tuple(sorted(set.intersection(*sets)))
 
 

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpuinfra.errors import GpuinfraError
-from gpuinfra.knowledge.drivers import SUPPORTED_BRANCHES, branch_source
+from gpuinfra.knowledge.drivers import NARROWER, SUPPORTED_BRANCHES, branch_source
 from gpuinfra.knowledge.gpus import GpuModel
 
 # Driver version per (distribution, branch): what `apt-cache policy` lists as the real driver.
@@ -59,11 +59,17 @@ from gpuinfra.knowledge.gpus import GpuModel
 # Debian guide installs nvidia-driver-cuda + nvidia-kernel-open-dkms instead, and a third-party note
 # says its nvidia-driver-cuda conflicts with nvidia-smi. The same gate stops before change when the
 # names or versions are absent.
+# debian-13 535: trixie non-free Packages, 2026-12-07: nvidia-tesla-535-* 535.274.02-1~deb13u1
+#   (source nvidia-graphics-drivers-tesla-535; firmware-nvidia-tesla-535-gsp in
+#   non-free-firmware). debian-13 550: the same index, nvidia-graphics-drivers 550.163.01-2
+#   (firmware-nvidia-gsp in non-free-firmware). Neither in trixie-security or trixie-updates.
 DRIVER_VERSIONS: dict[tuple[str, str], str] = {
     ("debian-12", "535"): "535.261.03-1",
     ("debian-12", "550"): "550.163.01-1",
     ("debian-12", "570"): "570.211.01-1",
     ("debian-12", "580"): "580.173.02-1",
+    ("debian-13", "535"): "535.274.02-1~deb13u1",
+    ("debian-13", "550"): "550.163.01-2",
     ("ubuntu-22.04", "535"): "535.309.01-0ubuntu0.22.04.1",
     ("ubuntu-22.04", "550"): "550.163.01-0ubuntu0.22.04.1",
     ("ubuntu-22.04", "570"): "570.211.01-0ubuntu1.22.04.1",
@@ -95,7 +101,32 @@ TRANSITIONAL: dict[tuple[str, str], dict[str, str]] = {
 
 # Debian builds nvidia-persistenced from its own source (contrib), versioned apart from the driver.
 # NVIDIA's CUDA repository builds it with each driver release (inferred: same <upstream>-1).
-PERSISTENCED_VERSIONS: dict[str, str] = {"debian-12": "535.171.04-1~deb12u1"}
+# Trixie: contrib Packages, 2026-12-07: nvidia-persistenced 550.163.01-1, which depends on
+# ``libnvidia-cfg1 | libnvidia-tesla-535-cfg1 | ...``: the one daemon serves both branches.
+PERSISTENCED_VERSIONS: dict[str, str] = {"debian-12": "535.171.04-1~deb12u1",
+                                         "debian-13": "550.163.01-1"}
+
+# Debian's package names per (release, branch), where a branch is not built under Debian's
+# plain names: trixie builds 535 from its own source with every binary renamed
+# (trixie non-free Packages, 2026-12-07: nvidia-tesla-535-kernel-dkms, nvidia-tesla-535-smi,
+# libnvidia-tesla-535-cuda1, libnvidia-tesla-535-cfg1, nvidia-tesla-535-driver;
+# firmware-nvidia-tesla-535-gsp in non-free-firmware). No open kernel modules for it: trixie's
+# nvidia-open-kernel-dkms (contrib, source nvidia-open-gpu-kernel-modules) is 550.163.01-2 only.
+# libnvidia-tesla-535-cfg1 is named because nvidia-persistenced's first alternative,
+# libnvidia-cfg1, is the 550 build: apt would pick it.
+DEBIAN_NAMES: dict[tuple[str, str], dict[str, str | None]] = {
+    ("debian-13", "535"): {
+        "source": "nvidia-graphics-drivers-tesla-535", "driver": "nvidia-tesla-535-driver",
+        "kernel": "nvidia-tesla-535-kernel-dkms", "open_kernel": None,
+        "firmware": "firmware-nvidia-tesla-535-gsp", "smi": "nvidia-tesla-535-smi",
+        "cuda": "libnvidia-tesla-535-cuda1", "cfg": "libnvidia-tesla-535-cfg1",
+    },
+}
+_DEBIAN_PLAIN: dict[str, str | None] = {
+    "source": "nvidia-graphics-drivers", "driver": "nvidia-driver",
+    "kernel": "nvidia-kernel-dkms", "open_kernel": "nvidia-open-kernel-dkms",
+    "firmware": "firmware-nvidia-gsp", "smi": "nvidia-smi", "cuda": "libcuda1", "cfg": None,
+}
 
 # Fabric Manager must match the driver's upstream version exactly (docs/hardware-reference.md 1.6).
 # Ubuntu uploads fabric-manager-<BR> with the same version string as the driver
@@ -210,9 +241,9 @@ def driver_release(distro: str, branch: str, version: str | None = None) -> Driv
     branch = str(branch)
     if branch_source(distro, branch) is None:
         installable = ", ".join(SUPPORTED_BRANCHES.get(distro, ())) or "none"
+        why = NARROWER.get(distro) or "set driver_branch to one of those"
         raise GpuinfraError(f"driver_branch {branch} cannot be installed on {distro} by these "
-                            f"roles (they install {installable} there): set driver_branch to "
-                            "one of those")
+                            f"roles (they install {installable} there): {why}")
     version = version or default_driver_version(distro, branch)
     check_branch(version, branch)
     other = TRANSITIONAL.get((distro, branch), {}).get(version)
@@ -252,8 +283,9 @@ def driver_packages(distro: str, branch: str, version: str, *, full: bool = Fals
     ``nvidia-open-kernel-dkms``, the ``nvidia-kernel-open-dkms`` of NVIDIA's CUDA repository).
     """
     check_branch(version, branch)
-    if distro == "debian-12":
-        return _debian_packages(branch, version, full, persistenced_version, open_modules)
+    if distro in ("debian-12", "debian-13"):
+        return _debian_packages(distro, branch, version, full, persistenced_version,
+                                open_modules)
     if distro in ("ubuntu-22.04", "ubuntu-24.04"):
         suffix = f"{branch}-server" if server_stream else str(branch)
         meta = f"nvidia-driver-{suffix}" if full else f"nvidia-headless-{suffix}"
@@ -266,11 +298,12 @@ def driver_packages(distro: str, branch: str, version: str, *, full: bool = Fals
     raise GpuinfraError(f"no driver package table for {distro}")
 
 
-def _debian_packages(branch: str, version: str, full: bool, persistenced_version: str | None,
-                     open_modules: bool) -> PinnedPackages:
-    """Debian's package names, from Debian's archive (535) or NVIDIA's CUDA repository, which
-    builds the same names from the same sources at <upstream>-1 (inferred: not checked against
-    its index) and builds nvidia-persistenced with each release.
+def _debian_packages(distro: str, branch: str, version: str, full: bool,
+                     persistenced_version: str | None, open_modules: bool) -> PinnedPackages:
+    """Debian's package names (DEBIAN_NAMES where a branch has its own), from Debian's archive
+    or NVIDIA's CUDA repository, which builds the same names from the same sources at
+    <upstream>-1 (inferred: not checked against its index) and builds nvidia-persistenced with
+    each release.
 
     Open kernel modules: Debian builds them from their own source package
     (nvidia-open-gpu-kernel-modules, contrib) as ``nvidia-open-kernel-dkms`` at the driver's
@@ -279,22 +312,33 @@ def _debian_packages(branch: str, version: str, full: bool, persistenced_version
     the package ``nvidia-kernel-open-dkms`` (its driver installation guide, compute-only
     install; not checked against its index).
     """
-    from_archive = branch_source("debian-12", branch) == "archive"
+    names = DEBIAN_NAMES.get((distro, branch), _DEBIAN_PLAIN)
+    from_archive = branch_source(distro, branch) == "archive"
+    if open_modules and names["open_kernel"] is None:
+        raise GpuinfraError(f"{distro} has no open kernel modules for driver branch {branch} "
+                            f"(only for {', '.join(_open_branches(distro))}): set "
+                            "driver_branch to one of those, or nvidia_driver_open_modules "
+                            "to False where the GPUs run the proprietary modules")
     if open_modules:
-        kernel = "nvidia-open-kernel-dkms" if from_archive else "nvidia-kernel-open-dkms"
+        kernel = names["open_kernel"] if from_archive else "nvidia-kernel-open-dkms"
     else:
-        kernel = "nvidia-kernel-dkms"
-    names = ["nvidia-driver"] if full else []
-    names += [kernel, "firmware-nvidia-gsp", "nvidia-smi", "libcuda1"]
-    packages = dict.fromkeys(names, version)
-    pins = {"src:nvidia-graphics-drivers": version}
+        kernel = names["kernel"]
+    listed = [names["driver"]] if full else []
+    listed += [kernel, names["firmware"], names["smi"], names["cuda"], names["cfg"]]
+    packages = dict.fromkeys((n for n in listed if n), version)
+    pins = {f"src:{names['source']}": version}
     if open_modules:
         pins["src:nvidia-open-gpu-kernel-modules"] = version
-    daemon = persistenced_version or (PERSISTENCED_VERSIONS["debian-12"] if from_archive
+    daemon = persistenced_version or (PERSISTENCED_VERSIONS[distro] if from_archive
                                       else version)
     packages["nvidia-persistenced"] = daemon
     pins["nvidia-persistenced"] = daemon
     return PinnedPackages(packages, pins)
+
+
+def _open_branches(distro: str) -> list[str]:
+    return [b for b in SUPPORTED_BRANCHES.get(distro, ())
+            if DEBIAN_NAMES.get((distro, b), _DEBIAN_PLAIN)["open_kernel"]]
 
 
 def fabric_manager_packages(distro: str, branch: str, version: str) -> PinnedPackages:
