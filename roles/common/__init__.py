@@ -33,6 +33,10 @@ DISTRO = {
     "debian-12": {"family": "debian", "chrony_service": "chrony",
                   "apt_sources": ["/etc/apt/sources.list",
                                   "/etc/apt/sources.list.d/debian.sources"]},
+    # Trixie: deb822 debian.sources by default; chrony 4.6.1 (trixie main Packages, 2026-12-07).
+    "debian-13": {"family": "debian", "chrony_service": "chrony",
+                  "apt_sources": ["/etc/apt/sources.list",
+                                  "/etc/apt/sources.list.d/debian.sources"]},
     "ubuntu-22.04": {"family": "ubuntu", "chrony_service": "chrony",
                      "apt_sources": ["/etc/apt/sources.list"]},
     "ubuntu-24.04": {"family": "ubuntu", "chrony_service": "chrony",

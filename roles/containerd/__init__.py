@@ -32,6 +32,8 @@ from gpuinfra_deploy.run.site import Site
 
 DISTRO = {
     "debian-12": {"package": "containerd"},  # 1.6.20 (bookworm)
+    # 1.7.24~ds1-6+deb13u1 (trixie main and trixie-security main Packages, 2026-12-07)
+    "debian-13": {"package": "containerd"},
     "ubuntu-22.04": {"package": "containerd"},  # 1.7.x (jammy-updates)
     "ubuntu-24.04": {"package": "containerd"},  # 1.7.x (noble-updates)
 }

@@ -79,6 +79,9 @@ PYXIS_SRC = "/usr/local/src"
 # Per-distribution values: Slurm's version (for oci.conf and Pyxis's headers), the packages.
 DISTRO: dict[str, dict[str, Any]] = {
     "debian-12": {"slurm": "22.05", "pyxis_build": ["gcc", "make", "libslurm-dev"]},
+    # slurm-wlm and libslurm-dev 24.11.5-4+deb13u1, gcc 4:14.2.0-1, make 4.4.1-2 (trixie main
+    # Packages, 2026-12-07)
+    "debian-13": {"slurm": "24.11", "pyxis_build": ["gcc", "make", "libslurm-dev"]},
     "ubuntu-22.04": {"slurm": "21.08", "pyxis_build": ["gcc", "make", "libslurm-dev"]},
     "ubuntu-24.04": {"slurm": "23.11", "pyxis_build": ["gcc", "make", "libslurm-dev"]},
 }

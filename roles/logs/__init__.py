@@ -144,6 +144,11 @@ DISTRO: dict[str, dict[str, Any]] = {
     "debian-12": {"packages": [PACKAGE], "head": HEAD_PACKAGES, "limits": False,
                   "units": "/lib/systemd/system",
                   "receiver": "/lib/systemd/systemd-journal-remote"},  # systemd 252
+    # systemd 257.13-1~deb13u1 (trixie main Packages, 2026-12-07); paths read from its
+    # systemd-journal-remote .deb (dpkg -x): merged /usr, as Ubuntu 24.04.
+    "debian-13": {"packages": [PACKAGE], "head": HEAD_PACKAGES, "limits": True,
+                  "units": "/usr/lib/systemd/system",
+                  "receiver": "/usr/lib/systemd/systemd-journal-remote"},
     "ubuntu-22.04": {"packages": [PACKAGE], "head": HEAD_PACKAGES, "limits": False,
                      "units": "/lib/systemd/system",
                      "receiver": "/lib/systemd/systemd-journal-remote"},  # systemd 249

@@ -85,6 +85,11 @@ _DOCA = ("doca-ofed", "mstflint", "pciutils", "iproute2")
 # anything is installed.
 DISTRO: dict[str, dict[str, Any]] = {
     "debian-12": {"inbox": _INBOX, "doca": _DOCA, "doca_dir": "debian12"},
+    # Inbox: rdma-core, ibverbs-utils, ibverbs-providers, infiniband-diags 56.1-1, perftest
+    # 25.01.0+0.80-1, mstflint 4.31.0+1-4, iproute2 6.15.0-1 (trixie main Packages, 2026-12-07).
+    # UNVERIFIED: ``debian13`` is DOCA's naming applied to trixie; no DOCA listing was readable
+    # from here (as debian12 above): a wrong one fails `apt update` before anything is installed.
+    "debian-13": {"inbox": _INBOX, "doca": _DOCA, "doca_dir": "debian13"},
     "ubuntu-22.04": {"inbox": _INBOX, "doca": _DOCA, "doca_dir": "ubuntu22.04"},
     "ubuntu-24.04": {"inbox": _INBOX, "doca": _DOCA, "doca_dir": "ubuntu24.04"},
 }

@@ -69,6 +69,9 @@ _LIBVIRT = {"packages": ("driverctl", "pciutils", "libvirt-clients", "libxml2-ut
             "vms": "libvirt"}
 DISTRO: dict[str, dict[str, Any]] = {
     "debian-12": _LIBVIRT,
+    # driverctl 0.115-2, pciutils 1:3.13.0-2, libvirt-clients 11.3.0-3+deb13u3, libxml2-utils
+    # (trixie main Packages, 2026-12-07). Proxmox VE 9 (on trixie): not supported (below).
+    "debian-13": _LIBVIRT,
     "ubuntu-22.04": _LIBVIRT,
     "ubuntu-24.04": _LIBVIRT,
     # Proxmox VE manages its VMs with qm (no libvirt): hostpci entries instead of domain XML.
