@@ -42,6 +42,10 @@ PIN_FILE = "/etc/apt/preferences.d/gpuinfra-fabricmanager"
 # Per-distribution values: where the package comes from (None: the distribution's archive).
 DISTRO: dict[str, dict[str, Any]] = {
     "debian-12": {"repo": CUDA_REPOS["debian-12"]},
+    # Trixie: no Fabric Manager in its archive (no nvidia-fabricmanager in trixie's Packages,
+    # 2026-12-07) and NVIDIA's CUDA repository for debian13 is not added (its key is not
+    # verified: gpuinfra.knowledge.drivers.NARROWER): only from fabric_manager_repo_url.
+    "debian-13": {"repo": None, "archive": False},
     "ubuntu-22.04": {"repo": None},
     "ubuntu-24.04": {"repo": None},
 }
@@ -66,12 +70,22 @@ def fabric_manager(site: Site, node: NodeSpec, driver: DriverRelease) -> None:
                             f"{driver.version}: FM refuses to start against another driver; "
                             "set fabric_manager_version to the driver's version")
 
+    if (driver.repo is None and not distro.get("archive", True)
+            and not data["fabric_manager_repo_url"]):
+        raise GpuinfraError(f"Fabric Manager on {driver.distro}: the distribution does not "
+                            "carry it and these roles add no NVIDIA repository for it there "
+                            "(its signing key is not verified): set fabric_manager_repo_url "
+                            "to a repository signed by NVIDIA's CUDA key (3bf863cc.pub) that "
+                            f"carries nvidia-fabricmanager-{driver.branch} at the driver's "
+                            f"upstream version {driver.upstream} (and fabric_manager_version "
+                            "to its exact version), or run NVSwitch nodes on Debian 12 or "
+                            "Ubuntu")
     pinned = fabric_manager_packages(driver.distro, driver.branch, version)
     require_available("NVIDIA Fabric Manager", pinned, "fabric_manager_version")
     _fabric_services(node)
     if driver.repo is not None:  # the driver's own repository (the nvidia_driver role added it)
         _same_repository(data, driver)
-    elif distro["repo"]:
+    elif distro["repo"] or not distro.get("archive", True):
         url = (data["fabric_manager_repo_url"] or distro["repo"]).rstrip("/")
         cuda_repository(url, key_url_for(url, data["fabric_manager_repo_key_url"]),
                         "Fabric Manager")

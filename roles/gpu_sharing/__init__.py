@@ -59,6 +59,11 @@ STAGE = "/etc/gpuinfra/.gpu-sharing-staged"
 # ships it in nvidia-compute-utils-<branch>-server, which the driver role installs.
 DISTRO = {
     "debian-12": {"mps_packages": ("nvidia-cuda-mps",), "yaml": "python3-yaml"},
+    # Trixie (non-free Packages, 2026-12-07): nvidia-cuda-mps 550.163.01-2 only; source
+    # nvidia-graphics-drivers-tesla-535 builds no MPS daemon (no nvidia-tesla-535-cuda-mps):
+    # MPS on a 535 trixie node is refused (mps_missing). python3-yaml 6.0.2-1+b2 (main).
+    "debian-13": {"mps_packages": ("nvidia-cuda-mps",), "yaml": "python3-yaml",
+                  "mps_missing": ("535",)},
     "ubuntu-22.04": {"mps_packages": (), "yaml": "python3-yaml"},
     "ubuntu-24.04": {"mps_packages": (), "yaml": "python3-yaml"},
 }
@@ -162,7 +167,13 @@ def _mig_files(node: NodeSpec) -> None:
 
 def _mps(node: NodeSpec, driver: DriverRelease) -> None:
     assert node.gpus is not None
-    packages = DISTRO[host_distro()]["mps_packages"]
+    distro = host_distro()
+    if driver.branch in DISTRO[distro].get("mps_missing", ()):
+        raise OperationError(f"gpu_sharing: {distro} carries no CUDA MPS daemon for driver "
+                             f"branch {driver.branch} (its nvidia-cuda-mps is another "
+                             "branch's build): set driver_branch = '550', or share these GPUs "
+                             "another way (time-slicing, MIG)")
+    packages = DISTRO[distro]["mps_packages"]
     installed = None
     if packages:
         installed = apt.packages(

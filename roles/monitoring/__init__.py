@@ -92,6 +92,18 @@ DISTRO: dict[str, dict[str, Any]] = {
         "head": ["prometheus", "prometheus-alertmanager", *WEB_TOOLS],
         "cuda_repo": CUDA_REPOS["debian-12"],
     },
+    # Prometheus 2.53.3+ds1-2, Alertmanager 0.28.1+ds-1, node_exporter 1.9.0-1+b4, python3-bcrypt
+    # (trixie main Packages, 2026-12-07). The flags gpuinfra.monitoring.scrape passes are in
+    # the .debs' --help (alertmanager: --cluster.listen-address, --web.config.file; node
+    # exporter: --web.config.file, --collector.systemd.unit-include, --collector.textfile.
+    # directory); their units still read ARGS from /etc/default. DCGM: no CUDA repository for
+    # trixie (gpuinfra.knowledge.drivers.NARROWER): monitoring_dcgm_repo_url, or no DCGM.
+    "debian-13": {
+        "node": ["prometheus-node-exporter", "dbus", "python3"],
+        "node_exporter_web_flag": "--web.config.file",
+        "head": ["prometheus", "prometheus-alertmanager", *WEB_TOOLS],
+        "cuda_repo": None,
+    },
     "ubuntu-22.04": {  # the same packages, from universe (node_exporter 1.3.1)
         "node": ["prometheus-node-exporter", "dbus", "python3"],
         "node_exporter_web_flag": "--web.config",

@@ -11,6 +11,7 @@ from typing import Any
 from pyinfra.operations import files, systemd
 from pyinfra.operations.util import any_changed
 
+from gpuinfra.errors import GpuinfraError
 from gpuinfra.knowledge.gpus import AMPERE_OR_OLDER
 from gpuinfra.knowledge.packages import PinnedPackages
 from gpuinfra.monitoring.jobmap import JOB_MAPPING_DIR
@@ -23,6 +24,7 @@ from gpuinfra.monitoring.units import (
 )
 from gpuinfra.slurm.conf import JOB_MAPPING_PROGRAMS
 from gpuinfra.spec import NodeSpec
+from gpuinfra_deploy.facts.system import host_distro
 from gpuinfra_deploy.nodecode import ZIP_NAME, node_zip
 from gpuinfra_deploy.ops.apt import install_pinned, require_available
 from gpuinfra_deploy.ops.checked import check_script, checked_files
@@ -101,8 +103,15 @@ def gpu_collector(node: NodeSpec, mapped: bool = False) -> None:
 def dcgm_repo(site: Site, node: NodeSpec, data: Any, distro: dict[str, Any]) -> str:
     """DCGM's repository: the driver's (NVIDIA's CUDA repository, or the site's mirror), else
     monitoring_dcgm_repo_url, else the distribution's CUDA repository."""
-    return (node_driver(site, node).repo or data["monitoring_dcgm_repo_url"]
-            or distro["cuda_repo"]).rstrip("/")
+    url = (node_driver(site, node).repo or data["monitoring_dcgm_repo_url"]
+           or distro["cuda_repo"])
+    if url is None:  # no CUDA repository the roles add for this release (Debian 13)
+        raise GpuinfraError(f"{node.name}: DCGM comes from NVIDIA's CUDA repository, which "
+                            f"these roles do not add on {host_distro()} (its signing key is "
+                            "not verified): set monitoring_dcgm_repo_url to a repository "
+                            "signed by NVIDIA's CUDA key (3bf863cc.pub) that carries DCGM, or "
+                            "monitoring_dcgm = False (the GPU collector still runs)")
+    return url.rstrip("/")
 
 
 def dcgm_packages(data: Any, node: NodeSpec | None = None) -> PinnedPackages:

@@ -60,6 +60,7 @@ from gpuinfra_deploy.templates import role_file, text
 from gpuinfra_roles.slurm.checks import (
     every_setting_read,
     one_cgroup_plugin,
+    one_slurm_site,
     slurm_nodes,
     versions_read_it,
 )
@@ -116,6 +117,21 @@ DISTRO: dict[str, dict[str, Any]] = {
         "nvml_plugin": "slurm-wlm-nvml-plugin",  # contrib (enabled by nvidia_driver)
         "cgroup_plugin": "autodetect",
         **PMIX_MEASURED,
+        "accounting": ["slurmdbd", "mariadb-server"],
+        "mariadb_service": "mariadb",
+    },
+    # Slurm 24.11.5-4+deb13u1 (trixie main and trixie-security main Packages, 2026-12-07);
+    # slurm-wlm-nvml-plugin 24.11.5-2 in contrib (depends on slurm-wlm-basic-plugins >= 24.11.5,
+    # << 24.11.6); mariadb-server 1:11.8.9+ds-0+deb13u1 (its unit: mariadb.service; `mysql` is
+    # still there, a link to mariadb in mariadb-client-core, read from the .deb). PMIx: the
+    # plugin (mpi_pmix_v5.so) looks in /usr/lib/x86_64-linux-gnu/pmix2/lib, which libpmix-dev
+    # 5.0.7-1 fills (read from the .debs); `srun --mpi=list` not measured on trixie yet.
+    "debian-13": {
+        "controller": ["slurmctld", "slurm-client"],
+        "compute": ["slurmd", "slurm-client"],
+        "nvml_plugin": "slurm-wlm-nvml-plugin",  # contrib (enabled by nvidia_driver)
+        "cgroup_plugin": "autodetect",
+        **PMIX_SAME_PACKAGING,
         "accounting": ["slurmdbd", "mariadb-server"],
         "mariadb_service": "mariadb",
     },
@@ -282,6 +298,7 @@ def _configs(site: Site, data: Any, distro: dict[str, Any]) -> tuple[dict[str, s
     # must suit every node's Slurm.
     def checked() -> tuple[dict[str, str], list[str]]:
         nodes = slurm_nodes(site)  # each Slurm node of the run with its distribution
+        one_slurm_site(site, nodes)  # their Slurm releases work together (SchedMD's rules)
         one_cgroup_plugin(nodes, {k: v["cgroup_plugin"] for k, v in DISTRO.items()})
         versions_read_it(site, nodes)
         texts, notes = render()
