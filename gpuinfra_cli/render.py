@@ -33,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "--record-facts writes) or one file for every host")
     p.add_argument("--os", dest="os_name", metavar="DISTRO",
                    help="assume fresh hosts of this distribution where no facts were "
-                   "recorded: debian-12, ubuntu-22.04 or ubuntu-24.04")
+                   "recorded: debian-12, debian-13, ubuntu-22.04 or ubuntu-24.04")
     p.add_argument("--group-data", metavar="DIR",
                    help="the site's group_data folder (default: found as pyinfra does)")
     p.add_argument("--record-facts", metavar="FACTS", type=Path,
@@ -101,8 +101,9 @@ def run(args: argparse.Namespace) -> int:
         _writable(args.out)
         if args.facts is None and args.os_name is None:
             raise GpuinfraError("no facts to render with: give --facts DIR (recorded with "
-                                "--record-facts) or --os debian-12|ubuntu-22.04|ubuntu-24.04 "
-                                "to assume fresh hosts")
+                                "--record-facts) or --os "
+                                "debian-12|debian-13|ubuntu-22.04|ubuntu-24.04 to assume "
+                                "fresh hosts")
         result = render.render_site(args.inventory, args.facts, args.os_name, args.group_data)
         render.judge_here(result)
         warnings = site_warnings(args.inventory, args.group_data)

@@ -23,6 +23,7 @@ _FRESH = ("munge-fresh", "slurm-fresh", "monitoring-fresh", "vfio-fresh", "rdma-
           "hardware")
 OS_LAYERS: dict[str, tuple[str, ...]] = {
     "debian-12": ("base-fresh", "debian-12", "gpu-fresh", "gpu-debian-12", *_FRESH),
+    "debian-13": ("base-fresh", "debian-13", "gpu-fresh", "gpu-debian-13", *_FRESH),
     "ubuntu-22.04": ("base-fresh", "ubuntu-22.04", "gpu-fresh", "gpu-ubuntu-22.04", *_FRESH),
     "ubuntu-24.04": ("base-fresh", "ubuntu-24.04", "gpu-fresh", "gpu-ubuntu-24.04", *_FRESH),
 }

@@ -62,8 +62,9 @@ def render_site(inventory: str, facts: Path | None = None, os_name: str | None =
         if missing:
             raise GpuinfraError(f"no facts for {', '.join(missing)}: give --facts DIR holding "
                                 "<host>.json for each host (gpuinfra render --record-facts "
-                                "DIR writes them), or --os debian-12|ubuntu-22.04|ubuntu-24.04 "
-                                "to assume fresh hosts")
+                                "DIR writes them), or --os "
+                                "debian-12|debian-13|ubuntu-22.04|ubuntu-24.04 to assume "
+                                "fresh hosts")
     answers = Answers(recorded, None if assumed is None else
                       {h.name: merge_facts(assumed, spec_hardware(h.data)) for h in hosts})
     fakes = [FakeHost(h.name, h.groups, {}, h.data) for h in hosts]

@@ -249,7 +249,7 @@ def test_a_missing_device_group_without_gid_defers_the_driver_options():
 # ----------------------------------------------------------------------------- errors
 
 def test_unsupported_os_is_named_with_the_supported_ones():
-    with pytest.raises(UnsupportedOS, match="debian-12, ubuntu-22.04, ubuntu-24.04"):
+    with pytest.raises(UnsupportedOS, match="debian-12, debian-13, ubuntu-22.04, ubuntu-24.04"):
         plan(nvidia_driver, fresh("debian-12", "centos-9"), NODE)
 
 
