@@ -1,5 +1,6 @@
 """The slurm role's checks of what the site asks against the Slurm each node of the run runs,
-before any host is touched: one cgroup.conf for all (configless), the features the cited
+before any host is touched: Slurm releases that work together (a site mixing distributions:
+gpuinfra.slurm.mixed), one cgroup.conf for all (configless), the features the cited
 version table names (gpuinfra.slurm.versions), and every key and plugin of the rendered files
 by that Slurm's own parser tables (gpuinfra/knowledge/slurm_keys.py)."""
 
@@ -7,9 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from pyinfra import logger
 from pyinfra.facts.server import LinuxDistribution
 
 from gpuinfra.errors import GpuinfraError
+from gpuinfra.slurm.mixed import SlurmHost, daemons, mixed_release_problem
 from gpuinfra.slurm.versions import (
     block_problem,
     node_state_problem,
@@ -25,6 +28,26 @@ def slurm_nodes(site: Site) -> list[tuple[NodeSpec, str]]:
     """(node, its distribution key) for each Slurm node this run reaches."""
     return [(n, distro_key(site.host(n.name).get_fact(LinuxDistribution)))
             for n in site.spec.nodes if "slurm" in n.schedulers and site.reached(n.name)]
+
+
+def one_slurm_site(site: Site, nodes: list[tuple[NodeSpec, str]]) -> None:
+    """The Slurm nodes' releases run Slurm together (gpuinfra.slurm.mixed: slurmdbd >= slurmctld
+    >= slurmd and the commands, within SchedMD's window), else the run stops before any host is
+    changed. ``nodes``: :func:`slurm_nodes`; a Slurm node this run does not reach is said, not
+    passed over: its release was not read."""
+    accounting = site.spec.slurm_accounting
+    _refuse([mixed_release_problem([
+        SlurmHost(node.name, key, daemons(node.is_controller, node.is_worker,
+                                          accounting and node.is_head))
+        for node, key in nodes])])
+    unread = [n.name for n in site.spec.nodes
+              if "slurm" in n.schedulers and not site.reached(n.name)]
+    if unread:
+        logger.warning(f"slurm: not reached by this run: {', '.join(unread)}: their "
+                       "distribution was not read, so Slurm's version rules (slurmdbd >= "
+                       "slurmctld >= slurmd, SchedMD's upgrade guide) were checked among the "
+                       f"others only ({', '.join(sorted({key for _, key in nodes}))}); a run "
+                       "that reaches every Slurm node checks them all")
 
 
 def _refuse(problems: list[str | None]) -> None:

@@ -1313,15 +1313,16 @@ def test_slurmctld_tres_fact_and_its_script(tmp_path):
 def test_nodes_needing_different_cgroup_conf_files_are_refused():
     """Configless serves the head's one cgroup.conf: a worker on Ubuntu 22.04 (Slurm 21.08,
     cgroup/v1 only) beside Debian 12 nodes (autodetect) cannot share it; every Slurm node on one
-    cgroup plugin passes (Debian 12 with Ubuntu 24.04)."""
+    cgroup plugin passes (an Ubuntu 24.04 head, Slurm 23.11, over Debian 12's 22.05: a mix
+    Slurm runs, gpuinfra.slurm.mixed)."""
     mixed = {HEAD: fresh("debian-12", HEAD), WORKER1: fresh("ubuntu-22.04", WORKER1),
              WORKER2: fresh("debian-12", WORKER2)}
     with pytest.raises(GpuinfraError, match=r"CgroupPlugin=autodetect: lab-head \(debian-12\), "
                                             r"lab-worker2 \(debian-12\); CgroupPlugin=cgroup/v1: "
                                             r"lab-worker1 \(ubuntu-22.04\)"):
         plan_for(HEAD, mixed)
-    agreeing = {HEAD: fresh("debian-12", HEAD), WORKER1: fresh("ubuntu-24.04", WORKER1),
-                WORKER2: fresh("debian-12", WORKER2)}
+    agreeing = {HEAD: fresh("ubuntu-24.04", HEAD), WORKER1: fresh("debian-12", WORKER1),
+                WORKER2: fresh("ubuntu-24.04", WORKER2)}
     assert staged(plan_for(HEAD, agreeing))[CGROUP_CONF]
 
 
