@@ -178,18 +178,24 @@ def conf_change(running: RunningConfig, slurm_conf_text: str,
 # and 23.11 units have the same lines): it starts only where a local slurm.conf exists, and
 # runs `/usr/sbin/slurmd -D -s $SLURMD_OPTIONS`.
 SLURMD_EXEC = "/usr/sbin/slurmd -D -s"
+# Debian 13's (24.11.5-4+deb13u1, read in the trixie lab): `Type=notify` and
+# `ExecStart=/usr/sbin/slurmd --systemd $SLURMD_OPTIONS` (its ConditionPathExists commented
+# out). Without --systemd, slurmd never tells systemd it is up and the start times out
+# (measured: "start operation timed out" after 90 s, every start).
+SLURMD_EXECS = {"debian-13": "/usr/sbin/slurmd --systemd"}
 
 
 CONFIGLESS_DROPIN = "/etc/systemd/system/slurmd.service.d/gpuinfra-configless.conf"
 
 
-def configless_dropin(server: str) -> str:
+def configless_dropin(server: str, distro: str = "debian-12") -> str:
     """slurmd's drop-in: no local slurm.conf needed, the files fetched from ``server``
-    (:func:`conf_server`)."""
+    (:func:`conf_server`), slurmd started as ``distro``'s own unit starts it."""
+    exec_start = SLURMD_EXECS.get(distro, SLURMD_EXEC)
     return unit_file({
         "Unit": [("#", "No local slurm.conf: slurmd fetches it from slurmctld."),
                  ("ConditionPathExists", "")],
         "Service": [("ExecStart", ""),
-                    ("ExecStart", f"{SLURMD_EXEC} --conf-server {server} $SLURMD_OPTIONS")],
+                    ("ExecStart", f"{exec_start} --conf-server {server} $SLURMD_OPTIONS")],
     }, about="The node's Slurm configuration is the controller's (configless_slurm.html): "
              "gpuinfra_roles/slurm.")

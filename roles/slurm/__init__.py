@@ -493,7 +493,7 @@ def _compute(node: NodeSpec, head: NodeSpec, backups: tuple[NodeSpec, ...], chan
                        dest=CONFIGLESS_DROPIN,
                        src=StringIO(text(configless_dropin(conf_server(
                            head.short_name, head.address,
-                           [(b.short_name, b.address) for b in backups])))),
+                           [(b.short_name, b.address) for b in backups]), host_distro()))),
                        mode="644", create_remote_dir=True)
     systemd.daemon_reload(name="systemd reads slurmd's drop-in", _if=dropin.did_change)
     if not node.is_head:

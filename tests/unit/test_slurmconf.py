@@ -857,3 +857,12 @@ def test_running_config_keeps_each_nodes_gres_notes_under_its_heading():
         "lab-worker2": ["NodeName=lab-worker2 Name=gpu Type=h100 File=/dev/nvidia0"]}
     # A note above any heading belongs to no node.
     assert running_config("", "# note: stray\n").gres_notes == {}
+
+
+def test_configless_dropin_on_debian_13_keeps_its_units_systemd_notification():
+    """Debian 13's slurmd.service is Type=notify with `slurmd --systemd`: the drop-in keeps
+    --systemd (without it every start timed out in the trixie lab)."""
+    text = file_text(configless_dropin("10.0.0.10:6817", "debian-13"))
+    assert "ExecStart=/usr/sbin/slurmd --systemd --conf-server 10.0.0.10:6817 $SLURMD_OPTIONS\n" \
+        in text
+    assert " -D" not in text
