@@ -238,20 +238,33 @@ def driver_version_problems(versions: Sequence[str], branch: str) -> list[str]:
             for i, v in enumerate(versions) if not v.startswith(f"{branch}.")]
 
 
+# The driver's own source packages (dpkg's ${source:Package}): Debian's and Ubuntu's driver,
+# the open kernel modules, Fabric Manager.
+DRIVER_SOURCES = ("nvidia-graphics-drivers", "nvidia-open-gpu-kernel-modules", "fabric-manager",
+                  "nvidia-fabricmanager")
+
+
 def driver_package_problems(dpkg_lines: str, branch: str) -> list[str]:
     """``PACKAGE VERSION: not of branch B`` for each installed NVIDIA driver package of another
-    branch. ``dpkg_lines``: ``dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\\n'``.
+    branch. ``dpkg_lines``: ``dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}
+    ${source:Package}\\n'`` (the source column may be absent: every package is then judged).
 
     A driver package is one named ``nvidia-*``/``libnvidia-*`` whose upstream version starts
-    with a driver branch (three digits, 300+): the container toolkit (1.x) and libraries
-    versioned on their own are not; Debian's separately versioned nvidia-persistenced is of the
-    branch too. What the deploy installed, so it can fail where nvidia-smi is replayed."""
+    with a driver branch (three digits, 300+), built from a driver source (Debian's
+    ``nvidia-graphics-drivers[-tesla-<BR>]``, Ubuntu's ``nvidia-graphics-drivers-<BR>-server``,
+    the open modules, Fabric Manager): the container toolkit (1.x) is not, nor are the tools
+    Debian builds from sources of their own and versions apart from the driver, which serve
+    every branch: on Debian 13 a 535 worker has nvidia-modprobe 570.133.07-1 and
+    nvidia-persistenced 550.163.01-1 (measured in the trixie lab; trixie has no 535 build of
+    either). What the deploy installed, so it can fail where nvidia-smi is replayed."""
     wrong = []
     for line in dpkg_lines.splitlines():
         fields = line.split()
         if len(fields) < 3 or not fields[2].startswith("ii"):
             continue
         name, version = fields[0], fields[1].split(":", 1)[-1]
+        if len(fields) > 3 and not fields[3].startswith(DRIVER_SOURCES):
+            continue
         major = version.split(".", 1)[0]
         if not name.startswith(("nvidia-", "libnvidia-")) or not (
                 major.isascii() and major.isdigit() and len(major) == 3 and int(major) >= 300):

@@ -96,8 +96,8 @@ def test_driver_packages_of_the_branch(host: Host, node: NodeSpec, site: Any,
     holds where nvidia-smi only replays a capture (the lab) and before the reboot that loads
     the driver."""
     branch = site.spec.driver_branch
-    listed = host.run("dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\\n' "
-                      "'nvidia-*' 'libnvidia-*'")
+    listed = host.run("dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev} "
+                      "${source:Package}\\n' 'nvidia-*' 'libnvidia-*'")
     wrong = driver_package_problems(listed.stdout, branch)
     installed = [line.split()[0] for line in listed.stdout.splitlines()
                  if len(line.split()) >= 3 and line.split()[2].startswith("ii")]

@@ -148,3 +148,26 @@ def test_driver_packages_are_judged_by_their_branch() -> None:
     newer = lines + "libnvidia-compute-580 1:580.95.05-0ubuntu1 ii \n"
     assert driver_package_problems(newer, "535") == [
         "libnvidia-compute-580 1:580.95.05-0ubuntu1: not of branch 535"]
+
+
+def test_driver_packages_are_judged_only_when_built_from_the_drivers_source() -> None:
+    """A trixie lab worker's list with the source column (lines from `dpkg-query -W -f
+    '${Package} ${Version} ${db:Status-Abbrev} ${source:Package}\\n'`, lab-worker1 on Debian 13,
+    2026-12-07): nvidia-modprobe and nvidia-persistenced come from sources of their own,
+    versioned apart from the driver, and serve the 535 branch; a driver binary of another
+    branch is still found."""
+    from gpuinfra_verify.expect import driver_package_problems
+
+    trixie = ("libnvidia-tesla-535-cuda1 535.274.02-1~deb13u1 ii  "
+              "nvidia-graphics-drivers-tesla-535\n"
+              "nvidia-tesla-535-kernel-dkms 535.274.02-1~deb13u1 ii  "
+              "nvidia-graphics-drivers-tesla-535\n"
+              "nvidia-modprobe 570.133.07-1 ii  nvidia-modprobe\n"
+              "nvidia-persistenced 550.163.01-1 ii  nvidia-persistenced\n")
+    assert driver_package_problems(trixie, "535") == []
+    assert driver_package_problems(trixie, "550") == [
+        "libnvidia-tesla-535-cuda1 535.274.02-1~deb13u1: not of branch 550",
+        "nvidia-tesla-535-kernel-dkms 535.274.02-1~deb13u1: not of branch 550"]
+    pulled = trixie + "nvidia-kernel-dkms 550.163.01-2 ii  nvidia-graphics-drivers\n"
+    assert driver_package_problems(pulled, "535") == [
+        "nvidia-kernel-dkms 550.163.01-2: not of branch 535"]
