@@ -94,10 +94,17 @@ class LabProfile:
     # Replayed hardware the unit tests read (tests/unit/test_lab_mig_replay.py); `lab up`
     # never starts it (neither a default worker nor the --broken one).
     replay_only: bool = False
+    # Spec keys that differ on a release (`lab up --os`): what that release's archive can
+    # deploy where the default spec asks for what it cannot.
+    on_release: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def is_guest(self) -> bool:
         return self.machine is not None
+
+    def spec_on(self, os_name: str | None) -> dict[str, Any]:
+        """The host's spec keys on the release ``os_name`` (None: the default spec)."""
+        return {**self.spec, **self.on_release.get(os_name or "", {})}
 
 
 # A lab worker is a container on this machine's kernel, which has no NVIDIA module: the units
@@ -189,7 +196,13 @@ PROFILES: dict[str, LabProfile] = {p.name: p for p in (
                 # MPS: the daemon runs for real without a GPU (roles/gpu_sharing/README.md)
                 "gpu_sharing": {"mode": "mps", "clients": 4, "thread_percentage": 50,
                                 "pinned_mem_limit": "8G"}},
-               h100_pcie_bridged, expected_failures=NO_NVIDIA_MODULE),
+               h100_pcie_bridged, expected_failures=NO_NVIDIA_MODULE,
+               # Debian 13 builds the MPS daemon (nvidia-cuda-mps) for its 550 driver only,
+               # none for the 535 branch (nvidia-graphics-drivers-tesla-535 has no such binary:
+               # trixie non-free Packages, 2026-12-07), and the roles refuse MPS there on 535:
+               # on trixie this worker shares its GPUs by time-slicing (Slurm's shard GRES).
+               on_release={"debian-13": {"gpu_sharing": {"mode": "time-slicing",
+                                                         "replicas": 4}}}),
     # Spec: NVLink-bridged pairs; hardware: PCIe only, P2P "NS" (the bridge is missing).
     LabProfile("2x-a100-pcie-bridge-missing",
                {"gpu_model": "A100-PCIE-40GB", "gpu_count": 2, "gpu_topology": "bridged-pairs"},

@@ -35,7 +35,7 @@ CACHE = Path("/var/cache/gpuinfra-lab")
 DISK_BYTES = 4 * 1024**3
 PARTITION_START = 2048  # sectors: partition 1 starts at 1 MiB, GRUB's core image fits before
 INSTALL_TIMEOUT_S = 600
-KEEP = 4  # recipes kept in the cache: each release's current one and the one before (other checkouts)
+KEEP = 4  # recipes kept in the cache: each release's current one and the one before
 
 
 def image_key(container_tag: str, vm_customize: bytes) -> str:

@@ -36,7 +36,7 @@ def _host(entry: dict, ssh_key: str | None, known_hosts: str | None) -> tuple[st
     host key checked against .lab/known_hosts, which `lab up` writes from inside each
     container, and for a QEMU guest from the host key it made and gave the guest)."""
     profile = PROFILES.get(entry.get("profile") or "")
-    data = dict(profile.spec) if profile else {}
+    data = profile.spec_on(entry.get("os")) if profile else {}
     if profile and profile.expected_failures:
         # Units that fail on this lab host by design (no NVIDIA kernel module in a container):
         # the verify suite reports them as expected here, and as failures on any real node.
