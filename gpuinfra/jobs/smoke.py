@@ -190,9 +190,11 @@ LAUNCHER_BY_DISTRO: dict[str, tuple[str, str]] = {
                   "torchrun (torch.distributed.elastic's Std enum: AttributeError 'NoneType' "
                   "object has no attribute 'get'; measured in the lab 2026-11-27, versions "
                   "from bookworm main's Packages, read 2026-12-07)"),
-    "debian-13": ("torchrun", "Debian 13's python3-torch 2.6.0+dfsg-7 under Python 3.13 (trixie "
-                  "main's Packages, read 2026-12-07): torch 2.0 and later run torchrun on "
-                  "Python 3.11+"),
+    "debian-13": ("srun", "Debian 13's python3-torch 2.6.0+dfsg-7 is built without libuv, and "
+                  "torchrun's rendezvous stores (c10d and static) always ask TCPStore for it: "
+                  "every rank failed 'use_libuv was requested but PyTorch was build without "
+                  "libuv support' (the trixie lab, 2026-12-07), where srun's env:// honours "
+                  "USE_LIBUV=0"),
     "ubuntu-22.04": ("torchrun", "no role installs torch: the site brings PyTorch (pip, venv "
                      "or container), and current releases run torchrun on Python 3.10"),
     "ubuntu-24.04": ("torchrun", "no role installs torch: the site brings PyTorch (pip, venv "
@@ -212,7 +214,7 @@ def choose_launcher(asked: str, host: str, distro: str, container: str | None = 
     torchrun where the table says it crashes with the distribution's own torch (``python``
     one of :data:`SYSTEM_PYTHON`, no container).
 
-        >>> choose_launcher("auto", "node01", "debian-13")[0]
+        >>> choose_launcher("auto", "node01", "ubuntu-24.04")[0]
         'torchrun'
     """
     if asked == "srun":
@@ -338,6 +340,12 @@ def sbatch_script(plan: SmokePlan, settings: SmokeSettings | None = None,
         env.append(f"export NCCL_IB_HCA='={','.join(ib_hcas)}'")
         if ib_gid_index is not None:
             env.append(f"export NCCL_IB_GID_INDEX={int(ib_gid_index)}")
+    # TCPStore's libuv backend is the default since PyTorch 2.4, and Debian 13's python3-torch
+    # 2.6.0+dfsg-7 is built without it ("use_libuv was requested but PyTorch was build without
+    # libuv support": the trixie lab, 2026-12-07). USE_LIBUV=0 keeps the older backend, which
+    # every build has, where torch reads it (env://: torch.distributed.rendezvous); a smoke
+    # job's few ranks need nothing of libuv's scale.
+    env.append("export USE_LIBUV=0")
     torchrun = [job.python, "-m", "torch.distributed.run",
                 "--nnodes=$SLURM_JOB_NUM_NODES", "--node_rank=$SLURM_NODEID",
                 f"--nproc_per_node={plan.procs_per_node}", "--rdzv_backend=c10d",

@@ -10,7 +10,7 @@ from gpuinfra.jobs.smoke import LAUNCHER_BY_DISTRO, SmokeError, choose_launcher
 from gpuinfra.knowledge.drivers import SUPPORTED_OS
 from tests.unit.test_cli_nccl import repo_cwd, run  # noqa: F401 (fixture)
 
-AUTO = {"debian-12": "srun", "debian-13": "torchrun", "ubuntu-22.04": "torchrun",
+AUTO = {"debian-12": "srun", "debian-13": "srun", "ubuntu-22.04": "torchrun",
         "ubuntu-24.04": "torchrun"}
 
 
@@ -57,7 +57,10 @@ def test_torchrun_on_debian_12s_own_torch_is_refused_naming_the_flag_and_the_fix
 
 
 def test_torchrun_stays_where_it_works_or_the_torch_is_the_sites():
-    assert choose_launcher("torchrun", "n", "debian-13")[0] == "torchrun"
+    assert choose_launcher("torchrun", "n", "ubuntu-24.04")[0] == "torchrun"
+    with pytest.raises(SmokeError, match="built without libuv"):
+        choose_launcher("torchrun", "n", "debian-13")  # Debian's own torch 2.6: no libuv
+    assert choose_launcher("torchrun", "n", "debian-13", container="/b")[0] == "torchrun"
     assert choose_launcher("torchrun", "n", "rocky-9")[0] == "torchrun"  # asked for: kept
     assert choose_launcher("torchrun", "n", "debian-12",
                            python="/opt/venv/bin/python")[0] == "torchrun"
@@ -113,7 +116,7 @@ def sbatch_text(asked: list[tuple[str, str]]) -> str:
     return sent[0]
 
 
-@pytest.mark.parametrize(("distro", "srun_ranks"), [("debian-12", True), ("debian-13", False),
+@pytest.mark.parametrize(("distro", "srun_ranks"), [("debian-12", True), ("debian-13", True),
                                                      ("ubuntu-24.04", False)])
 def test_run_picks_the_launcher_from_the_first_nodes_os_release(capsys, repo_cwd, monkeypatch,  # noqa: F811
                                                                 distro, srun_ranks):
