@@ -214,3 +214,21 @@ def test_hgx2_needs_fabric_manager_dgx1_does_not():
     assert plan(fabric_manager, fresh("ubuntu-22.04"), hgx2).op("Install NVIDIA Fabric Manager")
     dgx1 = {**hgx2, "gpu_model": "V100-SXM2-32GB", "gpu_count": 8}
     assert plan(fabric_manager, fresh("ubuntu-22.04"), dgx1).ops == ()
+
+
+@pytest.mark.parametrize(("branch", "line"), [
+    ("535", "nvidia-tesla-535-smi=535.274.02-1~deb13u1"),
+    ("550", "nvidia-smi=550.163.01-2")])
+def test_debian_13s_pins_are_what_trixie_lists(branch, line):
+    """apt-debian-13 is the trixie lab's real `apt-cache policy` (tests/fixtures/apt): the
+    role's default pins for each branch trixie carries are versions apt there can install."""
+    data = {**NODE, "driver_branch": branch}
+    result = plan(nvidia_driver, fresh("debian-13", "apt-debian-13"), data)
+    assert line in install_line(result)
+
+
+def test_a_pin_trixie_does_not_list_is_refused_naming_what_it_does():
+    data = {**NODE, "nvidia_driver_version": "535.261.03-1"}  # bookworm's, not trixie's
+    with pytest.raises(GpuinfraError) as err:
+        plan(nvidia_driver, fresh("debian-13", "apt-debian-13"), data)
+    assert "535.274.02-1~deb13u1" in str(err.value)
