@@ -56,9 +56,13 @@ test: $(STAMP) test-tools
 
 # Each scenario starts by removing any lab (molecule's own state cannot see one started by
 # hand) and ends by removing its own: `make test` leaves no lab behind.
+# Debian 13: the trixie scenario (the whole deploy on trixie containers), then the vfio and
+# rdma scenarios again on guests booting trixie's own kernel (GPUINFRA_LAB_OS).
 molecule: $(STAMP)
 	$(PRIVATE_STATE) $(MOLECULE) test -s default && $(MOLECULE) test -s broken-nvlink && \
-	  $(MOLECULE) test -s roles && $(MOLECULE) test -s vfio && $(MOLECULE) test -s rdma
+	  $(MOLECULE) test -s roles && $(MOLECULE) test -s vfio && $(MOLECULE) test -s rdma && \
+	  $(MOLECULE) test -s trixie && GPUINFRA_LAB_OS=debian-13 $(MOLECULE) test -s vfio && \
+	  GPUINFRA_LAB_OS=debian-13 $(MOLECULE) test -s rdma
 
 unit: $(STAMP) test-tools
 	$(BIN)/pytest -q tests/unit

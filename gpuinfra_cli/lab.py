@@ -16,6 +16,7 @@ image, provisioning: gpuinfra_lab/README.md).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -47,6 +48,17 @@ def guest_counts(values: Sequence[str]) -> dict[str, int] | str:
     return counts
 
 
+def running_release(paths: Paths) -> str | None:
+    """The release the running lab's hosts were started with (hosts.json), if any: `lab up`
+    without --os keeps it (a proof that adds a worker to a trixie lab adds a trixie one)."""
+    try:
+        hosts = json.loads(paths.hosts_json.read_text())["hosts"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    releases = {h.get("os") for h in hosts if isinstance(h, dict)} - {None}
+    return releases.pop() if len(releases) == 1 and releases <= set(SUITES) else None
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     if not 0 <= args.workers <= MAX_WORKERS:
         return fail(f"--workers must be between 0 and {MAX_WORKERS}")
@@ -61,7 +73,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         paths = _root_paths()
         with locked(paths):
             hosts = lab_up(paths, plan_hosts(args.workers, args.broken, guests, args.fleet,
-                                             args.backup, args.login), args.os)
+                                             args.backup, args.login),
+                           args.os or running_release(paths) or DEFAULT_OS)
     except LabError as exc:
         return fail(str(exc))
     say(f"lab up: {len(hosts)} hosts ready in {time.monotonic() - start:.1f} s")
@@ -135,9 +148,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     verbs = lab.add_subparsers(dest="lab_command", required=True, parser_class=type(lab))
     up = verbs.add_parser("up", help="start (or repair) the lab; idempotent")
-    up.add_argument("--os", choices=sorted(SUITES), default=DEFAULT_OS,
-                    help="the release every host runs (default debian-12; debian-13: trixie "
-                         "containers and guests with trixie's own kernel)")
+    up.add_argument("--os", choices=sorted(SUITES), default=None,
+                    help="the release every host runs: debian-12 or debian-13 (trixie "
+                         "containers and guests with trixie's own kernel); default: the "
+                         "running lab's, else debian-12")
     up.add_argument("--workers", type=int, default=2, help="healthy GPU workers (default 2)")
     up.add_argument("--fleet", type=int, default=0, metavar="N",
                     help="N light workers lab-fleet1..N for the fleet benchmarks (bench/fleet.py)")

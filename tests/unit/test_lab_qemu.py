@@ -190,3 +190,20 @@ def test_dropping_old_images_keeps_every_releases_current_one():
 
     drop_old_images(Podman(), trixie, script)
     assert removed == [old]
+
+
+def test_lab_up_without_os_keeps_the_running_labs_release(tmp_path):
+    """A proof that runs `lab up --workers 3` on a trixie lab adds a trixie worker."""
+    import json
+
+    from gpuinfra_cli.lab import running_release
+
+    class Paths:
+        hosts_json = tmp_path / "hosts.json"
+
+    assert running_release(Paths) is None  # no lab: the default
+    Paths.hosts_json.write_text(json.dumps({"hosts": [{"name": "lab-head", "os": "debian-13"},
+                                                      {"name": "lab-worker1", "os": "debian-13"}]}))
+    assert running_release(Paths) == "debian-13"
+    Paths.hosts_json.write_text(json.dumps({"hosts": [{"name": "lab-head"}]}))  # before --os
+    assert running_release(Paths) is None
