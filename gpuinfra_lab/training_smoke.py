@@ -7,7 +7,10 @@ did not (docs/smoke.md says what the job does and how its log is judged):
 
 1. PyTorch on every worker: Debian 12's ``python3-torch`` with apt-get, lab code only. No
    role installs torch: on a real cluster the job's container or the site's environment
-   brings it. The lab also needs ``libgl1-nvidia-glvnd-glx``: the 535 driver packages select
+   brings it. The lab also needs the 535 branch's ``libgl1-...-glvnd-glx`` (Debian 12:
+   ``libgl1-nvidia-glvnd-glx``; Debian 13 names its 535 build ``libgl1-nvidia-tesla-535-...``,
+   and its plain name is the 550 driver's, which would pull 550 packages beside 535: the
+   verify suite failed on exactly that in the trixie lab): the 535 driver packages select
    NVIDIA's GLX alternative, which leaves ``libGL.so.1`` missing, and ``import torch`` fails
    without it (on hardware the driver provides it).
 2. ``gpuinfra smoke run --backend gloo --json`` (the command an operator runs, with its
@@ -37,9 +40,12 @@ from gpuinfra_lab.refusal import REPO, lab_ssh
 from gpuinfra_lab.steps import Steps
 
 TAG = "training-smoke"
-PACKAGES = ("python3-torch", "libgl1-nvidia-glvnd-glx")
+PACKAGES = ("python3-torch", "$gl")
+# The GLX package of the 535 branch on the worker's release (VERSION_ID of /etc/os-release).
+GL = ('. /etc/os-release; case "$VERSION_ID" in 13) gl=libgl1-nvidia-tesla-535-glvnd-glx;; '
+      '*) gl=libgl1-nvidia-glvnd-glx;; esac; ')
 # apt-get as the deploy's own apt steps do; lists refreshed once when a package is unknown.
-INSTALL = ("export DEBIAN_FRONTEND=noninteractive; "
+INSTALL = ("export DEBIAN_FRONTEND=noninteractive; " + GL +
            # already there (a second `make demo` on a running lab): its version, as below
            "python3 -c 'import torch; print(torch.__version__)' 2>/dev/null && exit 0; "
            "apt-get install -y -q --no-install-recommends {p} >/dev/null 2>&1 || "
