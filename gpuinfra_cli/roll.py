@@ -6,18 +6,19 @@ waiting, resumable, never more than a set number out at once.
                   [--why TEXT] [--sudo]
     gpuinfra roll --inventory inventory/<site>.py --status | --abandon
 
-At most ``--max-unavailable`` workers are out at once (inventory order; ``--limit`` picks
-some); as one comes back the next is taken. Each is drained in Slurm (``gpuinfra-roll:
-<why>``) and, on Kubernetes, drained with ``kubectl drain`` (its PodDisruptionBudgets
-respected); its jobs are left to end, however long (``--wait-jobs S`` bounds it: then the
-nodes still waiting are put back and the command stops, the roll resumable); once nothing runs
-on it, it is deployed (``pyinfra ... --limit`` with ``--data``, and the head, whose Slurm files
-take the nodes' facts); a node whose change needs a reboot (the reboot marker, or
+Nothing is drained unless each Slurm worker to roll runs a Slurm the head's accepts
+(gpuinfra_cli/roll_slurm.py). At most ``--max-unavailable`` workers are out at once (inventory
+order; ``--limit`` picks some); as one comes back the next is taken. Each is drained in Slurm
+(``gpuinfra-roll: <why>``) and, on Kubernetes, drained with ``kubectl drain`` (its
+PodDisruptionBudgets respected); its jobs are left to end, however long (``--wait-jobs S`` bounds
+it: then the nodes still waiting are put back and the command stops, the roll resumable); once
+nothing runs on it, it is deployed (``pyinfra ... --limit`` with ``--data``, and the head, whose
+Slurm files take the nodes' facts); a node whose change needs a reboot (the reboot marker, or
 ``--reboot``) is rebooted by Slurm (``scontrol reboot ASAP nextstate=RESUME``: Slurm resumes it
-when it is back, after its health check ran once); then deployed again on the loaded driver,
-judged by its own health check (``gpuinfra-health check``: the verify suite's rules) and
-resumed. A node that fails stays drained with the cause; past ``--max-fail`` failures the roll
-takes no new node. The rules are gpuinfra/roll.py.
+when it is back, after its health check ran once); then deployed again on the loaded driver, judged
+by its own health check (``gpuinfra-health check``: the verify suite's rules) and resumed. A node
+that fails stays drained with the cause; past ``--max-fail`` failures the roll takes no new node.
+The rules are gpuinfra/roll.py.
 
 The roll's state is on the head (/var/lib/gpuinfra/roll.json, root's): the same command run
 again after the laptop was interrupted resumes where it stopped (failed nodes are tried
@@ -53,6 +54,7 @@ from gpuinfra.monitoring.units import TEXTFILE_DIRECTORY
 from gpuinfra.parsers.slurm import SINFO, SlurmNode, parse_sinfo_nodes
 from gpuinfra.reboot import REBOOT_MARKER
 from gpuinfra.roll import NodeState, RollState
+from gpuinfra_cli.roll_slurm import refuse_mixed_slurm
 from gpuinfra_deploy.entry import pyinfra_command
 
 HEALTH = "/usr/local/sbin/gpuinfra-health"
@@ -230,6 +232,7 @@ class Roll:
                      f"{len(live.phase('done'))} of {len(live.nodes)} done")
         else:
             self.state = mine
+        refuse_mixed_slurm(self, [n.name for n in self.state.phase("pending")])
         self.state.driver = f"{self.me} {self.token}"
         self.save()
 
@@ -530,10 +533,6 @@ def load_site(inventory: str) -> Any:
     return site_from_json(inventory, run.stdout)
 
 
-def _interrupted(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
 def cmd_roll(args: argparse.Namespace) -> int:
     site = load_site(args.inventory)
     workers = [n.name for n in site.spec.nodes if n.is_worker]
@@ -551,7 +550,8 @@ def cmd_roll(args: argparse.Namespace) -> int:
             raise GpuinfraError(f"--data {item!r}: KEY=VALUE, as pyinfra's --data")
     roller = Roll(args.inventory, site, most, fails, args.wait_jobs, args.data, args.reboot,
                   args.why, getattr(args, "sudo", False))
-    previous = signal.signal(signal.SIGTERM, _interrupted)
+    # SIGTERM as Ctrl-C: Python's own handler raises KeyboardInterrupt
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         if getattr(args, "status", False):
             return roller.status()

@@ -6,6 +6,8 @@
   ``Cores=`` is only an error line: the exit code stays 0).
 - ``sinfo -N -h -o '%N|%T|%G|%E'``: node, state (``idle``, ``mixed``, ``drained``, ``down*``...),
   configured GRES (``gpu:h100:8(S:0-1)``), reason (``none``).
+- ``sinfo --version`` (and ``scontrol --version``): the package and its version on one line,
+  ``slurm 22.05.8`` as SchedMD names it, ``slurm-wlm 24.11.5`` as Debian 13's build does.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from gpuinfra.parsers._text import clean_lines
 SLURMD_G = "slurmd -G"
 SINFO = "sinfo -N -h -o '%N|%T|%G|%E'"
 SINFO_FORMAT = "%N|%T|%G|%E"
+SLURM_VERSION = "sinfo --version"
+_VERSION_LINE = re.compile(r"^slurm(?:-wlm)?\s+(\d+)\.(\d+)(?:\.\S+)?$")
 _GRES_LINE = re.compile(r"(?:^|:\s)Gres (Name=\S+.*)$")
 _ERROR = re.compile(r"(?:^|:\s)(error|fatal): (.*)$")
 
@@ -156,3 +160,14 @@ def parse_scontrol_ping(text: str) -> dict[str, tuple[str, str]]:
     SlurmctldHost in 22.05 ("Slurmctld(primary) at lab-head is UP", "Slurmctld(backup) at
     lab-head2 is DOWN"). Lines of no controller are ignored; none at all is an empty dict."""
     return {m.group(2): (m.group(1), m.group(3)) for m in _PING.finditer(text)}
+
+
+def parse_slurm_version(text: str) -> tuple[int, int]:
+    """The major release of ``sinfo --version`` (``slurm 22.05.8`` -> ``(22, 5)``,
+    ``slurm-wlm 24.11.5`` -> ``(24, 11)``); ParseError for anything else."""
+    for line in clean_lines(text, SLURM_VERSION):
+        found = _VERSION_LINE.match(line.strip())
+        if found:
+            return int(found[1]), int(found[2])
+    shown = " ".join(text.split())[:80]
+    raise ParseError(SLURM_VERSION, f"no 'slurm MAJOR.MINOR.PATCH' line in {shown!r}")

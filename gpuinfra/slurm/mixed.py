@@ -19,13 +19,15 @@ versions side by side. Slurm allows that only in one direction and within a wind
 So every slurmdbd >= every slurmctld >= every slurmd and every host of client commands (the
 commands talk to slurmctld and slurmdbd), the controllers on one version (a backup takes over
 the head's saved state), and each older one within the newer daemon's window:
-:func:`accepts`. Sites without Slurm may mix releases freely: each host gets its own
-distribution's tables.
+:func:`accepts`. The deploy judges the hosts it reaches (:func:`mixed_release_problem`);
+`gpuinfra roll` judges each worker it will roll against the Slurm the head runs
+(:func:`roll_problem`), before it drains anything. Sites without Slurm may mix releases freely:
+each host gets its own distribution's tables.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuinfra.slurm.versions import SLURM_VERSIONS
@@ -44,6 +46,9 @@ RULE = ("slurmdbd >= slurmctld >= slurmd and the client commands, the controller
         "(three from Slurm 24.11)")
 FIX = ("keep every Slurm node on one release, or move the whole Slurm site to the new "
        "release in one maintenance window (docs/upgrade-debian-13.md, 'Mixed releases')")
+ROLL_FIX = ("put the node back on a release whose Slurm the head's accepts, or move the whole "
+            "Slurm site in one maintenance window, head first: slurmdbd, slurmctld, then the "
+            "workers (docs/upgrade-debian-13.md, 'A Slurm site')")
 
 SLURMDBD, SLURMCTLD, SLURMD, COMMANDS = "slurmdbd", "slurmctld", "slurmd", "commands"
 # (the newer side, the side it accepts), checked in this order: one line per pair of hosts,
@@ -149,3 +154,42 @@ def mixed_release_problem(hosts: Sequence[SlurmHost]) -> str | None:
         return None
     return (f"the Slurm nodes run Slurm releases that cannot work together: {'; '.join(causes)}. "
             f"Slurm's rule ({SOURCE}): {RULE}. Fix: {FIX}. No host was changed")
+
+
+def _under_head(node: str, distro: str, head: str, controller: tuple[int, int]) -> str | None:
+    """Why ``node``'s slurmd (the Slurm of ``distro``) cannot register with the slurmctld of
+    Slurm ``controller`` on ``head``; None when it can."""
+    theirs = f"the head {head}'s slurmctld {text(controller)}"
+    version = SLURM_VERSIONS.get(distro)
+    if version is None:
+        return (f"{node} runs {distro!r}, a release whose Slurm gpuinfra does not know "
+                f"(gpuinfra/slurm/versions.py: {', '.join(SLURM_VERSIONS)}): whether "
+                f"{theirs} accepts its slurmd cannot be told")
+    mine = f"{node} ({distro}) runs slurmd {text(version)}"
+    if version == controller:
+        return None
+    if controller not in RELEASES:
+        return (f"{mine} and {theirs} is a release gpuinfra/slurm/mixed.py has no window for "
+                f"(it knows {', '.join(text(v) for v in RELEASES)})")
+    if accepts(controller, version):
+        return None
+    if version > controller:
+        return f"{mine}, newer than {theirs}, which accepts no newer release"
+    kept = ", ".join(text(v) for v in window(controller))
+    return f"{mine}, too old for {theirs}, which accepts {kept} besides its own"
+
+
+def roll_problem(nodes: Mapping[str, str], head: str,
+                 controller: tuple[int, int]) -> str | None:
+    """Why a roll of the Slurm workers ``nodes`` ({name: distribution key, as
+    ``/etc/os-release``'s ID-VERSION_ID}) must not start under ``head``, whose Slurm is
+    ``controller`` (``sinfo --version`` there): each node whose slurmd its slurmctld would not
+    accept (:func:`accepts`; a release of unknown Slurm is refused too), then the rule with
+    its source and the fix, once; None when every node may be rolled. Such a node, once
+    deployed, could not register: drained and out of service."""
+    causes = [c for name, distro in nodes.items()
+              if (c := _under_head(name, distro, head, controller))]
+    if not causes:
+        return None
+    return (f"the roll would leave Slurm nodes out of service: {'; '.join(causes)}. Slurm's rule "
+            f"({SOURCE}): {RULE}. Fix: {ROLL_FIX}. No node was drained or changed")

@@ -199,10 +199,10 @@ class FakeSite:
         from types import SimpleNamespace as NS
 
         both, slurm = ("slurm", "kubernetes"), ("slurm",)
-        nodes = {"h1": NS(name="h1", short_name="h1", schedulers=both),
-                 "gpu1": NS(name="gpu1", short_name="gpu1", schedulers=both),
-                 "gpu2": NS(name="gpu2", short_name="gpu2", schedulers=slurm),
-                 "gpu3": NS(name="gpu3", short_name="gpu3", schedulers=slurm)}
+        nodes = {"h1": NS(name="h1", short_name="h1", schedulers=both, is_worker=False),
+                 "gpu1": NS(name="gpu1", short_name="gpu1", schedulers=both, is_worker=True),
+                 "gpu2": NS(name="gpu2", short_name="gpu2", schedulers=slurm, is_worker=True),
+                 "gpu3": NS(name="gpu3", short_name="gpu3", schedulers=slurm, is_worker=True)}
         self.spec = NS(head=[nodes["h1"]], node=nodes.__getitem__, nodes=list(nodes.values()))
 
     def target(self, name: str) -> str:
@@ -210,10 +210,14 @@ class FakeSite:
 
 
 class Cluster:
-    """The head's answers, faked: node states, the jobs on each node, the roll's state file."""
+    """The head's answers, faked: node states, the jobs on each node, the roll's state file;
+    the head's Slurm (``sinfo --version``) and each node's release (its /etc/os-release)."""
 
     def __init__(self, jobs: dict[str, int] | None = None, failing: str = "",
-                 reboots: tuple[str, ...] = ()) -> None:
+                 reboots: tuple[str, ...] = (), slurm: str = "slurm 22.05.8",
+                 release: str = "debian-12") -> None:
+        self.slurm = slurm
+        self.releases = dict.fromkeys(("gpu1", "gpu2", "gpu3"), release)
         self.states = {n: ("idle", "none") for n in ("gpu1", "gpu2", "gpu3")}
         self.jobs = dict(jobs or {})   # node -> rounds its job still runs
         self.failing, self.reboots = failing, set(reboots)
@@ -223,15 +227,35 @@ class Cluster:
         self.age = 0.0
 
 
-def rolling(monkeypatch, cluster: Cluster, names=("gpu1", "gpu2", "gpu3"), interrupt_at=0,
-            **kw):
-    """A roll of ``names`` against ``cluster``: its exit code, with what it sent."""
+class FakeNode:
+    """A node's SSH channel: what was sent to it (``cluster.sent``, as ``name: command``) and its
+    release for the roll's check."""
+
+    def __init__(self, cluster: Cluster, name: str) -> None:
+        self.cluster, self.name = cluster, name
+
+    def run(self, command: str, timeout: float = 0) -> tuple[int, str, str]:
+        from gpuinfra_cli.roll_slurm import RELEASE
+
+        self.cluster.sent.append(f"{self.name}: {command}")
+        return (0, f"{self.cluster.releases[self.name]}\n" if command == RELEASE else "", "")
+
+    try_run = run
+
+    def close(self) -> None:
+        pass
+
+
+def patched(monkeypatch, cluster: Cluster, interrupt_at=0):
+    """The roll's command with ``cluster`` answering for the head and the nodes."""
     from gpuinfra_cli import roll as cli
 
     rounds = {"n": 0}
 
-    def on_head(self, command: str) -> str:
+    def on_head(self, command: str, what: str = "") -> str:
         cluster.sent.append(command)
+        if command == "sinfo --version":
+            return f"{cluster.slurm}\n"
         if command.startswith("sinfo"):
             asked = command.rsplit("-n ", 1)[1].split(",")
             return "".join(f"{n}|{cluster.states[n][0]}|gpu:h100:8|{cluster.states[n][1]}\n"
@@ -282,6 +306,15 @@ def rolling(monkeypatch, cluster: Cluster, names=("gpu1", "gpu2", "gpu3"), inter
                         if name == cluster.failing else "")
     monkeypatch.setattr(cli.time, "sleep", sleep)
     monkeypatch.setattr(cli.Roll, "idle", _idle_without_kubectl(cli.Roll.idle))
+    monkeypatch.setattr(cli.Roll, "host", lambda self, name: self.hosts.setdefault(
+        name, FakeNode(cluster, name)))
+    return cli
+
+
+def rolling(monkeypatch, cluster: Cluster, names=("gpu1", "gpu2", "gpu3"), interrupt_at=0,
+            **kw):
+    """A roll of ``names`` against ``cluster``: its exit code, with what it sent."""
+    cli = patched(monkeypatch, cluster, interrupt_at)
     job = cli.Roll("inventory/x.py", FakeSite(), **{"max_unavailable": 1, "why": "driver 580",
                                                     **kw})
     try:
@@ -415,3 +448,70 @@ def test_a_reboot_slurm_was_asked_for_by_a_killed_command_is_waited_for(monkeypa
                                 roll.NodeState("gpu2"), roll.NodeState("gpu3")]).to_json()
     assert rolling(monkeypatch, cluster) == 0
     assert cluster.deployed == [["gpu2"], ["gpu3"]]  # gpu1 judged after its reboot, not redeployed
+
+
+# ------------------------------------------------------------ the Slurm release check (issue 49)
+
+def test_a_debian_13_worker_under_a_debian_12_head_stops_the_roll_before_any_drain(
+        monkeypatch, capsys) -> None:
+    cluster = Cluster(slurm="slurm 22.05.8")
+    cluster.releases["gpu2"] = "debian-13"  # reinstalled on trixie, its head still on bookworm
+    cli = patched(monkeypatch, cluster)
+    monkeypatch.setattr(cli, "load_site", lambda inventory: FakeSite())
+    assert main(["roll", "--inventory", "inventory/x.py", "--why", "trixie"]) == 2
+    err = capsys.readouterr().err
+    assert ("gpu2 (debian-13) runs slurmd 24.11, newer than the head h1's slurmctld 22.05, "
+            "which accepts no newer release") in err
+    assert "https://slurm.schedmd.com/upgrades.html" in err and "slurmdbd >= slurmctld" in err
+    assert "head first: slurmdbd, slurmctld, then the workers (docs/upgrade-debian-13.md" in err
+    assert "gpu1" not in err.split("Slurm's rule")[0]  # only the refused node is named
+    # what was sent: the head's version and each node's release, read-only; no drain, no
+    # state written, nothing deployed
+    assert cluster.sent[0] == "sinfo --version"
+    assert sorted(cluster.sent[1:]) == [f"gpu{i}: . /etc/os-release; echo \"$ID-$VERSION_ID\""
+                                        for i in (1, 2, 3)]
+    assert cluster.file is None and cluster.deployed == []
+    assert cluster.states["gpu2"] == ("idle", "none")
+
+
+def test_a_roll_whose_nodes_run_the_heads_slurm_proceeds_past_the_check(monkeypatch) -> None:
+    cluster = Cluster(slurm="slurm-wlm 24.11.5", release="debian-13")  # Debian 13's own words
+    cluster.releases["gpu3"] = "ubuntu-24.04"  # 23.11: within 24.11's three majors
+    assert rolling(monkeypatch, cluster) == 0
+    first_drain = next(i for i, c in enumerate(cluster.sent) if "state=drain" in c)
+    assert cluster.sent.index("sinfo --version") < first_drain
+    assert cluster.deployed == [["gpu1"], ["gpu2"], ["gpu3"]]
+
+
+def test_the_check_reads_only_the_slurm_nodes_still_to_roll(monkeypatch) -> None:
+    """A resumed roll reads the nodes it has yet to take (gpu1 is done); a roll of nodes
+    outside Slurm asks the head nothing about Slurm."""
+    cluster = Cluster(slurm="slurm 22.05.8")
+    cluster.releases["gpu1"] = "debian-13"  # done before the check: not read again
+    cluster.file = state(data=[], nodes=[roll.NodeState("gpu1", "done", 1.0),
+                                roll.NodeState("gpu2"), roll.NodeState("gpu3")]).to_json()
+    assert rolling(monkeypatch, cluster) == 0
+    assert not [c for c in cluster.sent if c.startswith("gpu1: ")]
+    kube_only = Cluster(release="debian-13")
+    from gpuinfra_cli import roll as cli
+
+    monkeypatch.setattr(cli.Roll, "in_slurm", lambda self, name: False)
+    assert rolling(monkeypatch, kube_only) == 0
+    assert "sinfo --version" not in kube_only.sent
+    assert not [c for c in kube_only.sent if "os-release" in c]
+
+
+def test_a_node_whose_release_cannot_be_read_stops_the_roll(monkeypatch) -> None:
+    cluster = Cluster()
+    cluster.releases["gpu3"] = "debian-14"
+    with pytest.raises(GpuinfraError, match="gpu3 runs 'debian-14', a release whose Slurm"):
+        rolling(monkeypatch, cluster)
+    assert not [c for c in cluster.sent if "state=drain" in c]
+    cluster = Cluster(slurm="sinfo: command not found")
+    with pytest.raises(GpuinfraError, match="the head h1: sinfo --version: no 'slurm"):
+        rolling(monkeypatch, cluster)
+    cluster = Cluster()
+    del cluster.releases["gpu2"]  # its SSH channel fails
+    with pytest.raises(GpuinfraError, match="gpu2: cannot read its release over SSH"):
+        rolling(monkeypatch, cluster)
+    assert not [c for c in cluster.sent if "state=drain" in c]

@@ -9,7 +9,9 @@ import itertools
 
 import pytest
 
+from gpuinfra.errors import ParseError
 from gpuinfra.knowledge.drivers import SUPPORTED_OS
+from gpuinfra.parsers.slurm import parse_slurm_version
 from gpuinfra.slurm.mixed import (
     RELEASES,
     SlurmHost,
@@ -17,6 +19,7 @@ from gpuinfra.slurm.mixed import (
     daemons,
     mixed_release_causes,
     mixed_release_problem,
+    roll_problem,
     window,
 )
 from gpuinfra.slurm.versions import SLURM_VERSIONS
@@ -141,3 +144,62 @@ def test_a_head_that_is_also_a_worker_and_one_release_everywhere_pass():
     assert mixed_release_causes([SlurmHost("one", "debian-13", both)]) == []
     assert mixed_release_causes([SlurmHost("one", "debian-12", both),
                                  SlurmHost("gpu1", "ubuntu-22.04", WORKER)]) == []
+
+
+# ---------------------------------------------------------------- `gpuinfra roll`'s judgement
+
+@pytest.mark.parametrize("said,version", [
+    ("slurm 22.05.8\n", (22, 5)),  # SchedMD's package name (Debian 12's sinfo --version)
+    ("slurm-wlm 24.11.5\n", (24, 11)),  # Debian 13's build names itself slurm-wlm
+    ("slurm 23.11.4\n", (23, 11)), ("slurm 24.05.0-0rc1", (24, 5))])
+def test_the_heads_slurm_is_read_from_sinfo_version(said, version):
+    assert parse_slurm_version(said) == version
+
+
+@pytest.mark.parametrize("said", ["", "sinfo: command not found", "slurm", "munge 0.5.15"])
+def test_anything_but_a_slurm_version_is_refused(said):
+    with pytest.raises(ParseError, match="sinfo --version: no 'slurm MAJOR.MINOR.PATCH' line"):
+        parse_slurm_version(said)
+
+
+def test_a_debian_13_worker_under_a_debian_12_head_is_refused_with_rule_source_and_fix():
+    said = roll_problem({"gpu1": "debian-13"}, "head1", parse_slurm_version("slurm 22.05.8"))
+    assert said is not None
+    assert ("gpu1 (debian-13) runs slurmd 24.11, newer than the head head1's slurmctld 22.05, "
+            "which accepts no newer release") in said
+    assert "https://slurm.schedmd.com/upgrades.html" in said
+    assert "slurmdbd >= slurmctld >= slurmd" in said
+    assert "head first: slurmdbd, slurmctld, then the workers" in said
+    assert "docs/upgrade-debian-13.md" in said and said.endswith("No node was drained or changed")
+    # and the way back: a Debian 12 worker under a head moved to 13 is four majors behind
+    back = roll_problem({"gpu1": "debian-12"}, "head1", (24, 11))
+    assert back is not None and ("gpu1 (debian-12) runs slurmd 22.05, too old for the head "
+                                 "head1's slurmctld 24.11, which accepts 24.05, 23.11, 23.02 "
+                                 "besides its own") in back
+
+
+def test_each_refused_worker_is_named_and_the_rule_said_once():
+    said = roll_problem({"gpu1": "debian-13", "gpu2": "debian-12", "gpu3": "debian-13"},
+                        "head1", (22, 5))
+    assert said is not None and "gpu1 (debian-13)" in said and "gpu3 (debian-13)" in said
+    assert "gpu2" not in said
+    assert said.count("Slurm's rule") == 1 and said.count("Fix:") == 1
+
+
+@pytest.mark.parametrize("head,workers", [
+    ((22, 5), {"gpu1": "debian-12"}),  # the same release
+    ((24, 11), {"gpu1": "debian-13"}),
+    ((24, 11), {"gpu1": "ubuntu-24.04"}),  # 23.11 within 24.11's three majors
+    ((22, 5), {"gpu1": "ubuntu-22.04", "gpu2": "debian-12"}),
+    ((22, 5), {})])
+def test_workers_the_heads_slurm_accepts_are_rolled(head, workers):
+    assert roll_problem(workers, "head1", head) is None
+
+
+def test_a_release_of_unknown_slurm_or_a_head_of_unknown_window_is_refused():
+    said = roll_problem({"gpu1": "debian-14"}, "head1", (24, 11))
+    assert said is not None and "gpu1 runs 'debian-14', a release whose Slurm gpuinfra does " \
+        "not know" in said and "debian-12, debian-13" in said
+    assert roll_problem({"gpu1": "-"}, "head1", (22, 5)) is not None  # os-release unread
+    said = roll_problem({"gpu1": "debian-13"}, "head1", (26, 5))
+    assert said is not None and "a release gpuinfra/slurm/mixed.py has no window for" in said
