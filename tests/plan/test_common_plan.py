@@ -77,7 +77,7 @@ def test_host_without_known_address_gets_no_hosts_block():
 
 
 def test_unsupported_os_is_named_with_the_supported_ones():
-    with pytest.raises(UnsupportedOS, match="debian-12, ubuntu-22.04, ubuntu-24.04"):
+    with pytest.raises(UnsupportedOS, match="debian-12, debian-13, ubuntu-22.04, ubuntu-24.04"):
         plan(common, load_facts("base-fresh", "centos-9"), NODE)
 
 
