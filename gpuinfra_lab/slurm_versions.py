@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -69,6 +70,9 @@ class Judgement:
 
 JUDGEMENTS = (
     Judgement("debian-12", "bookworm", "Debian 12's own Slurm 22.05"),
+    # The example site's HGX nodes need Fabric Manager, which trixie has no repository for
+    # here (refused by the roles): Debian 13 is judged on the lab's site as it runs there.
+    Judgement("debian-13", "trixie", "Debian 13's own Slurm 24.11", sites=("inventory/lab.py",)),
     Judgement("ubuntu-24.04", "trixie", "Ubuntu 24.04's 23.11, nearest in Debian: 24.11"),
     Judgement("ubuntu-22.04", "bookworm", "Ubuntu 22.04's 21.08, nearest in Debian: 22.05 (the "
               "version table refuses what 21.08 lacks)", sites=("inventory/lab.py",)),
@@ -123,9 +127,11 @@ def image(podman: Podman, suite: str) -> str:
 def render(site: str, target: str, out: Path) -> tuple[Path, str] | str:
     """(the head's /etc/slurm, the first Slurm worker) of ``site`` rendered for ``target``, or
     why the render refused (gpuinfra's own version table, before any daemon)."""
+    # The lab's site as `lab up --os target` starts it (inventory/lab.py, GPUINFRA_LAB_OS).
     done = subprocess.run([str(REPO / ".venv" / "bin" / "gpuinfra"), "render", site, "--out",
                            str(out), "--os", target], cwd=REPO, capture_output=True, text=True,
-                          check=False, timeout=600)
+                          check=False, timeout=600,
+                          env={**os.environ, "GPUINFRA_LAB_OS": target})
     if done.returncode != 0:
         return f"render refused: {(done.stderr or done.stdout).strip()[-300:]}"
     # The head is the one host with a slurm.conf (the workers fetch theirs: configless).

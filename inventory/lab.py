@@ -66,8 +66,11 @@ def _group(lab: dict, group: str) -> list[tuple[str, dict]]:
 # Without a lab, the default one, each container at the fixed address `lab up` will give it
 # (its node_address: what the roles and the monitoring need), so the site validates anywhere.
 _SUBNET = Paths(_HOSTS_JSON.parent.parent).subnet
+# GPUINFRA_LAB_OS: the release of that lab (its spec differs on Debian 13: profiles.py
+# on_release), as `gpuinfra lab up --os` would start it.
 _DEFAULT_LAB = {"hosts": [{"name": h.name, "groups": list(h.groups), "profile": h.profile,
-                           "node_address": host_address(_SUBNET, h.name)}
+                           "node_address": host_address(_SUBNET, h.name),
+                           "os": os.environ.get("GPUINFRA_LAB_OS")}
                           for h in plan_hosts()]}
 _lab = json.loads(_HOSTS_JSON.read_text()) if _HOSTS_JSON.is_file() else _DEFAULT_LAB
 

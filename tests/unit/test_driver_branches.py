@@ -15,7 +15,10 @@ def test_branches_beyond_580_are_known():
 
 def test_installable_branches_and_where_from():
     for distro in drivers.SUPPORTED_OS:
-        assert drivers.SUPPORTED_BRANCHES[distro] == ("535", "550", "570", "580")
+        expected = ("535", "550") if distro == "debian-13" else ("535", "550", "570", "580")
+        assert drivers.SUPPORTED_BRANCHES[distro] == expected  # trixie: its archive's two
+    assert drivers.branch_source("debian-13", "535") == "archive"
+    assert drivers.branch_source("debian-13", "580") is None
     assert drivers.branch_source("debian-12", "535") == "archive"
     assert drivers.branch_source("debian-12", "570") == "cuda-repo"
     assert drivers.branch_source("ubuntu-24.04", "580") == "archive"
