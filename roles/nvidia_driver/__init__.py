@@ -47,28 +47,25 @@ PERSISTENCED = "nvidia-persistenced"
 INITRAMFS = ("if command -v update-initramfs >/dev/null; then update-initramfs -u; "
              "else echo 'no update-initramfs: no initramfs to rebuild'; fi")
 
+# Debian's layout, the same on 12 and 13.
+_DEBIAN = {
+    "sources": ("/etc/apt/sources.list", "/etc/apt/sources.list.d/debian.sources"),
+    # The driver is in non-free, GSP firmware in non-free-firmware, persistenced in contrib.
+    "components": ("contrib", "non-free", "non-free-firmware"),
+    "kernel_headers": ("linux-headers-amd64",),
+    "persistenced_user": "nvpd",
+    # Debian's unit has an [Install] section: enable it. Ubuntu's is static (udev starts it).
+    "persistenced_enabled": True,
+}
+
 # Per-distribution values: the task list below has no distro conditionals.
 DISTRO: dict[str, dict[str, Any]] = {
-    "debian-12": {
-        "sources": ("/etc/apt/sources.list", "/etc/apt/sources.list.d/debian.sources"),
-        # The driver is in non-free, GSP firmware in non-free-firmware, persistenced in contrib.
-        "components": ("contrib", "non-free", "non-free-firmware"),
-        "kernel_headers": ("linux-headers-amd64",),
-        "persistenced_user": "nvpd",
-        # Debian's unit has an [Install] section: enable it. Ubuntu's is static (udev starts it).
-        "persistenced_enabled": True,
-    },
+    "debian-12": _DEBIAN,
     # Trixie: the same layout (trixie Packages, 2026-12-07: the drivers in non-free, the GSP
     # firmware in non-free-firmware, nvidia-persistenced 550.163.01-1 in contrib, whose .deb
     # adds the nvpd user and ships a unit with an [Install] section; linux-headers-amd64
     # 6.12.x, dkms 3.2.2-1~deb13u1 in main).
-    "debian-13": {
-        "sources": ("/etc/apt/sources.list", "/etc/apt/sources.list.d/debian.sources"),
-        "components": ("contrib", "non-free", "non-free-firmware"),
-        "kernel_headers": ("linux-headers-amd64",),
-        "persistenced_user": "nvpd",
-        "persistenced_enabled": True,
-    },
+    "debian-13": _DEBIAN,
     "ubuntu-22.04": {
         "sources": ("/etc/apt/sources.list", "/etc/apt/sources.list.d/ubuntu.sources"),
         # The driver is in restricted; Fabric Manager (fabric_manager role) in multiverse.

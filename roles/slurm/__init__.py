@@ -109,32 +109,26 @@ PMIX_SAME_PACKAGING = {**PMIX_MEASURED,
                        "mpi_why": PMIX_MEASURED["mpi_why"] + " (Debian's packaging; not "
                        "measured on this release)"}
 
+# Debian's packaging of Slurm, the same names on 12 and 13.
+_DEBIAN = {
+    "controller": ["slurmctld", "slurm-client"],
+    "compute": ["slurmd", "slurm-client"],
+    "nvml_plugin": "slurm-wlm-nvml-plugin",  # contrib (enabled by nvidia_driver)
+    "cgroup_plugin": "autodetect",
+    "accounting": ["slurmdbd", "mariadb-server"],
+    "mariadb_service": "mariadb",
+}
+
 # Per-distribution values: the task list below has no distro conditionals.
 DISTRO: dict[str, dict[str, Any]] = {
-    "debian-12": {  # Slurm 22.05.8
-        "controller": ["slurmctld", "slurm-client"],
-        "compute": ["slurmd", "slurm-client"],
-        "nvml_plugin": "slurm-wlm-nvml-plugin",  # contrib (enabled by nvidia_driver)
-        "cgroup_plugin": "autodetect",
-        **PMIX_MEASURED,
-        "accounting": ["slurmdbd", "mariadb-server"],
-        "mariadb_service": "mariadb",
-    },
+    "debian-12": {**_DEBIAN, **PMIX_MEASURED},  # Slurm 22.05.8
     # Slurm 24.11.5-4+deb13u1 (trixie main and trixie-security main Packages, 2026-12-07);
     # slurm-wlm-nvml-plugin 24.11.5-2 in contrib (depends on slurm-wlm-basic-plugins >= 24.11.5,
     # << 24.11.6); mariadb-server 1:11.8.9+ds-0+deb13u1 (its unit: mariadb.service; `mysql` is
     # still there, a link to mariadb in mariadb-client-core, read from the .deb). PMIx: the
     # plugin (mpi_pmix_v5.so) looks in /usr/lib/x86_64-linux-gnu/pmix2/lib, which libpmix-dev
     # 5.0.7-1 fills (read from the .debs); `srun --mpi=list` not measured on trixie yet.
-    "debian-13": {
-        "controller": ["slurmctld", "slurm-client"],
-        "compute": ["slurmd", "slurm-client"],
-        "nvml_plugin": "slurm-wlm-nvml-plugin",  # contrib (enabled by nvidia_driver)
-        "cgroup_plugin": "autodetect",
-        **PMIX_SAME_PACKAGING,
-        "accounting": ["slurmdbd", "mariadb-server"],
-        "mariadb_service": "mariadb",
-    },
+    "debian-13": {**_DEBIAN, **PMIX_SAME_PACKAGING},
     "ubuntu-22.04": {  # Slurm 21.08.5: cgroup/v1 only (22.04 boots cgroup v2: see README)
         "controller": ["slurmctld", "slurm-client"],
         "compute": ["slurmd", "slurm-client"],
