@@ -29,6 +29,11 @@ def os_notes(schedulers: set[str]) -> list[str]:
     return [f"Slurm on {key}: {why}" for key, why in CGROUP_V1.items()]
 
 
+# The shell line that prints a host's key as :func:`distro_key` makes it (``debian-13``), for
+# the commands that ask a node over SSH before anything is deployed (smoke run, roll).
+RELEASE_COMMAND = '. /etc/os-release && echo "$ID-$VERSION_ID"'
+
+
 class UnsupportedOS(GpuinfraError):
     """The host runs a distribution the roles have no table for."""
 

@@ -4,7 +4,7 @@ is on a release whose Slurm the head's slurmctld accepts. A worker reinstalled o
 out of service: its slurmd cannot register with an older slurmctld.
 
 What it sends, read-only: on the head, ``sinfo --version`` (the roll's head channel); on each
-Slurm worker the roll will take, ``. /etc/os-release; echo "$ID-$VERSION_ID"`` (the roll's
+Slurm worker the roll will take, ``. /etc/os-release && echo "$ID-$VERSION_ID"`` (the roll's
 channel to that node, through ``sudo -n`` with ``--sudo``). Workers outside Slurm (Kubernetes
 only) are not read, and a roll with no Slurm worker asks the head nothing. The judgement is
 the library's (:func:`gpuinfra.slurm.mixed.roll_problem`); a refusal is exit 2.
@@ -17,9 +17,9 @@ from typing import Any
 
 from gpuinfra.errors import GpuinfraError
 from gpuinfra.parsers.slurm import SLURM_VERSION, parse_slurm_version
+from gpuinfra.platforms import RELEASE_COMMAND
 from gpuinfra.slurm.mixed import roll_problem
 
-RELEASE = '. /etc/os-release; echo "$ID-$VERSION_ID"'
 UNTOUCHED = "No node was drained or changed"
 
 
@@ -28,12 +28,12 @@ def node_release(roller: Any, name: str) -> str:
     why = (f"the roll reads each Slurm worker's release before it drains anything; reach "
            f"{name}, or leave it out of this roll (--limit). {UNTOUCHED}")
     try:
-        rc, out, err = roller.host(name).run(RELEASE, timeout=30)
+        rc, out, err = roller.host(name).run(RELEASE_COMMAND, timeout=30)
     except Exception as exc:  # unreachable, refused key: said, not a traceback
         raise GpuinfraError(f"{name}: cannot read its release over SSH ({exc}): {why}") from None
     if rc != 0:
         words = ((err or out).strip().splitlines() or [f"exit {rc}"])[-1][:200]
-        raise GpuinfraError(f"{name}: `{RELEASE}` failed (exit {rc}): {words}: {why}")
+        raise GpuinfraError(f"{name}: `{RELEASE_COMMAND}` failed (exit {rc}): {words}: {why}")
     return out.strip().lower()
 
 

@@ -33,6 +33,7 @@ from gpuinfra.jobs.smoke import (
     plan_smoke,
     sbatch_script,
 )
+from gpuinfra.platforms import RELEASE_COMMAND
 
 EXIT_OK, EXIT_FAIL, EXIT_UNUSABLE, EXIT_NOT_RUN = 0, 1, 2, 3
 
@@ -265,10 +266,6 @@ def run_run(args: argparse.Namespace) -> int:
     return judge(log, site.spec, args, [f"job {job} on {batch_host}"])
 
 
-# What the first node runs, as gpuinfra.platforms.distro_key keys it (ID-VERSION_ID).
-OS_RELEASE = '. /etc/os-release && echo "$ID-$VERSION_ID"'
-
-
 def _launcher(args: argparse.Namespace, node: Any, host: str) -> str | None:
     """--launcher for the job whose first node is ``host`` (``node``: an Ssh to it): auto and
     torchrun read its /etc/os-release first (gpuinfra.jobs.smoke.choose_launcher). None
@@ -276,7 +273,7 @@ def _launcher(args: argparse.Namespace, node: Any, host: str) -> str | None:
     if args.launcher == "srun":
         return "srun"
     try:
-        answer = node.try_run(OS_RELEASE)
+        answer = node.try_run(RELEASE_COMMAND)
     finally:
         node.close()
     if answer is None or answer[0] != 0:

@@ -235,7 +235,7 @@ class FakeNode:
         self.cluster, self.name = cluster, name
 
     def run(self, command: str, timeout: float = 0) -> tuple[int, str, str]:
-        from gpuinfra_cli.roll_slurm import RELEASE
+        from gpuinfra.platforms import RELEASE_COMMAND as RELEASE
 
         self.cluster.sent.append(f"{self.name}: {command}")
         return (0, f"{self.cluster.releases[self.name]}\n" if command == RELEASE else "", "")
@@ -468,7 +468,7 @@ def test_a_debian_13_worker_under_a_debian_12_head_stops_the_roll_before_any_dra
     # what was sent: the head's version and each node's release, read-only; no drain, no
     # state written, nothing deployed
     assert cluster.sent[0] == "sinfo --version"
-    assert sorted(cluster.sent[1:]) == [f"gpu{i}: . /etc/os-release; echo \"$ID-$VERSION_ID\""
+    assert sorted(cluster.sent[1:]) == [f"gpu{i}: . /etc/os-release && echo \"$ID-$VERSION_ID\""
                                         for i in (1, 2, 3)]
     assert cluster.file is None and cluster.deployed == []
     assert cluster.states["gpu2"] == ("idle", "none")
