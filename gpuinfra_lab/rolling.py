@@ -22,8 +22,9 @@ second, each step prints one line; exit 0 when every step held, 1 listing what d
 3. a node that fails its checks after its reboot (the first worker's topology replay swapped
    for another machine's PCIe-only captures): the roll stops there, exit 1, the node stays
    drained with the cause (``gpuinfra-roll: <its health check's first failure>``, or the
-   health check's own ``gpuinfra: ...`` when it ran at slurmd's start after the reboot), and
-   the second worker (after it in the roll) was never drained.
+   health check's own ``gpuinfra: ...`` when it ran first: every 10 s in the lab, so it may
+   drain the node before the roll takes it, and the roll then reboots it itself and keeps
+   that drain), and the second worker (after it in the roll) was never drained.
 
 Then the captures are put back, the stopped roll dropped and every worker rolled back to the
 site's mode, whatever happened.
@@ -224,13 +225,20 @@ class RollProof(Steps):
             out = roll("--reboot", "--why", "lab proof: a bad node")
         nodes = parse_sinfo_nodes(lab_ssh(self.head, SINFO).stdout)
         reason = nodes[first].reason
-        # The node's own health check (at slurmd's start after the reboot, then every 10 s in
-        # the lab) may drain it first ("gpuinfra: <cause>"); the roll drains it with the cause.
+        # The node's own health check (every 10 s in the lab, and at slurmd's start after the
+        # reboot) may drain it first ("gpuinfra: <cause>"), even before the roll takes it: the
+        # roll then keeps that drain (someone else's), reboots the node itself rather than
+        # through Slurm (whose RESUME would clear the drain) and leaves it drained. Otherwise
+        # Slurm reboots it and the roll drains it with the cause. Both are the roll's way.
+        rebooted = ("Slurm reboots it" if "Slurm reboots it" in out.stdout else
+                    "the roll rebooted it, the health check's drain kept"
+                    if f"{first}: already drained by someone else" in out.stdout
+                    and f"{first}: rebooting (--reboot)" in out.stdout else "")
         self.say(out.returncode == 1 and f"{first}: failed:" in out.stdout
                  and reason.startswith((PREFIX, HEALTH_PREFIX))
-                 and not _serving(nodes[first].state) and "Slurm reboots it" in out.stdout,
+                 and not _serving(nodes[first].state) and bool(rebooted),
                  f"a node failing after its reboot stops the roll: {first} left drained "
-                 f"({reason})",
+                 f"({reason}; {rebooted})",
                  f"a failing node: exit {out.returncode}, {first} {nodes[first].state} "
                  f"({reason!r}); output: {out.stdout.strip().splitlines()[-3:]}")
         self.say(not sampler.drained(second), f"{second}: never drained by the stopped roll",

@@ -3,6 +3,7 @@ rolling.py): one line per step, the list of what did not hold, and a job on a wo
 
 from __future__ import annotations
 
+import sys
 import time
 
 from gpuinfra_lab.refusal import head, on_head
@@ -10,7 +11,7 @@ from gpuinfra_lab.refusal import head, on_head
 
 class Steps:
     """A proof's steps: ``say`` prints ``TAG: ok|FAIL: ...``; ``end`` lists the failures
-    again and gives the exit code (0 when every step held)."""
+    again (on stderr too) and gives the exit code (0 when every step held)."""
 
     def __init__(self, tag: str, inventory: str) -> None:
         self.tag = tag
@@ -24,8 +25,12 @@ class Steps:
             self.problems.append(bad)
 
     def end(self) -> int:
+        """The failures again, on stdout and on stderr: Ansible's report of a failed command
+        (molecule's verify) shows stderr before the long stdout, so CI's excerpt of the log
+        (.ci/run) names what did not hold."""
         for line in self.problems:
             print(f"{self.tag}: {line}")
+            print(f"{self.tag}: FAIL: {line}", file=sys.stderr)
         return 1 if self.problems else 0
 
     def two_workers(self, names: list[str]) -> list[str]:
