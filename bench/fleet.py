@@ -1,34 +1,39 @@
-"""Benchmark at fleet size: the lab with N light workers (gpuinfra_lab/fleet.py), over real SSH.
+"""Benchmark at fleet size: the lab with N light workers (gpuinfra_lab/fleet.py), over real SSH:
+what a no-op costs per host, measured where this machine can measure it (CPU time, not the
+wall time of a machine that N idle containers keep loaded), and a model that predicts the wall
+time from those costs, validated against the wall time measured here (bench/fleet_cost.py).
 
-    .venv/bin/python -m bench.fleet N [N ...] [--runs 3] [--no-ansible] [--data KEY=VALUE]
+    .venv/bin/python -m bench.fleet N [N ...] [--runs 3] [--no-ansible] [--compare]
+                                     [--data KEY=VALUE]
 
 For each N, in increasing order, on this machine (its load is printed with each figure):
 
 1. `gpuinfra lab up --fleet N` (the head and two workers stay; lab-fleet1..N from the fleet
    image): time, and the fleet containers' memory (podman's cgroup figure, per node);
-2. the first deploy of the new fleet workers (`pyinfra -y inventory/lab.py deploy.py`):
-   time (not a target: the fleet image already holds the packages);
-3. the no-op deploy, ``--runs`` alternating pairs (each must change nothing): each fact read
-   on its own (``GPUINFRA_FACT_BATCH=off``), then the deploy's own way (a host's fact reads in
-   one round trip: gpuinfra_deploy/pyinfra_patches/fact_batch.py), medians; and the same with
-   ``--limit`` to the head and the two workers (the 3-node no-op, same machine, same
-   moment): their ratio; the laptop side's peak memory (`/usr/bin/time` maximum RSS); and
-   alternating pairs of pyinfra's order (``GPUINFRA_PACED=off``: every host waits for the
-   slowest at each operation) against each host at its own pace (the deploy's own way:
-   gpuinfra_deploy/pyinfra_patches/schedule.py);
-4. a one-line change to a file every worker has (`health_on_failure` between "drain" and
-   "report": one line of /etc/gpuinfra/health.json on every GPU node), then back;
-5. `gpuinfra report` (the verify suite over every host): time, each command in its own round
-   trip (--no-batch), then learning and learned (gpuinfra_verify/batch.py) from an empty cache;
-6. SSH commands per fleet node for each of 3-5 and for Ansible (root's shell on the fleet
-   workers counts every command it runs: gpuinfra_lab/fleet.py);
-7. Ansible: the playbook of bench/noop.py (the same converged state, every host) with its
-   users' settings for this size: forks = hosts, pipelining, ControlPersist; median of
-   ``--runs`` after a warm-up run (the control sockets).
+2. the first deploy of the new fleet workers, then a second that must change nothing;
+3. the containers idle for 20 s: each one's CPU from its cgroup (their timers), which the
+   node side's figures are net of;
+4. the no-op deploy ``--runs`` times (each must change nothing), median: wall time; the
+   controller's CPU seconds (``/usr/bin/time``: pyinfra and what it waited for) and peak
+   memory, per host; per fleet node its cgroup CPU seconds (less its idle use) and the wall
+   time it spent running the run's SSH commands (the fleet's counting shell times each);
+   then the same with ``--limit`` to the head and the two workers (the 3-node no-op);
+5. `gpuinfra report` (the verify suite over every host), learning then learned: wall and
+   controller CPU;
+6. Ansible: the playbook of bench/noop.py (the same converged state, every host) with its
+   users' settings for this size (forks = hosts, pipelining, ControlPersist), after a warm-up
+   run, metered as ours;
+7. the model's wall time for this machine against the measured one (its error).
 
-The last line per N reads ``fleet N=<n>: noop <s> s (<a>x the 3-node noop, <b>x faster than
-Ansible), report <s> s``. Leaves the fleet up (`gpuinfra lab up` without --fleet removes it).
-Not a test; figures go to docs/measurements.md with the date.
+``--compare`` adds the earlier comparisons: each fact read on its own against a host's fact
+reads in one round trip, pyinfra's order against each host at its own pace, a one-line change
+on every worker and back, and the report with ``--no-batch``.
+
+Then the model (fitted on every size run) and one line per N:
+``fleet N=<n>: controller <ms> ms/host/noop (<a>x Ansible's), flat <f>x from N=<first>, node
+<s> s/noop, predicted 1000-node noop <s> s (model error <e> %)``. Leaves the fleet up
+(`gpuinfra lab up` without --fleet removes it). Not a test; figures go to
+docs/measurements.md with the date.
 """
 
 from __future__ import annotations
@@ -42,8 +47,23 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.fleet_cost import (
+    LAPTOP_CORES,
+    LAPTOP_NOFILE,
+    Costs,
+    NodeMeter,
+    busy_seconds,
+    command_spans,
+    fit_controller,
+    model_error,
+    on_a_laptop,
+    on_this_machine,
+    pyinfra_forks,
+    spent,
+)
 from gpuinfra_lab.fleet import COMMAND_LOG
 from gpuinfra_lab.profiles import FLEET_PREFIX
 from gpuinfra_lab.state import Paths, find_repo
@@ -65,12 +85,21 @@ def load() -> str:
 def timed(command: list[str], check: bool = True,
           env: dict[str, str] | None = None) -> tuple[float, int, str]:
     """Wall seconds, the peak RSS in KiB (/usr/bin/time) and the output."""
+    elapsed, peak, _, out = timed_cpu(command, check, env)
+    return elapsed, peak, out
+
+
+def timed_cpu(command: list[str], check: bool = True,
+              env: dict[str, str] | None = None) -> tuple[float, int, float, str]:
+    """Wall seconds, the peak RSS in KiB, the CPU seconds (user + system, the command and
+    every process it waited for: /usr/bin/time) and the output."""
     with tempfile.NamedTemporaryFile("r", suffix=".time") as rss:
         start = time.monotonic()
-        done = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss.name, *command],
+        done = subprocess.run(["/usr/bin/time", "-f", "%M %U %S", "-o", rss.name, *command],
                               cwd=REPO, capture_output=True, text=True, check=False, env=env)
         elapsed = time.monotonic() - start
-        peak = int((rss.read().strip().splitlines() or ["0"])[-1])
+        figures = (rss.read().strip().splitlines() or ["0 0 0"])[-1].split()
+        peak, cpu = int(figures[0]), float(figures[1]) + float(figures[2])
     if check and done.returncode != 0:
         log = Path(tempfile.mkdtemp(prefix="gpuinfra-bench-fleet-")) / "failed.log"
         log.write_text(done.stdout + done.stderr)
@@ -78,7 +107,7 @@ def timed(command: list[str], check: bool = True,
                 if "rror" in line or "failed" in line.lower()]
         raise SystemExit(f"`{' '.join(command)}` failed (exit {done.returncode}; whole output: "
                          f"{log}):\n" + "\n".join(said[-40:]))
-    return elapsed, peak, done.stdout
+    return elapsed, peak, cpu, done.stdout
 
 
 def fleet_names() -> list[str]:
@@ -88,13 +117,19 @@ def fleet_names() -> list[str]:
 
 def ssh_counts(names: list[str]) -> dict[str, int]:
     """Each fleet node's count of SSH commands so far (this read itself is one more)."""
-    counts = {}
+    return {name: len(lines) for name, lines in command_logs(names).items()}
+
+
+def command_logs(names: list[str]) -> dict[str, list[str]]:
+    """Each fleet node's lines of its counting shell so far (``start end`` per SSH command);
+    this read is its next line."""
+    logs = {}
     for name in names:
         out = subprocess.run(["ssh", "-F", str(Paths(REPO).ssh_config), name,
-                              f"wc -l < {COMMAND_LOG} 2>/dev/null || echo 0"],
-                             capture_output=True, text=True, check=False).stdout.strip()
-        counts[name] = int(out or 0)
-    return counts
+                              f"cat {COMMAND_LOG} 2>/dev/null || true"],
+                             capture_output=True, text=True, check=False).stdout
+        logs[name] = out.splitlines()
+    return logs
 
 
 def per_node(before: dict[str, int], after: dict[str, int]) -> float:
@@ -143,14 +178,102 @@ def memory_per_node(names: list[str]) -> float:
     return statistics.mean(sizes) if sizes else 0.0
 
 
-def ansible(runs: int) -> float:
-    from bench.noop import time_ansible
+def ansible(meter: NodeMeter, idle: dict[str, float], names: list[str],
+            runs: int) -> Measured:
+    """bench/noop.py's playbook, its users' settings for this size (forks = hosts,
+    pipelining, ControlPersist), after a warm-up run: the median of ``runs``, metered as
+    ours."""
+    from bench.noop import ansible_setup, run_ansible
 
     with tempfile.TemporaryDirectory(prefix="gpuinfra-bench-") as tmp:
-        return statistics.median(time_ansible(Path(tmp), runs))
+        setup = ansible_setup(Path(tmp))
+        run_ansible(*setup, 0)  # the warm-up: the control sockets
+        done = []
+        for _ in range(runs):
+            logs = command_logs(names)
+            cpu, start = meter.read(), time.monotonic()
+            (wall, spent_cpu), = run_ansible(*setup, 1, warm_up=False)
+            after, seconds = meter.read(), time.monotonic() - start
+            later = command_logs(names)
+            lines = {n: later[n][len(logs[n]) + 1:] for n in names}
+            done.append(Measured(wall, spent_cpu, 0, spent(cpu, after, seconds, idle),
+                                 {n: busy_seconds(command_spans(v)) for n, v in lines.items()},
+                                 {n: len(v) for n, v in lines.items()}))
+    return median_of(done)
 
 
-def one_size(n: int, runs: int, with_ansible: bool) -> str:
+@dataclass
+class Measured:
+    """One no-op (or Ansible run): wall and controller CPU seconds, the controller's peak RSS
+    (KiB), and the node side: each node's CPU seconds less its idle use, and each fleet
+    node's SSH commands and the wall time it spent running them (fleet_cost)."""
+
+    wall: float
+    cpu: float
+    peak: int
+    node_cpu: dict[str, float]
+    busy: dict[str, float]
+    commands: dict[str, int]
+
+
+def measured(meter: NodeMeter, idle: dict[str, float], names: list[str], command: list[str],
+             env: dict[str, str] | None = None) -> tuple[Measured, str]:
+    """``command`` with the node side metered: the fleet's command logs and every container's
+    cgroup CPU read before and after (not by SSH: no command of the reading is counted)."""
+    logs = command_logs(names)
+    cpu, start = meter.read(), time.monotonic()
+    wall, peak, spent_cpu, out = timed_cpu(command, env=env)
+    after, seconds = meter.read(), time.monotonic() - start
+    later = command_logs(names)
+    run_lines = {n: later[n][len(logs[n]) + 1:] for n in names}  # +1: the first reading
+    spans = {n: command_spans(lines) for n, lines in run_lines.items()}
+    return Measured(wall, spent_cpu, peak, spent(cpu, after, seconds, idle),
+                    {n: busy_seconds(s) for n, s in spans.items()},
+                    {n: len(lines) for n, lines in run_lines.items()}), out
+
+
+def idle_rates(meter: NodeMeter, seconds: float = 20.0) -> dict[str, float]:
+    """Each container's CPU seconds per second with nothing sent to it (its timers)."""
+    before = meter.read()
+    time.sleep(seconds)
+    after = meter.read()
+    return {n: (after[n] - before[n]) / seconds for n in before}
+
+
+def median_of(runs: list[Measured]) -> Measured:
+    """The run of median wall time (its other figures are that run's, not medians)."""
+    return sorted(runs, key=lambda r: r.wall)[len(runs) // 2]
+
+
+@dataclass
+class Size:
+    """What one size measured: the figures the last lines are made of."""
+
+    n: int
+    noop: Measured
+    small: Measured
+    report: tuple[float, float]
+    ansible: Measured | None
+    costs: Costs = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.costs = Costs(hosts=self.n + len(CORE), controller_s=self.noop.cpu,
+                           node_cpu_s=sum(self.noop.node_cpu.values()),
+                           node_busy_s=max(self.noop.busy.values(), default=0.0),
+                           idle_cores=IDLE_CORES.get(self.n, 0.0), cores=os.cpu_count() or 1)
+
+    def ms_per_host(self, run: Measured, hosts: int | None = None) -> float:
+        return run.cpu * 1000 / (hosts or self.costs.hosts)
+
+    def fleet_mean(self, figures: dict[str, float]) -> float:
+        fleet = [v for k, v in figures.items() if k.startswith(FLEET_PREFIX)]
+        return statistics.mean(fleet) if fleet else 0.0
+
+
+IDLE_CORES: dict[int, float] = {}  # per size: the cores the idle containers kept busy
+
+
+def one_size(n: int, runs: int, with_ansible: bool, compare: bool) -> Size:
     up_s, _, _ = timed([str(BIN / "gpuinfra"), "lab", "up", "--fleet", str(n)])
     names = fleet_names()
     say(f"N={n}: lab up {up_s:.1f} s; {memory_per_node(names):.0f} MiB per fleet node "
@@ -165,9 +288,70 @@ def one_size(n: int, runs: int, with_ansible: bool) -> str:
     changed = changed_operations(json.loads(out)["results"])
     say(f"N={n}: second deploy changed {len(changed)} operation(s)"
         + (f": {changed}" if changed else " (converged)"))
-    # Alternating pairs: each fact read on its own (GPUINFRA_FACT_BATCH=off), then a host's
-    # fact reads in one round trip (the deploy's own way: fact_batch.py); the latter is the
-    # no-op figure.
+    meter = NodeMeter([*CORE, *names])
+    idle = idle_rates(meter)
+    IDLE_CORES[n] = sum(idle.values())
+    say(f"N={n}: idle, the {len(idle)} containers use {IDLE_CORES[n]:.2f} of "
+        f"{os.cpu_count()} cores (their timers: cgroup CPU over 20 s)")
+    if compare:
+        compare_noops(n, runs, names)
+    noops = []
+    for _ in range(runs):
+        run, out = measured(meter, idle, names, pyinfra())
+        no_change(out, ())
+        noops.append(run)
+    noop = median_of(noops)
+    small_runs = []
+    for _ in range(runs):
+        run, out = measured(meter, idle, names, pyinfra(*[a for h in CORE
+                                                          for a in ("--limit", h)]))
+        no_change(out, ("--limit", "(the 3 core hosts)"))
+        small_runs.append(run)
+    small = median_of(small_runs)
+    size = Size(n, noop, small, (0.0, 0.0), None)
+    say(f"N={n}: no-op {noop.wall:.2f} s (runs {', '.join(f'{r.wall:.2f}' for r in noops)}); "
+        f"controller {noop.cpu:.2f} CPU s, {size.ms_per_host(noop):.0f} ms per host, peak "
+        f"{noop.peak / 1024:.0f} MiB ({noop.peak / 1024 / size.costs.hosts:.1f} MiB per host); "
+        f"per fleet node {size.fleet_mean(noop.node_cpu):.3f} CPU s, "
+        f"{size.fleet_mean(noop.busy):.3f} s running {size.fleet_mean(noop.commands):.0f} SSH "
+        f"command(s) (the busiest {size.costs.node_busy_s:.3f} s); all nodes "
+        f"{size.costs.node_cpu_s:.2f} CPU s (load {load()})")
+    say(f"N={n}: the 3-node no-op (--limit the head and two workers) {small.wall:.2f} s, "
+        f"controller {small.cpu:.2f} CPU s ({size.ms_per_host(small, len(CORE)):.0f} ms per "
+        f"host); the fleet's {n} nodes add {(noop.cpu - small.cpu) * 1000 / n:.0f} ms each")
+    if compare:
+        one_line_change(n, names)
+    report_s, report_cpu = reports(n, names, compare)
+    size.report = (report_s, report_cpu)
+    if with_ansible:
+        size.ansible = ansible(meter, idle, names, runs)
+        theirs = size.ansible
+        say(f"N={n}: Ansible (forks {n + 3}, pipelining, ControlPersist) {theirs.wall:.2f} s; "
+            f"controller {theirs.cpu:.2f} CPU s, {size.ms_per_host(theirs):.0f} ms per host; "
+            f"per fleet node {size.fleet_mean(theirs.node_cpu):.3f} CPU s, "
+            f"{size.fleet_mean(theirs.busy):.3f} s running "
+            f"{size.fleet_mean(theirs.commands):.0f} SSH commands (load {load()})")
+    model = on_this_machine(size.costs)
+    say(f"N={n}: the model on this machine: {model:.2f} s against {noop.wall:.2f} s measured "
+        f"({model_error(size.costs, noop.wall):.0f} % off): max(controller {noop.cpu:.2f} s, "
+        f"(controller + nodes) {noop.cpu + size.costs.node_cpu_s:.2f} CPU s / "
+        f"({size.costs.cores} - {size.costs.idle_cores:.2f} idle) cores, busiest node "
+        f"{size.costs.node_busy_s:.2f} s)")
+    return size
+
+
+def no_change(out: str, extra: tuple[str, ...]) -> None:
+    from gpuinfra_lab.deploys import changed_operations
+
+    changed = changed_operations(json.loads(out)["results"])
+    if changed:
+        FLAPS.append(f"a no-op run{' ' + ' '.join(extra) if extra else ''} changed {changed}")
+        say(f"NOT A NO-OP: {FLAPS[-1]}")
+
+
+def compare_noops(n: int, runs: int, names: list[str]) -> None:
+    """--compare: the no-op each fact read on its own against a host's fact reads in one
+    round trip, and pyinfra's order against each host at its own pace (alternating pairs)."""
     ours, alone, sent = [], [], {"off": 0.0, "on": 0.0}
     for _ in range(runs):
         for mode, into in (("off", alone), ("on", ours)):
@@ -178,9 +362,8 @@ def one_size(n: int, runs: int, with_ansible: bool) -> str:
         f" s (runs {', '.join(f'{t:.2f}' for t, _ in alone)}), {sent['off']:.0f} SSH commands "
         f"per fleet node; with a host's fact reads in one round trip "
         f"{statistics.median(t for t, _ in ours):.2f} s, {sent['on']:.0f} (load {load()})")
-    # Alternating pairs: pyinfra's order (every host at each operation: GPUINFRA_PACED=off),
-    # then each host at its own pace, meeting at the scheduler roles (the deploy's own way:
-    # gpuinfra_deploy/pyinfra_patches/schedule.py); both with the fact reads batched.
+    # pyinfra's order (every host at each operation: GPUINFRA_PACED=off), then each host at
+    # its own pace, meeting at the scheduler roles (gpuinfra_deploy/pyinfra_patches/schedule.py)
     waiting, paced = [], []
     for _ in range(runs):
         waiting.append(noop(env={"GPUINFRA_PACED": "off"})[0])
@@ -189,13 +372,10 @@ def one_size(n: int, runs: int, with_ansible: bool) -> str:
         f"{', '.join(f'{t:.2f}' for t in waiting)}); each host at its own pace "
         f"{statistics.median(paced):.2f} s (runs {', '.join(f'{t:.2f}' for t in paced)}) "
         f"(load {load()})")
-    small = [noop(tuple(a for h in CORE for a in ("--limit", h)))[0] for _ in range(runs)]
-    noop_s, small_s = statistics.median(t for t, _ in ours), statistics.median(small)
-    peak_mib = max(p for _, p in ours) / 1024
-    say(f"N={n}: no-op {noop_s:.2f} s (runs {', '.join(f'{t:.2f}' for t, _ in ours)}), 3-node "
-        f"no-op {small_s:.2f} s; {sent['on']:.0f} SSH commands per fleet "
-        f"node per run; pyinfra peak {peak_mib:.0f} MiB ({peak_mib / (n + 3):.1f} MiB per "
-        f"host) (load {load()})")
+
+
+def one_line_change(n: int, names: list[str]) -> None:
+    """--compare: a one-line change to a file every worker has, then back."""
     change = []
     for data in CHANGE:
         before = ssh_counts(names)
@@ -204,38 +384,30 @@ def one_size(n: int, runs: int, with_ansible: bool) -> str:
         change.append((elapsed, per_node(before, ssh_counts(names))))
     say(f"N={n}: a one-line change on every worker {change[0][0]:.1f} s and back "
         f"{change[1][0]:.1f} s ({change[0][1]:.0f} SSH commands per fleet node)")
-    report_s = reports(n, names)
-    versus = ""
-    if with_ansible:
-        before = ssh_counts(names)
-        theirs = ansible(runs)
-        per = per_node(before, ssh_counts(names)) / (runs + 1)
-        say(f"N={n}: Ansible (forks {n + 3}, pipelining, ControlPersist) {theirs:.2f} s, "
-            f"{per:.0f} SSH commands per fleet node per run (load {load()})")
-        versus = f", {theirs / noop_s:.1f}x faster than Ansible"
-    return (f"fleet N={n}: noop {noop_s:.2f} s ({noop_s / small_s:.1f}x the 3-node noop"
-            f"{versus}), report {report_s:.1f} s")
 
 
-def reports(n: int, names: list[str]) -> float:
-    """`gpuinfra report` three ways, in one run: each command in its own round trip
-    (--no-batch, testinfra's way), then the suite's own way twice from an empty cache of
-    learned commands (the first run learns each node's read-only commands, the second asks
-    them in one round trip: gpuinfra_verify/batch.py). The last figure is the report's."""
+def reports(n: int, names: list[str], compare: bool) -> tuple[float, float]:
+    """`gpuinfra report` from an empty cache of learned commands: learning (the first run
+    learns each node's read-only commands), then learned (it asks them in one round trip:
+    gpuinfra_verify/batch.py); with --compare first each command in its own round trip
+    (--no-batch, testinfra's way). The last run's wall and controller CPU seconds are the
+    report's."""
     command = [str(BIN / "gpuinfra"), "report", "--inventory", "inventory/lab.py", "--json"]
     figures, verdicts = [], []
+    ways = ((("each command alone (--no-batch)", ["--no-batch"]),) if compare else ()) + (
+        ("learning (first run)", []), ("learned", []))
     with tempfile.TemporaryDirectory(prefix="bench-fleet-verify-") as cache:
         env = {**os.environ, "GPUINFRA_VERIFY_CACHE": cache}
-        for label, extra in (("each command alone (--no-batch)", ["--no-batch"]),
-                             ("learning (first run)", []), ("learned", [])):
+        for label, extra in ways:
             before = ssh_counts(names)
-            elapsed, _, out = timed(command + extra, check=False, env=env)
+            elapsed, _, cpu, out = timed_cpu(command + extra, check=False, env=env)
             per = per_node(before, ssh_counts(names))
             verdicts.append(node_verdicts(out))
-            say(f"N={n}: gpuinfra report, {label}: {elapsed:.1f} s, {per:.0f} SSH commands "
-                f"per fleet node; {sum(v[1] == 'pass' for v in verdicts[-1])} of "
+            say(f"N={n}: gpuinfra report, {label}: {elapsed:.1f} s, controller {cpu:.2f} CPU s "
+                f"({cpu * 1000 / (n + len(CORE)):.0f} ms per host), {per:.0f} SSH commands per "
+                f"fleet node; {sum(v[1] == 'pass' for v in verdicts[-1])} of "
                 f"{len(verdicts[-1])} nodes pass (load {load()})")
-            figures.append(elapsed)
+            figures.append((elapsed, cpu))
     if any(v != verdicts[0] for v in verdicts):
         FLAPS.append(f"N={n}: the report's verdicts differ between --no-batch and batched "
                      f"runs: {[sorted(set(v) ^ set(verdicts[0])) for v in verdicts[1:]]}")
@@ -259,6 +431,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("sizes", nargs="+", type=int)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-ansible", action="store_true")
+    parser.add_argument("--compare", action="store_true",
+                        help="also the earlier comparisons: each fact read on its own, "
+                             "pyinfra's order, a one-line change, the report with --no-batch")
     parser.add_argument("--data", action="append", default=[], metavar="KEY=VALUE",
                         help="data for every deploy of the run, e.g. logs_enabled=False past "
                              "the fleet the head's disk holds the central logs of (docs/lab.md)")
@@ -270,12 +445,41 @@ def main(argv: list[str]) -> int:
     if os.geteuid() != 0:
         raise SystemExit("bench.fleet: the lab needs root")
     say(f"machine: {os.cpu_count()} CPUs, load {load()}")
-    lines = [one_size(n, args.runs, not args.no_ansible) for n in sorted(args.sizes)]
+    sizes = [one_size(n, args.runs, not args.no_ansible, args.compare)
+             for n in sorted(args.sizes)]
     for line in FLAPS:
         print(f"found: {line}")
-    for line in lines:
+    for line in last_lines(sizes):
         print(line)
     return 1 if FLAPS else 0
+
+
+def last_lines(sizes: list[Size]) -> list[str]:
+    """The model's statement, then one line per size: the controller's CPU per host for a
+    no-op (against Ansible's in the same run), how flat it stays from the smallest size, a
+    fleet node's CPU per no-op, the 1,000-node prediction and the model's error at that
+    size."""
+    first = sizes[0]
+    hosts = 1000
+    forks = pyinfra_forks(LAPTOP_CORES, hosts, LAPTOP_NOFILE)
+    fixed, per_host = fit_controller([s.costs for s in sizes])
+    predicted = on_a_laptop([s.costs for s in sizes], hosts)
+    lines = [f"model: a no-op's wall time is the largest of the controller's CPU (one process: "
+             f"{fixed:.2f} s + {per_host * 1000:.0f} ms per host, fitted on N="
+             f"{', '.join(str(s.n) for s in sizes)}), all the CPU over the cores the idle "
+             f"containers leave (this machine only: a laptop's nodes have their own), and the "
+             f"busiest node's commands once per round of forks hosts; for {hosts} nodes from a "
+             f"laptop with {LAPTOP_CORES} cores and {LAPTOP_NOFILE} open files, forks {forks}: "
+             f"{predicted:.1f} s"]
+    for s in sizes:
+        ours = s.ms_per_host(s.noop)
+        versus = (f"{ours / s.ms_per_host(s.ansible):.2f}x Ansible's" if s.ansible is not None
+                  else "Ansible not run")
+        lines.append(f"fleet N={s.n}: controller {ours:.0f} ms/host/noop ({versus}), flat "
+                     f"{ours / first.ms_per_host(first.noop):.2f}x from N={first.n}, node "
+                     f"{s.fleet_mean(s.noop.node_cpu):.2f} s/noop, predicted {hosts}-node noop "
+                     f"{predicted:.0f} s (model error {model_error(s.costs, s.noop.wall):.0f} %)")
+    return lines
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shlex
 import statistics
 import subprocess
@@ -176,24 +177,50 @@ def write_ansible(folder: Path) -> tuple[Path, Path, int]:
 
 
 def time_ansible(folder: Path, runs: int) -> list[float]:
+    return [wall for wall, _ in ansible_runs(folder, runs)]
+
+
+def ansible_runs(folder: Path, runs: int) -> list[tuple[float, float]]:
+    """The playbook over every lab host, with its users' settings for this size: wall and
+    controller CPU seconds of ``runs`` runs after a warm-up run (run_ansible)."""
+    return run_ansible(*ansible_setup(folder), runs)
+
+
+def ansible_setup(folder: Path) -> tuple[Path, Path, dict[str, str]]:
+    """The inventory, the playbook and the environment (forks = hosts, pipelining,
+    ControlPersist: its fastest stock settings) of the Ansible no-op, written in ``folder``."""
     inventory, playbook, _ = write_ansible(folder)
     env = {**os.environ, "ANSIBLE_HOST_KEY_CHECKING": "False", "ANSIBLE_PIPELINING": "True",
            "ANSIBLE_HOME": str(folder / "home"), "ANSIBLE_LOCAL_TEMP": str(folder / "tmp"),
            "ANSIBLE_SSH_ARGS": "-o ControlMaster=auto -o ControlPersist=60s "
                                "-o UserKnownHostsFile=/dev/null",
            "ANSIBLE_FORKS": str(len(hosts_doc()["hosts"])), "PATH": f"{BIN}:{os.environ['PATH']}"}
-    times = []
-    for _ in range(runs + 1):  # the first run warms the control sockets: not counted
+    return inventory, playbook, env
+
+
+def run_ansible(inventory: Path, playbook: Path, env: dict[str, str], runs: int,
+                warm_up: bool = True) -> list[tuple[float, float]]:
+    """Wall seconds and the controller's CPU seconds (ansible-playbook and every process it
+    waited for: its forks, their ssh clients; not the ControlPersist masters, which outlive
+    it) of each of ``runs`` runs, after a warm-up run (the control sockets) unless told."""
+    figures = []
+    for _ in range(runs + (1 if warm_up else 0)):
+        cpu = _children_cpu()
         start = time.monotonic()
         done = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory),
-                               str(playbook)], cwd=folder, capture_output=True, text=True,
-                              env=env)
+                               str(playbook)], cwd=inventory.parent, capture_output=True,
+                              text=True, env=env)
         elapsed = time.monotonic() - start
         if done.returncode != 0 or "changed=0" not in done.stdout:
             raise SystemExit(f"the Ansible playbook did not find the same state:\n"
                              f"{done.stdout[-3000:]}{done.stderr[-2000:]}")
-        times.append(elapsed)
-    return times[1:]
+        figures.append((elapsed, _children_cpu() - cpu))
+    return figures[1:] if warm_up else figures
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main(argv: list[str]) -> int:

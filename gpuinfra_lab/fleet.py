@@ -32,11 +32,14 @@ from gpuinfra_lab.podman import Podman
 from gpuinfra_lab.state import LabError, Paths, say
 
 FLEET_REPO = "localhost/gpuinfra-lab-fleet"
-# Every SSH command a fleet worker runs is counted (the benchmarks compare tools by it): root's
-# login shell, which sshd runs each command with, appends a line to this file, then is bash.
+# Every SSH command a fleet worker runs is counted and timed (the benchmarks compare tools by
+# it, bench/fleet.py): root's login shell, which sshd runs each command with, runs it with bash,
+# then appends a line to this file: when it started and when it ended (the node's clock,
+# seconds).
 COMMAND_LOG = "/run/gpuinfra-ssh-commands"
 COUNTING_SHELL = "/usr/local/bin/gpuinfra-counting-shell"
-SHELL_SCRIPT = f"#!/bin/sh\necho >> {COMMAND_LOG}\nexec /bin/bash \"$@\"\n"
+SHELL_SCRIPT = ("#!/bin/bash\nstart=$EPOCHREALTIME\n/bin/bash \"$@\"\nrc=$?\n"
+                f"echo \"$start $EPOCHREALTIME\" >> {COMMAND_LOG}\nexit $rc\n")
 # The archive components the nvidia_driver role enables on Debian 12 (its driver is in
 # non-free): the image's sources need them to install the driver before the deploy runs.
 COMPONENTS = "main contrib non-free non-free-firmware"
