@@ -58,6 +58,7 @@ from bench.fleet_cost import (
     busy_seconds,
     command_spans,
     fit_controller,
+    machine_busy_s,
     model_error,
     on_a_laptop,
     on_this_machine,
@@ -214,6 +215,7 @@ class Measured:
     node_cpu: dict[str, float]
     busy: dict[str, float]
     commands: dict[str, int]
+    others: float = 0.0  # CPU seconds the rest of the machine used meanwhile
 
 
 def measured(meter: NodeMeter, idle: dict[str, float], names: list[str], command: list[str],
@@ -221,15 +223,20 @@ def measured(meter: NodeMeter, idle: dict[str, float], names: list[str], command
     """``command`` with the node side metered: the fleet's command logs and every container's
     cgroup CPU read before and after (not by SSH: no command of the reading is counted)."""
     logs = command_logs(names)
-    cpu, start = meter.read(), time.monotonic()
+    cpu, machine, start = meter.read(), machine_busy(), time.monotonic()
     wall, peak, spent_cpu, out = timed_cpu(command, env=env)
-    after, seconds = meter.read(), time.monotonic() - start
+    after, machine, seconds = meter.read(), machine_busy() - machine, time.monotonic() - start
     later = command_logs(names)
     run_lines = {n: later[n][len(logs[n]) + 1:] for n in names}  # +1: the first reading
     spans = {n: command_spans(lines) for n, lines in run_lines.items()}
+    others = machine - spent_cpu - sum(after[n] - cpu[n] for n in cpu)
     return Measured(wall, spent_cpu, peak, spent(cpu, after, seconds, idle),
                     {n: busy_seconds(s) for n, s in spans.items()},
-                    {n: len(lines) for n, lines in run_lines.items()}), out
+                    {n: len(lines) for n, lines in run_lines.items()}, max(0.0, others)), out
+
+
+def machine_busy() -> float:
+    return machine_busy_s(Path("/proc/stat").read_text())
 
 
 def idle_rates(meter: NodeMeter, seconds: float = 20.0) -> dict[str, float]:
@@ -260,7 +267,8 @@ class Size:
         self.costs = Costs(hosts=self.n + len(CORE), controller_s=self.noop.cpu,
                            node_cpu_s=sum(self.noop.node_cpu.values()),
                            node_busy_s=max(self.noop.busy.values(), default=0.0),
-                           idle_cores=IDLE_CORES.get(self.n, 0.0), cores=os.cpu_count() or 1)
+                           idle_cores=IDLE_CORES.get(self.n, 0.0), cores=os.cpu_count() or 1,
+                           others_s=self.noop.others)
 
     def ms_per_host(self, run: Measured, hosts: int | None = None) -> float:
         return run.cpu * 1000 / (hosts or self.costs.hosts)
@@ -315,7 +323,8 @@ def one_size(n: int, runs: int, with_ansible: bool, compare: bool) -> Size:
         f"per fleet node {size.fleet_mean(noop.node_cpu):.3f} CPU s, "
         f"{size.fleet_mean(noop.busy):.3f} s running {size.fleet_mean(noop.commands):.0f} SSH "
         f"command(s) (the busiest {size.costs.node_busy_s:.3f} s); all nodes "
-        f"{size.costs.node_cpu_s:.2f} CPU s (load {load()})")
+        f"{size.costs.node_cpu_s:.2f} CPU s; the rest of the machine {noop.others:.2f} CPU s "
+        f"(load {load()})")
     say(f"N={n}: the 3-node no-op (--limit the head and two workers) {small.wall:.2f} s, "
         f"controller {small.cpu:.2f} CPU s ({size.ms_per_host(small, len(CORE)):.0f} ms per "
         f"host); the fleet's {n} nodes add {(noop.cpu - small.cpu) * 1000 / n:.0f} ms each")
@@ -334,7 +343,8 @@ def one_size(n: int, runs: int, with_ansible: bool, compare: bool) -> Size:
     model = on_this_machine(size.costs)
     say(f"N={n}: the model on this machine: {model:.2f} s against {noop.wall:.2f} s measured "
         f"({model_error(size.costs, noop.wall):.0f} % off): max(controller {noop.cpu:.2f} s, "
-        f"(controller + nodes) {noop.cpu + size.costs.node_cpu_s:.2f} CPU s / "
+        f"(controller + nodes + the rest) "
+        f"{noop.cpu + size.costs.node_cpu_s + noop.others:.2f} CPU s / "
         f"({size.costs.cores} - {size.costs.idle_cores:.2f} idle) cores, busiest node "
         f"{size.costs.node_busy_s:.2f} s)")
     return size

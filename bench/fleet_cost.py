@@ -139,7 +139,9 @@ class Costs:
     ``controller_s`` (the controller's CPU seconds), ``node_cpu_s`` (all nodes' CPU seconds
     less their idle use), ``node_busy_s`` (the longest a node spent running the run's
     commands), ``idle_cores`` (the cores the idle containers keep busy: their summed idle
-    rate) and ``cores`` (this machine's)."""
+    rate), ``cores`` (this machine's) and ``others_s`` (the CPU seconds the rest of this
+    machine used meanwhile: its own processes, another job; /proc/stat less the controller and
+    the containers)."""
 
     hosts: int
     controller_s: float
@@ -147,6 +149,7 @@ class Costs:
     node_busy_s: float
     idle_cores: float
     cores: int
+    others_s: float = 0.0
 
 
 def on_this_machine(c: Costs) -> float:
@@ -155,12 +158,20 @@ def on_this_machine(c: Costs) -> float:
 
     - the controller is one process (pyinfra: one Python process, its SSH connections in
       threads and greenlets that share one interpreter lock): at least its CPU seconds;
-    - all the work shares the cores the idle containers leave: (controller + nodes' CPU)
-      over (cores - idle cores);
+    - all the work shares the cores the idle containers leave: (controller + nodes' CPU +
+      what the rest of the machine used meanwhile) over (cores - idle cores);
     - a node's own commands run one after the other: at least the busiest node's time.
     """
     free = max(c.cores - c.idle_cores, 0.25)
-    return max(c.controller_s, (c.controller_s + c.node_cpu_s) / free, c.node_busy_s)
+    return max(c.controller_s, (c.controller_s + c.node_cpu_s + c.others_s) / free,
+               c.node_busy_s)
+
+
+def machine_busy_s(proc_stat: str) -> float:
+    """The CPU seconds this machine has been busy (every CPU's time less idle and iowait),
+    from /proc/stat's first line (USER_HZ: 100 per second)."""
+    fields = [int(v) for v in proc_stat.splitlines()[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / 100
 
 
 def fit_controller(sizes: list[Costs]) -> tuple[float, float]:

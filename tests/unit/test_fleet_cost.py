@@ -13,6 +13,7 @@ from bench.fleet_cost import (
     cgroup_cpu_path,
     command_spans,
     fit_controller,
+    machine_busy_s,
     model_error,
     on_a_laptop,
     on_this_machine,
@@ -100,3 +101,14 @@ def test_a_laptop_pays_the_controllers_cpu_not_the_nodes() -> None:
 def test_the_error_is_against_the_measured_wall_time() -> None:
     assert model_error(costs(13, 6.0), 5.0) == pytest.approx(20.0)
     assert model_error(costs(13, 6.0), 6.0) == 0.0
+
+
+def test_the_rest_of_the_machine_takes_cores_from_the_run() -> None:
+    # 4 s of controller, 16 s of nodes and 4 s of another job over 2 cores: 12 s
+    busy = Costs(13, 4.0, 16.0, 1.0, 0.0, 2, others_s=4.0)
+    assert on_this_machine(busy) == pytest.approx(12.0)
+
+
+def test_machine_busy_seconds_leave_out_idle_and_iowait() -> None:
+    # user nice system idle iowait irq softirq steal (USER_HZ)
+    assert machine_busy_s("cpu  500 10 90 1000 50 0 0 0 0 0\ncpu0 1 2 3 4\n") == 6.0
