@@ -347,7 +347,11 @@ def _credentials(site: Site, head: NodeSpec) -> bool:
     for key in (f"{TLS_DIR}/ca.key", SERVER_KEY):
         files.file(name=f"{key}: root only (0600)", path=key, user="root", group="root",
                    mode="600")
-    for other in uploaders(site.spec.nodes):
+    # host.loop: each node's two operations told apart by the loop's position. Without it,
+    # pyinfra told the Nth node's apart from the first's by a suffix per earlier node
+    # ("<hash>-0-1-...-N", each looked up in the head's list of operations): cubic in the
+    # nodes, hours for 10,000 (bench/plan_scale.py).
+    for other in host.loop(uploaders(site.spec.nodes)):
         folder = node_dir(other.short_name)
         files.directory(name=f"{folder}: root only (0700)", path=folder, user="root",
                         group="root", mode="700")

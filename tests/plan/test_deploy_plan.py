@@ -49,3 +49,42 @@ def test_the_hosts_meet_where_one_needs_another_and_nowhere_else():
     copies = {op for op in names if "from the head" in op}
     assert copies and copies <= cluster.meetings  # the logs' client key and certificates
     assert any(op.startswith("logs |") and "public (0644)" in op for op in cluster.meetings)
+
+
+def _longest_repeat(workers: int) -> int:
+    """The most times one line of the deploy planned an operation on one host, when each
+    repeat is told apart by pyinfra's suffix ("<hash>-0-1-..."), with ``workers`` workers."""
+    from pyinfra.api.connect import connect_all
+
+    from gpuinfra_deploy.plan import (
+        answering,
+        deploy_as_cli,
+        fake_state,
+        merge_facts,
+        per_host_answerer,
+    )
+    from gpuinfra_deploy.pyinfra_patches import engine
+    from tests.plan.harness import _addressed, entry
+
+    monitored = load_facts("monitoring-fresh")  # monitoring's facts too: the whole deploy
+    head = FakeHost(HEAD.name, HEAD.groups, merge_facts(HEAD.facts, monitored), HEAD.data)
+    hosts = [_addressed(h, i) for i, h in enumerate(
+        [head, *(FakeHost(f"gpu{i}", WORKER.groups, merge_facts(WORKER.facts, monitored),
+                          {**WORKER.data, "ssh_hostname": f"10.0.1.{i}"})
+                 for i in range(1, workers + 1))])]
+    state, inventory = fake_state(hosts, SITE, connect=connect_all)
+    engine.install()  # as a run plans (and pyinfra's inspect.stack() is slow under pytest)
+    try:
+        with answering(per_host_answerer({h.name: h.facts for h in hosts}, []), inventory):
+            deploy_as_cli(state, entry(DEPLOY), list(inventory))
+    finally:
+        engine.uninstall()
+    return max(op_hash.count("-") for ops in state.ops.values() for op_hash in ops)
+
+
+def test_no_operation_is_repeated_once_per_node_on_one_host():
+    """A role looping over the cluster's nodes on one host (the head makes each node's logs
+    client pair) uses host.loop: pyinfra tells the Nth repeat of an operation's line apart
+    by a suffix per earlier repeat, each looked up in the host's list of operations (cubic in
+    the nodes: 10,000 workers did not plan in hours; bench/plan_scale.py)."""
+    assert _longest_repeat(2) == _longest_repeat(5)
