@@ -23,11 +23,15 @@ of this project mostly waiting and re-reading:
    to open is opened again a few times (:func:`_run_limited`): the
    head is asked a file fact per worker by every worker's monitoring role at once, and copies
    from the head run on it for every worker in the same operation.
-3. **Per-operation CPU.** In CLI mode pyinfra orders operations by the line numbers of the
-   deploy code on the call stack, read with ``inspect.stack()``, which also loads a line of
-   source for every frame of every operation call: the same line numbers come straight from
+3. **Per-operation CPU and memory.** In CLI mode pyinfra orders operations by the line numbers
+   of the deploy code on the call stack, read with ``inspect.stack()``, which also loads a line
+   of source for every frame of every operation call: the same line numbers come straight from
    the frames (:func:`operation_order_from_stack`). And every operation re-evaluates the type
    hints of its ~30 global arguments (``all_global_arguments``), a constant: computed once.
+   Each argument's default was looked up through every layer of the host's data again (half
+   of planning's time), and each host kept its own dict of them per operation (the most memory
+   a large plan held): planning.py reads the layers once per operation, and a host whose
+   arguments equal the first host's for that operation keeps that host's dict.
 4. **Each host at its own pace.** pyinfra waits for every host at every operation; the CLI's
    ``run_ops`` now lets each host go through its own operations and makes the hosts meet only
    at the operations that need another host (schedule.py; ``GPUINFRA_PACED=off`` for
@@ -51,13 +55,16 @@ from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 from pyinfra.api.util import PYINFRA_INSTALL_DIR
 from pyinfra.connectors.ssh import SSHConnector
 
-from gpuinfra_deploy.pyinfra_patches import fact_batch, schedule
+from gpuinfra_deploy.pyinfra_patches import fact_batch, planning, schedule
 
 # The modules themselves (``pyinfra.api`` re-exports a function called ``operation``).
 pyinfra_arguments = import_module("pyinfra.api.arguments")
 pyinfra_command = import_module("pyinfra.api.command")
+pyinfra_deploy = import_module("pyinfra.api.deploy")
+pyinfra_facts = import_module("pyinfra.api.facts")
 pyinfra_host = import_module("pyinfra.api.host")
 pyinfra_operation = import_module("pyinfra.api.operation")
+pyinfra_state = import_module("pyinfra.api.state")
 pyinfra_cli_main = import_module("pyinfra_cli.cli")
 
 _INSTALLED: dict[str, Any] = {}
@@ -317,6 +324,17 @@ def all_global_arguments() -> list[tuple[str, type]]:
     return list(_global_arguments())
 
 
+# Every module that calls pop_global_arguments by its own name.
+_POPPING = (pyinfra_arguments, pyinfra_operation, pyinfra_deploy, pyinfra_facts)
+
+
+def _set_op_data_shared(self: Any, host: Any, op_hash: str, op_data: Any) -> None:
+    """pyinfra's ``State.set_op_data_for_host``, the operation's global arguments shared with
+    the first host's when equal (planning.py)."""
+    planning.share_arguments(self, op_hash, op_data)
+    _INSTALLED["set_op_data"](self, host, op_hash, op_data)
+
+
 def _run_ops_paced(state: Any, serial: bool = False, no_wait: bool = False) -> None:
     """The CLI's ``run_ops``: each host at its own pace, meeting where the deploy says
     (schedule.py)."""
@@ -352,6 +370,13 @@ def install() -> None:
     pyinfra_operation.get_operation_order_from_stack = operation_order_from_stack
     _INSTALLED["global_arguments"] = pyinfra_arguments.all_global_arguments
     pyinfra_arguments.all_global_arguments = all_global_arguments
+    for module in _POPPING:
+        _INSTALLED[f"pop:{module.__name__}"] = module.pop_global_arguments
+        module.pop_global_arguments = planning.pop_global_arguments
+    _INSTALLED["make_hash"] = pyinfra_operation.make_hash
+    pyinfra_operation.make_hash = planning.make_hash
+    _INSTALLED["set_op_data"] = pyinfra_state.State.set_op_data_for_host
+    pyinfra_state.State.set_op_data_for_host = _set_op_data_shared  # type: ignore[method-assign]
     _INSTALLED["run_ops"] = pyinfra_cli_main.run_ops
     pyinfra_cli_main.run_ops = _run_ops_paced
     _INSTALLED["print_prefix"] = pyinfra_host.Host.print_prefix
@@ -371,6 +396,11 @@ def uninstall() -> None:
         cls.execute = _INSTALLED.pop(f"{cls.__name__}.execute")  # type: ignore[method-assign]
     pyinfra_operation.get_operation_order_from_stack = _INSTALLED.pop("order")
     pyinfra_arguments.all_global_arguments = _INSTALLED.pop("global_arguments")
+    for module in _POPPING:
+        module.pop_global_arguments = _INSTALLED.pop(f"pop:{module.__name__}")
+    pyinfra_operation.make_hash = _INSTALLED.pop("make_hash")
+    pyinfra_state.State.set_op_data_for_host = _INSTALLED.pop(  # type: ignore[method-assign]
+        "set_op_data")
     pyinfra_cli_main.run_ops = _INSTALLED.pop("run_ops")
     pyinfra_host.Host.print_prefix = _INSTALLED.pop("print_prefix")  # type: ignore[method-assign]
     _global_arguments.cache_clear()

@@ -130,7 +130,7 @@ def _generator_closure() -> str | None:
     code = _code_named(wrap.__code__, "command_generator") if wrap is not None else None
     if code is None:
         return "no command_generator inside pyinfra.api.operation._wrap_operation"
-    missing = {"func", "args", "kwargs"} - set(code.co_freevars)
+    missing = {"func", "args", "kwargs", "global_arguments"} - set(code.co_freevars)
     return f"its closure lacks {sorted(missing)}" if missing else None
 
 
@@ -188,7 +188,8 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("pyinfra.api.state.StateOperationMeta.names",
              "read: an operation's names (State.get_op_meta)", _op_meta_names),
     Internal("pyinfra.api.operation._wrap_operation.command_generator",
-             "its closure read: the operation function and keyword arguments (op_call)",
+             "its closure read: the operation function and keyword arguments (op_call); "
+             "its global_arguments shared (planning.share_arguments)",
              _generator_closure),
     Internal("pyinfra.api.host.Host.current_deploy_name",
              "read: the @deploy a host is in (deploy_name)", _has(Host, "current_deploy_name")),
