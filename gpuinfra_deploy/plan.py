@@ -245,8 +245,9 @@ def fake_state(hosts: Sequence[FakeHost], data: Mapping[str, Any] | None = None,
     for h in hosts:
         for group in h.groups:
             groups.setdefault(group, ([], {}))[0].append(names[h.name])
-    inventory = Inventory(([(names[h.name], dict(h.data)) for h in hosts],
-                           {**FAKE, **(data or {})}), **groups)
+    with internals.connectors_listed_once():
+        inventory = Inventory(([(names[h.name], dict(h.data)) for h in hosts],
+                               {**FAKE, **(data or {})}), **groups)
     state = State(inventory, Config())
     connect(state)
     # Roles see "lab-head", not the connector prefix, and find other hosts by that name.

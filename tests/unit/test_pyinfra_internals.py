@@ -92,7 +92,8 @@ def _owned() -> dict[str, object]:
 
     return {"is_cli": vars(pyinfra)["is_cli"], "get_fact": vars(Host)["get_fact"],
             "did_change": vars(OperationMeta)["did_change"],
-            "set_op_data_for_host": vars(State)["set_op_data_for_host"]}
+            "set_op_data_for_host": vars(State)["set_op_data_for_host"],
+            "get_all_connectors": vars(internals.pyinfra_inventory)["get_all_connectors"]}
 
 
 def test_each_swap_is_undone_even_when_the_block_raises():
@@ -101,7 +102,8 @@ def test_each_swap_is_undone_even_when_the_block_raises():
     before = _owned()
     state, _ = fake_state([FakeHost("node1", ("workers",), {})])
     swaps = [internals.cli_planning(state), internals.facts_answered_by(lambda *a, **k: None),
-             internals.handlers_follow_triggers(), internals.noting_operations(lambda h, o: None)]
+             internals.handlers_follow_triggers(), internals.noting_operations(lambda h, o: None),
+             internals.connectors_listed_once()]
     for swap in swaps:
         with pytest.raises(RuntimeError), swap:
             assert _owned() != before
