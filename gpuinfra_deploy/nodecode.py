@@ -36,6 +36,14 @@ def node_zip() -> bytes:
     return out.getvalue()
 
 
+@lru_cache(maxsize=32)
+def shipped(path: Path) -> bytes:
+    """The bytes of a program file a role ships as it is (the health check's program.py, the
+    GPU collector), read once per process: every host uploads the same file, and a
+    10,000-host plan held a copy per host (hundreds of MiB)."""
+    return Path(path).read_bytes()
+
+
 def sources(paths: tuple[str, ...]) -> dict[str, str]:
     """The text of each of ``paths`` (relative to the repository: ``gpuinfra/health/taint.py``),
     for code a role ships as it is (the health taint controller's ConfigMap)."""

@@ -24,7 +24,7 @@ from gpuinfra.health.expectation import from_node, runs_on
 from gpuinfra.monitoring.units import TEXTFILE_DIRECTORY
 from gpuinfra.slurm.conf import HEALTH_PROGRAMS
 from gpuinfra.spec import NodeSpec
-from gpuinfra_deploy.nodecode import ZIP_NAME, node_zip
+from gpuinfra_deploy.nodecode import ZIP_NAME, node_zip, shipped
 from gpuinfra_deploy.ops.apt import APT_CACHE_S
 from gpuinfra_deploy.ops.checked import check_script, checked_files
 from gpuinfra_deploy.run.role import Role
@@ -67,7 +67,7 @@ def health(site: Site, node: NodeSpec) -> None:
     files.put(name=f"The library the check judges with ({ZIP})", dest=ZIP,
               src=io.BytesIO(node_zip()), user="root", group="root", mode="644")
     files.put(name=f"The health check ({PROGRAM})", dest=PROGRAM,
-              src=StringIO((HERE / "program.py").read_text()), user="root", group="root",
+              src=io.BytesIO(shipped(HERE / "program.py")), user="root", group="root",
               mode="644")
     files.put(name=f"{COMMAND}", dest=COMMAND, src=StringIO(entry_point(None)), user="root",
               group="root", mode="755")

@@ -25,7 +25,7 @@ from gpuinfra.monitoring.units import (
 from gpuinfra.slurm.conf import JOB_MAPPING_PROGRAMS
 from gpuinfra.spec import NodeSpec
 from gpuinfra_deploy.facts.system import host_distro
-from gpuinfra_deploy.nodecode import ZIP_NAME, node_zip
+from gpuinfra_deploy.nodecode import ZIP_NAME, node_zip, shipped
 from gpuinfra_deploy.ops.apt import install_pinned, require_available
 from gpuinfra_deploy.ops.checked import check_script, checked_files
 from gpuinfra_deploy.ops.cuda_repo import cuda_repository, key_url_for
@@ -50,7 +50,7 @@ DCGM_DROPIN = f"{UNIT_DIR}/nvidia-dcgm-exporter.service.d/gpuinfra.conf"
 def collector_files() -> dict[str, bytes]:
     """The collector as installed: collect.py and the library with its node-side runner
     (gpuinfra_deploy.nodecode: the same zip the health check runs on)."""
-    return {f"{COLLECTOR_LIB}/collect.py": (HERE / "collector.py").read_bytes(),
+    return {f"{COLLECTOR_LIB}/collect.py": shipped(HERE / "collector.py"),
             f"{COLLECTOR_LIB}/{ZIP_NAME}": node_zip()}
 
 
@@ -68,7 +68,7 @@ def job_mapping() -> None:
     files.directory(name=f"{JOB_MAPPING_DIR} exists (0755)", path=JOB_MAPPING_DIR, user="root",
                     group="root", mode="755")
     files.put(name=f"GPU job mapping: {GPUJOBS}", dest=GPUJOBS,
-              src=BytesIO((HERE / "gpujobs.py").read_bytes()), mode="644",
+              src=BytesIO(shipped(HERE / "gpujobs.py")), mode="644",
               create_remote_dir=True)
     for mode, path in JOB_MAPPING_PROGRAMS.items():
         files.put(name=f"Slurm's {mode.capitalize()} for the GPU job mapping: {path}",

@@ -16,7 +16,7 @@ from gpuinfra.kubernetes.kubeadm import ADMIN_CONF
 from gpuinfra.monitoring.k8snodes import EXPECTED_PATH, LIB, PROM_NAME, UNITS, expected_json
 from gpuinfra.monitoring.units import kubernetes_nodes_service, kubernetes_nodes_timer
 from gpuinfra.spec import ClusterSpec, NodeSpec
-from gpuinfra_deploy.nodecode import ZIP_NAME, node_zip
+from gpuinfra_deploy.nodecode import ZIP_NAME, node_zip, shipped
 from gpuinfra_deploy.ops.checked import check_script, checked_files
 from gpuinfra_roles.monitoring.shared import HERE, TEXTFILE_DIR, UNIT_DIR, UNIT_STAGE
 
@@ -32,7 +32,7 @@ def kubernetes_head(spec: ClusterSpec, node: NodeSpec) -> bool:
 
 def kubernetes_files() -> dict[str, bytes]:
     """The head's program as installed, with the library zip."""
-    return {f"{LIB}/kubernetes_nodes.py": (HERE / "kubernetes_nodes.py").read_bytes(),
+    return {f"{LIB}/kubernetes_nodes.py": shipped(HERE / "kubernetes_nodes.py"),
             f"{LIB}/{ZIP_NAME}": node_zip()}
 
 

@@ -20,7 +20,7 @@ from gpuinfra.monitoring.scrape import SLURM_EXPORTER_PORT, target
 from gpuinfra.monitoring.slurmnodes import PROM_NAME as SLURM_NODES_PROM
 from gpuinfra.monitoring.units import slurm_exporter_unit, slurm_nodes_service, slurm_nodes_timer
 from gpuinfra.spec import NodeSpec
-from gpuinfra_deploy.nodecode import ZIP_NAME, node_zip
+from gpuinfra_deploy.nodecode import ZIP_NAME, node_zip, shipped
 from gpuinfra_deploy.ops.checked import check_script, checked_files
 from gpuinfra_deploy.templates import text
 from gpuinfra_roles.monitoring.shared import HERE, TEXTFILE_DIR, UNIT_DIR, UNIT_STAGE
@@ -58,7 +58,7 @@ def slurm_node_states() -> None:
 
 def slurm_nodes_files() -> dict[str, bytes]:
     """The head's Slurm node states program as installed, with the library zip."""
-    return {f"{SLURM_NODES_LIB}/slurm_nodes.py": (HERE / "slurm_nodes.py").read_bytes(),
+    return {f"{SLURM_NODES_LIB}/slurm_nodes.py": shipped(HERE / "slurm_nodes.py"),
             f"{SLURM_NODES_LIB}/{ZIP_NAME}": node_zip()}
 
 
