@@ -156,19 +156,22 @@ def fact_label(cls: type, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> s
     return f"{fact_key(cls)}[{arg}]" if arg else fact_key(cls)
 
 
-def answer(facts: Mapping[str, Any], asked: list[str], cls: type, args: tuple[Any, ...],
-           kwargs: Mapping[str, Any]) -> Any:
-    """The recorded value of fact ``cls(*args, **kwargs)`` in ``facts``; MissingFact if none."""
+def answer(facts: Mapping[str, Any], asked: list[str] | None, cls: type,
+           args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+    """The recorded value of fact ``cls(*args, **kwargs)`` in ``facts``; MissingFact if none.
+    ``asked``: where each question is noted (None: not noted)."""
     key = fact_key(cls)
     kwargs = {k: v for k, v in kwargs.items() if not k.startswith("_")}
     if key not in facts:
         raise MissingFact(f"fixture lacks fact {key} (args {args}, {kwargs})")
     value = facts[key]
     if not (args or kwargs):
-        asked.append(key)
+        if asked is not None:
+            asked.append(key)
         return value
     arg = arg_key(args, kwargs)
-    asked.append(f"{key}[{arg}]")
+    if asked is not None:
+        asked.append(f"{key}[{arg}]")
     if not isinstance(value, Mapping) or arg not in value:
         # Parametrised facts may give a "*" default (e.g. "no such file" for any path).
         if isinstance(value, Mapping) and "*" in value:
@@ -213,16 +216,27 @@ def deploy_as_cli(state: State, deploy_func: Callable[[], Any], hosts: Sequence[
                 deploy_func()
 
 
-def collect(state: State, host: Host, order: Sequence[str] | None = None) -> Plan:
+def op_label(state: State, op_hash: str) -> str:
+    """An operation's name as a plan shows it: its names (one per way hosts named it)."""
+    return ", ".join(sorted(internals.op_names(state, op_hash)))
+
+
+def collect(state: State, host: Host, order: Sequence[str] | None = None,
+            labels: dict[str, str] | None = None) -> Plan:
     """The operations planned for ``host``, with the commands each would run (``order``: the
-    state's operation order, when the caller already has it)."""
+    state's operation order, when the caller already has it; ``labels``: each operation's
+    :func:`op_label` as it is made, kept for the next host's plan, so a plan of many hosts
+    holds one name per operation)."""
+    labels = {} if labels is None else labels
     ops = []
     for op_hash in internals.host_op_order(state, host, order):
         with ctx_state.use(state), ctx_host.use(host):
             run = all(cond() for cond in internals.op_conditions(state, host, op_hash))
         raw = tuple(internals.op_commands(state, host, op_hash)) if run else ()
-        names = internals.op_names(state, op_hash)
-        ops.append(PlannedOp(", ".join(sorted(names)), tuple(raw_command(c) for c in raw), raw))
+        label = labels.get(op_hash)
+        if label is None:
+            label = labels[op_hash] = op_label(state, op_hash)
+        ops.append(PlannedOp(label, tuple(raw_command(c) for c in raw), raw))
     return Plan(tuple(ops))
 
 
@@ -256,7 +270,7 @@ def fake_state(hosts: Sequence[FakeHost], data: Mapping[str, Any] | None = None,
 
 
 def per_host_answerer(facts_of: Mapping[str, Mapping[str, Any]],
-                      asked: list[str]) -> Callable[..., Any]:
+                      asked: list[str] | None) -> Callable[..., Any]:
     """Facts answered from the recorded facts of the host they are asked of."""
     def get_fact(self: Host, cls: type, *args: Any, **kwargs: Any) -> Any:
         if self.name not in facts_of:

@@ -47,6 +47,7 @@ from gpuinfra_deploy.plan import (
     deploy_file,
     fake_state,
     merge_facts,
+    op_label,
     per_host_answerer,
 )
 from gpuinfra_deploy.plan import answer as _answer
@@ -179,28 +180,35 @@ def _addressed(h: FakeHost, index: int) -> FakeHost:
 
 def plan_hosts(deploy_func: Callable[..., Any], hosts: Sequence[FakeHost],
                targets: Sequence[str], data: Mapping[str, Any] | None = None,
-               failed: Sequence[str] = ()) -> ClusterPlan:
+               failed: Sequence[str] = (), kept: Sequence[str] | None = None) -> ClusterPlan:
     """The operations ``deploy_func`` plans on each host of ``targets``, in an inventory of
     ``hosts`` (``data``: data of every host, e.g. the cluster-wide spec keys). Operations are
     identified and ordered as in a CLI run (:func:`_deploy_as_cli`). ``failed``: hosts that
-    have failed by the time the operations run (their ``_if`` conditions see it)."""
+    have failed by the time the operations run (their ``_if`` conditions see it). ``kept``:
+    the targets whose plans are returned (default: all); every target's commands are made
+    all the same (as a run makes them), the others' then dropped (bench/plan_scale.py keeps
+    one worker's of 10,000)."""
     hosts = [_addressed(h, i) for i, h in enumerate(hosts)]
     # connect_all looked up here at each call (a test takes connections back through it).
     state, inventory = fake_state(hosts, data, connect=lambda s: connect_all(s))
-    unknown = [t for t in targets if inventory.get_host(t) is None]
+    unknown = [t for t in [*targets, *(kept or ())] if inventory.get_host(t) is None]
     assert not unknown, f"targets not among the hosts: {unknown}"
-    asked: list[str] = []
-    with answering(per_host_answerer({h.name: h.facts for h in hosts}, asked), inventory):
+    keep = set(targets if kept is None else kept)
+    with answering(per_host_answerer({h.name: h.facts for h in hosts}, None), inventory):
         chosen = [inventory.get_host(t) for t in targets]
         deploy_as_cli(state, entry(deploy_func), chosen)
         state.failed_hosts.update(inventory.get_host(name) for name in failed)
         op_order = state.get_op_order()
-        plans = {host.name: _collect(state, host, op_order) for host in chosen}
-        order = tuple((host.name, ", ".join(sorted(state.get_op_meta(op_hash).names)))
+        labels: dict[str, str] = {}
+        plans = {}
+        for host in chosen:
+            made = collect(state, host, op_order, labels)
+            if host.name in keep:
+                plans[host.name] = made
+        order = tuple((host.name, labels.get(op_hash) or op_label(state, op_hash))
                       for op_hash in op_order
-                      for host in chosen if op_hash in state.ops[host])
-        meetings = frozenset(", ".join(sorted(state.get_op_meta(op_hash).names))
-                             for op_hash in meetings_of(state))
+                      for host in chosen if op_hash in state.ops[host] and host.name in keep)
+        meetings = frozenset(op_label(state, op_hash) for op_hash in meetings_of(state))
     return ClusterPlan(plans, order, meetings)
 
 
