@@ -8,6 +8,12 @@ recorded JSON files, as the CLI orders operations) and with the project's engine
 (gpuinfra_deploy/pyinfra_patches/engine.py, as config.py installs it). Prints, per size: wall time,
 peak RSS, operations planned per host, and the ratio of time per host to the smallest size's (1.0 =
 linear).
+
+The site planned is the one such a cluster would have: central logs on (the default), and the
+head's file system for them (recorded: 100 GiB) as large as the logs role requires of a head
+receiving every worker's journal (the cap plus one active file per worker, 15% free: roles/logs
+refuses a smaller one), rounded up to whole TiB when the recorded disk is too small; the
+output says which disk each size planned with.
 """
 
 from __future__ import annotations
@@ -20,15 +26,33 @@ import sys
 import time
 
 SIZES = [10, 100, 1000]
+LOG_DISK = "gpuinfra_roles.logs.LogDiskBytes"  # the head's fact: bytes of /var/log's file system
+TIB = 1024 ** 4
+
+
+def head_log_disk(recorded: int, workers: int, max_use: str) -> int:
+    """The head's log file system for ``workers`` uploading nodes: the recorded one where the
+    logs role accepts it, else the smallest whole TiB it accepts (gpuinfra.logs.journal)."""
+    from gpuinfra.logs.journal import disk_problem
+
+    if disk_problem(recorded, max_use, workers) is None:
+        return recorded
+    size = TIB
+    while disk_problem(size, max_use, workers) is not None:
+        size += TIB
+    return size
 
 
 def plan_once(workers: int) -> dict:
     from gpuinfra_deploy.pyinfra_patches import engine
+    from gpuinfra_roles.logs.defaults import DEFAULTS as LOGS
     from tests.plan.harness import DEPLOY, FakeHost, load_facts, plan_hosts
 
     engine.install()
     head_facts = load_facts("base-fresh", "debian-12", "monitoring-fresh", "munge-fresh",
                             "slurm-fresh")
+    recorded = head_facts[LOG_DISK]
+    head_facts[LOG_DISK] = head_log_disk(recorded, workers, LOGS["logs_max_use"])
     worker_facts = load_facts("base-fresh", "debian-12", "monitoring-fresh", "gpu-fresh",
                               "gpu-debian-12", "munge-fresh", "slurm-fresh", "slurm-lab-worker1")
     spec = {"gpu_model": "H100-SXM5-80GB", "gpu_count": 8, "gpu_topology": "nvswitch-all-to-all"}
@@ -39,11 +63,14 @@ def plan_once(workers: int) -> dict:
     site = {"cluster_name": "bench", "nvidia_driver_kernel_headers": False,
             "fabric_manager_enabled": False, "container_toolkit_enabled": False}
     start = time.perf_counter()
-    result = plan_hosts(DEPLOY, hosts, [h.name for h in hosts], site)
+    # Every host planned, and its commands made (as a run makes them); one worker's kept.
+    result = plan_hosts(DEPLOY, hosts, [h.name for h in hosts], site, kept=["gpu00001"])
     seconds = time.perf_counter() - start
     ops = len(result.plans["gpu00001"].ops)
     return {"workers": workers, "seconds": round(seconds, 2), "ops_per_worker": ops,
-            "peak_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
+            "peak_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            "logs_max_use": LOGS["logs_max_use"], "log_disk": head_facts[LOG_DISK],
+            "log_disk_recorded": recorded}
 
 
 def main(argv: list[str]) -> int:
@@ -77,10 +104,25 @@ def main(argv: list[str]) -> int:
             per_host = r["seconds"] / (r["workers"] + 1)
             print(f"{r['workers']:>8} {r['seconds']:>9.2f} {r['peak_mib']:>9} "
                   f"{r['ops_per_worker']:>10} {per_host / base:>16.2f}")
+        print(logs_line(rows))
     if failed:
         print(failed, file=sys.stderr)
         return 1
     return 0
+
+
+def logs_line(rows: list[dict]) -> str:
+    """One line: the central logs planned, and the head's disk for them at each size."""
+    def size(n: int) -> str:
+        return f"{n / TIB:g} TiB" if n % TIB == 0 else f"{n / 1024 ** 3:g} GiB"
+
+    recorded = rows[0]["log_disk_recorded"]
+    disks = ", ".join(f"{size(r['log_disk'])} for {r['workers']}"
+                      + (" (as recorded)" if r["log_disk"] == recorded else "")
+                      for r in rows)
+    return (f"central logs on (logs_max_use {rows[0]['logs_max_use']}, every worker uploading "
+            f"to the head); the head's log disk: {disks} (the recorded {size(recorded)} where "
+            "it holds them, else the whole TiB the logs role needs for that many uploaders)")
 
 
 def _projected_mib(rows: list[dict], workers: int) -> int:
