@@ -8,6 +8,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from difflib import get_close_matches
+from functools import lru_cache
 
 from gpuinfra.spec.checks import CLUSTER, Collector
 from gpuinfra.spec.model import ROLE_GROUPS, HostInput, NodeSpec
@@ -64,7 +65,7 @@ def check_unknown_keys(host: HostInput, known: Sequence[str], errs: Collector,
                 and not key.lower().startswith(prefixes):
             continue
         close = [lowered[key.lower()]] if key.lower() in lowered else \
-            [lowered[c] for c in get_close_matches(key.lower(), list(lowered), n=1, cutoff=0.8)]
+            [lowered[c] for c in _nearest(key.lower(), tuple(lowered))]
         if close:
             errs.add(host.name, key, host.data[key], f"unknown key (did you mean {close[0]!r}?)",
                      "the spec keys (docs/spec.md) and each role's keys "
@@ -83,6 +84,13 @@ def check_unknown_keys(host: HostInput, known: Sequence[str], errs: Collector,
                  + (f" (the nearest: {lowered[near[0]]!r})" if near else ""),
                  f"the keys of {where}", f"rename {key!r} to the key meant, or remove it "
                  f"(a key with another prefix is yours)")
+
+
+@lru_cache(maxsize=256)
+def _nearest(key: str, known: tuple[str, ...]) -> tuple[str, ...]:
+    """The known key ``key`` is almost (a typo), if any: every host of a site has the same
+    keys, so a 10,000-host spec asks the same question 10,000 times."""
+    return tuple(get_close_matches(key, known, n=1, cutoff=0.8))
 
 
 def check_groups(host: HostInput, errs: Collector) -> None:
