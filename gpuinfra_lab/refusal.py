@@ -35,6 +35,12 @@ class Refusal:
     # The site's own templates for this deploy: name -> text, written into the checkout's
     # templates/ (the lab site's folder) for the deploy only, and removed afterwards.
     overrides: dict[str, str] = field(default_factory=dict)
+    # Deploy again with the site's templates back once the refusal is proved, as an operator
+    # does after fixing the file: where the workers accepted the refused configuration (their
+    # judgement, slurmd -G, does not read it: topology.conf), they remember its digest, and
+    # the next deploy would judge the site's configuration again (2 operations changed after
+    # `make demo` and a reboot).
+    converge_after: bool = False
 
 
 def head() -> dict:
@@ -115,4 +121,14 @@ def prove(proof: Refusal, argv: list[str]) -> int:
     refused = next(line.strip() for line in output.splitlines() if proof.must_say[0] in line)
     print(f"{proof.tag}: refused ({refused[:120]}); {proof.daemon} {after['active']}, PID "
           f"{after['pid']} unchanged, {proof.conf} {after['conf']} unchanged, {proof.answered}")
+    if proof.converge_after:
+        again = subprocess.run([str(REPO / ".venv" / "bin" / "pyinfra"), "-y", inventory,
+                                *proof.deploy], cwd=REPO, capture_output=True, text=True,
+                               check=False, timeout=600)
+        if again.returncode != 0:
+            print(f"{proof.tag}: the deploy with the site's templates back failed (exit "
+                  f"{again.returncode}):")
+            print("\n".join((again.stdout + again.stderr).splitlines()[-30:]))
+            return 1
+        print(f"{proof.tag}: the deploy with the site's templates back succeeded")
     return 0

@@ -13,7 +13,9 @@ spine), each step prints one line; exit 0 when every step held, 1 listing what d
    ``--switches`` and both would run;
 3. a deploy whose topology.conf names a node slurm.conf lacks (a site template: the spec
    refuses such a fabric itself) is refused by slurmctld's own reading of the staged file,
-   and slurmctld keeps its PID and its live topology.conf (gpuinfra_lab/refusal.py).
+   and slurmctld keeps its PID and its live topology.conf (gpuinfra_lab/refusal.py); a deploy
+   with the site's templates back then succeeds (the workers had accepted the refused file:
+   slurmd -G does not read topology.conf), leaving the lab converged.
 """
 
 from __future__ import annotations
@@ -146,7 +148,7 @@ REFUSAL = Refusal(
     probe=controller_probe("topology.conf", "scontrol show topology"),
     answered="scontrol show topology answers",
     not_answered="scontrol show topology does not answer after the refused deploy",
-    overrides={"slurm/etc/slurm/topology.conf.j2": BAD_TOPOLOGY})
+    overrides={"slurm/etc/slurm/topology.conf.j2": BAD_TOPOLOGY}, converge_after=True)
 
 
 def main(argv: list[str]) -> int:
