@@ -478,9 +478,10 @@ def _staleness(site: Site, node: NodeSpec) -> None:
 
 
 def _unaddressed(site: Site) -> list[str]:
-    """The head and uploaders without a cluster-network address (refused at the gate)."""
-    return [n.name for n in (site.spec.head[0], *uploaders(site.spec.nodes))
-            if n.address is None]
+    """The head and uploaders without a cluster-network address (refused at the gate), found
+    once per run: every host asks, and each look is at every node."""
+    return site.once("logs: unaddressed", lambda: [
+        n.name for n in (site.spec.head[0], *uploaders(site.spec.nodes)) if n.address is None])
 
 
 def _central(node: NodeSpec) -> list[str]:

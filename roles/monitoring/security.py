@@ -10,6 +10,7 @@ import shlex
 from io import StringIO
 from pathlib import Path
 
+from pyinfra import host
 from pyinfra.operations import files
 
 from gpuinfra.monitoring.web import (
@@ -172,7 +173,9 @@ def exporter_credentials(spec: ClusterSpec) -> None:
                       paths=[EXPORTER_CA_KEY, EXPORTER_CA_CERT], what="the exporters' CA",
                       command=exporter_ca_command(spec, EXPORTER_CA_KEY, EXPORTER_CA_CERT))
     template = yaml_with_header(exporter_web_config())
-    for node in spec.nodes:
+    # host.loop: each node's operations told apart by the loop's position, not by a suffix
+    # per earlier node (cubic in the nodes: roles/logs has the same loop)
+    for node in host.loop(spec.nodes):
         folder = node_material_dir(node.short_name)
         files.directory(name=f"{folder}: root only (0700)", path=folder, user="root",
                         group="root", mode="700")
