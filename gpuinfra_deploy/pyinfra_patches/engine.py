@@ -335,6 +335,11 @@ def _set_op_data_shared(self: Any, host: Any, op_hash: str, op_data: Any) -> Non
     _INSTALLED["set_op_data"](self, host, op_hash, op_data)
 
 
+def _host_init(self: Any, state: Any) -> None:
+    """pyinfra's ``Host.init``, its print padding measured once per run (planning.py)."""
+    planning.host_init(self, state, _INSTALLED["host_init"])
+
+
 def _run_ops_paced(state: Any, serial: bool = False, no_wait: bool = False) -> None:
     """The CLI's ``run_ops``: each host at its own pace, meeting where the deploy says
     (schedule.py)."""
@@ -373,6 +378,8 @@ def install() -> None:
     for module in _POPPING:
         _INSTALLED[f"pop:{module.__name__}"] = module.pop_global_arguments
         module.pop_global_arguments = planning.pop_global_arguments
+    _INSTALLED["host_init"] = pyinfra_host.Host.init
+    pyinfra_host.Host.init = _host_init  # type: ignore[method-assign]
     _INSTALLED["make_hash"] = pyinfra_operation.make_hash
     pyinfra_operation.make_hash = planning.make_hash
     _INSTALLED["set_op_data"] = pyinfra_state.State.set_op_data_for_host
@@ -398,6 +405,7 @@ def uninstall() -> None:
     pyinfra_arguments.all_global_arguments = _INSTALLED.pop("global_arguments")
     for module in _POPPING:
         module.pop_global_arguments = _INSTALLED.pop(f"pop:{module.__name__}")
+    pyinfra_host.Host.init = _INSTALLED.pop("host_init")  # type: ignore[method-assign]
     pyinfra_operation.make_hash = _INSTALLED.pop("make_hash")
     pyinfra_state.State.set_op_data_for_host = _INSTALLED.pop(  # type: ignore[method-assign]
         "set_op_data")

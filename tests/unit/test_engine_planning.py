@@ -167,3 +167,23 @@ def test_install_replaces_every_caller_and_uninstall_restores_them():
         engine.uninstall()
     assert [module.pop_global_arguments for module in callers] == before
     assert pyinfra_operation.make_hash is pyinfra_make_hash
+
+
+# ------------------------------------------------------------------------------ padding
+
+def test_each_hosts_print_padding_is_pyinfras():
+    names = ["@fake/a", "@fake/a-much-longer-name", "@fake/mid-name"]
+    padding = {}
+    for installed in (False, True):
+        if installed:
+            engine.install()
+        try:
+            inventory = Inventory((names, {"fake_delay": 0, "fake_delay_jitter": 0}))
+            state = State(inventory, Config())
+            padding[installed] = {h.name: h.print_prefix_padding for h in inventory}
+            assert all(h.state is state and h.connector is not None for h in inventory)
+        finally:
+            if installed:
+                engine.uninstall()
+    assert padding[True] == padding[False]
+    assert padding[True]["@fake/a"] == " " * (len(names[1]) - len(names[0]))
