@@ -4,9 +4,12 @@ Most files a deploy writes are the same on every worker (a unit, a drop-in, an a
 each host rendered them again: about 35 renders per worker, each looking the template up on
 disk (the site's folders, the role's, the shared ones: seven stat calls) before Jinja ran,
 a sixth of planning a 1,000-worker deploy (cProfile, ``python -m bench.plan_scale``). Within
-one pyinfra run (its ``State``: the templates on disk and the site's folders do not change
-while a deploy is planned) a render of the same template with the same values returns the
-text the first render made.
+one pyinfra run (its ``State``) a render of the same template with the same values returns the
+text the first render made, as long as that text's template file is the same on disk (its
+size, inode and modification time) and no site folder has since got a template of that name
+(:func:`remembered`'s ``stamp``): two system calls instead of seven, and no Jinja. (A State
+can outlive its run: pyinfra's ``ctx_state.use`` does not put the previous one back when the
+block raises, so a later render may find a finished run's State current.)
 
 The values are compared strictly (:func:`key`): the same types (``True`` is not ``1``, a
 :class:`~gpuinfra.text.Block` is not a plain str), equal, in the same order; values of other
@@ -75,9 +78,11 @@ def _frozen(value: Any, budget: list[int]) -> Hashable:
     raise _Unkeyable
 
 
-def remembered(render_key: Hashable | None, render: Callable[[], T]) -> T:
+def remembered(render_key: Hashable | None, render: Callable[[], T],
+               stamp: Callable[[T], Hashable]) -> T:
     """``render()``, or within the running deploy (pyinfra's current State) what it returned
-    for the same ``render_key`` before."""
+    for the same ``render_key`` before, while ``stamp`` of it (what it was made from, as on
+    disk now) is what it was then."""
     from pyinfra.context import ctx_state
 
     state = ctx_state.get() if ctx_state.isset() else None
@@ -88,10 +93,22 @@ def remembered(render_key: Hashable | None, render: Callable[[], T]) -> T:
     except TypeError:  # a state that cannot be weakly held: as before
         return render()
     render_key = (os.getcwd(), render_key)  # the site's folders default to the cwd's
-    if render_key in done:
-        done.move_to_end(render_key)
-        return done[render_key]
-    made = done[render_key] = render()
+    found = done.get(render_key)
+    if found is not None:
+        made, made_from = found
+        try:
+            same = stamp(made) == made_from
+        except OSError:
+            same = False
+        if same:
+            done.move_to_end(render_key)
+            return made
+    made = render()
+    try:
+        done[render_key] = (made, stamp(made))
+    except OSError:
+        return made
+    done.move_to_end(render_key)
     if len(done) > KEPT:
         done.popitem(last=False)
     return made

@@ -4,6 +4,7 @@ again."""
 
 from __future__ import annotations
 
+import os
 from ipaddress import IPv4Address
 from pathlib import Path
 
@@ -66,9 +67,29 @@ def test_another_run_or_none_renders_again(site):
     with ctx_state.use(_state()):
         assert render(NAME, **VALUES) == "one cgroup/v2\n"
     path.write_text("two {{ settings.cgroup_plugin }}\n")
+    os.utime(path, ns=(0, 1))  # another modification time, whatever the clock's grain
     with ctx_state.use(_state()):
         assert render(NAME, **VALUES) == "two cgroup/v2\n"
-    assert render(NAME, **VALUES) is not render(NAME, **VALUES)  # outside a run
+    with ctx_state.use(None):  # outside a run
+        assert render(NAME, **VALUES) is not render(NAME, **VALUES)
+
+
+def test_a_template_changed_or_added_since_is_rendered_again(site):
+    """A State can outlive its run (pyinfra's ctx_state.use does not put the previous one
+    back when its block raises): a remembered text still follows the files on disk."""
+    with ctx_state.use(_state()):
+        ours = render(NAME, **VALUES)
+        assert not ours.override and render(NAME, **VALUES) is ours
+        path = site / NAME
+        path.parent.mkdir(parents=True)
+        path.write_text("site {{ settings.cgroup_plugin }}\n")  # a site override, new
+        theirs = render(NAME, **VALUES)
+        assert theirs == "site cgroup/v2\n" and theirs.override
+        path.write_text("edited {{ settings.cgroup_plugin }}\n")
+        os.utime(path, ns=(0, 1))  # another modification time, whatever the clock's grain
+        assert render(NAME, **VALUES) == "edited cgroup/v2\n"
+        path.unlink()
+        assert render(NAME, **VALUES) == ours
 
 
 def test_a_run_keeps_what_it_asks_again_and_forgets_the_rest(site, monkeypatch):
