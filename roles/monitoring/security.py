@@ -7,7 +7,6 @@ web-config``; a node copies its own from the head (:func:`node_web_copies`)."""
 from __future__ import annotations
 
 import shlex
-from io import StringIO
 from pathlib import Path
 
 from pyinfra import host
@@ -37,7 +36,7 @@ from gpuinfra.monitoring.web import (
     web_config,
 )
 from gpuinfra.spec import ClusterSpec, NodeSpec
-from gpuinfra_deploy.ops.checked import check_script
+from gpuinfra_deploy.ops.checked import check_script, upload_source
 from gpuinfra_deploy.ops.from_head import Copy
 from gpuinfra_deploy.ops.made_on_host import filled_file, secret_files
 from gpuinfra_deploy.templates import render
@@ -182,7 +181,7 @@ def exporter_credentials(spec: ClusterSpec) -> None:
         # The address the certificate names: a new one makes a new certificate.
         address = files.put(name=f"{node.short_name}: the address of its certificate",
                             dest=f"{folder}/address",
-                            src=StringIO(render(ADDRESS_TEMPLATE, address=str(node.address))),
+                            src=upload_source(render(ADDRESS_TEMPLATE, address=str(node.address))),
                             mode="600")
         pair = secret_files(
             name=f"{node.short_name}: node_exporter's key and certificate, signed on the head",
