@@ -30,11 +30,19 @@ workers (cProfile, tracemalloc: docs/measurements.md), two pieces of that work w
    names measured for 10,000 hosts). :func:`host_init` measures them once per run's set of
    hosts.
 
+5. **Time: the cyclic garbage collector while planning.** Planning makes millions of objects
+   that live until the run ends and almost no cyclic garbage (238 objects found in the 13 full
+   collections of planning 1,000 workers), and each full collection walks every live object:
+   11-17% of planning's CPU at 1,000 workers. While the deploy is planned the collector runs
+   less often (:data:`PLANNING_GC`); the run's operations execute with Python's thresholds
+   again (:func:`collect_as_usual`).
+
 Installed by ``engine.install()`` (config.py), as its third change (per-operation CPU).
 """
 
 from __future__ import annotations
 
+import gc
 import types
 from copy import copy
 from importlib import import_module
@@ -160,6 +168,27 @@ def _holds(data: Any, key: str) -> bool:
     except KeyError:
         return False
     return True
+
+
+# ------------------------------------------------------------------------------ collector
+
+# gc thresholds while planning: a young collection every 50,000 allocations (Python: 700),
+# a full one after 100 middle ones (Python: 10).
+PLANNING_GC = (50_000, 20, 100)
+_USUAL_GC: list[tuple[int, int, int]] = []
+
+
+def collect_less() -> None:
+    """The planning thresholds (:data:`PLANNING_GC`), the usual ones kept (idempotent)."""
+    if not _USUAL_GC:
+        _USUAL_GC.append(gc.get_threshold())
+        gc.set_threshold(*PLANNING_GC)
+
+
+def collect_as_usual() -> None:
+    """The thresholds before :func:`collect_less` (no-op when they are in place)."""
+    if _USUAL_GC:
+        gc.set_threshold(*_USUAL_GC.pop())
 
 
 # ------------------------------------------------------------------------------ host padding

@@ -187,3 +187,25 @@ def test_each_hosts_print_padding_is_pyinfras():
                 engine.uninstall()
     assert padding[True] == padding[False]
     assert padding[True]["@fake/a"] == " " * (len(names[1]) - len(names[0]))
+
+
+# ------------------------------------------------------------------------------ collector
+
+def test_the_collector_runs_less_while_planning_and_as_usual_for_the_operations(monkeypatch):
+    import gc
+
+    from gpuinfra_deploy.pyinfra_patches import schedule
+
+    usual = gc.get_threshold()
+    engine.install()
+    try:
+        assert gc.get_threshold() == planning.PLANNING_GC
+        monkeypatch.setattr(schedule, "run_ops", lambda *a, **k: None)
+        engine._run_ops_paced(None)  # the CLI runs the planned operations
+        assert gc.get_threshold() == usual
+    finally:
+        engine.uninstall()
+    assert gc.get_threshold() == usual
+    engine.install()
+    engine.uninstall()  # planned, nothing run: the usual thresholds back too
+    assert gc.get_threshold() == usual
