@@ -47,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -152,14 +153,9 @@ FLAPS: list[str] = []  # what a no-op run changed after all, or verdicts that di
 
 
 def noop(extra: tuple[str, ...] = (), env: dict[str, str] | None = None) -> tuple[float, int]:
-    from gpuinfra_lab.deploys import changed_operations
-
     elapsed, peak, out = timed(pyinfra(*extra), env=None if env is None else {**os.environ,
                                                                              **env})
-    changed = changed_operations(json.loads(out)["results"])
-    if changed:
-        FLAPS.append(f"a no-op run{' ' + ' '.join(extra) if extra else ''} changed {changed}")
-        say(f"NOT A NO-OP: {FLAPS[-1]}")
+    no_change(out, extra)
     return elapsed, peak
 
 
@@ -189,17 +185,11 @@ def ansible(meter: NodeMeter, idle: dict[str, float], names: list[str],
     with tempfile.TemporaryDirectory(prefix="gpuinfra-bench-") as tmp:
         setup = ansible_setup(Path(tmp))
         run_ansible(*setup, 0)  # the warm-up: the control sockets
-        done = []
-        for _ in range(runs):
-            logs = command_logs(names)
-            cpu, start = meter.read(), time.monotonic()
-            (wall, spent_cpu), = run_ansible(*setup, 1, warm_up=False)
-            after, seconds = meter.read(), time.monotonic() - start
-            later = command_logs(names)
-            lines = {n: later[n][len(logs[n]) + 1:] for n in names}
-            done.append(Measured(wall, spent_cpu, 0, spent(cpu, after, seconds, idle),
-                                 {n: busy_seconds(command_spans(v)) for n, v in lines.items()},
-                                 {n: len(v) for n, v in lines.items()}))
+        def playbook() -> tuple[float, int, float, str]:
+            (wall, cpu), = run_ansible(*setup, 1, warm_up=False)
+            return wall, 0, cpu, ""
+
+        done = [measured(meter, idle, names, playbook)[0] for _ in range(runs)]
     return median_of(done)
 
 
@@ -218,13 +208,14 @@ class Measured:
     others: float = 0.0  # CPU seconds the rest of the machine used meanwhile
 
 
-def measured(meter: NodeMeter, idle: dict[str, float], names: list[str], command: list[str],
-             env: dict[str, str] | None = None) -> tuple[Measured, str]:
-    """``command`` with the node side metered: the fleet's command logs and every container's
-    cgroup CPU read before and after (not by SSH: no command of the reading is counted)."""
+def measured(meter: NodeMeter, idle: dict[str, float], names: list[str],
+             run: Callable[[], tuple[float, int, float, str]]) -> tuple[Measured, str]:
+    """``run`` (its wall seconds, peak RSS, controller CPU seconds and output: timed_cpu) with
+    the node side metered: the fleet's command logs and every container's cgroup CPU read
+    before and after (not by SSH: no command of the reading is counted)."""
     logs = command_logs(names)
     cpu, machine, start = meter.read(), machine_busy(), time.monotonic()
-    wall, peak, spent_cpu, out = timed_cpu(command, env=env)
+    wall, peak, spent_cpu, out = run()
     after, machine, seconds = meter.read(), machine_busy() - machine, time.monotonic() - start
     later = command_logs(names)
     run_lines = {n: later[n][len(logs[n]) + 1:] for n in names}  # +1: the first reading
@@ -261,13 +252,14 @@ class Size:
     small: Measured
     report: tuple[float, float]
     ansible: Measured | None
+    idle_cores: float  # the cores the idle containers kept busy
     costs: Costs = field(init=False)
 
     def __post_init__(self) -> None:
         self.costs = Costs(hosts=self.n + len(CORE), controller_s=self.noop.cpu,
                            node_cpu_s=sum(self.noop.node_cpu.values()),
                            node_busy_s=max(self.noop.busy.values(), default=0.0),
-                           idle_cores=IDLE_CORES.get(self.n, 0.0), cores=os.cpu_count() or 1,
+                           idle_cores=self.idle_cores, cores=os.cpu_count() or 1,
                            others_s=self.noop.others)
 
     def ms_per_host(self, run: Measured, hosts: int | None = None) -> float:
@@ -276,9 +268,6 @@ class Size:
     def fleet_mean(self, figures: dict[str, float]) -> float:
         fleet = [v for k, v in figures.items() if k.startswith(FLEET_PREFIX)]
         return statistics.mean(fleet) if fleet else 0.0
-
-
-IDLE_CORES: dict[int, float] = {}  # per size: the cores the idle containers kept busy
 
 
 def one_size(n: int, runs: int, with_ansible: bool, compare: bool) -> Size:
@@ -298,25 +287,25 @@ def one_size(n: int, runs: int, with_ansible: bool, compare: bool) -> Size:
         + (f": {changed}" if changed else " (converged)"))
     meter = NodeMeter([*CORE, *names])
     idle = idle_rates(meter)
-    IDLE_CORES[n] = sum(idle.values())
-    say(f"N={n}: idle, the {len(idle)} containers use {IDLE_CORES[n]:.2f} of "
+    idle_cores = sum(idle.values())
+    say(f"N={n}: idle, the {len(idle)} containers use {idle_cores:.2f} of "
         f"{os.cpu_count()} cores (their timers: cgroup CPU over 20 s)")
     if compare:
         compare_noops(n, runs, names)
     noops = []
     for _ in range(runs):
-        run, out = measured(meter, idle, names, pyinfra())
+        run, out = measured(meter, idle, names, lambda: timed_cpu(pyinfra()))
         no_change(out, ())
         noops.append(run)
     noop = median_of(noops)
     small_runs = []
+    limited = pyinfra(*[a for h in CORE for a in ("--limit", h)])
     for _ in range(runs):
-        run, out = measured(meter, idle, names, pyinfra(*[a for h in CORE
-                                                          for a in ("--limit", h)]))
+        run, out = measured(meter, idle, names, lambda: timed_cpu(limited))
         no_change(out, ("--limit", "(the 3 core hosts)"))
         small_runs.append(run)
     small = median_of(small_runs)
-    size = Size(n, noop, small, (0.0, 0.0), None)
+    size = Size(n, noop, small, (0.0, 0.0), None, idle_cores)
     say(f"N={n}: no-op {noop.wall:.2f} s (runs {', '.join(f'{r.wall:.2f}' for r in noops)}); "
         f"controller {noop.cpu:.2f} CPU s, {size.ms_per_host(noop):.0f} ms per host, peak "
         f"{noop.peak / 1024:.0f} MiB ({noop.peak / 1024 / size.costs.hosts:.1f} MiB per host); "

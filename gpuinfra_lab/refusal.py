@@ -94,9 +94,7 @@ def prove(proof: Refusal, argv: list[str]) -> int:
         time.sleep(2)
         before = proof.probe(lab_head)
     with site_templates(proof.overrides):
-        deploy = subprocess.run([str(REPO / ".venv" / "bin" / "pyinfra"), "-y", inventory,
-                                 *proof.deploy], cwd=REPO, capture_output=True, text=True,
-                                check=False, timeout=600)
+        deploy = _deploy(inventory, proof)
     output = deploy.stdout + deploy.stderr
     after = proof.probe(lab_head)
     problems = []
@@ -122,9 +120,7 @@ def prove(proof: Refusal, argv: list[str]) -> int:
     print(f"{proof.tag}: refused ({refused[:120]}); {proof.daemon} {after['active']}, PID "
           f"{after['pid']} unchanged, {proof.conf} {after['conf']} unchanged, {proof.answered}")
     if proof.converge_after:
-        again = subprocess.run([str(REPO / ".venv" / "bin" / "pyinfra"), "-y", inventory,
-                                *proof.deploy], cwd=REPO, capture_output=True, text=True,
-                               check=False, timeout=600)
+        again = _deploy(inventory, proof)
         if again.returncode != 0:
             print(f"{proof.tag}: the deploy with the site's templates back failed (exit "
                   f"{again.returncode}):")
@@ -132,3 +128,9 @@ def prove(proof: Refusal, argv: list[str]) -> int:
             return 1
         print(f"{proof.tag}: the deploy with the site's templates back succeeded")
     return 0
+
+
+def _deploy(inventory: str, proof: Refusal) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(REPO / ".venv" / "bin" / "pyinfra"), "-y", inventory,
+                           *proof.deploy], cwd=REPO, capture_output=True, text=True,
+                          check=False, timeout=600)
