@@ -26,7 +26,7 @@ from gpuinfra.knowledge.packages import PinnedPackages
 from gpuinfra.parsers.aptpolicy import pin_problems
 from gpuinfra.text import FileText
 from gpuinfra_deploy.facts.apt import AptPolicy, HeldPackages, KeyringKeys
-from gpuinfra_deploy.ops.checked import check_script, checked_files
+from gpuinfra_deploy.ops.checked import check_script, checked_files, upload_source
 from gpuinfra_deploy.templates import text as render_text
 
 # apt lists younger than this are not refreshed (`apt.packages(update=True, cache_time=...)`):
@@ -104,7 +104,7 @@ def install_pinned(what: str, pinned: PinnedPackages, pin_file: str):
     """
     pins = apt_preferences(pinned.pins, f"{what}: exact versions only")
     files.put(name=f"Pin {what} to exact versions in apt preferences", dest=pin_file,
-              src=StringIO(render_text(pins)), mode="644")
+              src=upload_source(render_text(pins)), mode="644")
     install = apt.packages(name=f"Install {what}", packages=pinned.install_args, update=True,
                            cache_time=APT_CACHE_S, no_recommends=True, allow_downgrades=True,
                            extra_install_args="--allow-change-held-packages")

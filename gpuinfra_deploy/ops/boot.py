@@ -6,13 +6,13 @@ applies to the running unit from the reload on."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from io import StringIO
 from typing import NamedTuple
 
 from pyinfra.operations import files, systemd
 from pyinfra.operations.util import any_changed
 
 from gpuinfra.units import boot_dropin, dropin_path
+from gpuinfra_deploy.ops.checked import upload_source
 from gpuinfra_deploy.templates import text as render_text
 
 
@@ -33,7 +33,7 @@ class BootNeeds(NamedTuple):
 def boot_order(needs: Sequence[BootNeeds]) -> None:
     """Each unit's boot drop-in in place; one daemon-reload when any changed."""
     changed = [files.put(name=f"{n.unit}: boot order and bounded restart (drop-in)",
-                         dest=dropin_path(n.unit), src=StringIO(n.text()),
+                         dest=dropin_path(n.unit), src=upload_source(n.text()),
                          mode="644")
                for n in needs]
     systemd.daemon_reload(name="Reload systemd units (boot order drop-ins)",

@@ -35,11 +35,13 @@ def digest(text: str) -> str:
     return _encoded(text)[1]
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=256)
 def _encoded(text: str) -> tuple[bytes, str]:
     """(bytes, sha256) of ``text``, once per text: a cluster-wide file (slurm.conf has a line
     per node) is the same object on every host, so a 10,000-host plan hashes and encodes it
-    once (a str's hash is cached in the object), not once per host."""
+    once (a str's hash is cached in the object), not once per host. Every upload of a role
+    goes through here (:func:`upload_source`): the texts every host gets stay among the
+    last 256 asked while a host's own are soon forgotten."""
     data = text.encode()
     return data, hashlib.sha256(data).hexdigest()
 
@@ -47,7 +49,9 @@ def _encoded(text: str) -> tuple[bytes, str]:
 def upload_source(text: str) -> BytesIO:
     """A file object over ``text``'s shared bytes for one host's upload: CPython's BytesIO
     shares its initial bytes until written, so each host's plan holds a small object instead
-    of its own copy of the file (per-host copies made planning quadratic in memory)."""
+    of its own copy of the file (per-host copies made planning quadratic in memory; a
+    StringIO also holds 4 bytes per character). The roles' ``files.put`` take their text
+    through it (pyinfra reads a StringIO source as its UTF-8 bytes: the same upload)."""
     return BytesIO(_encoded(text)[0])
 
 

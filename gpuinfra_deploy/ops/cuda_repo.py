@@ -7,14 +7,13 @@ Fabric Manager always come from the same repository (the node's DriverRelease na
 
 from __future__ import annotations
 
-from io import StringIO
-
 from pyinfra.operations import apt, files
 from pyinfra.operations.util import any_changed
 
 from gpuinfra.apt.files import flat_repo_list, origin_preference
 from gpuinfra.knowledge.packages import SIGNING_KEYS
 from gpuinfra_deploy.ops.apt import apt_keyring
+from gpuinfra_deploy.ops.checked import upload_source
 from gpuinfra_deploy.templates import text
 
 CUDA_KEYRING = "/usr/share/keyrings/cuda-archive-keyring.gpg"
@@ -34,8 +33,8 @@ def cuda_repository(url: str, key_url: str, what: str) -> None:
     key = apt_keyring(name="Add the CUDA repository's signing key", url=key_url,
                       path=CUDA_KEYRING, fingerprint=SIGNING_KEYS["cuda"])
     listed = files.put(name=f"Add NVIDIA's CUDA repository ({what})", dest=CUDA_LIST,
-                       src=StringIO(text(flat_repo_list(url, CUDA_KEYRING))), mode="644")
+                       src=upload_source(text(flat_repo_list(url, CUDA_KEYRING))), mode="644")
     files.put(name=f"Take only {what} from the CUDA repository", dest=CUDA_ORIGIN_PIN,
-              src=StringIO(text(origin_preference(url))), mode="644")
+              src=upload_source(text(origin_preference(url))), mode="644")
     apt.update(name="Refresh apt after adding the CUDA repository",
                _if=any_changed(key, listed))

@@ -31,7 +31,9 @@ of this project mostly waiting and re-reading:
    Each argument's default was looked up through every layer of the host's data again (half
    of planning's time), and each host kept its own dict of them per operation (the most memory
    a large plan held): planning.py reads the layers once per operation, and a host whose
-   arguments equal the first host's for that operation keeps that host's dict.
+   arguments equal the first host's for that operation keeps that host's dict. While the
+   deploy is planned, Python's cyclic garbage collector runs less often (planning makes
+   almost no cyclic garbage); the operations execute with its usual thresholds.
 4. **Each host at its own pace.** pyinfra waits for every host at every operation; the CLI's
    ``run_ops`` now lets each host go through its own operations and makes the hosts meet only
    at the operations that need another host (schedule.py; ``GPUINFRA_PACED=off`` for
@@ -335,9 +337,15 @@ def _set_op_data_shared(self: Any, host: Any, op_hash: str, op_data: Any) -> Non
     _INSTALLED["set_op_data"](self, host, op_hash, op_data)
 
 
+def _host_init(self: Any, state: Any) -> None:
+    """pyinfra's ``Host.init``, its print padding measured once per run (planning.py)."""
+    planning.host_init(self, state, _INSTALLED["host_init"])
+
+
 def _run_ops_paced(state: Any, serial: bool = False, no_wait: bool = False) -> None:
     """The CLI's ``run_ops``: each host at its own pace, meeting where the deploy says
     (schedule.py)."""
+    planning.collect_as_usual()  # planned: the operations run with Python's gc thresholds
     schedule.run_ops(state, serial=serial, no_wait=no_wait, original=_INSTALLED["run_ops"])
 
 
@@ -373,12 +381,15 @@ def install() -> None:
     for module in _POPPING:
         _INSTALLED[f"pop:{module.__name__}"] = module.pop_global_arguments
         module.pop_global_arguments = planning.pop_global_arguments
+    _INSTALLED["host_init"] = pyinfra_host.Host.init
+    pyinfra_host.Host.init = _host_init  # type: ignore[method-assign]
     _INSTALLED["make_hash"] = pyinfra_operation.make_hash
     pyinfra_operation.make_hash = planning.make_hash
     _INSTALLED["set_op_data"] = pyinfra_state.State.set_op_data_for_host
     pyinfra_state.State.set_op_data_for_host = _set_op_data_shared  # type: ignore[method-assign]
     _INSTALLED["run_ops"] = pyinfra_cli_main.run_ops
     pyinfra_cli_main.run_ops = _run_ops_paced
+    planning.collect_less()  # config.py runs before the deploy is planned
     _INSTALLED["print_prefix"] = pyinfra_host.Host.print_prefix
     pyinfra_host.Host.print_prefix = property(_print_prefix)  # type: ignore[method-assign]
 
@@ -398,9 +409,11 @@ def uninstall() -> None:
     pyinfra_arguments.all_global_arguments = _INSTALLED.pop("global_arguments")
     for module in _POPPING:
         module.pop_global_arguments = _INSTALLED.pop(f"pop:{module.__name__}")
+    pyinfra_host.Host.init = _INSTALLED.pop("host_init")  # type: ignore[method-assign]
     pyinfra_operation.make_hash = _INSTALLED.pop("make_hash")
     pyinfra_state.State.set_op_data_for_host = _INSTALLED.pop(  # type: ignore[method-assign]
         "set_op_data")
     pyinfra_cli_main.run_ops = _INSTALLED.pop("run_ops")
+    planning.collect_as_usual()
     pyinfra_host.Host.print_prefix = _INSTALLED.pop("print_prefix")  # type: ignore[method-assign]
     _global_arguments.cache_clear()

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import import_module
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import pyinfra
 from pyinfra.api.host import Host
@@ -341,9 +342,28 @@ def _ops(state: State) -> dict[Host, dict[str, Any]]:
 
 def host_op_order(state: State, host: Host, order: Sequence[str] | None = None) -> list[str]:
     """The operations planned on ``host``, in the run's order (``order``: the state's
-    ``get_op_order()``, when the caller already has it)."""
+    ``get_op_order()``, when the caller already has it). A run's order can be much longer than
+    one host's operations (the head has some for every node): then the host's own are sorted
+    by their place in it, found once per order, not by walking the whole order per host."""
     own = _ops(state).get(host, {})
-    return [h for h in (order if order is not None else state.get_op_order()) if h in own]
+    order = order if order is not None else state.get_op_order()
+    if len(order) <= 4 * len(own) + 64:
+        return [h for h in order if h in own]
+    positions = _positions(state, order)
+    return sorted((h for h in own if h in positions), key=positions.__getitem__)
+
+
+# A State -> (the order last asked about, each operation's place in it).
+_POSITIONS: WeakKeyDictionary[State, tuple[Sequence[str], dict[str, int]]] = \
+    WeakKeyDictionary()
+
+
+def _positions(state: State, order: Sequence[str]) -> dict[str, int]:
+    known = _POSITIONS.get(state)
+    if known is None or known[0] is not order:
+        known = (order, {h: i for i, h in enumerate(order)})
+        _POSITIONS[state] = known
+    return known[1]
 
 
 def op_names(state: State, op_hash: str) -> set[str]:

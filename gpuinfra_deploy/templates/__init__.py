@@ -43,6 +43,7 @@ from gpuinfra.errors import GpuinfraError
 from gpuinfra.header import header
 from gpuinfra.text import Block, FileText
 from gpuinfra_deploy.run.knobs import role_names, roles_folder
+from gpuinfra_deploy.templates import once
 
 SHARED = Path(__file__).resolve().parent
 SUFFIX = ".j2"
@@ -233,7 +234,23 @@ def _environment(site: tuple[Path, ...]) -> Environment:
 
 def render(name: str, /, **context: Any) -> Rendered:
     """The text of template ``name`` with ``context`` (see the module docstring for where it
-    is found); raises :class:`TemplateProblem` naming the template's file and line."""
+    is found); raises :class:`TemplateProblem` naming the template's file and line. Within a
+    deploy, the same template with the same values is rendered once (once.py)."""
+    return once.remembered(once.key(name, context, _SITE), lambda: _render(name, context),
+                           lambda made: _stamp(name, made))
+
+
+def _stamp(name: str, made: Rendered) -> tuple[Any, ...]:
+    """What a rendered text was made from, as on disk now: its template file (size, inode,
+    modification time) and, in each site folder, whether a template of that name is there
+    (a new one would win). Raises OSError when the file is gone."""
+    found = os.stat(made.origin)
+    folders = _SITE if _SITE is not None else (Path(os.getcwd()) / SITE_FOLDER,)
+    return (found.st_size, found.st_ino, found.st_mtime_ns,
+            tuple(os.path.isfile(os.path.join(folder, name)) for folder in folders))
+
+
+def _render(name: str, context: dict[str, Any]) -> Rendered:
     site = current_site_folders()
     env = _environment(site)
     try:

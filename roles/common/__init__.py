@@ -21,6 +21,7 @@ from gpuinfra.spec import ClusterSpec, NodeSpec
 from gpuinfra_deploy.facts.system import host_distro
 from gpuinfra_deploy.ops.apt import APT_CACHE_S, apt_ready
 from gpuinfra_deploy.ops.block import shared_block
+from gpuinfra_deploy.ops.checked import upload_source
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
 from gpuinfra_deploy.templates import role_file, text
@@ -60,9 +61,9 @@ def _apt_mirror(spec: ClusterSpec, distro: dict[str, Any]) -> list[Any]:
         if mirrored == text:
             continue
         files.put(name=f"Keep the original {path}", dest=f"{path}.gpuinfra-orig",
-                  src=StringIO(text), mode="644")
+                  src=upload_source(text), mode="644")
         changes.append(files.put(name=f"Point {path} at the site's apt mirror", dest=path,
-                                 src=StringIO(mirrored), mode="644"))
+                                 src=upload_source(mirrored), mode="644"))
     return changes
 
 
@@ -108,7 +109,7 @@ def common(site: Site, node: NodeSpec) -> None:
 
     servers = data["common_ntp_servers"]
     chrony_conf = files.put(name="Point chrony at the site's NTP servers", dest=CHRONY_SOURCES,
-                            src=StringIO(role_file("common", CHRONY_SOURCES, servers=servers)),
+                            src=upload_source(role_file("common", CHRONY_SOURCES, servers=servers)),
                             mode="644") if servers else \
         files.file(name="Keep chrony on the distribution's servers", path=CHRONY_SOURCES,
                    present=False)

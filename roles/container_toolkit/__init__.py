@@ -9,8 +9,6 @@ and the CDI spec regenerated only when missing or made for another driver. Off u
 
 from __future__ import annotations
 
-from io import StringIO
-
 from pyinfra import host, logger
 from pyinfra.api import StringCommand, deploy
 from pyinfra.facts.files import File, FileContents
@@ -34,6 +32,7 @@ from gpuinfra.spec import NodeSpec
 from gpuinfra_deploy.facts.kernel import LoadedModules
 from gpuinfra_deploy.facts.nvidia import ContainerRuntimeConfig
 from gpuinfra_deploy.ops.apt import apt_keyring, install_pinned
+from gpuinfra_deploy.ops.checked import upload_source
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
 from gpuinfra_deploy.templates import text
@@ -54,7 +53,7 @@ def container_toolkit(site: Site, node: NodeSpec, driver: DriverRelease) -> None
                           url=toolkit_key_url(mirror), path=TOOLKIT_KEYRING,
                           fingerprint=SIGNING_KEYS["container-toolkit"])
     listed = files.put(name="List the container toolkit repository in apt sources",
-                       dest=TOOLKIT_LIST, src=StringIO(text(toolkit_list(mirror))), mode="644")
+                       dest=TOOLKIT_LIST, src=upload_source(text(toolkit_list(mirror))), mode="644")
     apt.update(name="Refresh apt after adding the toolkit repository",
                _if=any_changed(keyring, listed))
     install_pinned("the NVIDIA Container Toolkit",

@@ -27,7 +27,6 @@ Run it alone with ``pyinfra INVENTORY roles/gpu_sharing/deploy.py``.
 from __future__ import annotations
 
 import shlex
-from io import StringIO
 
 from pyinfra import host, logger
 from pyinfra.api import OperationError, deploy
@@ -46,7 +45,7 @@ from gpuinfra_deploy.facts.nvidia import NvidiaMigState
 from gpuinfra_deploy.facts.system import host_distro
 from gpuinfra_deploy.ops.apt import APT_CACHE_S
 from gpuinfra_deploy.ops.boot import BootNeeds, boot_order
-from gpuinfra_deploy.ops.checked import check_script, checked_files
+from gpuinfra_deploy.ops.checked import check_script, checked_files, upload_source
 from gpuinfra_deploy.ops.reboot import reboot_when_needed
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
@@ -191,7 +190,7 @@ def _mps(node: NodeSpec, driver: DriverRelease) -> None:
                                                          "systemd", stage))
     files.put(name=f"MPS clients find the daemon's pipes in {mps.PIPE_DIRECTORY} "
                    f"({mps.CLIENT_PROFILE})", dest=mps.CLIENT_PROFILE,
-              src=StringIO(text(mps.client_profile())), mode="644")
+              src=upload_source(text(mps.client_profile())), mode="644")
     boot_order([MPS_BOOT])
     systemd.daemon_reload(name="Reload systemd units (new MPS unit)", _if=unit.did_change)
     limits = "; ".join(mps.control_commands(node.sharing, node.gpus.count)) or "none"

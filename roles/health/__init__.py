@@ -13,7 +13,6 @@ role's keys (defaults.py); the monitoring role's node_exporter reads the check's
 from __future__ import annotations
 
 import io
-from io import StringIO
 from pathlib import Path
 
 from pyinfra.api import deploy
@@ -26,7 +25,7 @@ from gpuinfra.slurm.conf import HEALTH_PROGRAMS
 from gpuinfra.spec import NodeSpec
 from gpuinfra_deploy.nodecode import ZIP_NAME, node_zip, shipped
 from gpuinfra_deploy.ops.apt import APT_CACHE_S
-from gpuinfra_deploy.ops.checked import check_script, checked_files
+from gpuinfra_deploy.ops.checked import check_script, checked_files, upload_source
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
 from gpuinfra_deploy.templates import role_file
@@ -69,7 +68,7 @@ def health(site: Site, node: NodeSpec) -> None:
     files.put(name=f"The health check ({PROGRAM})", dest=PROGRAM,
               src=io.BytesIO(shipped(HERE / "program.py")), user="root", group="root",
               mode="644")
-    files.put(name=f"{COMMAND}", dest=COMMAND, src=StringIO(entry_point(None)), user="root",
+    files.put(name=f"{COMMAND}", dest=COMMAND, src=upload_source(entry_point(None)), user="root",
               group="root", mode="755")
     # The Slurm hooks (HealthCheckProgram, Prolog, Epilog), except on a node of Kubernetes
     # alone: each node gets its own scheduler's files (issue 46). A node in no scheduler keeps
@@ -77,7 +76,7 @@ def health(site: Site, node: NodeSpec) -> None:
     k8s_only = "kubernetes" in node.schedulers and "slurm" not in node.schedulers
     for mode, path in HEALTH_PROGRAMS.items():
         if not k8s_only:
-            files.put(name=f"{path}", dest=path, src=StringIO(entry_point(mode)), user="root",
+            files.put(name=f"{path}", dest=path, src=upload_source(entry_point(mode)), user="root",
                       group="root", mode="755")
         else:
             files.file(name=f"{path} absent (a Kubernetes node, not Slurm's)", path=path,

@@ -25,7 +25,6 @@ Data keys: defaults.py; per-distribution values: :data:`DISTRO`.
 from __future__ import annotations
 
 import shlex
-from io import StringIO
 from typing import Any
 
 from pyinfra import host
@@ -64,7 +63,7 @@ from gpuinfra.knowledge.containers import (
 from gpuinfra.spec import NodeSpec
 from gpuinfra_deploy.facts.system import host_distro
 from gpuinfra_deploy.ops.apt import APT_CACHE_S
-from gpuinfra_deploy.ops.checked import check_script, checked_files, digest
+from gpuinfra_deploy.ops.checked import check_script, checked_files, digest, upload_source
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
 from gpuinfra_deploy.templates import text as render_text
@@ -147,7 +146,7 @@ def _oci(node: NodeSpec, data: Any) -> None:
                  packages=needed, no_recommends=True, update=True, cache_time=APT_CACHE_S)
     # The runtime's state (--root), per user, under a directory every user may create in.
     files.put(name=f"{OCI_STATE} made at boot (tmpfiles.d)", dest=OCI_TMPFILES,
-              src=StringIO(render_text(tmpfiles_directories([OCI_STATE]))), mode="644")
+              src=upload_source(render_text(tmpfiles_directories([OCI_STATE]))), mode="644")
     files.directory(name=f"{OCI_STATE} exists (1777)", path=OCI_STATE, user="root",
                     group="root", mode="1777")
     if gpus:
@@ -163,9 +162,9 @@ def _oci(node: NodeSpec, data: Any) -> None:
                   check=check_script(f"{binary} --version", binary, OCI_STAGE))
     # slurmd empties its cache at every fetch: a path unit puts oci.conf back each time.
     files.put(name=f"{OCI_SYNC} (oci.conf into slurmd's cache)", dest=OCI_SYNC,
-              src=StringIO(render_text(oci_sync_script())), mode="755")
+              src=upload_source(render_text(oci_sync_script())), mode="755")
     units = [files.put(name=f"{unit} unit", dest=f"/etc/systemd/system/{unit}",
-                       src=StringIO(render_text(body)), mode="644")
+                       src=upload_source(render_text(body)), mode="644")
              for unit, body in oci_sync_units().items()]
     systemd.daemon_reload(name="systemd reads the oci.conf units", _if=any_changed(*units))
     systemd.service(name=f"{OCI_SYNC_UNIT}.path watches slurmd's cache",
@@ -242,13 +241,13 @@ def _enroot_pyxis(node: NodeSpec, data: Any, distro: dict[str, Any]) -> None:
         paths = {k: data[f"job_containers_enroot_{k}_path"] for k in ("runtime", "cache",
                                                                         "data")}
         files.put(name=f"{ENROOT_CONF} (the site's paths)", dest=ENROOT_CONF,
-                  src=StringIO(render_text(enroot_conf(paths))), mode="644",
+                  src=upload_source(render_text(enroot_conf(paths))), mode="644",
                   create_remote_dir=True)
         parents = sorted({p.split("$", 1)[0].rstrip("/").rsplit("/", 1)[0] if "$" in p
                           else p for p in paths.values()})
         files.put(name="Enroot's per-user parents made at boot (tmpfiles.d, 1777)",
                   dest=ENROOT_TMPFILES,
-                  src=StringIO(render_text(tmpfiles_directories(parents))),
+                  src=upload_source(render_text(tmpfiles_directories(parents))),
                   mode="644")
         for parent in parents:
             files.directory(name=f"{parent} exists (1777)", path=parent, user="root",

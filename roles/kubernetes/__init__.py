@@ -17,7 +17,6 @@ ordered upgrade steps (gpuinfra.kubernetes.kubeadm.upgrade_steps). Data keys: de
 
 from __future__ import annotations
 
-from io import StringIO
 from typing import Any
 
 from pyinfra import host, logger
@@ -37,7 +36,7 @@ from gpuinfra.kubernetes.rdma import rdma_objects
 from gpuinfra.spec import ClusterSpec, NodeSpec
 from gpuinfra_deploy.nodecode import sources
 from gpuinfra_deploy.ops.apt import apt_keyring, install_pinned
-from gpuinfra_deploy.ops.checked import check_script, checked_files
+from gpuinfra_deploy.ops.checked import check_script, checked_files, upload_source
 from gpuinfra_deploy.run.role import Role
 from gpuinfra_deploy.run.site import Site
 from gpuinfra_deploy.templates import text as render_text
@@ -102,12 +101,12 @@ def _containerd_advice(version: str) -> None:
 def _node_preparation() -> None:
     swap_off(name="Swap off, now and at boot (the kubelet refuses to run with swap)")
     files.put(name=f"Load {', '.join(kubeadm.KERNEL_MODULES)} at boot",
-              dest=kubeadm.MODULES_FILE, src=StringIO(render_text(kubeadm.modules_file())),
+              dest=kubeadm.MODULES_FILE, src=upload_source(render_text(kubeadm.modules_file())),
               mode="644")
     modules_loaded(name=f"Load {', '.join(kubeadm.KERNEL_MODULES)} now",
                    modules=list(kubeadm.KERNEL_MODULES))
     files.put(name="Forwarding sysctls at boot", dest=kubeadm.SYSCTL_FILE,
-              src=StringIO(render_text(kubeadm.sysctl_file())), mode="644")
+              src=upload_source(render_text(kubeadm.sysctl_file())), mode="644")
     for key, value in kubeadm.SYSCTLS.items():
         server.sysctl(name=f"{key} = {value} now", key=key, value=int(value))
 
@@ -122,7 +121,7 @@ def _repository_and_packages(spec: ClusterSpec, node: NodeSpec, data: Any, versi
                           fingerprint=SIGNING_KEYS["kubernetes"])
     listed = files.put(name=f"List pkgs.k8s.io v{spec.kubernetes.minor} in apt sources",
                        dest=k8s.LIST_FILE,
-                       src=StringIO(render_text(k8s.repository_line(version, mirror))),
+                       src=upload_source(render_text(k8s.repository_line(version, mirror))),
                        mode="644")
     apt.update(name="Refresh apt after the Kubernetes repository changed",
                _if=any_changed(keyring, listed))

@@ -21,7 +21,6 @@ keys: defaults.py; per-distribution values: :data:`DISTRO`.
 from __future__ import annotations
 
 import shlex
-from io import StringIO
 from typing import Any
 
 import yaml
@@ -113,7 +112,7 @@ from gpuinfra.spec import NodeSpec
 from gpuinfra_deploy.facts.system import host_distro
 from gpuinfra_deploy.ops.apt import APT_CACHE_S, apt_keyring, install_pinned, require_available
 from gpuinfra_deploy.ops.boot import BootNeeds, boot_order
-from gpuinfra_deploy.ops.checked import check_script, checked_files
+from gpuinfra_deploy.ops.checked import check_script, checked_files, upload_source
 from gpuinfra_deploy.ops.from_head import Copy, files_from_head
 from gpuinfra_deploy.ops.made_on_host import secret_files
 from gpuinfra_deploy.pyinfra_patches.schedule import meeting
@@ -271,14 +270,15 @@ def _loki(site: Site, node: NodeSpec, data: Any) -> None:
                           url=f"{repo.rstrip('/')}/gpg.key", path=GRAFANA_KEYRING,
                           fingerprint=SIGNING_KEYS["grafana"])
     listed = files.put(name="List Grafana's repository in apt sources (Loki, Alloy)",
-                       dest=GRAFANA_LIST, src=StringIO(text(grafana_apt_line(repo))), mode="644")
+                       dest=GRAFANA_LIST, src=upload_source(text(grafana_apt_line(repo))),
+                       mode="644")
     apt.update(name="Refresh apt after adding Grafana's repository (Loki, Alloy)",
                _if=any_changed(keyring, listed))
     pinned = loki_packages(data, node.is_head)
     require_available("Loki and Alloy", pinned, "logs_loki_version / logs_alloy_version")
     if node.is_head:  # before the install: the package starts Loki on its own default file
         gate = files.put(name=f"{LOKI_GATE}: Loki starts only on its judged file",
-                         dest=LOKI_GATE, src=StringIO(text(loki_gate())), mode="644")
+                         dest=LOKI_GATE, src=upload_source(text(loki_gate())), mode="644")
         systemd.daemon_reload(name="systemd reads Loki's start gate", _if=gate.did_change)
     # One name on every host: pyinfra merges the same call's operations across hosts.
     installed = install_pinned("Alloy, and Loki on the head", pinned, PIN_FILE)
@@ -296,7 +296,7 @@ def _loki(site: Site, node: NodeSpec, data: Any) -> None:
             stage=LOKI_STAGE,
             check=check_script(loki_check(LOKI_STAGE), "loki -verify-config", LOKI_STAGE))
         files.put(name=f"{LOKI_JUDGED}: Loki's judged file is live (its start gate opens)",
-                  dest=LOKI_JUDGED, src=StringIO(text(loki_judged_marker())), mode="644")
+                  dest=LOKI_JUDGED, src=upload_source(text(loki_judged_marker())), mode="644")
         boot_order([BootNeeds(LOKI_SERVICE, "the head's cluster address, to listen on",
                               ("network-online.target",), ("network-online.target",))])
         systemd.service(name="Run Loki (every node's journal, for Grafana)",
@@ -337,7 +337,7 @@ def _credentials(site: Site, head: NodeSpec) -> bool:
     # The address the server certificate names: a new one makes a new certificate.
     address = files.put(name="The address of the receiver's certificate",
                         dest=SERVER_ADDRESS,
-                        src=StringIO(role_file("logs", SERVER_ADDRESS,
+                        src=upload_source(role_file("logs", SERVER_ADDRESS,
                                                address=str(head.address))),
                         mode="644")
     pair = secret_files(name="The receiver's key and certificate, signed by the logs CA",
@@ -386,14 +386,14 @@ def _dropin(path: str, text: str, unit: str, distro: dict[str, Any]) -> Any:
 def _receiver(head: NodeSpec, data: Any, distro: dict[str, Any], renewed: bool) -> None:
     port = data["logs_port"]
     conf = files.put(name=f"{REMOTE_CONF}: host split (and the cap where journal-remote has it)",
-                     dest=REMOTE_CONF, src=StringIO(text(remote_conf(distro["limits"],
+                     dest=REMOTE_CONF, src=upload_source(text(remote_conf(distro["limits"],
                                                                 data["logs_max_use"]))),
                      mode="644", create_remote_dir=True)
     socket = _dropin(SOCKET_DROPIN, socket_dropin(port), REMOTE_SOCKET, distro)
     http = _dropin(RECEIVER_DROPIN, receiver_dropin(distro["receiver"]), REMOTE_SERVICE, distro)
     tunnel = files.put(name=f"{TUNNEL_CONF}: TLS on the cluster address, clients of the logs "
                             "CA only", dest=TUNNEL_CONF,
-                       src=StringIO(text(tunnel_conf(str(head.address), port))),
+                       src=upload_source(text(tunnel_conf(str(head.address), port))),
                        mode="644")
     service, timer = VACUUM_UNITS
     vacuum = checked_files(
@@ -438,7 +438,7 @@ def _uploader(site: Site, node: NodeSpec, head: NodeSpec, distro: dict[str, Any]
                 Copy(f"{folder}/client.crt", CLIENT_CERT, "root", "0644"),
                 Copy(f"{folder}/client.key", CLIENT_KEY, UPLOAD_GROUP, "0640")])
     conf = files.put(name=f"{UPLOAD_CONF}: the head's receiver, this node's certificate",
-                     dest=UPLOAD_CONF, src=StringIO(text(upload_conf(str(head.address),
+                     dest=UPLOAD_CONF, src=upload_source(text(upload_conf(str(head.address),
                                                                 node.settings["logs_port"]))),
                      mode="644", create_remote_dir=True)
     dropin = _dropin(UPLOAD_DROPIN, upload_dropin(), UPLOAD_SERVICE, distro)
@@ -469,7 +469,7 @@ def _staleness(site: Site, node: NodeSpec) -> None:
         return
     names = [n.short_name for n in uploaders(site.spec.nodes)]
     files.put(name=f"{AGE_SCRIPT}: each node's newest journal entry, for Prometheus",
-              dest=AGE_SCRIPT, src=StringIO(text(age_script(names, TEXTFILE_DIRECTORY))),
+              dest=AGE_SCRIPT, src=upload_source(text(age_script(names, TEXTFILE_DIRECTORY))),
               mode="755", create_remote_dir=True)
     files.directory(name=f"{TEXTFILE_DIRECTORY}: node_exporter's textfile directory",
                     path=TEXTFILE_DIRECTORY, present=True)
@@ -478,9 +478,10 @@ def _staleness(site: Site, node: NodeSpec) -> None:
 
 
 def _unaddressed(site: Site) -> list[str]:
-    """The head and uploaders without a cluster-network address (refused at the gate)."""
-    return [n.name for n in (site.spec.head[0], *uploaders(site.spec.nodes))
-            if n.address is None]
+    """The head and uploaders without a cluster-network address (refused at the gate), found
+    once per run: every host asks, and each look is at every node."""
+    return site.once("logs: unaddressed", lambda: [
+        n.name for n in (site.spec.head[0], *uploaders(site.spec.nodes)) if n.address is None])
 
 
 def _central(node: NodeSpec) -> list[str]:

@@ -130,7 +130,7 @@ def monitoring(site: Site, node: NodeSpec) -> None:
         host.noop("monitoring disabled (monitoring_enabled = False)")
         return
     spec, mon = site.spec, settings_of(node)
-    missing = unaddressed(spec.nodes)  # refused at the gate; a plan without it stops here
+    missing = _unaddressed(site)  # refused at the gate; a plan without it stops here
     if missing:
         raise GpuinfraError(f"monitoring: no cluster-network address for {', '.join(missing)}: "
                             "Prometheus scrapes nodes there and every exporter listens only "
@@ -209,11 +209,17 @@ def boot_needs(spec: ClusterSpec, node: NodeSpec, mon: Monitoring,
                       ("network-online.target",), ("network-online.target",)) for d in daemons]
 
 
+def _unaddressed(site: Site) -> list[str]:
+    """The site's nodes without a cluster address (gpuinfra.spec.cross.unaddressed), found
+    once per run: every host asks, and each look is at every node."""
+    return site.once("monitoring: unaddressed", lambda: unaddressed(site.spec.nodes))
+
+
 def packages(site: Site, node: NodeSpec) -> list[str]:
     """Prometheus and Alertmanager with their web tools on the head, node_exporter on every
     node: the distribution's, as the role installs them (Grafana, DCGM and the Slurm exporter
     come from their own repositories or releases, installed by the role)."""
-    if not node.settings["monitoring_enabled"] or unaddressed(site.spec.nodes):
+    if not node.settings["monitoring_enabled"] or _unaddressed(site):
         return []
     distro = DISTRO[host_distro()]
     return list(dict.fromkeys([*(distro["head"] if node.is_head else []), *distro["node"]]))

@@ -5,7 +5,7 @@ Epilog, the folder made at boot) and NVIDIA's DCGM exporter."""
 from __future__ import annotations
 
 import shlex
-from io import BytesIO, StringIO
+from io import BytesIO
 from typing import Any
 
 from pyinfra.operations import files, systemd
@@ -27,7 +27,7 @@ from gpuinfra.spec import NodeSpec
 from gpuinfra_deploy.facts.system import host_distro
 from gpuinfra_deploy.nodecode import ZIP_NAME, node_zip, shipped
 from gpuinfra_deploy.ops.apt import install_pinned, require_available
-from gpuinfra_deploy.ops.checked import check_script, checked_files
+from gpuinfra_deploy.ops.checked import check_script, checked_files, upload_source
 from gpuinfra_deploy.ops.cuda_repo import cuda_repository, key_url_for
 from gpuinfra_deploy.ops.gpu import node_driver
 from gpuinfra_deploy.run.site import Site
@@ -64,7 +64,7 @@ def job_mapping() -> None:
     """The folder made at boot, and the Prolog and Epilog that keep it (gpujobs.py, with the
     collector's zip beside it)."""
     files.put(name=f"{JOB_MAPPING_DIR} made at boot (tmpfiles.d)", dest=JOB_MAPPING_TMPFILES,
-              src=StringIO(text(job_mapping_tmpfiles(JOB_MAPPING_DIR))), mode="644")
+              src=upload_source(text(job_mapping_tmpfiles(JOB_MAPPING_DIR))), mode="644")
     files.directory(name=f"{JOB_MAPPING_DIR} exists (0755)", path=JOB_MAPPING_DIR, user="root",
                     group="root", mode="755")
     files.put(name=f"GPU job mapping: {GPUJOBS}", dest=GPUJOBS,
@@ -72,7 +72,7 @@ def job_mapping() -> None:
               create_remote_dir=True)
     for mode, path in JOB_MAPPING_PROGRAMS.items():
         files.put(name=f"Slurm's {mode.capitalize()} for the GPU job mapping: {path}",
-                  dest=path, src=StringIO(gpujobs_entry_point(mode)), user="root",
+                  dest=path, src=upload_source(gpujobs_entry_point(mode)), user="root",
                   group="root", mode="755")
 
 
@@ -137,7 +137,7 @@ def dcgm(site: Site, node: NodeSpec, data: Any, distro: dict[str, Any],
     install_pinned("DCGM and its exporter", pinned, DCGM_PIN_FILE)
     listen = target(node, DCGM_EXPORTER_PORT)
     dropin = files.put(name="DCGM exporter listens on the cluster network", dest=DCGM_DROPIN,
-                       src=StringIO(text(dcgm_exporter_dropin(
+                       src=upload_source(text(dcgm_exporter_dropin(
                            listen, JOB_MAPPING_DIR if mapped else None, pods))),
                        mode="644", create_remote_dir=True)
     systemd.daemon_reload(name="systemd reads the DCGM exporter's drop-in",

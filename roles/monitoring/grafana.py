@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shlex
-from io import StringIO
 from typing import Any
 
 from pyinfra import host
@@ -35,6 +34,7 @@ from gpuinfra.monitoring.units import grafana_dropin
 from gpuinfra.monitoring.web import WEB_CERT, WEB_PASSWORD
 from gpuinfra.spec import ClusterSpec
 from gpuinfra_deploy.ops.apt import apt_keyring, install_pinned
+from gpuinfra_deploy.ops.checked import upload_source
 from gpuinfra_deploy.ops.made_on_host import copied_file, secret_files
 from gpuinfra_deploy.templates import text
 from gpuinfra_roles.monitoring.shared import UNIT_DIR, yaml_with_header
@@ -78,7 +78,7 @@ def grafana_server(spec: ClusterSpec, mon: Monitoring, data: Any, renewed: bool)
     keyring = apt_keyring(name="Add Grafana's signing key", url=f"{repo}/gpg.key",
                           path=GRAFANA_KEYRING, fingerprint=SIGNING_KEYS["grafana"])
     listed = files.put(name="List Grafana's repository in apt sources", dest=GRAFANA_LIST,
-                       src=StringIO(text(grafana_apt_line(repo))),
+                       src=upload_source(text(grafana_apt_line(repo))),
                        mode="644")
     apt.update(name="Refresh apt after adding Grafana's repository",
                _if=any_changed(keyring, listed))
@@ -98,11 +98,11 @@ def grafana_server(spec: ClusterSpec, mon: Monitoring, data: Any, renewed: bool)
                   for src, dest in ((WEB_PASSWORD, GRAFANA_PROMETHEUS_PASSWORD),
                                     (WEB_CERT, GRAFANA_PROMETHEUS_CA))]
     dropin = files.put(name="Grafana listens on the cluster network", dest=GRAFANA_DROPIN,
-                       src=StringIO(text(grafana_dropin(head.address, mon.grafana_port,
+                       src=upload_source(text(grafana_dropin(head.address, mon.grafana_port,
                                                    GRAFANA_ADMIN_PASSWORD))),
                        mode="644", create_remote_dir=True)
     provisioned = [files.put(name=f"Grafana provisioning: {path}", dest=path,
-                             src=StringIO(text), mode="644", create_remote_dir=True)
+                             src=upload_source(text), mode="644", create_remote_dir=True)
                    for path, text in grafana_files(spec, mon, loki_port(data)).items()]
     systemd.daemon_reload(name="systemd reads Grafana's drop-in", _if=dropin.did_change)
     systemd.service(name="Run Grafana", service="grafana-server", running=True, enabled=True)

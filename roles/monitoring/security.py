@@ -7,9 +7,9 @@ web-config``; a node copies its own from the head (:func:`node_web_copies`)."""
 from __future__ import annotations
 
 import shlex
-from io import StringIO
 from pathlib import Path
 
+from pyinfra import host
 from pyinfra.operations import files
 
 from gpuinfra.monitoring.web import (
@@ -36,7 +36,7 @@ from gpuinfra.monitoring.web import (
     web_config,
 )
 from gpuinfra.spec import ClusterSpec, NodeSpec
-from gpuinfra_deploy.ops.checked import check_script
+from gpuinfra_deploy.ops.checked import check_script, upload_source
 from gpuinfra_deploy.ops.from_head import Copy
 from gpuinfra_deploy.ops.made_on_host import filled_file, secret_files
 from gpuinfra_deploy.templates import render
@@ -172,14 +172,16 @@ def exporter_credentials(spec: ClusterSpec) -> None:
                       paths=[EXPORTER_CA_KEY, EXPORTER_CA_CERT], what="the exporters' CA",
                       command=exporter_ca_command(spec, EXPORTER_CA_KEY, EXPORTER_CA_CERT))
     template = yaml_with_header(exporter_web_config())
-    for node in spec.nodes:
+    # host.loop: each node's operations told apart by the loop's position, not by a suffix
+    # per earlier node (cubic in the nodes: roles/logs has the same loop)
+    for node in host.loop(spec.nodes):
         folder = node_material_dir(node.short_name)
         files.directory(name=f"{folder}: root only (0700)", path=folder, user="root",
                         group="root", mode="700")
         # The address the certificate names: a new one makes a new certificate.
         address = files.put(name=f"{node.short_name}: the address of its certificate",
                             dest=f"{folder}/address",
-                            src=StringIO(render(ADDRESS_TEMPLATE, address=str(node.address))),
+                            src=upload_source(render(ADDRESS_TEMPLATE, address=str(node.address))),
                             mode="600")
         pair = secret_files(
             name=f"{node.short_name}: node_exporter's key and certificate, signed on the head",

@@ -3,7 +3,6 @@ Prometheus daemons, their argument files and the text of a YAML file built from 
 
 from __future__ import annotations
 
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ from pyinfra.operations import files
 
 from gpuinfra.header import HEADER
 from gpuinfra.monitoring.units import TEXTFILE_DIRECTORY
+from gpuinfra_deploy.ops.checked import upload_source
 from gpuinfra_deploy.templates import role_file
 
 HERE = Path(__file__).resolve().parent
@@ -30,5 +30,5 @@ def yaml_with_header(data: Any) -> str:
 
 def daemon_args(path: str, args: str, what: str) -> Any:
     return files.put(name=f"{what}'s arguments in {path}", dest=path,
-                     src=StringIO(role_file("monitoring", "/etc/default/prometheus-daemon",
+                     src=upload_source(role_file("monitoring", "/etc/default/prometheus-daemon",
                                          args=args)), mode="644")

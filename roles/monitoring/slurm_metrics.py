@@ -6,7 +6,7 @@ tarball, installed only when its SHA-256 matches the spec's."""
 from __future__ import annotations
 
 import shlex
-from io import BytesIO, StringIO
+from io import BytesIO
 from pathlib import Path
 
 from pyinfra import host
@@ -21,7 +21,7 @@ from gpuinfra.monitoring.slurmnodes import PROM_NAME as SLURM_NODES_PROM
 from gpuinfra.monitoring.units import slurm_exporter_unit, slurm_nodes_service, slurm_nodes_timer
 from gpuinfra.spec import NodeSpec
 from gpuinfra_deploy.nodecode import ZIP_NAME, node_zip, shipped
-from gpuinfra_deploy.ops.checked import check_script, checked_files
+from gpuinfra_deploy.ops.checked import check_script, checked_files, upload_source
 from gpuinfra_deploy.templates import text
 from gpuinfra_roles.monitoring.shared import HERE, TEXTFILE_DIR, UNIT_DIR, UNIT_STAGE
 
@@ -93,7 +93,7 @@ def slurm_exporter(node: NodeSpec, exporter: dict[str, str]) -> None:
                               url=slurm_exporter_url(exporter), sha256=exporter["sha256"],
                               member="prometheus-slurm-exporter", dest=binary)
     unit = files.put(name="The Slurm exporter's unit", dest=SLURM_EXPORTER_UNIT,
-                     src=StringIO(text(slurm_exporter_unit(binary, exporter["version"],
+                     src=upload_source(text(slurm_exporter_unit(binary, exporter["version"],
                                                       target(node, SLURM_EXPORTER_PORT)))),
                      mode="644")
     systemd.daemon_reload(name="systemd reads the Slurm exporter's unit", _if=unit.did_change)

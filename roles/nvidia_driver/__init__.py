@@ -10,7 +10,6 @@ roles/nvidia_driver/deploy.py``.
 
 from __future__ import annotations
 
-from io import StringIO
 from typing import Any
 
 from pyinfra import host, logger
@@ -34,6 +33,7 @@ from gpuinfra.knowledge.packages import DriverRelease, driver_packages, open_mod
 from gpuinfra.spec import NodeSpec
 from gpuinfra_deploy.facts.system import GroupIds
 from gpuinfra_deploy.ops.apt import APT_CACHE_S, apt_components, install_pinned, require_available
+from gpuinfra_deploy.ops.checked import upload_source
 from gpuinfra_deploy.ops.cuda_repo import cuda_repository
 from gpuinfra_deploy.ops.reboot import reboot_when_needed
 from gpuinfra_deploy.run.role import Role
@@ -139,7 +139,7 @@ def _nouveau_blacklist(data: dict[str, Any]) -> Any:
                    present=False)
         return None
     return files.put(name="Blacklist nouveau", dest=NOUVEAU_BLACKLIST,
-                     src=StringIO(render(nouveau_blacklist())), mode="644")
+                     src=upload_source(render(nouveau_blacklist())), mode="644")
 
 
 def _device_access(data: dict[str, Any]) -> Any:
@@ -153,7 +153,7 @@ def _device_access(data: dict[str, Any]) -> Any:
         gid = data["nvidia_driver_device_gid"]
         server.group(name=f"Create the GPU group {group}", group=group, system=True, gid=gid)
     files.put(name=f"udev: /dev/nvidia* for group {group}, mode {mode}", dest=DEVICE_UDEV_RULE,
-              src=StringIO(render(device_udev_rule(group, mode))), mode="644")
+              src=upload_source(render(device_udev_rule(group, mode))), mode="644")
     options = None
     if gid is None:
         logger.warning(f"{host.print_prefix}group {group} is created in this run: the driver "
@@ -162,7 +162,7 @@ def _device_access(data: dict[str, Any]) -> Any:
     else:
         options = files.put(name=f"Driver options: /dev/nvidia* for gid {gid}, mode {mode}",
                             dest=NVIDIA_OPTIONS,
-                            src=StringIO(render(nvidia_device_options(gid, mode))), mode="644")
+                            src=upload_source(render(nvidia_device_options(gid, mode))), mode="644")
     nvidia_device_access(name=f"Give the existing /dev/nvidia* to group {group}, mode {mode}",
                          group=group, mode=mode)
     return options
@@ -176,7 +176,7 @@ def _persistence_mode(data: dict[str, Any], distro: dict[str, Any]) -> None:
         unit = persistenced_dropin(distro["persistenced_user"],
                                    data["nvidia_driver_device_group"])
         dropin = files.put(name="nvidia-persistenced with persistence mode on (drop-in)",
-                           dest=PERSISTENCED_DROPIN, src=StringIO(render(unit)), mode="644")
+                           dest=PERSISTENCED_DROPIN, src=upload_source(render(unit)), mode="644")
     systemd.daemon_reload(name="Reload systemd units", _if=dropin.did_change)
     # Restarted only when running (a host whose driver is not loaded yet starts it at boot).
     systemd.service(name="Restart nvidia-persistenced on the new settings", service=PERSISTENCED,

@@ -17,7 +17,6 @@ defaults.py and the spec; per-distribution values: :data:`DISTRO`. Run it alone 
 
 from __future__ import annotations
 
-from io import StringIO
 from typing import Any
 
 from pyinfra import host, logger
@@ -54,7 +53,7 @@ from gpuinfra_deploy.facts.kernel import LoadedModules
 from gpuinfra_deploy.facts.pci import PciFunctions
 from gpuinfra_deploy.facts.system import host_distro
 from gpuinfra_deploy.ops.apt import APT_CACHE_S, apt_keyring
-from gpuinfra_deploy.ops.checked import check_script, checked_files
+from gpuinfra_deploy.ops.checked import check_script, checked_files, upload_source
 from gpuinfra_deploy.ops.kernel_args import kernel_arguments, node_arguments
 from gpuinfra_deploy.ops.reboot import reboot_when_needed
 from gpuinfra_deploy.run.role import Role
@@ -148,11 +147,11 @@ def _doca_repository(distro: dict[str, Any], node: NodeSpec) -> None:
                       url=f"{base}/GPG-KEY-Mellanox.pub", path=DOCA_KEYRING,
                       fingerprint=node.settings["rdma_doca_key_fingerprint"])
     listed = files.put(name=f"Add DOCA-OFED's repository ({url})", dest=DOCA_LIST,
-                       src=StringIO(render_text(flat_repo_list(url, DOCA_KEYRING))),
+                       src=upload_source(render_text(flat_repo_list(url, DOCA_KEYRING))),
                        mode="644")
     pinned = files.put(name="DOCA-OFED's packages replace the distribution's (apt pin)",
                        dest=DOCA_PIN,
-                       src=StringIO(render_text(origin_preference(url, DOCA_PRIORITY))),
+                       src=upload_source(render_text(origin_preference(url, DOCA_PRIORITY))),
                        mode="644")
     apt.update(name="Refresh apt after adding DOCA-OFED's repository",
                _if=any_changed(key, listed, pinned))

@@ -19,7 +19,6 @@ Needs the munge role first. Data keys: defaults.py; per-distribution values: :da
 from __future__ import annotations
 
 from collections.abc import Mapping
-from io import StringIO
 from typing import Any
 
 from pyinfra import host, logger
@@ -51,6 +50,7 @@ from gpuinfra_deploy.facts.system import CpuLayout as CpuLayoutFact
 from gpuinfra_deploy.facts.system import MemTotalMb, host_distro
 from gpuinfra_deploy.ops.apt import APT_CACHE_S
 from gpuinfra_deploy.ops.boot import boot_order
+from gpuinfra_deploy.ops.checked import upload_source
 from gpuinfra_deploy.ops.kernel_args import kernel_arguments, needs_cgroup_v1, node_arguments
 from gpuinfra_deploy.ops.reboot import reboot_when_needed
 from gpuinfra_deploy.run.ahead import installed_ahead
@@ -367,7 +367,7 @@ def slurm(site: Site, node: NodeSpec) -> None:
         # Slurm 22.05's client commands read /etc/slurm/slurm.conf (no sackd to serve them
         # configless): the head's own file, judged there, written after the head took it.
         files.put(name=f"{SLURM_CONF}: the head's (the client commands find the controllers)",
-                  dest=SLURM_CONF, src=StringIO(texts[SLURM_CONF]), mode="644",
+                  dest=SLURM_CONF, src=upload_source(texts[SLURM_CONF]), mode="644",
                   _if=lambda: site.reached(head.name) and not failed(site, [head, *workers]))
     boot_order([*boot_needs(node, spec.slurm_accounting),
                 *([dbd_boot_needs(distro)] if accounting else [])])
@@ -485,7 +485,7 @@ def _compute(node: NodeSpec, head: NodeSpec, backups: tuple[NodeSpec, ...], chan
     was_running = running_before("slurmd")
     dropin = files.put(name="slurmd fetches its configuration from slurmctld (drop-in)",
                        dest=CONFIGLESS_DROPIN,
-                       src=StringIO(text(configless_dropin(conf_server(
+                       src=upload_source(text(configless_dropin(conf_server(
                            head.short_name, head.address,
                            [(b.short_name, b.address) for b in backups]), host_distro()))),
                        mode="644", create_remote_dir=True)

@@ -205,9 +205,9 @@ def plan_hosts(deploy_func: Callable[..., Any], hosts: Sequence[FakeHost],
             made = collect(state, host, op_order, labels)
             if host.name in keep:
                 plans[host.name] = made
+        shown = [host for host in chosen if host.name in keep]
         order = tuple((host.name, labels.get(op_hash) or op_label(state, op_hash))
-                      for op_hash in op_order
-                      for host in chosen if op_hash in state.ops[host] and host.name in keep)
+                      for op_hash in op_order for host in shown if op_hash in state.ops[host])
         meetings = frozenset(op_label(state, op_hash) for op_hash in meetings_of(state))
     return ClusterPlan(plans, order, meetings)
 

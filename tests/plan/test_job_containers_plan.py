@@ -37,7 +37,7 @@ from gpuinfra_roles.job_containers import (
     NVIDIA_RUNTIME_CONFIG,
     job_containers,
 )
-from tests.plan.harness import REPO, FakeHost, plan_cluster
+from tests.plan.harness import REPO, FakeHost, plan_cluster, upload_text
 from tests.plan.test_munge_plan import DISTROS, HEAD, HGX, WORKER
 from tests.plan.test_munge_plan import converged as slurm_node
 
@@ -114,7 +114,7 @@ def converged(distro: str, role: str, data: dict) -> dict:
 
 
 def uploads_text(op) -> str:
-    return op.raw[1].src.getvalue()
+    return upload_text(op.raw[1].src)
 
 
 def names(result) -> list[str]:
@@ -220,7 +220,7 @@ def test_enroot_pyxis_fresh_worker_downloads_checks_and_installs(distro):
         "cd /var/cache/gpuinfra/job-containers && DEBIAN_FRONTEND=noninteractive apt-get "
         "install -y --no-install-recommends ./enroot_3.5.0-1_amd64.deb "
         "./enroot+caps_3.5.0-1_amd64.deb",)
-    conf = result.op(ENROOT_CONF).raw[1].src.getvalue()
+    conf = upload_text(result.op(ENROOT_CONF).raw[1].src)
     assert "ENROOT_DATA_PATH /var/lib/enroot/data/user-$(id -u)\n" in conf
     assert pyxis_url("0.20.0") in result.op("Download Pyxis 0.20.0").commands[0]
     assert "libslurm-dev" in result.op("Install what Pyxis builds with").commands[-1]
@@ -232,7 +232,7 @@ def test_enroot_pyxis_fresh_worker_downloads_checks_and_installs(distro):
 
 def test_enroot_site_paths_land_in_enroot_conf():
     data = {**ENROOT, "job_containers_enroot_cache_path": "/scratch/enroot/cache-$(id -u)"}
-    conf = planned(data).op(ENROOT_CONF).raw[1].src.getvalue()
+    conf = upload_text(planned(data).op(ENROOT_CONF).raw[1].src)
     assert "ENROOT_CACHE_PATH /scratch/enroot/cache-$(id -u)\n" in conf
 
 

@@ -167,3 +167,45 @@ def test_install_replaces_every_caller_and_uninstall_restores_them():
         engine.uninstall()
     assert [module.pop_global_arguments for module in callers] == before
     assert pyinfra_operation.make_hash is pyinfra_make_hash
+
+
+# ------------------------------------------------------------------------------ padding
+
+def test_each_hosts_print_padding_is_pyinfras():
+    names = ["@fake/a", "@fake/a-much-longer-name", "@fake/mid-name"]
+    padding = {}
+    for installed in (False, True):
+        if installed:
+            engine.install()
+        try:
+            inventory = Inventory((names, {"fake_delay": 0, "fake_delay_jitter": 0}))
+            state = State(inventory, Config())
+            padding[installed] = {h.name: h.print_prefix_padding for h in inventory}
+            assert all(h.state is state and h.connector is not None for h in inventory)
+        finally:
+            if installed:
+                engine.uninstall()
+    assert padding[True] == padding[False]
+    assert padding[True]["@fake/a"] == " " * (len(names[1]) - len(names[0]))
+
+
+# ------------------------------------------------------------------------------ collector
+
+def test_the_collector_runs_less_while_planning_and_as_usual_for_the_operations(monkeypatch):
+    import gc
+
+    from gpuinfra_deploy.pyinfra_patches import schedule
+
+    usual = gc.get_threshold()
+    engine.install()
+    try:
+        assert gc.get_threshold() == planning.PLANNING_GC
+        monkeypatch.setattr(schedule, "run_ops", lambda *a, **k: None)
+        engine._run_ops_paced(None)  # the CLI runs the planned operations
+        assert gc.get_threshold() == usual
+    finally:
+        engine.uninstall()
+    assert gc.get_threshold() == usual
+    engine.install()
+    engine.uninstall()  # planned, nothing run: the usual thresholds back too
+    assert gc.get_threshold() == usual

@@ -152,3 +152,18 @@ def test_the_readme_lists_every_guarded_internal():
     section = section.split("\n## ")[0]
     listed = re.findall(r"^\| `([\w.]+)` \|", section, re.M)
     assert listed == [i.name for i in internals.INTERNALS]
+
+
+def test_a_hosts_operations_in_a_long_run_order_are_in_that_order():
+    """The head has operations for every node: a worker's own are found in the run's order
+    by their places (once per order), the same as walking the order."""
+    from gpuinfra_deploy.plan import FakeHost, fake_state
+
+    state, inventory = fake_state([FakeHost("node1", ("workers",), {})])
+    host = inventory.get_host("node1")
+    order = [f"op{i}" for i in range(1000)]
+    state.ops[host] = {h: None for h in ("op900", "op3", "op512", "elsewhere")}
+    assert internals.host_op_order(state, host, order) == ["op3", "op512", "op900"]
+    assert internals.host_op_order(state, host, order[:5]) == ["op3"]  # a short one: walked
+    assert internals.host_op_order(state, host, list(reversed(order))) == \
+        ["op900", "op512", "op3"]  # another order: its own places
