@@ -165,6 +165,20 @@ def test_the_batch_answers_each_command_as_if_it_ran_alone():
     assert answers[2][1] == b"\x00\xff"
 
 
+def test_the_batch_prints_its_answers_at_once_at_the_end(tmp_path):
+    """Nothing is printed while the commands run (each answer's small writes went to sshd as
+    SSH packets of their own): the second command sees the batch's output file still empty,
+    and the answers all come after the last command."""
+    out = tmp_path / "out"
+    commands = ["echo first", f"wc -c < {out}", "echo last"]
+    with out.open("wb") as stdout:
+        subprocess.run(["sh", "-c", batch_script(commands)], stdout=stdout, check=True)
+    answers = parse_batch(out.read_bytes(), len(commands))
+    assert answers[0][1] == b"first\n"
+    assert answers[1][1] == b"0\n"
+    assert answers[2][1] == b"last\n"
+
+
 @pytest.mark.parametrize("cut", [
     lambda out: out[: len(out) // 2],  # the output cut mid-way
     lambda out: out.replace(b"gpuinfra-batch 1 ", b"gpuinfra-batch 7 ", 1),
