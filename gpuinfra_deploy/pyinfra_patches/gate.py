@@ -93,6 +93,11 @@ def validate_before_connect() -> None:
         except templates.TemplateProblem as exc:
             print(f"gpuinfra: {exc}", file=sys.stderr)
             raise SystemExit(1) from None
+        unmatched = unmatched_patterns(loaded, params)
+        if unmatched:
+            print(f"gpuinfra: {inventory}: no host was touched.\n" + "\n".join(unmatched),
+                  file=sys.stderr)
+            raise SystemExit(1)
         _fail_percent(params, spec)
         _summary_at_exit(spec)
         fact_batch.configure(inventory)  # each host's fact reads learned per inventory file
@@ -100,6 +105,30 @@ def validate_before_connect() -> None:
 
     gated.__wrapped__ = load  # type: ignore[attr-defined]
     cli.make_inventory = gated
+
+
+def unmatched_patterns(inventory: Any, params: dict[str, Any]) -> list[str]:
+    """Each ``--limit``/``--exclude`` that names no host and no group of ``inventory``.
+    pyinfra warns ("No host matches found") and goes on: a mistyped ``--limit`` ran the
+    deploy on no host and exited 0, a mistyped ``--exclude`` on every host. pyinfra takes
+    one name, group or glob per option (``--limit a --limit b``), never a comma list."""
+    from fnmatch import fnmatch
+
+    names = [host.name for host in inventory]
+    groups = sorted(name for name, hosts in inventory.groups.items() if hosts)
+    problems = []
+    for option in ("limit", "exclude"):
+        for pattern in params.get(option) or ():
+            if pattern in groups or any(fnmatch(name, pattern) for name in names):
+                continue
+            hint = ("; pyinfra takes one name, group or glob per option: "
+                    + " ".join(f"--{option} {p}" for p in pattern.split(",") if p)
+                    if "," in pattern else "")
+            shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more"
+                                            if len(names) > 5 else "")
+            problems.append(f"  --{option} {pattern!r} matches no host and no group of this "
+                            f"inventory (hosts: {shown}; groups: {', '.join(groups)}){hint}")
+    return problems
 
 
 def unknown_data_keys(items: Any) -> list[str]:

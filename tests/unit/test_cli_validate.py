@@ -98,6 +98,37 @@ def test_pyinfra_run_stops_before_connecting(tmp_path):
     assert "Traceback" not in out.stderr
 
 
+LIMIT_SITE = ('head = [("h1", {"ssh_hostname": "127.0.0.1", "ssh_port": 9, '
+              '"node_address": "10.0.0.1"})]\n'
+              f'workers = [("w1", {{**{GOOD_WORKER}, "ssh_hostname": "127.0.0.1", '
+              '"ssh_port": 9, "node_address": "10.0.0.2"})]\n')
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["--limit", "w1,w2"], "--limit 'w1,w2' matches no host and no group"),
+    (["--limit", "w1", "--limit", "gpu*"], "--limit 'gpu*' matches no host"),
+    (["--exclude", "w9"], "--exclude 'w9' matches no host"),
+])
+def test_a_limit_that_matches_nothing_stops_the_run(tmp_path, args, expected):
+    """pyinfra only warns of a --limit or --exclude that matches nothing, and runs on no host
+    (exit 0) or on every host: the gate stops before connecting, naming the pattern."""
+    inv = site(tmp_path, LIMIT_SITE)
+    out = run(str(BIN / "pyinfra"), "-y", str(inv), "deploy.py", *args, cwd=tmp_path)
+    assert out.returncode == 1, out
+    assert expected in out.stderr and "no host was touched" in out.stderr
+    assert "Connecting to hosts" not in out.stdout + out.stderr
+    if "," in args[1]:
+        assert "--limit w1 --limit w2" in out.stderr
+
+
+def test_a_limit_naming_a_host_or_group_is_let_through(tmp_path):
+    inv = site(tmp_path, LIMIT_SITE)
+    out = run(str(BIN / "pyinfra"), "-y", str(inv), "deploy.py", "--limit", "workers",
+              "--limit", "h*", cwd=tmp_path)
+    assert "matches no host" not in out.stderr
+    assert "Connecting to hosts" in out.stdout + out.stderr
+
+
 def test_pyinfra_data_override_is_validated(tmp_path):
     inv = site(tmp_path, f'head = ["h1"]\nworkers = [("w1", {GOOD_WORKER})]\n')
     out = run(str(BIN / "pyinfra"), "-y", str(inv), "deploy.py", "--data", "gpu_count=5",
