@@ -392,6 +392,8 @@ def install() -> None:
     planning.collect_less()  # config.py runs before the deploy is planned
     _INSTALLED["print_prefix"] = pyinfra_host.Host.print_prefix
     pyinfra_host.Host.print_prefix = property(_print_prefix)  # type: ignore[method-assign]
+    _INSTALLED["command_shlex"] = pyinfra_command.shlex
+    pyinfra_command.shlex = planning.command_shlex
 
 
 def uninstall() -> None:
@@ -416,4 +418,5 @@ def uninstall() -> None:
     pyinfra_cli_main.run_ops = _INSTALLED.pop("run_ops")
     planning.collect_as_usual()
     pyinfra_host.Host.print_prefix = _INSTALLED.pop("print_prefix")  # type: ignore[method-assign]
+    pyinfra_command.shlex = _INSTALLED.pop("command_shlex")
     _global_arguments.cache_clear()

@@ -80,6 +80,35 @@ def test_a_hosts_data_value_is_its_own_copy(hosts):
     assert again["_env"] == {"A": "1"}
 
 
+# ------------------------------------------------------------------- formatted commands
+
+@pytest.mark.parametrize(("string", "args"), [
+    ("sha1sum {0} 2> /dev/null || shasum {0}", ("/etc/a b",)),
+    ("test -e {0} && echo 'it is {1}'", ("/x'y", "there")),
+    ("stat -c '%a %U' {0}", ("/etc/slurm/slurm.conf",)),
+])
+def test_formatted_commands_are_pyinfras_with_each_string_split_once(string, args):
+    """make_formatted_string_command gives pyinfra's command with the engine installed, and
+    a format string met again is not split again."""
+    from pyinfra.api.command import QuoteString, make_formatted_string_command
+
+    def made() -> tuple[str, str]:
+        command = make_formatted_string_command(string, *[QuoteString(a) for a in args])
+        return command.get_raw_value(), command.get_masked_value()
+
+    theirs = made()
+    engine.install()
+    try:
+        planning._split_once.cache_clear()
+        assert made() == theirs
+        assert made() == theirs
+        info = planning._split_once.cache_info()
+        assert (info.misses, info.hits) == (1, 1)
+    finally:
+        engine.uninstall()
+    assert made() == theirs
+
+
 # ------------------------------------------------------------------------------ hashes
 
 @pytest.mark.parametrize("value", [[], [3, 14, 15], [1, True], (1, 2), {"a": [1]}, "x"])
