@@ -48,7 +48,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bench.fleet_cost import (
@@ -472,6 +472,14 @@ def compiled() -> None:
         " as a laptop's Python does on a first run")
 
 
+def fitted_on(sizes: list[Size]) -> list[Costs]:
+    """The points the controller's fixed + per-host cost is fitted on: each size's no-op and
+    the 3-node no-op of the same run (the head and two workers: the fixed part a run pays
+    whatever its size), so one size gives a fixed part too, not all of it per host."""
+    return [*(s.costs for s in sizes),
+            *(replace(s.costs, hosts=len(CORE), controller_s=s.small.cpu) for s in sizes)]
+
+
 def last_lines(sizes: list[Size]) -> list[str]:
     """The model's statement, then one line per size: the controller's CPU per host for a
     no-op (against Ansible's in the same run), how flat it stays from the smallest size, a
@@ -480,11 +488,13 @@ def last_lines(sizes: list[Size]) -> list[str]:
     first = sizes[0]
     hosts = 1000
     forks = pyinfra_forks(LAPTOP_CORES, hosts, LAPTOP_NOFILE)
-    fixed, per_host = fit_controller([s.costs for s in sizes])
-    predicted = on_a_laptop([s.costs for s in sizes], hosts)
+    points = fitted_on(sizes)
+    fixed, per_host = fit_controller(points)
+    predicted = on_a_laptop(points, hosts)
     lines = [f"model: a no-op's wall time is the largest of the controller's CPU (one process: "
              f"{fixed:.2f} s + {per_host * 1000:.0f} ms per host, fitted on N="
-             f"{', '.join(str(s.n) for s in sizes)}), all the CPU over the cores the idle "
+             f"{', '.join(str(s.n) for s in sizes)} and the 3-node no-op of each), all the CPU "
+             f"over the cores the idle "
              f"containers leave (this machine only: a laptop's nodes have their own), and the "
              f"busiest node's commands once per round of forks hosts; for {hosts} nodes from a "
              f"laptop with {LAPTOP_CORES} cores and {LAPTOP_NOFILE} open files, forks {forks}: "

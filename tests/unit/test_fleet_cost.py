@@ -112,3 +112,22 @@ def test_the_rest_of_the_machine_takes_cores_from_the_run() -> None:
 def test_machine_busy_seconds_leave_out_idle_and_iowait() -> None:
     # user nice system idle iowait irq softirq steal (USER_HZ)
     assert machine_busy_s("cpu  500 10 90 1000 50 0 0 0 0 0\ncpu0 1 2 3 4\n") == 6.0
+
+
+def test_one_size_is_fitted_with_its_3_node_noop_as_fixed_plus_per_host() -> None:
+    """bench.fleet fits the controller on each size and the 3-node no-op of the same run: the
+    figures of 2026-12-07 (13 hosts 2.25 CPU s, 3 hosts 1.11 s) give 0.77 s + 114 ms a host,
+    not 173 ms a host for all of it."""
+    from bench.fleet import Measured, Size, fitted_on, last_lines
+
+    def run(cpu: float) -> Measured:
+        return Measured(wall=11.45, cpu=cpu, peak=80 * 1024, node_cpu={"lab-fleet1": 1.2},
+                        busy={"lab-fleet1": 8.51}, commands={"lab-fleet1": 1}, others=0.5)
+
+    size = Size(10, run(2.25), run(1.11), (0.0, 0.0), run(32.1), 0.12)
+    fixed, per_host = fit_controller(fitted_on([size]))
+    assert fixed == pytest.approx(0.768, abs=0.001)
+    assert per_host == pytest.approx(0.114, abs=0.001)
+    line = last_lines([size])[-1]
+    assert "controller 173 ms/host/noop (0.07x Ansible's)" in line
+    assert "predicted 1000-node noop 115 s" in line
