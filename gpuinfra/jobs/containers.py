@@ -38,22 +38,29 @@ OCI_SYNC = "/usr/local/sbin/gpuinfra-oci-conf"
 OCI_SYNC_UNIT = "gpuinfra-oci-conf"
 
 
-# Tries of oci_sync_script while slurmd empties and refills its cache (a second apart).
-OCI_SYNC_TRIES = 5
+# oci_sync_script's rounds: each places oci.conf, then waits OCI_SYNC_QUIET_S for the cache to
+# stay unchanged (at most 20 rounds: 10 s while slurmd empties and refills it).
+OCI_SYNC_ROUNDS, OCI_SYNC_QUIET_S = 20, 0.5
 
 
 def oci_sync_script() -> FileText:
     """The worker's oci.conf into slurmd's cache when it differs (absent there when the kept
     copy is absent); nothing while slurmd has no cache yet.
 
+    It ends only once the cache stayed unchanged OCI_SYNC_QUIET_S after its last look:
+    systemd does not start the path unit's service again for a change made while it runs (a
+    oneshot still starting takes no second start: shown in the lab, two changes half a second
+    apart ran it once). slurmd emptying the cache during a run left oci.conf out of it until
+    the next deploy put it back: a deploy after a reboot changed something (stop 57's CI, and
+    once in about 20 lab reboots, 2026-12-08).
+
     Two runs may overlap (the deploy runs it while the path unit does, when slurmd has just
     refilled its cache): each copies to a temporary name of its own (mktemp, in the cache, so
     the rename is atomic), never to a shared one: with one shared name, seen on 40 lab
-    workers, one run renamed the other's file away and failed ("mv: cannot stat"). A try
-    that slurmd's emptying of the cache cut short is tried again, a second later."""
+    workers, one run renamed the other's file away and failed ("mv: cannot stat")."""
     return FileText(f"job_containers{OCI_SYNC}.j2", {
         "kept": OCI_CONF_KEPT, "cache": OCI_CONF_DIR, "conf": OCI_CONF,
-        "tries": list(range(1, OCI_SYNC_TRIES + 1))})
+        "rounds": list(range(1, OCI_SYNC_ROUNDS + 1)), "quiet": OCI_SYNC_QUIET_S})
 
 
 def oci_sync_units() -> dict[str, FileText]:
@@ -66,8 +73,12 @@ def oci_sync_units() -> dict[str, FileText]:
                      ("Unit", f"{OCI_SYNC_UNIT}.service")],
             "Install": [("WantedBy", "multi-user.target")],
         }, about="gpuinfra (gpuinfra_roles/job_containers): oci.conf back into slurmd's cache."),
+        # No start limit: systemd's default (5 starts in 10 s) failed the path unit for good
+        # ("unit-start-limit-hit") after a few slurmd restarts in a row, and oci.conf stayed
+        # out of the cache (lab, 2026-12-08). Each run lasts at least OCI_SYNC_QUIET_S.
         f"{OCI_SYNC_UNIT}.service": unit_file({
-            "Unit": [("Description", "oci.conf into slurmd's configuration cache")],
+            "Unit": [("Description", "oci.conf into slurmd's configuration cache"),
+                     ("StartLimitIntervalSec", "0")],
             "Service": [("Type", "oneshot"), ("ExecStart", OCI_SYNC)],
         }, about="gpuinfra (gpuinfra_roles/job_containers): run by the path unit."),
     }

@@ -180,7 +180,10 @@ def test_the_path_unit_watches_slurmds_cache_and_the_kept_copy():
     assert f"PathChanged={OCI_CONF_KEPT}" in path
     assert "Unit=gpuinfra-oci-conf.service" in path
     assert "WantedBy=multi-user.target" in path  # at boot, before slurmd fetches
-    assert f"ExecStart={OCI_SYNC}" in units["gpuinfra-oci-conf.service"].splitlines()
+    service = units["gpuinfra-oci-conf.service"].splitlines()
+    assert f"ExecStart={OCI_SYNC}" in service
+    # a few slurmd restarts in a row must not stop the path unit for good (start-limit-hit)
+    assert "StartLimitIntervalSec=0" in service
 
 
 def test_the_sync_script_run_for_real(tmp_path):
@@ -222,6 +225,32 @@ def test_the_sync_script_run_for_real(tmp_path):
         assert [r.wait() for r in runs] == [0] * 12, [r.stderr.read() for r in runs]
         assert sorted(p.name for p in cache.iterdir()) == ["oci.conf", "slurm.conf"]
         assert (cache / "oci.conf").read_text() == file_text(oci_conf("crun"))
+
+
+def test_the_sync_script_sees_slurmd_empty_the_cache_while_it_runs(tmp_path):
+    """systemd starts the sync once for changes made while it runs, so a run that found
+    oci.conf in place must still see slurmd remove it a moment later (its cache emptied and
+    refilled) and put it back before it ends. Shown red on the script that ended at its first
+    look (oci.conf left out of the cache)."""
+    import subprocess
+    import time
+
+    from gpuinfra.jobs.containers import OCI_CONF, OCI_CONF_DIR, OCI_CONF_KEPT, oci_sync_script
+
+    cache, kept = tmp_path / "conf-cache", tmp_path / "oci.conf"
+    script = tmp_path / "sync"
+    script.write_text(file_text(oci_sync_script()).replace(OCI_CONF, str(cache / "oci.conf"))
+                      .replace(OCI_CONF_DIR, str(cache)).replace(OCI_CONF_KEPT, str(kept)))
+    kept.write_text(file_text(oci_conf("crun")))
+    cache.mkdir()
+    (cache / "slurm.conf").write_text("fetched")
+    (cache / "oci.conf").write_text(file_text(oci_conf("crun")))  # in place at its first look
+    run = subprocess.Popen(["sh", str(script)], stderr=subprocess.PIPE)
+    time.sleep(0.2)
+    (cache / "oci.conf").unlink()  # slurmd's fetch: the cache emptied, then refilled
+    (cache / "slurm.conf").write_text("fetched again")
+    assert run.wait(timeout=30) == 0, run.stderr.read()
+    assert (cache / "oci.conf").read_text() == file_text(oci_conf("crun"))
 
 
 def test_the_roles_bundle_with_runc_is_refused_at_validate():
