@@ -186,18 +186,25 @@ def test_the_path_unit_watches_slurmds_cache_and_the_kept_copy():
     assert "StartLimitIntervalSec=0" in service
 
 
-def test_the_sync_script_run_for_real(tmp_path):
-    """Copies the kept oci.conf into the cache when it differs, leaves an equal one alone,
-    removes the cache's copy when none is kept, and waits quietly for a cache slurmd has not
-    made yet."""
-    import subprocess
-
+def sync_script_in(tmp_path):
+    """The oci.conf sync script with its paths moved under ``tmp_path``: the cache, the kept
+    copy and the script's own path."""
     from gpuinfra.jobs.containers import OCI_CONF, OCI_CONF_DIR, OCI_CONF_KEPT, oci_sync_script
 
     cache, kept = tmp_path / "conf-cache", tmp_path / "oci.conf"
     script = tmp_path / "sync"
     script.write_text(file_text(oci_sync_script()).replace(OCI_CONF, str(cache / "oci.conf"))
                       .replace(OCI_CONF_DIR, str(cache)).replace(OCI_CONF_KEPT, str(kept)))
+    return cache, kept, script
+
+
+def test_the_sync_script_run_for_real(tmp_path):
+    """Copies the kept oci.conf into the cache when it differs, leaves an equal one alone,
+    removes the cache's copy when none is kept, and waits quietly for a cache slurmd has not
+    made yet."""
+    import subprocess
+
+    cache, kept, script = sync_script_in(tmp_path)
 
     def sync() -> None:
         subprocess.run(["sh", str(script)], check=True)
@@ -235,12 +242,7 @@ def test_the_sync_script_sees_slurmd_empty_the_cache_while_it_runs(tmp_path):
     import subprocess
     import time
 
-    from gpuinfra.jobs.containers import OCI_CONF, OCI_CONF_DIR, OCI_CONF_KEPT, oci_sync_script
-
-    cache, kept = tmp_path / "conf-cache", tmp_path / "oci.conf"
-    script = tmp_path / "sync"
-    script.write_text(file_text(oci_sync_script()).replace(OCI_CONF, str(cache / "oci.conf"))
-                      .replace(OCI_CONF_DIR, str(cache)).replace(OCI_CONF_KEPT, str(kept)))
+    cache, kept, script = sync_script_in(tmp_path)
     kept.write_text(file_text(oci_conf("crun")))
     cache.mkdir()
     (cache / "slurm.conf").write_text("fetched")
